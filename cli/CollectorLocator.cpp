@@ -1,0 +1,34 @@
+#include "cli/CollectorLocator.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/Error.h"
+
+namespace memtool::cli {
+
+std::string locateCollector() {
+    namespace fs = std::filesystem;
+    if (const char* env = std::getenv("MEMTOOL_COLLECTOR"); env && *env) {
+        if (access(env, R_OK) == 0) return fs::absolute(env).string();
+        throw core::Error(core::kExitRunFailed, std::string("MEMTOOL_COLLECTOR names ") + env +
+                                                    ", which cannot be read");
+    }
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    fs::path bin = exe.parent_path();
+    const fs::path candidates[] = {
+        bin / "../lib/libmemtool_collector.so",
+        bin / "../lib/memtool/libmemtool_collector.so",
+    };
+    std::string looked;
+    for (const auto& c : candidates) {
+        if (access(c.c_str(), R_OK) == 0) return fs::weakly_canonical(c).string();
+        looked += (looked.empty() ? "" : ", ") + c.lexically_normal().string();
+    }
+    throw core::Error(core::kExitRunFailed, "collector library not found (looked in " + looked + ")");
+}
+
+}  // namespace memtool::cli

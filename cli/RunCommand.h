@@ -1,0 +1,28 @@
+#pragma once
+// `memtool run`: launch a command with the collector injected, fold the streams
+// of every process that connects, write trace.json when the command exits.
+
+#include <string>
+#include <vector>
+
+#include "cli/TraceBuilder.h"
+
+namespace memtool::cli {
+
+struct RunOptions {
+    std::vector<std::string> command;
+    std::string output = "memtool.trace.json";
+    bool nativeStacks = true;
+    bool pythonStacks = true;
+    SiteMode siteMode = SiteMode::User;
+    bool quiet = false;
+};
+
+struct RunResult {
+    int exitCode = 0;  // the target's exit code
+    int signal = 0;    // non-zero when a signal ended the target
+};
+
+RunResult runCommand(const RunOptions& options);
+
+}  // namespace memtool::cli

@@ -1,0 +1,131 @@
+#include "cli/Symbolizer.h"
+
+#include <cxxabi.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace memtool::cli {
+
+namespace {
+
+std::string demangle(const char* name) {
+    if (!name) return {};
+    int status = 0;
+    char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+    if (status == 0 && out) {
+        std::string s(out);
+        std::free(out);
+        return s;
+    }
+    return name;
+}
+
+// When pc lies in inlined code, the file:line in the function that the symbol
+// names is the call site of the outermost inlined scope.
+bool inlinedCallSite(Dwfl_Module* mod, uint64_t pc, std::string* file, uint64_t* line) {
+    Dwarf_Addr bias = 0;
+    Dwarf_Die* cu = dwfl_module_addrdie(mod, pc, &bias);
+    if (!cu) return false;
+    Dwarf_Die* scopes = nullptr;
+    int n = dwarf_getscopes(cu, pc - bias, &scopes);
+    if (n <= 0) return false;
+    bool found = false;
+    for (int i = n - 1; i >= 0 && !found; --i) {
+        if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine) continue;
+        Dwarf_Attribute attr;
+        Dwarf_Word fileIdx = 0, lineNo = 0;
+        if (!dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &attr), &fileIdx) &&
+            !dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &attr), &lineNo)) {
+            Dwarf_Files* files = nullptr;
+            size_t count = 0;
+            if (dwarf_getsrcfiles(cu, &files, &count) == 0 && fileIdx < count) {
+                if (const char* name = dwarf_filesrc(files, fileIdx, nullptr, nullptr)) {
+                    *file = name;
+                    *line = lineNo;
+                    found = lineNo > 0;
+                }
+            }
+        }
+    }
+    std::free(scopes);
+    return found;
+}
+
+char* noDebuginfoPath = nullptr;
+const Dwfl_Callbacks kCallbacks = {
+    dwfl_build_id_find_elf,
+    dwfl_standard_find_debuginfo,
+    dwfl_offline_section_address,
+    &noDebuginfoPath,
+};
+
+}  // namespace
+
+struct Symbolizer::Impl {
+    Dwfl* dwfl = nullptr;
+    std::vector<core::ModuleRecord> modules;
+    std::unordered_map<uint64_t, NativeFrame> cache;
+
+    const core::ModuleRecord* moduleOf(uint64_t ip) const {
+        // Latest first: a range reused after dlclose belongs to the newer module.
+        for (auto it = modules.rbegin(); it != modules.rend(); ++it)
+            for (const auto& [s, e] : it->ranges)
+                if (ip >= s && ip < e) return &*it;
+        return nullptr;
+    }
+};
+
+Symbolizer::Symbolizer(const std::vector<core::ModuleRecord>& modules) : impl_(std::make_unique<Impl>()) {
+    impl_->modules = modules;
+    // Symbols come from the files on this machine; never from the network.
+    unsetenv("DEBUGINFOD_URLS");
+    impl_->dwfl = dwfl_begin(&kCallbacks);
+    if (!impl_->dwfl) return;
+    dwfl_report_begin(impl_->dwfl);
+    for (const auto& m : modules) {
+        if (m.path.empty() || m.path[0] != '/') continue;  // the vDSO and the like
+        dwfl_report_elf(impl_->dwfl, m.path.c_str(), m.path.c_str(), -1, m.loadBias, false);
+    }
+    dwfl_report_end(impl_->dwfl, nullptr, nullptr);
+}
+
+Symbolizer::~Symbolizer() {
+    if (impl_->dwfl) dwfl_end(impl_->dwfl);
+}
+
+const NativeFrame& Symbolizer::symbolize(uint64_t ip) {
+    auto it = impl_->cache.find(ip);
+    if (it != impl_->cache.end()) return it->second;
+    NativeFrame f;
+    uint64_t pc = ip - 1;
+    if (const core::ModuleRecord* m = impl_->moduleOf(pc)) {
+        f.module = m->path;
+        f.offset = pc - m->loadBias;
+    }
+    if (impl_->dwfl) {
+        if (Dwfl_Module* mod = dwfl_addrmodule(impl_->dwfl, pc)) {
+            GElf_Off off = 0;
+            GElf_Sym sym;
+            const char* name = dwfl_module_addrinfo(mod, pc, &off, &sym, nullptr, nullptr, nullptr);
+            f.function = demangle(name);
+            if (inlinedCallSite(mod, pc, &f.file, &f.line)) {
+                // pc sits in code inlined into the symbol's function: report where
+                // that function made the (inlined) call, not the inlined body.
+            } else if (Dwfl_Line* line = dwfl_module_getsrc(mod, pc)) {
+                int lineNo = 0;
+                const char* file = dwfl_lineinfo(line, nullptr, &lineNo, nullptr, nullptr, nullptr);
+                if (file && lineNo > 0) {
+                    f.file = file;
+                    f.line = static_cast<uint64_t>(lineNo);
+                }
+            }
+        }
+    }
+    return impl_->cache.emplace(ip, std::move(f)).first->second;
+}
+
+}  // namespace memtool::cli

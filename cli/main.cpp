@@ -1,0 +1,109 @@
+// memtool: the command line. Subcommands are wired here; their work lives in
+// cli/ (run) and reporters/ (report). Errors surface as core::Error, printed as
+// one line; exit codes are listed in README.md.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/RunCommand.h"
+#include "core/Error.h"
+#include "reporters/JsonReporter.h"
+#include "reporters/TableReporter.h"
+#include "reporters/TraceJson.h"
+
+namespace {
+
+using namespace memtool;
+
+int reportCommand(const std::string& path, const reporters::ReportOptions& options, const std::string& format) {
+    core::Trace trace = reporters::loadTrace(path);
+    if (format == "json") {
+        std::cout << reporters::renderJson(trace, options).dump(2) << '\n';
+    } else {
+        reporters::renderTable(trace, options, std::cout);
+    }
+    return 0;
+}
+
+[[noreturn]] void dieLike(int sig) {
+    signal(sig, SIG_DFL);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, sig);
+    sigprocmask(SIG_UNBLOCK, &only, nullptr);
+    kill(getpid(), sig);
+    _exit(128 + sig);  // the signal was ignored or caught elsewhere
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"memtool: memory profiler and controller for PyTorch and CUDA programs"};
+    app.set_version_flag("--version", std::string("memtool ") + MEMTOOL_VERSION);
+    app.require_subcommand(1);
+
+    cli::RunOptions run;
+    std::string siteMode = "user";
+    bool noNative = false, noPython = false;
+    CLI::App* runCmd = app.add_subcommand("run", "Run a command under the profiler and write trace.json");
+    runCmd->add_option("-o,--output", run.output, "Where to write the trace")->capture_default_str();
+    runCmd->add_flag("--no-native", noNative, "Do not record native (C/C++) call stacks");
+    runCmd->add_flag("--no-python", noPython, "Do not record Python call stacks");
+    runCmd->add_option("--site", siteMode, "Hotspot site: innermost frame of user code, or innermost of all")
+        ->check(CLI::IsMember({"user", "all"}))
+        ->capture_default_str();
+    runCmd->add_flag("-q,--quiet", run.quiet, "Print nothing of memtool's own");
+    runCmd->add_option("command", run.command, "The command to profile (after --)")->required();
+    runCmd->prefix_command();
+
+    std::string tracePath, format = "text", sort = "peak";
+    reporters::ReportOptions reportOptions;
+    CLI::App* reportCmd = app.add_subcommand("report", "Print a report of a trace.json");
+    reportCmd->add_option("trace", tracePath, "trace.json written by memtool run")->required();
+    reportCmd->add_option("--top", reportOptions.top, "How many hotspots per device")->capture_default_str();
+    reportCmd->add_option("--sort", sort, "Order hotspots by peak, allocated, count or leaked")
+        ->capture_default_str();
+    reportCmd->add_option("--format", format, "text or json")
+        ->check(CLI::IsMember({"text", "json"}))
+        ->capture_default_str();
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::cerr << "memtool: " << e.what() << '\n';
+        return core::kExitBadInput;
+    }
+
+    try {
+        if (runCmd->parsed()) {
+            run.nativeStacks = !noNative;
+            run.pythonStacks = !noPython;
+            run.siteMode = siteMode == "all" ? cli::SiteMode::All : cli::SiteMode::User;
+            if (!run.command.empty() && run.command[0] == "--") run.command.erase(run.command.begin());
+            cli::RunResult r = cli::runCommand(run);
+            if (r.signal) dieLike(r.signal);
+            return r.exitCode;
+        }
+        if (reportCmd->parsed()) {
+            reportOptions.sort = reporters::parseSortKey(sort);
+            return reportCommand(tracePath, reportOptions, format);
+        }
+    } catch (const core::Error& e) {
+        std::cerr << "memtool: " << e.what() << '\n';
+        return e.exitCode();
+    } catch (const std::exception& e) {
+        std::cerr << "memtool: internal error: " << e.what() << '\n';
+        return core::kExitRunFailed;
+    }
+    return 0;
+}

@@ -1,0 +1,32 @@
+#include "collectors/CPythonApi.h"
+
+#include <dlfcn.h>
+
+namespace memtool::collectors {
+
+namespace {
+template <typename F>
+bool find(F& fn, const char* name) {
+    fn = reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
+    return fn != nullptr;
+}
+}  // namespace
+
+bool CPythonApi::resolve() {
+    bool ok = find(IsInitialized, "Py_IsInitialized") && find(GILStateCheck, "PyGILState_Check") &&
+              find(EvalSetProfile, "PyEval_SetProfile") && find(EvalGetFrame, "PyEval_GetFrame") &&
+              find(FrameGetBack, "PyFrame_GetBack") && find(FrameGetCode, "PyFrame_GetCode") &&
+              find(FrameGetLineNumber, "PyFrame_GetLineNumber") &&
+              find(ObjectGetAttrString, "PyObject_GetAttrString") &&
+              find(UnicodeAsUTF8AndSize, "PyUnicode_AsUTF8AndSize") &&
+              find(LongAsLong, "PyLong_AsLong") && find(DecRef, "Py_DecRef") &&
+              find(ImportModule, "PyImport_ImportModule") &&
+              find(CFunctionNewEx, "PyCFunction_NewEx") &&
+              find(ObjectCallMethodObjArgs, "PyObject_CallMethodObjArgs") &&
+              find(UnicodeFromString, "PyUnicode_FromString") && find(BuildValue, "Py_BuildValue") &&
+              find(ErrClear, "PyErr_Clear");
+    find(EvalSetProfileAllThreads, "PyEval_SetProfileAllThreads");  // optional
+    return ok;
+}
+
+}  // namespace memtool::collectors

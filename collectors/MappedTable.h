@@ -1,0 +1,176 @@
+#pragma once
+// Open-addressing hash tables whose storage comes from mmap, so that hooks can
+// insert without touching the heap of the process they observe. Neither is
+// thread-safe: the Tracker serializes access under its lock.
+
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace memtool::collectors {
+
+inline uint64_t mixHash(uint64_t x) {
+    // splitmix64 finalizer: pointers and return addresses share low bits.
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+inline void* mapZeroed(size_t bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+}
+
+// (parent node, key) -> child node id; ids are dense from 1 in insertion order,
+// matching the implicit ids of the wire protocol's node records.
+class FrameTrie {
+public:
+    FrameTrie() = default;
+    FrameTrie(const FrameTrie&) = delete;
+    FrameTrie& operator=(const FrameTrie&) = delete;
+    ~FrameTrie() {
+        if (slots_) munmap(slots_, capacity_ * sizeof(Slot));
+    }
+
+    // Returns the node id, 0 when memory ran out. *created tells whether it is new.
+    uint32_t findOrInsert(uint32_t parent, uint64_t key, bool* created) {
+        *created = false;
+        if ((count_ + 1) * 2 > capacity_ && !grow()) return 0;
+        size_t mask = capacity_ - 1;
+        for (size_t i = mixHash(key * 31 + parent) & mask;; i = (i + 1) & mask) {
+            Slot& s = slots_[i];
+            if (s.id == 0) {
+                s = Slot{key, parent, ++count_};
+                *created = true;
+                return s.id;
+            }
+            if (s.key == key && s.parent == parent) return s.id;
+        }
+    }
+
+    uint32_t size() const { return count_; }
+    void clear() {
+        if (slots_) std::memset(slots_, 0, capacity_ * sizeof(Slot));
+        count_ = 0;
+    }
+
+private:
+    struct Slot {
+        uint64_t key;
+        uint32_t parent;
+        uint32_t id;
+    };
+    bool grow() {
+        size_t newCap = capacity_ ? capacity_ * 2 : 4096;
+        auto* fresh = static_cast<Slot*>(mapZeroed(newCap * sizeof(Slot)));
+        if (!fresh) return false;
+        for (size_t j = 0; j < capacity_; ++j) {
+            const Slot& s = slots_[j];
+            if (s.id == 0) continue;
+            for (size_t i = mixHash(s.key * 31 + s.parent) & (newCap - 1);; i = (i + 1) & (newCap - 1)) {
+                if (fresh[i].id == 0) {
+                    fresh[i] = s;
+                    break;
+                }
+            }
+        }
+        if (slots_) munmap(slots_, capacity_ * sizeof(Slot));
+        slots_ = fresh;
+        capacity_ = newCap;
+        return true;
+    }
+
+    Slot* slots_ = nullptr;
+    size_t capacity_ = 0;
+    uint32_t count_ = 0;
+};
+
+// Live tracked pointers -> size in bytes. Linear probing with backward-shift
+// deletion, so there are no tombstones and lookups of untracked pointers stop
+// at the first empty slot.
+class PointerMap {
+public:
+    PointerMap() = default;
+    PointerMap(const PointerMap&) = delete;
+    PointerMap& operator=(const PointerMap&) = delete;
+    ~PointerMap() {
+        if (slots_) munmap(slots_, capacity_ * sizeof(Slot));
+    }
+
+    bool insert(uint64_t ptr, uint64_t size) {
+        if ((count_ + 1) * 2 > capacity_ && !grow()) return false;
+        size_t mask = capacity_ - 1;
+        for (size_t i = mixHash(ptr) & mask;; i = (i + 1) & mask) {
+            if (slots_[i].ptr == 0 || slots_[i].ptr == ptr) {
+                if (slots_[i].ptr == 0) ++count_;
+                slots_[i] = Slot{ptr, size};
+                return true;
+            }
+        }
+    }
+
+    // Removes ptr; returns its size through *size. False when ptr is not tracked.
+    bool erase(uint64_t ptr, uint64_t* size) {
+        if (count_ == 0) return false;
+        size_t mask = capacity_ - 1;
+        size_t i = mixHash(ptr) & mask;
+        while (slots_[i].ptr != ptr) {
+            if (slots_[i].ptr == 0) return false;
+            i = (i + 1) & mask;
+        }
+        *size = slots_[i].size;
+        // Backward shift: pull later entries of the probe run into the hole.
+        size_t hole = i;
+        for (size_t j = (i + 1) & mask; slots_[j].ptr != 0; j = (j + 1) & mask) {
+            size_t home = mixHash(slots_[j].ptr) & mask;
+            bool movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
+            if (movable) {
+                slots_[hole] = slots_[j];
+                hole = j;
+            }
+        }
+        slots_[hole] = Slot{0, 0};
+        --count_;
+        return true;
+    }
+
+    size_t size() const { return count_; }
+    void clear() {
+        if (slots_) std::memset(slots_, 0, capacity_ * sizeof(Slot));
+        count_ = 0;
+    }
+
+private:
+    struct Slot {
+        uint64_t ptr;
+        uint64_t size;
+    };
+    bool grow() {
+        size_t newCap = capacity_ ? capacity_ * 2 : 16384;
+        auto* fresh = static_cast<Slot*>(mapZeroed(newCap * sizeof(Slot)));
+        if (!fresh) return false;
+        for (size_t j = 0; j < capacity_; ++j) {
+            if (slots_[j].ptr == 0) continue;
+            for (size_t i = mixHash(slots_[j].ptr) & (newCap - 1);; i = (i + 1) & (newCap - 1)) {
+                if (fresh[i].ptr == 0) {
+                    fresh[i] = slots_[j];
+                    break;
+                }
+            }
+        }
+        if (slots_) munmap(slots_, capacity_ * sizeof(Slot));
+        slots_ = fresh;
+        capacity_ = newCap;
+        return true;
+    }
+
+    Slot* slots_ = nullptr;
+    size_t capacity_ = 0;
+    size_t count_ = 0;
+};
+
+}  // namespace memtool::collectors

@@ -1,0 +1,145 @@
+// The LD_PRELOAD front end: library constructor/destructor, dlopen and _exit
+// interposition, and the GOT hooks that libc10's CPU allocator is routed through.
+// Everything else lives in the Tracker.
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "collectors/GotPatcher.h"
+#include "collectors/NativeUnwinder.h"
+#include "collectors/PythonTracker.h"
+#include "collectors/Tracker.h"
+
+namespace memtool::collectors {
+namespace {
+
+// libc10's DefaultCPUAllocator calls posix_memalign and free itself, through its
+// own GOT: hooking exactly those slots sees every CPU storage of any torch, and
+// no other allocation or free in the process.
+int hookPosixMemalign(void** out, size_t alignment, size_t size) {
+    int rc = posix_memalign(out, alignment, size);
+    Tracker& t = Tracker::instance();
+    if (rc == 0 && t.active()) t.recordAlloc(core::kDeviceCpu, reinterpret_cast<uint64_t>(*out), size);
+    return rc;
+}
+
+void hookFree(void* p) {
+    Tracker& t = Tracker::instance();
+    // Reported before the memory is released, so that a reuse of the address by
+    // another thread cannot reach the stream ahead of this free.
+    if (p && t.active()) t.recordFree(core::kDeviceCpu, reinterpret_cast<uint64_t>(p));
+    free(p);
+}
+
+const GotHook kAllocatorHooks[] = {
+    {"posix_memalign", reinterpret_cast<void*>(&hookPosixMemalign)},
+    {"free", reinterpret_cast<void*>(&hookFree)},
+};
+
+bool isAllocatorLibrary(const char* path) {
+    const char* slash = std::strrchr(path, '/');
+    const char* base = slash ? slash + 1 : path;
+    return std::strncmp(base, "libc10.so", 9) == 0;
+}
+
+struct Scan {
+    std::vector<Tracker::Module> modules;
+    bool patchedNew = false;
+};
+
+std::vector<uint64_t>* patchedBiases = nullptr;  // under gScanMutex
+pthread_mutex_t gScanMutex = PTHREAD_MUTEX_INITIALIZER;
+
+std::string mainExecutable() {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+int scanModule(dl_phdr_info* info, size_t, void* data) {
+    auto* scan = static_cast<Scan*>(data);
+    Tracker::Module m;
+    m.path = info->dlpi_name && *info->dlpi_name ? info->dlpi_name : "";
+    if (m.path.empty()) {
+        if (!scan->modules.empty()) return 0;  // the vDSO, once the executable is listed
+        m.path = mainExecutable();
+    }
+    m.loadBias = info->dlpi_addr;
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const auto& ph = info->dlpi_phdr[i];
+        if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
+            m.ranges.emplace_back(info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+    }
+    if (isAllocatorLibrary(m.path.c_str())) {
+        bool seen = false;
+        for (uint64_t b : *patchedBiases) seen |= b == m.loadBias;
+        if (!seen && patchModuleImports(info, kAllocatorHooks, 2) > 0) {
+            patchedBiases->push_back(m.loadBias);
+            scan->patchedNew = true;
+        }
+    }
+    scan->modules.push_back(std::move(m));
+    return 0;
+}
+
+// After any change to the set of loaded modules.
+void refresh() {
+    Tracker& t = Tracker::instance();
+    if (!t.configured()) return;
+    Scan scan;
+    pthread_mutex_lock(&gScanMutex);
+    if (!patchedBiases) patchedBiases = new std::vector<uint64_t>();
+    dl_iterate_phdr(scanModule, &scan);
+    bool anyPatched = !patchedBiases->empty();
+    pthread_mutex_unlock(&gScanMutex);
+    // Connect lazily: a process that never loads an allocator we track (a shell,
+    // a compiler the script spawns) never appears in the trace.
+    if (anyPatched) t.ensureConnected();
+    if (!t.active()) return;
+    t.announceModules(scan.modules);
+    if (t.options().pythonStacks) PythonTracker::tryInstall(t);
+}
+
+void atForkPrepare() { Tracker::instance().prepareFork(); }
+void atForkParent() { Tracker::instance().parentAfterFork(); }
+void atForkChild() { Tracker::instance().childAfterFork(); }
+
+__attribute__((constructor)) void collectorStart() {
+    Tracker& t = Tracker::instance();
+    if (!t.start()) return;
+    pthread_atfork(atForkPrepare, atForkParent, atForkChild);
+    refresh();
+}
+
+__attribute__((destructor)) void collectorStop() { Tracker::instance().shutdown(0); }
+
+}  // namespace
+}  // namespace memtool::collectors
+
+extern "C" {
+
+__attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
+    void* handle = memtool::collectors::realDlopen(file, mode);
+    if (handle) memtool::collectors::refresh();
+    return handle;
+}
+
+// os._exit() and friends skip destructors; end the stream first so that the trace
+// is complete and nothing buffered is lost.
+__attribute__((visibility("default"), noreturn)) void _exit(int status) {
+    using Fn = void (*)(int);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "_exit"));
+    memtool::collectors::Tracker::instance().shutdown(1);
+    real(status);
+    __builtin_unreachable();
+}
+
+__attribute__((visibility("default"))) const char* memtool_collector_version() { return "1"; }
+}

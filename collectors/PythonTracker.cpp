@@ -1,0 +1,182 @@
+#include "collectors/PythonTracker.h"
+
+#include <pthread.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "collectors/CPythonApi.h"
+#include "collectors/ShadowStack.h"
+#include "collectors/Tracker.h"
+
+namespace memtool::collectors {
+
+namespace {
+
+CPythonApi api;
+bool resolved = false;
+bool installed = false;
+Tracker* tracker = nullptr;
+pthread_key_t stackKey;
+
+// Code object -> wire id. Touched only with the GIL held. Each interned code
+// object keeps one reference, so its address is never reused for another one.
+std::unordered_map<void*, uint32_t>* codeIds = nullptr;
+
+thread_local ShadowStack* tlsStack __attribute__((tls_model("initial-exec"))) = nullptr;
+
+void releaseStack(void* p) {
+    tlsStack = nullptr;
+    delete static_cast<ShadowStack*>(p);
+}
+
+ShadowStack* ownStack() {
+    if (!tlsStack) {
+        tlsStack = new ShadowStack();
+        pthread_setspecific(stackKey, tlsStack);
+    }
+    return tlsStack;
+}
+
+std::string_view utf8Attr(PyObjectPtr obj, const char* name, PyObjectPtr* holder) {
+    *holder = api.ObjectGetAttrString(obj, name);
+    if (!*holder) {
+        api.ErrClear();
+        return {};
+    }
+    ssize_t len = 0;
+    const char* s = api.UnicodeAsUTF8AndSize(*holder, &len);
+    if (!s) {
+        api.ErrClear();
+        return {};
+    }
+    return {s, static_cast<size_t>(len)};
+}
+
+uint32_t internCode(PyFramePtr frame) {
+    PyObjectPtr code = api.FrameGetCode(frame);
+    if (!code) return 0;
+    auto it = codeIds->find(code);
+    if (it != codeIds->end()) {
+        api.DecRef(code);
+        return it->second;
+    }
+    PyObjectPtr fileObj, nameObj, lineObj;
+    std::string_view file = utf8Attr(code, "co_filename", &fileObj);
+    // co_qualname (3.11+) names methods as Class.method; co_name before that.
+    std::string_view name = utf8Attr(code, "co_qualname", &nameObj);
+    if (!nameObj) name = utf8Attr(code, "co_name", &nameObj);
+    long firstLine = 0;
+    lineObj = api.ObjectGetAttrString(code, "co_firstlineno");
+    if (lineObj) {
+        firstLine = api.LongAsLong(lineObj);
+        api.DecRef(lineObj);
+    } else {
+        api.ErrClear();
+    }
+    uint32_t id = tracker->emitPyCode(file.data(), file.size(), name.data(), name.size(),
+                                      static_cast<uint64_t>(firstLine < 0 ? 0 : firstLine));
+    if (fileObj) api.DecRef(fileObj);
+    if (nameObj) api.DecRef(nameObj);
+    codeIds->emplace(code, id);  // keeps the reference from FrameGetCode
+    return id;
+}
+
+void push(ShadowStack* s, PyFramePtr frame) {
+    if (s->depth > 0 && s->depth <= ShadowStack::kCapacity) {
+        ShadowFrame& caller = s->frames[s->depth - 1];
+        uint32_t line = static_cast<uint32_t>(api.FrameGetLineNumber(caller.frame));
+        if (line != caller.line) {
+            caller.line = line;
+            caller.node = 0;
+        }
+    }
+    if (s->depth < ShadowStack::kCapacity) s->frames[s->depth] = ShadowFrame{frame, internCode(frame), 0, 0};
+    ++s->depth;
+}
+
+void pop(ShadowStack* s, PyFramePtr frame) {
+    if (s->depth == 0) return;
+    if (s->depth > ShadowStack::kCapacity) {
+        --s->depth;
+        return;
+    }
+    // Normally the top; a frame seeded late may be missing, so look a little deeper.
+    for (uint32_t d = s->depth; d > 0 && s->depth - d < 8; --d) {
+        if (s->frames[d - 1].frame == frame) {
+            s->depth = d - 1;
+            return;
+        }
+    }
+}
+
+int profile(PyObjectPtr, PyFramePtr frame, int what, PyObjectPtr) {
+    if (what == kPyTraceCall) {
+        push(ownStack(), frame);
+    } else if (what == kPyTraceReturn) {
+        if (tlsStack) pop(tlsStack, frame);
+    }
+    return 0;
+}
+
+// Rebuilds this thread's shadow stack from the frames running now.
+void seedCurrentThread() {
+    ShadowStack* s = ownStack();
+    s->depth = 0;
+    PyFramePtr chain[ShadowStack::kCapacity];
+    uint32_t n = 0;
+    PyFramePtr f = api.EvalGetFrame();  // borrowed
+    while (f && n < ShadowStack::kCapacity) {
+        chain[n++] = f;
+        PyFramePtr back = api.FrameGetBack(f);  // new reference; the frame outlives it
+        if (back) api.DecRef(back);
+        f = back;
+    }
+    for (uint32_t i = n; i > 0; --i) push(s, chain[i - 1]);
+}
+
+// threading.setprofile hook: the first event of a new thread lands here; from then
+// on the C profile function takes over for that thread.
+PyObjectPtr threadBootstrap(PyObjectPtr, PyObjectPtr) {
+    api.EvalSetProfile(profile, nullptr);
+    seedCurrentThread();
+    return api.BuildValue("");
+}
+
+PyMethodDefLayout bootstrapDef{"_memtool_thread_profile", threadBootstrap, kMethVarargs, nullptr};
+
+}  // namespace
+
+ShadowStack* currentShadowStack() { return tlsStack; }
+
+uint32_t currentLine(void* frame) {
+    int line = api.FrameGetLineNumber(frame);
+    return line < 0 ? 0 : static_cast<uint32_t>(line);
+}
+
+void PythonTracker::tryInstall(Tracker& t) {
+    if (installed) return;
+    if (!resolved) {
+        if (!api.resolve()) return;  // no interpreter in this process (yet)
+        resolved = true;
+    }
+    if (!api.IsInitialized() || !api.GILStateCheck()) return;
+    installed = true;
+    tracker = &t;
+    codeIds = new std::unordered_map<void*, uint32_t>();
+    pthread_key_create(&stackKey, releaseStack);
+
+    api.EvalSetProfile(profile, nullptr);
+    seedCurrentThread();
+
+    PyObjectPtr threading = api.ImportModule("threading");
+    PyObjectPtr hook = api.CFunctionNewEx(&bootstrapDef, nullptr, nullptr);
+    PyObjectPtr method = api.UnicodeFromString("setprofile");
+    PyObjectPtr result = nullptr;
+    if (threading && hook && method) result = api.ObjectCallMethodObjArgs(threading, method, hook, nullptr);
+    if (!result) api.ErrClear();
+    for (PyObjectPtr o : {result, method, hook, threading})
+        if (o) api.DecRef(o);
+}
+
+}  // namespace memtool::collectors

@@ -1,0 +1,17 @@
+#pragma once
+// Keeps each Python thread's shadow stack (ShadowStack.h) with a C profile
+// function, installed once an interpreter is running and memtool is tracking.
+
+namespace memtool::collectors {
+
+class Tracker;
+
+class PythonTracker {
+public:
+    // Installs the profile function on this thread (seeding its shadow stack with
+    // the frames already running) and, through threading.setprofile, on threads
+    // started later. Needs the GIL; a no-op until then or without an interpreter.
+    static void tryInstall(Tracker& tracker);
+};
+
+}  // namespace memtool::collectors

@@ -1,0 +1,125 @@
+#include "core/Aggregator.h"
+
+namespace memtool::core {
+
+void Aggregator::onHandshake(const Handshake& h) {
+    if (handshake_) throw ProtocolError("second handshake in one stream");
+    handshake_ = h;
+    ++records_;
+}
+
+void Aggregator::onModule(const ModuleRecord& m) {
+    modules_.push_back(m);
+    ++records_;
+}
+
+void Aggregator::onPyCode(const PyCodeRecord& r) {
+    pyCodes_.push_back(r);
+    ++records_;
+}
+
+void Aggregator::onNativeNode(const NativeNodeRecord& n) {
+    nativeNodes_.push_back(n);
+    ++records_;
+}
+
+void Aggregator::onPyNode(const PyNodeRecord& n) {
+    pyNodes_.push_back(n);
+    ++records_;
+}
+
+void Aggregator::onThreadName(const ThreadNameRecord& t) {
+    threadNames_[t.tid] = t.name;
+    ++records_;
+}
+
+void Aggregator::onEnd(const EndFields& e) { end_ = e; }
+
+bool Aggregator::streamVerified() const {
+    return end_ && end_->recordCount == records_ && end_->allocCount == allocs_ &&
+           end_->freeCount == frees_ && end_->missedEvents == 0;
+}
+
+uint32_t Aggregator::stackIndex(uint8_t device, uint64_t nativeNode, uint64_t pyNode) {
+    // Node ids are dense and below 2^32 in any real stream; pack both into one key.
+    uint64_t key = (nativeNode << 32) ^ pyNode;
+    auto [it, inserted] = stackIds_[device].try_emplace(key, static_cast<uint32_t>(stacks_.size()));
+    if (inserted) {
+        StackState s;
+        s.device = device;
+        s.nativeNode = nativeNode;
+        s.pyNode = pyNode;
+        s.stamp = devices_[device].peakVersion;
+        stacks_.push_back(s);
+    }
+    return it->second;
+}
+
+void Aggregator::touch(StackState& s, const DeviceState& d) {
+    if (s.stamp != d.peakVersion) {
+        s.liveAtPeak = s.liveBytes;  // unchanged since the latest peak
+        s.stamp = d.peakVersion;
+    }
+}
+
+uint64_t Aggregator::liveAtPeak(const StackState& s) const {
+    auto it = devices_.find(s.device);
+    if (it == devices_.end()) return 0;
+    return s.stamp == it->second.peakVersion ? s.liveAtPeak : s.liveBytes;
+}
+
+void Aggregator::release(uint8_t device, uint64_t address, uint64_t timeNs, bool counted) {
+    auto& live = live_[device];
+    auto it = live.find(address);
+    if (it == live.end()) {
+        if (counted) ++unmatchedFrees_;
+        return;
+    }
+    DeviceState& d = devices_[device];
+    StackState& s = stacks_[it->second.stack];
+    touch(s, d);
+    s.liveBytes -= it->second.size;
+    d.currentBytes -= it->second.size;
+    d.freedBytes += it->second.size;
+    ++d.freeCount;
+    live.erase(it);
+    lastTimeNs_ = timeNs;
+}
+
+void Aggregator::onAlloc(const AllocRecord& a) {
+    ++records_;
+    ++allocs_;
+    const uint8_t dev = a.f.device;
+    if (live_[dev].count(a.f.address)) {
+        // The free of the previous block never arrived; retire it so the address
+        // can be reused, and say so in the trace.
+        ++doubleAllocs_;
+        release(dev, a.f.address, a.timeNs, false);
+    }
+    uint32_t idx = stackIndex(dev, a.f.nativeNode, a.f.pyNode);
+    DeviceState& d = devices_[dev];
+    StackState& s = stacks_[idx];
+    touch(s, d);
+    s.liveBytes += a.f.size;
+    s.allocatedBytes += a.f.size;
+    ++s.count;
+    d.currentBytes += a.f.size;
+    d.allocatedBytes += a.f.size;
+    ++d.allocCount;
+    if (d.currentBytes > d.peakBytes) {
+        d.peakBytes = d.currentBytes;
+        d.peakTimeNs = a.timeNs;
+        ++d.peakVersion;  // every stack's snapshot is now stale: live == at peak
+    }
+    if (d.currentBytes > s.maxDeviceBytesAtAlloc) s.maxDeviceBytesAtAlloc = d.currentBytes;
+    live_[dev].emplace(a.f.address, LiveBlock{a.f.size, idx});
+    lastTimeNs_ = a.timeNs;
+}
+
+void Aggregator::onFree(const FreeRecord& f) {
+    ++records_;
+    ++frees_;
+    release(f.f.device, f.f.address, f.timeNs, true);
+}
+
+}  // namespace memtool::core

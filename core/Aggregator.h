@@ -1,0 +1,114 @@
+#pragma once
+// Folds one collector stream into per-device totals and per-stack statistics as
+// records arrive. Memory is proportional to live blocks and distinct stacks, never
+// to the number of events.
+//
+// Peak consumers (what each stack held at the moment of its device's peak) cost
+// O(1) per event: each stack keeps a snapshot of its live bytes stamped with the
+// device's peak version, refreshed lazily before the stack's next change.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/StreamDecoder.h"
+
+namespace memtool::core {
+
+struct DeviceState {
+    uint64_t currentBytes = 0;
+    uint64_t peakBytes = 0;
+    uint64_t allocatedBytes = 0;
+    uint64_t freedBytes = 0;
+    uint64_t allocCount = 0;
+    uint64_t freeCount = 0;
+    uint64_t peakTimeNs = 0;
+    uint64_t peakVersion = 0;  // bumped each time peakBytes rises
+};
+
+struct StackState {
+    uint8_t device = kDeviceCpu;
+    uint64_t nativeNode = 0;
+    uint64_t pyNode = 0;
+    uint64_t allocatedBytes = 0;
+    uint64_t count = 0;
+    uint64_t liveBytes = 0;
+    // Device bytes live right after the largest-footprint allocation from this stack:
+    // the peak seen while any frame of this stack was executing.
+    uint64_t maxDeviceBytesAtAlloc = 0;
+    // Live bytes at the device's latest peak; valid when stamp == device peakVersion,
+    // else liveBytes is (the stack has not changed since that peak).
+    uint64_t liveAtPeak = 0;
+    uint64_t stamp = 0;
+};
+
+class Aggregator : public RecordSink {
+public:
+    void onHandshake(const Handshake& h) override;
+    void onModule(const ModuleRecord& m) override;
+    void onPyCode(const PyCodeRecord& r) override;
+    void onNativeNode(const NativeNodeRecord& n) override;
+    void onPyNode(const PyNodeRecord& n) override;
+    void onAlloc(const AllocRecord& a) override;
+    void onFree(const FreeRecord& f) override;
+    void onThreadName(const ThreadNameRecord& t) override;
+    void onEnd(const EndFields& e) override;
+
+    // Live bytes of a stack at its device's peak.
+    uint64_t liveAtPeak(const StackState& s) const;
+
+    const std::optional<Handshake>& handshake() const { return handshake_; }
+    const std::optional<EndFields>& end() const { return end_; }
+    const std::map<uint8_t, DeviceState>& devices() const { return devices_; }
+    const std::vector<StackState>& stacks() const { return stacks_; }
+    const std::vector<ModuleRecord>& modules() const { return modules_; }
+    // Index i holds node id i (entry 0 is the unused root).
+    const std::vector<NativeNodeRecord>& nativeNodes() const { return nativeNodes_; }
+    const std::vector<PyNodeRecord>& pyNodes() const { return pyNodes_; }
+    const std::vector<PyCodeRecord>& pyCodes() const { return pyCodes_; }
+    const std::map<uint64_t, std::string>& threadNames() const { return threadNames_; }
+    uint64_t lastTimeNs() const { return lastTimeNs_; }
+
+    // Records received before End (the handshake included).
+    uint64_t recordsReceived() const { return records_; }
+    uint64_t allocsReceived() const { return allocs_; }
+    uint64_t freesReceived() const { return frees_; }
+    // Events that did not pair up: a free of an address not live, an alloc over a live one.
+    uint64_t unmatchedFrees() const { return unmatchedFrees_; }
+    uint64_t doubleAllocs() const { return doubleAllocs_; }
+
+    // True when End arrived and its counters equal what was received.
+    bool streamVerified() const;
+
+private:
+    struct LiveBlock {
+        uint64_t size;
+        uint32_t stack;
+    };
+    uint32_t stackIndex(uint8_t device, uint64_t nativeNode, uint64_t pyNode);
+    void touch(StackState& s, const DeviceState& d);
+    void release(uint8_t device, uint64_t address, uint64_t timeNs, bool counted);
+
+    std::optional<Handshake> handshake_;
+    std::optional<EndFields> end_;
+    std::map<uint8_t, DeviceState> devices_;
+    std::vector<StackState> stacks_;
+    std::unordered_map<uint64_t, uint32_t> stackIds_[256];  // per device: (native, py) -> index
+    std::unordered_map<uint64_t, LiveBlock> live_[256];     // per device: address -> block
+    std::vector<ModuleRecord> modules_;
+    std::vector<NativeNodeRecord> nativeNodes_{1};
+    std::vector<PyNodeRecord> pyNodes_{1};
+    std::vector<PyCodeRecord> pyCodes_{1};
+    std::map<uint64_t, std::string> threadNames_;
+    uint64_t lastTimeNs_ = 0;
+    uint64_t records_ = 0;
+    uint64_t allocs_ = 0;
+    uint64_t frees_ = 0;
+    uint64_t unmatchedFrees_ = 0;
+    uint64_t doubleAllocs_ = 0;
+};
+
+}  // namespace memtool::core

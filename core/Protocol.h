@@ -1,0 +1,200 @@
+#pragma once
+// The wire protocol between a collector (inside the target) and `memtool run`.
+// Layouts are documented in core/PROTOCOL.md; keep the two in step and bump
+// kProtocolVersion on any change a reader of the previous version would misread.
+//
+// Everything here is allocation-free and exception-free so that the collector's
+// hooks may use it: encoders write into a caller-provided buffer that has room
+// for kMaxFixedRecordBytes (fixed records) or the size returned by the *Bytes()
+// helpers (string records).
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace memtool::core {
+
+inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'O', 'O', 'L', '\0'};
+inline constexpr uint32_t kProtocolVersion = 1;
+
+// Environment variables shared by the CLI and the collectors.
+inline constexpr const char* kEnvSocket = "MEMTOOL_SOCKET";    // path of the CLI's Unix socket
+inline constexpr const char* kEnvOptions = "MEMTOOL_OPTIONS";  // e.g. "native=0,python=1"
+
+enum class RecordTag : uint8_t {
+    Handshake = 'H',
+    Module = 'M',
+    NativeNode = 'N',
+    PyCode = 'C',
+    PyNode = 'P',
+    Alloc = 'A',
+    Free = 'F',
+    ThreadName = 'T',
+    End = 'E',
+};
+
+// Device codes carried in alloc/free records. CUDA ordinals follow kCudaBase.
+inline constexpr uint8_t kDeviceCpu = 0;
+inline constexpr uint8_t kDeviceCudaBase = 16;  // cuda:N is kDeviceCudaBase + N
+
+// ---- varint (unsigned LEB128) ------------------------------------------------
+//
+//   value 300 = 0b1_0010_1100  ->  bytes 0xAC 0x02
+//             low 7 bits first, high bit of a byte set while more bytes follow.
+inline constexpr size_t kMaxVarintBytes = 10;
+
+inline uint8_t* putVarint(uint8_t* p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = static_cast<uint8_t>(v) | 0x80;
+        v >>= 7;
+    }
+    *p++ = static_cast<uint8_t>(v);
+    return p;
+}
+
+inline size_t varintBytes(uint64_t v) {
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        ++n;
+    }
+    return n;
+}
+
+// A string is its byte length as a varint, then the bytes (no terminator).
+inline uint8_t* putString(uint8_t* p, const char* s, size_t len) {
+    p = putVarint(p, len);
+    std::memcpy(p, s, len);
+    return p + len;
+}
+
+inline size_t stringBytes(size_t len) { return varintBytes(len) + len; }
+
+// ---- fixed-size records ----------------------------------------------------------
+// Largest fixed record: tag + 9 varints.
+inline constexpr size_t kMaxFixedRecordBytes = 1 + 9 * kMaxVarintBytes;
+
+// Node ids are implicit: the n-th NativeNode record of a stream defines native node n
+// (starting at 1); likewise PyCode and PyNode records. Id 0 is the root / "none".
+inline uint8_t* encodeNativeNode(uint8_t* p, uint64_t parent, uint64_t ip) {
+    *p++ = static_cast<uint8_t>(RecordTag::NativeNode);
+    p = putVarint(p, parent);
+    return putVarint(p, ip);
+}
+
+inline uint8_t* encodePyNode(uint8_t* p, uint64_t parent, uint64_t codeId, uint64_t line) {
+    *p++ = static_cast<uint8_t>(RecordTag::PyNode);
+    p = putVarint(p, parent);
+    p = putVarint(p, codeId);
+    return putVarint(p, line);
+}
+
+struct AllocFields {
+    uint8_t device = kDeviceCpu;
+    uint64_t address = 0;
+    uint64_t size = 0;         // bytes
+    uint64_t nativeNode = 0;   // 0: no native stack
+    uint64_t pyNode = 0;       // 0: no Python stack
+    uint64_t threadId = 0;     // kernel tid
+    uint64_t timeDeltaNs = 0;  // since the previous Alloc/Free record of the stream
+};
+
+inline uint8_t* encodeAlloc(uint8_t* p, const AllocFields& a) {
+    *p++ = static_cast<uint8_t>(RecordTag::Alloc);
+    *p++ = a.device;
+    p = putVarint(p, a.address);
+    p = putVarint(p, a.size);
+    p = putVarint(p, a.nativeNode);
+    p = putVarint(p, a.pyNode);
+    p = putVarint(p, a.threadId);
+    return putVarint(p, a.timeDeltaNs);
+}
+
+struct FreeFields {
+    uint8_t device = kDeviceCpu;
+    uint64_t address = 0;
+    uint64_t threadId = 0;
+    uint64_t timeDeltaNs = 0;
+};
+
+inline uint8_t* encodeFree(uint8_t* p, const FreeFields& f) {
+    *p++ = static_cast<uint8_t>(RecordTag::Free);
+    *p++ = f.device;
+    p = putVarint(p, f.address);
+    p = putVarint(p, f.threadId);
+    return putVarint(p, f.timeDeltaNs);
+}
+
+// The collector's own counters, sent last. The CLI compares them with what it
+// received to prove that no event was lost on the way.
+struct EndFields {
+    uint64_t allocCount = 0;
+    uint64_t freeCount = 0;
+    uint64_t allocatedBytes = 0;
+    uint64_t freedBytes = 0;
+    uint64_t recordCount = 0;   // every record before End, the handshake included
+    uint64_t missedEvents = 0;  // events seen while tracking could not record them
+    uint64_t exitKind = 0;      // 0 exit()/return from main, 1 _exit(), 2 detached
+};
+
+inline uint8_t* encodeEnd(uint8_t* p, const EndFields& e) {
+    *p++ = static_cast<uint8_t>(RecordTag::End);
+    p = putVarint(p, e.allocCount);
+    p = putVarint(p, e.freeCount);
+    p = putVarint(p, e.allocatedBytes);
+    p = putVarint(p, e.freedBytes);
+    p = putVarint(p, e.recordCount);
+    p = putVarint(p, e.missedEvents);
+    return putVarint(p, e.exitKind);
+}
+
+// ---- string-carrying records -----------------------------------------------------
+// The caller sizes the buffer with the matching *Bytes() function.
+
+// Preamble, once at the start of a stream: the 8 magic bytes, then the protocol
+// version as a 4-byte little-endian integer. A reader checks both before anything else.
+inline constexpr size_t kPreambleBytes = 12;
+inline uint8_t* encodePreamble(uint8_t* p) {
+    std::memcpy(p, kMagic, 8);
+    for (int i = 0; i < 4; ++i) p[8 + i] = static_cast<uint8_t>(kProtocolVersion >> (8 * i));
+    return p + kPreambleBytes;
+}
+
+inline size_t pyCodeBytes(size_t fileLen, size_t nameLen) {
+    return 1 + stringBytes(fileLen) + stringBytes(nameLen) + kMaxVarintBytes;
+}
+inline uint8_t* encodePyCode(uint8_t* p, const char* file, size_t fileLen, const char* name,
+                             size_t nameLen, uint64_t firstLine) {
+    *p++ = static_cast<uint8_t>(RecordTag::PyCode);
+    p = putString(p, file, fileLen);
+    p = putString(p, name, nameLen);
+    return putVarint(p, firstLine);
+}
+
+inline size_t threadNameBytes(size_t nameLen) { return 1 + kMaxVarintBytes + stringBytes(nameLen); }
+inline uint8_t* encodeThreadName(uint8_t* p, uint64_t tid, const char* name, size_t nameLen) {
+    *p++ = static_cast<uint8_t>(RecordTag::ThreadName);
+    p = putVarint(p, tid);
+    return putString(p, name, nameLen);
+}
+
+// Module: one loaded ELF object. Ranges are its executable segments as
+// [start, start + length) in the target's address space; loadBias is what
+// dl_iterate_phdr calls dlpi_addr (address = bias + ELF virtual address).
+inline size_t moduleBytes(size_t pathLen, size_t rangeCount) {
+    return 1 + kMaxVarintBytes * 3 + stringBytes(pathLen) + rangeCount * 2 * kMaxVarintBytes;
+}
+inline uint8_t* encodeModuleHead(uint8_t* p, uint64_t moduleId, const char* path, size_t pathLen,
+                                 uint64_t loadBias, uint64_t rangeCount) {
+    *p++ = static_cast<uint8_t>(RecordTag::Module);
+    p = putVarint(p, moduleId);
+    p = putString(p, path, pathLen);
+    p = putVarint(p, loadBias);
+    return putVarint(p, rangeCount);
+}
+inline uint8_t* encodeModuleRange(uint8_t* p, uint64_t start, uint64_t length) {
+    p = putVarint(p, start);
+    return putVarint(p, length);
+}
+
+}  // namespace memtool::core

@@ -1,0 +1,225 @@
+#include "core/StreamDecoder.h"
+
+#include <cstring>
+#include <string>
+
+namespace memtool::core {
+
+namespace {
+
+// Reads from [p, end); `ok` turns false when the input ends first.
+struct Cursor {
+    const uint8_t* p;
+    const uint8_t* end;
+    bool ok = true;
+
+    uint64_t varint() {
+        uint64_t v = 0;
+        for (int shift = 0; shift < 64; shift += 7) {
+            if (p >= end) {
+                ok = false;
+                return 0;
+            }
+            uint8_t b = *p++;
+            v |= static_cast<uint64_t>(b & 0x7f) << shift;
+            if (!(b & 0x80)) return v;
+        }
+        throw ProtocolError("varint longer than 10 bytes");
+    }
+    uint8_t byte() {
+        if (p >= end) {
+            ok = false;
+            return 0;
+        }
+        return *p++;
+    }
+    std::string string() {
+        uint64_t n = varint();
+        if (!ok) return {};
+        if (n > (1u << 24)) throw ProtocolError("string of " + std::to_string(n) + " bytes");
+        if (static_cast<uint64_t>(end - p) < n) {
+            ok = false;
+            return {};
+        }
+        std::string s(reinterpret_cast<const char*>(p), n);
+        p += n;
+        return s;
+    }
+};
+
+}  // namespace
+
+std::vector<uint8_t> encodeHandshake(const Handshake& h) {
+    std::vector<uint8_t> out;
+    size_t cap = kPreambleBytes + 1 + 8 * kMaxVarintBytes;
+    for (const auto& a : h.command) cap += stringBytes(a.size());
+    out.resize(cap);
+    uint8_t* p = encodePreamble(out.data());
+    *p++ = static_cast<uint8_t>(RecordTag::Handshake);
+    p = putVarint(p, static_cast<uint64_t>(h.pid));
+    p = putVarint(p, static_cast<uint64_t>(h.ppid));
+    p = putVarint(p, h.startUnixNs);
+    p = putVarint(p, (h.nativeStacks ? 1u : 0u) | (h.pythonStacks ? 2u : 0u));
+    p = putVarint(p, h.command.size());
+    for (const auto& a : h.command) p = putString(p, a.data(), a.size());
+    out.resize(static_cast<size_t>(p - out.data()));
+    return out;
+}
+
+void StreamDecoder::feed(const uint8_t* data, size_t len) {
+    pending_.insert(pending_.end(), data, data + len);
+    const uint8_t* base = pending_.data();
+    const uint8_t* end = base + pending_.size();
+    if (!sawPreamble_) {
+        if (pending_.size() - consumed_ < kPreambleBytes) return;
+        const uint8_t* p = base + consumed_;
+        if (std::memcmp(p, kMagic, 8) != 0) throw ProtocolError("not a memtool stream (bad magic)");
+        uint32_t version = 0;
+        for (int i = 0; i < 4; ++i) version |= static_cast<uint32_t>(p[8 + i]) << (8 * i);
+        if (version != kProtocolVersion) {
+            throw ProtocolError("collector speaks protocol " + std::to_string(version) +
+                                ", this memtool speaks " + std::to_string(kProtocolVersion));
+        }
+        consumed_ += kPreambleBytes;
+        sawPreamble_ = true;
+    }
+    while (consumed_ < pending_.size()) {
+        size_t used = decodeOne(base + consumed_, end);
+        if (used == 0) break;
+        consumed_ += used;
+    }
+    // Compact once the consumed prefix dominates, so the buffer stays small.
+    if (consumed_ > 0 && consumed_ * 2 >= pending_.size()) {
+        pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(consumed_));
+        consumed_ = 0;
+    }
+}
+
+size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
+    if (sawEnd_) throw ProtocolError("record after end of stream");
+    Cursor c{start, end};
+    auto tag = static_cast<RecordTag>(c.byte());
+    if (!c.ok) return 0;
+    switch (tag) {
+        case RecordTag::Handshake: {
+            Handshake h;
+            h.protocolVersion = kProtocolVersion;
+            h.pid = static_cast<int64_t>(c.varint());
+            h.ppid = static_cast<int64_t>(c.varint());
+            h.startUnixNs = c.varint();
+            uint64_t flags = c.varint();
+            h.nativeStacks = flags & 1;
+            h.pythonStacks = flags & 2;
+            uint64_t argc = c.varint();
+            for (uint64_t i = 0; c.ok && i < argc; ++i) h.command.push_back(c.string());
+            if (!c.ok) return 0;
+            sink_.onHandshake(h);
+            break;
+        }
+        case RecordTag::Module: {
+            ModuleRecord m;
+            m.id = c.varint();
+            m.path = c.string();
+            m.loadBias = c.varint();
+            uint64_t n = c.varint();
+            for (uint64_t i = 0; c.ok && i < n; ++i) {
+                uint64_t s = c.varint();
+                uint64_t l = c.varint();
+                m.ranges.emplace_back(s, s + l);
+            }
+            if (!c.ok) return 0;
+            sink_.onModule(m);
+            break;
+        }
+        case RecordTag::NativeNode: {
+            NativeNodeRecord n;
+            n.parent = c.varint();
+            n.ip = c.varint();
+            if (!c.ok) return 0;
+            n.id = nextNativeId_++;
+            if (n.parent >= n.id) throw ProtocolError("native node refers to a later parent");
+            sink_.onNativeNode(n);
+            break;
+        }
+        case RecordTag::PyCode: {
+            PyCodeRecord r;
+            r.file = c.string();
+            r.name = c.string();
+            r.firstLine = c.varint();
+            if (!c.ok) return 0;
+            r.id = nextPyCodeId_++;
+            sink_.onPyCode(r);
+            break;
+        }
+        case RecordTag::PyNode: {
+            PyNodeRecord n;
+            n.parent = c.varint();
+            n.codeId = c.varint();
+            n.line = c.varint();
+            if (!c.ok) return 0;
+            n.id = nextPyNodeId_++;
+            if (n.parent >= n.id) throw ProtocolError("python node refers to a later parent");
+            if (n.codeId == 0 || n.codeId >= nextPyCodeId_)
+                throw ProtocolError("python node refers to an unknown code object");
+            sink_.onPyNode(n);
+            break;
+        }
+        case RecordTag::Alloc: {
+            AllocRecord a;
+            a.f.device = c.byte();
+            a.f.address = c.varint();
+            a.f.size = c.varint();
+            a.f.nativeNode = c.varint();
+            a.f.pyNode = c.varint();
+            a.f.threadId = c.varint();
+            a.f.timeDeltaNs = c.varint();
+            if (!c.ok) return 0;
+            if (a.f.nativeNode >= nextNativeId_ || a.f.pyNode >= nextPyNodeId_)
+                throw ProtocolError("allocation refers to an unknown stack");
+            clockNs_ += a.f.timeDeltaNs;
+            a.timeNs = clockNs_;
+            sink_.onAlloc(a);
+            break;
+        }
+        case RecordTag::Free: {
+            FreeRecord f;
+            f.f.device = c.byte();
+            f.f.address = c.varint();
+            f.f.threadId = c.varint();
+            f.f.timeDeltaNs = c.varint();
+            if (!c.ok) return 0;
+            clockNs_ += f.f.timeDeltaNs;
+            f.timeNs = clockNs_;
+            sink_.onFree(f);
+            break;
+        }
+        case RecordTag::ThreadName: {
+            ThreadNameRecord t;
+            t.tid = c.varint();
+            t.name = c.string();
+            if (!c.ok) return 0;
+            sink_.onThreadName(t);
+            break;
+        }
+        case RecordTag::End: {
+            EndFields e;
+            e.allocCount = c.varint();
+            e.freeCount = c.varint();
+            e.allocatedBytes = c.varint();
+            e.freedBytes = c.varint();
+            e.recordCount = c.varint();
+            e.missedEvents = c.varint();
+            e.exitKind = c.varint();
+            if (!c.ok) return 0;
+            sawEnd_ = true;
+            sink_.onEnd(e);
+            break;
+        }
+        default:
+            throw ProtocolError("unknown record tag " + std::to_string(static_cast<int>(tag)));
+    }
+    ++records_;
+    return static_cast<size_t>(c.p - start);
+}
+
+}  // namespace memtool::core

@@ -1,0 +1,82 @@
+#pragma once
+// trace.json, schema memtool.trace/1, as plain data. Reporters read this model;
+// reporters/TraceJson converts it to and from JSON. Field meanings: docs/TRACE.md.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memtool::core {
+
+inline constexpr const char* kTraceSchema = "memtool.trace/1";
+
+struct DeviceTotals {
+    uint64_t peakBytes = 0;
+    uint64_t currentBytes = 0;  // live at the end of the stream (leaked)
+    uint64_t allocatedBytes = 0;
+    uint64_t freedBytes = 0;
+    uint64_t allocCount = 0;
+    uint64_t freeCount = 0;
+    double peakTimeS = 0;  // seconds since the process started, when the peak was reached
+};
+
+struct Hotspot {
+    std::string device;
+    std::string site;
+    std::vector<std::string> stack;  // innermost first
+    uint64_t allocatedBytes = 0;
+    uint64_t count = 0;
+    uint64_t peakBytes = 0;    // live at the moment of the device's peak
+    uint64_t leakedBytes = 0;  // live at the end of the stream
+};
+
+struct LineStat {
+    std::string file;
+    uint64_t line = 0;
+    std::string function;
+    std::string device;
+    uint64_t peakBytes = 0;  // device's live bytes, at most, while this line executed
+    uint64_t allocatedBytes = 0;      // inclusive: allocations with this line anywhere on the stack
+    uint64_t selfAllocatedBytes = 0;  // allocations whose innermost Python frame is this line
+    uint64_t count = 0;
+};
+
+struct StreamCheck {
+    bool verified = false;  // the collector's end counters equal what was received
+    uint64_t recordsReceived = 0;
+    uint64_t allocsReceived = 0;
+    uint64_t freesReceived = 0;
+    uint64_t unmatchedFrees = 0;
+    uint64_t missedEvents = 0;
+};
+
+struct ProcessTrace {
+    int64_t pid = 0;
+    int64_t ppid = 0;
+    std::vector<std::string> command;
+    std::optional<int> exitCode;    // set when the process exited normally
+    std::optional<int> exitSignal;  // set when a signal ended it
+    bool complete = false;
+    std::string incompleteReason;
+    double durationS = 0;
+    bool nativeStacks = true;
+    bool pythonStacks = true;
+    std::map<std::string, DeviceTotals> devices;
+    std::vector<Hotspot> hotspots;
+    std::vector<LineStat> lines;
+    StreamCheck stream;
+    std::vector<std::string> warnings;
+};
+
+struct Trace {
+    std::string schema = kTraceSchema;
+    std::string memtoolVersion;
+    std::vector<ProcessTrace> processes;
+};
+
+// "cpu", "cuda:0", ... for a wire device code.
+std::string deviceName(uint8_t device);
+
+}  // namespace memtool::core

@@ -1,0 +1,77 @@
+#include "core/Units.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <cstdio>
+
+#include "core/Protocol.h"
+#include "core/TraceModel.h"
+
+namespace memtool::core {
+
+std::string deviceName(uint8_t device) {
+    if (device == kDeviceCpu) return "cpu";
+    if (device >= kDeviceCudaBase) return "cuda:" + std::to_string(device - kDeviceCudaBase);
+    return "device" + std::to_string(device);
+}
+
+std::string formatBytes(uint64_t bytes) {
+    static const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+    if (bytes < 1024) return std::to_string(bytes) + " B";
+    double v = static_cast<double>(bytes);
+    int u = -1;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        ++u;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+std::string formatBytesDelta(int64_t bytes) {
+    if (bytes == 0) return "0 B";
+    uint64_t mag = bytes < 0 ? static_cast<uint64_t>(-(bytes + 1)) + 1 : static_cast<uint64_t>(bytes);
+    return (bytes < 0 ? "-" : "+") + formatBytes(mag);
+}
+
+std::optional<uint64_t> parseSize(std::string_view text) {
+    size_t i = 0;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+        ++i;
+    std::string_view number = text.substr(0, i);
+    std::string_view unit = text.substr(i);
+    if (number.empty() || number.front() == '.' || number.back() == '.') return std::nullopt;
+    if (number.find('.') != number.rfind('.')) return std::nullopt;
+    struct Unit {
+        const char* name;
+        double factor;
+    };
+    static const Unit units[] = {
+        {"", 1},        {"B", 1},          {"KiB", 1024.0},   {"MiB", 1048576.0},
+        {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"KB", 1e3}, {"kB", 1e3},
+        {"MB", 1e6},    {"GB", 1e9},       {"TB", 1e12},
+    };
+    const Unit* found = nullptr;
+    for (const auto& u : units) {
+        if (unit == u.name) found = &u;
+    }
+    if (!found) return std::nullopt;
+    bool fractional = number.find('.') != std::string_view::npos;
+    if (!fractional) {
+        uint64_t v = 0;
+        for (char c : number) {
+            if (v > (UINT64_MAX - 9) / 10) return std::nullopt;
+            v = v * 10 + static_cast<uint64_t>(c - '0');
+        }
+        uint64_t f = static_cast<uint64_t>(found->factor);
+        if (f != 0 && v > UINT64_MAX / f) return std::nullopt;
+        return v * f;
+    }
+    double v = std::strtod(std::string(number).c_str(), nullptr) * found->factor;
+    if (!std::isfinite(v) || v >= 1.8e19) return std::nullopt;
+    return static_cast<uint64_t>(std::llround(v));
+}
+
+}  // namespace memtool::core

@@ -1,0 +1,30 @@
+#pragma once
+// What every hotspot reporter shows: a process's hotspots, ordered and cut to N.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "core/TraceModel.h"
+
+namespace memtool::reporters {
+
+enum class SortKey { Peak, Allocated, Count, Leaked };
+
+struct ReportOptions {
+    size_t top = 10;
+    SortKey sort = SortKey::Peak;
+};
+
+// Parses "peak" | "allocated" | "count" | "leaked"; throws core::Error (exit 2) otherwise.
+SortKey parseSortKey(const std::string& text);
+const char* sortKeyName(SortKey key);
+
+// Hotspots of `device`, largest first by the key (ties: allocated bytes, then site).
+std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p, const std::string& device,
+                                                 const ReportOptions& options);
+
+// A frame with its path cut to the file name: "f (/a/b/x.py:3)" -> "f (x.py:3)".
+std::string shortFrame(const std::string& frame);
+
+}  // namespace memtool::reporters

@@ -1,0 +1,32 @@
+#include "reporters/JsonReporter.h"
+
+#include "reporters/TraceJson.h"
+
+namespace memtool::reporters {
+
+nlohmann::json renderJson(const core::Trace& trace, const ReportOptions& options) {
+    nlohmann::json full = traceToJson(trace);
+    for (size_t i = 0; i < trace.processes.size(); ++i) {
+        const auto& p = trace.processes[i];
+        nlohmann::json top = nlohmann::json::object();
+        for (const auto& [device, totals] : p.devices) {
+            nlohmann::json rows = nlohmann::json::array();
+            for (const core::Hotspot* h : selectHotspots(p, device, options)) {
+                rows.push_back({{"site", h->site},
+                                {"stack", h->stack},
+                                {"peak_bytes", h->peakBytes},
+                                {"allocated_bytes", h->allocatedBytes},
+                                {"count", h->count},
+                                {"leaked_bytes", h->leakedBytes}});
+            }
+            top[device] = rows;
+        }
+        auto& out = full["processes"][i];
+        out.erase("hotspots");
+        out["top_hotspots"] = top;
+        out["sort"] = sortKeyName(options.sort);
+    }
+    return full;
+}
+
+}  // namespace memtool::reporters
