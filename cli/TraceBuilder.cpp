@@ -8,10 +8,16 @@
 #include <fmt/format.h>
 
 #include "cli/Symbolizer.h"
+#include "core/FrameClassifier.h"
 
 namespace memtool::cli {
 
 namespace {
+
+using core::isInterpreterModule;
+using core::isLibraryModule;
+using core::isLibraryPythonFile;
+using core::isSystemSource;
 
 struct Frame {
     bool python = false;
@@ -30,16 +36,6 @@ std::string baseName(const std::string& path) {
 }
 
 bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
-
-bool isInterpreterModule(const std::string& module) {
-    std::string b = baseName(module);
-    return startsWith(b, "python") || startsWith(b, "libpython");
-}
-
-bool isSystemSource(const std::string& file) {
-    return startsWith(file, "/usr/include/") || startsWith(file, "/usr/lib/") ||
-           startsWith(file, "/usr/local/include/") || startsWith(file, "/usr/local/cuda");
-}
 
 bool isEvalFrame(const Frame& f) {
     return !f.python && isInterpreterModule(f.module) && startsWith(f.function, "_PyEval_EvalFrame");
@@ -69,23 +65,6 @@ Frame nativeFrame(Symbolizer& sym, uint64_t ip) {
 }
 
 }  // namespace
-
-bool isLibraryPythonFile(const std::string& file) {
-    static const std::regex stdlib(R"(/lib(64)?/python3(\.\d+)?/)");
-    return file.empty() || file[0] == '<' || file.find("/site-packages/") != std::string::npos ||
-           file.find("/dist-packages/") != std::string::npos || std::regex_search(file, stdlib);
-}
-
-bool isLibraryModule(const std::string& path) {
-    if (path.empty() || path[0] != '/') return true;  // unknown, the vDSO
-    static const char* systemDirs[] = {"/usr/lib/", "/lib/", "/usr/lib64/", "/lib64/", "/usr/local/cuda",
-                                       "/usr/local/lib/python"};
-    for (const char* d : systemDirs)
-        if (startsWith(path, d)) return true;
-    std::string b = baseName(path);
-    return path.find("/site-packages/") != std::string::npos || path.find("/dist-packages/") != std::string::npos ||
-           b.find("libmemtool_collector") != std::string::npos || isInterpreterModule(path);
-}
 
 core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, const ProcessOutcome& outcome,
                                      SiteMode siteMode) {

@@ -23,8 +23,4 @@ struct ProcessOutcome {
 core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, const ProcessOutcome& outcome,
                                      SiteMode siteMode);
 
-// Exposed for tests: is this a frame of the user's own code?
-bool isLibraryPythonFile(const std::string& file);
-bool isLibraryModule(const std::string& modulePath);
-
 }  // namespace memtool::cli

@@ -12,6 +12,7 @@
 #include "cli/RunCommand.h"
 #include "core/Error.h"
 #include "reporters/JsonReporter.h"
+#include "reporters/LineReporter.h"
 #include "reporters/TableReporter.h"
 #include "reporters/TraceJson.h"
 
@@ -19,9 +20,12 @@ namespace {
 
 using namespace memtool;
 
-int reportCommand(const std::string& path, const reporters::ReportOptions& options, const std::string& format) {
+int reportCommand(const std::string& path, const reporters::ReportOptions& options, const std::string& format,
+                  bool lines, const reporters::LineReportOptions& lineOptions) {
     core::Trace trace = reporters::loadTrace(path);
-    if (format == "json") {
+    if (lines && format == "text") {
+        reporters::renderLines(trace, lineOptions, std::cout);
+    } else if (format == "json") {
         std::cout << reporters::renderJson(trace, options).dump(2) << '\n';
     } else {
         reporters::renderTable(trace, options, std::cout);
@@ -71,6 +75,14 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"text", "json"}))
         ->capture_default_str();
 
+    bool lines = false;
+    reporters::LineReportOptions lineOptions;
+    reportCmd->add_flag("--lines", lines, "Line table: peak and allocated bytes per source line");
+    reportCmd->add_option("--file", lineOptions.file, "With --lines: only files whose path ends with this");
+    reportCmd->add_option("--function", lineOptions.function, "With --lines: only this function");
+    reportCmd->add_flag("--all-files", lineOptions.allFiles,
+                        "With --lines: include library files (standard library, site-packages)");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -96,7 +108,7 @@ int main(int argc, char** argv) {
         }
         if (reportCmd->parsed()) {
             reportOptions.sort = reporters::parseSortKey(sort);
-            return reportCommand(tracePath, reportOptions, format);
+            return reportCommand(tracePath, reportOptions, format, lines, lineOptions);
         }
     } catch (const core::Error& e) {
         std::cerr << "memtool: " << e.what() << '\n';

@@ -1,0 +1,41 @@
+#include "core/FrameClassifier.h"
+
+#include <regex>
+
+namespace memtool::core {
+
+namespace {
+bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+std::string baseName(const std::string& path) {
+    size_t slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+}  // namespace
+
+bool isLibraryPythonFile(const std::string& file) {
+    static const std::regex stdlib(R"(/lib(64)?/python3(\.\d+)?/)");
+    return file.empty() || file[0] == '<' || file.find("/site-packages/") != std::string::npos ||
+           file.find("/dist-packages/") != std::string::npos || std::regex_search(file, stdlib);
+}
+
+bool isInterpreterModule(const std::string& modulePath) {
+    std::string b = baseName(modulePath);
+    return startsWith(b, "python") || startsWith(b, "libpython");
+}
+
+bool isLibraryModule(const std::string& path) {
+    if (path.empty() || path[0] != '/') return true;  // unknown, the vDSO
+    static const char* systemDirs[] = {"/usr/lib/", "/lib/", "/usr/lib64/", "/lib64/", "/usr/local/cuda",
+                                       "/usr/local/lib/python"};
+    for (const char* d : systemDirs)
+        if (startsWith(path, d)) return true;
+    return path.find("/site-packages/") != std::string::npos || path.find("/dist-packages/") != std::string::npos ||
+           baseName(path).find("libmemtool_collector") != std::string::npos || isInterpreterModule(path);
+}
+
+bool isSystemSource(const std::string& file) {
+    return startsWith(file, "/usr/include/") || startsWith(file, "/usr/lib/") ||
+           startsWith(file, "/usr/local/include/") || startsWith(file, "/usr/local/cuda");
+}
+
+}  // namespace memtool::core

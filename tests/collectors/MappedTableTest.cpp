@@ -1,0 +1,51 @@
+#include <gtest/gtest.h>
+
+#include <random>
+#include <unordered_map>
+
+#include "collectors/MappedTable.h"
+
+using namespace memtool::collectors;
+
+TEST(PointerMap, MatchesAReferenceMapThroughGrowthAndDeletion) {
+    PointerMap map;
+    std::unordered_map<uint64_t, uint64_t> ref;
+    std::mt19937_64 rng(7);
+    for (int i = 0; i < 200000; ++i) {
+        // Addresses cluster like a real heap (64-byte aligned, a small range) so
+        // probe runs collide and deletions must shift entries back.
+        uint64_t ptr = 0x7f0000000000ull + (rng() % 50000) * 64;
+        if (rng() % 3 == 0) {
+            uint64_t size = 0;
+            bool had = ref.erase(ptr) == 1;
+            EXPECT_EQ(map.erase(ptr, &size), had);
+        } else if (!ref.count(ptr)) {
+            ref[ptr] = i;
+            ASSERT_TRUE(map.insert(ptr, i));
+        }
+    }
+    EXPECT_EQ(map.size(), ref.size());
+    for (const auto& [ptr, size] : ref) {
+        uint64_t got = 0;
+        ASSERT_TRUE(map.erase(ptr, &got));
+        EXPECT_EQ(got, size);
+    }
+    EXPECT_EQ(map.size(), 0u);
+    uint64_t size;
+    EXPECT_FALSE(map.erase(0x1234, &size));
+}
+
+TEST(FrameTrie, IdsAreDenseAndStable) {
+    FrameTrie trie;
+    bool created;
+    EXPECT_EQ(trie.findOrInsert(0, 0xAAA, &created), 1u);
+    EXPECT_TRUE(created);
+    EXPECT_EQ(trie.findOrInsert(1, 0xBBB, &created), 2u);
+    EXPECT_EQ(trie.findOrInsert(0, 0xBBB, &created), 3u);  // same key, other parent
+    EXPECT_EQ(trie.findOrInsert(1, 0xBBB, &created), 2u);
+    EXPECT_FALSE(created);
+    for (uint32_t i = 0; i < 100000; ++i) trie.findOrInsert(i % 7, 0x5000 + i, &created);
+    EXPECT_EQ(trie.size(), 100003u);
+    EXPECT_EQ(trie.findOrInsert(0, 0xAAA, &created), 1u);
+    EXPECT_FALSE(created);
+}

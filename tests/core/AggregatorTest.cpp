@@ -1,0 +1,102 @@
+#include <gtest/gtest.h>
+
+#include "core/Aggregator.h"
+
+using namespace memtool::core;
+
+namespace {
+
+struct Feed {
+    Aggregator agg;
+    uint64_t t = 0;
+    void alloc(uint64_t addr, uint64_t size, uint64_t stack, uint8_t device = kDeviceCpu) {
+        // Stacks here are native node ids; declare them on first use.
+        while (agg.nativeNodes().size() <= stack)
+            agg.onNativeNode(NativeNodeRecord{agg.nativeNodes().size(), 0, 0x1000 + agg.nativeNodes().size()});
+        AllocRecord a;
+        a.f = AllocFields{device, addr, size, stack, 0, 1, 1};
+        a.timeNs = ++t;
+        agg.onAlloc(a);
+    }
+    void release(uint64_t addr, uint8_t device = kDeviceCpu) {
+        FreeRecord f;
+        f.f = FreeFields{device, addr, 1, 1};
+        f.timeNs = ++t;
+        agg.onFree(f);
+    }
+    const StackState& stack(uint64_t id, uint8_t device = kDeviceCpu) {
+        for (const auto& s : agg.stacks())
+            if (s.nativeNode == id && s.device == device) return s;
+        throw std::runtime_error("no such stack");
+    }
+};
+
+}  // namespace
+
+TEST(Aggregator, PeakIsTheLargestLiveSum) {
+    Feed f;
+    f.alloc(0x10, 100, 1);
+    f.alloc(0x20, 50, 2);  // 150
+    f.release(0x10);       // 50
+    f.alloc(0x30, 120, 1);  // 170: the peak
+    f.release(0x30);        // 50
+    f.alloc(0x40, 110, 3);  // 160
+    const DeviceState& cpu = f.agg.devices().at(kDeviceCpu);
+    EXPECT_EQ(cpu.peakBytes, 170u);
+    EXPECT_EQ(cpu.currentBytes, 160u);
+    EXPECT_EQ(cpu.allocatedBytes, 380u);
+    EXPECT_EQ(cpu.freedBytes, 220u);
+    EXPECT_EQ(cpu.allocCount, 4u);
+    EXPECT_EQ(cpu.freeCount, 2u);
+    EXPECT_EQ(cpu.peakTimeNs, 4u);
+}
+
+TEST(Aggregator, PeakConsumersAreWhatEachStackHeldAtThePeak) {
+    Feed f;
+    f.alloc(0x10, 100, 1);
+    f.alloc(0x20, 50, 2);
+    f.release(0x10);
+    f.alloc(0x30, 120, 1);  // peak 170 = stack1 120 + stack2 50
+    f.release(0x30);
+    f.release(0x20);
+    f.alloc(0x40, 110, 3);  // after the peak: stack3 held nothing then
+    EXPECT_EQ(f.agg.liveAtPeak(f.stack(1)), 120u);
+    EXPECT_EQ(f.agg.liveAtPeak(f.stack(2)), 50u);
+    EXPECT_EQ(f.agg.liveAtPeak(f.stack(3)), 0u);
+    EXPECT_EQ(f.stack(3).liveBytes, 110u);  // leaked at the end
+    EXPECT_EQ(f.stack(1).allocatedBytes, 220u);
+    EXPECT_EQ(f.stack(1).count, 2u);
+}
+
+TEST(Aggregator, StackSeesTheDevicePeakWhileItAllocated) {
+    Feed f;
+    f.alloc(0x10, 4, 1);  // outer holds 4
+    f.alloc(0x20, 8, 2);  // inner: 12 live
+    f.release(0x20);
+    f.alloc(0x30, 1, 3);  // 5 live
+    EXPECT_EQ(f.stack(1).maxDeviceBytesAtAlloc, 4u);
+    EXPECT_EQ(f.stack(2).maxDeviceBytesAtAlloc, 12u);
+    EXPECT_EQ(f.stack(3).maxDeviceBytesAtAlloc, 5u);
+}
+
+TEST(Aggregator, DevicesAreCountedApart) {
+    Feed f;
+    f.alloc(0x10, 100, 1, kDeviceCpu);
+    f.alloc(0x10, 1000, 1, kDeviceCudaBase);  // same address, another device
+    f.release(0x10, kDeviceCpu);
+    EXPECT_EQ(f.agg.devices().at(kDeviceCpu).currentBytes, 0u);
+    EXPECT_EQ(f.agg.devices().at(kDeviceCudaBase).currentBytes, 1000u);
+    EXPECT_EQ(f.agg.devices().at(kDeviceCudaBase).peakBytes, 1000u);
+    EXPECT_EQ(f.agg.liveAtPeak(f.stack(1, kDeviceCudaBase)), 1000u);
+}
+
+TEST(Aggregator, UnpairedEventsAreCountedNotFatal) {
+    Feed f;
+    f.release(0x99);
+    EXPECT_EQ(f.agg.unmatchedFrees(), 1u);
+    f.alloc(0x10, 10, 1);
+    f.alloc(0x10, 30, 1);  // the free of the first never came
+    EXPECT_EQ(f.agg.doubleAllocs(), 1u);
+    EXPECT_EQ(f.agg.devices().at(kDeviceCpu).currentBytes, 30u);
+    EXPECT_EQ(f.agg.devices().at(kDeviceCpu).peakBytes, 30u);
+}

@@ -1,0 +1,162 @@
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/Aggregator.h"
+#include "core/StreamDecoder.h"
+
+using namespace memtool::core;
+
+namespace {
+
+struct Recorder : RecordSink {
+    std::vector<std::string> log;
+    Handshake handshake;
+    ModuleRecord module;
+    PyCodeRecord code;
+    std::vector<AllocRecord> allocs;
+    std::vector<FreeRecord> frees;
+    EndFields end;
+    void onHandshake(const Handshake& h) override { handshake = h, log.push_back("H"); }
+    void onModule(const ModuleRecord& m) override { module = m, log.push_back("M"); }
+    void onPyCode(const PyCodeRecord& c) override { code = c, log.push_back("C" + std::to_string(c.id)); }
+    void onNativeNode(const NativeNodeRecord& n) override {
+        log.push_back("N" + std::to_string(n.id) + "<" + std::to_string(n.parent) + ":" + std::to_string(n.ip));
+    }
+    void onPyNode(const PyNodeRecord& n) override {
+        log.push_back("P" + std::to_string(n.id) + "<" + std::to_string(n.parent) + ":" + std::to_string(n.codeId) +
+                      "@" + std::to_string(n.line));
+    }
+    void onAlloc(const AllocRecord& a) override { allocs.push_back(a), log.push_back("A"); }
+    void onFree(const FreeRecord& f) override { frees.push_back(f), log.push_back("F"); }
+    void onThreadName(const ThreadNameRecord& t) override { log.push_back("T" + t.name); }
+    void onEnd(const EndFields& e) override { end = e, log.push_back("E"); }
+};
+
+std::vector<uint8_t> sampleStream() {
+    Handshake h;
+    h.pid = 4242;
+    h.ppid = 1;
+    h.startUnixNs = 1700000000123456789ull;
+    h.pythonStacks = false;
+    h.command = {"python3", "train.py", std::string("arg with \0 nul", 14)};
+    std::vector<uint8_t> out = encodeHandshake(h);
+    uint8_t buf[4096];
+    auto put = [&](uint8_t* end) { out.insert(out.end(), buf, end); };
+    std::string path = "/usr/lib/libc10.so";
+    uint8_t* p = encodeModuleHead(buf, 1, path.data(), path.size(), 0x7f0000000000ull, 2);
+    p = encodeModuleRange(p, 0x7f0000001000ull, 0x2000);
+    put(encodeModuleRange(p, 0x7f0000010000ull, 0x100));
+    put(encodePyCode(buf, "t.py", 4, "outer", 5, 12));
+    put(encodeNativeNode(buf, 0, 0x7f0000001234ull));
+    put(encodeNativeNode(buf, 1, 0x7f0000001300ull));
+    put(encodePyNode(buf, 0, 1, 14));
+    put(encodeThreadName(buf, 77, "worker", 6));
+    put(encodeAlloc(buf, AllocFields{kDeviceCpu, 0x5000, 3000000, 2, 1, 77, 1000}));
+    put(encodeAlloc(buf, AllocFields{static_cast<uint8_t>(kDeviceCudaBase + 1), 0x7f00ffff0000ull,
+                                     UINT64_MAX, 0, 0, 78, 5}));
+    put(encodeFree(buf, FreeFields{kDeviceCpu, 0x5000, 77, 250}));
+    put(encodeEnd(buf, EndFields{2, 1, 3000000, 3000000, 10, 0, 1}));
+    return out;
+}
+
+}  // namespace
+
+TEST(Protocol, VarintBoundaries) {
+    uint8_t buf[kMaxVarintBytes];
+    for (uint64_t v : std::initializer_list<uint64_t>{0, 127, 128, 300, 16383, 16384, UINT64_MAX}) {
+        uint8_t* end = putVarint(buf, v);
+        EXPECT_EQ(static_cast<size_t>(end - buf), varintBytes(v)) << v;
+    }
+    putVarint(buf, 300);
+    EXPECT_EQ(buf[0], 0xAC);
+    EXPECT_EQ(buf[1], 0x02);
+}
+
+TEST(Protocol, RoundTripsEveryRecord) {
+    Recorder r;
+    StreamDecoder d(r);
+    auto bytes = sampleStream();
+    d.feed(bytes.data(), bytes.size());
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "M", "C1", "N1<0:139637976732212", "N2<1:139637976732416",
+                                               "P1<0:1@14", "Tworker", "A", "A", "F", "E"}));
+    EXPECT_EQ(r.handshake.pid, 4242);
+    EXPECT_EQ(r.handshake.startUnixNs, 1700000000123456789ull);
+    EXPECT_TRUE(r.handshake.nativeStacks);
+    EXPECT_FALSE(r.handshake.pythonStacks);
+    ASSERT_EQ(r.handshake.command.size(), 3u);
+    EXPECT_EQ(r.handshake.command[2], std::string("arg with \0 nul", 14));
+    EXPECT_EQ(r.module.path, "/usr/lib/libc10.so");
+    ASSERT_EQ(r.module.ranges.size(), 2u);
+    EXPECT_EQ(r.module.ranges[0].second, 0x7f0000003000ull);
+    EXPECT_EQ(r.code.name, "outer");
+    EXPECT_EQ(r.code.firstLine, 12u);
+    ASSERT_EQ(r.allocs.size(), 2u);
+    EXPECT_EQ(r.allocs[0].f.size, 3000000u);
+    EXPECT_EQ(r.allocs[0].f.nativeNode, 2u);
+    EXPECT_EQ(r.allocs[0].timeNs, 1000u);
+    EXPECT_EQ(r.allocs[1].f.device, kDeviceCudaBase + 1);
+    EXPECT_EQ(r.allocs[1].f.size, UINT64_MAX);
+    EXPECT_EQ(r.allocs[1].timeNs, 1005u);
+    EXPECT_EQ(r.frees[0].timeNs, 1255u);
+    EXPECT_EQ(r.end.recordCount, 10u);
+    EXPECT_EQ(r.end.exitKind, 1u);
+    EXPECT_TRUE(d.sawEnd());
+    EXPECT_EQ(d.pendingBytes(), 0u);
+}
+
+TEST(Protocol, ByteAtATimeGivesTheSameRecords) {
+    Recorder whole, split;
+    StreamDecoder a(whole), b(split);
+    auto bytes = sampleStream();
+    a.feed(bytes.data(), bytes.size());
+    for (uint8_t byte : bytes) b.feed(&byte, 1);
+    EXPECT_EQ(whole.log, split.log);
+}
+
+TEST(Protocol, RejectsForeignStreams) {
+    Recorder r;
+    StreamDecoder d(r);
+    std::vector<uint8_t> junk(16, 'x');
+    EXPECT_THROW(d.feed(junk.data(), junk.size()), ProtocolError);
+
+    auto bytes = sampleStream();
+    bytes[8] = 99;  // protocol version
+    StreamDecoder v(r);
+    EXPECT_THROW(v.feed(bytes.data(), bytes.size()), ProtocolError);
+
+    auto tagged = encodeHandshake(Handshake{});
+    tagged.push_back('Z');
+    StreamDecoder t(r);
+    EXPECT_THROW(t.feed(tagged.data(), tagged.size()), ProtocolError);
+}
+
+TEST(Protocol, RejectsReferencesToUnknownNodes) {
+    Recorder r;
+    StreamDecoder d(r);
+    auto bytes = encodeHandshake(Handshake{});
+    uint8_t buf[64];
+    uint8_t* end = encodeAlloc(buf, AllocFields{kDeviceCpu, 1, 1, 5, 0, 1, 0});
+    bytes.insert(bytes.end(), buf, end);
+    EXPECT_THROW(d.feed(bytes.data(), bytes.size()), ProtocolError);
+}
+
+TEST(Protocol, AggregatorVerifiesTheEndCounters) {
+    Aggregator agg;
+    StreamDecoder d(agg);
+    auto bytes = sampleStream();
+    d.feed(bytes.data(), bytes.size());
+    EXPECT_TRUE(agg.streamVerified());
+    EXPECT_EQ(agg.recordsReceived(), 10u);
+
+    // Drop the free: the collector's counters no longer match.
+    Aggregator lossy;
+    StreamDecoder d2(lossy);
+    auto trimmed = sampleStream();
+    uint8_t buf[64];
+    size_t freeLen = static_cast<size_t>(encodeFree(buf, FreeFields{kDeviceCpu, 0x5000, 77, 250}) - buf);
+    size_t endLen = static_cast<size_t>(encodeEnd(buf, EndFields{2, 1, 3000000, 3000000, 10, 0, 1}) - buf);
+    trimmed.erase(trimmed.end() - static_cast<long>(endLen + freeLen), trimmed.end() - static_cast<long>(endLen));
+    d2.feed(trimmed.data(), trimmed.size());
+    EXPECT_FALSE(lossy.streamVerified());
+}

@@ -1,0 +1,52 @@
+#include <gtest/gtest.h>
+
+#include "core/FrameClassifier.h"
+#include "core/Protocol.h"
+#include "core/TraceModel.h"
+#include "core/Units.h"
+
+using namespace memtool::core;
+
+TEST(Units, FormatsIec) {
+    EXPECT_EQ(formatBytes(0), "0 B");
+    EXPECT_EQ(formatBytes(1023), "1023 B");
+    EXPECT_EQ(formatBytes(1024), "1.00 KiB");
+    EXPECT_EQ(formatBytes(1536), "1.50 KiB");
+    EXPECT_EQ(formatBytes(3000000), "2.86 MiB");
+    EXPECT_EQ(formatBytes(12ull << 20), "12.00 MiB");
+    EXPECT_EQ(formatBytes(5ull << 30), "5.00 GiB");
+    EXPECT_EQ(formatBytesDelta(-1024), "-1.00 KiB");
+    EXPECT_EQ(formatBytesDelta(1), "+1 B");
+    EXPECT_EQ(formatBytesDelta(0), "0 B");
+}
+
+TEST(Units, ParsesSizes) {
+    EXPECT_EQ(parseSize("123456"), 123456u);
+    EXPECT_EQ(parseSize("512MiB"), 512ull << 20);
+    EXPECT_EQ(parseSize("2GB"), 2000000000u);
+    EXPECT_EQ(parseSize("1.5GiB"), 3ull << 29);
+    EXPECT_EQ(parseSize("10KB"), 10000u);
+    EXPECT_EQ(parseSize("7B"), 7u);
+    for (const char* bad : {"", "MiB", "1.5.2GB", "12 MiB", "-5", "5XB", ".5GB", "5.", "99999999999999999999"})
+        EXPECT_FALSE(parseSize(bad).has_value()) << bad;
+}
+
+TEST(Units, DeviceNames) {
+    EXPECT_EQ(deviceName(kDeviceCpu), "cpu");
+    EXPECT_EQ(deviceName(kDeviceCudaBase), "cuda:0");
+    EXPECT_EQ(deviceName(kDeviceCudaBase + 3), "cuda:3");
+}
+
+TEST(FrameClassifier, TellsUserCodeFromLibraries) {
+    EXPECT_FALSE(isLibraryPythonFile("/home/me/train.py"));
+    EXPECT_TRUE(isLibraryPythonFile("/usr/lib/python3.11/threading.py"));
+    EXPECT_TRUE(isLibraryPythonFile("/usr/lib/python3/dist-packages/torch/nn/modules/linear.py"));
+    EXPECT_TRUE(isLibraryPythonFile("/venv/lib/python3.12/site-packages/torch/_tensor.py"));
+    EXPECT_TRUE(isLibraryPythonFile("<frozen importlib._bootstrap>"));
+    EXPECT_FALSE(isLibraryModule("/home/me/build/bin/libtorch_sample"));
+    EXPECT_TRUE(isLibraryModule("/usr/lib/x86_64-linux-gnu/libc10.so.1.13"));
+    EXPECT_TRUE(isLibraryModule("/usr/bin/python3.11"));
+    EXPECT_TRUE(isLibraryModule("/opt/venv/lib/python3.12/site-packages/torch/lib/libc10.so"));
+    EXPECT_TRUE(isSystemSource("/usr/include/torch/csrc/api/include/torch/nn/module.h"));
+    EXPECT_FALSE(isSystemSource("/home/me/src/model.cpp"));
+}

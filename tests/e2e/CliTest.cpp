@@ -1,0 +1,78 @@
+// Exit codes and one-line errors of the CLI itself.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/e2e/E2eSupport.h"
+
+using namespace memtool::e2e;
+
+namespace {
+std::string write(const std::string& text) {
+    std::string path = tempDir() + "/file.json";
+    std::ofstream(path) << text;
+    return path;
+}
+}  // namespace
+
+TEST(Cli, ReportRejectsBadInputWithExitTwo) {
+    Outcome missing = run({MEMTOOL_BIN, "report", "/nonexistent/trace.json"});
+    EXPECT_EQ(missing.exitCode, 2);
+    EXPECT_EQ(missing.err, "memtool: cannot open /nonexistent/trace.json: No such file or directory\n");
+    std::string bad = write("{ not json");
+    Outcome invalid = run({MEMTOOL_BIN, "report", bad});
+    EXPECT_EQ(invalid.exitCode, 2);
+    EXPECT_EQ(invalid.err, "memtool: " + bad + ": not valid JSON\n");
+    std::string other = write(R"({"schema": "memtool.trace/99", "processes": []})");
+    Outcome schema = run({MEMTOOL_BIN, "report", other});
+    EXPECT_EQ(schema.exitCode, 2);
+    EXPECT_EQ(schema.err, "memtool: " + other + ": unknown schema 'memtool.trace/99' (this memtool reads memtool.trace/1)\n");
+    Outcome sort = run({MEMTOOL_BIN, "report", other, "--sort", "size"});
+    EXPECT_EQ(sort.exitCode, 2);
+}
+
+TEST(Cli, RunReportsCommandsThatCannotStart) {
+    std::string trace = tempDir() + "/t.json";
+    Outcome missing = run({MEMTOOL_BIN, "run", "-o", trace, "--", "/nonexistent/program"});
+    EXPECT_EQ(missing.exitCode, 127);
+    EXPECT_EQ(missing.err, "memtool: cannot run '/nonexistent/program': No such file or directory\n");
+    Outcome notExec = run({MEMTOOL_BIN, "run", "-o", trace, "--", "/tmp"});
+    EXPECT_EQ(notExec.exitCode, 126);
+}
+
+TEST(Cli, ProgramWithoutTorchGetsAnEmptyCompleteTrace) {
+    Profiled p = profile({"/bin/sh", "-c", "exit 5"});
+    EXPECT_EQ(p.outcome.exitCode, 5);
+    EXPECT_EQ(p.process().at("exit_code"), 5);
+    EXPECT_TRUE(p.process().at("complete").get<bool>());
+    EXPECT_TRUE(p.process().at("devices").empty());
+}
+
+TEST(Cli, ReportRendersTextAndJson) {
+    Profiled p = profile({PYTHON_BIN, script("storages.py")});
+    std::string trace = tempDir() + "/t.json";
+    std::ofstream(trace) << p.trace.dump();
+    Outcome text = run({MEMTOOL_BIN, "report", trace, "--top", "2"});
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_NE(text.out.find("cpu          4.77 MiB          0 B     5.72 MiB"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("Top 2 hotspots on cpu by peak"), std::string::npos);
+    EXPECT_NE(text.out.find("<module> (storages.py:4)"), std::string::npos);
+
+    Outcome json = run({MEMTOOL_BIN, "report", trace, "--format", "json", "--top", "1", "--sort", "allocated"});
+    ASSERT_EQ(json.exitCode, 0);
+    auto j = nlohmann::json::parse(json.out);
+    const auto& top = j.at("processes").at(0).at("top_hotspots").at("cpu");
+    ASSERT_EQ(top.size(), 1u);
+    EXPECT_EQ(top.at(0).at("allocated_bytes"), 3000000);
+
+    Outcome lines = run({MEMTOOL_BIN, "report", trace, "--lines"});
+    ASSERT_EQ(lines.exitCode, 0);
+    // Source text beside the numbers (3,000,000 + 1,000,000 live at line 10); the
+    // def line of scratch shown, blank.
+    EXPECT_NE(lines.out.find("    10      3.81 MiB    976.56 KiB    976.56 KiB        1      b = torch.empty(1_000_000, dtype=torch.uint8)  # line 10"),
+              std::string::npos)
+        << lines.out;
+    EXPECT_NE(lines.out.find("     9                                                     def scratch():"),
+              std::string::npos)
+        << lines.out;
+}

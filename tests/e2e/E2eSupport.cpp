@@ -1,0 +1,117 @@
+#include "tests/e2e/E2eSupport.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace memtool::e2e {
+
+Outcome run(const std::vector<std::string>& argv, const std::string& input,
+            const std::vector<std::string>& extraEnv,
+            const std::function<void(pid_t, const std::string&)>& onStart) {
+    int in[2], out[2], err[2];
+    if (pipe(in) || pipe(out) || pipe(err)) throw std::runtime_error("pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) close(fd);
+        for (const auto& e : extraEnv) putenv(strdup(e.c_str()));
+        std::vector<char*> args;
+        for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+        args.push_back(nullptr);
+        execvp(args[0], args.data());
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    if (!input.empty()) {
+        ssize_t w = write(in[1], input.data(), input.size());
+        (void)w;
+    }
+    close(in[1]);
+    Outcome o;
+    bool started = !onStart;
+    pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+    int open = 2;
+    char buf[65536];
+    while (open > 0) {
+        if (poll(fds, 2, -1) < 0) continue;
+        for (int i = 0; i < 2; ++i) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
+            ssize_t n = read(fds[i].fd, buf, sizeof buf);
+            if (n <= 0) {
+                close(fds[i].fd);
+                fds[i].fd = -1;
+                --open;
+                continue;
+            }
+            (i == 0 ? o.out : o.err).append(buf, static_cast<size_t>(n));
+            if (!started && i == 0 && o.out.find('\n') != std::string::npos) {
+                started = true;
+                onStart(pid, o.out.substr(0, o.out.find('\n')));
+            }
+        }
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFEXITED(status)) o.exitCode = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
+    return o;
+}
+
+std::string tempDir() {
+    char tmpl[] = "/tmp/memtool-test-XXXXXX";
+    if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp");
+    return tmpl;
+}
+
+nlohmann::json readJson(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot read " + path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return nlohmann::json::parse(s.str());
+}
+
+Profiled profile(const std::vector<std::string>& argv, const std::vector<std::string>& flags) {
+    std::string trace = tempDir() + "/trace.json";
+    std::vector<std::string> cmd{MEMTOOL_BIN, "run", "-q", "-o", trace};
+    cmd.insert(cmd.end(), flags.begin(), flags.end());
+    cmd.push_back("--");
+    cmd.insert(cmd.end(), argv.begin(), argv.end());
+    Profiled p;
+    p.outcome = run(cmd);
+    p.trace = readJson(trace);
+    return p;
+}
+
+std::string script(const std::string& name) { return std::string(SCRIPTS_DIR) + "/" + name; }
+
+nlohmann::json hotspotWithSite(const nlohmann::json& process, const std::string& needle, const std::string& device) {
+    for (const auto& h : process.at("hotspots"))
+        if (h.at("device") == device && h.at("site").get<std::string>().find(needle) != std::string::npos) return h;
+    return nullptr;
+}
+
+nlohmann::json lineRow(const nlohmann::json& process, const std::string& file, int line) {
+    for (const auto& l : process.at("lines")) {
+        std::string f = l.at("file");
+        if (l.at("line") == line && f.size() >= file.size() && f.compare(f.size() - file.size(), file.size(), file) == 0)
+            return l;
+    }
+    return nullptr;
+}
+
+}  // namespace memtool::e2e

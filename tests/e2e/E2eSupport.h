@@ -1,0 +1,47 @@
+#pragma once
+// Helpers for end-to-end tests: run a command with pipes (no shell), read traces.
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace memtool::e2e {
+
+struct Outcome {
+    int exitCode = -1;  // when it exited
+    int signal = 0;     // when a signal ended it
+    std::string out, err;
+};
+
+// Runs argv with `input` on stdin; `extraEnv` entries are NAME=VALUE. `onStart`
+// (if given) gets the pid and the first line the program printed, before the rest
+// is read: tests use it to signal the program at a known point without sleeping.
+Outcome run(const std::vector<std::string>& argv, const std::string& input = "",
+            const std::vector<std::string>& extraEnv = {},
+            const std::function<void(pid_t, const std::string&)>& onStart = nullptr);
+
+// A fresh directory for one test's files.
+std::string tempDir();
+nlohmann::json readJson(const std::string& path);
+
+// memtool run -q -o <dir>/trace.json [flags] -- argv; returns the outcome and the trace.
+struct Profiled {
+    Outcome outcome;
+    nlohmann::json trace;
+    const nlohmann::json& process() const { return trace.at("processes").at(0); }
+};
+Profiled profile(const std::vector<std::string>& argv, const std::vector<std::string>& flags = {});
+
+std::string script(const std::string& name);  // path of tests/e2e/scripts/<name>
+
+// The hotspot of `device` whose site contains `needle`; null JSON when none.
+nlohmann::json hotspotWithSite(const nlohmann::json& process, const std::string& needle,
+                               const std::string& device = "cpu");
+// The line row for (file ending with `file`, line); null JSON when none.
+nlohmann::json lineRow(const nlohmann::json& process, const std::string& file, int line);
+
+}  // namespace memtool::e2e

@@ -1,0 +1,162 @@
+// Real Python + torch (Debian's /usr/bin/python3) under the real `memtool run`.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include "tests/e2e/E2eSupport.h"
+
+using namespace memtool::e2e;
+
+namespace {
+constexpr uint64_t MiB = 1 << 20;
+}
+
+TEST(RunPython, CountsEveryStorageToTheByte) {
+    Profiled p = profile({PYTHON_BIN, script("storages.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.outcome.out, "views 10 (1000, 3000)\n");
+    const auto& proc = p.process();
+    EXPECT_TRUE(proc.at("complete").get<bool>());
+    EXPECT_TRUE(proc.at("stream").at("verified").get<bool>());
+    EXPECT_EQ(proc.at("exit_code"), 0);
+    const auto& cpu = proc.at("devices").at("cpu");
+    // Views and slices allocate nothing: three storages, counted once each.
+    EXPECT_EQ(cpu.at("alloc_count"), 3);
+    EXPECT_EQ(cpu.at("allocated_bytes"), 6000000);
+    EXPECT_EQ(cpu.at("peak_bytes"), 5000000);  // a + c, the largest live sum
+    EXPECT_EQ(cpu.at("free_count"), 3);        // the interpreter frees a and c at exit
+    EXPECT_EQ(cpu.at("current_bytes"), 0);
+
+    auto a = hotspotWithSite(proc, "storages.py:4");
+    ASSERT_FALSE(a.is_null()) << proc.at("hotspots").dump(1);
+    EXPECT_EQ(a.at("allocated_bytes"), 3000000);
+    EXPECT_EQ(a.at("count"), 1);
+    EXPECT_EQ(a.at("peak_bytes"), 3000000);  // live at the peak
+    EXPECT_EQ(a.at("site"), "<module> (" + script("storages.py") + ":4)");
+    auto b = hotspotWithSite(proc, "storages.py:10");
+    ASSERT_FALSE(b.is_null());
+    EXPECT_EQ(b.at("site"), "scratch (" + script("storages.py") + ":10)");
+    EXPECT_EQ(b.at("peak_bytes"), 0);  // freed before the peak
+    auto c = hotspotWithSite(proc, "storages.py:15");
+    ASSERT_FALSE(c.is_null());
+    EXPECT_EQ(c.at("peak_bytes"), 2000000);
+}
+
+TEST(RunPython, NativeFramesSitInsideThePythonOnes) {
+    Profiled p = profile({PYTHON_BIN, script("storages.py")});
+    auto a = hotspotWithSite(p.process(), "storages.py:4");
+    ASSERT_FALSE(a.is_null());
+    const auto& stack = a.at("stack");
+    EXPECT_NE(stack.at(0).get<std::string>().find("c10::alloc_cpu"), std::string::npos) << stack.dump(1);
+    EXPECT_EQ(stack.back(), "<module> (" + script("storages.py") + ":4)");
+}
+
+TEST(RunPython, NoPythonLeavesNativeStacksOnly) {
+    Profiled p = profile({PYTHON_BIN, script("storages.py")}, {"--no-python"});
+    ASSERT_EQ(p.outcome.exitCode, 0);
+    EXPECT_FALSE(p.process().at("python_stacks").get<bool>());
+    EXPECT_EQ(p.process().at("devices").at("cpu").at("peak_bytes"), 5000000);
+    for (const auto& h : p.process().at("hotspots"))
+        EXPECT_EQ(h.at("stack").dump().find("storages.py"), std::string::npos);
+    EXPECT_TRUE(p.process().at("lines").empty());
+}
+
+TEST(RunPython, NoNativeLeavesPythonStacksOnly) {
+    Profiled p = profile({PYTHON_BIN, script("storages.py")}, {"--no-native"});
+    ASSERT_EQ(p.outcome.exitCode, 0);
+    auto a = hotspotWithSite(p.process(), "storages.py:4");
+    ASSERT_FALSE(a.is_null());
+    EXPECT_EQ(a.at("stack"), nlohmann::json::array({"<module> (" + script("storages.py") + ":4)"}));
+}
+
+TEST(RunPython, SiteAllNamesTheInnermostFrame) {
+    Profiled p = profile({PYTHON_BIN, script("storages.py")}, {"--site", "all"});
+    for (const auto& h : p.process().at("hotspots"))
+        EXPECT_NE(h.at("site").get<std::string>().find("c10::alloc_cpu"), std::string::npos);
+}
+
+TEST(RunPython, LineTableHasExactInclusivePeaks) {
+    Profiled p = profile({PYTHON_BIN, script("lines.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    const auto& proc = p.process();
+    auto row = [&](int line) {
+        auto r = lineRow(proc, "lines.py", line);
+        EXPECT_FALSE(r.is_null()) << "no row for line " << line;
+        return r;
+    };
+    // outer() holds 4 MiB and calls inner(), which allocates 8 MiB.
+    EXPECT_EQ(row(16).at("peak_bytes"), 12 * MiB);  // the call
+    EXPECT_EQ(row(11).at("peak_bytes"), 12 * MiB);  // the inner line
+    EXPECT_EQ(row(11).at("self_allocated_bytes"), 8 * MiB);
+    EXPECT_EQ(row(16).at("self_allocated_bytes"), 0);
+    EXPECT_EQ(row(16).at("allocated_bytes"), 8 * MiB);
+    EXPECT_EQ(row(15).at("peak_bytes"), 4 * MiB);
+    EXPECT_EQ(row(18).at("peak_bytes"), 5 * MiB);  // 1 MiB while 4 MiB are live
+    EXPECT_EQ(row(11).at("function"), "inner");
+    // Module level: the call of outer() sees all three of its allocations.
+    EXPECT_EQ(row(37).at("function"), "<module>");
+    EXPECT_EQ(row(37).at("allocated_bytes"), 13 * MiB);
+    EXPECT_EQ(row(37).at("count"), 3);
+    EXPECT_EQ(row(37).at("peak_bytes"), 12 * MiB);
+    // Recursion: line 25 stands three times on one stack, counted once.
+    EXPECT_EQ(row(25).at("count"), 1);
+    EXPECT_EQ(row(25).at("allocated_bytes"), 2 * MiB);
+    EXPECT_EQ(row(24).at("self_allocated_bytes"), 2 * MiB);
+    // A generator, resumed twice.
+    EXPECT_EQ(row(30).at("count"), 2);
+    EXPECT_EQ(row(30).at("allocated_bytes"), 6 * MiB);
+    EXPECT_EQ(row(30).at("function"), "generate");
+    // A lambda, and the line that calls it.
+    EXPECT_EQ(row(41).at("function"), "<lambda>");
+    EXPECT_EQ(row(41).at("self_allocated_bytes"), 7 * MiB);
+    EXPECT_EQ(row(42).at("allocated_bytes"), 7 * MiB);
+    // A threading.Thread carries its own Python frames.
+    EXPECT_EQ(row(34).at("function"), "worker");
+    EXPECT_EQ(row(34).at("allocated_bytes"), 6 * MiB);
+    auto h = hotspotWithSite(proc, "lines.py:34");
+    ASSERT_FALSE(h.is_null());
+    EXPECT_EQ(h.at("site"), "worker (" + script("lines.py") + ":34)");
+    EXPECT_NE(h.at("stack").dump().find("threading.py"), std::string::npos);
+    EXPECT_EQ(proc.at("devices").at("cpu").at("peak_bytes"), 12 * MiB);
+}
+
+TEST(RunPython, ExitCodeAndOutputPassThrough) {
+    Profiled p = profile({PYTHON_BIN, script("exit_code.py"), "3"});
+    EXPECT_EQ(p.outcome.exitCode, 3);
+    EXPECT_EQ(p.outcome.out, "stdout passes through\n");
+    EXPECT_EQ(p.outcome.err, "stderr passes through\n");
+    EXPECT_EQ(p.process().at("exit_code"), 3);
+    EXPECT_TRUE(p.process().at("complete").get<bool>());
+}
+
+TEST(RunPython, StdinAndAnExistingPreloadPassThrough) {
+    std::string trace = tempDir() + "/t.json";
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("echo_stdin.py")}, "hello\n",
+                    {"LD_PRELOAD=libm.so.6"});
+    EXPECT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out, "HELLO\n");
+    EXPECT_NE(o.err.find(":libm.so.6\n"), std::string::npos) << o.err;
+    EXPECT_EQ(readJson(trace).at("processes").at(0).at("devices").at("cpu").at("allocated_bytes"), 10);
+}
+
+TEST(RunPython, SigkillStillWritesAnIncompleteTrace) {
+    Profiled p = profile({PYTHON_BIN, script("killed.py")});
+    EXPECT_EQ(p.outcome.signal, SIGKILL);  // memtool dies the way its target died
+    EXPECT_FALSE(p.process().at("complete").get<bool>());
+    EXPECT_EQ(p.process().at("exit_signal"), SIGKILL);
+    EXPECT_NE(p.process().at("incomplete_reason").get<std::string>().find("signal 9"), std::string::npos);
+}
+
+TEST(RunPython, SigtermToMemtoolReachesTheTarget) {
+    std::string trace = tempDir() + "/t.json";
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("wait_for_term.py")}, "", {},
+                    [](pid_t memtool, const std::string& first) {
+                        ASSERT_EQ(first, "ready");
+                        kill(memtool, SIGTERM);
+                    });
+    EXPECT_EQ(o.exitCode, 7) << o.err;
+    EXPECT_EQ(o.out, "ready\ngot SIGTERM\n");
+    auto proc = readJson(trace).at("processes").at(0);
+    EXPECT_EQ(proc.at("exit_code"), 7);
+    EXPECT_EQ(proc.at("devices").at("cpu").at("allocated_bytes"), 1000);
+}
