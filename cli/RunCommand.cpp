@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -176,6 +177,7 @@ RunResult runCommand(const RunOptions& options) {
     std::vector<std::unique_ptr<Connection>> connections;
     bool childDone = false;
     int childStatus = 0;
+    rusage childUsage{};
     double childDuration = 0;
     Clock::time_point childExit;
     std::vector<uint8_t> buf(1 << 20);
@@ -211,7 +213,7 @@ RunResult runCommand(const RunOptions& options) {
                 int sig = static_cast<int>(si.ssi_signo);
                 if (sig == SIGCHLD) {
                     int status;
-                    if (!childDone && waitpid(child, &status, WNOHANG) == child) {
+                    if (!childDone && wait4(child, &status, WNOHANG, &childUsage) == child) {
                         childDone = true;
                         childStatus = status;
                         childDuration = secondsSince(started);
@@ -251,7 +253,7 @@ RunResult runCommand(const RunOptions& options) {
         }
     }
     if (!childDone) {  // cannot happen: the loop only ends after the child
-        waitpid(child, &childStatus, 0);
+        wait4(child, &childStatus, 0, &childUsage);
         childDuration = secondsSince(started);
     }
 
@@ -261,6 +263,7 @@ RunResult runCommand(const RunOptions& options) {
     if (WIFEXITED(childStatus)) targetOutcome.exitCode = WEXITSTATUS(childStatus);
     if (WIFSIGNALED(childStatus)) targetOutcome.exitSignal = WTERMSIG(childStatus);
     targetOutcome.durationS = childDuration;
+    const uint64_t targetRss = static_cast<uint64_t>(childUsage.ru_maxrss) * 1024;  // KiB on Linux
 
     // processes[0] is the launched program (the last image it exec'd); then the rest.
     Connection* target = nullptr;
@@ -270,6 +273,7 @@ RunResult runCommand(const RunOptions& options) {
         ProcessOutcome o = targetOutcome;
         o.streamError = target->error;
         trace.processes.push_back(buildProcessTrace(target->aggregator, o, options.siteMode));
+        trace.processes.back().maxRssBytes = targetRss;
     } else {
         core::ProcessTrace p;
         p.pid = child;
@@ -278,6 +282,7 @@ RunResult runCommand(const RunOptions& options) {
         p.exitCode = targetOutcome.exitCode;
         p.exitSignal = targetOutcome.exitSignal;
         p.durationS = childDuration;
+        p.maxRssBytes = targetRss;
         p.nativeStacks = options.nativeStacks;
         p.pythonStacks = options.pythonStacks;
         p.complete = true;
@@ -292,6 +297,9 @@ RunResult runCommand(const RunOptions& options) {
         o.streamError = c->fd >= 0 ? "the process was still running when the target exited" : c->error;
         trace.processes.push_back(buildProcessTrace(c->aggregator, o, options.siteMode));
     }
+    rusage self{};
+    getrusage(RUSAGE_SELF, &self);
+    trace.cliMaxRssBytes = static_cast<uint64_t>(self.ru_maxrss) * 1024;
     reporters::saveTrace(trace, options.output);
 
     if (!options.quiet) {

@@ -68,7 +68,18 @@ const Dwfl_Callbacks kCallbacks = {
 struct Symbolizer::Impl {
     Dwfl* dwfl = nullptr;
     std::vector<core::ModuleRecord> modules;
+    std::vector<bool> reported;  // per module: handed to libdw yet?
     std::unordered_map<uint64_t, NativeFrame> cache;
+
+    // A process maps hundreds of objects and a stack touches a few: open only those.
+    void report(const core::ModuleRecord* m) {
+        size_t i = static_cast<size_t>(m - modules.data());
+        if (!dwfl || reported[i] || m->path.empty() || m->path[0] != '/') return;
+        reported[i] = true;
+        dwfl_report_begin_add(dwfl);
+        dwfl_report_elf(dwfl, m->path.c_str(), m->path.c_str(), -1, m->loadBias, false);
+        dwfl_report_end(dwfl, nullptr, nullptr);
+    }
 
     const core::ModuleRecord* moduleOf(uint64_t ip) const {
         // Latest first: a range reused after dlclose belongs to the newer module.
@@ -83,14 +94,8 @@ Symbolizer::Symbolizer(const std::vector<core::ModuleRecord>& modules) : impl_(s
     impl_->modules = modules;
     // Symbols come from the files on this machine; never from the network.
     unsetenv("DEBUGINFOD_URLS");
+    impl_->reported.assign(modules.size(), false);
     impl_->dwfl = dwfl_begin(&kCallbacks);
-    if (!impl_->dwfl) return;
-    dwfl_report_begin(impl_->dwfl);
-    for (const auto& m : modules) {
-        if (m.path.empty() || m.path[0] != '/') continue;  // the vDSO and the like
-        dwfl_report_elf(impl_->dwfl, m.path.c_str(), m.path.c_str(), -1, m.loadBias, false);
-    }
-    dwfl_report_end(impl_->dwfl, nullptr, nullptr);
 }
 
 Symbolizer::~Symbolizer() {
@@ -105,6 +110,7 @@ const NativeFrame& Symbolizer::symbolize(uint64_t ip) {
     if (const core::ModuleRecord* m = impl_->moduleOf(pc)) {
         f.module = m->path;
         f.offset = pc - m->loadBias;
+        impl_->report(m);
     }
     if (impl_->dwfl) {
         if (Dwfl_Module* mod = dwfl_addrmodule(impl_->dwfl, pc)) {

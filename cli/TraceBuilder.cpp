@@ -109,10 +109,6 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, const ProcessO
 
     for (const core::StackState& s : agg.stacks()) {
         std::vector<Frame> native, python;
-        for (uint64_t n = s.nativeNode; n != 0; n = nodes[n].parent) {
-            native.push_back(nativeFrame(sym, nodes[n].ip));
-            if (native.back().function == "main") break;  // libc's start-up frames say nothing
-        }
         for (uint64_t n = s.pyNode; n != 0; n = pyNodes[n].parent) {
             const core::PyCodeRecord& c = codes[pyNodes[n].codeId];
             Frame f;
@@ -123,6 +119,13 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, const ProcessO
             f.user = !isLibraryPythonFile(c.file);
             f.text = fmt::format("{} ({}:{})", c.name, c.file, f.line);
             python.push_back(std::move(f));
+        }
+        // Symbolize from the innermost frame out, and stop where nothing further is
+        // shown: at main (libc's start-up frames), or at the interpreter loop when
+        // Python frames stand in for everything outside it.
+        for (uint64_t n = s.nativeNode; n != 0; n = nodes[n].parent) {
+            native.push_back(nativeFrame(sym, nodes[n].ip));
+            if (native.back().function == "main" || (!python.empty() && isEvalFrame(native.back()))) break;
         }
         // The Python frames stand where the interpreter's were: keep the native frames
         // inside the innermost evaluation loop (torch's C++), minus the interpreter's

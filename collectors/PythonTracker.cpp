@@ -1,5 +1,7 @@
 #include "collectors/PythonTracker.h"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 
 #include <mutex>
@@ -83,14 +85,9 @@ uint32_t internCode(PyFramePtr frame) {
 }
 
 void push(ShadowStack* s, PyFramePtr frame) {
-    if (s->depth > 0 && s->depth <= ShadowStack::kCapacity) {
-        ShadowFrame& caller = s->frames[s->depth - 1];
-        uint32_t line = static_cast<uint32_t>(api.FrameGetLineNumber(caller.frame));
-        if (line != caller.line) {
-            caller.line = line;
-            caller.node = 0;
-        }
-    }
+    // The caller may have moved to another line since it was last read: mark it
+    // stale. Its line is read at the next allocation (most calls see none).
+    if (s->depth > 0 && s->depth <= ShadowStack::kCapacity) s->frames[s->depth - 1].node = 0;
     if (s->depth < ShadowStack::kCapacity) s->frames[s->depth] = ShadowFrame{frame, internCode(frame), 0, 0};
     ++s->depth;
 }
@@ -165,6 +162,18 @@ void PythonTracker::tryInstall(Tracker& t) {
     tracker = &t;
     codeIds = new std::unordered_map<void*, uint32_t>();
     pthread_key_create(&stackKey, releaseStack);
+
+    // The interpreter loop's extent, so native unwinding can stop at it.
+    if (void* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault")) {
+        Dl_info info;
+        void* entry = nullptr;  // const ElfW(Sym)*
+        const auto* sym = static_cast<const ElfW(Sym)*>(nullptr);
+        if (dladdr1(eval, &info, &entry, RTLD_DL_SYMENT) && (sym = static_cast<const ElfW(Sym)*>(entry)) &&
+            sym->st_size > 0) {
+            uint64_t start = reinterpret_cast<uint64_t>(eval);
+            t.setInterpreterLoop(start, start + sym->st_size);
+        }
+    }
 
     api.EvalSetProfile(profile, nullptr);
     seedCurrentThread();

@@ -4,8 +4,10 @@
 // (which may run without it: torch releases the GIL inside most ops).
 //
 // Only the owning thread touches its stack, so no lock guards it. A frame's line
-// is fixed while it waits on a callee, so it is read once when the callee is
-// pushed; only the innermost frame's line is read at allocation time.
+// is fixed while it waits on a callee, so a frame's line and trie node stay valid
+// until it calls again (push marks it stale) or, for the innermost frame, moves
+// on. Lines are read at allocation time, without the GIL: the frames belong to
+// the allocating thread, which cannot move them while it is in the hook.
 
 #include <cstdint>
 
@@ -14,7 +16,7 @@ namespace memtool::collectors {
 struct ShadowFrame {
     void* frame;      // PyFrameObject*, alive while it is on the stack
     uint32_t codeId;  // interned code object (wire id)
-    uint32_t line;    // line executing in this frame; for inner frames, the call site
+    uint32_t line;    // line executing in this frame when `node` was computed
     uint32_t node;    // Python trie node of the stack up to this frame at `line`; 0: stale
 };
 

@@ -277,9 +277,38 @@ uint64_t Tracker::clockDeltaLocked() {
     return delta;
 }
 
-int Tracker::captureNative(uint64_t* ips) const {
+// How deep the interpreter loop sat in this thread's last stack: the next walk
+// asks for a little more than that, instead of the whole stack.
+thread_local int tlsEvalDepth __attribute__((tls_model("initial-exec"))) = 0;
+
+int Tracker::captureNative(uint64_t* ips, bool stopAtInterpreter) const {
     void* raw[kMaxNativeDepth + 8];
-    int got = unwinder_.backtrace(raw, options_.maxNativeDepth + 8);
+    const int limit = options_.maxNativeDepth + 8;
+    int got = 0;
+    int cut = -1;  // index of the innermost interpreter-loop frame
+    if (stopAtInterpreter && evalStart_ != 0) {
+        int want = tlsEvalDepth > 0 ? tlsEvalDepth + 4 : 24;
+        if (want > limit) want = limit;
+        got = unwinder_.backtrace(raw, want);
+        for (int i = 0; i < got && cut < 0; ++i) {
+            uint64_t ip = reinterpret_cast<uint64_t>(raw[i]);
+            if (ip > evalStart_ && ip <= evalEnd_) cut = i;  // a return address: ip - 1 is inside
+        }
+        if (cut < 0 && got == want && want < limit) got = 0;  // deeper than guessed: walk it all
+    }
+    if (got == 0) {
+        got = unwinder_.backtrace(raw, limit);
+        if (stopAtInterpreter && evalStart_ != 0) {
+            for (int i = 0; i < got && cut < 0; ++i) {
+                uint64_t ip = reinterpret_cast<uint64_t>(raw[i]);
+                if (ip > evalStart_ && ip <= evalEnd_) cut = i;
+            }
+        }
+    }
+    if (cut >= 0) {
+        tlsEvalDepth = cut + 1;
+        got = cut + 1;  // keep the loop's own frame: the CLI splices Python frames there
+    }
     int skip = 0;
     while (skip < got && reinterpret_cast<uint64_t>(raw[skip]) >= selfStart_ &&
            reinterpret_cast<uint64_t>(raw[skip]) < selfEnd_)
@@ -318,29 +347,29 @@ uint32_t Tracker::nativeNodeLocked(const uint64_t* ips, int count) {
     return node;
 }
 
-uint32_t Tracker::pyNodeLocked(ShadowStack* stack, uint32_t topLine) {
+uint32_t Tracker::pyNodeLocked(ShadowStack* stack) {
     uint32_t n = stack->depth < ShadowStack::kCapacity ? stack->depth : ShadowStack::kCapacity;
-    if (n == 0) return 0;
-    if (stack->depth <= ShadowStack::kCapacity) {
-        ShadowFrame& top = stack->frames[n - 1];
-        if (top.line != topLine) {
-            top.line = topLine;
-            top.node = 0;
-        }
-    }
     uint32_t parent = 0;
     bool stale = false;  // a recomputed frame invalidates every frame inside it
     for (uint32_t i = 0; i < n; ++i) {
         ShadowFrame& f = stack->frames[i];
-        if (f.node == 0 || stale) {
+        // The innermost frame keeps executing between allocations: always re-read it.
+        bool innermost = i + 1 == stack->depth;
+        if (innermost || f.node == 0 || stale) {
+            uint32_t line = currentLine(f.frame);
+            if (line == f.line && f.node != 0 && !stale) {
+                parent = f.node;
+                continue;
+            }
             stale = true;
+            f.line = line;
             bool created;
-            uint64_t key = (static_cast<uint64_t>(f.codeId) << 32) | f.line;
+            uint64_t key = (static_cast<uint64_t>(f.codeId) << 32) | line;
             uint32_t node = pyTrie_.findOrInsert(parent, key, &created);
             if (node == 0) return parent;
             if (created) {
                 uint8_t rec[core::kMaxFixedRecordBytes];
-                writeLocked(rec, static_cast<size_t>(core::encodePyNode(rec, parent, f.codeId, f.line) - rec));
+                writeLocked(rec, static_cast<size_t>(core::encodePyNode(rec, parent, f.codeId, line) - rec));
                 ++counters_.recordCount;
             }
             f.node = node;
@@ -353,12 +382,10 @@ uint32_t Tracker::pyNodeLocked(ShadowStack* stack, uint32_t topLine) {
 void Tracker::recordAlloc(uint8_t device, uint64_t address, uint64_t size) {
     if (RecursionGuard::active) return;
     RecursionGuard guard;
-    uint64_t ips[kMaxNativeDepth];
-    int depth = options_.nativeStacks ? captureNative(ips) : 0;
     ShadowStack* py = options_.pythonStacks ? currentShadowStack() : nullptr;
-    uint32_t topLine = 0;
-    if (py && py->depth > 0 && py->depth <= ShadowStack::kCapacity)
-        topLine = currentLine(py->frames[py->depth - 1].frame);
+    bool hasPython = py && py->depth > 0;
+    uint64_t ips[kMaxNativeDepth];
+    int depth = options_.nativeStacks ? captureNative(ips, hasPython) : 0;
 
     std::lock_guard<std::mutex> lock(mu_);
     if (!connected_) return;
@@ -367,7 +394,7 @@ void Tracker::recordAlloc(uint8_t device, uint64_t address, uint64_t size) {
     a.address = address;
     a.size = size;
     a.nativeNode = nativeNodeLocked(ips, depth);
-    a.pyNode = py ? pyNodeLocked(py, topLine) : 0;
+    a.pyNode = py ? pyNodeLocked(py) : 0;
     a.threadId = threadId();
     a.timeDeltaNs = clockDeltaLocked();
     if (!live_.insert(address, size)) {

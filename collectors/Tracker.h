@@ -65,6 +65,14 @@ public:
     void recordAlloc(uint8_t device, uint64_t address, uint64_t size);
     void recordFree(uint8_t device, uint64_t address);
 
+    // The interpreter loop's code, [start, end): with Python frames recorded, native
+    // unwinding stops there (the CLI puts the Python stack in place of what lies
+    // outside it).
+    void setInterpreterLoop(uint64_t start, uint64_t end) {
+        evalStart_ = start;
+        evalEnd_ = end;
+    }
+
     // Python support (GIL held by the caller). Returns the code object's wire id.
     uint32_t emitPyCode(const char* file, size_t fileLen, const char* name, size_t nameLen,
                         uint64_t firstLine);
@@ -76,9 +84,9 @@ private:
     void writeLocked(const uint8_t* data, size_t len);
     bool flushLocked();
     void deactivateLocked(const char* why);
-    int captureNative(uint64_t* ips) const;
+    int captureNative(uint64_t* ips, bool stopAtInterpreter) const;
     uint32_t nativeNodeLocked(const uint64_t* ips, int count);
-    uint32_t pyNodeLocked(ShadowStack* stack, uint32_t topLine);
+    uint32_t pyNodeLocked(ShadowStack* stack);
     uint64_t clockDeltaLocked();
 
     TrackerOptions options_;
@@ -109,6 +117,8 @@ private:
     // Our own code, so that hook frames are not reported.
     uint64_t selfStart_ = 0;
     uint64_t selfEnd_ = 0;
+    uint64_t evalStart_ = 0;
+    uint64_t evalEnd_ = 0;
 
     std::vector<std::pair<std::string, uint64_t>> announced_;  // (path, load bias)
     uint64_t moduleIds_ = 0;

@@ -61,6 +61,7 @@ struct ProcessTrace {
     bool complete = false;
     std::string incompleteReason;
     double durationS = 0;
+    uint64_t maxRssBytes = 0;  // the launched process only: its peak resident memory (0: unknown)
     bool nativeStacks = true;
     bool pythonStacks = true;
     std::map<std::string, DeviceTotals> devices;
@@ -73,6 +74,7 @@ struct ProcessTrace {
 struct Trace {
     std::string schema = kTraceSchema;
     std::string memtoolVersion;
+    uint64_t cliMaxRssBytes = 0;  // memtool run's own peak resident memory
     std::vector<ProcessTrace> processes;
 };
 

@@ -64,6 +64,7 @@ json processToJson(const core::ProcessTrace& p) {
               {"exit_signal", p.exitSignal ? json(*p.exitSignal) : json(nullptr)},
               {"complete", p.complete},
               {"duration_s", p.durationS},
+              {"max_rss_bytes", p.maxRssBytes},
               {"native_stacks", p.nativeStacks},
               {"python_stacks", p.pythonStacks},
               {"devices", devices},
@@ -91,6 +92,7 @@ core::ProcessTrace processFromJson(const json& j) {
     p.complete = j.at("complete").get<bool>();
     p.incompleteReason = j.value("incomplete_reason", std::string());
     p.durationS = j.at("duration_s").get<double>();
+    p.maxRssBytes = j.value("max_rss_bytes", uint64_t{0});
     p.nativeStacks = j.value("native_stacks", true);
     p.pythonStacks = j.value("python_stacks", true);
     for (const auto& [name, d] : j.at("devices").items()) p.devices[name] = deviceFromJson(d);
@@ -137,7 +139,10 @@ core::ProcessTrace processFromJson(const json& j) {
 json traceToJson(const core::Trace& trace) {
     json processes = json::array();
     for (const auto& p : trace.processes) processes.push_back(processToJson(p));
-    return {{"schema", trace.schema}, {"memtool_version", trace.memtoolVersion}, {"processes", processes}};
+    return {{"schema", trace.schema},
+            {"memtool_version", trace.memtoolVersion},
+            {"cli_max_rss_bytes", trace.cliMaxRssBytes},
+            {"processes", processes}};
 }
 
 core::Trace traceFromJson(const json& j, const std::string& origin) {
@@ -152,6 +157,7 @@ core::Trace traceFromJson(const json& j, const std::string& origin) {
         core::Trace t;
         t.schema = schema;
         t.memtoolVersion = j.value("memtool_version", std::string());
+        t.cliMaxRssBytes = j.value("cli_max_rss_bytes", uint64_t{0});
         for (const auto& p : j.at("processes")) t.processes.push_back(processFromJson(p));
         return t;
     } catch (const json::exception& e) {

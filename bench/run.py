@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""memtool's cost against a bare run and against the tools users would pick instead.
+
+In one invocation, for each workload, runs round after round of: bare, memtool
+(default, --no-native, --no-python), PyTorch's profiler (profile_memory=True,
+with_stack=True) and heaptrack, in turn, so that machine noise hits every mode
+alike. Reports the median wall time of the whole process, the ratio to bare, the
+nanoseconds added per tracked allocation, and memtool's own memory: the target's
+peak RSS over bare, and the CLI's peak RSS.
+
+    bench/run.py [--runs 7] [--quick] [--workloads small_tensors,training] [--markdown FILE]
+
+--quick: tiny sizes, one round, no timing conclusions: it only proves the
+scripts and every mode still work, and checks memtool's exact allocation counts
+(CI runs this). Needs a build in ./build (or --build DIR).
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = "/usr/bin/python3"  # Debian's, with python3-torch
+
+
+def workloads(build, quick):
+    w = os.path.join(ROOT, "bench", "workloads")
+    n = 2000 if quick else 200_000
+    steps = 3 if quick else 300
+    return {
+        # name: (argv, python?, exact CPU allocations memtool must see, or None)
+        "small_tensors": ([PY, f"{w}/small_tensors.py", str(n)], True, n),
+        "training": ([PY, f"{w}/training.py", str(steps)], True, None),
+        "threads": ([PY, f"{w}/threads.py", str(n)], True, n),
+        "deep_stack": ([PY, f"{w}/deep_stack.py", str(n)], True, n),
+        "libtorch_loop": ([f"{build}/bin/libtorch_sample", str(n)], False, n + 3),
+        "alloc_stress_10M": ([f"{build}/bin/alloc_stress", str(20_000 if quick else 10_000_000)], False,
+                             20_000 if quick else 10_000_000),
+    }
+
+
+def modes(build, python, have_heaptrack, tmp):
+    memtool = f"{build}/bin/memtool"
+    trace = os.path.join(tmp, "trace.json")
+    m = {
+        "bare": lambda argv: argv,
+        "memtool": lambda argv: [memtool, "run", "-q", "-o", trace, "--"] + argv,
+        "memtool --no-native": lambda argv: [memtool, "run", "-q", "--no-native", "-o", trace, "--"] + argv,
+        "memtool --no-python": lambda argv: [memtool, "run", "-q", "--no-python", "-o", trace, "--"] + argv,
+    }
+    if python:
+        profiler = os.path.join(ROOT, "bench", "workloads", "torch_profiler.py")
+        m["torch.profiler"] = lambda argv: [argv[0], profiler] + argv[1:]
+    if have_heaptrack:
+        m["heaptrack"] = lambda argv: ["heaptrack", "-o", os.path.join(tmp, "heaptrack.out")] + argv
+    return m, trace
+
+
+def run_once(argv):
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"bench: {' '.join(argv)} failed:\n{err}")
+    return wall, usage.ru_maxrss * 1024
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--workloads", default="", help="comma-separated subset")
+    ap.add_argument("--modes", default="", help="comma-separated subset (bare is always run)")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--markdown", default="")
+    args = ap.parse_args()
+    runs = 1 if args.quick else args.runs
+    have_heaptrack = shutil.which("heaptrack") is not None
+    tmp = tempfile.mkdtemp(prefix="memtool-bench-")
+    selected = [s for s in args.workloads.split(",") if s]
+    rows = []
+    failures = 0
+    for name, (argv, python, expected) in workloads(args.build, args.quick).items():
+        if selected and name not in selected:
+            continue
+        mode_table, trace_path = modes(args.build, python, have_heaptrack, tmp)
+        if args.modes:
+            keep = set(args.modes.split(",")) | {"bare"}
+            mode_table = {k: v for k, v in mode_table.items() if k in keep}
+        walls = {m: [] for m in mode_table}
+        rss = {m: [] for m in mode_table}
+        extra = {}
+        for _ in range(runs):
+            for mode, wrap in mode_table.items():
+                wall, maxrss = run_once(wrap(argv))
+                walls[mode].append(wall)
+                if mode.startswith("memtool"):
+                    trace = json.load(open(trace_path))
+                    proc = trace["processes"][0]
+                    allocs = proc["devices"].get("cpu", {}).get("alloc_count", 0)
+                    extra.setdefault(mode, {"allocs": allocs, "cli_rss": [], "target_rss": []})
+                    extra[mode]["cli_rss"].append(trace["cli_max_rss_bytes"])
+                    extra[mode]["target_rss"].append(proc["max_rss_bytes"])
+                    if expected is not None and allocs != expected:
+                        print(f"bench: {name} under {mode}: {allocs} allocations recorded, expected {expected}",
+                              file=sys.stderr)
+                        failures += 1
+                    if not proc["complete"]:
+                        print(f"bench: {name} under {mode}: trace incomplete", file=sys.stderr)
+                        failures += 1
+                else:
+                    rss[mode].append(maxrss)
+        bare = statistics.median(walls["bare"])
+        bare_rss = statistics.median(rss["bare"])
+        for mode in mode_table:
+            med = statistics.median(walls[mode])
+            row = {"workload": name, "mode": mode, "median_s": med, "ratio": med / bare, "runs": len(walls[mode])}
+            if mode.startswith("memtool"):
+                e = extra[mode]
+                row["allocs"] = e["allocs"]
+                row["ns_per_alloc"] = (med - bare) / e["allocs"] * 1e9 if e["allocs"] else None
+                row["target_rss_over_bare"] = statistics.median(e["target_rss"]) - bare_rss
+                row["cli_rss"] = statistics.median(e["cli_rss"])
+            elif mode != "bare" and extra:
+                allocs = next(iter(extra.values()))["allocs"]
+                row["ns_per_alloc"] = (med - bare) / allocs * 1e9 if allocs else None
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    def mib(b):
+        return f"{b / 1048576:.1f}"
+
+    lines = [
+        f"Machine: {platform.node()}, {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+        f"Python {platform.python_version()} (runner); {runs} rounds, median wall time of the whole process.",
+        "",
+        "| workload | mode | median s | ratio to bare | ns added per tracked alloc | target RSS over bare, MiB | memtool CLI RSS, MiB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ns = f"{r['ns_per_alloc']:.0f}" if r.get("ns_per_alloc") is not None else ""
+        trss = mib(r["target_rss_over_bare"]) if "target_rss_over_bare" in r else ""
+        crss = mib(r["cli_rss"]) if "cli_rss" in r else ""
+        lines.append(f"| {r['workload']} | {r['mode']} | {r['median_s']:.3f} | {r['ratio']:.3f} | {ns} | {trss} | {crss} |")
+    table = "\n".join(lines)
+    print(table)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(table + "\n")
+    if failures:
+        raise SystemExit(f"bench: {failures} check(s) failed")
+
+
+if __name__ == "__main__":
+    main()
