@@ -297,6 +297,9 @@ RunResult runCommand(const RunOptions& options) {
         o.streamError = c->fd >= 0 ? "the process was still running when the target exited" : c->error;
         trace.processes.push_back(buildProcessTrace(c->aggregator, o, options.siteMode));
     }
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd))
+        for (auto& p : trace.processes) p.cwd = cwd;
     rusage self{};
     getrusage(RUSAGE_SELF, &self);
     trace.cliMaxRssBytes = static_cast<uint64_t>(self.ru_maxrss) * 1024;

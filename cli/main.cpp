@@ -5,12 +5,16 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/RunCommand.h"
 #include "core/Error.h"
+#include "reporters/Check.h"
+#include "reporters/Diff.h"
 #include "reporters/JsonReporter.h"
 #include "reporters/LineReporter.h"
 #include "reporters/TableReporter.h"
@@ -30,6 +34,61 @@ int reportCommand(const std::string& path, const reporters::ReportOptions& optio
     } else {
         reporters::renderTable(trace, options, std::cout);
     }
+    return 0;
+}
+
+// Writes to the file, or stdout when the path is empty.
+void emit(const std::string& path, const std::string& text) {
+    if (path.empty()) {
+        std::cout << text;
+        return;
+    }
+    std::ofstream out(path, std::ios::trunc);
+    out << text;
+    if (!out) throw core::Error(core::kExitBadInput, "cannot write " + path);
+}
+
+int checkCommand(const std::string& tracePath, const std::vector<std::string>& limits, const std::string& baseline,
+                 const std::string& maxIncrease, const std::string& metric, const std::string& format,
+                 bool allowIncomplete, const std::string& output) {
+    reporters::CheckOptions o;
+    o.metric = reporters::parseMetric(metric);
+    for (const auto& l : limits) o.limits.push_back(reporters::parsePeakLimit(l));
+    if (!maxIncrease.empty()) o.maxIncrease = reporters::parseIncrease(maxIncrease);
+    if (!baseline.empty() && !o.maxIncrease)
+        throw core::Error(core::kExitBadInput, "--baseline needs --max-increase (e.g. --max-increase 5%)");
+    if (baseline.empty() && o.maxIncrease)
+        throw core::Error(core::kExitBadInput, "--max-increase needs --baseline");
+    if (o.limits.empty() && baseline.empty())
+        throw core::Error(core::kExitBadInput, "nothing to check: give --max-peak and/or --baseline");
+    o.allowIncomplete = allowIncomplete;
+    core::Trace trace = reporters::loadTrace(tracePath);
+    if (!baseline.empty()) {
+        o.baseline = reporters::loadTrace(baseline);
+        o.baselinePath = baseline;
+    }
+    std::vector<reporters::CheckResult> results = reporters::runChecks(trace, o);
+    std::ostringstream text;
+    if (format == "json")
+        reporters::renderCheckJson(results, text);
+    else if (format == "junit")
+        reporters::renderCheckJunit(results, tracePath, text);
+    else
+        reporters::renderCheckText(results, text);
+    emit(output, text.str());
+    for (const auto& r : results)
+        if (!r.passed) return core::kExitCheckFailed;
+    return 0;
+}
+
+int diffCommand(const std::string& basePath, const std::string& newPath, size_t top, const std::string& format) {
+    core::Trace base = reporters::loadTrace(basePath);
+    core::Trace current = reporters::loadTrace(newPath);
+    reporters::TraceDiff d = reporters::diffTraces(base, current, top);
+    if (format == "json")
+        reporters::renderDiffJson(d, std::cout);
+    else
+        reporters::renderDiffText(d, std::cout);
     return 0;
 }
 
@@ -83,6 +142,31 @@ int main(int argc, char** argv) {
     reportCmd->add_flag("--all-files", lineOptions.allFiles,
                         "With --lines: include library files (standard library, site-packages)");
 
+    std::string checkTrace, baseline, maxIncrease, metric = "peak", checkFormat = "text", checkOutput;
+    std::vector<std::string> limits;
+    bool allowIncomplete = false;
+    CLI::App* checkCmd = app.add_subcommand("check", "Fail (exit 1) when memory passes a limit or grows past a baseline");
+    checkCmd->add_option("trace", checkTrace, "trace.json written by memtool run")->required();
+    checkCmd->add_option("--max-peak", limits, "DEVICE=SIZE, e.g. cpu=512MiB, cuda=2GB, cuda:0=1.5GiB (repeatable)");
+    checkCmd->add_option("--baseline", baseline, "a trace.json to compare against");
+    checkCmd->add_option("--max-increase", maxIncrease, "growth allowed over the baseline: PCT% or SIZE");
+    checkCmd->add_option("--metric", metric, "peak, allocated or leaked")->capture_default_str();
+    checkCmd->add_option("--format", checkFormat, "text, json or junit")
+        ->check(CLI::IsMember({"text", "json", "junit"}))
+        ->capture_default_str();
+    checkCmd->add_option("-o,--output", checkOutput, "write the result here instead of stdout");
+    checkCmd->add_flag("--allow-incomplete", allowIncomplete, "do not fail on a trace whose target was killed");
+
+    std::string diffBase, diffNew, diffFormat = "text";
+    size_t diffTop = 10;
+    CLI::App* diffCmd = app.add_subcommand("diff", "Compare two traces: per-device deltas and the sites that grew");
+    diffCmd->add_option("base", diffBase, "the baseline trace.json")->required();
+    diffCmd->add_option("new", diffNew, "the trace.json to compare")->required();
+    diffCmd->add_option("--top", diffTop, "how many sites")->capture_default_str();
+    diffCmd->add_option("--format", diffFormat, "text or json")
+        ->check(CLI::IsMember({"text", "json"}))
+        ->capture_default_str();
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -106,6 +190,10 @@ int main(int argc, char** argv) {
             if (r.signal) dieLike(r.signal);
             return r.exitCode;
         }
+        if (checkCmd->parsed())
+            return checkCommand(checkTrace, limits, baseline, maxIncrease, metric, checkFormat, allowIncomplete,
+                                checkOutput);
+        if (diffCmd->parsed()) return diffCommand(diffBase, diffNew, diffTop, diffFormat);
         if (reportCmd->parsed()) {
             reportOptions.sort = reporters::parseSortKey(sort);
             return reportCommand(tracePath, reportOptions, format, lines, lineOptions);

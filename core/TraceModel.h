@@ -56,6 +56,7 @@ struct ProcessTrace {
     int64_t pid = 0;
     int64_t ppid = 0;
     std::vector<std::string> command;
+    std::string cwd;  // working directory memtool run started in (where relative paths lead)
     std::optional<int> exitCode;    // set when the process exited normally
     std::optional<int> exitSignal;  // set when a signal ended it
     bool complete = false;

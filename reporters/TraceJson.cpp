@@ -60,6 +60,7 @@ json processToJson(const core::ProcessTrace& p) {
     json j = {{"pid", p.pid},
               {"ppid", p.ppid},
               {"command", p.command},
+              {"cwd", p.cwd},
               {"exit_code", p.exitCode ? json(*p.exitCode) : json(nullptr)},
               {"exit_signal", p.exitSignal ? json(*p.exitSignal) : json(nullptr)},
               {"complete", p.complete},
@@ -87,6 +88,7 @@ core::ProcessTrace processFromJson(const json& j) {
     p.pid = j.at("pid").get<int64_t>();
     p.ppid = j.value("ppid", int64_t{0});
     p.command = j.at("command").get<std::vector<std::string>>();
+    p.cwd = j.value("cwd", std::string());
     if (j.contains("exit_code") && !j["exit_code"].is_null()) p.exitCode = j["exit_code"].get<int>();
     if (j.contains("exit_signal") && !j["exit_signal"].is_null()) p.exitSignal = j["exit_signal"].get<int>();
     p.complete = j.at("complete").get<bool>();

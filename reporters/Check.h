@@ -1,0 +1,69 @@
+#pragma once
+// `memtool check`: memory limits and regression checks over trace.json, for CI.
+// A check compares one figure of one device of the launched process
+// (processes[0]) with a limit; the whole run passes when every check holds.
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/TraceModel.h"
+
+namespace memtool::reporters {
+
+enum class Metric { Peak, Allocated, Leaked };
+
+// "cpu", "cuda" (every CUDA device), "cuda:0", "cuda:0.active", "cuda:0.reserved".
+struct DeviceSelector {
+    std::string device;  // "cpu", "cuda", "cuda:N"
+    std::string pool;    // "", "active", "reserved"
+    std::string text;    // as written
+};
+
+struct PeakLimit {
+    DeviceSelector selector;
+    uint64_t bytes = 0;
+};
+
+// Growth allowed over the baseline: a percentage of it, or a size.
+struct Increase {
+    bool percent = false;
+    double value = 0;  // percent, or bytes
+    std::string text;
+};
+
+struct CheckOptions {
+    std::vector<PeakLimit> limits;
+    std::optional<core::Trace> baseline;
+    std::string baselinePath;
+    std::optional<Increase> maxIncrease;
+    Metric metric = Metric::Peak;
+    bool allowIncomplete = false;
+};
+
+struct CheckResult {
+    std::string name;    // e.g. "cpu peak <= 5.00 MiB"
+    std::string device;  // as measured, e.g. "cuda:0.reserved"
+    std::string kind;    // "limit", "baseline", "complete"
+    uint64_t value = 0;
+    uint64_t limit = 0;
+    bool passed = true;
+    std::string message;  // one line: measured, limit, excess
+};
+
+// Parsers for the command line; each throws core::Error (exit 2) naming the bad token.
+Metric parseMetric(const std::string& text);
+const char* metricName(Metric m);
+DeviceSelector parseDeviceSelector(const std::string& text);
+PeakLimit parsePeakLimit(const std::string& text);  // DEVICE=SIZE
+Increase parseIncrease(const std::string& text);    // 10%, 2.5%, 64MiB, 1000
+
+std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions& options);
+
+void renderCheckText(const std::vector<CheckResult>& results, std::ostream& out);
+void renderCheckJson(const std::vector<CheckResult>& results, std::ostream& out);
+void renderCheckJunit(const std::vector<CheckResult>& results, const std::string& tracePath, std::ostream& out);
+
+}  // namespace memtool::reporters

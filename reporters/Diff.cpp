@@ -1,0 +1,151 @@
+#include "reporters/Diff.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/Error.h"
+#include "core/Units.h"
+
+namespace memtool::reporters {
+
+namespace {
+
+int64_t delta(uint64_t a, uint64_t b) { return static_cast<int64_t>(b - a); }
+
+std::string percent(uint64_t a, uint64_t b) {
+    if (a == 0) return b == 0 ? "0.00%" : "new";
+    return fmt::format("{:+.2f}%", 100.0 * (static_cast<double>(b) - static_cast<double>(a)) / static_cast<double>(a));
+}
+
+const core::ProcessTrace& launched(const core::Trace& t, const char* which) {
+    if (t.processes.empty()) throw core::Error(core::kExitBadInput, std::string(which) + " trace holds no process");
+    return t.processes[0];
+}
+
+}  // namespace
+
+std::string siteIdentity(const std::string& site, const std::string& cwd) {
+    // Python sites keep file:line (a moved line is a different site); native line
+    // numbers shift with every rebuild, so a native site is its function.
+    size_t open = site.rfind(" (");
+    if (open == std::string::npos) return site;
+    std::string where = site.substr(open + 2, site.size() - open - 3);
+    size_t colon = where.rfind(':');
+    std::string file = colon == std::string::npos ? where : where.substr(0, colon);
+    if (file.size() < 3 || file.compare(file.size() - 3, 3, ".py") != 0) return site.substr(0, open);
+    std::filesystem::path path = std::filesystem::path(file).lexically_normal();
+    if (!cwd.empty()) {
+        std::filesystem::path rel = path.lexically_relative(std::filesystem::path(cwd).lexically_normal());
+        if (!rel.empty() && *rel.begin() != "..") path = rel;
+    }
+    return site.substr(0, open) + " (" + path.string() + where.substr(file.size()) + ")";
+}
+
+TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t top) {
+    const core::ProcessTrace& a = launched(base, "the base");
+    const core::ProcessTrace& b = launched(current, "the new");
+    TraceDiff d;
+    std::map<std::string, DeviceDelta> devices;
+    for (const auto& [name, t] : a.devices) {
+        auto& x = devices[name];
+        x.device = name;
+        x.basePeak = t.peakBytes;
+        x.baseAllocated = t.allocatedBytes;
+        x.baseLeaked = t.currentBytes;
+    }
+    for (const auto& [name, t] : b.devices) {
+        auto& x = devices[name];
+        x.device = name;
+        x.newPeak = t.peakBytes;
+        x.newAllocated = t.allocatedBytes;
+        x.newLeaked = t.currentBytes;
+    }
+    for (auto& [name, x] : devices) d.devices.push_back(x);
+
+    std::map<std::pair<std::string, std::string>, SiteDelta> sites;
+    std::map<std::pair<std::string, std::string>, bool> inBase;
+    for (const auto& h : a.hotspots) {
+        auto key = std::make_pair(h.device, siteIdentity(h.site, a.cwd));
+        auto& s = sites[key];
+        s.device = h.device;
+        s.site = key.second;
+        s.basePeak += h.peakBytes;
+        s.baseAllocated += h.allocatedBytes;
+        inBase[key] = true;
+    }
+    for (const auto& h : b.hotspots) {
+        auto key = std::make_pair(h.device, siteIdentity(h.site, b.cwd));
+        auto& s = sites[key];
+        s.device = h.device;
+        s.site = key.second;
+        s.newPeak += h.peakBytes;
+        s.newAllocated += h.allocatedBytes;
+        s.isNew = !inBase.count(key);
+    }
+    for (auto& [key, s] : sites)
+        if (s.newPeak > s.basePeak || (s.isNew && s.newAllocated > 0)) d.sites.push_back(s);
+    std::stable_sort(d.sites.begin(), d.sites.end(), [](const SiteDelta& x, const SiteDelta& y) {
+        int64_t gx = delta(x.basePeak, x.newPeak), gy = delta(y.basePeak, y.newPeak);
+        if (gx != gy) return gx > gy;
+        return delta(x.baseAllocated, x.newAllocated) > delta(y.baseAllocated, y.newAllocated);
+    });
+    if (d.sites.size() > top) d.sites.resize(top);
+    return d;
+}
+
+void renderDiffText(const TraceDiff& d, std::ostream& out) {
+    out << fmt::format("{:<8} {:>12} {:>12} {:>13} {:>9}   {:>13} {:>9}   {:>13} {:>9}\n", "Device", "Base peak",
+                       "New peak", "Peak Δ", "%", "Allocated Δ", "%", "Leaked Δ", "%");
+    for (const auto& x : d.devices) {
+        out << fmt::format("{:<8} {:>12} {:>12} {:>13} {:>9}   {:>13} {:>9}   {:>13} {:>9}\n", x.device,
+                           core::formatBytes(x.basePeak), core::formatBytes(x.newPeak),
+                           core::formatBytesDelta(delta(x.basePeak, x.newPeak)), percent(x.basePeak, x.newPeak),
+                           core::formatBytesDelta(delta(x.baseAllocated, x.newAllocated)),
+                           percent(x.baseAllocated, x.newAllocated),
+                           core::formatBytesDelta(delta(x.baseLeaked, x.newLeaked)), percent(x.baseLeaked, x.newLeaked));
+    }
+    if (d.sites.empty()) {
+        out << "\nNo call site's contribution to the peak grew.\n";
+        return;
+    }
+    out << "\nCall sites whose contribution to the peak grew most\n";
+    out << fmt::format("{:<8} {:>12} {:>12} {:>13}  {}\n", "Device", "Base", "New", "Δ", "Site");
+    for (const auto& s : d.sites) {
+        out << fmt::format("{:<8} {:>12} {:>12} {:>13}  {}{}\n", s.device, core::formatBytes(s.basePeak),
+                           core::formatBytes(s.newPeak), core::formatBytesDelta(delta(s.basePeak, s.newPeak)), s.site,
+                           s.isNew ? "  [new]" : "");
+    }
+}
+
+void renderDiffJson(const TraceDiff& d, std::ostream& out) {
+    nlohmann::json devices = nlohmann::json::array(), sites = nlohmann::json::array();
+    for (const auto& x : d.devices) {
+        devices.push_back({{"device", x.device},
+                           {"base_peak_bytes", x.basePeak},
+                           {"new_peak_bytes", x.newPeak},
+                           {"peak_delta_bytes", delta(x.basePeak, x.newPeak)},
+                           {"base_allocated_bytes", x.baseAllocated},
+                           {"new_allocated_bytes", x.newAllocated},
+                           {"allocated_delta_bytes", delta(x.baseAllocated, x.newAllocated)},
+                           {"base_leaked_bytes", x.baseLeaked},
+                           {"new_leaked_bytes", x.newLeaked},
+                           {"leaked_delta_bytes", delta(x.baseLeaked, x.newLeaked)}});
+    }
+    for (const auto& s : d.sites) {
+        sites.push_back({{"device", s.device},
+                         {"site", s.site},
+                         {"new", s.isNew},
+                         {"base_peak_bytes", s.basePeak},
+                         {"new_peak_bytes", s.newPeak},
+                         {"peak_delta_bytes", delta(s.basePeak, s.newPeak)},
+                         {"allocated_delta_bytes", delta(s.baseAllocated, s.newAllocated)}});
+    }
+    out << nlohmann::json{{"devices", devices}, {"sites", sites}}.dump(2) << '\n';
+}
+
+}  // namespace memtool::reporters
