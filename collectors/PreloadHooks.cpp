@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "collectors/GotPatcher.h"
@@ -52,9 +53,13 @@ bool isAllocatorLibrary(const char* path) {
 struct Scan {
     std::vector<Tracker::Module> modules;
     bool patchedNew = false;
+    size_t visited = 0;  // dl_iterate_phdr reports the main program first
 };
 
 std::vector<uint64_t>* patchedBiases = nullptr;  // under gScanMutex
+// Objects already described to the tracker, by load bias: `import torch` dlopens
+// hundreds of extension modules, and each dlopen should cost only the new ones.
+std::unordered_set<uint64_t>* describedBiases = nullptr;  // under gScanMutex
 pthread_mutex_t gScanMutex = PTHREAD_MUTEX_INITIALIZER;
 
 std::string mainExecutable() {
@@ -65,10 +70,12 @@ std::string mainExecutable() {
 
 int scanModule(dl_phdr_info* info, size_t, void* data) {
     auto* scan = static_cast<Scan*>(data);
+    bool mainProgram = scan->visited++ == 0;
+    if (describedBiases->count(info->dlpi_addr)) return 0;
     Tracker::Module m;
     m.path = info->dlpi_name && *info->dlpi_name ? info->dlpi_name : "";
     if (m.path.empty()) {
-        if (!scan->modules.empty()) return 0;  // the vDSO, once the executable is listed
+        if (!mainProgram) return 0;  // the vDSO: no file to read symbols from
         m.path = mainExecutable();
     }
     m.loadBias = info->dlpi_addr;
@@ -89,6 +96,11 @@ int scanModule(dl_phdr_info* info, size_t, void* data) {
     return 0;
 }
 
+// Until the tracker connects, nothing is announced, so nothing may be marked described.
+void markDescribed(const Scan& scan) {
+    for (const auto& m : scan.modules) describedBiases->insert(m.loadBias);
+}
+
 // After any change to the set of loaded modules.
 void refresh() {
     Tracker& t = Tracker::instance();
@@ -96,14 +108,19 @@ void refresh() {
     Scan scan;
     pthread_mutex_lock(&gScanMutex);
     if (!patchedBiases) patchedBiases = new std::vector<uint64_t>();
+    if (!describedBiases) describedBiases = new std::unordered_set<uint64_t>();
     dl_iterate_phdr(scanModule, &scan);
     bool anyPatched = !patchedBiases->empty();
-    pthread_mutex_unlock(&gScanMutex);
     // Connect lazily: a process that never loads an allocator we track (a shell,
     // a compiler the script spawns) never appears in the trace.
     if (anyPatched) t.ensureConnected();
-    if (!t.active()) return;
-    t.announceModules(scan.modules);
+    bool active = t.active();
+    if (active) {
+        t.announceModules(scan.modules);
+        markDescribed(scan);
+    }
+    pthread_mutex_unlock(&gScanMutex);
+    if (!active) return;
     if (t.options().pythonStacks) PythonTracker::tryInstall(t);
 }
 

@@ -208,7 +208,7 @@ void Tracker::announceModules(const std::vector<Module>& modules) {
     if (!connected_) return;
     for (const Module& m : modules) {
         bool known = false;
-        for (const auto& a : announced_) known |= a.first == m.path && a.second == m.loadBias;
+        for (const auto& a : announced_) known |= a.second == m.loadBias && a.first == m.path;
         if (known || m.ranges.empty()) continue;
         announced_.emplace_back(m.path, m.loadBias);
         std::vector<uint8_t> rec(core::moduleBytes(m.path.size(), m.ranges.size()));

@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libunwind-dev libdw-dev libelf-dev
   libtorch-dev python3-torch
+  heaptrack
 )
 
 missing=()
