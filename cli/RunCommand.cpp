@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "cli/CollectorLocator.h"
+#include "cli/Symbolizer.h"
 #include "core/Aggregator.h"
 #include "core/Error.h"
 #include "core/StreamDecoder.h"
@@ -41,6 +42,11 @@ struct Connection {
     int fd = -1;
     core::Aggregator aggregator;
     core::StreamDecoder decoder{aggregator};
+    // Symbolized as node records arrive, on the CLI's own core, while the target
+    // runs: only the trace is left to write once it exits.
+    Symbolizer symbolizer;
+    size_t modulesSeen = 0;
+    size_t nodesSeen = 1;  // node 0 is the root
     Clock::time_point opened = Clock::now();
     double durationS = 0;
     std::string error;
@@ -50,6 +56,12 @@ struct Connection {
     Connection& operator=(const Connection&) = delete;
     ~Connection() {
         if (fd >= 0) close(fd);
+    }
+    void symbolizeNew() {
+        const auto& modules = aggregator.modules();
+        for (; modulesSeen < modules.size(); ++modulesSeen) symbolizer.addModule(modules[modulesSeen]);
+        const auto& nodes = aggregator.nativeNodes();
+        for (; nodesSeen < nodes.size(); ++nodesSeen) symbolizer.symbolize(nodes[nodesSeen].ip);
     }
     void finish() {
         if (fd >= 0) close(fd);
@@ -242,6 +254,7 @@ RunResult runCommand(const RunOptions& options) {
             if (r > 0) {
                 try {
                     c.decoder.feed(buf.data(), static_cast<size_t>(r));
+                    c.symbolizeNew();
                 } catch (const core::ProtocolError& e) {
                     c.error = std::string("the stream broke: ") + e.what();
                     c.finish();
@@ -272,7 +285,8 @@ RunResult runCommand(const RunOptions& options) {
     if (target) {
         ProcessOutcome o = targetOutcome;
         o.streamError = target->error;
-        trace.processes.push_back(buildProcessTrace(target->aggregator, o, options.siteMode));
+        target->symbolizeNew();
+        trace.processes.push_back(buildProcessTrace(target->aggregator, target->symbolizer, o, options.siteMode));
         trace.processes.back().maxRssBytes = targetRss;
     } else {
         core::ProcessTrace p;
@@ -295,7 +309,8 @@ RunResult runCommand(const RunOptions& options) {
         ProcessOutcome o;
         o.durationS = c->fd >= 0 ? secondsSince(c->opened) : c->durationS;
         o.streamError = c->fd >= 0 ? "the process was still running when the target exited" : c->error;
-        trace.processes.push_back(buildProcessTrace(c->aggregator, o, options.siteMode));
+        c->symbolizeNew();
+        trace.processes.push_back(buildProcessTrace(c->aggregator, c->symbolizer, o, options.siteMode));
     }
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd))

@@ -56,9 +56,12 @@ bool inlinedCallSite(Dwfl_Module* mod, uint64_t pc, std::string* file, uint64_t*
 }
 
 char* noDebuginfoPath = nullptr;
+// Separate debug info by build id only (/usr/lib/debug/.build-id, where Debian's
+// -dbgsym packages put it): dwfl_standard_find_debuginfo would also load the
+// debuginfod client and its network stack, which memtool never uses.
 const Dwfl_Callbacks kCallbacks = {
     dwfl_build_id_find_elf,
-    dwfl_standard_find_debuginfo,
+    dwfl_build_id_find_debuginfo,
     dwfl_offline_section_address,
     &noDebuginfoPath,
 };
@@ -90,12 +93,15 @@ struct Symbolizer::Impl {
     }
 };
 
-Symbolizer::Symbolizer(const std::vector<core::ModuleRecord>& modules) : impl_(std::make_unique<Impl>()) {
-    impl_->modules = modules;
-    // Symbols come from the files on this machine; never from the network.
-    unsetenv("DEBUGINFOD_URLS");
-    impl_->reported.assign(modules.size(), false);
-    impl_->dwfl = dwfl_begin(&kCallbacks);
+Symbolizer::Symbolizer() : impl_(std::make_unique<Impl>()) { impl_->dwfl = dwfl_begin(&kCallbacks); }
+
+Symbolizer::Symbolizer(const std::vector<core::ModuleRecord>& modules) : Symbolizer() {
+    for (const auto& m : modules) addModule(m);
+}
+
+void Symbolizer::addModule(const core::ModuleRecord& module) {
+    impl_->modules.push_back(module);
+    impl_->reported.push_back(false);
 }
 
 Symbolizer::~Symbolizer() {

@@ -1,7 +1,8 @@
 #pragma once
 // Native return addresses -> function, file, line, with elfutils libdwfl over the
-// target's module map (as the collector announced it). Results are cached per
-// address; one Symbolizer serves one process.
+// target's module map (as the collector announces it, module by module). Results
+// are cached per address; one Symbolizer serves one process. `memtool run` feeds
+// it while the target runs, so little is left to do once the target exits.
 
 #include <cstdint>
 #include <memory>
@@ -23,7 +24,9 @@ struct NativeFrame {
 
 class Symbolizer {
 public:
+    Symbolizer();
     explicit Symbolizer(const std::vector<core::ModuleRecord>& modules);
+    void addModule(const core::ModuleRecord& module);
     ~Symbolizer();
     Symbolizer(const Symbolizer&) = delete;
     Symbolizer& operator=(const Symbolizer&) = delete;

@@ -66,8 +66,8 @@ Frame nativeFrame(Symbolizer& sym, uint64_t ip) {
 
 }  // namespace
 
-core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, const ProcessOutcome& outcome,
-                                     SiteMode siteMode) {
+core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sym,
+                                     const ProcessOutcome& outcome, SiteMode siteMode) {
     core::ProcessTrace p;
     if (agg.handshake()) {
         p.pid = agg.handshake()->pid;
@@ -92,7 +92,6 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, const ProcessO
         p.devices[core::deviceName(code)] = t;
     }
 
-    Symbolizer sym(agg.modules());
     const auto& nodes = agg.nativeNodes();
     const auto& pyNodes = agg.pyNodes();
     const auto& codes = agg.pyCodes();

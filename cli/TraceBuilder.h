@@ -20,7 +20,10 @@ struct ProcessOutcome {
     std::string streamError;  // set when the stream broke (protocol error, read error)
 };
 
-core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, const ProcessOutcome& outcome,
-                                     SiteMode siteMode);
+class Symbolizer;
+
+// `symbolizer` must know the process's modules (those in agg.modules()).
+core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
+                                     const ProcessOutcome& outcome, SiteMode siteMode);
 
 }  // namespace memtool::cli
