@@ -65,7 +65,7 @@ Outcome run(const std::vector<std::string>& argv, const std::string& input,
         }
     }
     int status = 0;
-    waitpid(pid, &status, 0);
+    if (waitpid(pid, &status, 0) != pid) return o;  // already reaped by onStart
     if (WIFEXITED(status)) o.exitCode = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
     return o;

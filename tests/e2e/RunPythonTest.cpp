@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/wait.h>
 
 #include "tests/e2e/E2eSupport.h"
 
@@ -159,4 +160,21 @@ TEST(RunPython, SigtermToMemtoolReachesTheTarget) {
     auto proc = readJson(trace).at("processes").at(0);
     EXPECT_EQ(proc.at("exit_code"), 7);
     EXPECT_EQ(proc.at("devices").at("cpu").at("allocated_bytes"), 1000);
+}
+
+TEST(RunPython, TargetRunsOnWhenTheCliDies) {
+    std::string trace = tempDir() + "/t.json";
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("outlive_cli.py")}, "", {},
+                    [](pid_t memtool, const std::string& first) {
+                        ASSERT_EQ(first.rfind("ready ", 0), 0u) << first;
+                        pid_t target = static_cast<pid_t>(std::stol(first.substr(6)));
+                        kill(memtool, SIGKILL);
+                        int status;
+                        waitpid(memtool, &status, 0);  // gone for sure before the target goes on
+                        kill(target, SIGUSR1);
+                    });
+    // memtool was reaped in the callback; the target kept the pipes and finished.
+    EXPECT_NE(o.out.find("survived 50000\n"), std::string::npos) << o.out << o.err;
+    EXPECT_NE(o.err.find("memtool: lost the connection to `memtool run`; profiling stopped\n"), std::string::npos)
+        << o.err;
 }
