@@ -178,3 +178,21 @@ TEST(RunPython, TargetRunsOnWhenTheCliDies) {
     EXPECT_NE(o.err.find("memtool: lost the connection to `memtool run`; profiling stopped\n"), std::string::npos)
         << o.err;
 }
+
+TEST(RunPython, ForkNeitherDeadlocksNorCorruptsTheStream) {
+    Profiled p = profile({PYTHON_BIN, script("fork_child.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.outcome.out, "forked 20 children\n");
+    const auto& proc = p.process();
+    EXPECT_TRUE(proc.at("complete").get<bool>());
+    EXPECT_TRUE(proc.at("stream").at("verified").get<bool>());
+    ASSERT_EQ(p.trace.at("processes").size(), 1u);  // fork children do not write into the stream
+    const auto& cpu = proc.at("devices").at("cpu");
+    // The churn thread allocates 1,000 bytes at a time; the 5 MB child storages never appear.
+    uint64_t count = cpu.at("alloc_count");
+    EXPECT_EQ(cpu.at("allocated_bytes").get<uint64_t>(), 3000000 + (count - 1) * 1000);
+    EXPECT_LT(cpu.at("peak_bytes").get<uint64_t>(), 5000000u);
+    auto kept = hotspotWithSite(proc, "fork_child.py:19");
+    ASSERT_FALSE(kept.is_null());
+    EXPECT_EQ(kept.at("allocated_bytes"), 3000000);
+}
