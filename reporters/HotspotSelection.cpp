@@ -52,13 +52,31 @@ std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p, co
     return out;
 }
 
+namespace {
+// "ns::f(long, c10::optional<int>) const" -> "ns::f": a table row has no room for
+// C++ parameter lists (trace.json keeps them).
+std::string withoutParameters(const std::string& function) {
+    size_t from = 0;
+    for (;;) {
+        size_t paren = function.find('(', from);
+        if (paren == std::string::npos || paren == 0) return function;
+        if (function.compare(0, paren, "operator") == 0 ||
+            (paren >= 8 && function.compare(paren - 8, 8, "operator") == 0 && function.compare(paren, 2, "()") == 0)) {
+            from = paren + 2;  // operator() itself
+            continue;
+        }
+        return function.substr(0, paren);
+    }
+}
+}  // namespace
+
 std::string shortFrame(const std::string& frame) {
     size_t open = frame.rfind(" (");
     if (open == std::string::npos || frame.back() != ')') return frame;
     std::string where = frame.substr(open + 2, frame.size() - open - 3);
     size_t slash = where.rfind('/');
-    if (slash == std::string::npos) return frame;
-    return frame.substr(0, open) + " (" + where.substr(slash + 1) + ")";
+    std::string file = slash == std::string::npos ? where : where.substr(slash + 1);
+    return withoutParameters(frame.substr(0, open)) + " (" + file + ")";
 }
 
 }  // namespace memtool::reporters

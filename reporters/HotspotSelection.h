@@ -24,7 +24,8 @@ const char* sortKeyName(SortKey key);
 std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p, const std::string& device,
                                                  const ReportOptions& options);
 
-// A frame with its path cut to the file name: "f (/a/b/x.py:3)" -> "f (x.py:3)".
+// A frame for a table: path cut to the file name, C++ parameters dropped:
+// "f (/a/b/x.py:3)" -> "f (x.py:3)", "ns::g(long) (lib.so)" -> "ns::g (lib.so)".
 std::string shortFrame(const std::string& frame);
 
 }  // namespace memtool::reporters

@@ -55,9 +55,12 @@ void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, st
             out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}  {}\n", ++rank,
                                core::formatBytes(h->peakBytes), core::formatBytes(h->allocatedBytes), h->count,
                                core::formatBytes(h->leakedBytes), shortFrame(h->site));
-            // The library entry point the site called, then up to three callers of the site.
+            // The nearest named frame the site called (stripped static functions
+            // show as ??), then up to three callers of the site.
             size_t at = siteIndex(*h);
-            if (at > 0) out << fmt::format("{:>51}via {}\n", "", shortFrame(h->stack[at - 1]));
+            size_t via = at;
+            while (via > 0 && (via == at || h->stack[via].rfind("??", 0) == 0)) --via;
+            if (via < at) out << fmt::format("{:>51}via {}\n", "", shortFrame(h->stack[via]));
             for (size_t i = at + 1; i < h->stack.size() && i <= at + 3; ++i)
                 out << fmt::format("{:>51}from {}\n", "", shortFrame(h->stack[i]));
         }

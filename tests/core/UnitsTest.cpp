@@ -50,3 +50,15 @@ TEST(FrameClassifier, TellsUserCodeFromLibraries) {
     EXPECT_TRUE(isSystemSource("/usr/include/torch/csrc/api/include/torch/nn/module.h"));
     EXPECT_FALSE(isSystemSource("/home/me/src/model.cpp"));
 }
+
+#include "reporters/HotspotSelection.h"
+
+TEST(Report, ShortFrames) {
+    using memtool::reporters::shortFrame;
+    EXPECT_EQ(shortFrame("inner (/home/me/train.py:11)"), "inner (train.py:11)");
+    EXPECT_EQ(shortFrame("at::_ops::empty::call(c10::ArrayRef<long>, bool) (libtorch_cpu.so.1.13)"),
+              "at::_ops::empty::call (libtorch_cpu.so.1.13)");
+    EXPECT_EQ(shortFrame("Functor::operator()(int) const (/src/a.cpp:3)"), "Functor::operator() (a.cpp:3)");
+    EXPECT_EQ(shortFrame("?? (libtorch_python.so+0x48a99c)"), "?? (libtorch_python.so+0x48a99c)");
+    EXPECT_EQ(shortFrame("(no stack)"), "(no stack)");
+}
