@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -51,42 +52,37 @@ TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t
     const core::ProcessTrace& b = launched(current, "the new");
     TraceDiff d;
     std::map<std::string, DeviceDelta> devices;
-    for (const auto& [name, t] : a.devices) {
-        auto& x = devices[name];
-        x.device = name;
-        x.basePeak = t.peakBytes;
-        x.baseAllocated = t.allocatedBytes;
-        x.baseLeaked = t.currentBytes;
-    }
-    for (const auto& [name, t] : b.devices) {
-        auto& x = devices[name];
-        x.device = name;
-        x.newPeak = t.peakBytes;
-        x.newAllocated = t.allocatedBytes;
-        x.newLeaked = t.currentBytes;
-    }
+    auto foldDevices = [&](const core::ProcessTrace& p, bool base) {
+        for (const auto& [name, t] : p.devices) {
+            auto& x = devices[name];
+            x.device = name;
+            (base ? x.basePeak : x.newPeak) = t.peakBytes;
+            (base ? x.baseAllocated : x.newAllocated) = t.allocatedBytes;
+            (base ? x.baseLeaked : x.newLeaked) = t.currentBytes;
+        }
+    };
+    foldDevices(a, true);
+    foldDevices(b, false);
     for (auto& [name, x] : devices) d.devices.push_back(x);
 
     std::map<std::pair<std::string, std::string>, SiteDelta> sites;
-    std::map<std::pair<std::string, std::string>, bool> inBase;
-    for (const auto& h : a.hotspots) {
-        auto key = std::make_pair(h.device, siteIdentity(h.site, a.cwd));
-        auto& s = sites[key];
-        s.device = h.device;
-        s.site = key.second;
-        s.basePeak += h.peakBytes;
-        s.baseAllocated += h.allocatedBytes;
-        inBase[key] = true;
-    }
-    for (const auto& h : b.hotspots) {
-        auto key = std::make_pair(h.device, siteIdentity(h.site, b.cwd));
-        auto& s = sites[key];
-        s.device = h.device;
-        s.site = key.second;
-        s.newPeak += h.peakBytes;
-        s.newAllocated += h.allocatedBytes;
-        s.isNew = !inBase.count(key);
-    }
+    std::set<std::pair<std::string, std::string>> inBase;
+    auto foldSites = [&](const core::ProcessTrace& p, bool base) {
+        for (const auto& h : p.hotspots) {
+            auto key = std::make_pair(h.device, siteIdentity(h.site, p.cwd));
+            auto& s = sites[key];
+            s.device = h.device;
+            s.site = key.second;
+            (base ? s.basePeak : s.newPeak) += h.peakBytes;
+            (base ? s.baseAllocated : s.newAllocated) += h.allocatedBytes;
+            if (base)
+                inBase.insert(key);
+            else
+                s.isNew = !inBase.count(key);
+        }
+    };
+    foldSites(a, true);
+    foldSites(b, false);
     for (auto& [key, s] : sites)
         if (s.newPeak > s.basePeak || (s.isNew && s.newAllocated > 0)) d.sites.push_back(s);
     std::stable_sort(d.sites.begin(), d.sites.end(), [](const SiteDelta& x, const SiteDelta& y) {
