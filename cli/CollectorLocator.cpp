@@ -31,4 +31,10 @@ std::string locateCollector() {
     throw core::Error(core::kExitRunFailed, "collector library not found (looked in " + looked + ")");
 }
 
+std::string locateCudaInjection(const std::string& collectorPath) {
+    namespace fs = std::filesystem;
+    fs::path candidate = fs::path(collectorPath).parent_path() / "libmemtool_cupti.so";
+    return access(candidate.c_str(), R_OK) == 0 ? candidate.string() : std::string();
+}
+
 }  // namespace memtool::cli

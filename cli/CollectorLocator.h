@@ -9,4 +9,8 @@ namespace memtool::cli {
 // Throws core::Error (exit 125) naming the places it looked.
 std::string locateCollector();
 
+// Path of the CUDA injection library (libmemtool_cupti.so) beside the collector,
+// or empty when this build has no CUDA support.
+std::string locateCudaInjection(const std::string& collectorPath);
+
 }  // namespace memtool::cli

@@ -138,8 +138,8 @@ std::string joinOptions(const RunOptions& o) {
     return fmt::format("native={},python={}", o.nativeStacks ? 1 : 0, o.pythonStacks ? 1 : 0);
 }
 
-[[noreturn]] void execTarget(const RunOptions& options, const std::string& collector, const std::string& socketPath,
-                             const sigset_t& mask, int errorPipe) {
+[[noreturn]] void execTarget(const RunOptions& options, const std::string& collector, const std::string& cudaInjection,
+                             const std::string& socketPath, const sigset_t& mask, int errorPipe) {
     sigprocmask(SIG_SETMASK, &mask, nullptr);
     const char* existing = std::getenv("LD_PRELOAD");
     std::string preload = collector;
@@ -147,6 +147,8 @@ std::string joinOptions(const RunOptions& o) {
     setenv("LD_PRELOAD", preload.c_str(), 1);
     setenv(core::kEnvSocket, socketPath.c_str(), 1);
     setenv(core::kEnvOptions, joinOptions(options).c_str(), 1);
+    // The CUDA driver loads this when (and only if) the program initializes CUDA.
+    if (!cudaInjection.empty()) setenv("CUDA_INJECTION64_PATH", cudaInjection.c_str(), 1);
     std::vector<char*> argv;
     for (const auto& a : options.command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -162,6 +164,14 @@ std::string joinOptions(const RunOptions& o) {
 RunResult runCommand(const RunOptions& options) {
     if (options.command.empty()) throw core::Error(core::kExitBadInput, "run: no command given (memtool run -- CMD ...)");
     const std::string collector = locateCollector();
+    std::string cudaInjection = locateCudaInjection(collector);
+    if (const char* mine = std::getenv("CUDA_INJECTION64_PATH"); mine && *mine && !cudaInjection.empty()) {
+        // The driver takes one injection library: the user's wins.
+        if (!options.quiet)
+            std::cerr << "memtool: CUDA_INJECTION64_PATH is already set (" << mine
+                      << "); CUDA memory is not tracked in this run\n";
+        cudaInjection.clear();
+    }
     SocketDir socketDir;
     SignalRouter signals;
 
@@ -171,7 +181,7 @@ RunResult runCommand(const RunOptions& options) {
     const Clock::time_point started = Clock::now();
     pid_t child = fork();
     if (child < 0) throw core::Error(core::kExitRunFailed, std::string("fork: ") + std::strerror(errno));
-    if (child == 0) execTarget(options, collector, socketDir.path(), signals.original(), pipeFds[1]);
+    if (child == 0) execTarget(options, collector, cudaInjection, socketDir.path(), signals.original(), pipeFds[1]);
     close(pipeFds[1]);
     int execErrno = 0;
     ssize_t got;

@@ -89,6 +89,7 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
         t.allocCount = d.allocCount;
         t.freeCount = d.freeCount;
         t.peakTimeS = static_cast<double>(d.peakTimeNs) / 1e9;
+        t.source = code == core::kDeviceCpu ? "libc10" : "cupti";
         p.devices[core::deviceName(code)] = t;
     }
 

@@ -89,7 +89,8 @@ private:
     uint32_t count_ = 0;
 };
 
-// Live tracked pointers -> size in bytes. Linear probing with backward-shift
+// Live tracked pointers -> a 64-bit value (the Tracker packs device and size).
+// Linear probing with backward-shift
 // deletion, so there are no tombstones and lookups of untracked pointers stop
 // at the first empty slot.
 class PointerMap {

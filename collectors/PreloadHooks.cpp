@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -35,7 +36,7 @@ void hookFree(void* p) {
     Tracker& t = Tracker::instance();
     // Reported before the memory is released, so that a reuse of the address by
     // another thread cannot reach the stream ahead of this free.
-    if (p && t.active()) t.recordFree(core::kDeviceCpu, reinterpret_cast<uint64_t>(p));
+    if (p && t.active()) t.recordFree(reinterpret_cast<uint64_t>(p));
     free(p);
 }
 
@@ -57,6 +58,7 @@ struct Scan {
 };
 
 std::vector<uint64_t>* patchedBiases = nullptr;  // under gScanMutex
+std::atomic<bool> cudaAttached{false};            // the CUDA injection asked to record
 // Objects already described to the tracker, by load bias: `import torch` dlopens
 // hundreds of extension modules, and each dlopen should cost only the new ones.
 std::unordered_set<uint64_t>* describedBiases = nullptr;  // under gScanMutex
@@ -113,7 +115,7 @@ void refresh() {
     bool anyPatched = !patchedBiases->empty();
     // Connect lazily: a process that never loads an allocator we track (a shell,
     // a compiler the script spawns) never appears in the trace.
-    if (anyPatched) t.ensureConnected();
+    if (anyPatched || cudaAttached) t.ensureConnected();
     bool active = t.active();
     if (active) {
         t.announceModules(scan.modules);
@@ -159,4 +161,24 @@ __attribute__((visibility("default"), noreturn)) void _exit(int status) {
 }
 
 __attribute__((visibility("default"))) const char* memtool_collector_version() { return "1"; }
+
+// The surface the CUDA injection library (collectors/cuda) records through, so
+// that CPU and CUDA events of a process share one tracker and one stream.
+__attribute__((visibility("default"))) int memtool_cuda_attach() {
+    memtool::collectors::Tracker& t = memtool::collectors::Tracker::instance();
+    if (!t.configured()) return 0;
+    memtool::collectors::cudaAttached = true;
+    memtool::collectors::refresh();  // announce modules, install Python tracking if due
+    return t.active() ? 1 : 0;
+}
+
+__attribute__((visibility("default"))) void memtool_record_alloc(uint8_t device, uint64_t key, uint64_t size) {
+    memtool::collectors::Tracker& t = memtool::collectors::Tracker::instance();
+    if (t.active()) t.recordAlloc(device, key, size);
+}
+
+__attribute__((visibility("default"))) void memtool_record_free(uint64_t key) {
+    memtool::collectors::Tracker& t = memtool::collectors::Tracker::instance();
+    if (t.active()) t.recordFree(key);
+}
 }

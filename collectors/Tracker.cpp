@@ -397,7 +397,9 @@ void Tracker::recordAlloc(uint8_t device, uint64_t address, uint64_t size) {
     a.pyNode = py ? pyNodeLocked(py) : 0;
     a.threadId = threadId();
     a.timeDeltaNs = clockDeltaLocked();
-    if (!live_.insert(address, size)) {
+    // The device rides in the top byte: a free is reported on the device the block
+    // was allocated on, whatever context is current when it is freed.
+    if (!live_.insert(address, (static_cast<uint64_t>(device) << 56) | size)) {
         deactivateLocked("out of memory for the table of live blocks; profiling stopped");
         return;
     }
@@ -414,15 +416,16 @@ void Tracker::recordAlloc(uint8_t device, uint64_t address, uint64_t size) {
     }
 }
 
-void Tracker::recordFree(uint8_t device, uint64_t address) {
+void Tracker::recordFree(uint64_t address) {
     if (RecursionGuard::active) return;
     RecursionGuard guard;
     std::lock_guard<std::mutex> lock(mu_);
     if (!connected_) return;
-    uint64_t size;
-    if (!live_.erase(address, &size)) return;  // not ours: nothing to say
+    uint64_t entry;
+    if (!live_.erase(address, &entry)) return;  // not ours: nothing to say
+    const uint64_t size = entry & ((1ull << 56) - 1);
     core::FreeFields f;
-    f.device = device;
+    f.device = static_cast<uint8_t>(entry >> 56);
     f.address = address;
     f.threadId = threadId();
     f.timeDeltaNs = clockDeltaLocked();

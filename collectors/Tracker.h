@@ -62,8 +62,10 @@ public:
     bool active() const { return active_.load(std::memory_order_relaxed); }
     const TrackerOptions& options() const { return options_; }
 
+    // Sizes must be below 2^56 bytes. Addresses are unique across devices (CUDA's
+    // unified addressing); callers key non-address objects (VMM handles) apart.
     void recordAlloc(uint8_t device, uint64_t address, uint64_t size);
-    void recordFree(uint8_t device, uint64_t address);
+    void recordFree(uint64_t address);
 
     // The interpreter loop's code, [start, end): with Python frames recorded, native
     // unwinding stops there (the CLI puts the Python stack in place of what lies

@@ -35,6 +35,7 @@ enum class RecordTag : uint8_t {
 
 // Device codes carried in alloc/free records. CUDA ordinals follow kCudaBase.
 inline constexpr uint8_t kDeviceCpu = 0;
+inline constexpr uint8_t kDevicePinnedHost = 1;  // CUDA page-locked host memory
 inline constexpr uint8_t kDeviceCudaBase = 16;  // cuda:N is kDeviceCudaBase + N
 
 // ---- varint (unsigned LEB128) ------------------------------------------------

@@ -20,6 +20,7 @@ struct DeviceTotals {
     uint64_t allocCount = 0;
     uint64_t freeCount = 0;
     double peakTimeS = 0;  // seconds since the process started, when the peak was reached
+    std::string source;    // what saw it: "libc10" (CPU allocator hooks), "cupti" (CUDA driver callbacks)
 };
 
 struct Hotspot {

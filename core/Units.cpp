@@ -12,6 +12,7 @@ namespace memtool::core {
 
 std::string deviceName(uint8_t device) {
     if (device == kDeviceCpu) return "cpu";
+    if (device == kDevicePinnedHost) return "pinned";
     if (device >= kDeviceCudaBase) return "cuda:" + std::to_string(device - kDeviceCudaBase);
     return "device" + std::to_string(device);
 }

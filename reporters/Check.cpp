@@ -87,10 +87,11 @@ const char* metricName(Metric m) {
 }
 
 DeviceSelector parseDeviceSelector(const std::string& text) {
-    static const std::regex form(R"((cpu|cuda|cuda:\d+)(\.(active|reserved))?)");
+    static const std::regex form(R"((cpu|pinned|cuda|cuda:\d+)(\.(active|reserved))?)");
     std::smatch m;
-    if (!std::regex_match(text, m, form) || (m[1] == "cpu" && m[3].matched) || (m[1] == "cuda" && m[3].matched)) {
-        usage("bad device '" + text + "' (use cpu, cuda, cuda:N, cuda:N.active or cuda:N.reserved)");
+    if (!std::regex_match(text, m, form) || (m[1] == "cpu" && m[3].matched) || (m[1] == "pinned" && m[3].matched) ||
+        (m[1] == "cuda" && m[3].matched)) {
+        usage("bad device '" + text + "' (use cpu, pinned, cuda, cuda:N, cuda:N.active or cuda:N.reserved)");
     }
     return DeviceSelector{m[1], m[3].matched ? m[3].str() : "", text};
 }

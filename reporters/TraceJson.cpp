@@ -18,7 +18,7 @@ json deviceToJson(const core::DeviceTotals& d) {
     return json{{"peak_bytes", d.peakBytes},         {"current_bytes", d.currentBytes},
                 {"allocated_bytes", d.allocatedBytes}, {"freed_bytes", d.freedBytes},
                 {"alloc_count", d.allocCount},       {"free_count", d.freeCount},
-                {"peak_time_s", d.peakTimeS}};
+                {"peak_time_s", d.peakTimeS},       {"source", d.source}};
 }
 
 core::DeviceTotals deviceFromJson(const json& j) {
@@ -30,6 +30,7 @@ core::DeviceTotals deviceFromJson(const json& j) {
     d.allocCount = j.at("alloc_count").get<uint64_t>();
     d.freeCount = j.at("free_count").get<uint64_t>();
     d.peakTimeS = j.value("peak_time_s", 0.0);
+    d.source = j.value("source", std::string());
     return d;
 }
 

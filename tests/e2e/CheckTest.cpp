@@ -78,7 +78,7 @@ TEST(Check, BadTokensAreUsageErrors) {
     EXPECT_EQ(size.err, "memtool: bad size '12XB' (use bytes or a unit: 123456, 512MiB, 2GB, 1.5GiB)\n");
     Outcome dev = check({t, "--max-peak", "gpu=1GB"});
     EXPECT_EQ(dev.exitCode, 2);
-    EXPECT_EQ(dev.err, "memtool: bad device 'gpu' (use cpu, cuda, cuda:N, cuda:N.active or cuda:N.reserved)\n");
+    EXPECT_EQ(dev.err, "memtool: bad device 'gpu' (use cpu, pinned, cuda, cuda:N, cuda:N.active or cuda:N.reserved)\n");
     Outcome inc = check({t, "--baseline", t, "--max-increase", "ten%"});
     EXPECT_EQ(inc.exitCode, 2);
     EXPECT_EQ(inc.err, "memtool: bad increase 'ten%' (use a percentage like 5% or a size)\n");

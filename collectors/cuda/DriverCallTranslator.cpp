@@ -1,0 +1,44 @@
+#include "collectors/cuda/DriverCallTranslator.h"
+
+#include "core/Protocol.h"
+
+namespace memtool::collectors {
+
+namespace {
+uint8_t cudaDevice(int ordinal) {
+    // An unknown context is rare (CUPTI names one for every memory call); its bytes
+    // still count, on cuda:0, rather than vanish.
+    if (ordinal < 0 || ordinal > 200) ordinal = 0;
+    return static_cast<uint8_t>(core::kDeviceCudaBase + ordinal);
+}
+}  // namespace
+
+void translateDriverCall(const DriverCall& c, AllocationSink& sink) {
+    switch (c.api) {
+        case DriverApi::MemAlloc:
+        case DriverApi::MemAllocPitch:
+        case DriverApi::MemAllocManaged:
+        case DriverApi::MemAllocAsync:
+        case DriverApi::MemAllocFromPoolAsync:
+            if (c.exit && c.result == 0 && c.pointer != 0) sink.alloc(cudaDevice(c.device), c.pointer, c.size);
+            break;
+        case DriverApi::MemHostAlloc:
+        case DriverApi::MemAllocHost:
+            if (c.exit && c.result == 0 && c.pointer != 0) sink.alloc(core::kDevicePinnedHost, c.pointer, c.size);
+            break;
+        case DriverApi::MemCreate:
+            if (c.exit && c.result == 0 && c.handle != 0)
+                sink.alloc(cudaDevice(c.device), c.handle | kVmmHandleKey, c.size);
+            break;
+        case DriverApi::MemFree:
+        case DriverApi::MemFreeAsync:
+        case DriverApi::MemFreeHost:
+            if (!c.exit && c.pointer != 0) sink.free(c.pointer);
+            break;
+        case DriverApi::MemRelease:
+            if (!c.exit && c.handle != 0) sink.free(c.handle | kVmmHandleKey);
+            break;
+    }
+}
+
+}  // namespace memtool::collectors

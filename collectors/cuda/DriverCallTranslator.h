@@ -1,0 +1,58 @@
+#pragma once
+// CUDA driver calls, as the CUPTI callback saw them, turned into allocation
+// events. No CUDA or CUPTI header here: the CUPTI front end (CuptiInjection.cpp)
+// fills DriverCall from its parameter structs, and tests feed recorded sequences.
+//
+// What counts, each byte once:
+//   cuMemAlloc, cuMemAllocPitch (pitch x height), cuMemAllocManaged,
+//   cuMemAllocAsync, cuMemAllocFromPoolAsync -> cuda:N of the call's context
+//   cuMemHostAlloc, cuMemAllocHost           -> the "pinned" row
+//   cuMemCreate (VMM physical memory)        -> cuda:N of its location; mapping
+//                                               the handle (cuMemMap) adds nothing
+//   cuMemFree, cuMemFreeAsync, cuMemFreeHost, cuMemRelease -> free
+// Allocations count when the call returns CUDA_SUCCESS; frees are reported when
+// the call begins, before the memory can be handed out again.
+
+#include <cstdint>
+
+namespace memtool::collectors {
+
+enum class DriverApi : uint8_t {
+    MemAlloc,
+    MemAllocPitch,
+    MemAllocManaged,
+    MemAllocAsync,
+    MemAllocFromPoolAsync,
+    MemHostAlloc,
+    MemAllocHost,
+    MemCreate,
+    MemFree,
+    MemFreeAsync,
+    MemFreeHost,
+    MemRelease,
+};
+
+struct DriverCall {
+    DriverApi api = DriverApi::MemAlloc;
+    bool exit = false;     // false: the API-enter callback
+    int result = 0;        // CUresult, at exit
+    int device = -1;       // ordinal of the call's context device (or cuMemCreate's location); -1 unknown
+    uint64_t pointer = 0;  // the allocated pointer (at exit) or the one freed
+    uint64_t size = 0;     // bytes
+    uint64_t handle = 0;   // cuMemCreate / cuMemRelease
+};
+
+class AllocationSink {
+public:
+    virtual ~AllocationSink() = default;
+    virtual void alloc(uint8_t device, uint64_t key, uint64_t size) = 0;
+    virtual void free(uint64_t key) = 0;
+};
+
+// VMM handles are not addresses; this bit keeps them apart from every pointer
+// (user-space addresses stay below 2^47).
+inline constexpr uint64_t kVmmHandleKey = 1ull << 63;
+
+void translateDriverCall(const DriverCall& call, AllocationSink& sink);
+
+}  // namespace memtool::collectors
