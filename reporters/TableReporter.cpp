@@ -4,6 +4,8 @@
 
 #include "core/Units.h"
 
+#include <map>
+
 namespace memtool::reporters {
 
 namespace {
@@ -27,6 +29,50 @@ size_t siteIndex(const core::Hotspot& h) {
     return 0;
 }
 
+// What the table shows of a hotspot: its site, the nearest named frame the site
+// called (stripped static functions show as ??), and up to three callers.
+std::vector<std::string> shownLines(const core::Hotspot& h) {
+    std::vector<std::string> lines{shortFrame(h.site)};
+    size_t at = siteIndex(h);
+    size_t via = at;
+    while (via > 0 && (via == at || h.stack[via].rfind("??", 0) == 0)) --via;
+    if (via < at) lines.push_back("via " + shortFrame(h.stack[via]));
+    for (size_t i = at + 1; i < h.stack.size() && i <= at + 3; ++i) lines.push_back("from " + shortFrame(h.stack[i]));
+    return lines;
+}
+
+struct DisplayRow {
+    core::Hotspot h;  // sums over the stacks shown alike
+    std::vector<std::string> lines;
+};
+
+// Stacks that differ only in frames the table does not show read as one row.
+std::vector<DisplayRow> displayRows(const core::ProcessTrace& p, const std::string& device,
+                                    const ReportOptions& options) {
+    std::map<std::vector<std::string>, size_t> index;
+    std::vector<DisplayRow> rows;
+    core::ProcessTrace merged;
+    for (const auto& h : p.hotspots) {
+        if (h.device != device) continue;
+        auto lines = shownLines(h);
+        auto [it, fresh] = index.try_emplace(lines, rows.size());
+        if (fresh) {
+            rows.push_back(DisplayRow{h, lines});
+            continue;
+        }
+        core::Hotspot& m = rows[it->second].h;
+        m.allocatedBytes += h.allocatedBytes;
+        m.count += h.count;
+        m.peakBytes += h.peakBytes;
+        m.leakedBytes += h.leakedBytes;
+    }
+    for (const auto& r : rows) merged.hotspots.push_back(r.h);
+    std::vector<DisplayRow> out;
+    for (const core::Hotspot* h : selectHotspots(merged, device, options))
+        out.push_back(rows[static_cast<size_t>(h - merged.hotspots.data())]);
+    return out;
+}
+
 void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, std::ostream& out) {
     out << fmt::format("Command:  {}\n", joinCommand(p.command));
     out << fmt::format("Process:  pid {} · {} · {:.3f} s · {}\n", p.pid, exitText(p), p.durationS,
@@ -45,24 +91,17 @@ void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, st
                            d.allocCount, d.freeCount);
     }
     for (const auto& [name, d] : p.devices) {
-        auto top = selectHotspots(p, name, options);
-        if (top.empty()) continue;
-        out << fmt::format("\nTop {} hotspots on {} by {}\n", top.size(), name, sortKeyName(options.sort));
+        auto rows = displayRows(p, name, options);
+        if (rows.empty()) continue;
+        out << fmt::format("\nTop {} hotspots on {} by {}\n", rows.size(), name, sortKeyName(options.sort));
         out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}  {}\n", "#", "Peak", "Allocated", "Count",
                            "Leaked", "Site");
         size_t rank = 0;
-        for (const core::Hotspot* h : top) {
-            out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}  {}\n", ++rank,
-                               core::formatBytes(h->peakBytes), core::formatBytes(h->allocatedBytes), h->count,
-                               core::formatBytes(h->leakedBytes), shortFrame(h->site));
-            // The nearest named frame the site called (stripped static functions
-            // show as ??), then up to three callers of the site.
-            size_t at = siteIndex(*h);
-            size_t via = at;
-            while (via > 0 && (via == at || h->stack[via].rfind("??", 0) == 0)) --via;
-            if (via < at) out << fmt::format("{:>51}via {}\n", "", shortFrame(h->stack[via]));
-            for (size_t i = at + 1; i < h->stack.size() && i <= at + 3; ++i)
-                out << fmt::format("{:>51}from {}\n", "", shortFrame(h->stack[i]));
+        for (const DisplayRow& r : rows) {
+            out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}  {}\n", ++rank, core::formatBytes(r.h.peakBytes),
+                               core::formatBytes(r.h.allocatedBytes), r.h.count, core::formatBytes(r.h.leakedBytes),
+                               r.lines[0]);
+            for (size_t i = 1; i < r.lines.size(); ++i) out << fmt::format("{:>51}{}\n", "", r.lines[i]);
         }
     }
 }
