@@ -12,10 +12,16 @@ std::string baseName(const std::string& path) {
 }
 }  // namespace
 
-bool isLibraryPythonFile(const std::string& file) {
+// A Python installation's own tree: the standard library and its lib-dynload
+// extension modules (/usr/lib/python3.11/, ~/.pyenv/versions/3.12.1/lib/python3.12/).
+bool inPythonLibDir(const std::string& path) {
     static const std::regex stdlib(R"(/lib(64)?/python3(\.\d+)?/)");
+    return std::regex_search(path, stdlib);
+}
+
+bool isLibraryPythonFile(const std::string& file) {
     return file.empty() || file[0] == '<' || file.find("/site-packages/") != std::string::npos ||
-           file.find("/dist-packages/") != std::string::npos || std::regex_search(file, stdlib);
+           file.find("/dist-packages/") != std::string::npos || inPythonLibDir(file);
 }
 
 bool isInterpreterModule(const std::string& modulePath) {
@@ -30,7 +36,8 @@ bool isLibraryModule(const std::string& path) {
     for (const char* d : systemDirs)
         if (startsWith(path, d)) return true;
     return path.find("/site-packages/") != std::string::npos || path.find("/dist-packages/") != std::string::npos ||
-           baseName(path).find("libmemtool_collector") != std::string::npos || isInterpreterModule(path);
+           inPythonLibDir(path) || baseName(path).find("libmemtool_") != std::string::npos ||
+           isInterpreterModule(path);
 }
 
 bool isSystemSource(const std::string& file) {

@@ -47,6 +47,8 @@ TEST(FrameClassifier, TellsUserCodeFromLibraries) {
     EXPECT_TRUE(isLibraryModule("/usr/lib/x86_64-linux-gnu/libc10.so.1.13"));
     EXPECT_TRUE(isLibraryModule("/usr/bin/python3.11"));
     EXPECT_TRUE(isLibraryModule("/opt/venv/lib/python3.12/site-packages/torch/lib/libc10.so"));
+    EXPECT_TRUE(isLibraryModule("/root/.pyenv/versions/3.12.1/lib/python3.12/lib-dynload/_ctypes.cpython-312-x86_64-linux-gnu.so"));
+    EXPECT_TRUE(isLibraryModule("/work/build/lib/libmemtool_cupti.so"));
     EXPECT_TRUE(isSystemSource("/usr/include/torch/csrc/api/include/torch/nn/module.h"));
     EXPECT_FALSE(isSystemSource("/home/me/src/model.cpp"));
 }

@@ -3,6 +3,7 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/e2e/E2eSupport.h"
 
@@ -196,3 +197,42 @@ TEST(RunPython, ForkNeitherDeadlocksNorCorruptsTheStream) {
     ASSERT_FALSE(kept.is_null());
     EXPECT_EQ(kept.at("allocated_bytes"), 3000000);
 }
+
+// The collector finds CPython's API at run time: one build serves every version.
+// libc10 through ctypes needs no torch, so any interpreter can be profiled.
+class PythonVersions : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PythonVersions, StacksLinesAndThreadsOnEveryInterpreter) {
+    const std::string python = GetParam();
+    if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << python << " is not installed here";
+    Profiled p = profile({python, script("c10_ctypes.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.outcome.out, "ok\n");
+    const auto& proc = p.process();
+    EXPECT_TRUE(proc.at("complete").get<bool>());
+    EXPECT_EQ(proc.at("devices").at("cpu").at("peak_bytes"), 12000000);
+    EXPECT_EQ(proc.at("devices").at("cpu").at("allocated_bytes"), 13000000);
+    auto row = [&](int line) { return lineRow(proc, "c10_ctypes.py", line); };
+    ASSERT_FALSE(row(17).is_null()) << proc.at("lines").dump(1);
+    EXPECT_EQ(row(17).at("peak_bytes"), 12000000);
+    EXPECT_EQ(row(17).at("self_allocated_bytes"), 8000000);
+    EXPECT_EQ(row(22).at("peak_bytes"), 12000000);
+    EXPECT_EQ(row(22).at("self_allocated_bytes"), 0);
+    EXPECT_EQ(row(21).at("peak_bytes"), 4000000);
+    EXPECT_EQ(row(31).at("allocated_bytes"), 12000000);
+    EXPECT_EQ(row(28).at("function"), "worker");
+    EXPECT_EQ(hotspotWithSite(proc, "c10_ctypes.py:17").at("site"), "inner (" + script("c10_ctypes.py") + ":17)");
+    auto thread = hotspotWithSite(proc, "c10_ctypes.py:28");
+    ASSERT_FALSE(thread.is_null());
+    EXPECT_NE(thread.at("stack").dump().find("threading.py"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, PythonVersions,
+                         ::testing::Values("/usr/bin/python3", "/root/.pyenv/versions/3.12.1/bin/python3.12",
+                                           "/root/.pyenv/versions/3.13.0/bin/python3.13"),
+                         [](const auto& info) {
+                             std::string n = info.param.substr(info.param.rfind('/') + 1);
+                             for (char& c : n)
+                                 if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                             return n;
+                         });
