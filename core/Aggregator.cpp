@@ -33,6 +33,11 @@ void Aggregator::onThreadName(const ThreadNameRecord& t) {
     ++records_;
 }
 
+void Aggregator::onNote(const NoteRecord& n) {
+    notes_.push_back(n);
+    ++records_;
+}
+
 void Aggregator::onEnd(const EndFields& e) { end_ = e; }
 
 bool Aggregator::streamVerified() const {

@@ -55,6 +55,7 @@ public:
     void onAlloc(const AllocRecord& a) override;
     void onFree(const FreeRecord& f) override;
     void onThreadName(const ThreadNameRecord& t) override;
+    void onNote(const NoteRecord& n) override;
     void onEnd(const EndFields& e) override;
 
     // Live bytes of a stack at its device's peak.
@@ -70,6 +71,8 @@ public:
     const std::vector<PyNodeRecord>& pyNodes() const { return pyNodes_; }
     const std::vector<PyCodeRecord>& pyCodes() const { return pyCodes_; }
     const std::map<uint64_t, std::string>& threadNames() const { return threadNames_; }
+    // Notes in arrival order (a key may repeat: each warning is one note).
+    const std::vector<NoteRecord>& notes() const { return notes_; }
     uint64_t lastTimeNs() const { return lastTimeNs_; }
 
     // Records received before End (the handshake included).
@@ -103,6 +106,7 @@ private:
     std::vector<PyNodeRecord> pyNodes_{1};
     std::vector<PyCodeRecord> pyCodes_{1};
     std::map<uint64_t, std::string> threadNames_;
+    std::vector<NoteRecord> notes_;
     uint64_t lastTimeNs_ = 0;
     uint64_t records_ = 0;
     uint64_t allocs_ = 0;

@@ -15,11 +15,12 @@
 namespace memtool::core {
 
 inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'O', 'O', 'L', '\0'};
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 
 // Environment variables shared by the CLI and the collectors.
 inline constexpr const char* kEnvSocket = "MEMTOOL_SOCKET";    // path of the CLI's Unix socket
 inline constexpr const char* kEnvOptions = "MEMTOOL_OPTIONS";  // e.g. "native=0,python=1"
+inline constexpr const char* kEnvTorchBridge = "MEMTOOL_TORCH_BRIDGE";  // path of the torch bridge library
 
 enum class RecordTag : uint8_t {
     Handshake = 'H',
@@ -30,13 +31,46 @@ enum class RecordTag : uint8_t {
     Alloc = 'A',
     Free = 'F',
     ThreadName = 'T',
+    Note = 'W',
     End = 'E',
 };
 
-// Device codes carried in alloc/free records. CUDA ordinals follow kCudaBase.
+// Device codes carried in alloc/free records. CUDA ordinals follow kDeviceCudaBase;
+// PyTorch's caching allocator adds two pools per device, seen through the torch
+// bridge: "active" (blocks handed to tensors) and "reserved" (segments it holds).
 inline constexpr uint8_t kDeviceCpu = 0;
 inline constexpr uint8_t kDevicePinnedHost = 1;  // CUDA page-locked host memory
-inline constexpr uint8_t kDeviceCudaBase = 16;  // cuda:N is kDeviceCudaBase + N
+inline constexpr uint8_t kMaxCudaDevices = 64;
+inline constexpr uint8_t kDeviceCudaBase = 16;           // cuda:N is kDeviceCudaBase + N
+inline constexpr uint8_t kDeviceCudaActiveBase = 80;     // cuda:N.active
+inline constexpr uint8_t kDeviceCudaReservedBase = 144;  // cuda:N.reserved
+
+enum class DevicePool : uint8_t { Device, Active, Reserved };
+
+// The CUDA ordinal of a cuda code (any pool), or -1 for cpu and pinned.
+inline int cudaOrdinal(uint8_t device) {
+    if (device >= kDeviceCudaBase && device < kDeviceCudaBase + kMaxCudaDevices) return device - kDeviceCudaBase;
+    if (device >= kDeviceCudaActiveBase && device < kDeviceCudaActiveBase + kMaxCudaDevices)
+        return device - kDeviceCudaActiveBase;
+    if (device >= kDeviceCudaReservedBase && device < kDeviceCudaReservedBase + kMaxCudaDevices)
+        return device - kDeviceCudaReservedBase;
+    return -1;
+}
+
+inline DevicePool devicePool(uint8_t device) {
+    if (device >= kDeviceCudaActiveBase && device < kDeviceCudaActiveBase + kMaxCudaDevices) return DevicePool::Active;
+    if (device >= kDeviceCudaReservedBase && device < kDeviceCudaReservedBase + kMaxCudaDevices)
+        return DevicePool::Reserved;
+    return DevicePool::Device;
+}
+
+// The code of cuda:ordinal in a pool; ordinals past kMaxCudaDevices are not representable.
+inline uint8_t cudaDevice(int ordinal, DevicePool pool = DevicePool::Device) {
+    uint8_t base = pool == DevicePool::Active     ? kDeviceCudaActiveBase
+                   : pool == DevicePool::Reserved ? kDeviceCudaReservedBase
+                                                  : kDeviceCudaBase;
+    return static_cast<uint8_t>(base + ordinal);
+}
 
 // ---- varint (unsigned LEB128) ------------------------------------------------
 //
@@ -170,6 +204,20 @@ inline uint8_t* encodePyCode(uint8_t* p, const char* file, size_t fileLen, const
     p = putString(p, file, fileLen);
     p = putString(p, name, nameLen);
     return putVarint(p, firstLine);
+}
+
+// Note: a fact about the process that is not an event, as a key and a text.
+//   "warning"      something the trace's reader should know (shown in the report)
+//   "cuda.source"  what records CUDA memory: "cupti" or "runtime-hooks"
+//   "torch.bridge" "attached" once the caching-allocator bridge sees every block
+inline constexpr const char* kNoteWarning = "warning";
+inline constexpr const char* kNoteCudaSource = "cuda.source";
+inline constexpr const char* kNoteTorchBridge = "torch.bridge";
+inline size_t noteBytes(size_t keyLen, size_t textLen) { return 1 + stringBytes(keyLen) + stringBytes(textLen); }
+inline uint8_t* encodeNote(uint8_t* p, const char* key, size_t keyLen, const char* text, size_t textLen) {
+    *p++ = static_cast<uint8_t>(RecordTag::Note);
+    p = putString(p, key, keyLen);
+    return putString(p, text, textLen);
 }
 
 inline size_t threadNameBytes(size_t nameLen) { return 1 + kMaxVarintBytes + stringBytes(nameLen); }

@@ -58,6 +58,11 @@ struct FreeRecord {
     uint64_t timeNs = 0;
 };
 
+struct NoteRecord {
+    std::string key;  // kNote* in Protocol.h
+    std::string text;
+};
+
 struct ThreadNameRecord {
     uint64_t tid = 0;
     std::string name;

@@ -201,6 +201,14 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             sink_.onThreadName(t);
             break;
         }
+        case RecordTag::Note: {
+            NoteRecord n;
+            n.key = c.string();
+            n.text = c.string();
+            if (!c.ok) return 0;
+            sink_.onNote(n);
+            break;
+        }
         case RecordTag::End: {
             EndFields e;
             e.allocCount = c.varint();

@@ -22,6 +22,7 @@ public:
     virtual void onAlloc(const AllocRecord&) = 0;
     virtual void onFree(const FreeRecord&) = 0;
     virtual void onThreadName(const ThreadNameRecord&) = 0;
+    virtual void onNote(const NoteRecord&) = 0;
     virtual void onEnd(const EndFields&) = 0;
 };
 

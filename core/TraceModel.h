@@ -12,7 +12,14 @@ namespace memtool::core {
 
 inline constexpr const char* kTraceSchema = "memtool.trace/1";
 
-struct DeviceTotals {
+// PyTorch's caching allocator on one CUDA device, seen through the torch bridge:
+// "active" (blocks in tensors; the allocator's allocated_bytes) and "reserved"
+// (segments it holds). Keys of the pools maps below.
+inline constexpr const char* kPoolActive = "active";
+inline constexpr const char* kPoolReserved = "reserved";
+
+// The figures of one device, or of one caching-allocator pool of a CUDA device.
+struct PoolTotals {
     uint64_t peakBytes = 0;
     uint64_t currentBytes = 0;  // live at the end of the stream (leaked)
     uint64_t allocatedBytes = 0;
@@ -20,28 +27,43 @@ struct DeviceTotals {
     uint64_t allocCount = 0;
     uint64_t freeCount = 0;
     double peakTimeS = 0;  // seconds since the process started, when the peak was reached
-    std::string source;    // what saw it: "libc10" (CPU allocator hooks), "cupti" (CUDA driver callbacks)
 };
 
-struct Hotspot {
-    std::string device;
-    std::string site;
-    std::vector<std::string> stack;  // innermost first
+struct DeviceTotals : PoolTotals {
+    std::string source;  // what saw it: "libc10" (CPU allocator hooks), "cupti" (CUDA driver callbacks),
+                         // "runtime-hooks" (CUDA runtime API hooks)
+    std::map<std::string, PoolTotals> pools;  // cuda:N with the torch bridge: "active", "reserved"
+};
+
+// What one call stack allocated on a device (or in one of its pools).
+struct HotspotFigures {
     uint64_t allocatedBytes = 0;
     uint64_t count = 0;
     uint64_t peakBytes = 0;    // live at the moment of the device's peak
     uint64_t leakedBytes = 0;  // live at the end of the stream
 };
 
-struct LineStat {
+// What was allocated while one source line executed, on a device (or in one of its pools).
+struct LineFigures {
+    uint64_t peakBytes = 0;           // device's live bytes, at most, while this line executed
+    uint64_t allocatedBytes = 0;      // inclusive: allocations with this line anywhere on the stack
+    uint64_t selfAllocatedBytes = 0;  // allocations whose innermost Python frame is this line
+    uint64_t count = 0;
+};
+
+struct Hotspot : HotspotFigures {
+    std::string device;
+    std::string site;
+    std::vector<std::string> stack;               // innermost first
+    std::map<std::string, HotspotFigures> pools;  // the same stack in the caching allocator's pools
+};
+
+struct LineStat : LineFigures {
     std::string file;
     uint64_t line = 0;
     std::string function;
     std::string device;
-    uint64_t peakBytes = 0;  // device's live bytes, at most, while this line executed
-    uint64_t allocatedBytes = 0;      // inclusive: allocations with this line anywhere on the stack
-    uint64_t selfAllocatedBytes = 0;  // allocations whose innermost Python frame is this line
-    uint64_t count = 0;
+    std::map<std::string, LineFigures> pools;  // the same line in the caching allocator's pools
 };
 
 struct StreamCheck {

@@ -13,7 +13,15 @@ namespace memtool::core {
 std::string deviceName(uint8_t device) {
     if (device == kDeviceCpu) return "cpu";
     if (device == kDevicePinnedHost) return "pinned";
-    if (device >= kDeviceCudaBase) return "cuda:" + std::to_string(device - kDeviceCudaBase);
+    int ordinal = cudaOrdinal(device);
+    if (ordinal >= 0) {
+        std::string name = "cuda:" + std::to_string(ordinal);
+        switch (devicePool(device)) {
+            case DevicePool::Active: return name + ".active";
+            case DevicePool::Reserved: return name + ".reserved";
+            case DevicePool::Device: return name;
+        }
+    }
     return "device" + std::to_string(device);
 }
 

@@ -8,8 +8,8 @@ namespace {
 uint8_t cudaDevice(int ordinal) {
     // An unknown context is rare (CUPTI names one for every memory call); its bytes
     // still count, on cuda:0, rather than vanish.
-    if (ordinal < 0 || ordinal > 200) ordinal = 0;
-    return static_cast<uint8_t>(core::kDeviceCudaBase + ordinal);
+    if (ordinal < 0 || ordinal >= core::kMaxCudaDevices) ordinal = 0;
+    return core::cudaDevice(ordinal);
 }
 }  // namespace
 
