@@ -9,6 +9,7 @@
 
 #include "cli/Symbolizer.h"
 #include "core/FrameClassifier.h"
+#include "core/Protocol.h"
 
 namespace memtool::cli {
 
@@ -26,6 +27,7 @@ struct Frame {
     uint64_t line = 0;
     std::string module;
     bool user = false;
+    bool memtool = false;            // memtool's own libraries (collector, CUDA injection, torch bridge)
     bool allocatorInternal = false;  // memtool, libc, libc10: the allocation machinery itself
     std::string text;
 };
@@ -49,8 +51,8 @@ Frame nativeFrame(Symbolizer& sym, uint64_t ip) {
     f.line = n.line;
     f.module = n.module;
     std::string b = baseName(n.module);
-    f.allocatorInternal = b.find("libmemtool_collector") != std::string::npos || startsWith(b, "libc.so") ||
-                          startsWith(b, "libc10.so");
+    f.memtool = startsWith(b, "libmemtool_");
+    f.allocatorInternal = f.memtool || startsWith(b, "libc.so") || startsWith(b, "libc10.so");
     // Header code compiled into the user's binary (torch::empty from a LibTorch
     // header) is library code all the same.
     f.user = !isLibraryModule(n.module) && !isSystemSource(n.file);
@@ -62,6 +64,22 @@ Frame nativeFrame(Symbolizer& sym, uint64_t ip) {
     else
         f.text = fmt::format("{} ({})", name, b.empty() ? "?" : b);
     return f;
+}
+
+// The trace row a wire device code belongs to ("cuda:0" for cuda:0's pools too),
+// and its pool ("" for the device-level figures).
+std::string deviceRow(uint8_t code) {
+    int ordinal = core::cudaOrdinal(code);
+    return ordinal >= 0 ? "cuda:" + std::to_string(ordinal) : core::deviceName(code);
+}
+
+std::string poolName(uint8_t code) {
+    switch (core::devicePool(code)) {
+        case core::DevicePool::Active: return core::kPoolActive;
+        case core::DevicePool::Reserved: return core::kPoolReserved;
+        case core::DevicePool::Device: return "";
+    }
+    return "";
 }
 
 }  // namespace
@@ -80,17 +98,28 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
     p.exitSignal = outcome.exitSignal;
     p.durationS = outcome.durationS;
 
+    std::string cudaSource = "cupti";
+    for (const core::NoteRecord& n : agg.notes()) {
+        if (n.key == core::kNoteWarning) p.warnings.push_back(n.text);
+        if (n.key == core::kNoteCudaSource) cudaSource = n.text;
+    }
     for (const auto& [code, d] : agg.devices()) {
-        core::DeviceTotals t;
-        t.peakBytes = d.peakBytes;
-        t.currentBytes = d.currentBytes;
-        t.allocatedBytes = d.allocatedBytes;
-        t.freedBytes = d.freedBytes;
-        t.allocCount = d.allocCount;
-        t.freeCount = d.freeCount;
-        t.peakTimeS = static_cast<double>(d.peakTimeNs) / 1e9;
-        t.source = code == core::kDeviceCpu ? "libc10" : "cupti";
-        p.devices[core::deviceName(code)] = t;
+        core::PoolTotals totals;
+        totals.peakBytes = d.peakBytes;
+        totals.currentBytes = d.currentBytes;
+        totals.allocatedBytes = d.allocatedBytes;
+        totals.freedBytes = d.freedBytes;
+        totals.allocCount = d.allocCount;
+        totals.freeCount = d.freeCount;
+        totals.peakTimeS = static_cast<double>(d.peakTimeNs) / 1e9;
+        const std::string pool = poolName(code);
+        core::DeviceTotals& t = p.devices[deviceRow(code)];
+        if (!pool.empty()) {
+            t.pools[pool] = totals;
+        } else {
+            static_cast<core::PoolTotals&>(t) = totals;
+            t.source = code == core::kDeviceCpu ? "libc10" : cudaSource;
+        }
     }
 
     const auto& nodes = agg.nativeNodes();
@@ -127,6 +156,10 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
             native.push_back(nativeFrame(sym, nodes[n].ip));
             if (native.back().function == "main" || (!python.empty() && isEvalFrame(native.back()))) break;
         }
+        // memtool's own frames at the inner end (the torch bridge and the hook that
+        // attached it) are how the event was seen, not who asked for the memory.
+        auto ours = std::find_if(native.begin(), native.end(), [](const Frame& f) { return !f.memtool; });
+        if (ours != native.end()) native.erase(native.begin(), ours);
         // The Python frames stand where the interpreter's were: keep the native frames
         // inside the innermost evaluation loop (torch's C++), minus the interpreter's
         // own call plumbing, then the Python stack; the native frames outside it
@@ -141,7 +174,8 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
             for (auto& f : python) merged.push_back(std::move(f));
         }
 
-        std::string device = core::deviceName(s.device);
+        const std::string device = deviceRow(s.device);
+        const std::string pool = poolName(s.device);
         std::string site;
         if (!merged.empty()) {
             const Frame* chosen = &merged[0];
@@ -171,10 +205,11 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
             p.hotspots.push_back(std::move(h));
         }
         core::Hotspot& h = p.hotspots[it->second];
-        h.allocatedBytes += s.allocatedBytes;
-        h.count += s.count;
-        h.peakBytes += agg.liveAtPeak(s);
-        h.leakedBytes += s.liveBytes;
+        core::HotspotFigures& hf = pool.empty() ? h : h.pools[pool];
+        hf.allocatedBytes += s.allocatedBytes;
+        hf.count += s.count;
+        hf.peakBytes += agg.liveAtPeak(s);
+        hf.leakedBytes += s.liveBytes;
 
         // Lines: every distinct (file, line) of a Python frame or of the user's own
         // native code with debug info, counted once per stack even under recursion.
@@ -187,16 +222,17 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
             selfAssigned = true;
             if (!seen.insert({f.file, f.line}).second) continue;
             core::LineStat& l = lines[LineKey{device, f.file, f.line}];
-            if (l.count == 0 && l.allocatedBytes == 0) {
+            if (l.file.empty()) {
                 l.file = f.file;
                 l.line = f.line;
                 l.function = f.function;
                 l.device = device;
             }
-            l.allocatedBytes += s.allocatedBytes;
-            l.count += s.count;
-            l.peakBytes = std::max(l.peakBytes, s.maxDeviceBytesAtAlloc);
-            if (isSelf) l.selfAllocatedBytes += s.allocatedBytes;
+            core::LineFigures& lf = pool.empty() ? l : l.pools[pool];
+            lf.allocatedBytes += s.allocatedBytes;
+            lf.count += s.count;
+            lf.peakBytes = std::max(lf.peakBytes, s.maxDeviceBytesAtAlloc);
+            if (isSelf) lf.selfAllocatedBytes += s.allocatedBytes;
         }
     }
     for (auto& [key, l] : lines) p.lines.push_back(std::move(l));

@@ -17,14 +17,6 @@ namespace {
 
 [[noreturn]] void usage(const std::string& message) { throw core::Error(core::kExitBadInput, message); }
 
-uint64_t metricOf(const core::DeviceTotals& d, Metric m) {
-    switch (m) {
-        case Metric::Peak: return d.peakBytes;
-        case Metric::Allocated: return d.allocatedBytes;
-        case Metric::Leaked: return d.currentBytes;
-    }
-    return 0;
-}
 
 const core::ProcessTrace& launched(const core::Trace& t, const std::string& what) {
     if (t.processes.empty()) usage(what + " holds no process");
@@ -44,12 +36,23 @@ std::vector<std::string> devicesFor(const DeviceSelector& s, const core::Process
     return out;
 }
 
-uint64_t measure(const core::ProcessTrace& p, const std::string& device, const std::string& pool, Metric m) {
-    if (!pool.empty()) {
-        usage(fmt::format("the trace has no {} figures for {} (the caching-allocator bridge was not loaded)", pool,
-                          device));
+uint64_t metricOf(const core::PoolTotals& d, Metric m) {
+    switch (m) {
+        case Metric::Peak: return d.peakBytes;
+        case Metric::Allocated: return d.allocatedBytes;
+        case Metric::Leaked: return d.currentBytes;
     }
+    return 0;
+}
+
+uint64_t measure(const core::ProcessTrace& p, const std::string& device, const std::string& pool, Metric m) {
     auto it = p.devices.find(device);
+    if (!pool.empty()) {
+        if (it == p.devices.end() || !it->second.pools.count(pool))
+            usage(fmt::format("the trace has no {} figures for {} (the torch bridge was not attached)", pool,
+                              device));
+        return metricOf(it->second.pools.at(pool), m);
+    }
     return it == p.devices.end() ? 0 : metricOf(it->second, m);
 }
 
@@ -173,12 +176,18 @@ std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions&
 
     if (options.baseline && options.maxIncrease) {
         const core::ProcessTrace& base = launched(*options.baseline, options.baselinePath);
-        std::map<std::string, bool> devices;
-        for (const auto& [name, d] : base.devices) devices[name] = true;
-        for (const auto& [name, d] : p.devices) devices[name] = true;
-        for (const auto& [device, unused] : devices) {
-            uint64_t was = measure(base, device, "", options.metric);
-            uint64_t now = measure(p, device, "", options.metric);
+        // Every device of either trace, and each caching-allocator pool that both have.
+        std::map<std::string, std::pair<std::string, std::string>> devices;  // shown -> (device, pool)
+        for (const auto* trace : {&base, &p})
+            for (const auto& [name, d] : trace->devices) devices[name] = {name, ""};
+        for (const auto& [name, d] : p.devices) {
+            auto b = base.devices.find(name);
+            for (const auto& [pool, totals] : d.pools)
+                if (b != base.devices.end() && b->second.pools.count(pool)) devices[name + "." + pool] = {name, pool};
+        }
+        for (const auto& [device, which] : devices) {
+            uint64_t was = measure(base, which.first, which.second, options.metric);
+            uint64_t now = measure(p, which.first, which.second, options.metric);
             const Increase& inc = *options.maxIncrease;
             // Allowed growth in whole bytes, rounded down: 0% allows none at all.
             long double grow = inc.percent ? static_cast<long double>(was) * inc.value / 100.0L : inc.value;

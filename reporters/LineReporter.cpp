@@ -58,22 +58,37 @@ void renderLines(const core::Trace& trace, const LineReportOptions& options, std
             uint64_t first = rows.begin()->first, last = rows.rbegin()->first;
             if (!src.empty()) first = findDefinition(src, first, function);
             any = true;
+            // CUDA lines with the torch bridge attached also show PyTorch's active and
+            // reserved peaks (memlab's active_bytes / reserved_bytes columns).
+            bool pools = false;
+            for (const auto& [n, s] : rows) pools |= !s->pools.empty();
+            auto poolPeak = [](const core::LineStat& s, const char* pool) {
+                auto it = s.pools.find(pool);
+                return it == s.pools.end() ? std::string() : core::formatBytes(it->second.peakBytes);
+            };
             out << fmt::format("\n## {} — {} [{}] (pid {})\n", function, file, device, p.pid);
-            out << fmt::format("{:>6}  {:>12}  {:>12}  {:>12}  {:>7}  {}\n", "Line", "Peak", "Allocated",
-                               "Self alloc", "Count", "Code");
+            out << fmt::format("{:>6}  {:>12}  {:>12}  {:>12}  {:>7}", "Line", "Peak", "Allocated", "Self alloc",
+                               "Count");
+            if (pools) out << fmt::format("  {:>12}  {:>12}", "Active peak", "Reserv. peak");
+            out << "  Code\n";
             if (src.empty()) out << "        (source not found; line numbers only)\n";
             for (uint64_t n = first; n <= last; ++n) {
                 auto row = rows.find(n);
                 std::string code = n >= 1 && n <= src.size() ? src[n - 1] : "";
                 if (row == rows.end()) {
                     if (src.empty()) continue;
-                    out << fmt::format("{:>6}  {:>12}  {:>12}  {:>12}  {:>7}  {}\n", n, "", "", "", "", code);
+                    out << fmt::format("{:>6}  {:>12}  {:>12}  {:>12}  {:>7}", n, "", "", "", "");
+                    if (pools) out << fmt::format("  {:>12}  {:>12}", "", "");
                 } else {
                     const core::LineStat& s = *row->second;
-                    out << fmt::format("{:>6}  {:>12}  {:>12}  {:>12}  {:>7}  {}\n", n, core::formatBytes(s.peakBytes),
+                    out << fmt::format("{:>6}  {:>12}  {:>12}  {:>12}  {:>7}", n, core::formatBytes(s.peakBytes),
                                        core::formatBytes(s.allocatedBytes), core::formatBytes(s.selfAllocatedBytes),
-                                       s.count, code);
+                                       s.count);
+                    if (pools)
+                        out << fmt::format("  {:>12}  {:>12}", poolPeak(s, core::kPoolActive),
+                                           poolPeak(s, core::kPoolReserved));
                 }
+                out << "  " << code << '\n';
             }
         }
     }

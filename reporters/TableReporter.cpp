@@ -61,10 +61,14 @@ std::vector<DisplayRow> displayRows(const core::ProcessTrace& p, const std::stri
             continue;
         }
         core::Hotspot& m = rows[it->second].h;
-        m.allocatedBytes += h.allocatedBytes;
-        m.count += h.count;
-        m.peakBytes += h.peakBytes;
-        m.leakedBytes += h.leakedBytes;
+        auto add = [](core::HotspotFigures& into, const core::HotspotFigures& f) {
+            into.allocatedBytes += f.allocatedBytes;
+            into.count += f.count;
+            into.peakBytes += f.peakBytes;
+            into.leakedBytes += f.leakedBytes;
+        };
+        add(m, h);
+        for (const auto& [pool, f] : h.pools) add(m.pools[pool], f);
     }
     for (const auto& r : rows) merged.hotspots.push_back(r.h);
     std::vector<DisplayRow> out;
@@ -82,26 +86,43 @@ void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, st
         out << "\nNo tracked allocations (the program loaded no allocator memtool tracks).\n";
         return;
     }
-    out << fmt::format("\n{:<8} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", "Device", "Peak", "Leaked",
+    // Device rows, then the caching allocator's pools of a CUDA device beneath it
+    // (PyTorch's active and reserved bytes, where the torch bridge was attached).
+    out << fmt::format("\n{:<24} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", "Device", "Peak", "Leaked",
                        "Allocated", "Freed", "Allocs", "Frees");
-    for (const auto& [name, d] : p.devices) {
-        out << fmt::format("{:<8} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", name,
+    auto row = [&](const std::string& name, const auto& d) {
+        out << fmt::format("{:<24} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", name,
                            core::formatBytes(d.peakBytes), core::formatBytes(d.currentBytes),
-                           core::formatBytes(d.allocatedBytes), core::formatBytes(d.freedBytes),
-                           d.allocCount, d.freeCount);
+                           core::formatBytes(d.allocatedBytes), core::formatBytes(d.freedBytes), d.allocCount,
+                           d.freeCount);
+    };
+    for (const auto& [name, d] : p.devices) {
+        row(d.source.empty() || name == "cpu" ? name : name + " (" + d.source + ")", d);
+        for (const char* pool : {core::kPoolActive, core::kPoolReserved})
+            if (auto it = d.pools.find(pool); it != d.pools.end()) row("  " + std::string(pool), it->second);
     }
     for (const auto& [name, d] : p.devices) {
         auto rows = displayRows(p, name, options);
         if (rows.empty()) continue;
+        const bool pools = !d.pools.empty();
+        auto poolPeak = [](const core::Hotspot& h, const char* pool) {
+            auto it = h.pools.find(pool);
+            return core::formatBytes(it == h.pools.end() ? 0 : it->second.peakBytes);
+        };
         out << fmt::format("\nTop {} hotspots on {} by {}\n", rows.size(), name, sortKeyName(options.sort));
-        out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}  {}\n", "#", "Peak", "Allocated", "Count",
-                           "Leaked", "Site");
+        out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}", "#", "Peak", "Allocated", "Count", "Leaked");
+        if (pools) out << fmt::format(" {:>12} {:>12}", "Active peak", "Reserv. peak");
+        out << "  Site\n";
+        const size_t indent = pools ? 77 : 51;
         size_t rank = 0;
         for (const DisplayRow& r : rows) {
-            out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}  {}\n", ++rank, core::formatBytes(r.h.peakBytes),
-                               core::formatBytes(r.h.allocatedBytes), r.h.count, core::formatBytes(r.h.leakedBytes),
-                               r.lines[0]);
-            for (size_t i = 1; i < r.lines.size(); ++i) out << fmt::format("{:>51}{}\n", "", r.lines[i]);
+            out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}", ++rank, core::formatBytes(r.h.peakBytes),
+                               core::formatBytes(r.h.allocatedBytes), r.h.count, core::formatBytes(r.h.leakedBytes));
+            if (pools)
+                out << fmt::format(" {:>12} {:>12}", poolPeak(r.h, core::kPoolActive),
+                                   poolPeak(r.h, core::kPoolReserved));
+            out << "  " << r.lines[0] << '\n';
+            for (size_t i = 1; i < r.lines.size(); ++i) out << std::string(indent, ' ') << r.lines[i] << '\n';
         }
     }
 }

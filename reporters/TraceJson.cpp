@@ -14,15 +14,26 @@ using nlohmann::json;
 
 namespace {
 
-json deviceToJson(const core::DeviceTotals& d) {
+// "active" and "reserved" ride inside their device, hotspot or line entry.
+template <typename Figures, typename ToJson>
+void poolsToJson(json& j, const std::map<std::string, Figures>& pools, ToJson toJson) {
+    for (const auto& [name, f] : pools) j[name] = toJson(f);
+}
+
+template <typename Figures, typename FromJson>
+void poolsFromJson(const json& j, std::map<std::string, Figures>& pools, FromJson fromJson) {
+    for (const char* name : {core::kPoolActive, core::kPoolReserved})
+        if (j.contains(name)) pools[name] = fromJson(j.at(name));
+}
+
+json poolTotalsToJson(const core::PoolTotals& d) {
     return json{{"peak_bytes", d.peakBytes},         {"current_bytes", d.currentBytes},
                 {"allocated_bytes", d.allocatedBytes}, {"freed_bytes", d.freedBytes},
                 {"alloc_count", d.allocCount},       {"free_count", d.freeCount},
-                {"peak_time_s", d.peakTimeS},       {"source", d.source}};
+                {"peak_time_s", d.peakTimeS}};
 }
 
-core::DeviceTotals deviceFromJson(const json& j) {
-    core::DeviceTotals d;
+void readPoolTotals(const json& j, core::PoolTotals& d) {
     d.peakBytes = j.at("peak_bytes").get<uint64_t>();
     d.currentBytes = j.at("current_bytes").get<uint64_t>();
     d.allocatedBytes = j.at("allocated_bytes").get<uint64_t>();
@@ -30,7 +41,58 @@ core::DeviceTotals deviceFromJson(const json& j) {
     d.allocCount = j.at("alloc_count").get<uint64_t>();
     d.freeCount = j.at("free_count").get<uint64_t>();
     d.peakTimeS = j.value("peak_time_s", 0.0);
+}
+
+core::PoolTotals poolTotalsFromJson(const json& j) {
+    core::PoolTotals d;
+    readPoolTotals(j, d);
+    return d;
+}
+
+json hotspotFiguresToJson(const core::HotspotFigures& f) {
+    return json{{"allocated_bytes", f.allocatedBytes},
+                {"count", f.count},
+                {"peak_bytes", f.peakBytes},
+                {"leaked_bytes", f.leakedBytes}};
+}
+
+core::HotspotFigures hotspotFiguresFromJson(const json& j) {
+    core::HotspotFigures f;
+    f.allocatedBytes = j.at("allocated_bytes").get<uint64_t>();
+    f.count = j.at("count").get<uint64_t>();
+    f.peakBytes = j.at("peak_bytes").get<uint64_t>();
+    f.leakedBytes = j.at("leaked_bytes").get<uint64_t>();
+    return f;
+}
+
+json lineFiguresToJson(const core::LineFigures& f) {
+    return json{{"peak_bytes", f.peakBytes},
+                {"allocated_bytes", f.allocatedBytes},
+                {"self_allocated_bytes", f.selfAllocatedBytes},
+                {"count", f.count}};
+}
+
+core::LineFigures lineFiguresFromJson(const json& j) {
+    core::LineFigures f;
+    f.peakBytes = j.at("peak_bytes").get<uint64_t>();
+    f.allocatedBytes = j.at("allocated_bytes").get<uint64_t>();
+    f.selfAllocatedBytes = j.at("self_allocated_bytes").get<uint64_t>();
+    f.count = j.at("count").get<uint64_t>();
+    return f;
+}
+
+json deviceToJson(const core::DeviceTotals& d) {
+    json j = poolTotalsToJson(d);
+    j["source"] = d.source;
+    poolsToJson(j, d.pools, poolTotalsToJson);
+    return j;
+}
+
+core::DeviceTotals deviceFromJson(const json& j) {
+    core::DeviceTotals d;
+    readPoolTotals(j, d);
     d.source = j.value("source", std::string());
+    poolsFromJson(j, d.pools, poolTotalsFromJson);
     return d;
 }
 
@@ -39,24 +101,22 @@ json processToJson(const core::ProcessTrace& p) {
     for (const auto& [name, d] : p.devices) devices[name] = deviceToJson(d);
     json hotspots = json::array();
     for (const auto& h : p.hotspots) {
-        hotspots.push_back({{"device", h.device},
-                            {"site", h.site},
-                            {"stack", h.stack},
-                            {"allocated_bytes", h.allocatedBytes},
-                            {"count", h.count},
-                            {"peak_bytes", h.peakBytes},
-                            {"leaked_bytes", h.leakedBytes}});
+        json e = hotspotFiguresToJson(h);
+        e["device"] = h.device;
+        e["site"] = h.site;
+        e["stack"] = h.stack;
+        poolsToJson(e, h.pools, hotspotFiguresToJson);
+        hotspots.push_back(std::move(e));
     }
     json lines = json::array();
     for (const auto& l : p.lines) {
-        lines.push_back({{"file", l.file},
-                         {"line", l.line},
-                         {"function", l.function},
-                         {"device", l.device},
-                         {"peak_bytes", l.peakBytes},
-                         {"allocated_bytes", l.allocatedBytes},
-                         {"self_allocated_bytes", l.selfAllocatedBytes},
-                         {"count", l.count}});
+        json e = lineFiguresToJson(l);
+        e["file"] = l.file;
+        e["line"] = l.line;
+        e["function"] = l.function;
+        e["device"] = l.device;
+        poolsToJson(e, l.pools, lineFiguresToJson);
+        lines.push_back(std::move(e));
     }
     json j = {{"pid", p.pid},
               {"ppid", p.ppid},
@@ -104,10 +164,8 @@ core::ProcessTrace processFromJson(const json& j) {
         s.device = h.at("device").get<std::string>();
         s.site = h.at("site").get<std::string>();
         s.stack = h.at("stack").get<std::vector<std::string>>();
-        s.allocatedBytes = h.at("allocated_bytes").get<uint64_t>();
-        s.count = h.at("count").get<uint64_t>();
-        s.peakBytes = h.at("peak_bytes").get<uint64_t>();
-        s.leakedBytes = h.at("leaked_bytes").get<uint64_t>();
+        static_cast<core::HotspotFigures&>(s) = hotspotFiguresFromJson(h);
+        poolsFromJson(h, s.pools, hotspotFiguresFromJson);
         p.hotspots.push_back(std::move(s));
     }
     if (j.contains("lines")) {
@@ -117,10 +175,8 @@ core::ProcessTrace processFromJson(const json& j) {
             s.line = l.at("line").get<uint64_t>();
             s.function = l.at("function").get<std::string>();
             s.device = l.at("device").get<std::string>();
-            s.peakBytes = l.at("peak_bytes").get<uint64_t>();
-            s.allocatedBytes = l.at("allocated_bytes").get<uint64_t>();
-            s.selfAllocatedBytes = l.at("self_allocated_bytes").get<uint64_t>();
-            s.count = l.at("count").get<uint64_t>();
+            static_cast<core::LineFigures&>(s) = lineFiguresFromJson(l);
+            poolsFromJson(l, s.pools, lineFiguresFromJson);
             p.lines.push_back(std::move(s));
         }
     }

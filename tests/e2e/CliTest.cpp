@@ -54,7 +54,7 @@ TEST(Cli, ReportRendersTextAndJson) {
     std::ofstream(trace) << p.trace.dump();
     Outcome text = run({MEMTOOL_BIN, "report", trace, "--top", "2"});
     ASSERT_EQ(text.exitCode, 0) << text.err;
-    EXPECT_NE(text.out.find("cpu          4.77 MiB          0 B     5.72 MiB"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("cpu                          4.77 MiB          0 B     5.72 MiB"), std::string::npos) << text.out;
     EXPECT_NE(text.out.find("Top 2 hotspots on cpu by peak"), std::string::npos);
     EXPECT_NE(text.out.find("<module> (storages.py:4)"), std::string::npos);
 
