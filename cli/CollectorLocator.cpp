@@ -37,4 +37,10 @@ std::string locateCudaInjection(const std::string& collectorPath) {
     return access(candidate.c_str(), R_OK) == 0 ? candidate.string() : std::string();
 }
 
+std::string locateTorchBridge(const std::string& collectorPath) {
+    namespace fs = std::filesystem;
+    fs::path candidate = fs::path(collectorPath).parent_path() / "libmemtool_torch_bridge.so";
+    return access(candidate.c_str(), R_OK) == 0 ? candidate.string() : std::string();
+}
+
 }  // namespace memtool::cli

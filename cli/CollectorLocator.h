@@ -13,4 +13,8 @@ std::string locateCollector();
 // or empty when this build has no CUDA support.
 std::string locateCudaInjection(const std::string& collectorPath);
 
+// Path of the torch bridge (libmemtool_torch_bridge.so) beside the collector, or
+// empty when this build found no CUDA build of torch.
+std::string locateTorchBridge(const std::string& collectorPath);
+
 }  // namespace memtool::cli

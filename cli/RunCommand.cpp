@@ -134,11 +134,45 @@ private:
     int fd_ = -1;
 };
 
-std::string joinOptions(const RunOptions& o) {
-    return fmt::format("native={},python={}", o.nativeStacks ? 1 : 0, o.pythonStacks ? 1 : 0);
+std::string joinOptions(const RunOptions& o, bool cudaHooks) {
+    return fmt::format("native={},python={},cudahooks={}", o.nativeStacks ? 1 : 0, o.pythonStacks ? 1 : 0,
+                       cudaHooks ? 1 : 0);
 }
 
-[[noreturn]] void execTarget(const RunOptions& options, const std::string& collector, const std::string& cudaInjection,
+// How this run records CUDA memory.
+struct CudaPlan {
+    std::string injection;  // CUDA_INJECTION64_PATH to set, or empty
+    bool runtimeHooks = false;
+    std::string torchBridge;
+};
+
+CudaPlan planCuda(const RunOptions& options, const std::string& collector) {
+    CudaPlan plan;
+    if (options.cuda == "off") return plan;
+    const std::string injection = locateCudaInjection(collector);
+    const char* theirs = std::getenv("CUDA_INJECTION64_PATH");
+    const bool slotTaken = theirs && *theirs;
+    if (options.cuda == "cupti") {
+        if (injection.empty())
+            throw core::Error(core::kExitBadInput, "--cuda cupti: this memtool was built without CUPTI");
+        if (slotTaken)
+            throw core::Error(core::kExitBadInput, std::string("--cuda cupti: CUDA_INJECTION64_PATH is already set (") +
+                                                       theirs + "); use --cuda runtime-hooks");
+        plan.injection = injection;
+    } else if (options.cuda == "runtime-hooks" || injection.empty() || slotTaken) {
+        // The driver takes one injection library: the user's (nsys, ...) keeps it.
+        if (options.cuda == "auto" && slotTaken && !options.quiet)
+            std::cerr << "memtool: CUDA_INJECTION64_PATH is already set (" << theirs
+                      << "); CUDA memory is recorded through runtime API hooks\n";
+        plan.runtimeHooks = true;
+    } else {
+        plan.injection = injection;
+    }
+    plan.torchBridge = locateTorchBridge(collector);
+    return plan;
+}
+
+[[noreturn]] void execTarget(const RunOptions& options, const std::string& collector, const CudaPlan& cuda,
                              const std::string& socketPath, const sigset_t& mask, int errorPipe) {
     sigprocmask(SIG_SETMASK, &mask, nullptr);
     const char* existing = std::getenv("LD_PRELOAD");
@@ -146,9 +180,11 @@ std::string joinOptions(const RunOptions& o) {
     if (existing && *existing) preload += std::string(":") + existing;
     setenv("LD_PRELOAD", preload.c_str(), 1);
     setenv(core::kEnvSocket, socketPath.c_str(), 1);
-    setenv(core::kEnvOptions, joinOptions(options).c_str(), 1);
+    setenv(core::kEnvOptions, joinOptions(options, cuda.runtimeHooks).c_str(), 1);
     // The CUDA driver loads this when (and only if) the program initializes CUDA.
-    if (!cudaInjection.empty()) setenv("CUDA_INJECTION64_PATH", cudaInjection.c_str(), 1);
+    if (!cuda.injection.empty()) setenv("CUDA_INJECTION64_PATH", cuda.injection.c_str(), 1);
+    // A bridge named in the environment wins (tests, a bridge built elsewhere).
+    if (!cuda.torchBridge.empty()) setenv(core::kEnvTorchBridge, cuda.torchBridge.c_str(), 0);
     std::vector<char*> argv;
     for (const auto& a : options.command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -164,14 +200,7 @@ std::string joinOptions(const RunOptions& o) {
 RunResult runCommand(const RunOptions& options) {
     if (options.command.empty()) throw core::Error(core::kExitBadInput, "run: no command given (memtool run -- CMD ...)");
     const std::string collector = locateCollector();
-    std::string cudaInjection = locateCudaInjection(collector);
-    if (const char* mine = std::getenv("CUDA_INJECTION64_PATH"); mine && *mine && !cudaInjection.empty()) {
-        // The driver takes one injection library: the user's wins.
-        if (!options.quiet)
-            std::cerr << "memtool: CUDA_INJECTION64_PATH is already set (" << mine
-                      << "); CUDA memory is not tracked in this run\n";
-        cudaInjection.clear();
-    }
+    const CudaPlan cuda = planCuda(options, collector);
     SocketDir socketDir;
     SignalRouter signals;
 
@@ -181,7 +210,7 @@ RunResult runCommand(const RunOptions& options) {
     const Clock::time_point started = Clock::now();
     pid_t child = fork();
     if (child < 0) throw core::Error(core::kExitRunFailed, std::string("fork: ") + std::strerror(errno));
-    if (child == 0) execTarget(options, collector, cudaInjection, socketDir.path(), signals.original(), pipeFds[1]);
+    if (child == 0) execTarget(options, collector, cuda, socketDir.path(), signals.original(), pipeFds[1]);
     close(pipeFds[1]);
     int execErrno = 0;
     ssize_t got;

@@ -120,6 +120,10 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"user", "all"}))
         ->capture_default_str();
     runCmd->add_flag("-q,--quiet", run.quiet, "Print nothing of memtool's own");
+    runCmd->add_option("--cuda", run.cuda,
+                       "How CUDA memory is recorded: auto (CUPTI, else runtime hooks), cupti, runtime-hooks, off")
+        ->check(CLI::IsMember({"auto", "cupti", "runtime-hooks", "off"}))
+        ->capture_default_str();
     runCmd->add_option("command", run.command, "The command to profile (after --)")->required();
     runCmd->prefix_command();
 

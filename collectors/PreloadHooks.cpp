@@ -14,9 +14,11 @@
 #include <unordered_set>
 #include <vector>
 
+#include "collectors/CudaRuntimeHooks.h"
 #include "collectors/GotPatcher.h"
 #include "collectors/NativeUnwinder.h"
 #include "collectors/PythonTracker.h"
+#include "collectors/TorchBridgeLoader.h"
 #include "collectors/Tracker.h"
 
 namespace memtool::collectors {
@@ -59,6 +61,12 @@ struct Scan {
 
 std::vector<uint64_t>* patchedBiases = nullptr;  // under gScanMutex
 std::atomic<bool> cudaAttached{false};            // the CUDA injection asked to record
+// CUDA runtime hooks (the fallback route): every module's cudaMalloc & co. slots
+// are patched once runtimeHooks is on; cudaHooked once any slot was.
+std::atomic<bool> runtimeHooks{false};
+std::atomic<bool> cudaHooked{false};
+std::atomic<bool> runtimeSourceNoted{false};
+std::unordered_set<uint64_t>* runtimePatchedBiases = nullptr;  // under gScanMutex
 // Objects already described to the tracker, by load bias: `import torch` dlopens
 // hundreds of extension modules, and each dlopen should cost only the new ones.
 std::unordered_set<uint64_t>* describedBiases = nullptr;  // under gScanMutex
@@ -73,6 +81,13 @@ std::string mainExecutable() {
 int scanModule(dl_phdr_info* info, size_t, void* data) {
     auto* scan = static_cast<Scan*>(data);
     bool mainProgram = scan->visited++ == 0;
+    const char* name = info->dlpi_name ? info->dlpi_name : "";
+    if (runtimeHooks && (*name || mainProgram) && !skipForCudaRuntimeHooks(name) &&
+        runtimePatchedBiases->insert(info->dlpi_addr).second) {
+        size_t count = 0;
+        const GotHook* hooks = cudaRuntimeHooks(&count);
+        if (patchModuleImports(info, hooks, count) > 0) cudaHooked = true;
+    }
     if (describedBiases->count(info->dlpi_addr)) return 0;
     Tracker::Module m;
     m.path = info->dlpi_name && *info->dlpi_name ? info->dlpi_name : "";
@@ -111,11 +126,12 @@ void refresh() {
     pthread_mutex_lock(&gScanMutex);
     if (!patchedBiases) patchedBiases = new std::vector<uint64_t>();
     if (!describedBiases) describedBiases = new std::unordered_set<uint64_t>();
+    if (!runtimePatchedBiases) runtimePatchedBiases = new std::unordered_set<uint64_t>();
     dl_iterate_phdr(scanModule, &scan);
     bool anyPatched = !patchedBiases->empty();
     // Connect lazily: a process that never loads an allocator we track (a shell,
     // a compiler the script spawns) never appears in the trace.
-    if (anyPatched || cudaAttached) t.ensureConnected();
+    if (anyPatched || cudaAttached || cudaHooked) t.ensureConnected();
     bool active = t.active();
     if (active) {
         t.announceModules(scan.modules);
@@ -123,6 +139,7 @@ void refresh() {
     }
     pthread_mutex_unlock(&gScanMutex);
     if (!active) return;
+    if (cudaHooked && !runtimeSourceNoted.exchange(true)) t.recordNote(core::kNoteCudaSource, "runtime-hooks");
     if (t.options().pythonStacks) PythonTracker::tryInstall(t);
 }
 
@@ -134,6 +151,11 @@ __attribute__((constructor)) void collectorStart() {
     Tracker& t = Tracker::instance();
     if (!t.start()) return;
     pthread_atfork(atForkPrepare, atForkParent, atForkChild);
+    configureTorchBridge();
+    if (t.options().cudaRuntimeHooks) {
+        runtimeHooks = true;
+        enableCudaRuntimeRecording();
+    }
     refresh();
 }
 
@@ -169,7 +191,25 @@ __attribute__((visibility("default"))) int memtool_cuda_attach() {
     if (!t.configured()) return 0;
     memtool::collectors::cudaAttached = true;
     memtool::collectors::refresh();  // announce modules, install Python tracking if due
+    if (t.active()) t.recordNote(memtool::core::kNoteCudaSource, "cupti");
     return t.active() ? 1 : 0;
+}
+
+// The CUDA injection could not subscribe to CUPTI (another subscriber holds it):
+// CUDA memory is recorded through the runtime hooks instead, from now on.
+__attribute__((visibility("default"))) void memtool_cuda_fallback(const char* why) {
+    using namespace memtool::collectors;
+    Tracker& t = Tracker::instance();
+    if (!t.configured()) return;
+    runtimeHooks = true;
+    enableCudaRuntimeRecording();
+    refresh();
+    if (t.active() && why) t.recordNote(memtool::core::kNoteWarning, why);
+}
+
+// Before each CUDA device allocation the injection sees, until it is settled.
+__attribute__((visibility("default"))) void memtool_torch_bridge_try() {
+    memtool::collectors::tryAttachTorchBridge();
 }
 
 __attribute__((visibility("default"))) void memtool_record_alloc(uint8_t device, uint64_t key, uint64_t size) {

@@ -86,6 +86,7 @@ void parseOptions(const char* text, TrackerOptions& o) {
             int value = std::atoi(item.c_str() + eq + 1);
             if (key == "native") o.nativeStacks = value != 0;
             if (key == "python") o.pythonStacks = value != 0;
+            if (key == "cudahooks") o.cudaRuntimeHooks = value != 0;
             if (key == "depth" && value > 0)
                 o.maxNativeDepth = value < Tracker::kMaxNativeDepth ? value : Tracker::kMaxNativeDepth;
         }
@@ -218,6 +219,20 @@ void Tracker::announceModules(const std::vector<Module>& modules) {
         writeLocked(rec.data(), static_cast<size_t>(p - rec.data()));
         ++counters_.recordCount;
     }
+    flushLocked();
+}
+
+void Tracker::recordNote(const char* key, const char* text) {
+    if (RecursionGuard::active) return;
+    RecursionGuard guard;
+    size_t keyLen = std::strlen(key), textLen = std::strlen(text);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!connected_) return;
+    // Notes are rare (a handful per process) and say things worth a flush.
+    std::vector<uint8_t> rec(core::noteBytes(keyLen, textLen));
+    uint8_t* end = core::encodeNote(rec.data(), key, keyLen, text, textLen);
+    writeLocked(rec.data(), static_cast<size_t>(end - rec.data()));
+    ++counters_.recordCount;
     flushLocked();
 }
 

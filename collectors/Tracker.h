@@ -26,6 +26,7 @@ struct TrackerOptions {
     bool nativeStacks = true;
     bool pythonStacks = true;
     int maxNativeDepth = 128;
+    bool cudaRuntimeHooks = false;  // record CUDA memory through runtime hooks from the start
 };
 
 class Tracker {
@@ -66,6 +67,8 @@ public:
     // unified addressing); callers key non-address objects (VMM handles) apart.
     void recordAlloc(uint8_t device, uint64_t address, uint64_t size);
     void recordFree(uint64_t address);
+    // A note for the trace (core::kNote* keys). Not for hooks: it allocates.
+    void recordNote(const char* key, const char* text);
 
     // The interpreter loop's code, [start, end): with Python frames recorded, native
     // unwinding stops there (the CLI puts the Python stack in place of what lies

@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "collectors/cuda/DriverCallTranslator.h"
@@ -25,9 +26,12 @@ namespace {
 using AttachFn = int (*)();
 using AllocFn = void (*)(uint8_t, uint64_t, uint64_t);
 using FreeFn = void (*)(uint64_t);
+using FallbackFn = void (*)(const char*);
+using BridgeFn = void (*)();
 
 AllocFn recordAlloc = nullptr;
 FreeFn recordFree = nullptr;
+BridgeFn bridgeTry = nullptr;
 
 void warn(const char* message) {
     const char prefix[] = "memtool: ";
@@ -162,6 +166,12 @@ void CUPTIAPI onDriverCall(void*, CUpti_CallbackDomain domain, CUpti_CallbackId 
     uint32_t ordinal = 0;
     if (cb->context && cuptiGetDeviceId(cb->context, &ordinal) == CUPTI_SUCCESS) call.device = static_cast<int>(ordinal);
     if (!describe(id, cb, call)) return;
+    // Before the process's device allocations (until it is settled): the torch
+    // bridge attaches to PyTorch's caching allocator, whose request this is, so the
+    // segment it is about to get is traced.
+    if (!call.exit && bridgeTry &&
+        (call.api == DriverApi::MemAlloc || call.api == DriverApi::MemCreate || call.api == DriverApi::MemAllocAsync))
+        bridgeTry();
     CollectorSink sink;
     translateDriverCall(call, sink);
 }
@@ -174,20 +184,28 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     auto attach = reinterpret_cast<AttachFn>(dlsym(RTLD_DEFAULT, "memtool_cuda_attach"));
     recordAlloc = reinterpret_cast<AllocFn>(dlsym(RTLD_DEFAULT, "memtool_record_alloc"));
     recordFree = reinterpret_cast<FreeFn>(dlsym(RTLD_DEFAULT, "memtool_record_free"));
-    if (!attach || !recordAlloc || !recordFree) {
+    auto fallback = reinterpret_cast<FallbackFn>(dlsym(RTLD_DEFAULT, "memtool_cuda_fallback"));
+    bridgeTry = reinterpret_cast<BridgeFn>(dlsym(RTLD_DEFAULT, "memtool_torch_bridge_try"));
+    if (!attach || !recordAlloc || !recordFree || !fallback) {
         warn("the CUDA injection needs the memtool collector (use memtool run); CUDA memory is not tracked");
         return 1;  // the program runs on either way
     }
     CUpti_SubscriberHandle subscriber;
     CUptiResult rc = cuptiSubscribe(&subscriber, onDriverCall, nullptr);
-    if (rc == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-        warn("another CUPTI subscriber is active (torch.profiler, nsys?); CUDA memory is not tracked in this process");
-        return 1;
-    }
     if (rc != CUPTI_SUCCESS) {
-        const char* why = nullptr;
-        cuptiGetResultString(rc, &why);
-        warn(why ? why : "cuptiSubscribe failed; CUDA memory is not tracked");
+        // Another subscriber (torch.profiler, nsys, a second tool) holds CUPTI: the
+        // runtime API hooks take over, which see cudaMalloc & co. but not driver
+        // calls made directly.
+        const char* what = nullptr;
+        cuptiGetResultString(rc, &what);
+        char why[256];
+        std::snprintf(why, sizeof why,
+                      "CUPTI is not available (%s): CUDA memory is recorded through runtime API hooks "
+                      "(cudaMalloc & co.; direct driver calls are not seen)",
+                      rc == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "another subscriber is active"
+                                                                           : (what ? what : "cuptiSubscribe failed"));
+        warn(why);
+        fallback(why);
         return 1;
     }
     for (CUpti_CallbackId id : kCallbacks) cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);

@@ -1,0 +1,25 @@
+#pragma once
+// The fallback route for CUDA memory: the CUDA runtime's allocation calls, hooked
+// in the GOT of every module that imports them (PyTorch links libcudart
+// dynamically). Used when CUPTI cannot be: the user's own CUDA_INJECTION64_PATH
+// (nsys) holds the driver's one injection slot, or another CUPTI subscriber is
+// active. It sees cudaMalloc & co. only, not driver calls made directly.
+
+#include <cstddef>
+
+#include "collectors/GotPatcher.h"
+
+namespace memtool::collectors {
+
+// The hooks; each forwards to the runtime's own function and records on success.
+const GotHook* cudaRuntimeHooks(size_t* count);
+
+// libcudart itself (its internal calls are not the program's) and memtool's own
+// libraries are never patched.
+bool skipForCudaRuntimeHooks(const char* path);
+
+// Recording starts once enabled; patched slots forward untouched before that.
+void enableCudaRuntimeRecording();
+bool cudaRuntimeRecording();
+
+}  // namespace memtool::collectors

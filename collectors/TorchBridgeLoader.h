@@ -1,0 +1,16 @@
+#pragma once
+// Loads the torch bridge (collectors/torch) into a process that runs the torch
+// build it was made for, and attaches it to PyTorch's CUDA caching allocator.
+// Called before each CUDA device allocation until it is settled; cheap after.
+
+namespace memtool::collectors {
+
+// Reads the bridge's path from the environment (library constructor).
+void configureTorchBridge();
+
+// Settles at most once per process: attached, or a warning note that says why the
+// trace has no active/reserved figures. Never blocks: a thread that finds another
+// one at work returns at once.
+void tryAttachTorchBridge();
+
+}  // namespace memtool::collectors

@@ -1,0 +1,69 @@
+#include "collectors/cuda/CachingAllocatorTranslator.h"
+
+#include "core/Protocol.h"
+
+namespace memtool::collectors {
+
+namespace {
+
+bool pageAligned(uint64_t address, uint64_t size) {
+    return size != 0 && address % kExpandablePageBytes == 0 && size % kExpandablePageBytes == 0;
+}
+
+}  // namespace
+
+void translateAllocatorEvent(const AllocatorEvent& e, AllocationSink& sink) {
+    if (e.device < 0 || e.device >= core::kMaxCudaDevices) return;
+    const uint8_t active = core::cudaDevice(e.device, core::DevicePool::Active);
+    const uint8_t reserved = core::cudaDevice(e.device, core::DevicePool::Reserved);
+    switch (e.action) {
+        case AllocatorAction::Alloc:
+            sink.alloc(active, e.address | kActiveKey, e.size);
+            break;
+        case AllocatorAction::FreeRequested:
+            sink.free(e.address | kActiveKey);
+            break;
+        case AllocatorAction::SegmentAlloc:
+            sink.alloc(reserved, e.address | kReservedKey, e.size);
+            break;
+        case AllocatorAction::SegmentFree:
+            sink.free(e.address | kReservedKey);
+            break;
+        case AllocatorAction::SegmentMap:
+            if (pageAligned(e.address, e.size)) {
+                for (uint64_t off = 0; off < e.size; off += kExpandablePageBytes)
+                    sink.alloc(reserved, (e.address + off) | kReservedKey, kExpandablePageBytes);
+            } else {
+                sink.alloc(reserved, e.address | kReservedKey, e.size);
+            }
+            break;
+        case AllocatorAction::SegmentUnmap:
+            if (pageAligned(e.address, e.size)) {
+                for (uint64_t off = 0; off < e.size; off += kExpandablePageBytes)
+                    sink.free((e.address + off) | kReservedKey);
+            } else {
+                sink.free(e.address | kReservedKey);
+            }
+            break;
+        case AllocatorAction::FreeCompleted:
+        case AllocatorAction::Other:
+            break;
+    }
+}
+
+void replaySnapshot(const std::vector<SnapshotSegment>& segments, AllocationSink& sink) {
+    for (const SnapshotSegment& s : segments) {
+        AllocatorEvent seg{
+            s.expandable ? AllocatorAction::SegmentMap : AllocatorAction::SegmentAlloc, s.device,
+            s.address, s.totalSize};
+        translateAllocatorEvent(seg, sink);
+        uint64_t at = s.address;
+        for (const SnapshotBlock& b : s.blocks) {
+            if (b.allocated)
+                translateAllocatorEvent({AllocatorAction::Alloc, s.device, at, b.size}, sink);
+            at += b.size;
+        }
+    }
+}
+
+}  // namespace memtool::collectors

@@ -1,0 +1,131 @@
+// The torch bridge: PyTorch's CUDA caching allocator, block by block. Built only
+// against a torch with CUDA (2.2 or later: attachAllocatorTraceTracker and the
+// trace entries' device field); loaded by the preload collector only into a
+// process running that same torch build (collectors/TorchBridgeLoader.cpp).
+//
+// The tracker runs synchronously on the allocating thread, under the allocator's
+// per-device lock, so the caller's stacks are still there; the Python GIL may be
+// held by this thread or by none. It therefore takes no GIL, does no I/O, and
+// only calls the collector, whose lock is never held while calling into torch.
+// This is the only file that includes torch headers.
+
+#include <c10/cuda/CUDACachingAllocator.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "collectors/cuda/CachingAllocatorTranslator.h"
+#include "collectors/torch/TorchBridgeApi.h"
+
+#ifndef MEMTOOL_C10_CUDA_BUILD_ID
+#error \
+    "MEMTOOL_C10_CUDA_BUILD_ID must name the GNU build id of the libc10_cuda.so this bridge links"
+#endif
+
+namespace memtool::collectors {
+namespace {
+
+namespace CCA = c10::cuda::CUDACachingAllocator;
+
+// The trace entry type, wherever this torch declares it (CUDACachingAllocator.h
+// up to 2.7ish, c10/core/CachingDeviceAllocator.h since): the tracker's argument.
+template <typename F>
+struct ArgumentOf;
+template <typename R, typename A>
+struct ArgumentOf<std::function<R(const A&)>> {
+    using type = A;
+};
+using TraceEntry = ArgumentOf<CCA::AllocatorTraceTracker>::type;
+
+MemtoolBridgeHost gHost{};
+
+struct HostSink : AllocationSink {
+    void alloc(uint8_t device, uint64_t key, uint64_t size) override {
+        gHost.alloc(device, key, size);
+    }
+    void free(uint64_t key) override { gHost.free(key); }
+};
+
+AllocatorAction actionOf(const TraceEntry& e) {
+    switch (e.action_) {
+        case TraceEntry::ALLOC:
+            return AllocatorAction::Alloc;
+        case TraceEntry::FREE_REQUESTED:
+            return AllocatorAction::FreeRequested;
+        case TraceEntry::FREE_COMPLETED:
+            return AllocatorAction::FreeCompleted;
+        case TraceEntry::SEGMENT_ALLOC:
+            return AllocatorAction::SegmentAlloc;
+        case TraceEntry::SEGMENT_FREE:
+            return AllocatorAction::SegmentFree;
+        case TraceEntry::SEGMENT_MAP:
+            return AllocatorAction::SegmentMap;
+        case TraceEntry::SEGMENT_UNMAP:
+            return AllocatorAction::SegmentUnmap;
+        default:
+            return AllocatorAction::Other;
+    }
+}
+
+void onTrace(const TraceEntry& e) {
+    AllocatorEvent event;
+    event.action = actionOf(e);
+    event.device = static_cast<int>(e.device_);
+    event.address = static_cast<uint64_t>(e.addr_);
+    event.size = static_cast<uint64_t>(e.size_);
+    HostSink sink;
+    translateAllocatorEvent(event, sink);
+}
+
+std::vector<SnapshotSegment> currentSegments() {
+    std::vector<SnapshotSegment> out;
+    for (const auto& s : CCA::snapshot().segments) {
+        SnapshotSegment seg;
+        seg.device = static_cast<int>(s.device);
+        seg.address = static_cast<uint64_t>(s.address);
+        seg.totalSize = static_cast<uint64_t>(s.total_size);
+        seg.expandable = s.is_expandable;
+        for (const auto& b : s.blocks)
+            seg.blocks.push_back({static_cast<uint64_t>(b.size), b.allocated});
+        out.push_back(std::move(seg));
+    }
+    return out;
+}
+
+}  // namespace
+}  // namespace memtool::collectors
+
+extern "C" __attribute__((visibility("default"))) const char* memtool_torch_bridge_build_id(void) {
+    return MEMTOOL_C10_CUDA_BUILD_ID;
+}
+
+extern "C" __attribute__((visibility("default"))) int memtool_torch_bridge_attach(
+    const MemtoolBridgeHost* host) {
+    using namespace memtool::collectors;
+    if (!host || host->version != kMemtoolBridgeApiVersion) return kMemtoolBridgeRefused;
+    gHost = *host;
+    try {
+        CCA::CUDAAllocator* allocator = CCA::get();
+        if (!allocator || !allocator->initialized()) return kMemtoolBridgeNotYet;
+        std::string name = allocator->name();
+        if (name != "native") {
+            std::string why =
+                "PyTorch's CUDA allocator backend is '" + name +
+                "', which reports no blocks; cuda rows show driver-level figures only";
+            gHost.warn(why.c_str());
+            return kMemtoolBridgeRefused;
+        }
+        // What exists already, then every change. An event between the two is
+        // not seen; the bridge attaches at the process's first device allocation,
+        // when the allocator holds nothing yet.
+        HostSink sink;
+        replaySnapshot(currentSegments(), sink);
+        allocator->attachAllocatorTraceTracker(&onTrace);
+        return kMemtoolBridgeAttached;
+    } catch (const std::exception& e) {
+        std::string why = std::string("the torch bridge could not attach: ") + e.what();
+        gHost.warn(why.c_str());
+        return kMemtoolBridgeRefused;
+    }
+}

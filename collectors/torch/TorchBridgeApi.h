@@ -1,0 +1,33 @@
+#pragma once
+// The C surface between the preload collector and the torch bridge
+// (libmemtool_torch_bridge.so). The bridge is built against one torch; the
+// collector loads it only into a process whose libc10_cuda.so is that very build
+// (same GNU build id), because it calls into torch's C++ ABI.
+
+#include <stdint.h>
+
+extern "C" {
+
+// What the bridge records through: the collector's own tracker, so pool events
+// share the process's stream and carry the caller's stacks.
+struct MemtoolBridgeHost {
+    uint32_t version;  // kMemtoolBridgeApiVersion
+    void (*alloc)(uint8_t device, uint64_t key, uint64_t size);
+    void (*free)(uint64_t key);
+    void (*warn)(const char* text);
+};
+
+// Results of memtool_torch_bridge_attach.
+enum {
+    kMemtoolBridgeAttached = 1,
+    kMemtoolBridgeNotYet = 0,    // the caching allocator is not initialized yet; try again later
+    kMemtoolBridgeRefused = -1,  // cannot attach (it said why through host->warn); do not try again
+};
+
+// Exported by the bridge.
+typedef const char* (*MemtoolBridgeBuildIdFn)(
+    void);  // hex GNU build id of the libc10_cuda.so it was built against
+typedef int (*MemtoolBridgeAttachFn)(const MemtoolBridgeHost* host);
+}
+
+inline constexpr uint32_t kMemtoolBridgeApiVersion = 1;

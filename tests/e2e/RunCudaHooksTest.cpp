@@ -1,0 +1,172 @@
+// The CUDA runtime-hook route and the torch bridge's plumbing, end to end under
+// the real CLI, with test doubles for the vendor libraries (tests/fakes): a CUDA
+// runtime whose device memory is host memory, a libc10_cuda.so with a known build
+// id, and a bridge that replays a scripted caching-allocator history. What needs
+// a real GPU or a CUDA torch is in RunCudaTest.cpp.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/e2e/E2eSupport.h"
+
+using namespace memtool::e2e;
+
+namespace {
+
+constexpr uint64_t MiB = 1ull << 20;
+
+struct HookRun {
+    Outcome outcome;
+    nlohmann::json trace;
+    const nlohmann::json& process() const { return trace.at("processes").at(0); }
+};
+
+HookRun profileHooks(const std::vector<std::string>& env,
+                     const std::vector<std::string>& flags = {"--cuda", "runtime-hooks"}) {
+    HookRun r;
+    std::string trace = tempDir() + "/trace.json";
+    std::vector<std::string> cmd{MEMTOOL_BIN, "run", "-q", "-o", trace};
+    cmd.insert(cmd.end(), flags.begin(), flags.end());
+    cmd.push_back("--");
+    cmd.push_back(CUDA_RUNTIME_USER_BIN);
+    r.outcome = run(cmd, "", env);
+    r.trace = readJson(trace);
+    return r;
+}
+
+std::string warnings(const nlohmann::json& process) { return process.at("warnings").dump(); }
+
+}  // namespace
+
+TEST(RunCudaHooks, RuntimeApiCountsEveryByteOnItsDevice) {
+    HookRun r = profileHooks({std::string("MEMTOOL_TORCH_BRIDGE=") + FAKE_TORCH_BRIDGE});
+    ASSERT_EQ(r.outcome.exitCode, 0) << r.outcome.err;
+    EXPECT_EQ(r.outcome.out, "done\n");
+    const auto& p = r.process();
+    EXPECT_TRUE(p.at("complete").get<bool>()) << p.dump(1);
+    const auto& cuda0 = p.at("devices").at("cuda:0");
+    EXPECT_EQ(cuda0.at("source"), "runtime-hooks");
+    EXPECT_EQ(cuda0.at("peak_bytes"), 5000000);
+    EXPECT_EQ(cuda0.at("current_bytes"), 5000000);
+    EXPECT_EQ(cuda0.at("allocated_bytes"), 8000000);
+    EXPECT_EQ(cuda0.at("alloc_count"), 2);
+    EXPECT_EQ(cuda0.at("free_count"), 1);
+    const auto& cuda1 = p.at("devices").at("cuda:1");
+    EXPECT_EQ(cuda1.at("peak_bytes"), 2000000);
+    EXPECT_EQ(cuda1.at("current_bytes"), 0);
+    EXPECT_FALSE(cuda1.contains("active"));  // the bridge's script is on device 0 only
+    const auto& pinned = p.at("devices").at("pinned");
+    EXPECT_EQ(pinned.at("peak_bytes"), 1000000);
+    EXPECT_EQ(pinned.at("current_bytes"), 0);
+    // The leaked block's hotspot names the C++ function that allocated it.
+    auto leak = hotspotWithSite(p, "main", "cuda:0");
+    ASSERT_FALSE(leak.is_null()) << p.at("hotspots").dump(1);
+}
+
+TEST(RunCudaHooks, BridgeFiguresBecomeActiveAndReserved) {
+    HookRun r = profileHooks({std::string("MEMTOOL_TORCH_BRIDGE=") + FAKE_TORCH_BRIDGE});
+    ASSERT_EQ(r.outcome.exitCode, 0) << r.outcome.err;
+    const auto& p = r.process();
+    EXPECT_EQ(warnings(p), "[]");
+    const auto& cuda0 = p.at("devices").at("cuda:0");
+    // The script in tests/fakes/FakeTorchBridge.cpp.
+    const auto& active = cuda0.at("active");
+    EXPECT_EQ(active.at("peak_bytes"), 14 * MiB);
+    EXPECT_EQ(active.at("current_bytes"), 10 * MiB);
+    EXPECT_EQ(active.at("allocated_bytes"), 14 * MiB);
+    EXPECT_EQ(active.at("alloc_count"), 3);
+    EXPECT_EQ(active.at("free_count"), 1);
+    const auto& reserved = cuda0.at("reserved");
+    EXPECT_EQ(reserved.at("peak_bytes"), 26 * MiB);
+    EXPECT_EQ(reserved.at("current_bytes"), 22 * MiB);
+    EXPECT_EQ(reserved.at("alloc_count"), 4);  // the segment, and three 2 MiB pages
+    EXPECT_EQ(reserved.at("free_count"), 2);
+    // Hotspots carry the pools beside the device-level figures.
+    uint64_t activePeak = 0, reservedPeak = 0;
+    for (const auto& h : p.at("hotspots")) {
+        if (h.at("device") != "cuda:0") continue;
+        if (h.contains("active")) activePeak += h.at("active").at("peak_bytes").get<uint64_t>();
+        if (h.contains("reserved"))
+            reservedPeak += h.at("reserved").at("peak_bytes").get<uint64_t>();
+    }
+    EXPECT_EQ(activePeak, 14 * MiB);
+    EXPECT_EQ(reservedPeak, 26 * MiB);
+    // Seen inside the first cudaMalloc, the bridge's events belong to its caller:
+    // memtool's own frames are not the site.
+    auto first = hotspotWithSite(p, "CudaRuntimeUser.cpp:21", "cuda:0");
+    ASSERT_FALSE(first.is_null()) << p.at("hotspots").dump(1);
+    EXPECT_EQ(first.at("site").get<std::string>().rfind("main (", 0), 0u) << first.dump(1);
+    EXPECT_EQ(first.at("active").at("peak_bytes"), 14 * MiB) << first.dump(1);
+
+    // The report shows both, and check reads cuda:0.active / cuda:0.reserved.
+    std::string trace = tempDir() + "/t.json";
+    std::ofstream(trace) << r.trace.dump();
+    Outcome text = run({MEMTOOL_BIN, "report", trace});
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_NE(text.out.find("cuda:0 (runtime-hooks)       4.77 MiB     4.77 MiB     7.63 MiB"),
+              std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("  active                    14.00 MiB    10.00 MiB    14.00 MiB     "
+                            "4.00 MiB          3"),
+              std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("  reserved                  26.00 MiB    22.00 MiB    26.00 MiB     "
+                            "4.00 MiB          4"),
+              std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("Active peak Reserv. peak"), std::string::npos) << text.out;
+    EXPECT_EQ(run({MEMTOOL_BIN, "check", trace, "--max-peak", "cuda:0.active=14680064"}).exitCode,
+              0);
+    Outcome over = run({MEMTOOL_BIN, "check", trace, "--max-peak", "cuda:0.active=14680063"});
+    EXPECT_EQ(over.exitCode, 1);
+    EXPECT_NE(over.out.find("cuda:0.active peak 14.00 MiB (14680064 bytes) exceeds"),
+              std::string::npos)
+        << over.out;
+    EXPECT_EQ(run({MEMTOOL_BIN, "check", trace, "--max-peak", "cuda:0.reserved=26MiB"}).exitCode,
+              0);
+    // Against itself as a baseline with 0% growth allowed: every row, pools included, holds.
+    Outcome same = run({MEMTOOL_BIN, "check", trace, "--baseline", trace, "--max-increase", "0%"});
+    EXPECT_EQ(same.exitCode, 0) << same.out;
+    EXPECT_NE(same.out.find("cuda:0.reserved peak"), std::string::npos) << same.out;
+}
+
+TEST(RunCudaHooks, ABridgeForAnotherTorchIsNotLoaded) {
+    HookRun r = profileHooks({std::string("MEMTOOL_TORCH_BRIDGE=") + FAKE_TORCH_BRIDGE,
+                              "FAKE_BRIDGE_BUILD_ID=deadbeef"});
+    ASSERT_EQ(r.outcome.exitCode, 0) << r.outcome.err;
+    const auto& p = r.process();
+    EXPECT_EQ(warnings(p),
+              "[\"the torch bridge was built for another torch (libc10_cuda.so build id deadbeef, "
+              "this process runs "
+              "1234abcd); cuda rows show driver-level figures only (no active/reserved)\"]");
+    EXPECT_FALSE(p.at("devices").at("cuda:0").contains("active"));
+    EXPECT_EQ(p.at("devices").at("cuda:0").at("peak_bytes"),
+              5000000);  // device level still counted
+    Outcome text = run({MEMTOOL_BIN, "report", "/dev/stdin"}, r.trace.dump());
+    EXPECT_NE(text.out.find("Warning:  the torch bridge was built for another torch"),
+              std::string::npos)
+        << text.out;
+}
+
+TEST(RunCudaHooks, ARefusingBridgeSaysWhy) {
+    HookRun r = profileHooks(
+        {std::string("MEMTOOL_TORCH_BRIDGE=") + FAKE_TORCH_BRIDGE, "FAKE_BRIDGE_REFUSE=1"});
+    ASSERT_EQ(r.outcome.exitCode, 0) << r.outcome.err;
+    EXPECT_EQ(warnings(r.process()), "[\"fake bridge: allocator backend is 'cudaMallocAsync'\"]");
+}
+
+TEST(RunCudaHooks, NoBridgeLibrarySaysSo) {
+    HookRun r = profileHooks({"MEMTOOL_TORCH_BRIDGE=/nonexistent/libmemtool_torch_bridge.so"});
+    ASSERT_EQ(r.outcome.exitCode, 0) << r.outcome.err;
+    std::string w = warnings(r.process());
+    EXPECT_NE(w.find("the torch bridge does not load into this torch "
+                     "(/nonexistent/libmemtool_torch_bridge.so"),
+              std::string::npos)
+        << w;
+}
+
+TEST(RunCudaHooks, OffRecordsNoCuda) {
+    HookRun r = profileHooks({}, {"--cuda", "off"});
+    ASSERT_EQ(r.outcome.exitCode, 0) << r.outcome.err;
+    EXPECT_TRUE(r.process().at("devices").empty()) << r.process().dump(1);
+}

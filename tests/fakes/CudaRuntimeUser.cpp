@@ -1,0 +1,31 @@
+// A CUDA runtime user with known allocations, linked against the fake runtime
+// (FakeCudart.cpp) and a fake libc10_cuda.so, profiled by RunCudaHooksTest.
+//   cuda:0  3,000,000 (freed), then 5,000,000 (leaked): peak 5,000,000
+//   cuda:1  2,000,000 (freed)
+//   pinned  1,000,000 (freed)
+#include <cstddef>
+#include <cstdio>
+
+extern "C" {
+int cudaSetDevice(int);
+int cudaMalloc(void**, size_t);
+int cudaFree(void*);
+int cudaMallocHost(void**, size_t);
+int cudaFreeHost(void*);
+int fake_c10_cuda_present();
+}
+
+int main() {
+    if (!fake_c10_cuda_present()) return 3;
+    void *a = nullptr, *b = nullptr, *c = nullptr, *pinned = nullptr;
+    if (cudaMalloc(&a, 3000000) || cudaMallocHost(&pinned, 1000000)) return 1;
+    cudaFree(a);
+    cudaFreeHost(pinned);
+    cudaSetDevice(1);
+    if (cudaMalloc(&b, 2000000)) return 1;
+    cudaFree(b);
+    cudaSetDevice(0);
+    if (cudaMalloc(&c, 5000000)) return 1;  // leaked on purpose
+    std::printf("done\n");
+    return 0;
+}

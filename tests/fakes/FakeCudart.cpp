@@ -1,0 +1,43 @@
+// A stand-in for libcudart.so.13 on machines without a GPU: "device" memory is
+// host memory, the current device is per thread as in CUDA. It lets the runtime-
+// hook route (collectors/CudaRuntimeHooks.cpp) run end to end under the real CLI;
+// the same program against the real runtime needs a GPU.
+#include <cstddef>
+#include <cstdlib>
+
+namespace {
+thread_local int gDevice = 0;
+constexpr int kSuccess = 0;
+constexpr int kOutOfMemory = 2;  // cudaErrorMemoryAllocation
+
+int hostAlloc(void** out, size_t size) {
+    *out = std::malloc(size ? size : 1);
+    return *out ? kSuccess : kOutOfMemory;
+}
+}  // namespace
+
+extern "C" {
+int cudaGetDevice(int* device) {
+    *device = gDevice;
+    return kSuccess;
+}
+int cudaSetDevice(int device) {
+    gDevice = device;
+    return kSuccess;
+}
+int cudaMalloc(void** out, size_t size) { return hostAlloc(out, size); }
+int cudaMallocAsync(void** out, size_t size, void*) { return hostAlloc(out, size); }
+int cudaMallocManaged(void** out, size_t size, unsigned) { return hostAlloc(out, size); }
+int cudaMallocPitch(void** out, size_t* pitch, size_t width, size_t height) {
+    *pitch = (width + 511) / 512 * 512;
+    return hostAlloc(out, *pitch * height);
+}
+int cudaMallocHost(void** out, size_t size) { return hostAlloc(out, size); }
+int cudaHostAlloc(void** out, size_t size, unsigned) { return hostAlloc(out, size); }
+int cudaFree(void* p) {
+    std::free(p);
+    return kSuccess;
+}
+int cudaFreeAsync(void* p, void*) { return cudaFree(p); }
+int cudaFreeHost(void* p) { return cudaFree(p); }
+}
