@@ -2,6 +2,8 @@
 // this project's development machines) every test here skips and says why.
 #include <gtest/gtest.h>
 
+#include <iostream>
+
 #include "tests/e2e/E2eSupport.h"
 
 using namespace memtool::e2e;
@@ -45,4 +47,56 @@ TEST(RunCuda, DeviceMemoryOfAPlainCudaProgram) {
     ASSERT_FALSE(vmm.is_null());
     EXPECT_EQ(vmm.at("allocated_bytes"), g);
 }
+
+// The same program with the CUPTI route switched off: the runtime hooks see every
+// runtime call (not the driver's cuMemCreate).
+TEST(RunCuda, RuntimeHooksSeeTheRuntimeCalls) {
+    std::string why;
+    if (!gpuUsable(&why)) GTEST_SKIP() << why;
+    Profiled p = profile({CUDA_SAMPLE_BIN}, {"--cuda", "runtime-hooks"});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    const auto& cuda = p.process().at("devices").at("cuda:0");
+    EXPECT_EQ(cuda.at("source"), "runtime-hooks");
+    EXPECT_EQ(cuda.at("allocated_bytes"), 3000000 + 2000000 + 500000 + 700000);
+    EXPECT_EQ(cuda.at("peak_bytes"), 5000000);
+    EXPECT_EQ(cuda.at("current_bytes"), 700000);
+    EXPECT_EQ(p.process().at("devices").at("pinned").at("allocated_bytes"), 1000000);
+}
+#endif
+
+#if defined(TORCH_PYTHON_BIN) && defined(TORCH_BRIDGE_BUILT)
+// PyTorch's own figures against memtool's, with the caching allocator's default
+// segments and with expandable segments.
+class TorchCuda : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TorchCuda, ActiveAndReservedPeaksEqualTorchs) {
+    std::string conf = GetParam();
+    std::string trace = tempDir() + "/trace.json";
+    std::vector<std::string> env;
+    if (!conf.empty()) env.push_back("PYTORCH_CUDA_ALLOC_CONF=" + conf);
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", TORCH_PYTHON_BIN, script("torch_cuda.py")}, "", env);
+    if (o.exitCode == 77) GTEST_SKIP() << "no CUDA device for torch: " << o.err;
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    auto torch = nlohmann::json::parse(o.out);
+    auto proc = readJson(trace).at("processes").at(0);
+    ASSERT_EQ(proc.at("warnings").dump(), "[]");
+    const auto& cuda = proc.at("devices").at("cuda:0");
+    EXPECT_EQ(cuda.at("active").at("peak_bytes"), torch.at("max_allocated"));
+    EXPECT_EQ(cuda.at("reserved").at("peak_bytes"), torch.at("max_reserved"));
+    EXPECT_EQ(cuda.at("active").at("current_bytes"), torch.at("allocated"));
+    EXPECT_EQ(cuda.at("reserved").at("current_bytes"), torch.at("reserved"));
+    // The driver-level row holds at least what the allocator reserved.
+    EXPECT_GE(cuda.at("peak_bytes").get<uint64_t>(), torch.at("max_reserved").get<uint64_t>());
+    // The line table: the 24 MiB line's active peak includes nothing before it.
+    auto line = lineRow(proc, "torch_cuda.py", 15);
+    ASSERT_FALSE(line.is_null());
+    EXPECT_EQ(line.at("active").at("self_allocated_bytes"), 24u << 20);
+    // Printed for the closing note of a GPU session: device level beside NVML.
+    std::cout << "[ figures  ] " << (conf.empty() ? "default" : conf) << ": torch " << torch.dump()
+              << "; memtool device peak " << cuda.at("peak_bytes") << ", active peak "
+              << cuda.at("active").at("peak_bytes") << ", reserved peak " << cuda.at("reserved").at("peak_bytes")
+              << std::endl;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllocatorConfigs, TorchCuda, ::testing::Values("", "expandable_segments:True"));
 #endif
