@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
     CLI::App* reportCmd = app.add_subcommand("report", "Print a report of a trace.json");
     reportCmd->add_option("trace", tracePath, "trace.json written by memtool run")->required();
     reportCmd->add_option("--top", reportOptions.top, "How many hotspots per device")->capture_default_str();
-    reportCmd->add_option("--sort", sort, "Order hotspots by peak, allocated, count or leaked")
+    reportCmd->add_option("--sort", sort, "Order hotspots by peak, allocated, count, leaked, or (CUDA with the torch bridge) active or reserved peak")
         ->capture_default_str();
     reportCmd->add_option("--format", format, "text or json")
         ->check(CLI::IsMember({"text", "json"}))

@@ -11,8 +11,10 @@ SortKey parseSortKey(const std::string& text) {
     if (text == "allocated") return SortKey::Allocated;
     if (text == "count") return SortKey::Count;
     if (text == "leaked") return SortKey::Leaked;
+    if (text == "active") return SortKey::Active;
+    if (text == "reserved") return SortKey::Reserved;
     throw core::Error(core::kExitBadInput,
-                      "unknown sort key '" + text + "' (use peak, allocated, count or leaked)");
+                      "unknown sort key '" + text + "' (use peak, allocated, count, leaked, active or reserved)");
 }
 
 const char* sortKeyName(SortKey key) {
@@ -21,6 +23,8 @@ const char* sortKeyName(SortKey key) {
         case SortKey::Allocated: return "allocated";
         case SortKey::Count: return "count";
         case SortKey::Leaked: return "leaked";
+        case SortKey::Active: return "active peak";
+        case SortKey::Reserved: return "reserved peak";
     }
     return "peak";
 }
@@ -32,13 +36,26 @@ uint64_t keyOf(const core::Hotspot& h, SortKey key) {
         case SortKey::Allocated: return h.allocatedBytes;
         case SortKey::Count: return h.count;
         case SortKey::Leaked: return h.leakedBytes;
+        case SortKey::Active:
+        case SortKey::Reserved: {
+            auto it = h.pools.find(key == SortKey::Active ? core::kPoolActive : core::kPoolReserved);
+            return it == h.pools.end() ? 0 : it->second.peakBytes;
+        }
     }
     return 0;
 }
 }  // namespace
 
+SortKey sortKeyFor(const core::ProcessTrace& p, const std::string& device, SortKey requested) {
+    if (requested != SortKey::Active && requested != SortKey::Reserved) return requested;
+    auto it = p.devices.find(device);
+    return it != p.devices.end() && !it->second.pools.empty() ? requested : SortKey::Peak;
+}
+
 std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p, const std::string& device,
-                                                 const ReportOptions& options) {
+                                                 const ReportOptions& requested) {
+    ReportOptions options = requested;
+    options.sort = sortKeyFor(p, device, requested.sort);
     std::vector<const core::Hotspot*> out;
     for (const auto& h : p.hotspots)
         if (h.device == device) out.push_back(&h);

@@ -9,18 +9,25 @@
 
 namespace memtool::reporters {
 
-enum class SortKey { Peak, Allocated, Count, Leaked };
+// Active and Reserved: the hotspot's peak in PyTorch's caching-allocator pools
+// (CUDA devices with the torch bridge attached).
+enum class SortKey { Peak, Allocated, Count, Leaked, Active, Reserved };
 
 struct ReportOptions {
     size_t top = 10;
     SortKey sort = SortKey::Peak;
 };
 
-// Parses "peak" | "allocated" | "count" | "leaked"; throws core::Error (exit 2) otherwise.
+// Parses "peak" | "allocated" | "count" | "leaked" | "active" | "reserved"; throws core::Error (exit 2) otherwise.
 SortKey parseSortKey(const std::string& text);
 const char* sortKeyName(SortKey key);
 
-// Hotspots of `device`, largest first by the key (ties: allocated bytes, then site).
+// The key a device's hotspots are ordered by: active and reserved fall back to the
+// peak on a device without caching-allocator pools (cpu, pinned, CUDA without the bridge).
+SortKey sortKeyFor(const core::ProcessTrace& p, const std::string& device, SortKey requested);
+
+// Hotspots of `device`, largest first by sortKeyFor(options.sort) (ties: allocated
+// bytes, then site).
 std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p, const std::string& device,
                                                  const ReportOptions& options);
 

@@ -11,14 +11,7 @@ nlohmann::json renderJson(const core::Trace& trace, const ReportOptions& options
         nlohmann::json top = nlohmann::json::object();
         for (const auto& [device, totals] : p.devices) {
             nlohmann::json rows = nlohmann::json::array();
-            for (const core::Hotspot* h : selectHotspots(p, device, options)) {
-                rows.push_back({{"site", h->site},
-                                {"stack", h->stack},
-                                {"peak_bytes", h->peakBytes},
-                                {"allocated_bytes", h->allocatedBytes},
-                                {"count", h->count},
-                                {"leaked_bytes", h->leakedBytes}});
-            }
+            for (const core::Hotspot* h : selectHotspots(p, device, options)) rows.push_back(hotspotToJson(*h));
             top[device] = rows;
         }
         auto& out = full["processes"][i];

@@ -52,6 +52,7 @@ std::vector<DisplayRow> displayRows(const core::ProcessTrace& p, const std::stri
     std::map<std::vector<std::string>, size_t> index;
     std::vector<DisplayRow> rows;
     core::ProcessTrace merged;
+    merged.devices = p.devices;  // for the sort key's fallback
     for (const auto& h : p.hotspots) {
         if (h.device != device) continue;
         auto lines = shownLines(h);
@@ -109,7 +110,8 @@ void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, st
             auto it = h.pools.find(pool);
             return core::formatBytes(it == h.pools.end() ? 0 : it->second.peakBytes);
         };
-        out << fmt::format("\nTop {} hotspots on {} by {}\n", rows.size(), name, sortKeyName(options.sort));
+        out << fmt::format("\nTop {} hotspots on {} by {}\n", rows.size(), name,
+                           sortKeyName(sortKeyFor(p, name, options.sort)));
         out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}", "#", "Peak", "Allocated", "Count", "Leaked");
         if (pools) out << fmt::format(" {:>12} {:>12}", "Active peak", "Reserv. peak");
         out << "  Site\n";

@@ -96,17 +96,25 @@ core::DeviceTotals deviceFromJson(const json& j) {
     return d;
 }
 
+}  // namespace
+
+json hotspotToJson(const core::Hotspot& h) {
+    json e = hotspotFiguresToJson(h);
+    e["device"] = h.device;
+    e["site"] = h.site;
+    e["stack"] = h.stack;
+    poolsToJson(e, h.pools, hotspotFiguresToJson);
+    return e;
+}
+
+namespace {
+
 json processToJson(const core::ProcessTrace& p) {
     json devices = json::object();
     for (const auto& [name, d] : p.devices) devices[name] = deviceToJson(d);
     json hotspots = json::array();
     for (const auto& h : p.hotspots) {
-        json e = hotspotFiguresToJson(h);
-        e["device"] = h.device;
-        e["site"] = h.site;
-        e["stack"] = h.stack;
-        poolsToJson(e, h.pools, hotspotFiguresToJson);
-        hotspots.push_back(std::move(e));
+        hotspots.push_back(hotspotToJson(h));
     }
     json lines = json::array();
     for (const auto& l : p.lines) {

@@ -12,6 +12,8 @@ namespace memtool::reporters {
 
 nlohmann::json traceToJson(const core::Trace& trace);
 core::Trace traceFromJson(const nlohmann::json& j, const std::string& origin);
+// One hotspot as trace.json writes it (its pools included).
+nlohmann::json hotspotToJson(const core::Hotspot& h);
 
 core::Trace loadTrace(const std::string& path);
 // Writes atomically (temporary file, then rename).

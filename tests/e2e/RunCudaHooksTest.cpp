@@ -115,6 +115,12 @@ TEST(RunCudaHooks, BridgeFiguresBecomeActiveAndReserved) {
               std::string::npos)
         << text.out;
     EXPECT_NE(text.out.find("Active peak Reserv. peak"), std::string::npos) << text.out;
+    // Ranked by the active peak, the site whose tensors held the most comes first.
+    Outcome byActive = run({MEMTOOL_BIN, "report", trace, "--sort", "active", "--top", "1"});
+    ASSERT_EQ(byActive.exitCode, 0) << byActive.err;
+    EXPECT_NE(byActive.out.find("Top 1 hotspots on cuda:0 by active peak"), std::string::npos) << byActive.out;
+    EXPECT_NE(byActive.out.find("    14.00 MiB    26.00 MiB  main (CudaRuntimeUser.cpp:21)"), std::string::npos)
+        << byActive.out;
     EXPECT_EQ(run({MEMTOOL_BIN, "check", trace, "--max-peak", "cuda:0.active=14680064"}).exitCode,
               0);
     Outcome over = run({MEMTOOL_BIN, "check", trace, "--max-peak", "cuda:0.active=14680063"});
