@@ -18,6 +18,10 @@ struct DynamicInfo {
     size_t jmprelBytes = 0;
     const ElfW(Rela)* rela = nullptr;
     size_t relaBytes = 0;
+    // DT_NEEDED names, as string-table offsets (the first kMaxNeeded of them).
+    static constexpr size_t kMaxNeeded = 128;
+    ElfW(Xword) needed[kMaxNeeded];
+    size_t neededCount = 0;
 };
 
 // glibc relocates d_ptr entries of the in-memory dynamic section on most
@@ -65,18 +69,18 @@ size_t patchTable(const dl_phdr_info* info, const DynamicInfo& dyn, const ElfW(R
     return patched;
 }
 
-}  // namespace
-
-size_t patchModuleImports(const dl_phdr_info* info, const GotHook* hooks, size_t hookCount) {
+bool readDynamic(const dl_phdr_info* info, DynamicInfo& dyn) {
     const ElfW(Dyn)* dynamic = nullptr;
     for (int i = 0; i < info->dlpi_phnum; ++i) {
         if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
             dynamic = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
     }
-    if (!dynamic) return 0;
-    DynamicInfo dyn;
+    if (!dynamic) return false;
     for (const ElfW(Dyn)* d = dynamic; d->d_tag != DT_NULL; ++d) {
         switch (d->d_tag) {
+            case DT_NEEDED:
+                if (dyn.neededCount < DynamicInfo::kMaxNeeded) dyn.needed[dyn.neededCount++] = d->d_un.d_val;
+                break;
             case DT_SYMTAB:
                 dyn.symtab = reinterpret_cast<const ElfW(Sym)*>(absolute(info, d->d_un.d_ptr));
                 break;
@@ -99,7 +103,23 @@ size_t patchModuleImports(const dl_phdr_info* info, const GotHook* hooks, size_t
                 break;
         }
     }
-    if (!dyn.symtab || !dyn.strtab) return 0;
+    return dyn.symtab && dyn.strtab;
+}
+
+}  // namespace
+
+size_t patchModuleImports(const dl_phdr_info* info, const GotHook* hooks, size_t hookCount, const char* needs) {
+    DynamicInfo dyn;
+    if (!readDynamic(info, dyn)) return 0;
+    if (needs) {
+        // Imports resolve to libraries the module names (the static linker put the
+        // provider in DT_NEEDED), so one that names none of `needs` imports nothing
+        // of it: skip its relocations, which run to tens of thousands in libtorch.
+        bool found = false;
+        for (size_t i = 0; i < dyn.neededCount && !found; ++i)
+            found = std::strncmp(dyn.strtab + dyn.needed[i], needs, std::strlen(needs)) == 0;
+        if (!found) return 0;
+    }
     size_t n = 0;
     if (dyn.jmprel) n += patchTable(info, dyn, dyn.jmprel, dyn.jmprelBytes, hooks, hookCount);
     if (dyn.rela) n += patchTable(info, dyn, dyn.rela, dyn.relaBytes, hooks, hookCount);

@@ -16,7 +16,9 @@ struct GotHook {
 
 // Writes each hook into every JUMP_SLOT / GLOB_DAT / 64 relocation of `info`'s
 // module that names the symbol (lifting RELRO protection for the write and
-// restoring it). Returns the number of slots written.
-size_t patchModuleImports(const dl_phdr_info* info, const GotHook* hooks, size_t hookCount);
+// restoring it). With `needs`, only a module with a DT_NEEDED entry starting with
+// it is looked at. Returns the number of slots written.
+size_t patchModuleImports(const dl_phdr_info* info, const GotHook* hooks, size_t hookCount,
+                          const char* needs = nullptr);
 
 }  // namespace memtool::collectors

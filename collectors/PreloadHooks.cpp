@@ -86,7 +86,7 @@ int scanModule(dl_phdr_info* info, size_t, void* data) {
         runtimePatchedBiases->insert(info->dlpi_addr).second) {
         size_t count = 0;
         const GotHook* hooks = cudaRuntimeHooks(&count);
-        if (patchModuleImports(info, hooks, count) > 0) cudaHooked = true;
+        if (patchModuleImports(info, hooks, count, "libcudart") > 0) cudaHooked = true;
     }
     if (describedBiases->count(info->dlpi_addr)) return 0;
     Tracker::Module m;
