@@ -144,6 +144,7 @@ struct CudaPlan {
     std::string injection;  // CUDA_INJECTION64_PATH to set, or empty
     bool runtimeHooks = false;
     std::string torchBridge;
+    std::string warning;  // for the launched process's trace
 };
 
 CudaPlan planCuda(const RunOptions& options, const std::string& collector) {
@@ -161,9 +162,12 @@ CudaPlan planCuda(const RunOptions& options, const std::string& collector) {
         plan.injection = injection;
     } else if (options.cuda == "runtime-hooks" || injection.empty() || slotTaken) {
         // The driver takes one injection library: the user's (nsys, ...) keeps it.
-        if (options.cuda == "auto" && slotTaken && !options.quiet)
-            std::cerr << "memtool: CUDA_INJECTION64_PATH is already set (" << theirs
-                      << "); CUDA memory is recorded through runtime API hooks\n";
+        if (options.cuda == "auto" && slotTaken) {
+            plan.warning = std::string("CUDA_INJECTION64_PATH was already set (") + theirs +
+                           "); CUDA memory was recorded through runtime API hooks (cudaMalloc & co.; direct "
+                           "driver calls are not seen)";
+            if (!options.quiet) std::cerr << "memtool: " << plan.warning << '\n';
+        }
         plan.runtimeHooks = true;
     } else {
         plan.injection = injection;
@@ -327,6 +331,7 @@ RunResult runCommand(const RunOptions& options) {
         target->symbolizeNew();
         trace.processes.push_back(buildProcessTrace(target->aggregator, target->symbolizer, o, options.siteMode));
         trace.processes.back().maxRssBytes = targetRss;
+        if (!cuda.warning.empty()) trace.processes.back().warnings.push_back(cuda.warning);
     } else {
         core::ProcessTrace p;
         p.pid = child;

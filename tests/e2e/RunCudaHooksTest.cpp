@@ -171,6 +171,22 @@ TEST(RunCudaHooks, NoBridgeLibrarySaysSo) {
         << w;
 }
 
+TEST(RunCudaHooks, AnInjectionSetByTheUserLeavesRuntimeHooks) {
+    // nsys and other tools hold the driver's one injection slot: memtool keeps theirs.
+    HookRun r = profileHooks({"CUDA_INJECTION64_PATH=/opt/their/injection.so"}, {});
+    ASSERT_EQ(r.outcome.exitCode, 0) << r.outcome.err;
+    const auto& p = r.process();
+    EXPECT_EQ(p.at("devices").at("cuda:0").at("source"), "runtime-hooks");
+    EXPECT_EQ(p.at("devices").at("cuda:0").at("peak_bytes"), 5000000);
+    EXPECT_NE(warnings(p).find("CUDA_INJECTION64_PATH was already set (/opt/their/injection.so); CUDA memory was "
+                               "recorded through runtime API hooks"),
+              std::string::npos)
+        << warnings(p);
+    Outcome cupti = run({MEMTOOL_BIN, "run", "-q", "--cuda", "cupti", "--", CUDA_RUNTIME_USER_BIN}, "",
+                        {"CUDA_INJECTION64_PATH=/opt/their/injection.so"});
+    EXPECT_EQ(cupti.exitCode, 2);
+}
+
 TEST(RunCudaHooks, OffRecordsNoCuda) {
     HookRun r = profileHooks({}, {"--cuda", "off"});
     ASSERT_EQ(r.outcome.exitCode, 0) << r.outcome.err;
