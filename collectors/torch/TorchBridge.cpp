@@ -10,6 +10,7 @@
 // This is the only file that includes torch headers.
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime_api.h>
 
 #include <functional>
 #include <string>
@@ -37,6 +38,19 @@ struct ArgumentOf<std::function<R(const A&)>> {
     using type = A;
 };
 using TraceEntry = ArgumentOf<CCA::AllocatorTraceTracker>::type;
+
+// The entry's device where this torch records it (device_, 2.2 and later, as
+// far as the headers read here tell); otherwise the calling thread's device,
+// which the allocator's device guard has set for allocations.
+template <typename E>
+auto deviceOf(const E& e, int) -> decltype(static_cast<int>(e.device_)) {
+    return static_cast<int>(e.device_);
+}
+template <typename E>
+int deviceOf(const E&, long) {
+    int device = 0;
+    return cudaGetDevice(&device) == cudaSuccess ? device : -1;
+}
 
 MemtoolBridgeHost gHost{};
 
@@ -71,7 +85,7 @@ AllocatorAction actionOf(const TraceEntry& e) {
 void onTrace(const TraceEntry& e) {
     AllocatorEvent event;
     event.action = actionOf(e);
-    event.device = static_cast<int>(e.device_);
+    event.device = deviceOf(e, 0);
     event.address = static_cast<uint64_t>(e.addr_);
     event.size = static_cast<uint64_t>(e.size_);
     HostSink sink;
