@@ -84,7 +84,7 @@ int findC10Cuda(dl_phdr_info* info, size_t, void* data) {
 
 void hostAlloc(uint8_t device, uint64_t key, uint64_t size) {
     Tracker& t = Tracker::instance();
-    if (t.active()) t.recordAlloc(device, key, size);
+    if (t.active()) t.recordAlloc(device, key, size, /*timedFlush=*/false);
 }
 
 void hostFree(uint64_t key) {

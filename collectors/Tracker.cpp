@@ -394,7 +394,7 @@ uint32_t Tracker::pyNodeLocked(ShadowStack* stack) {
     return parent;
 }
 
-void Tracker::recordAlloc(uint8_t device, uint64_t address, uint64_t size) {
+void Tracker::recordAlloc(uint8_t device, uint64_t address, uint64_t size, bool timedFlush) {
     if (RecursionGuard::active) return;
     RecursionGuard guard;
     ShadowStack* py = options_.pythonStacks ? currentShadowStack() : nullptr;
@@ -425,7 +425,7 @@ void Tracker::recordAlloc(uint8_t device, uint64_t address, uint64_t size) {
     counters_.allocatedBytes += size;
     // Flush when the buffer fills, and at least every 50 ms so the CLI sees a
     // steady stream and a killed target loses little.
-    if (used_ >= kFlushAt || lastClockNs_ - lastFlushNs_ > 50000000ull) {
+    if (used_ >= kFlushAt || (timedFlush && lastClockNs_ - lastFlushNs_ > 50000000ull)) {
         lastFlushNs_ = lastClockNs_;
         flushLocked();
     }

@@ -65,7 +65,10 @@ public:
 
     // Sizes must be below 2^56 bytes. Addresses are unique across devices (CUDA's
     // unified addressing); callers key non-address objects (VMM handles) apart.
-    void recordAlloc(uint8_t device, uint64_t address, uint64_t size);
+    // timedFlush false: send only when the buffer is full, never because time passed
+    // (the torch bridge records under PyTorch's allocator lock, where waiting on the
+    // socket would stall every allocating thread).
+    void recordAlloc(uint8_t device, uint64_t address, uint64_t size, bool timedFlush = true);
     void recordFree(uint64_t address);
     // A note for the trace (core::kNote* keys). Not for hooks: it allocates.
     void recordNote(const char* key, const char* text);

@@ -5,8 +5,10 @@
 //
 // The tracker runs synchronously on the allocating thread, under the allocator's
 // per-device lock, so the caller's stacks are still there; the Python GIL may be
-// held by this thread or by none. It therefore takes no GIL, does no I/O, and
-// only calls the collector, whose lock is never held while calling into torch.
+// held by this thread or by none. It therefore takes no GIL and only calls the
+// collector, whose lock is never held while calling into torch; the collector
+// sends from there only when its 256 KiB buffer is full (the CLI fell behind),
+// never on its 50 ms timer.
 // This is the only file that includes torch headers.
 
 #include <c10/cuda/CUDACachingAllocator.h>
