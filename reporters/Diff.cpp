@@ -52,13 +52,18 @@ TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t
     const core::ProcessTrace& b = launched(current, "the new");
     TraceDiff d;
     std::map<std::string, DeviceDelta> devices;
+    // Each device, and each caching-allocator pool as a row of its own (cuda:0.active).
     auto foldDevices = [&](const core::ProcessTrace& p, bool base) {
-        for (const auto& [name, t] : p.devices) {
+        auto fold = [&](const std::string& name, const core::PoolTotals& t) {
             auto& x = devices[name];
             x.device = name;
             (base ? x.basePeak : x.newPeak) = t.peakBytes;
             (base ? x.baseAllocated : x.newAllocated) = t.allocatedBytes;
             (base ? x.baseLeaked : x.newLeaked) = t.currentBytes;
+        };
+        for (const auto& [name, t] : p.devices) {
+            fold(name, t);
+            for (const auto& [pool, pt] : t.pools) fold(name + "." + pool, pt);
         }
     };
     foldDevices(a, true);
@@ -95,10 +100,10 @@ TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t
 }
 
 void renderDiffText(const TraceDiff& d, std::ostream& out) {
-    out << fmt::format("{:<8} {:>12} {:>12} {:>13} {:>9}   {:>13} {:>9}   {:>13} {:>9}\n", "Device", "Base peak",
+    out << fmt::format("{:<15} {:>12} {:>12} {:>13} {:>9}   {:>13} {:>9}   {:>13} {:>9}\n", "Device", "Base peak",
                        "New peak", "Peak Δ", "%", "Allocated Δ", "%", "Leaked Δ", "%");
     for (const auto& x : d.devices) {
-        out << fmt::format("{:<8} {:>12} {:>12} {:>13} {:>9}   {:>13} {:>9}   {:>13} {:>9}\n", x.device,
+        out << fmt::format("{:<15} {:>12} {:>12} {:>13} {:>9}   {:>13} {:>9}   {:>13} {:>9}\n", x.device,
                            core::formatBytes(x.basePeak), core::formatBytes(x.newPeak),
                            core::formatBytesDelta(delta(x.basePeak, x.newPeak)), percent(x.basePeak, x.newPeak),
                            core::formatBytesDelta(delta(x.baseAllocated, x.newAllocated)),

@@ -134,6 +134,10 @@ TEST(RunCudaHooks, BridgeFiguresBecomeActiveAndReserved) {
     Outcome same = run({MEMTOOL_BIN, "check", trace, "--baseline", trace, "--max-increase", "0%"});
     EXPECT_EQ(same.exitCode, 0) << same.out;
     EXPECT_NE(same.out.find("cuda:0.reserved peak"), std::string::npos) << same.out;
+    // diff shows each pool as a row of its own.
+    Outcome diff = run({MEMTOOL_BIN, "diff", trace, trace});
+    ASSERT_EQ(diff.exitCode, 0) << diff.err;
+    EXPECT_NE(diff.out.find("cuda:0.active      14.00 MiB    14.00 MiB           0 B"), std::string::npos) << diff.out;
 }
 
 TEST(RunCudaHooks, ABridgeForAnotherTorchIsNotLoaded) {
