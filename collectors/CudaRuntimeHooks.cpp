@@ -2,10 +2,9 @@
 
 #include <dlfcn.h>
 
-#include <atomic>
 #include <cstdint>
-#include <cstring>
 
+#include "collectors/ModuleName.h"
 #include "collectors/TorchBridgeLoader.h"
 #include "collectors/Tracker.h"
 #include "core/Protocol.h"
@@ -18,46 +17,38 @@ namespace {
 using CudaError = int;
 using Stream = void*;
 
-std::atomic<bool> recording{false};
-
 template <typename Fn>
 Fn real(const char* name) {
     // The collector defines none of these names, so the first definition is the runtime's.
     return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
 }
 
+// The calling thread's current device, where cudaMalloc & co. allocate.
 uint8_t currentDevice() {
     using Fn = CudaError (*)(int*);
     static Fn getDevice = real<Fn>("cudaGetDevice");
-    int ordinal = 0;
-    if (!getDevice || getDevice(&ordinal) != 0 || ordinal < 0 || ordinal >= core::kMaxCudaDevices)
-        ordinal = 0;
-    return core::cudaDevice(ordinal);
+    int ordinal = -1;
+    if (getDevice && getDevice(&ordinal) != 0) ordinal = -1;
+    return core::cudaDeviceOrFirst(ordinal);
 }
 
 // Before a device allocation: the torch bridge attaches at the first one, so that
 // the caching allocator's segment for it is already traced.
-void beforeDeviceAlloc() {
-    if (recording.load(std::memory_order_relaxed)) tryAttachTorchBridge();
-}
+void beforeDeviceAlloc() { tryAttachTorchBridge(); }
 
-void recordDevice(CudaError rc, void** out, size_t size) {
-    Tracker& t = Tracker::instance();
-    if (rc == 0 && out && *out && recording.load(std::memory_order_relaxed) && t.active())
-        t.recordAlloc(currentDevice(), reinterpret_cast<uint64_t>(*out), size);
-}
+enum class Where { CurrentDevice, PinnedHost };
 
-void recordPinned(CudaError rc, void** out, size_t size) {
+void recordAlloc(CudaError rc, void** out, size_t size, Where where) {
     Tracker& t = Tracker::instance();
-    if (rc == 0 && out && *out && recording.load(std::memory_order_relaxed) && t.active())
-        t.recordAlloc(core::kDevicePinnedHost, reinterpret_cast<uint64_t>(*out), size);
+    if (rc == 0 && out && *out && t.active())
+        t.recordAlloc(where == Where::PinnedHost ? core::kDevicePinnedHost : currentDevice(),
+                      reinterpret_cast<uint64_t>(*out), size);
 }
 
 // Before the memory is released (see core/PROTOCOL.md, Frees).
 void recordFree(void* p) {
     Tracker& t = Tracker::instance();
-    if (p && recording.load(std::memory_order_relaxed) && t.active())
-        t.recordFree(reinterpret_cast<uint64_t>(p));
+    if (p && t.active()) t.recordFree(reinterpret_cast<uint64_t>(p));
 }
 
 CudaError hookMalloc(void** out, size_t size) {
@@ -65,7 +56,7 @@ CudaError hookMalloc(void** out, size_t size) {
     static Fn fn = real<Fn>("cudaMalloc");
     beforeDeviceAlloc();
     CudaError rc = fn(out, size);
-    recordDevice(rc, out, size);
+    recordAlloc(rc, out, size, Where::CurrentDevice);
     return rc;
 }
 
@@ -74,7 +65,7 @@ CudaError hookMallocAsync(void** out, size_t size, Stream stream) {
     static Fn fn = real<Fn>("cudaMallocAsync");
     beforeDeviceAlloc();
     CudaError rc = fn(out, size, stream);
-    recordDevice(rc, out, size);
+    recordAlloc(rc, out, size, Where::CurrentDevice);
     return rc;
 }
 
@@ -82,7 +73,7 @@ CudaError hookMallocManaged(void** out, size_t size, unsigned flags) {
     using Fn = CudaError (*)(void**, size_t, unsigned);
     static Fn fn = real<Fn>("cudaMallocManaged");
     CudaError rc = fn(out, size, flags);
-    recordDevice(rc, out, size);
+    recordAlloc(rc, out, size, Where::CurrentDevice);
     return rc;
 }
 
@@ -90,7 +81,7 @@ CudaError hookMallocPitch(void** out, size_t* pitch, size_t width, size_t height
     using Fn = CudaError (*)(void**, size_t*, size_t, size_t);
     static Fn fn = real<Fn>("cudaMallocPitch");
     CudaError rc = fn(out, pitch, width, height);
-    if (rc == 0 && pitch) recordDevice(rc, out, *pitch * height);
+    if (rc == 0 && pitch) recordAlloc(rc, out, *pitch * height, Where::CurrentDevice);
     return rc;
 }
 
@@ -112,7 +103,7 @@ CudaError hookMallocHost(void** out, size_t size) {
     using Fn = CudaError (*)(void**, size_t);
     static Fn fn = real<Fn>("cudaMallocHost");
     CudaError rc = fn(out, size);
-    recordPinned(rc, out, size);
+    recordAlloc(rc, out, size, Where::PinnedHost);
     return rc;
 }
 
@@ -120,7 +111,7 @@ CudaError hookHostAlloc(void** out, size_t size, unsigned flags) {
     using Fn = CudaError (*)(void**, size_t, unsigned);
     static Fn fn = real<Fn>("cudaHostAlloc");
     CudaError rc = fn(out, size, flags);
-    recordPinned(rc, out, size);
+    recordAlloc(rc, out, size, Where::PinnedHost);
     return rc;
 }
 
@@ -151,12 +142,7 @@ const GotHook* cudaRuntimeHooks(size_t* count) {
 }
 
 bool skipForCudaRuntimeHooks(const char* path) {
-    const char* slash = std::strrchr(path, '/');
-    const char* base = slash ? slash + 1 : path;
-    return std::strncmp(base, "libcudart", 9) == 0 || std::strncmp(base, "libmemtool_", 11) == 0;
+    return fileNameStartsWith(path, "libcudart") || fileNameStartsWith(path, "libmemtool_");
 }
-
-void enableCudaRuntimeRecording() { recording.store(true); }
-bool cudaRuntimeRecording() { return recording.load(); }
 
 }  // namespace memtool::collectors

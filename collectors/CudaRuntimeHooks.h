@@ -12,14 +12,12 @@
 namespace memtool::collectors {
 
 // The hooks; each forwards to the runtime's own function and records on success.
+// Slots are patched only once the runtime-hook route is chosen, so a hook that
+// runs is always meant to record.
 const GotHook* cudaRuntimeHooks(size_t* count);
 
 // libcudart itself (its internal calls are not the program's) and memtool's own
 // libraries are never patched.
 bool skipForCudaRuntimeHooks(const char* path);
-
-// Recording starts once enabled; patched slots forward untouched before that.
-void enableCudaRuntimeRecording();
-bool cudaRuntimeRecording();
 
 }  // namespace memtool::collectors

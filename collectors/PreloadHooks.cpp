@@ -16,6 +16,7 @@
 
 #include "collectors/CudaRuntimeHooks.h"
 #include "collectors/GotPatcher.h"
+#include "collectors/ModuleName.h"
 #include "collectors/NativeUnwinder.h"
 #include "collectors/PythonTracker.h"
 #include "collectors/TorchBridgeLoader.h"
@@ -47,11 +48,7 @@ const GotHook kAllocatorHooks[] = {
     {"free", reinterpret_cast<void*>(&hookFree)},
 };
 
-bool isAllocatorLibrary(const char* path) {
-    const char* slash = std::strrchr(path, '/');
-    const char* base = slash ? slash + 1 : path;
-    return std::strncmp(base, "libc10.so", 9) == 0;
-}
+bool isAllocatorLibrary(const char* path) { return fileNameStartsWith(path, "libc10.so"); }
 
 struct Scan {
     std::vector<Tracker::Module> modules;
@@ -152,10 +149,7 @@ __attribute__((constructor)) void collectorStart() {
     if (!t.start()) return;
     pthread_atfork(atForkPrepare, atForkParent, atForkChild);
     configureTorchBridge();
-    if (t.options().cudaRuntimeHooks) {
-        runtimeHooks = true;
-        enableCudaRuntimeRecording();
-    }
+    runtimeHooks = t.options().cudaRuntimeHooks;
     refresh();
 }
 
@@ -202,7 +196,6 @@ __attribute__((visibility("default"))) void memtool_cuda_fallback(const char* wh
     Tracker& t = Tracker::instance();
     if (!t.configured()) return;
     runtimeHooks = true;
-    enableCudaRuntimeRecording();
     refresh();
     if (t.active() && why) t.recordNote(memtool::core::kNoteWarning, why);
 }

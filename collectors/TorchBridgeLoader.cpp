@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "collectors/ModuleName.h"
 #include "collectors/Tracker.h"
 #include "collectors/torch/TorchBridgeApi.h"
 #include "core/Protocol.h"
@@ -22,8 +23,8 @@ namespace {
 char gBridgePath[4096];             // empty: this memtool was built without the bridge
 std::atomic<bool> gSettled{false};  // attached, or given up with a warning
 std::atomic<bool> gBusy{false};     // one thread at a time; the others do not wait
-unsigned long long gSeenAdds =
-    ~0ull;                // dlpi_adds when libc10_cuda.so was last looked for (under gBusy)
+// dlpi_adds when libc10_cuda.so was last looked for and not found (under gBusy).
+unsigned long long gSeenAdds = ~0ull;
 void* gHandle = nullptr;  // the bridge, once loaded (under gBusy)
 
 struct C10Cuda {
@@ -73,10 +74,7 @@ int findC10Cuda(dl_phdr_info* info, size_t, void* data) {
         out->unchanged = true;
         return 1;
     }
-    const char* path = info->dlpi_name ? info->dlpi_name : "";
-    const char* slash = std::strrchr(path, '/');
-    const char* base = slash ? slash + 1 : path;
-    if (std::strncmp(base, "libc10_cuda.so", 14) != 0) return 0;
+    if (!fileNameStartsWith(info->dlpi_name ? info->dlpi_name : "", "libc10_cuda.so")) return 0;
     out->found = true;
     out->buildId = buildIdOf(info);
     return 1;
@@ -125,10 +123,11 @@ void tryAttachTorchBridge() {
         return;
     }
     if (!gBridgePath[0]) {
-        settle(std::string("this memtool was built without the torch bridge (it needs a CUDA build "
-                           "of torch 2.2 or "
-                           "later at build time)") +
-               kDeviceOnly);
+        settle(
+            std::string(
+                "this memtool was built without the torch bridge (it needs a CUDA build of torch "
+                "2.2 or later at build time)") +
+            kDeviceOnly);
         return;
     }
     if (!gHandle) {

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 namespace memtool::core {
 
@@ -47,29 +48,33 @@ inline constexpr uint8_t kDeviceCudaReservedBase = 144;  // cuda:N.reserved
 
 enum class DevicePool : uint8_t { Device, Active, Reserved };
 
-// The CUDA ordinal of a cuda code (any pool), or -1 for cpu and pinned.
-inline int cudaOrdinal(uint8_t device) {
-    if (device >= kDeviceCudaBase && device < kDeviceCudaBase + kMaxCudaDevices) return device - kDeviceCudaBase;
-    if (device >= kDeviceCudaActiveBase && device < kDeviceCudaActiveBase + kMaxCudaDevices)
-        return device - kDeviceCudaActiveBase;
-    if (device >= kDeviceCudaReservedBase && device < kDeviceCudaReservedBase + kMaxCudaDevices)
-        return device - kDeviceCudaReservedBase;
-    return -1;
+inline uint8_t poolBase(DevicePool pool) {
+    return pool == DevicePool::Active     ? kDeviceCudaActiveBase
+           : pool == DevicePool::Reserved ? kDeviceCudaReservedBase
+                                          : kDeviceCudaBase;
 }
 
 inline DevicePool devicePool(uint8_t device) {
-    if (device >= kDeviceCudaActiveBase && device < kDeviceCudaActiveBase + kMaxCudaDevices) return DevicePool::Active;
-    if (device >= kDeviceCudaReservedBase && device < kDeviceCudaReservedBase + kMaxCudaDevices)
-        return DevicePool::Reserved;
+    for (DevicePool pool : {DevicePool::Active, DevicePool::Reserved})
+        if (device >= poolBase(pool) && device < poolBase(pool) + kMaxCudaDevices) return pool;
     return DevicePool::Device;
+}
+
+// The CUDA ordinal of a cuda code (any pool), or -1 for cpu and pinned.
+inline int cudaOrdinal(uint8_t device) {
+    const uint8_t base = poolBase(devicePool(device));
+    return device >= base && device < base + kMaxCudaDevices ? device - base : -1;
 }
 
 // The code of cuda:ordinal in a pool; ordinals past kMaxCudaDevices are not representable.
 inline uint8_t cudaDevice(int ordinal, DevicePool pool = DevicePool::Device) {
-    uint8_t base = pool == DevicePool::Active     ? kDeviceCudaActiveBase
-                   : pool == DevicePool::Reserved ? kDeviceCudaReservedBase
-                                                  : kDeviceCudaBase;
-    return static_cast<uint8_t>(base + ordinal);
+    return static_cast<uint8_t>(poolBase(pool) + ordinal);
+}
+
+// The device-level code for an ordinal a hook or callback reported: one that is
+// unknown (-1) or past kMaxCudaDevices counts on cuda:0 rather than vanishing.
+inline uint8_t cudaDeviceOrFirst(int ordinal) {
+    return cudaDevice(ordinal >= 0 && ordinal < kMaxCudaDevices ? ordinal : 0);
 }
 
 // ---- varint (unsigned LEB128) ------------------------------------------------

@@ -4,15 +4,8 @@
 
 namespace memtool::collectors {
 
-namespace {
-uint8_t cudaDevice(int ordinal) {
-    // An unknown context is rare (CUPTI names one for every memory call); its bytes
-    // still count, on cuda:0, rather than vanish.
-    if (ordinal < 0 || ordinal >= core::kMaxCudaDevices) ordinal = 0;
-    return core::cudaDevice(ordinal);
-}
-}  // namespace
-
+// An unknown context is rare (CUPTI names one for every memory call); its bytes
+// still count, on cuda:0 (core::cudaDeviceOrFirst), rather than vanish.
 void translateDriverCall(const DriverCall& c, AllocationSink& sink) {
     switch (c.api) {
         case DriverApi::MemAlloc:
@@ -20,7 +13,8 @@ void translateDriverCall(const DriverCall& c, AllocationSink& sink) {
         case DriverApi::MemAllocManaged:
         case DriverApi::MemAllocAsync:
         case DriverApi::MemAllocFromPoolAsync:
-            if (c.exit && c.result == 0 && c.pointer != 0) sink.alloc(cudaDevice(c.device), c.pointer, c.size);
+            if (c.exit && c.result == 0 && c.pointer != 0)
+                sink.alloc(core::cudaDeviceOrFirst(c.device), c.pointer, c.size);
             break;
         case DriverApi::MemHostAlloc:
         case DriverApi::MemAllocHost:
@@ -28,7 +22,7 @@ void translateDriverCall(const DriverCall& c, AllocationSink& sink) {
             break;
         case DriverApi::MemCreate:
             if (c.exit && c.result == 0 && c.handle != 0)
-                sink.alloc(cudaDevice(c.device), c.handle | kVmmHandleKey, c.size);
+                sink.alloc(core::cudaDeviceOrFirst(c.device), c.handle | kVmmHandleKey, c.size);
             break;
         case DriverApi::MemFree:
         case DriverApi::MemFreeAsync:
