@@ -6,8 +6,15 @@ namespace memtool::collectors {
 
 namespace {
 
-bool pageAligned(uint64_t address, uint64_t size) {
-    return size != 0 && address % kExpandablePageBytes == 0 && size % kExpandablePageBytes == 0;
+// Calls fn(key, bytes) for each 2 MiB page of a mapped range, or once for the
+// whole range when it is not made of whole pages.
+template <typename Fn>
+void forEachPage(const AllocatorEvent& e, Fn fn) {
+    const bool paged =
+        e.size != 0 && e.address % kExpandablePageBytes == 0 && e.size % kExpandablePageBytes == 0;
+    if (!paged) return fn(e.address | kReservedKey, e.size);
+    for (uint64_t off = 0; off < e.size; off += kExpandablePageBytes)
+        fn((e.address + off) | kReservedKey, kExpandablePageBytes);
 }
 
 }  // namespace
@@ -30,20 +37,10 @@ void translateAllocatorEvent(const AllocatorEvent& e, AllocationSink& sink) {
             sink.free(e.address | kReservedKey);
             break;
         case AllocatorAction::SegmentMap:
-            if (pageAligned(e.address, e.size)) {
-                for (uint64_t off = 0; off < e.size; off += kExpandablePageBytes)
-                    sink.alloc(reserved, (e.address + off) | kReservedKey, kExpandablePageBytes);
-            } else {
-                sink.alloc(reserved, e.address | kReservedKey, e.size);
-            }
+            forEachPage(e, [&](uint64_t key, uint64_t bytes) { sink.alloc(reserved, key, bytes); });
             break;
         case AllocatorAction::SegmentUnmap:
-            if (pageAligned(e.address, e.size)) {
-                for (uint64_t off = 0; off < e.size; off += kExpandablePageBytes)
-                    sink.free((e.address + off) | kReservedKey);
-            } else {
-                sink.free(e.address | kReservedKey);
-            }
+            forEachPage(e, [&](uint64_t key, uint64_t) { sink.free(key); });
             break;
         case AllocatorAction::FreeCompleted:
         case AllocatorAction::Other:

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "collectors/cuda/CachingAllocatorTranslator.h"
-#include "collectors/torch/TorchBridgeApi.h"
+#include "collectors/torch/BridgeHostSink.h"
 
 #ifndef MEMTOOL_C10_CUDA_BUILD_ID
 #error \
@@ -56,13 +56,6 @@ int deviceOf(const E&, long) {
 
 MemtoolBridgeHost gHost{};
 
-struct HostSink : AllocationSink {
-    void alloc(uint8_t device, uint64_t key, uint64_t size) override {
-        gHost.alloc(device, key, size);
-    }
-    void free(uint64_t key) override { gHost.free(key); }
-};
-
 AllocatorAction actionOf(const TraceEntry& e) {
     switch (e.action_) {
         case TraceEntry::ALLOC:
@@ -90,7 +83,7 @@ void onTrace(const TraceEntry& e) {
     event.device = deviceOf(e, 0);
     event.address = static_cast<uint64_t>(e.addr_);
     event.size = static_cast<uint64_t>(e.size_);
-    HostSink sink;
+    BridgeHostSink sink(gHost);
     translateAllocatorEvent(event, sink);
 }
 
@@ -135,7 +128,7 @@ extern "C" __attribute__((visibility("default"))) int memtool_torch_bridge_attac
         // What exists already, then every change. An event between the two is
         // not seen; the bridge attaches at the process's first device allocation,
         // when the allocator holds nothing yet.
-        HostSink sink;
+        BridgeHostSink sink(gHost);
         replaySnapshot(currentSegments(), sink);
         allocator->attachAllocatorTraceTracker(&onTrace);
         return kMemtoolBridgeAttached;

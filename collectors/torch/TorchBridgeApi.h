@@ -25,8 +25,8 @@ enum {
 };
 
 // Exported by the bridge.
-typedef const char* (*MemtoolBridgeBuildIdFn)(
-    void);  // hex GNU build id of the libc10_cuda.so it was built against
+// The hex GNU build id of the libc10_cuda.so the bridge was built against.
+typedef const char* (*MemtoolBridgeBuildIdFn)(void);
 typedef int (*MemtoolBridgeAttachFn)(const MemtoolBridgeHost* host);
 }
 

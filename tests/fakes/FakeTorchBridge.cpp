@@ -13,19 +13,10 @@
 #include <cstdlib>
 
 #include "collectors/cuda/CachingAllocatorTranslator.h"
-#include "collectors/torch/TorchBridgeApi.h"
+#include "collectors/torch/BridgeHostSink.h"
 
 namespace {
 using namespace memtool::collectors;
-
-struct HostSink : AllocationSink {
-    const MemtoolBridgeHost* host;
-    explicit HostSink(const MemtoolBridgeHost* h) : host(h) {}
-    void alloc(uint8_t device, uint64_t key, uint64_t size) override {
-        host->alloc(device, key, size);
-    }
-    void free(uint64_t key) override { host->free(key); }
-};
 
 constexpr uint64_t MiB = 1ull << 20;
 constexpr uint64_t A = 0x7f1000000000ull;
@@ -44,7 +35,7 @@ extern "C" __attribute__((visibility("default"))) int memtool_torch_bridge_attac
         host->warn("fake bridge: allocator backend is 'cudaMallocAsync'");
         return kMemtoolBridgeRefused;
     }
-    HostSink sink(host);
+    BridgeHostSink sink(*host);
     replaySnapshot({SnapshotSegment{0, A, 20 * MiB, false, {{4 * MiB, true}, {16 * MiB, false}}}},
                    sink);
     const AllocatorEvent script[] = {
