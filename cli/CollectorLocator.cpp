@@ -31,16 +31,20 @@ std::string locateCollector() {
     throw core::Error(core::kExitRunFailed, "collector library not found (looked in " + looked + ")");
 }
 
-std::string locateCudaInjection(const std::string& collectorPath) {
-    namespace fs = std::filesystem;
-    fs::path candidate = fs::path(collectorPath).parent_path() / "libmemtool_cupti.so";
+namespace {
+// A library built beside the collector, or empty when this build has none.
+std::string besideCollector(const std::string& collectorPath, const char* name) {
+    std::filesystem::path candidate = std::filesystem::path(collectorPath).parent_path() / name;
     return access(candidate.c_str(), R_OK) == 0 ? candidate.string() : std::string();
+}
+}  // namespace
+
+std::string locateCudaInjection(const std::string& collectorPath) {
+    return besideCollector(collectorPath, "libmemtool_cupti.so");
 }
 
 std::string locateTorchBridge(const std::string& collectorPath) {
-    namespace fs = std::filesystem;
-    fs::path candidate = fs::path(collectorPath).parent_path() / "libmemtool_torch_bridge.so";
-    return access(candidate.c_str(), R_OK) == 0 ? candidate.string() : std::string();
+    return besideCollector(collectorPath, "libmemtool_torch_bridge.so");
 }
 
 }  // namespace memtool::cli

@@ -66,20 +66,11 @@ Frame nativeFrame(Symbolizer& sym, uint64_t ip) {
     return f;
 }
 
-// The trace row a wire device code belongs to ("cuda:0" for cuda:0's pools too),
-// and its pool ("" for the device-level figures).
+// The trace row a wire device code belongs to: "cuda:0" for cuda:0's pools too
+// (core::poolKey names the pool within it).
 std::string deviceRow(uint8_t code) {
     int ordinal = core::cudaOrdinal(code);
-    return ordinal >= 0 ? "cuda:" + std::to_string(ordinal) : core::deviceName(code);
-}
-
-std::string poolName(uint8_t code) {
-    switch (core::devicePool(code)) {
-        case core::DevicePool::Active: return core::kPoolActive;
-        case core::DevicePool::Reserved: return core::kPoolReserved;
-        case core::DevicePool::Device: return "";
-    }
-    return "";
+    return core::deviceName(ordinal >= 0 ? core::cudaDevice(ordinal) : code);
 }
 
 }  // namespace
@@ -112,7 +103,7 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
         totals.allocCount = d.allocCount;
         totals.freeCount = d.freeCount;
         totals.peakTimeS = static_cast<double>(d.peakTimeNs) / 1e9;
-        const std::string pool = poolName(code);
+        const std::string pool = core::poolKey(code);
         core::DeviceTotals& t = p.devices[deviceRow(code)];
         if (!pool.empty()) {
             t.pools[pool] = totals;
@@ -175,7 +166,7 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
         }
 
         const std::string device = deviceRow(s.device);
-        const std::string pool = poolName(s.device);
+        const std::string pool = core::poolKey(s.device);
         std::string site;
         if (!merged.empty()) {
             const Frame* chosen = &merged[0];

@@ -102,7 +102,10 @@ struct Trace {
     std::vector<ProcessTrace> processes;
 };
 
-// "cpu", "cuda:0", ... for a wire device code.
+// "cpu", "cuda:0", "cuda:0.active", ... for a wire device code.
 std::string deviceName(uint8_t device);
+// The pool a wire device code names: kPoolActive, kPoolReserved, or "" for a
+// device's own figures.
+const char* poolKey(uint8_t device);
 
 }  // namespace memtool::core

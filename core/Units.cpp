@@ -14,15 +14,19 @@ std::string deviceName(uint8_t device) {
     if (device == kDeviceCpu) return "cpu";
     if (device == kDevicePinnedHost) return "pinned";
     int ordinal = cudaOrdinal(device);
-    if (ordinal >= 0) {
-        std::string name = "cuda:" + std::to_string(ordinal);
-        switch (devicePool(device)) {
-            case DevicePool::Active: return name + ".active";
-            case DevicePool::Reserved: return name + ".reserved";
-            case DevicePool::Device: return name;
-        }
+    if (ordinal < 0) return "device" + std::to_string(device);
+    std::string name = "cuda:" + std::to_string(ordinal);
+    const char* pool = poolKey(device);
+    return *pool ? name + "." + pool : name;
+}
+
+const char* poolKey(uint8_t device) {
+    switch (devicePool(device)) {
+        case DevicePool::Active: return kPoolActive;
+        case DevicePool::Reserved: return kPoolReserved;
+        case DevicePool::Device: return "";
     }
-    return "device" + std::to_string(device);
+    return "";
 }
 
 std::string formatBytes(uint64_t bytes) {

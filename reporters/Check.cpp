@@ -17,7 +17,6 @@ namespace {
 
 [[noreturn]] void usage(const std::string& message) { throw core::Error(core::kExitBadInput, message); }
 
-
 const core::ProcessTrace& launched(const core::Trace& t, const std::string& what) {
     if (t.processes.empty()) usage(what + " holds no process");
     return t.processes[0];

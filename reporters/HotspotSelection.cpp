@@ -46,16 +46,16 @@ uint64_t keyOf(const core::Hotspot& h, SortKey key) {
 }
 }  // namespace
 
-SortKey sortKeyFor(const core::ProcessTrace& p, const std::string& device, SortKey requested) {
-    if (requested != SortKey::Active && requested != SortKey::Reserved) return requested;
+ReportOptions optionsFor(const core::ProcessTrace& p, const std::string& device, const ReportOptions& requested) {
+    ReportOptions options = requested;
     auto it = p.devices.find(device);
-    return it != p.devices.end() && !it->second.pools.empty() ? requested : SortKey::Peak;
+    const bool pools = it != p.devices.end() && !it->second.pools.empty();
+    if ((options.sort == SortKey::Active || options.sort == SortKey::Reserved) && !pools) options.sort = SortKey::Peak;
+    return options;
 }
 
 std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p, const std::string& device,
-                                                 const ReportOptions& requested) {
-    ReportOptions options = requested;
-    options.sort = sortKeyFor(p, device, requested.sort);
+                                                 const ReportOptions& options) {
     std::vector<const core::Hotspot*> out;
     for (const auto& h : p.hotspots)
         if (h.device == device) out.push_back(&h);

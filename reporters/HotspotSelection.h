@@ -22,12 +22,13 @@ struct ReportOptions {
 SortKey parseSortKey(const std::string& text);
 const char* sortKeyName(SortKey key);
 
-// The key a device's hotspots are ordered by: active and reserved fall back to the
-// peak on a device without caching-allocator pools (cpu, pinned, CUDA without the bridge).
-SortKey sortKeyFor(const core::ProcessTrace& p, const std::string& device, SortKey requested);
+// The options a device's hotspots are selected with: an active or reserved sort
+// falls back to the peak on a device without caching-allocator pools (cpu, pinned,
+// CUDA without the bridge).
+ReportOptions optionsFor(const core::ProcessTrace& p, const std::string& device, const ReportOptions& requested);
 
-// Hotspots of `device`, largest first by sortKeyFor(options.sort) (ties: allocated
-// bytes, then site).
+// Hotspots of `device`, largest first by options.sort (ties: allocated bytes, then
+// site); callers pass optionsFor(...).
 std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p, const std::string& device,
                                                  const ReportOptions& options);
 

@@ -52,7 +52,6 @@ std::vector<DisplayRow> displayRows(const core::ProcessTrace& p, const std::stri
     std::map<std::vector<std::string>, size_t> index;
     std::vector<DisplayRow> rows;
     core::ProcessTrace merged;
-    merged.devices = p.devices;  // for the sort key's fallback
     for (const auto& h : p.hotspots) {
         if (h.device != device) continue;
         auto lines = shownLines(h);
@@ -103,7 +102,8 @@ void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, st
             if (auto it = d.pools.find(pool); it != d.pools.end()) row("  " + std::string(pool), it->second);
     }
     for (const auto& [name, d] : p.devices) {
-        auto rows = displayRows(p, name, options);
+        const ReportOptions deviceOptions = optionsFor(p, name, options);
+        auto rows = displayRows(p, name, deviceOptions);
         if (rows.empty()) continue;
         const bool pools = !d.pools.empty();
         auto poolPeak = [](const core::Hotspot& h, const char* pool) {
@@ -111,7 +111,7 @@ void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, st
             return core::formatBytes(it == h.pools.end() ? 0 : it->second.peakBytes);
         };
         out << fmt::format("\nTop {} hotspots on {} by {}\n", rows.size(), name,
-                           sortKeyName(sortKeyFor(p, name, options.sort)));
+                           sortKeyName(deviceOptions.sort));
         out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}", "#", "Peak", "Allocated", "Count", "Leaked");
         if (pools) out << fmt::format(" {:>12} {:>12}", "Active peak", "Reserv. peak");
         out << "  Site\n";

@@ -33,7 +33,8 @@ json poolTotalsToJson(const core::PoolTotals& d) {
                 {"peak_time_s", d.peakTimeS}};
 }
 
-void readPoolTotals(const json& j, core::PoolTotals& d) {
+core::PoolTotals poolTotalsFromJson(const json& j) {
+    core::PoolTotals d;
     d.peakBytes = j.at("peak_bytes").get<uint64_t>();
     d.currentBytes = j.at("current_bytes").get<uint64_t>();
     d.allocatedBytes = j.at("allocated_bytes").get<uint64_t>();
@@ -41,11 +42,6 @@ void readPoolTotals(const json& j, core::PoolTotals& d) {
     d.allocCount = j.at("alloc_count").get<uint64_t>();
     d.freeCount = j.at("free_count").get<uint64_t>();
     d.peakTimeS = j.value("peak_time_s", 0.0);
-}
-
-core::PoolTotals poolTotalsFromJson(const json& j) {
-    core::PoolTotals d;
-    readPoolTotals(j, d);
     return d;
 }
 
@@ -90,7 +86,7 @@ json deviceToJson(const core::DeviceTotals& d) {
 
 core::DeviceTotals deviceFromJson(const json& j) {
     core::DeviceTotals d;
-    readPoolTotals(j, d);
+    static_cast<core::PoolTotals&>(d) = poolTotalsFromJson(j);
     d.source = j.value("source", std::string());
     poolsFromJson(j, d.pools, poolTotalsFromJson);
     return d;
