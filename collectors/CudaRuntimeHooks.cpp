@@ -1,32 +1,19 @@
 #include "collectors/CudaRuntimeHooks.h"
 
-#include <dlfcn.h>
-
 #include <cstdint>
 
+#include "collectors/Collector.h"
+#include "collectors/CudaRuntimeDecls.h"
 #include "collectors/ModuleName.h"
 #include "collectors/TorchBridgeLoader.h"
-#include "collectors/Tracker.h"
 #include "core/Protocol.h"
 
 namespace memtool::collectors {
 namespace {
 
-// The runtime's types, without its headers: cudaError_t is an enum (0 is
-// cudaSuccess), streams are opaque pointers.
-using CudaError = int;
-using Stream = void*;
-
-template <typename Fn>
-Fn real(const char* name) {
-    // The collector defines none of these names, so the first definition is the runtime's.
-    return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
-}
-
 // The calling thread's current device, where cudaMalloc & co. allocate.
 uint8_t currentDevice() {
-    using Fn = CudaError (*)(int*);
-    static Fn getDevice = real<Fn>("cudaGetDevice");
+    static auto getDevice = MEMTOOL_ORIGINAL(cudaGetDevice);
     int ordinal = -1;
     if (getDevice && getDevice(&ordinal) != 0) ordinal = -1;
     return core::cudaDeviceOrFirst(ordinal);
@@ -36,102 +23,91 @@ uint8_t currentDevice() {
 // the caching allocator's segment for it is already traced.
 void beforeDeviceAlloc() { tryAttachTorchBridge(); }
 
-enum class Where { CurrentDevice, PinnedHost };
+void recordDevice(int rc, void** out, size_t size) {
+    if (rc == 0 && out && *out) engine().alloc(currentDevice(), reinterpret_cast<uint64_t>(*out), size);
+}
 
-void recordAlloc(CudaError rc, void** out, size_t size, Where where) {
-    Tracker& t = Tracker::instance();
-    if (rc == 0 && out && *out && t.active())
-        t.recordAlloc(where == Where::PinnedHost ? core::kDevicePinnedHost : currentDevice(),
-                      reinterpret_cast<uint64_t>(*out), size);
+void recordPinned(int rc, void** out, size_t size) {
+    if (rc == 0 && out && *out) engine().alloc(core::kDevicePinnedHost, reinterpret_cast<uint64_t>(*out), size);
 }
 
 // Before the memory is released (see core/PROTOCOL.md, Frees).
 void recordFree(void* p) {
-    Tracker& t = Tracker::instance();
-    if (p && t.active()) t.recordFree(reinterpret_cast<uint64_t>(p));
+    if (p) engine().free(reinterpret_cast<uint64_t>(p));
 }
 
-CudaError hookMalloc(void** out, size_t size) {
-    using Fn = CudaError (*)(void**, size_t);
-    static Fn fn = real<Fn>("cudaMalloc");
+int hookMalloc(void** out, size_t size) {
+    static auto real = MEMTOOL_ORIGINAL(cudaMalloc);
     beforeDeviceAlloc();
-    CudaError rc = fn(out, size);
-    recordAlloc(rc, out, size, Where::CurrentDevice);
+    int rc = real(out, size);
+    recordDevice(rc, out, size);
     return rc;
 }
 
-CudaError hookMallocAsync(void** out, size_t size, Stream stream) {
-    using Fn = CudaError (*)(void**, size_t, Stream);
-    static Fn fn = real<Fn>("cudaMallocAsync");
+int hookMallocAsync(void** out, size_t size, void* stream) {
+    static auto real = MEMTOOL_ORIGINAL(cudaMallocAsync);
     beforeDeviceAlloc();
-    CudaError rc = fn(out, size, stream);
-    recordAlloc(rc, out, size, Where::CurrentDevice);
+    int rc = real(out, size, stream);
+    recordDevice(rc, out, size);
     return rc;
 }
 
-CudaError hookMallocManaged(void** out, size_t size, unsigned flags) {
-    using Fn = CudaError (*)(void**, size_t, unsigned);
-    static Fn fn = real<Fn>("cudaMallocManaged");
-    CudaError rc = fn(out, size, flags);
-    recordAlloc(rc, out, size, Where::CurrentDevice);
+int hookMallocManaged(void** out, size_t size, unsigned flags) {
+    static auto real = MEMTOOL_ORIGINAL(cudaMallocManaged);
+    int rc = real(out, size, flags);
+    recordDevice(rc, out, size);
     return rc;
 }
 
-CudaError hookMallocPitch(void** out, size_t* pitch, size_t width, size_t height) {
-    using Fn = CudaError (*)(void**, size_t*, size_t, size_t);
-    static Fn fn = real<Fn>("cudaMallocPitch");
-    CudaError rc = fn(out, pitch, width, height);
-    if (rc == 0 && pitch) recordAlloc(rc, out, *pitch * height, Where::CurrentDevice);
+int hookMallocPitch(void** out, size_t* pitch, size_t width, size_t height) {
+    static auto real = MEMTOOL_ORIGINAL(cudaMallocPitch);
+    int rc = real(out, pitch, width, height);
+    if (rc == 0 && pitch) recordDevice(rc, out, *pitch * height);
     return rc;
 }
 
-CudaError hookFree(void* p) {
-    using Fn = CudaError (*)(void*);
-    static Fn fn = real<Fn>("cudaFree");
+int hookFree(void* p) {
+    static auto real = MEMTOOL_ORIGINAL(cudaFree);
     recordFree(p);
-    return fn(p);
+    return real(p);
 }
 
-CudaError hookFreeAsync(void* p, Stream stream) {
-    using Fn = CudaError (*)(void*, Stream);
-    static Fn fn = real<Fn>("cudaFreeAsync");
+int hookFreeAsync(void* p, void* stream) {
+    static auto real = MEMTOOL_ORIGINAL(cudaFreeAsync);
     recordFree(p);
-    return fn(p, stream);
+    return real(p, stream);
 }
 
-CudaError hookMallocHost(void** out, size_t size) {
-    using Fn = CudaError (*)(void**, size_t);
-    static Fn fn = real<Fn>("cudaMallocHost");
-    CudaError rc = fn(out, size);
-    recordAlloc(rc, out, size, Where::PinnedHost);
+int hookMallocHost(void** out, size_t size) {
+    static auto real = MEMTOOL_ORIGINAL(cudaMallocHost);
+    int rc = real(out, size);
+    recordPinned(rc, out, size);
     return rc;
 }
 
-CudaError hookHostAlloc(void** out, size_t size, unsigned flags) {
-    using Fn = CudaError (*)(void**, size_t, unsigned);
-    static Fn fn = real<Fn>("cudaHostAlloc");
-    CudaError rc = fn(out, size, flags);
-    recordAlloc(rc, out, size, Where::PinnedHost);
+int hookHostAlloc(void** out, size_t size, unsigned flags) {
+    static auto real = MEMTOOL_ORIGINAL(cudaHostAlloc);
+    int rc = real(out, size, flags);
+    recordPinned(rc, out, size);
     return rc;
 }
 
-CudaError hookFreeHost(void* p) {
-    using Fn = CudaError (*)(void*);
-    static Fn fn = real<Fn>("cudaFreeHost");
+int hookFreeHost(void* p) {
+    static auto real = MEMTOOL_ORIGINAL(cudaFreeHost);
     recordFree(p);
-    return fn(p);
+    return real(p);
 }
 
 const GotHook kHooks[] = {
-    {"cudaMalloc", reinterpret_cast<void*>(&hookMalloc)},
-    {"cudaMallocAsync", reinterpret_cast<void*>(&hookMallocAsync)},
-    {"cudaMallocManaged", reinterpret_cast<void*>(&hookMallocManaged)},
-    {"cudaMallocPitch", reinterpret_cast<void*>(&hookMallocPitch)},
-    {"cudaFree", reinterpret_cast<void*>(&hookFree)},
-    {"cudaFreeAsync", reinterpret_cast<void*>(&hookFreeAsync)},
-    {"cudaMallocHost", reinterpret_cast<void*>(&hookMallocHost)},
-    {"cudaHostAlloc", reinterpret_cast<void*>(&hookHostAlloc)},
-    {"cudaFreeHost", reinterpret_cast<void*>(&hookFreeHost)},
+    MEMTOOL_GOT_HOOK(cudaMalloc, &hookMalloc),
+    MEMTOOL_GOT_HOOK(cudaMallocAsync, &hookMallocAsync),
+    MEMTOOL_GOT_HOOK(cudaMallocManaged, &hookMallocManaged),
+    MEMTOOL_GOT_HOOK(cudaMallocPitch, &hookMallocPitch),
+    MEMTOOL_GOT_HOOK(cudaFree, &hookFree),
+    MEMTOOL_GOT_HOOK(cudaFreeAsync, &hookFreeAsync),
+    MEMTOOL_GOT_HOOK(cudaMallocHost, &hookMallocHost),
+    MEMTOOL_GOT_HOOK(cudaHostAlloc, &hookHostAlloc),
+    MEMTOOL_GOT_HOOK(cudaFreeHost, &hookFreeHost),
 };
 
 }  // namespace

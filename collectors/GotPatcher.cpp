@@ -1,10 +1,10 @@
 #include "collectors/GotPatcher.h"
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <cstdint>
 #include <cstring>
 
 namespace memtool::collectors {
@@ -13,11 +13,15 @@ namespace {
 
 struct DynamicInfo {
     const ElfW(Sym)* symtab = nullptr;
+    size_t symbolCount = 0;  // from DT_HASH or DT_GNU_HASH; 0: unknown (nothing is patched)
     const char* strtab = nullptr;
+    size_t strtabBytes = 0;
     const ElfW(Rela)* jmprel = nullptr;
     size_t jmprelBytes = 0;
     const ElfW(Rela)* rela = nullptr;
     size_t relaBytes = 0;
+    const uint32_t* hash = nullptr;
+    const uint32_t* gnuHash = nullptr;
     // DT_NEEDED names, as string-table offsets (the first kMaxNeeded of them).
     static constexpr size_t kMaxNeeded = 128;
     ElfW(Xword) needed[kMaxNeeded];
@@ -30,43 +34,22 @@ uintptr_t absolute(const dl_phdr_info* info, ElfW(Addr) ptr) {
     return ptr < info->dlpi_addr ? info->dlpi_addr + ptr : ptr;
 }
 
-bool inRelro(const dl_phdr_info* info, uintptr_t addr) {
-    for (int i = 0; i < info->dlpi_phnum; ++i) {
-        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-        if (ph.p_type != PT_GNU_RELRO) continue;
-        uintptr_t start = info->dlpi_addr + ph.p_vaddr;
-        if (addr >= start && addr < start + ph.p_memsz) return true;
-    }
-    return false;
-}
-
-bool writeSlot(const dl_phdr_info* info, void** slot, void* value) {
-    static const uintptr_t pageSize = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    uintptr_t page = reinterpret_cast<uintptr_t>(slot) & ~(pageSize - 1);
-    bool relro = inRelro(info, reinterpret_cast<uintptr_t>(slot));
-    if (relro && mprotect(reinterpret_cast<void*>(page), pageSize, PROT_READ | PROT_WRITE) != 0)
-        return false;
-    __atomic_store_n(slot, value, __ATOMIC_RELEASE);
-    if (relro) mprotect(reinterpret_cast<void*>(page), pageSize, PROT_READ);
-    return true;
-}
-
-size_t patchTable(const dl_phdr_info* info, const DynamicInfo& dyn, const ElfW(Rela)* table,
-                  size_t bytes, const GotHook* hooks, size_t hookCount) {
-    size_t patched = 0;
-    for (size_t i = 0; i < bytes / sizeof(ElfW(Rela)); ++i) {
-        const ElfW(Rela)& r = table[i];
-        auto type = ELF64_R_TYPE(r.r_info);
-        if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT && type != R_X86_64_64)
-            continue;
-        const char* name = dyn.strtab + dyn.symtab[ELF64_R_SYM(r.r_info)].st_name;
-        for (size_t h = 0; h < hookCount; ++h) {
-            if (std::strcmp(name, hooks[h].symbol) != 0) continue;
-            auto** slot = reinterpret_cast<void**>(info->dlpi_addr + r.r_offset);
-            if (writeSlot(info, slot, hooks[h].replacement)) ++patched;
-        }
-    }
-    return patched;
+// The number of dynamic symbols. DT_HASH says it outright (nchain); DT_GNU_HASH
+// only through its chains: the highest hashed symbol ends the table, and the
+// unhashed ones (imports) come before symoffset.
+size_t countSymbols(const DynamicInfo& dyn) {
+    if (dyn.hash) return dyn.hash[1];
+    if (!dyn.gnuHash) return 0;
+    const uint32_t nbuckets = dyn.gnuHash[0], symoffset = dyn.gnuHash[1], bloomWords = dyn.gnuHash[2];
+    const auto* bloom = reinterpret_cast<const ElfW(Addr)*>(dyn.gnuHash + 4);
+    const auto* buckets = reinterpret_cast<const uint32_t*>(bloom + bloomWords);
+    const uint32_t* chain = buckets + nbuckets;
+    uint32_t last = 0;
+    for (uint32_t b = 0; b < nbuckets; ++b)
+        if (buckets[b] > last) last = buckets[b];
+    if (last < symoffset) return symoffset;
+    while (!(chain[last - symoffset] & 1)) ++last;
+    return last + 1;
 }
 
 bool readDynamic(const dl_phdr_info* info, DynamicInfo& dyn) {
@@ -81,34 +64,96 @@ bool readDynamic(const dl_phdr_info* info, DynamicInfo& dyn) {
             case DT_NEEDED:
                 if (dyn.neededCount < DynamicInfo::kMaxNeeded) dyn.needed[dyn.neededCount++] = d->d_un.d_val;
                 break;
-            case DT_SYMTAB:
-                dyn.symtab = reinterpret_cast<const ElfW(Sym)*>(absolute(info, d->d_un.d_ptr));
-                break;
-            case DT_STRTAB:
-                dyn.strtab = reinterpret_cast<const char*>(absolute(info, d->d_un.d_ptr));
-                break;
-            case DT_JMPREL:
-                dyn.jmprel = reinterpret_cast<const ElfW(Rela)*>(absolute(info, d->d_un.d_ptr));
-                break;
-            case DT_PLTRELSZ:
-                dyn.jmprelBytes = d->d_un.d_val;
-                break;
-            case DT_RELA:
-                dyn.rela = reinterpret_cast<const ElfW(Rela)*>(absolute(info, d->d_un.d_ptr));
-                break;
-            case DT_RELASZ:
-                dyn.relaBytes = d->d_un.d_val;
-                break;
-            default:
-                break;
+            case DT_SYMTAB: dyn.symtab = reinterpret_cast<const ElfW(Sym)*>(absolute(info, d->d_un.d_ptr)); break;
+            case DT_STRTAB: dyn.strtab = reinterpret_cast<const char*>(absolute(info, d->d_un.d_ptr)); break;
+            case DT_STRSZ: dyn.strtabBytes = d->d_un.d_val; break;
+            case DT_HASH: dyn.hash = reinterpret_cast<const uint32_t*>(absolute(info, d->d_un.d_ptr)); break;
+            case DT_GNU_HASH: dyn.gnuHash = reinterpret_cast<const uint32_t*>(absolute(info, d->d_un.d_ptr)); break;
+            case DT_JMPREL: dyn.jmprel = reinterpret_cast<const ElfW(Rela)*>(absolute(info, d->d_un.d_ptr)); break;
+            case DT_PLTRELSZ: dyn.jmprelBytes = d->d_un.d_val; break;
+            case DT_RELA: dyn.rela = reinterpret_cast<const ElfW(Rela)*>(absolute(info, d->d_un.d_ptr)); break;
+            case DT_RELASZ: dyn.relaBytes = d->d_un.d_val; break;
+            default: break;
         }
     }
-    return dyn.symtab && dyn.strtab;
+    if (!dyn.symtab || !dyn.strtab || dyn.strtabBytes == 0) return false;
+    dyn.symbolCount = countSymbols(dyn);
+    return dyn.symbolCount > 0;
+}
+
+// The name at a string-table offset, or null when it does not lie wholly inside.
+const char* stringAt(const DynamicInfo& dyn, size_t offset) {
+    if (offset >= dyn.strtabBytes) return nullptr;
+    const char* s = dyn.strtab + offset;
+    return memchr(s, '\0', dyn.strtabBytes - offset) ? s : nullptr;
+}
+
+// Where a GOT slot may legitimately be: inside one of the module's writable or
+// RELRO load segments.
+struct SlotPlace {
+    bool valid = false;
+    bool relro = false;
+};
+
+SlotPlace placeOf(const dl_phdr_info* info, uintptr_t addr) {
+    SlotPlace place;
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        const uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+        const bool inside = addr >= start && addr + sizeof(void*) <= start + ph.p_memsz;
+        if (!inside) continue;
+        if (ph.p_type == PT_GNU_RELRO) place.relro = true;
+        if (ph.p_type == PT_LOAD && (ph.p_flags & PF_W)) place.valid = true;
+    }
+    place.valid |= place.relro;
+    return place;
+}
+
+bool writeSlot(void** slot, void* value, bool relro) {
+    static const uintptr_t pageSize = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t page = reinterpret_cast<uintptr_t>(slot) & ~(pageSize - 1);
+    if (relro && mprotect(reinterpret_cast<void*>(page), pageSize, PROT_READ | PROT_WRITE) != 0) return false;
+    __atomic_store_n(slot, value, __ATOMIC_RELEASE);
+    if (relro) mprotect(reinterpret_cast<void*>(page), pageSize, PROT_READ);
+    return true;
+}
+
+bool isImportRelocation(uint64_t type) {
+    return type == R_X86_64_JUMP_SLOT || type == R_X86_64_GLOB_DAT || type == R_X86_64_64;
+}
+
+size_t patchTable(const dl_phdr_info* info, const DynamicInfo& dyn, const ElfW(Rela)* table, size_t bytes,
+                  const GotHook* hooks, size_t hookCount, MappedArray<PatchedSlot>* log) {
+    size_t patched = 0;
+    for (size_t i = 0; i < bytes / sizeof(ElfW(Rela)); ++i) {
+        const ElfW(Rela)& r = table[i];
+        if (!isImportRelocation(ELF64_R_TYPE(r.r_info))) continue;
+        const size_t symbol = ELF64_R_SYM(r.r_info);
+        if (symbol == 0 || symbol >= dyn.symbolCount) continue;
+        const char* name = stringAt(dyn, dyn.symtab[symbol].st_name);
+        if (!name) continue;
+        for (size_t h = 0; h < hookCount; ++h) {
+            if (std::strcmp(name, hooks[h].symbol) != 0) continue;
+            const uintptr_t addr = info->dlpi_addr + r.r_offset;
+            const SlotPlace place = placeOf(info, addr);
+            if (!place.valid) continue;
+            auto** slot = reinterpret_cast<void**>(addr);
+            void* previous = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+            if (previous == hooks[h].replacement) continue;  // patched already
+            if (!writeSlot(slot, hooks[h].replacement, place.relro)) continue;
+            ++patched;
+            if (log) log->push(PatchedSlot{slot, previous});
+        }
+    }
+    return patched;
 }
 
 }  // namespace
 
-size_t patchModuleImports(const dl_phdr_info* info, const GotHook* hooks, size_t hookCount, const char* needs) {
+void* findOriginal(const char* symbol) { return dlsym(RTLD_DEFAULT, symbol); }
+
+size_t patchModuleImports(const dl_phdr_info* info, const GotHook* hooks, size_t hookCount, const char* needs,
+                          MappedArray<PatchedSlot>* log) {
     DynamicInfo dyn;
     if (!readDynamic(info, dyn)) return 0;
     if (needs) {
@@ -116,14 +161,31 @@ size_t patchModuleImports(const dl_phdr_info* info, const GotHook* hooks, size_t
         // provider in DT_NEEDED), so one that names none of `needs` imports nothing
         // of it: skip its relocations, which run to tens of thousands in libtorch.
         bool found = false;
-        for (size_t i = 0; i < dyn.neededCount && !found; ++i)
-            found = std::strncmp(dyn.strtab + dyn.needed[i], needs, std::strlen(needs)) == 0;
+        for (size_t i = 0; i < dyn.neededCount && !found; ++i) {
+            const char* name = stringAt(dyn, dyn.needed[i]);
+            found = name && std::strncmp(name, needs, std::strlen(needs)) == 0;
+        }
         if (!found) return 0;
     }
     size_t n = 0;
-    if (dyn.jmprel) n += patchTable(info, dyn, dyn.jmprel, dyn.jmprelBytes, hooks, hookCount);
-    if (dyn.rela) n += patchTable(info, dyn, dyn.rela, dyn.relaBytes, hooks, hookCount);
+    if (dyn.jmprel) n += patchTable(info, dyn, dyn.jmprel, dyn.jmprelBytes, hooks, hookCount, log);
+    if (dyn.rela) n += patchTable(info, dyn, dyn.rela, dyn.relaBytes, hooks, hookCount, log);
     return n;
+}
+
+size_t restoreModuleImports(const dl_phdr_info* info, MappedArray<PatchedSlot>& log) {
+    size_t restored = 0, kept = 0;
+    for (size_t i = 0; i < log.size(); ++i) {
+        const PatchedSlot s = log[i];
+        const SlotPlace place = placeOf(info, reinterpret_cast<uintptr_t>(s.slot));
+        if (place.valid && writeSlot(s.slot, s.previous, place.relro)) {
+            ++restored;
+            continue;
+        }
+        log[kept++] = s;
+    }
+    log.truncate(kept);
+    return restored;
 }
 
 }  // namespace memtool::collectors

@@ -1,7 +1,7 @@
 #pragma once
 // Open-addressing hash tables whose storage comes from mmap, so that hooks can
-// insert without touching the heap of the process they observe. Neither is
-// thread-safe: the Tracker serializes access under its lock.
+// insert without touching the heap of the process they observe. None is
+// thread-safe: their owners serialize access.
 
 #include <sys/mman.h>
 
@@ -89,7 +89,8 @@ private:
     uint32_t count_ = 0;
 };
 
-// Live tracked pointers -> a 64-bit value (the Tracker packs device and size).
+// Non-zero 64-bit keys (live tracked pointers) -> a 64-bit value (the engine packs
+// device and size).
 // Linear probing with backward-shift
 // deletion, so there are no tombstones and lookups of untracked pointers stop
 // at the first empty slot.
@@ -111,6 +112,19 @@ public:
                 slots_[i] = Slot{ptr, size};
                 return true;
             }
+        }
+    }
+
+    // The value stored for ptr; false when ptr is not in the map.
+    bool find(uint64_t ptr, uint64_t* value) const {
+        if (count_ == 0) return false;
+        size_t mask = capacity_ - 1;
+        for (size_t i = mixHash(ptr) & mask;; i = (i + 1) & mask) {
+            if (slots_[i].ptr == ptr) {
+                *value = slots_[i].size;
+                return true;
+            }
+            if (slots_[i].ptr == 0) return false;
         }
     }
 
@@ -170,6 +184,51 @@ private:
     }
 
     Slot* slots_ = nullptr;
+    size_t capacity_ = 0;
+    size_t count_ = 0;
+};
+
+// A growable array of trivially copyable T in memory from mmap.
+template <typename T>
+class MappedArray {
+public:
+    MappedArray() = default;
+    MappedArray(const MappedArray&) = delete;
+    MappedArray& operator=(const MappedArray&) = delete;
+    ~MappedArray() {
+        if (items_) munmap(items_, capacity_ * sizeof(T));
+    }
+
+    // False when memory ran out (the array is unchanged).
+    bool push(const T& item) {
+        if (count_ == capacity_ && !grow()) return false;
+        items_[count_++] = item;
+        return true;
+    }
+    size_t size() const { return count_; }
+    T& operator[](size_t i) { return items_[i]; }
+    const T& operator[](size_t i) const { return items_[i]; }
+    T* data() { return items_; }
+    void clear() { count_ = 0; }
+    void truncate(size_t n) {
+        if (n < count_) count_ = n;
+    }
+
+private:
+    bool grow() {
+        size_t newCap = capacity_ ? capacity_ * 2 : 4096 / sizeof(T) + 1;
+        auto* fresh = static_cast<T*>(mapZeroed(newCap * sizeof(T)));
+        if (!fresh) return false;
+        if (items_) {
+            std::memcpy(fresh, items_, count_ * sizeof(T));
+            munmap(items_, capacity_ * sizeof(T));
+        }
+        items_ = fresh;
+        capacity_ = newCap;
+        return true;
+    }
+
+    T* items_ = nullptr;
     size_t capacity_ = 0;
     size_t count_ = 0;
 };

@@ -2,14 +2,15 @@
 
 #include <dlfcn.h>
 #include <link.h>
-#include <pthread.h>
 
-#include <mutex>
-#include <unordered_map>
+#include <string_view>
 
 #include "collectors/CPythonApi.h"
+#include "collectors/Engine.h"
+#include "collectors/MappedTable.h"
+#include "collectors/NoDestroy.h"
 #include "collectors/ShadowStack.h"
-#include "collectors/Tracker.h"
+#include "collectors/ThreadState.h"
 
 namespace memtool::collectors {
 
@@ -18,27 +19,13 @@ namespace {
 CPythonApi api;
 bool resolved = false;
 bool installed = false;
-Tracker* tracker = nullptr;
-pthread_key_t stackKey;
+Engine* gEngine = nullptr;
 
-// Code object -> wire id. Touched only with the GIL held. Each interned code
-// object keeps one reference, so its address is never reused for another one.
-std::unordered_map<void*, uint32_t>* codeIds = nullptr;
-
-thread_local ShadowStack* tlsStack __attribute__((tls_model("initial-exec"))) = nullptr;
-
-void releaseStack(void* p) {
-    tlsStack = nullptr;
-    delete static_cast<ShadowStack*>(p);
-}
-
-ShadowStack* ownStack() {
-    if (!tlsStack) {
-        tlsStack = new ShadowStack();
-        pthread_setspecific(stackKey, tlsStack);
-    }
-    return tlsStack;
-}
+// Code object -> (stream generation << 32 | wire id). Touched only with the GIL
+// held. Each interned code object keeps one reference, so its address is never
+// reused for another one.
+constinit NoDestroy<PointerMap> gCodeIds;
+PointerMap& codeIds = gCodeIds.value;
 
 std::string_view utf8Attr(PyObjectPtr obj, const char* name, PyObjectPtr* holder) {
     *holder = api.ObjectGetAttrString(obj, name);
@@ -58,10 +45,13 @@ std::string_view utf8Attr(PyObjectPtr obj, const char* name, PyObjectPtr* holder
 uint32_t internCode(PyFramePtr frame) {
     PyObjectPtr code = api.FrameGetCode(frame);
     if (!code) return 0;
-    auto it = codeIds->find(code);
-    if (it != codeIds->end()) {
+    const uint64_t generation = gEngine->generation();
+    const uint64_t key = reinterpret_cast<uint64_t>(code);
+    uint64_t entry = 0;
+    const bool known = codeIds.find(key, &entry);
+    if (known && entry >> 32 == generation) {
         api.DecRef(code);
-        return it->second;
+        return static_cast<uint32_t>(entry);
     }
     PyObjectPtr fileObj, nameObj, lineObj;
     std::string_view file = utf8Attr(code, "co_filename", &fileObj);
@@ -76,11 +66,12 @@ uint32_t internCode(PyFramePtr frame) {
     } else {
         api.ErrClear();
     }
-    uint32_t id = tracker->emitPyCode(file.data(), file.size(), name.data(), name.size(),
-                                      static_cast<uint64_t>(firstLine < 0 ? 0 : firstLine));
+    const uint32_t id = gEngine->pyCode(file.data(), file.size(), name.data(), name.size(),
+                                        static_cast<uint64_t>(firstLine < 0 ? 0 : firstLine));
     if (fileObj) api.DecRef(fileObj);
     if (nameObj) api.DecRef(nameObj);
-    codeIds->emplace(code, id);  // keeps the reference from FrameGetCode
+    codeIds.insert(key, generation << 32 | id);
+    if (known) api.DecRef(code);  // the map holds one reference already
     return id;
 }
 
@@ -107,11 +98,19 @@ void pop(ShadowStack* s, PyFramePtr frame) {
     }
 }
 
+// This thread's shadow stack, made on its first Python event.
+ShadowStack* ownStack() {
+    ThreadState* ts = threadState();
+    if (!ts) return nullptr;
+    ts->pythonSeen = true;
+    return &ts->python;
+}
+
 int profile(PyObjectPtr, PyFramePtr frame, int what, PyObjectPtr) {
     if (what == kPyTraceCall) {
-        push(ownStack(), frame);
+        if (ShadowStack* s = ownStack()) push(s, frame);
     } else if (what == kPyTraceReturn) {
-        if (tlsStack) pop(tlsStack, frame);
+        if (ShadowStack* s = currentShadowStack()) pop(s, frame);
     }
     return 0;
 }
@@ -119,6 +118,7 @@ int profile(PyObjectPtr, PyFramePtr frame, int what, PyObjectPtr) {
 // Rebuilds this thread's shadow stack from the frames running now.
 void seedCurrentThread() {
     ShadowStack* s = ownStack();
+    if (!s) return;
     s->depth = 0;
     PyFramePtr chain[ShadowStack::kCapacity];
     uint32_t n = 0;
@@ -142,16 +142,22 @@ PyObjectPtr threadBootstrap(PyObjectPtr, PyObjectPtr) {
 
 PyMethodDefLayout bootstrapDef{"_memtool_thread_profile", threadBootstrap, kMethVarargs, nullptr};
 
-}  // namespace
-
-ShadowStack* currentShadowStack() { return tlsStack; }
-
-uint32_t currentLine(void* frame) {
-    int line = api.FrameGetLineNumber(frame);
-    return line < 0 ? 0 : static_cast<uint32_t>(line);
+// The interpreter loop's extent, so native unwinding can stop at it.
+void findInterpreterLoop(Engine& engine) {
+    void* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+    if (!eval) return;
+    Dl_info info;
+    void* entry = nullptr;  // const ElfW(Sym)*
+    if (!dladdr1(eval, &info, &entry, RTLD_DL_SYMENT) || !entry) return;
+    const auto* sym = static_cast<const ElfW(Sym)*>(entry);
+    if (sym->st_size == 0) return;
+    const uint64_t start = reinterpret_cast<uint64_t>(eval);
+    engine.capture().setInterpreterLoop(start, start + sym->st_size);
 }
 
-void PythonTracker::tryInstall(Tracker& t) {
+}  // namespace
+
+void PythonTracker::tryInstall(Engine& engine) {
     if (installed) return;
     if (!resolved) {
         if (!api.resolve()) return;  // no interpreter in this process (yet)
@@ -159,21 +165,9 @@ void PythonTracker::tryInstall(Tracker& t) {
     }
     if (!api.IsInitialized() || !api.GILStateCheck()) return;
     installed = true;
-    tracker = &t;
-    codeIds = new std::unordered_map<void*, uint32_t>();
-    pthread_key_create(&stackKey, releaseStack);
-
-    // The interpreter loop's extent, so native unwinding can stop at it.
-    if (void* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault")) {
-        Dl_info info;
-        void* entry = nullptr;  // const ElfW(Sym)*
-        const auto* sym = static_cast<const ElfW(Sym)*>(nullptr);
-        if (dladdr1(eval, &info, &entry, RTLD_DL_SYMENT) && (sym = static_cast<const ElfW(Sym)*>(entry)) &&
-            sym->st_size > 0) {
-            uint64_t start = reinterpret_cast<uint64_t>(eval);
-            t.setInterpreterLoop(start, start + sym->st_size);
-        }
-    }
+    gEngine = &engine;
+    setLineReader(api.FrameGetLineNumber);
+    findInterpreterLoop(engine);
 
     api.EvalSetProfile(profile, nullptr);
     seedCurrentThread();

@@ -8,10 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 
+#include "collectors/Collector.h"
 #include "collectors/ModuleName.h"
-#include "collectors/Tracker.h"
 #include "collectors/torch/TorchBridgeApi.h"
 #include "core/Protocol.h"
 
@@ -19,7 +18,8 @@ namespace memtool::collectors {
 namespace {
 
 // Plain data only at namespace scope: the library constructor that fills these
-// runs before this file's dynamic initializers would.
+// runs before this file's dynamic initializers would. Texts are fixed buffers:
+// this runs inside CUDA allocation hooks, where the heap is off limits.
 char gBridgePath[4096];             // empty: this memtool was built without the bridge
 std::atomic<bool> gSettled{false};  // attached, or given up with a warning
 std::atomic<bool> gBusy{false};     // one thread at a time; the others do not wait
@@ -27,26 +27,29 @@ std::atomic<bool> gBusy{false};     // one thread at a time; the others do not w
 unsigned long long gSeenAdds = ~0ull;
 void* gHandle = nullptr;  // the bridge, once loaded (under gBusy)
 
+constexpr size_t kBuildIdChars = 2 * 64 + 1;  // hex of the longest build id we read
+
 struct C10Cuda {
     unsigned long long lastAdds = ~0ull;  // in: nothing was loaded since this count
     bool unchanged = false;
     bool found = false;
-    std::string buildId;  // lower-case hex
+    char buildId[kBuildIdChars] = "";  // lower-case hex
     unsigned long long adds = 0;
 };
 
-std::string hex(const unsigned char* p, size_t n) {
+void hex(const unsigned char* p, size_t n, char* out, size_t outSize) {
     static const char digits[] = "0123456789abcdef";
-    std::string s;
-    for (size_t i = 0; i < n; ++i) {
-        s += digits[p[i] >> 4];
-        s += digits[p[i] & 15];
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 2 < outSize; ++i) {
+        out[o++] = digits[p[i] >> 4];
+        out[o++] = digits[p[i] & 15];
     }
-    return s;
+    out[o] = '\0';
 }
 
-// The GNU build id in a loaded module's PT_NOTE segments.
-std::string buildIdOf(const dl_phdr_info* info) {
+// The GNU build id in a loaded module's PT_NOTE segments, as hex ("" when none).
+void buildIdOf(const dl_phdr_info* info, char* out, size_t outSize) {
+    out[0] = '\0';
     for (int i = 0; i < info->dlpi_phnum; ++i) {
         const auto& ph = info->dlpi_phdr[i];
         if (ph.p_type != PT_NOTE) continue;
@@ -56,13 +59,12 @@ std::string buildIdOf(const dl_phdr_info* info) {
             const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
             const unsigned char* name = p + sizeof(ElfW(Nhdr));
             const unsigned char* desc = name + ((note->n_namesz + 3) & ~3u);
-            if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 &&
-                std::memcmp(name, "GNU", 4) == 0)
-                return hex(desc, note->n_descsz);
+            if (desc + note->n_descsz > end) break;
+            if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0)
+                return hex(desc, note->n_descsz, out, outSize);
             p = desc + ((note->n_descsz + 3) & ~3u);
         }
     }
-    return {};
 }
 
 int findC10Cuda(dl_phdr_info* info, size_t, void* data) {
@@ -76,28 +78,25 @@ int findC10Cuda(dl_phdr_info* info, size_t, void* data) {
     }
     if (!fileNameStartsWith(info->dlpi_name ? info->dlpi_name : "", "libc10_cuda.so")) return 0;
     out->found = true;
-    out->buildId = buildIdOf(info);
+    buildIdOf(info, out->buildId, sizeof out->buildId);
     return 1;
 }
 
-void hostAlloc(uint8_t device, uint64_t key, uint64_t size) {
-    Tracker& t = Tracker::instance();
-    if (t.active()) t.recordAlloc(device, key, size, /*timedFlush=*/false);
-}
+// The bridge records under PyTorch's allocator lock: never wait on the socket
+// there unless the buffer is full.
+void hostAlloc(uint8_t device, uint64_t key, uint64_t size) { engine().alloc(device, key, size, FlushPolicy::WhenFull); }
+void hostFree(uint64_t key) { engine().free(key); }
+void hostWarn(const char* text) { engine().note(core::kNoteWarning, text); }
 
-void hostFree(uint64_t key) {
-    Tracker& t = Tracker::instance();
-    if (t.active()) t.recordFree(key);
-}
+const char kDeviceOnly[] = "; cuda rows show driver-level figures only (no active/reserved)";
 
-void hostWarn(const char* text) { Tracker::instance().recordNote(core::kNoteWarning, text); }
-
-void settle(const std::string& warning) {
-    if (!warning.empty()) hostWarn(warning.c_str());
+// Settles with a warning made of `parts`, followed by kDeviceOnly.
+void settle(const char* a, const char* b = "", const char* c = "", const char* d = "", const char* e = "") {
+    char text[1024];
+    std::snprintf(text, sizeof text, "%s%s%s%s%s%s", a, b, c, d, e, kDeviceOnly);
+    hostWarn(text);
     gSettled.store(true);
 }
-
-const char* kDeviceOnly = "; cuda rows show driver-level figures only (no active/reserved)";
 
 }  // namespace
 
@@ -123,44 +122,32 @@ void tryAttachTorchBridge() {
         return;
     }
     if (!gBridgePath[0]) {
-        settle(
-            std::string(
-                "this memtool was built without the torch bridge (it needs a CUDA build of torch "
-                "2.2 or later at build time)") +
-            kDeviceOnly);
-        return;
+        return settle(
+            "this memtool was built without the torch bridge (it needs a CUDA build of torch 2.2 or later at "
+            "build time)");
     }
     if (!gHandle) {
         gHandle = dlopen(gBridgePath, RTLD_NOW | RTLD_LOCAL);
         if (!gHandle) {
             const char* why = dlerror();
-            settle(std::string("the torch bridge does not load into this torch (") +
-                   (why ? why : "?") + ")" + kDeviceOnly);
-            return;
+            return settle("the torch bridge does not load into this torch (", why ? why : "?", ")");
         }
-        auto buildId = reinterpret_cast<MemtoolBridgeBuildIdFn>(
-            dlsym(gHandle, "memtool_torch_bridge_build_id"));
-        std::string expected = buildId ? buildId() : "";
-        if (expected.empty() || expected != c10.buildId) {
+        auto buildId = reinterpret_cast<MemtoolBridgeBuildIdFn>(dlsym(gHandle, "memtool_torch_bridge_build_id"));
+        const char* expected = buildId ? buildId() : "";
+        if (!expected || !*expected || std::strcmp(expected, c10.buildId) != 0) {
             dlclose(gHandle);
             gHandle = nullptr;
-            settle("the torch bridge was built for another torch (libc10_cuda.so build id " +
-                   expected + ", this process runs " +
-                   (c10.buildId.empty() ? "one without a build id" : c10.buildId) + ")" +
-                   kDeviceOnly);
-            return;
+            return settle("the torch bridge was built for another torch (libc10_cuda.so build id ",
+                          expected ? expected : "", ", this process runs ",
+                          c10.buildId[0] ? c10.buildId : "one without a build id", ")");
         }
     }
-    auto attach =
-        reinterpret_cast<MemtoolBridgeAttachFn>(dlsym(gHandle, "memtool_torch_bridge_attach"));
-    if (!attach) {
-        settle(std::string("the torch bridge has no attach function") + kDeviceOnly);
-        return;
-    }
+    auto attach = reinterpret_cast<MemtoolBridgeAttachFn>(dlsym(gHandle, "memtool_torch_bridge_attach"));
+    if (!attach) return settle("the torch bridge has no attach function");
     static const MemtoolBridgeHost host{kMemtoolBridgeApiVersion, hostAlloc, hostFree, hostWarn};
-    int rc = attach(&host);
+    const int rc = attach(&host);
     if (rc == kMemtoolBridgeAttached) {
-        Tracker::instance().recordNote(core::kNoteTorchBridge, "attached");
+        engine().note(core::kNoteTorchBridge, "attached");
         gSettled.store(true);
     } else if (rc == kMemtoolBridgeRefused) {
         gSettled.store(true);  // the bridge said why

@@ -28,11 +28,6 @@ void Aggregator::onPyNode(const PyNodeRecord& n) {
     ++records_;
 }
 
-void Aggregator::onThreadName(const ThreadNameRecord& t) {
-    threadNames_[t.tid] = t.name;
-    ++records_;
-}
-
 void Aggregator::onNote(const NoteRecord& n) {
     notes_.push_back(n);
     ++records_;

@@ -54,7 +54,6 @@ public:
     void onPyNode(const PyNodeRecord& n) override;
     void onAlloc(const AllocRecord& a) override;
     void onFree(const FreeRecord& f) override;
-    void onThreadName(const ThreadNameRecord& t) override;
     void onNote(const NoteRecord& n) override;
     void onEnd(const EndFields& e) override;
 
@@ -70,7 +69,6 @@ public:
     const std::vector<NativeNodeRecord>& nativeNodes() const { return nativeNodes_; }
     const std::vector<PyNodeRecord>& pyNodes() const { return pyNodes_; }
     const std::vector<PyCodeRecord>& pyCodes() const { return pyCodes_; }
-    const std::map<uint64_t, std::string>& threadNames() const { return threadNames_; }
     // Notes in arrival order (a key may repeat: each warning is one note).
     const std::vector<NoteRecord>& notes() const { return notes_; }
     uint64_t lastTimeNs() const { return lastTimeNs_; }
@@ -105,7 +103,6 @@ private:
     std::vector<NativeNodeRecord> nativeNodes_{1};
     std::vector<PyNodeRecord> pyNodes_{1};
     std::vector<PyCodeRecord> pyCodes_{1};
-    std::map<uint64_t, std::string> threadNames_;
     std::vector<NoteRecord> notes_;
     uint64_t lastTimeNs_ = 0;
     uint64_t records_ = 0;

@@ -16,7 +16,7 @@
 namespace memtool::core {
 
 inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'O', 'O', 'L', '\0'};
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;
 
 // Environment variables shared by the CLI and the collectors.
 inline constexpr const char* kEnvSocket = "MEMTOOL_SOCKET";    // path of the CLI's Unix socket
@@ -31,7 +31,6 @@ enum class RecordTag : uint8_t {
     PyNode = 'P',
     Alloc = 'A',
     Free = 'F',
-    ThreadName = 'T',
     Note = 'W',
     End = 'E',
 };
@@ -76,6 +75,24 @@ inline uint8_t cudaDevice(int ordinal, DevicePool pool = DevicePool::Device) {
 inline uint8_t cudaDeviceOrFirst(int ordinal) {
     return cudaDevice(ordinal >= 0 && ordinal < kMaxCudaDevices ? ordinal : 0);
 }
+
+// Keys of Alloc/Free records that are not plain addresses. Addresses are unique
+// across devices (CUDA's unified addressing) and user-space addresses stay below
+// 2^47, so the top bits are free to keep other kinds of object apart in one
+// table of live keys:
+//   bit 63  a CUDA VMM physical allocation, keyed by its handle (cuMemCreate)
+//   bit 62  a block of PyTorch's caching allocator, in the cuda:N.active pool
+//   bit 61  a segment (or 2 MiB page of one) in the cuda:N.reserved pool
+inline constexpr uint64_t kKeyVmmHandle = 1ull << 63;
+inline constexpr uint64_t kKeyActivePool = 1ull << 62;
+inline constexpr uint64_t kKeyReservedPool = 1ull << 61;
+
+// How a process's stream ended (End record). A stream that stops without End was
+// cut: the process was killed, or its collector lost the socket.
+enum class ExitKind : uint8_t {
+    Normal = 0,     // exit() or a return from main: the collector's destructor ran
+    Immediate = 1,  // _exit() (os._exit, a fork child's exit): destructors skipped
+};
 
 // ---- varint (unsigned LEB128) ------------------------------------------------
 //
@@ -129,13 +146,14 @@ inline uint8_t* encodePyNode(uint8_t* p, uint64_t parent, uint64_t codeId, uint6
     return putVarint(p, line);
 }
 
+// No thread id rides on events: no report groups by thread (a thread's Python
+// frames already name its entry point), and every record pays for what it carries.
 struct AllocFields {
     uint8_t device = kDeviceCpu;
-    uint64_t address = 0;
+    uint64_t address = 0;      // or a key (kKey* bits)
     uint64_t size = 0;         // bytes
     uint64_t nativeNode = 0;   // 0: no native stack
     uint64_t pyNode = 0;       // 0: no Python stack
-    uint64_t threadId = 0;     // kernel tid
     uint64_t timeDeltaNs = 0;  // since the previous Alloc/Free record of the stream
 };
 
@@ -146,14 +164,12 @@ inline uint8_t* encodeAlloc(uint8_t* p, const AllocFields& a) {
     p = putVarint(p, a.size);
     p = putVarint(p, a.nativeNode);
     p = putVarint(p, a.pyNode);
-    p = putVarint(p, a.threadId);
     return putVarint(p, a.timeDeltaNs);
 }
 
 struct FreeFields {
     uint8_t device = kDeviceCpu;
     uint64_t address = 0;
-    uint64_t threadId = 0;
     uint64_t timeDeltaNs = 0;
 };
 
@@ -161,7 +177,6 @@ inline uint8_t* encodeFree(uint8_t* p, const FreeFields& f) {
     *p++ = static_cast<uint8_t>(RecordTag::Free);
     *p++ = f.device;
     p = putVarint(p, f.address);
-    p = putVarint(p, f.threadId);
     return putVarint(p, f.timeDeltaNs);
 }
 
@@ -173,8 +188,8 @@ struct EndFields {
     uint64_t allocatedBytes = 0;
     uint64_t freedBytes = 0;
     uint64_t recordCount = 0;   // every record before End, the handshake included
-    uint64_t missedEvents = 0;  // events seen while tracking could not record them
-    uint64_t exitKind = 0;      // 0 exit()/return from main, 1 _exit(), 2 detached
+    uint64_t missedEvents = 0;  // events the collector saw while connected but could not record
+    uint64_t exitKind = 0;      // an ExitKind
 };
 
 inline uint8_t* encodeEnd(uint8_t* p, const EndFields& e) {
@@ -200,6 +215,25 @@ inline uint8_t* encodePreamble(uint8_t* p) {
     return p + kPreambleBytes;
 }
 
+// Handshake: the first record, right after the preamble. The caller writes the
+// head, then `argc` strings (putString), into a buffer of
+// handshakeBytes(argc, total argument bytes).
+inline constexpr uint64_t kHandshakeNativeStacks = 1;  // flags bit 0
+inline constexpr uint64_t kHandshakePythonStacks = 2;  // flags bit 1
+inline size_t handshakeBytes(size_t argc, size_t argBytes) {
+    return kPreambleBytes + 1 + 5 * kMaxVarintBytes + argc * kMaxVarintBytes + argBytes;
+}
+inline uint8_t* encodeHandshakeHead(uint8_t* p, uint64_t pid, uint64_t ppid, uint64_t startUnixNs, uint64_t flags,
+                                    uint64_t argc) {
+    p = encodePreamble(p);
+    *p++ = static_cast<uint8_t>(RecordTag::Handshake);
+    p = putVarint(p, pid);
+    p = putVarint(p, ppid);
+    p = putVarint(p, startUnixNs);
+    p = putVarint(p, flags);
+    return putVarint(p, argc);
+}
+
 inline size_t pyCodeBytes(size_t fileLen, size_t nameLen) {
     return 1 + stringBytes(fileLen) + stringBytes(nameLen) + kMaxVarintBytes;
 }
@@ -223,13 +257,6 @@ inline uint8_t* encodeNote(uint8_t* p, const char* key, size_t keyLen, const cha
     *p++ = static_cast<uint8_t>(RecordTag::Note);
     p = putString(p, key, keyLen);
     return putString(p, text, textLen);
-}
-
-inline size_t threadNameBytes(size_t nameLen) { return 1 + kMaxVarintBytes + stringBytes(nameLen); }
-inline uint8_t* encodeThreadName(uint8_t* p, uint64_t tid, const char* name, size_t nameLen) {
-    *p++ = static_cast<uint8_t>(RecordTag::ThreadName);
-    p = putVarint(p, tid);
-    return putString(p, name, nameLen);
 }
 
 // Module: one loaded ELF object. Ranges are its executable segments as

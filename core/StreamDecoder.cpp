@@ -49,23 +49,6 @@ struct Cursor {
 
 }  // namespace
 
-std::vector<uint8_t> encodeHandshake(const Handshake& h) {
-    std::vector<uint8_t> out;
-    size_t cap = kPreambleBytes + 1 + 8 * kMaxVarintBytes;
-    for (const auto& a : h.command) cap += stringBytes(a.size());
-    out.resize(cap);
-    uint8_t* p = encodePreamble(out.data());
-    *p++ = static_cast<uint8_t>(RecordTag::Handshake);
-    p = putVarint(p, static_cast<uint64_t>(h.pid));
-    p = putVarint(p, static_cast<uint64_t>(h.ppid));
-    p = putVarint(p, h.startUnixNs);
-    p = putVarint(p, (h.nativeStacks ? 1u : 0u) | (h.pythonStacks ? 2u : 0u));
-    p = putVarint(p, h.command.size());
-    for (const auto& a : h.command) p = putString(p, a.data(), a.size());
-    out.resize(static_cast<size_t>(p - out.data()));
-    return out;
-}
-
 void StreamDecoder::feed(const uint8_t* data, size_t len) {
     pending_.insert(pending_.end(), data, data + len);
     const uint8_t* base = pending_.data();
@@ -108,8 +91,8 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             h.ppid = static_cast<int64_t>(c.varint());
             h.startUnixNs = c.varint();
             uint64_t flags = c.varint();
-            h.nativeStacks = flags & 1;
-            h.pythonStacks = flags & 2;
+            h.nativeStacks = flags & kHandshakeNativeStacks;
+            h.pythonStacks = flags & kHandshakePythonStacks;
             uint64_t argc = c.varint();
             for (uint64_t i = 0; c.ok && i < argc; ++i) h.command.push_back(c.string());
             if (!c.ok) return 0;
@@ -171,7 +154,6 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             a.f.size = c.varint();
             a.f.nativeNode = c.varint();
             a.f.pyNode = c.varint();
-            a.f.threadId = c.varint();
             a.f.timeDeltaNs = c.varint();
             if (!c.ok) return 0;
             if (a.f.nativeNode >= nextNativeId_ || a.f.pyNode >= nextPyNodeId_)
@@ -185,20 +167,11 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             FreeRecord f;
             f.f.device = c.byte();
             f.f.address = c.varint();
-            f.f.threadId = c.varint();
             f.f.timeDeltaNs = c.varint();
             if (!c.ok) return 0;
             clockNs_ += f.f.timeDeltaNs;
             f.timeNs = clockNs_;
             sink_.onFree(f);
-            break;
-        }
-        case RecordTag::ThreadName: {
-            ThreadNameRecord t;
-            t.tid = c.varint();
-            t.name = c.string();
-            if (!c.ok) return 0;
-            sink_.onThreadName(t);
             break;
         }
         case RecordTag::Note: {

@@ -21,7 +21,6 @@ public:
     virtual void onPyNode(const PyNodeRecord&) = 0;
     virtual void onAlloc(const AllocRecord&) = 0;
     virtual void onFree(const FreeRecord&) = 0;
-    virtual void onThreadName(const ThreadNameRecord&) = 0;
     virtual void onNote(const NoteRecord&) = 0;
     virtual void onEnd(const EndFields&) = 0;
 };

@@ -12,9 +12,9 @@ template <typename Fn>
 void forEachPage(const AllocatorEvent& e, Fn fn) {
     const bool paged =
         e.size != 0 && e.address % kExpandablePageBytes == 0 && e.size % kExpandablePageBytes == 0;
-    if (!paged) return fn(e.address | kReservedKey, e.size);
+    if (!paged) return fn(e.address | core::kKeyReservedPool, e.size);
     for (uint64_t off = 0; off < e.size; off += kExpandablePageBytes)
-        fn((e.address + off) | kReservedKey, kExpandablePageBytes);
+        fn((e.address + off) | core::kKeyReservedPool, kExpandablePageBytes);
 }
 
 }  // namespace
@@ -25,16 +25,16 @@ void translateAllocatorEvent(const AllocatorEvent& e, AllocationSink& sink) {
     const uint8_t reserved = core::cudaDevice(e.device, core::DevicePool::Reserved);
     switch (e.action) {
         case AllocatorAction::Alloc:
-            sink.alloc(active, e.address | kActiveKey, e.size);
+            sink.alloc(active, e.address | core::kKeyActivePool, e.size);
             break;
         case AllocatorAction::FreeRequested:
-            sink.free(e.address | kActiveKey);
+            sink.free(e.address | core::kKeyActivePool);
             break;
         case AllocatorAction::SegmentAlloc:
-            sink.alloc(reserved, e.address | kReservedKey, e.size);
+            sink.alloc(reserved, e.address | core::kKeyReservedPool, e.size);
             break;
         case AllocatorAction::SegmentFree:
-            sink.free(e.address | kReservedKey);
+            sink.free(e.address | core::kKeyReservedPool);
             break;
         case AllocatorAction::SegmentMap:
             forEachPage(e, [&](uint64_t key, uint64_t bytes) { sink.alloc(reserved, key, bytes); });

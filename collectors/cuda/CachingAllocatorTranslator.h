@@ -44,10 +44,8 @@ struct AllocatorEvent {
 };
 
 // Pool blocks share addresses with each other and with the driver-level row (a
-// segment's first block starts where the segment does), so their keys carry a tag
-// bit that no address or VMM handle key has.
-inline constexpr uint64_t kActiveKey = 1ull << 62;
-inline constexpr uint64_t kReservedKey = 1ull << 61;
+// segment's first block starts where the segment does), so their keys carry the
+// protocol's pool tag bits (core::kKeyActivePool, core::kKeyReservedPool).
 
 // The allocator maps and unmaps expandable segments in whole pages of 2 MiB (small
 // pool) or 20 MiB (large pool), and an unmap need not match any one earlier map.

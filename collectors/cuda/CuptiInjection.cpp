@@ -18,28 +18,16 @@
 #include <cstdio>
 #include <cstring>
 
+#include "collectors/CollectorApi.h"
+#include "collectors/Warn.h"
 #include "collectors/cuda/DriverCallTranslator.h"
 
 namespace memtool::collectors {
 namespace {
 
-using AttachFn = int (*)();
-using AllocFn = void (*)(uint8_t, uint64_t, uint64_t);
-using FreeFn = void (*)(uint64_t);
-using FallbackFn = void (*)(const char*);
-using BridgeFn = void (*)();
-
-AllocFn recordAlloc = nullptr;
-FreeFn recordFree = nullptr;
-BridgeFn bridgeTry = nullptr;
-
-void warn(const char* message) {
-    const char prefix[] = "memtool: ";
-    ssize_t ignored = write(STDERR_FILENO, prefix, sizeof prefix - 1);
-    ignored = write(STDERR_FILENO, message, std::strlen(message));
-    ignored = write(STDERR_FILENO, "\n", 1);
-    (void)ignored;
-}
+MemtoolRecordAllocFn recordAlloc = nullptr;
+MemtoolRecordFreeFn recordFree = nullptr;
+MemtoolTorchBridgeTryFn bridgeTry = nullptr;
 
 struct CollectorSink : AllocationSink {
     void alloc(uint8_t device, uint64_t key, uint64_t size) override { recordAlloc(device, key, size); }
@@ -181,14 +169,21 @@ void CUPTIAPI onDriverCall(void*, CUpti_CallbackDomain domain, CUpti_CallbackId 
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
     using namespace memtool::collectors;
-    auto attach = reinterpret_cast<AttachFn>(dlsym(RTLD_DEFAULT, "memtool_cuda_attach"));
-    recordAlloc = reinterpret_cast<AllocFn>(dlsym(RTLD_DEFAULT, "memtool_record_alloc"));
-    recordFree = reinterpret_cast<FreeFn>(dlsym(RTLD_DEFAULT, "memtool_record_free"));
-    auto fallback = reinterpret_cast<FallbackFn>(dlsym(RTLD_DEFAULT, "memtool_cuda_fallback"));
-    bridgeTry = reinterpret_cast<BridgeFn>(dlsym(RTLD_DEFAULT, "memtool_torch_bridge_try"));
+    // The collector's C surface, in this process (memtool run preloads it).
+    auto version = reinterpret_cast<MemtoolCollectorApiVersionFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_API_VERSION));
+    if (!version || version() != MEMTOOL_COLLECTOR_API_VERSION) {
+        warn("the CUDA injection needs the memtool collector of the same version (use memtool run); CUDA memory "
+             "is not tracked");
+        return 1;  // the program runs on either way
+    }
+    auto attach = reinterpret_cast<MemtoolCudaAttachFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_CUDA_ATTACH));
+    recordAlloc = reinterpret_cast<MemtoolRecordAllocFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_RECORD_ALLOC));
+    recordFree = reinterpret_cast<MemtoolRecordFreeFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_RECORD_FREE));
+    auto fallback = reinterpret_cast<MemtoolCudaFallbackFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_CUDA_FALLBACK));
+    bridgeTry = reinterpret_cast<MemtoolTorchBridgeTryFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_TORCH_BRIDGE_TRY));
     if (!attach || !recordAlloc || !recordFree || !fallback) {
         warn("the CUDA injection needs the memtool collector (use memtool run); CUDA memory is not tracked");
-        return 1;  // the program runs on either way
+        return 1;
     }
     CUpti_SubscriberHandle subscriber;
     CUptiResult rc = cuptiSubscribe(&subscriber, onDriverCall, nullptr);

@@ -22,7 +22,7 @@ void translateDriverCall(const DriverCall& c, AllocationSink& sink) {
             break;
         case DriverApi::MemCreate:
             if (c.exit && c.result == 0 && c.handle != 0)
-                sink.alloc(core::cudaDeviceOrFirst(c.device), c.handle | kVmmHandleKey, c.size);
+                sink.alloc(core::cudaDeviceOrFirst(c.device), c.handle | core::kKeyVmmHandle, c.size);
             break;
         case DriverApi::MemFree:
         case DriverApi::MemFreeAsync:
@@ -30,7 +30,7 @@ void translateDriverCall(const DriverCall& c, AllocationSink& sink) {
             if (!c.exit && c.pointer != 0) sink.free(c.pointer);
             break;
         case DriverApi::MemRelease:
-            if (!c.exit && c.handle != 0) sink.free(c.handle | kVmmHandleKey);
+            if (!c.exit && c.handle != 0) sink.free(c.handle | core::kKeyVmmHandle);
             break;
     }
 }

@@ -49,10 +49,6 @@ public:
     virtual void free(uint64_t key) = 0;
 };
 
-// VMM handles are not addresses; this bit keeps them apart from every pointer
-// (user-space addresses stay below 2^47).
-inline constexpr uint64_t kVmmHandleKey = 1ull << 63;
-
 void translateDriverCall(const DriverCall& call, AllocationSink& sink);
 
 }  // namespace memtool::collectors

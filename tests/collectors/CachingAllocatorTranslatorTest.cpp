@@ -25,7 +25,7 @@ struct TrackerLike : AllocationSink {
     void alloc(uint8_t device, uint64_t key, uint64_t size) override {
         live[key] = device;
         core::AllocRecord a;
-        a.f = core::AllocFields{device, key, size, 0, 0, 1, 1};
+        a.f = core::AllocFields{device, key, size, 0, 0, 1};
         a.timeNs = ++now;
         agg.onAlloc(a);
     }
@@ -33,7 +33,7 @@ struct TrackerLike : AllocationSink {
         auto it = live.find(key);
         if (it == live.end()) return;
         core::FreeRecord f;
-        f.f = core::FreeFields{it->second, key, 1, 1};
+        f.f = core::FreeFields{it->second, key, 1};
         f.timeNs = ++now;
         live.erase(it);
         agg.onFree(f);

@@ -18,14 +18,14 @@ struct AggregatingSink : AllocationSink {
     void alloc(uint8_t device, uint64_t key, uint64_t size) override {
         deviceOf[key] = device;
         AllocRecord a;
-        a.f = AllocFields{device, key, size, 0, 0, 1, 1};
+        a.f = AllocFields{device, key, size, 0, 0, 1};
         a.timeNs = ++t;
         agg.onAlloc(a);
     }
     void free(uint64_t key) override {
         auto it = deviceOf.find(key);
         FreeRecord f;
-        f.f = FreeFields{it == deviceOf.end() ? kDeviceCpu : it->second, key, 1, 1};
+        f.f = FreeFields{it == deviceOf.end() ? kDeviceCpu : it->second, key, 1};
         f.timeNs = ++t;
         agg.onFree(f);
     }

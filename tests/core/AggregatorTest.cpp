@@ -14,13 +14,13 @@ struct Feed {
         while (agg.nativeNodes().size() <= stack)
             agg.onNativeNode(NativeNodeRecord{agg.nativeNodes().size(), 0, 0x1000 + agg.nativeNodes().size()});
         AllocRecord a;
-        a.f = AllocFields{device, addr, size, stack, 0, 1, 1};
+        a.f = AllocFields{device, addr, size, stack, 0, 1};
         a.timeNs = ++t;
         agg.onAlloc(a);
     }
     void release(uint64_t addr, uint8_t device = kDeviceCpu) {
         FreeRecord f;
-        f.f = FreeFields{device, addr, 1, 1};
+        f.f = FreeFields{device, addr, 1};
         f.timeNs = ++t;
         agg.onFree(f);
     }

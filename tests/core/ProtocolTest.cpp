@@ -30,7 +30,6 @@ struct Recorder : RecordSink {
     }
     void onAlloc(const AllocRecord& a) override { allocs.push_back(a), log.push_back("A"); }
     void onFree(const FreeRecord& f) override { frees.push_back(f), log.push_back("F"); }
-    void onThreadName(const ThreadNameRecord& t) override { log.push_back("T" + t.name); }
     void onNote(const NoteRecord& n) override { log.push_back("W" + n.key + "=" + n.text); }
     void onEnd(const EndFields& e) override { end = e, log.push_back("E"); }
 };
@@ -53,15 +52,14 @@ std::vector<uint8_t> sampleStream() {
     put(encodeNativeNode(buf, 0, 0x7f0000001234ull));
     put(encodeNativeNode(buf, 1, 0x7f0000001300ull));
     put(encodePyNode(buf, 0, 1, 14));
-    put(encodeThreadName(buf, 77, "worker", 6));
     put(encodeNote(buf, kNoteTorchBridge, 12, "attached", 8));
-    put(encodeAlloc(buf, AllocFields{kDeviceCpu, 0x5000, 3000000, 2, 1, 77, 1000}));
+    put(encodeAlloc(buf, AllocFields{kDeviceCpu, 0x5000, 3000000, 2, 1, 1000}));
     put(encodeAlloc(buf, AllocFields{static_cast<uint8_t>(kDeviceCudaBase + 1), 0x7f00ffff0000ull,
-                                     UINT64_MAX, 0, 0, 78, 5}));
-    put(encodeFree(buf, FreeFields{kDeviceCpu, 0x5000, 77, 250}));
-    put(encodeAlloc(buf, AllocFields{cudaDevice(1, DevicePool::Reserved), 0x7f00ffff0000ull | (1ull << 61),
-                                     2u << 20, 0, 0, 78, 0}));
-    put(encodeEnd(buf, EndFields{3, 1, 3000000, 3000000, 12, 0, 1}));
+                                     UINT64_MAX, 0, 0, 5}));
+    put(encodeFree(buf, FreeFields{kDeviceCpu, 0x5000, 250}));
+    put(encodeAlloc(buf, AllocFields{cudaDevice(1, DevicePool::Reserved), 0x7f00ffff0000ull | kKeyReservedPool,
+                                     2u << 20, 0, 0, 0}));
+    put(encodeEnd(buf, EndFields{3, 1, 3000000, 3000000, 11, 0, 1}));
     return out;
 }
 
@@ -84,7 +82,7 @@ TEST(Protocol, RoundTripsEveryRecord) {
     auto bytes = sampleStream();
     d.feed(bytes.data(), bytes.size());
     EXPECT_EQ(r.log, (std::vector<std::string>{"H", "M", "C1", "N1<0:139637976732212", "N2<1:139637976732416",
-                                               "P1<0:1@14", "Tworker", "Wtorch.bridge=attached", "A", "A",
+                                               "P1<0:1@14", "Wtorch.bridge=attached", "A", "A",
                                                "F", "A", "E"}));
     EXPECT_EQ(r.handshake.pid, 4242);
     EXPECT_EQ(r.handshake.startUnixNs, 1700000000123456789ull);
@@ -109,7 +107,7 @@ TEST(Protocol, RoundTripsEveryRecord) {
     EXPECT_EQ(r.allocs[1].f.size, UINT64_MAX);
     EXPECT_EQ(r.allocs[1].timeNs, 1005u);
     EXPECT_EQ(r.frees[0].timeNs, 1255u);
-    EXPECT_EQ(r.end.recordCount, 12u);
+    EXPECT_EQ(r.end.recordCount, 11u);
     EXPECT_EQ(r.end.exitKind, 1u);
     EXPECT_TRUE(d.sawEnd());
     EXPECT_EQ(d.pendingBytes(), 0u);
@@ -146,7 +144,7 @@ TEST(Protocol, RejectsReferencesToUnknownNodes) {
     StreamDecoder d(r);
     auto bytes = encodeHandshake(Handshake{});
     uint8_t buf[64];
-    uint8_t* end = encodeAlloc(buf, AllocFields{kDeviceCpu, 1, 1, 5, 0, 1, 0});
+    uint8_t* end = encodeAlloc(buf, AllocFields{kDeviceCpu, 1, 1, 5, 0, 0});
     bytes.insert(bytes.end(), buf, end);
     EXPECT_THROW(d.feed(bytes.data(), bytes.size()), ProtocolError);
 }
@@ -157,7 +155,7 @@ TEST(Protocol, AggregatorVerifiesTheEndCounters) {
     auto bytes = sampleStream();
     d.feed(bytes.data(), bytes.size());
     EXPECT_TRUE(agg.streamVerified());
-    EXPECT_EQ(agg.recordsReceived(), 12u);
+    EXPECT_EQ(agg.recordsReceived(), 11u);
     ASSERT_EQ(agg.notes().size(), 1u);
     EXPECT_EQ(agg.notes()[0].key, kNoteTorchBridge);
     EXPECT_EQ(agg.devices().at(cudaDevice(1, DevicePool::Reserved)).peakBytes, 2u << 20);
@@ -168,10 +166,10 @@ TEST(Protocol, AggregatorVerifiesTheEndCounters) {
     auto trimmed = sampleStream();
     uint8_t buf[64];
     size_t allocLen = static_cast<size_t>(
-        encodeAlloc(buf, AllocFields{cudaDevice(1, DevicePool::Reserved), 0x7f00ffff0000ull | (1ull << 61), 2u << 20,
-                                     0, 0, 78, 0}) -
+        encodeAlloc(buf, AllocFields{cudaDevice(1, DevicePool::Reserved), 0x7f00ffff0000ull | kKeyReservedPool, 2u << 20,
+                                     0, 0, 0}) -
         buf);
-    size_t endLen = static_cast<size_t>(encodeEnd(buf, EndFields{3, 1, 3000000, 3000000, 12, 0, 1}) - buf);
+    size_t endLen = static_cast<size_t>(encodeEnd(buf, EndFields{3, 1, 3000000, 3000000, 11, 0, 1}) - buf);
     trimmed.erase(trimmed.end() - static_cast<long>(endLen + allocLen), trimmed.end() - static_cast<long>(endLen));
     d2.feed(trimmed.data(), trimmed.size());
     EXPECT_FALSE(lossy.streamVerified());

@@ -1,0 +1,338 @@
+#include "collectors/Collector.h"
+
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "collectors/CudaRuntimeHooks.h"
+#include "collectors/GotPatcher.h"
+#include "collectors/ModuleName.h"
+#include "collectors/NoDestroy.h"
+#include "collectors/PythonTracker.h"
+#include "collectors/SocketSink.h"
+#include "collectors/TorchBridgeLoader.h"
+#include "collectors/Warn.h"
+
+namespace memtool::collectors {
+
+namespace {
+
+// Plain data at namespace scope only (or objects built on first use): the library
+// constructor runs before this file's dynamic initializers would.
+char gSocketPath[4096];
+bool gConfigured = false;
+bool gGaveUp = false;  // the CLI could not be reached: never try again
+std::atomic<bool> gCudaAttached{false};  // the CUDA injection asked to record
+// CUDA runtime hooks (the fallback route): every module's cudaMalloc & co. slots
+// are patched once gRuntimeHooks is on; gCudaHooked once any slot was.
+std::atomic<bool> gRuntimeHooks{false};
+std::atomic<bool> gCudaHooked{false};
+std::atomic<bool> gRuntimeSourceNoted{false};
+pthread_mutex_t gScanMutex = PTHREAD_MUTEX_INITIALIZER;
+
+constinit NoDestroy<Engine> gEngine;
+constinit NoDestroy<SocketSink> gSink;
+
+// ---- what the module scan keeps (under gScanMutex) --------------------------------
+// Keys are load bias + 1 (a non-PIE executable's bias is 0); the value is a hash of
+// the path, so a different object loaded at a reused address is described again.
+struct ScanState {
+    PointerMap allocatorPatched;  // libc10 objects whose posix_memalign/free are ours
+    PointerMap runtimePatched;    // objects looked at for the CUDA runtime hooks
+    PointerMap described;         // objects announced to the CLI
+    MappedArray<PatchedSlot> slots;
+};
+constinit NoDestroy<ScanState> gScan;
+ScanState& scanState() { return gScan.value; }
+
+uint64_t pathHash(const char* s) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (; *s; ++s) h = (h ^ static_cast<unsigned char>(*s)) * 1099511628211ull;
+    return h | 1;
+}
+
+// ---- the allocator's hooks: libc10's DefaultCPUAllocator ---------------------------
+// It calls posix_memalign and free itself, through its own GOT: hooking exactly
+// those slots sees every CPU storage of any torch, and no other allocation or free
+// in the process.
+int hookPosixMemalign(void** out, size_t alignment, size_t size) noexcept {
+    int rc = posix_memalign(out, alignment, size);
+    if (rc == 0) engine().alloc(core::kDeviceCpu, reinterpret_cast<uint64_t>(*out), size);
+    return rc;
+}
+
+void hookFree(void* p) noexcept {
+    if (p) engine().free(reinterpret_cast<uint64_t>(p));
+    free(p);
+}
+
+const GotHook kAllocatorHooks[] = {
+    MEMTOOL_GOT_HOOK(posix_memalign, &hookPosixMemalign),
+    MEMTOOL_GOT_HOOK(free, &hookFree),
+};
+
+bool isAllocatorLibrary(const char* path) { return fileNameStartsWith(path, "libc10.so"); }
+
+// ---- one scan of the loaded objects --------------------------------------------------
+// Module descriptions are gathered in memory of the scan's own (mmap), copied out
+// of the loader's data so they stay valid if an object is unloaded meanwhile.
+struct ModuleEntry {
+    ModuleInfo info;
+    uint64_t key;
+    uint64_t hash;
+    uint64_t ranges[8][2];
+};
+
+class Scan {
+public:
+    Scan() = default;
+    Scan(const Scan&) = delete;
+    Scan& operator=(const Scan&) = delete;
+    ~Scan() {
+        if (arena_) munmap(arena_, arenaBytes_);
+    }
+    // A copy of `s` that lives as long as the scan; null when memory ran out.
+    const char* keep(const char* s, size_t n) {
+        if (arenaUsed_ + n + 1 > arenaBytes_ && !growArena(n + 1)) return nullptr;
+        char* p = arena_ + arenaUsed_;
+        std::memcpy(p, s, n);
+        p[n] = '\0';
+        arenaUsed_ += n + 1;
+        return p;
+    }
+
+    MappedArray<ModuleEntry> modules;
+    bool patchedNew = false;
+    size_t visited = 0;  // dl_iterate_phdr reports the main program first
+
+private:
+    bool growArena(size_t atLeast) {
+        // Paths are kept where they are: a new block, and the old one stays mapped
+        // until the scan ends, so earlier pointers remain valid.
+        size_t bytes = arenaBytes_ * 2 > atLeast + 65536 ? arenaBytes_ * 2 : atLeast + 65536;
+        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return false;
+        if (arena_) retired_.push(Block{arena_, arenaBytes_});
+        arena_ = static_cast<char*>(p);
+        arenaBytes_ = bytes;
+        arenaUsed_ = 0;
+        return true;
+    }
+    struct Block {
+        char* base;
+        size_t bytes;
+    };
+    struct Retired : MappedArray<Block> {
+        ~Retired() {
+            for (size_t i = 0; i < size(); ++i) munmap((*this)[i].base, (*this)[i].bytes);
+        }
+    };
+    char* arena_ = nullptr;
+    size_t arenaBytes_ = 0;
+    size_t arenaUsed_ = 0;
+    Retired retired_;
+};
+
+const char* mainExecutable(size_t* len) {
+    static char path[4096];
+    static size_t n = 0;
+    if (n == 0) {
+        ssize_t got = readlink("/proc/self/exe", path, sizeof path - 1);
+        n = got > 0 ? static_cast<size_t>(got) : 0;
+        path[n] = '\0';
+    }
+    *len = n;
+    return path;
+}
+
+int scanModule(dl_phdr_info* info, size_t, void* data) {
+    auto* scan = static_cast<Scan*>(data);
+    ScanState& state = scanState();
+    const bool mainProgram = scan->visited++ == 0;
+    const char* name = info->dlpi_name ? info->dlpi_name : "";
+    const uint64_t key = info->dlpi_addr + 1;
+    uint64_t seen = 0;
+    if (gRuntimeHooks && (*name || mainProgram) && !skipForCudaRuntimeHooks(name) &&
+        !state.runtimePatched.find(key, &seen) && state.runtimePatched.insert(key, 1)) {
+        size_t count = 0;
+        const GotHook* hooks = cudaRuntimeHooks(&count);
+        if (patchModuleImports(info, hooks, count, "libcudart", &state.slots) > 0) gCudaHooked = true;
+    }
+    size_t pathLen = std::strlen(name);
+    const char* path = name;
+    if (pathLen == 0) {
+        if (!mainProgram) return 0;  // the vDSO: no file to read symbols from
+        path = mainExecutable(&pathLen);
+    }
+    const uint64_t hash = pathHash(path);
+    if (isAllocatorLibrary(path) && !(state.allocatorPatched.find(key, &seen) && seen == hash) &&
+        patchModuleImports(info, kAllocatorHooks, 2, nullptr, &state.slots) > 0) {
+        state.allocatorPatched.insert(key, hash);
+        scan->patchedNew = true;
+    }
+    if (state.described.find(key, &seen) && seen == hash) return 0;
+    ModuleEntry e{};
+    e.key = key;
+    e.hash = hash;
+    e.info.path = scan->keep(path, pathLen);
+    e.info.pathBytes = pathLen;
+    e.info.loadBias = info->dlpi_addr;
+    for (int i = 0; i < info->dlpi_phnum && e.info.rangeCount < 8; ++i) {
+        const auto& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+        e.ranges[e.info.rangeCount][0] = info->dlpi_addr + ph.p_vaddr;
+        e.ranges[e.info.rangeCount][1] = info->dlpi_addr + ph.p_vaddr + ph.p_memsz;
+        ++e.info.rangeCount;
+    }
+    if (e.info.path) scan->modules.push(e);
+    return 0;
+}
+
+// Reads argv as the kernel keeps it (NUL-separated), into memory of its own.
+struct CommandLine {
+    char* bytes = nullptr;
+    size_t used = 0;
+    size_t mapped = 0;
+    CommandLine() {
+        int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return;
+        for (;;) {
+            if (used == mapped && !grow()) break;
+            ssize_t n = read(fd, bytes + used, mapped - used);
+            if (n <= 0) break;
+            used += static_cast<size_t>(n);
+        }
+        close(fd);
+    }
+    ~CommandLine() {
+        if (bytes) munmap(bytes, mapped);
+    }
+    bool grow() {
+        size_t next = mapped ? mapped * 2 : 65536;
+        void* p = mmap(nullptr, next, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return false;
+        if (bytes) {
+            std::memcpy(p, bytes, used);
+            munmap(bytes, mapped);
+        }
+        bytes = static_cast<char*>(p);
+        mapped = next;
+        return true;
+    }
+};
+
+// Under gScanMutex. Connects once; a process that never loads an allocator memtool
+// tracks (a shell, a compiler the script spawns) never appears in the trace.
+void ensureConnected() {
+    Engine& e = engine();
+    if (!gConfigured || gGaveUp || e.active()) return;
+    const char* why = nullptr;
+    if (!gSink.value.connect(gSocketPath, &why)) {
+        warn(why);
+        gGaveUp = true;
+        return;
+    }
+    CommandLine command;
+    StreamIdentity id;
+    id.pid = static_cast<uint64_t>(getpid());
+    id.ppid = static_cast<uint64_t>(getppid());
+    timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    id.startUnixNs = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+    id.command = command.bytes;
+    id.commandBytes = command.used;
+    if (!e.connect(gSink.value, id)) {
+        warn(gSink.value.failure());
+        gGaveUp = true;
+    }
+}
+
+void atForkPrepare() {
+    pthread_mutex_lock(&gScanMutex);
+    engine().prepareFork();
+}
+void atForkParent() {
+    engine().parentAfterFork();
+    pthread_mutex_unlock(&gScanMutex);
+}
+void atForkChild() {
+    engine().childAfterFork();
+    pthread_mutex_unlock(&gScanMutex);
+    gGaveUp = true;  // the child runs on untracked
+}
+
+}  // namespace
+
+Engine& engine() { return gEngine.value; }
+
+bool collectorConfigured() { return gConfigured; }
+
+bool startCollector() {
+    const char* socket = std::getenv(core::kEnvSocket);
+    if (!socket || !*socket || std::strlen(socket) >= sizeof gSocketPath) return false;
+    std::strcpy(gSocketPath, socket);
+    Engine& e = engine();
+    const char* why = nullptr;
+    if (!e.configure(EngineOptions::parse(std::getenv(core::kEnvOptions)), &why)) warn(why);
+    uint64_t start = 0, end = 0;
+    if (StackCapture::codeRangeOf(reinterpret_cast<const void*>(&hookFree), &start, &end))
+        e.capture().setOwnCode(start, end);
+    gRuntimeHooks = e.options().cudaRuntimeHooks;
+    pthread_atfork(atForkPrepare, atForkParent, atForkChild);
+    configureTorchBridge();
+    gConfigured = true;
+    return true;
+}
+
+void refreshModules() {
+    if (!gConfigured) return;
+    Engine& e = engine();
+    Scan scan;
+    pthread_mutex_lock(&gScanMutex);
+    ScanState& state = scanState();
+    dl_iterate_phdr(scanModule, &scan);
+    const bool anyPatched = state.allocatorPatched.size() > 0;
+    if (anyPatched || gCudaAttached || gCudaHooked) ensureConnected();
+    const bool active = e.active();
+    if (active) {
+        // Until the engine connects, nothing is announced, so nothing may be marked described.
+        for (size_t i = 0; i < scan.modules.size(); ++i) {
+            ModuleEntry& m = scan.modules[i];
+            m.info.ranges = m.ranges;
+            e.announceModule(m.info);
+            state.described.insert(m.key, m.hash);
+        }
+    }
+    pthread_mutex_unlock(&gScanMutex);
+    if (!active) return;
+    if (gCudaHooked && !gRuntimeSourceNoted.exchange(true)) e.note(core::kNoteCudaSource, "runtime-hooks");
+    if (e.options().pythonStacks) PythonTracker::tryInstall(e);
+}
+
+bool attachCuda() {
+    if (!gConfigured) return false;
+    gCudaAttached = true;
+    refreshModules();  // announce modules, install Python tracking if due
+    Engine& e = engine();
+    e.note(core::kNoteCudaSource, "cupti");
+    return e.active();
+}
+
+void fallBackToCudaRuntimeHooks(const char* why) {
+    if (!gConfigured) return;
+    gRuntimeHooks = true;
+    refreshModules();
+    if (why) engine().note(core::kNoteWarning, why);
+}
+
+void finishCollector(core::ExitKind kind) { engine().finish(kind); }
+
+}  // namespace memtool::collectors

@@ -1,0 +1,34 @@
+#pragma once
+// The process's collector, as `memtool run` injects it: one engine over one socket
+// to the CLI, the scan of loaded modules that patches the allocator's imports, and
+// the lazy connection. The front ends (PreloadHooks.cpp's hooks and C surface,
+// the CUDA runtime hooks, the torch bridge loader) reach the engine through
+// engine() and call nothing else of it.
+
+#include "collectors/Engine.h"
+
+namespace memtool::collectors {
+
+// The process's engine (in static storage, never destroyed: hooks may run during
+// and after static destruction). Inactive until the collector connects.
+Engine& engine();
+
+// From the library constructor: reads MEMTOOL_SOCKET and MEMTOOL_OPTIONS. False
+// outside `memtool run` (then nothing is ever patched or recorded).
+bool startCollector();
+bool collectorConfigured();
+
+// After any change to the set of loaded modules (start-up, dlopen): patches
+// libc10's allocator imports (and the CUDA runtime's, once that route is on),
+// connects once something worth recording is there, announces new modules, and
+// installs Python tracking when an interpreter runs.
+void refreshModules();
+
+// The CUDA injection's requests (collectors/CollectorApi.h).
+bool attachCuda();
+void fallBackToCudaRuntimeHooks(const char* why);
+
+// Ends the stream (library destructor, _exit).
+void finishCollector(core::ExitKind kind);
+
+}  // namespace memtool::collectors

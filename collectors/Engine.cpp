@@ -1,0 +1,223 @@
+#include "collectors/Engine.h"
+
+#include <time.h>
+
+#include <cstring>
+
+#include "collectors/Warn.h"
+
+namespace memtool::collectors {
+
+namespace {
+
+uint64_t monotonicNs() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// The live table packs the device into the top byte of the size.
+constexpr uint64_t kSizeMask = (1ull << 56) - 1;
+
+}  // namespace
+
+bool Engine::configure(const EngineOptions& options, const char** why) {
+    options_ = options;
+    if (options_.nativeStacks && !capture_.load(why)) {
+        options_.nativeStacks = false;
+        return false;
+    }
+    return true;
+}
+
+bool Engine::connect(Sink& sink, const StreamIdentity& id) {
+    RecursionGuard guard;
+    LockGuard lock(mu_);
+    if (active_.load()) return true;
+    sink_ = &sink;
+    lastClockNs_ = monotonicNs();
+    writer_.open(&sink, lastClockNs_);
+    interner_.reset();
+    streamGeneration_.store(interner_.generation());
+    live_.clear();
+    counters_ = core::EndFields{};
+    missedEvents_.store(0);
+    pyCodes_ = 0;
+    moduleIds_ = 0;
+
+    // argv as /proc/self/cmdline has it: NUL-terminated arguments (the last one
+    // may lack its NUL when the buffer cut it short).
+    size_t argc = 0;
+    for (size_t i = 0; i < id.commandBytes; ++i) argc += id.command[i] == '\0';
+    if (id.commandBytes > 0 && id.command[id.commandBytes - 1] != '\0') ++argc;
+    const uint64_t flags = (options_.nativeStacks ? core::kHandshakeNativeStacks : 0) |
+                           (options_.pythonStacks ? core::kHandshakePythonStacks : 0);
+    uint8_t* p = writer_.reserve(core::handshakeBytes(argc, id.commandBytes));
+    if (!p) return false;
+    p = core::encodeHandshakeHead(p, id.pid, id.ppid, id.startUnixNs, flags, argc);
+    size_t start = 0;
+    for (size_t i = 0; i < id.commandBytes; ++i) {
+        if (id.command[i] != '\0') continue;
+        p = core::putString(p, id.command + start, i - start);
+        start = i + 1;
+    }
+    if (start < id.commandBytes) p = core::putString(p, id.command + start, id.commandBytes - start);
+    writer_.commit(p);
+    active_.store(true, std::memory_order_release);
+    writer_.flush();
+    return healthyLocked();
+}
+
+void Engine::alloc(uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush) {
+    if (!active()) return;
+    if (RecursionGuard::active) return missed();
+    RecursionGuard guard;
+    allocGuarded(guard, device, key, size, flush);
+}
+
+void Engine::free(uint64_t key) {
+    if (!active()) return;
+    if (RecursionGuard::active) return missed();
+    RecursionGuard guard;
+    freeGuarded(guard, key);
+}
+
+void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush) {
+    // Stacks first, outside the lock: unwinding is the costly part, and the Python
+    // lines are read from this thread's own frames.
+    ThreadState* ts = threadState();
+    ShadowStack* py = options_.pythonStacks ? currentShadowStack() : nullptr;
+    const bool hasPython = py && py->depth > 0;
+    uint64_t ips[kMaxNativeDepth];
+    const int depth = options_.nativeStacks && ts ? capture_.native(*ts, ips, options_.maxNativeDepth, hasPython) : 0;
+    uint32_t firstStale = hasPython ? refreshLines(*py, streamGeneration_.load(std::memory_order_relaxed)) : 0;
+
+    LockGuard lock(mu_);
+    if (!active_.load(std::memory_order_relaxed)) return;
+    // A new stream began while this thread was unwinding (a fork child reconnecting).
+    if (hasPython && py->generation != interner_.generation()) firstStale = refreshLines(*py, interner_.generation());
+    if (!live_.insert(key, (static_cast<uint64_t>(device) << 56) | (size & kSizeMask))) {
+        deactivateLocked("out of memory for the table of live blocks; profiling stopped");
+        return;
+    }
+    core::AllocFields a;
+    a.device = device;
+    a.address = key;
+    a.size = size;
+    a.nativeNode = ts ? interner_.native(*ts, ips, depth, writer_) : 0;
+    a.pyNode = hasPython ? interner_.python(*py, firstStale, writer_) : 0;
+    a.timeDeltaNs = clockDeltaLocked();
+    if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) writer_.commit(core::encodeAlloc(p, a));
+    ++counters_.allocCount;
+    counters_.allocatedBytes += size;
+    writer_.flushIfDue(lastClockNs_, flush);
+    healthyLocked();
+}
+
+void Engine::freeGuarded(const RecursionGuard&, uint64_t key) {
+    LockGuard lock(mu_);
+    if (!active_.load(std::memory_order_relaxed)) return;
+    uint64_t entry;
+    if (!live_.erase(key, &entry)) return;  // not ours: nothing to say
+    core::FreeFields f;
+    f.device = static_cast<uint8_t>(entry >> 56);
+    f.address = key;
+    f.timeDeltaNs = clockDeltaLocked();
+    if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) writer_.commit(core::encodeFree(p, f));
+    ++counters_.freeCount;
+    counters_.freedBytes += entry & kSizeMask;
+    writer_.flushIfDue(lastClockNs_, FlushPolicy::WhenFull);
+    healthyLocked();
+}
+
+void Engine::note(const char* key, const char* text) {
+    if (!active() || RecursionGuard::active) return;
+    RecursionGuard guard;
+    const size_t keyBytes = std::strlen(key), textBytes = std::strlen(text);
+    LockGuard lock(mu_);
+    if (!active_.load(std::memory_order_relaxed)) return;
+    if (uint8_t* p = writer_.reserve(core::noteBytes(keyBytes, textBytes)))
+        writer_.commit(core::encodeNote(p, key, keyBytes, text, textBytes));
+    // Notes are rare (a handful per process) and say things worth sending now.
+    writer_.flush();
+    healthyLocked();
+}
+
+uint32_t Engine::pyCode(const char* file, size_t fileBytes, const char* name, size_t nameBytes, uint64_t firstLine) {
+    RecursionGuard guard;
+    LockGuard lock(mu_);
+    const uint32_t id = ++pyCodes_;
+    if (!active_.load(std::memory_order_relaxed)) return id;
+    if (uint8_t* p = writer_.reserve(core::pyCodeBytes(fileBytes, nameBytes)))
+        writer_.commit(core::encodePyCode(p, file, fileBytes, name, nameBytes, firstLine));
+    healthyLocked();
+    return id;
+}
+
+void Engine::announceModule(const ModuleInfo& m) {
+    if (m.rangeCount == 0) return;
+    RecursionGuard guard;
+    LockGuard lock(mu_);
+    if (!active_.load(std::memory_order_relaxed)) return;
+    uint8_t* p = writer_.reserve(core::moduleBytes(m.pathBytes, m.rangeCount));
+    if (!p) return (void)healthyLocked();
+    p = core::encodeModuleHead(p, ++moduleIds_, m.path, m.pathBytes, m.loadBias, m.rangeCount);
+    for (size_t r = 0; r < m.rangeCount; ++r)
+        p = core::encodeModuleRange(p, m.ranges[r][0], m.ranges[r][1] - m.ranges[r][0]);
+    writer_.commit(p);
+}
+
+void Engine::finish(core::ExitKind kind) {
+    RecursionGuard guard;
+    LockGuard lock(mu_);
+    if (!active_.load()) return;
+    active_.store(false, std::memory_order_release);
+    counters_.recordCount = writer_.records();  // every record before End
+    counters_.missedEvents = missedEvents_.load();
+    counters_.exitKind = static_cast<uint64_t>(kind);
+    if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) writer_.commit(core::encodeEnd(p, counters_));
+    writer_.flush();
+    writer_.detach();
+    sink_->close();
+}
+
+void Engine::flushForTest() {
+    RecursionGuard guard;
+    LockGuard lock(mu_);
+    if (!active_.load()) return;
+    writer_.flush();
+    healthyLocked();
+}
+
+void Engine::prepareFork() { mu_.lock(); }
+
+void Engine::parentAfterFork() { mu_.unlock(); }
+
+void Engine::childAfterFork() {
+    mu_.unlock();
+    active_.store(false, std::memory_order_release);
+    writer_.detach();
+    if (sink_) sink_->abandon();
+}
+
+void Engine::deactivateLocked(const char* why) {
+    const bool wasActive = active_.exchange(false);
+    writer_.detach();
+    if (sink_) sink_->close();
+    if (wasActive) warn(why);
+}
+
+bool Engine::healthyLocked() {
+    if (writer_.isOpen()) return true;
+    deactivateLocked(sink_ ? sink_->failure() : "no stream");
+    return false;
+}
+
+uint64_t Engine::clockDeltaLocked() {
+    const uint64_t now = monotonicNs();
+    const uint64_t delta = now > lastClockNs_ ? now - lastClockNs_ : 0;
+    lastClockNs_ += delta;
+    return delta;
+}
+
+}  // namespace memtool::collectors

@@ -1,0 +1,124 @@
+#pragma once
+// The collector's engine: one per stream (the process has one; tests make their
+// own over a socketpair). Front ends (the preload hooks, the CUDA injection, the
+// torch bridge, the Python tracker) call it and nothing else.
+//
+// The gate is here, once: every entry point checks the active flag and the
+// per-thread recursion guard, and counts what it had to drop. Private work takes
+// the guard as a parameter (heaptrack's `op(const RecursionGuard&)`): holding it
+// is part of the type.
+//
+// Hot path (alloc/free): capture the stacks before taking the lock (native
+// unwinding, the Python lines), then intern them, check the table of live keys
+// and encode under the lock. No heap allocation, stdio, exception or std::string
+// anywhere in the engine; on a failure it warns once and deactivates, and the
+// program runs on.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include "collectors/Mutex.h"
+
+#include "collectors/EngineOptions.h"
+#include "collectors/MappedTable.h"
+#include "collectors/RecordWriter.h"
+#include "collectors/RecursionGuard.h"
+#include "collectors/Sink.h"
+#include "collectors/StackCapture.h"
+#include "collectors/StackInterner.h"
+#include "core/Protocol.h"
+
+namespace memtool::collectors {
+
+// Who this stream is about: the handshake's fields.
+struct StreamIdentity {
+    uint64_t pid = 0;
+    uint64_t ppid = 0;
+    uint64_t startUnixNs = 0;
+    const char* command = nullptr;  // argv as /proc/self/cmdline has it: each argument NUL-terminated
+    size_t commandBytes = 0;
+};
+
+// One loaded ELF object, as announced to the CLI.
+struct ModuleInfo {
+    const char* path = nullptr;
+    size_t pathBytes = 0;
+    uint64_t loadBias = 0;
+    const uint64_t (*ranges)[2] = nullptr;  // executable segments [start, end)
+    size_t rangeCount = 0;
+};
+
+class Engine {
+public:
+    constexpr Engine() = default;
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Before connect(): options, and the native unwinder where native stacks are on
+    // (false, with the reason in *why, when it is missing: native stacks go off).
+    bool configure(const EngineOptions& options, const char** why);
+    const EngineOptions& options() const { return options_; }
+    StackCapture& capture() { return capture_; }
+
+    // Starts the stream on `sink` with its handshake; from then on events are
+    // recorded. False when the sink failed at once (sink.failure() says why).
+    bool connect(Sink& sink, const StreamIdentity& identity);
+    bool active() const { return active_.load(std::memory_order_acquire); }
+    // Stream generation: bumped for every new stream, so per-thread caches of wire
+    // ids (stack nodes, code ids) know when they are stale.
+    uint64_t generation() const { return streamGeneration_.load(std::memory_order_relaxed); }
+
+    // ---- events ---------------------------------------------------------------
+    // `key` is an address, or a key with the protocol's tag bits; sizes below 2^56.
+    void alloc(uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush = FlushPolicy::Timed);
+    // Reported before the memory is released, so that a reuse of the address by
+    // another thread cannot reach the stream ahead of this free. Keys never
+    // allocated through the engine are ignored.
+    void free(uint64_t key);
+    // A note for the trace (core::kNote* keys): rare; flushed at once.
+    void note(const char* key, const char* text);
+    // Python code object (GIL held by the caller): returns its wire id.
+    uint32_t pyCode(const char* file, size_t fileBytes, const char* name, size_t nameBytes, uint64_t firstLine);
+    // A loaded object, for the CLI's symbolizer; sent with the next flush (before
+    // any node record that could need it, since the stream keeps its order).
+    void announceModule(const ModuleInfo& module);
+    // Sends the end record and closes the stream.
+    void finish(core::ExitKind kind);
+
+    // ---- fork (pthread_atfork) --------------------------------------------------
+    void prepareFork();
+    void parentAfterFork();
+    // The child must not write into the parent's stream: it runs on untracked.
+    void childAfterFork();
+
+    // Test support: sends what is buffered now.
+    void flushForTest();
+
+private:
+    void allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush);
+    void freeGuarded(const RecursionGuard&, uint64_t key);
+    // Under mu_: ends the stream, warns once with the reason.
+    void deactivateLocked(const char* why);
+    // Under mu_: checks the writer after a send; deactivates when the sink failed.
+    bool healthyLocked();
+    uint64_t clockDeltaLocked();
+    void missed() { missedEvents_.fetch_add(1, std::memory_order_relaxed); }
+
+    EngineOptions options_;
+    StackCapture capture_;
+    std::atomic<bool> active_{false};
+    std::atomic<uint64_t> missedEvents_{0};
+    std::atomic<uint64_t> streamGeneration_{1};  // interner_.generation(), readable without the lock
+
+    Mutex mu_;  // everything below
+    Sink* sink_ = nullptr;
+    StackInterner interner_;
+    PointerMap live_;  // key -> device (top byte) | size
+    core::EndFields counters_;
+    uint64_t lastClockNs_ = 0;
+    uint32_t pyCodes_ = 0;
+    uint64_t moduleIds_ = 0;
+    RecordWriter writer_;  // last: a 256 KiB buffer
+};
+
+}  // namespace memtool::collectors

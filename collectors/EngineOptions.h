@@ -1,0 +1,20 @@
+#pragma once
+// What `memtool run` asks of the collector, through MEMTOOL_OPTIONS
+// ("native=1,python=1,depth=128,cudahooks=0"). Unknown keys are ignored, so an
+// older collector runs under a newer CLI.
+
+#include "collectors/ThreadState.h"
+
+namespace memtool::collectors {
+
+struct EngineOptions {
+    bool nativeStacks = true;
+    bool pythonStacks = true;
+    int maxNativeDepth = 128;       // at most kMaxNativeDepth
+    bool cudaRuntimeHooks = false;  // record CUDA memory through runtime hooks from the start
+
+    // Parses the MEMTOOL_OPTIONS text over the defaults; null leaves them.
+    static EngineOptions parse(const char* text);
+};
+
+}  // namespace memtool::collectors

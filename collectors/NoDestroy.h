@@ -1,0 +1,16 @@
+#pragma once
+// Storage for collector objects that must outlive every hook: built at compile
+// time when T allows it (constinit: no constructor order to get wrong, no race on
+// first use), and never destroyed, since hooks run during and after static
+// destruction (a daemon thread's allocation, an atexit handler's free).
+
+namespace memtool::collectors {
+
+template <typename T>
+union NoDestroy {
+    T value;
+    constexpr NoDestroy() : value() {}
+    ~NoDestroy() {}
+};
+
+}  // namespace memtool::collectors

@@ -1,0 +1,62 @@
+#include "collectors/RecordWriter.h"
+
+#include <sys/mman.h>
+
+namespace memtool::collectors {
+
+void RecordWriter::open(Sink* sink, uint64_t nowNs) {
+    sink_ = sink;
+    used_ = 0;
+    records_ = 0;
+    lastFlushNs_ = nowNs;
+}
+
+void RecordWriter::detach() {
+    sink_ = nullptr;
+    used_ = 0;
+}
+
+uint8_t* RecordWriter::reserve(size_t bytes) {
+    if (!sink_) return nullptr;
+    if (bytes > kBufferBytes) {
+        if (!flush()) return nullptr;
+        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return nullptr;
+        scratch_ = static_cast<uint8_t*>(p);
+        scratchBytes_ = bytes;
+        return scratch_;
+    }
+    if (used_ + bytes > kBufferBytes && !flush()) return nullptr;
+    return buffer_ + used_;
+}
+
+void RecordWriter::commit(uint8_t* end) {
+    ++records_;
+    if (scratch_) {
+        if (sink_ && !sink_->write(scratch_, static_cast<size_t>(end - scratch_))) sink_ = nullptr;
+        munmap(scratch_, scratchBytes_);
+        scratch_ = nullptr;
+        return;
+    }
+    used_ = static_cast<size_t>(end - buffer_);
+}
+
+bool RecordWriter::flush() {
+    if (!sink_) return false;
+    if (used_ > 0 && !sink_->write(buffer_, used_)) {
+        sink_ = nullptr;
+        used_ = 0;
+        return false;
+    }
+    used_ = 0;
+    return true;
+}
+
+bool RecordWriter::flushIfDue(uint64_t nowNs, FlushPolicy policy) {
+    const bool timerDue = policy == FlushPolicy::Timed && nowNs - lastFlushNs_ > kFlushIntervalNs;
+    if (used_ < kFlushAt && !timerDue) return sink_ != nullptr;
+    lastFlushNs_ = nowNs;
+    return flush();
+}
+
+}  // namespace memtool::collectors

@@ -1,0 +1,118 @@
+#include "collectors/SocketSink.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace memtool::collectors {
+
+SocketSink::~SocketSink() { close(); }
+
+bool SocketSink::connect(const char* path, const char** why) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const size_t len = std::strlen(path);
+    if (len >= sizeof addr.sun_path) {
+        *why = "socket path too long; this process is not profiled";
+        return false;
+    }
+    std::memcpy(addr.sun_path, path, len + 1);
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        *why = "cannot create a socket; this process is not profiled";
+        return false;
+    }
+    int rc;
+    do {
+        rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+        ::close(fd);
+        *why = "cannot reach `memtool run` (socket gone); this process is not profiled";
+        return false;
+    }
+    adopt(fd);
+    return true;
+}
+
+void SocketSink::adopt(int fd) {
+    struct stat st {};
+    if (fstat(fd, &st) == 0) {
+        device_ = st.st_dev;
+        inode_ = st.st_ino;
+    }
+    failure_ = "";
+    fd_.store(fd);
+    closed_.store(false);
+}
+
+bool SocketSink::stillOurs() {
+    struct stat st {};
+    return fstat(fd_.load(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == device_ && st.st_ino == inode_;
+}
+
+bool SocketSink::write(const uint8_t* data, size_t len) {
+    if (closed_.load()) return false;
+    // One fstat per write: writes are whole buffers (up to 256 KiB) or the timer's
+    // flush, so this costs nothing measurable and keeps records out of a channel
+    // the program took over.
+    if (!stillOurs()) {
+        failure_ =
+            "the program closed memtool's socket and reused its descriptor; profiling stopped (the trace is "
+            "incomplete)";
+        // Not ours any more: never shut down or close what the number now names.
+        fd_.store(-1);
+        closed_.store(true);
+        return false;
+    }
+    const int fd = fd_.load();
+    size_t sent = 0;
+    while (sent < len) {
+        ssize_t n = ::send(fd, data + sent, len - sent, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            failure_ = "lost the connection to `memtool run`; profiling stopped";
+            close();
+            return false;
+        }
+        sent += static_cast<size_t>(n);
+    }
+    return true;
+}
+
+void SocketSink::close() {
+    if (closed_.exchange(true)) return;
+    const int fd = fd_.load();
+    if (fd >= 0) ::shutdown(fd, SHUT_RDWR);  // wakes a blocked reader with end-of-file
+    if (readers_.load() == 0) releaseDescriptor();
+}
+
+void SocketSink::abandon() {
+    closed_.store(true);
+    // shutdown() would end the parent's connection too: the descriptor is shared.
+    releaseDescriptor();
+}
+
+int SocketSink::acquire() {
+    readers_.fetch_add(1);
+    if (closed_.load()) {
+        release();
+        return -1;
+    }
+    return fd_.load();
+}
+
+void SocketSink::release() {
+    if (readers_.fetch_sub(1) == 1 && closed_.load()) releaseDescriptor();
+}
+
+void SocketSink::releaseDescriptor() {
+    int fd = fd_.exchange(-1);
+    if (fd >= 0) ::close(fd);
+}
+
+}  // namespace memtool::collectors

@@ -1,0 +1,54 @@
+#pragma once
+// A stream socket to `memtool run`. The sink owns its descriptor's lifetime:
+// close() shuts the connection down (a thread blocked reading it wakes up with
+// end-of-file) but releases the descriptor only once no reader holds it, so a
+// reader can never find its descriptor number closed and reused under it.
+//
+// It also notices when the descriptor stops being its socket: a program that
+// closes descriptors it does not own (and opens one of its own that gets the
+// same number) would otherwise receive memtool's records in its own data.
+
+#include <sys/types.h>
+
+#include <atomic>
+
+#include "collectors/Sink.h"
+
+namespace memtool::collectors {
+
+class SocketSink final : public Sink {
+public:
+    SocketSink() = default;
+    ~SocketSink() override;
+    SocketSink(const SocketSink&) = delete;
+    SocketSink& operator=(const SocketSink&) = delete;
+
+    // Connects to the listening Unix socket at `path`. False, with the reason in
+    // *why, when it cannot.
+    bool connect(const char* path, const char** why);
+    // Takes a connected descriptor (tests: one end of a socketpair).
+    void adopt(int fd);
+
+    bool write(const uint8_t* data, size_t len) override;
+    void close() override;
+    void abandon() override;
+    const char* failure() const override { return failure_; }
+
+    // For a thread that reads from the same socket: the descriptor, held open
+    // until release(); -1 once the sink is closed.
+    int acquire();
+    void release();
+
+private:
+    bool stillOurs();
+    void releaseDescriptor();
+
+    std::atomic<int> fd_{-1};
+    std::atomic<int> readers_{0};
+    std::atomic<bool> closed_{true};
+    dev_t device_ = 0;  // the socket's identity, to tell it from a reused number
+    ino_t inode_ = 0;
+    const char* failure_ = "";
+};
+
+}  // namespace memtool::collectors

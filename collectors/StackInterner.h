@@ -1,0 +1,34 @@
+#pragma once
+// Call stacks as trees, one per kind (native return addresses; Python code and
+// line): each stack becomes the id of its innermost node, and each node new to the
+// stream is written once as a node record. Ids are per stream: reset() starts a
+// new stream (a new generation), and every per-thread cache of an older
+// generation is stale. Not thread-safe: the engine calls it under its lock.
+
+#include <cstdint>
+
+#include "collectors/MappedTable.h"
+#include "collectors/RecordWriter.h"
+#include "collectors/ThreadState.h"
+
+namespace memtool::collectors {
+
+class StackInterner {
+public:
+    uint64_t generation() const { return generation_; }
+    void reset();
+
+    // `ips` innermost first. 0 for no stack. On running out of memory, the node of
+    // the outer part that could be interned.
+    uint32_t native(ThreadState& ts, const uint64_t* ips, int count, RecordWriter& out);
+    // Computes the nodes of frames [firstStale, recorded()) (see refreshLines);
+    // returns the innermost frame's node, 0 for an empty stack.
+    uint32_t python(ShadowStack& stack, uint32_t firstStale, RecordWriter& out);
+
+private:
+    FrameTrie native_;
+    FrameTrie python_;
+    uint64_t generation_ = 1;
+};
+
+}  // namespace memtool::collectors

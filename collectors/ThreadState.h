@@ -1,0 +1,40 @@
+#pragma once
+// What the collector keeps per thread, in one block of its own memory reached
+// through a single initial-exec TLS pointer. Large per-thread caches must not
+// live in static TLS: a library loaded with dlopen into a running process gets
+// only the small surplus glibc reserves ("cannot allocate memory in static TLS
+// block"), and memtool's collector must be loadable that way.
+//
+// The block comes from mmap, never from the program's heap, on the thread's
+// first allocation event; it is unmapped when the thread exits. Pages the thread
+// never touches (the shadow stack of a thread that runs no Python) cost nothing.
+
+#include <cstdint>
+
+#include "collectors/ShadowStack.h"
+
+namespace memtool::collectors {
+
+inline constexpr int kMaxNativeDepth = 256;
+
+struct ThreadState {
+    // The last native stack this thread recorded, outermost frame first, with the
+    // trie node of each prefix: consecutive allocations share their outer frames
+    // (main, the interpreter loop), so only the differing inner part is looked up.
+    uint64_t nativeGeneration;
+    int nativeDepth;
+    uint64_t nativeIps[kMaxNativeDepth];
+    uint32_t nativeNodes[kMaxNativeDepth];
+    // How deep the interpreter loop sat in this thread's last stack: the next walk
+    // asks for a little more than that, instead of the whole stack.
+    int evalDepth;
+    bool pythonSeen;  // the profile function has run on this thread
+    ShadowStack python;
+};
+
+// The calling thread's block, made on first use; null when memory ran out.
+ThreadState* threadState();
+// The calling thread's block if it has one.
+ThreadState* existingThreadState();
+
+}  // namespace memtool::collectors

@@ -1,0 +1,320 @@
+// The collector's engine in-process, over a socketpair, as heaptrack tests its
+// tracker: what goes in (alloc, free, notes, fork, a peer that goes away) and
+// exactly which records come out, decoded by the CLI's own decoder.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectors/Engine.h"
+#include "collectors/SocketSink.h"
+#include "core/Aggregator.h"
+#include "core/StreamDecoder.h"
+
+using namespace memtool;
+using namespace memtool::collectors;
+
+namespace {
+
+// Every record of a stream, as a short token, and the folded result.
+struct Recorded : core::RecordSink {
+    std::vector<std::string> log;
+    core::Aggregator agg;
+    std::vector<core::AllocRecord> allocs;
+    std::vector<core::FreeRecord> frees;
+    std::vector<core::NoteRecord> notes;
+    core::EndFields end;
+    void onHandshake(const core::Handshake& h) override { agg.onHandshake(h), log.push_back("H"); }
+    void onModule(const core::ModuleRecord& m) override { agg.onModule(m), log.push_back("M"); }
+    void onPyCode(const core::PyCodeRecord& c) override { agg.onPyCode(c), log.push_back("C"); }
+    void onNativeNode(const core::NativeNodeRecord& n) override { agg.onNativeNode(n), log.push_back("N"); }
+    void onPyNode(const core::PyNodeRecord& n) override { agg.onPyNode(n), log.push_back("P"); }
+    void onAlloc(const core::AllocRecord& a) override { agg.onAlloc(a), allocs.push_back(a), log.push_back("A"); }
+    void onFree(const core::FreeRecord& f) override { agg.onFree(f), frees.push_back(f), log.push_back("F"); }
+    void onNote(const core::NoteRecord& n) override { agg.onNote(n), notes.push_back(n), log.push_back("W"); }
+    void onEnd(const core::EndFields& e) override { agg.onEnd(e), end = e, log.push_back("E"); }
+    // The log without node records (their number depends on the stack depth).
+    std::vector<std::string> events() const {
+        std::vector<std::string> out;
+        for (const auto& t : log)
+            if (t != "N" && t != "P") out.push_back(t);
+        return out;
+    }
+};
+
+// An engine whose stream goes into one end of a socketpair; the test reads the other.
+struct Stream {
+    int fds[2] = {-1, -1};
+    SocketSink sink;
+    Engine engine;
+    explicit Stream(bool nativeStacks = false) {
+        EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+        EngineOptions o;
+        o.nativeStacks = nativeStacks;
+        o.pythonStacks = false;
+        const char* why = nullptr;
+        EXPECT_TRUE(engine.configure(o, &why)) << why;
+        sink.adopt(fds[0]);
+    }
+    ~Stream() {
+        if (fds[1] >= 0) close(fds[1]);
+    }
+    bool connect(const std::string& command = std::string("prog\0--flag\0", 12), uint64_t pid = 4242) {
+        StreamIdentity id;
+        id.pid = pid;
+        id.ppid = 1;
+        id.startUnixNs = 1700000000000000000ull;
+        id.command = command.data();
+        id.commandBytes = command.size();
+        return engine.connect(sink, id);
+    }
+    // Reads to end-of-file (the engine closed its end) and decodes everything.
+    void readAll(Recorded& out) {
+        core::StreamDecoder decoder(out);
+        std::vector<uint8_t> buf(1 << 16);
+        for (ssize_t n; (n = read(fds[1], buf.data(), buf.size())) > 0;) decoder.feed(buf.data(), static_cast<size_t>(n));
+    }
+};
+
+// The text a callback wrote to stderr.
+template <typename Fn>
+std::string stderrOf(Fn fn) {
+    int pipeFds[2];
+    EXPECT_EQ(pipe2(pipeFds, O_CLOEXEC), 0);
+    int saved = dup(STDERR_FILENO);
+    dup2(pipeFds[1], STDERR_FILENO);
+    fn();
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(pipeFds[1]);
+    std::string text;
+    char buf[4096];
+    for (ssize_t n; (n = read(pipeFds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+    close(pipeFds[0]);
+    return text;
+}
+
+__attribute__((noinline)) void allocateHere(Engine& e, uint64_t key) {
+    e.alloc(core::kDeviceCpu, key, 64);
+    asm volatile("");  // keep the call a call, not a tail jump
+}
+
+}  // namespace
+
+TEST(Engine, RecordsExactlyWhatItIsTold) {
+    Stream s;
+    ASSERT_TRUE(s.connect());
+    EXPECT_TRUE(s.engine.active());
+    s.engine.alloc(core::kDeviceCpu, 0x1000, 100);
+    s.engine.alloc(core::cudaDevice(1), 0x2000, 200);
+    s.engine.free(0x1000);
+    s.engine.free(0x3000);  // never allocated through the engine: nothing to say
+    s.engine.note(core::kNoteWarning, "a note");
+    s.engine.free(0x2000);  // reported on the device it was allocated on
+    s.engine.alloc(core::kDeviceCpu, 0x4000, 50);
+    s.engine.finish(core::ExitKind::Immediate);
+    EXPECT_FALSE(s.engine.active());
+
+    Recorded r;
+    s.readAll(r);
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "A", "A", "F", "W", "F", "A", "E"}));
+    ASSERT_TRUE(r.agg.handshake());
+    EXPECT_EQ(r.agg.handshake()->pid, 4242);
+    EXPECT_EQ(r.agg.handshake()->command, (std::vector<std::string>{"prog", "--flag"}));
+    EXPECT_FALSE(r.agg.handshake()->nativeStacks);
+    ASSERT_EQ(r.allocs.size(), 3u);
+    EXPECT_EQ(r.allocs[1].f.device, core::cudaDevice(1));
+    EXPECT_EQ(r.allocs[1].f.address, 0x2000u);
+    EXPECT_EQ(r.allocs[1].f.size, 200u);
+    EXPECT_EQ(r.allocs[0].f.nativeNode, 0u);
+    ASSERT_EQ(r.frees.size(), 2u);
+    EXPECT_EQ(r.frees[0].f.device, core::kDeviceCpu);
+    EXPECT_EQ(r.frees[1].f.device, core::cudaDevice(1));
+    EXPECT_EQ(r.notes.at(0).text, "a note");
+    EXPECT_EQ(r.end.allocCount, 3u);
+    EXPECT_EQ(r.end.freeCount, 2u);
+    EXPECT_EQ(r.end.allocatedBytes, 350u);
+    EXPECT_EQ(r.end.freedBytes, 300u);
+    EXPECT_EQ(r.end.recordCount, 7u);  // the handshake and six records
+    EXPECT_EQ(r.end.missedEvents, 0u);
+    EXPECT_EQ(r.end.exitKind, static_cast<uint64_t>(core::ExitKind::Immediate));
+    EXPECT_TRUE(r.agg.streamVerified());
+    EXPECT_EQ(r.agg.devices().at(core::kDeviceCpu).peakBytes, 100u);
+    EXPECT_EQ(r.agg.devices().at(core::kDeviceCpu).currentBytes, 50u);
+}
+
+TEST(Engine, NothingBeforeConnectOrAfterFinish) {
+    Stream s;
+    s.engine.alloc(core::kDeviceCpu, 0x1000, 1);  // not connected: dropped, not counted
+    ASSERT_TRUE(s.connect());
+    s.engine.finish(core::ExitKind::Normal);
+    s.engine.alloc(core::kDeviceCpu, 0x2000, 2);
+    s.engine.finish(core::ExitKind::Normal);  // once only
+    Recorded r;
+    s.readAll(r);
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "E"}));
+    EXPECT_TRUE(r.agg.streamVerified());
+}
+
+TEST(Engine, RepeatedStacksCostNoNewNodes) {
+    Stream s(/*nativeStacks=*/true);
+    ASSERT_TRUE(s.connect());
+    volatile int calls = 2;  // a loop the compiler cannot unroll: one call site, one stack
+    for (int i = 0; i < calls; ++i) allocateHere(s.engine, 0x10 * static_cast<uint64_t>(i + 1));
+    s.engine.finish(core::ExitKind::Normal);
+    Recorded r;
+    s.readAll(r);
+    ASSERT_EQ(r.allocs.size(), 2u);
+    EXPECT_NE(r.allocs[0].f.nativeNode, 0u);
+    EXPECT_EQ(r.allocs[0].f.nativeNode, r.allocs[1].f.nativeNode);  // the same stack, the same node
+    // Every node record comes before the first allocation: the second added none.
+    size_t firstAlloc = 0;
+    while (r.log[firstAlloc] != "A") ++firstAlloc;
+    EXPECT_EQ(r.log.size(), firstAlloc + 3);  // A A E
+    EXPECT_TRUE(r.agg.streamVerified());
+}
+
+TEST(Engine, EventsInsideTheEngineAreCountedAsMissed) {
+    Stream s;
+    ASSERT_TRUE(s.connect());
+    s.engine.alloc(core::kDeviceCpu, 0x10, 8);
+    {
+        RecursionGuard ours;  // as if memtool's own code allocated
+        s.engine.alloc(core::kDeviceCpu, 0x20, 8);
+        s.engine.free(0x10);
+    }
+    s.engine.finish(core::ExitKind::Normal);
+    Recorded r;
+    s.readAll(r);
+    EXPECT_EQ(r.events(), (std::vector<std::string>{"H", "A", "E"}));
+    EXPECT_EQ(r.end.missedEvents, 2u);
+    EXPECT_FALSE(r.agg.streamVerified());  // the trace will not claim what it missed
+}
+
+TEST(Engine, AForkChildNeverWritesIntoTheParentsStream) {
+    Stream s;
+    ASSERT_TRUE(s.connect());
+    s.engine.alloc(core::kDeviceCpu, 0x10, 1);
+    s.engine.prepareFork();
+    pid_t child = fork();
+    if (child == 0) {
+        s.engine.childAfterFork();
+        s.engine.alloc(core::kDeviceCpu, 0x20, 2);
+        s.engine.free(0x10);
+        s.engine.finish(core::ExitKind::Normal);
+        _exit(s.engine.active() ? 1 : 0);
+    }
+    s.engine.parentAfterFork();
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    // The child dropped its copy of the socket without shutting it down.
+    EXPECT_TRUE(s.engine.active());
+    s.engine.alloc(core::kDeviceCpu, 0x30, 3);
+    s.engine.finish(core::ExitKind::Normal);
+    Recorded r;
+    s.readAll(r);
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "A", "A", "E"}));
+    EXPECT_EQ(r.allocs.at(1).f.address, 0x30u);
+    EXPECT_TRUE(r.agg.streamVerified());
+}
+
+TEST(Engine, DeactivatesOnceWhenThePeerGoesAway) {
+    Stream s;
+    ASSERT_TRUE(s.connect());
+    close(s.fds[1]);
+    s.fds[1] = -1;
+    std::string said = stderrOf([&] {
+        s.engine.alloc(core::kDeviceCpu, 0x10, 1);
+        s.engine.flushForTest();  // the send fails: the peer is gone
+        s.engine.alloc(core::kDeviceCpu, 0x20, 2);
+        s.engine.flushForTest();
+        s.engine.finish(core::ExitKind::Normal);
+    });
+    EXPECT_FALSE(s.engine.active());
+    EXPECT_EQ(said, "memtool: lost the connection to `memtool run`; profiling stopped\n");
+}
+
+TEST(Engine, StopsWhenItsDescriptorIsTakenOver) {
+    Stream s;
+    ASSERT_TRUE(s.connect());
+    // The program closes memtool's descriptor and gets the same number for a pipe.
+    int pipeFds[2];
+    ASSERT_EQ(pipe(pipeFds), 0);
+    const int number = s.fds[0];
+    ASSERT_EQ(dup2(pipeFds[1], number), number);
+    close(pipeFds[1]);
+    std::string said = stderrOf([&] {
+        s.engine.alloc(core::kDeviceCpu, 0x10, 1);
+        s.engine.flushForTest();
+    });
+    EXPECT_FALSE(s.engine.active());
+    EXPECT_EQ(said,
+              "memtool: the program closed memtool's socket and reused its descriptor; profiling stopped (the trace "
+              "is incomplete)\n");
+    // Nothing reached the program's pipe, and the number is still the program's.
+    close(number);
+    char byte;
+    EXPECT_EQ(read(pipeFds[0], &byte, 1), 0);
+    close(pipeFds[0]);
+    // The CLI's end sees the stream stop without its end record.
+    Recorded r;
+    s.readAll(r);
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H"}));
+}
+
+TEST(Engine, AHugeCommandLineTravelsWhole) {
+    Stream s;
+    std::string big(1 << 20, 'x');  // larger than the 256 KiB buffer
+    big += '\0';
+    big += "tail";
+    big += '\0';
+    std::string received;
+    std::thread reader([&] {
+        Recorded r;
+        s.readAll(r);
+        ASSERT_TRUE(r.agg.handshake());
+        const auto& cmd = r.agg.handshake()->command;
+        ASSERT_EQ(cmd.size(), 2u);
+        received = cmd[0].substr(0, 3) + std::to_string(cmd[0].size()) + cmd[1];
+        EXPECT_TRUE(r.agg.streamVerified());
+    });
+    ASSERT_TRUE(s.connect(big));
+    s.engine.finish(core::ExitKind::Normal);
+    reader.join();
+    EXPECT_EQ(received, "xxx1048576tail");
+}
+
+TEST(Engine, ThreadsRecordEveryEventExactly) {
+    Stream s(/*nativeStacks=*/true);
+    constexpr int kThreads = 4, kPerThread = 20000;
+    Recorded r;
+    std::thread reader([&] { s.readAll(r); });
+    ASSERT_TRUE(s.connect());
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            for (uint64_t i = 0; i < kPerThread; ++i) {
+                const uint64_t key = (static_cast<uint64_t>(t + 1) << 32) | (i * 64 + 64);
+                s.engine.alloc(core::kDeviceCpu, key, 100 + static_cast<uint64_t>(t));
+                if (i % 2 == 0) s.engine.free(key);
+            }
+        });
+    }
+    for (auto& th : threads) th.join();
+    s.engine.finish(core::ExitKind::Normal);
+    reader.join();
+    EXPECT_TRUE(r.agg.streamVerified());
+    EXPECT_EQ(r.end.allocCount, uint64_t{kThreads * kPerThread});
+    EXPECT_EQ(r.end.freeCount, uint64_t{kThreads * kPerThread / 2});
+    const auto& cpu = r.agg.devices().at(core::kDeviceCpu);
+    EXPECT_EQ(cpu.allocatedBytes, uint64_t{kPerThread} * (100 + 101 + 102 + 103));
+    EXPECT_EQ(cpu.currentBytes, uint64_t{kPerThread / 2} * (100 + 101 + 102 + 103));
+    EXPECT_EQ(r.agg.unmatchedFrees(), 0u);
+}

@@ -1,0 +1,54 @@
+// The collector library as a shared object: what it exports, what it carries,
+// and that it can be loaded into a running process.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "tests/e2e/E2eSupport.h"
+
+using namespace memtool::e2e;
+
+namespace {
+std::string output(const std::string& command) {
+    std::string out;
+    FILE* p = popen(command.c_str(), "r");
+    if (!p) return out;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    pclose(p);
+    return out;
+}
+}  // namespace
+
+// The Python package (and any tool) may dlopen the collector into a process that
+// runs already: its initial-exec TLS must fit glibc's small static-TLS surplus.
+TEST(CollectorLibrary, LoadsIntoARunningProcess) {
+    Outcome o = run({PYTHON_BIN, "-c",
+                     "import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); print(lib.memtool_collector_api_version())",
+                     COLLECTOR_LIB});
+    EXPECT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out, "2\n");
+    EXPECT_EQ(o.err, "");  // outside memtool run it stays silent and inactive
+}
+
+// It carries no stream reader and nothing that throws: an exception must never
+// unwind through the program it observes.
+TEST(CollectorLibrary, CarriesNoReaderAndNothingThatThrows) {
+    const std::string symbols = output(std::string("nm -C ") + COLLECTOR_LIB);
+    ASSERT_NE(symbols.find("memtool_record_alloc"), std::string::npos) << "nm failed";
+    for (const char* banned : {"StreamDecoder", "ProtocolError", "__cxa_throw", "__cxa_allocate_exception",
+                               "__throw_", "typeinfo for std::"}) {
+        EXPECT_EQ(symbols.find(banned), std::string::npos) << banned;
+    }
+}
+
+// Its exported surface is collectors/CollectorApi.h's, and the two interposed
+// libc functions: nothing else leaks into the program's symbol scope.
+TEST(CollectorLibrary, ExportsOnlyItsCSurface) {
+    const std::string exported =
+        output(std::string("nm -D --defined-only ") + COLLECTOR_LIB + " | awk '{print $3}' | sort");
+    EXPECT_EQ(exported,
+              "_exit\ndlopen\nmemtool_collector_api_version\nmemtool_cuda_attach\nmemtool_cuda_fallback\n"
+              "memtool_record_alloc\nmemtool_record_free\nmemtool_torch_bridge_try\n");
+}
