@@ -20,6 +20,10 @@
 #include "collectors/SocketSink.h"
 #include "collectors/TorchBridgeLoader.h"
 #include "collectors/Warn.h"
+#include "collectors/control/ControlChannel.h"
+#include "collectors/control/CpuPagesBackend.h"
+#include "collectors/control/PausedAccess.h"
+#include "collectors/control/Regions.h"
 
 namespace memtool::collectors {
 
@@ -40,6 +44,9 @@ pthread_mutex_t gScanMutex = PTHREAD_MUTEX_INITIALIZER;
 
 constinit NoDestroy<Engine> gEngine;
 constinit NoDestroy<SocketSink> gSink;
+constinit NoDestroy<control::Regions> gRegions;
+constinit NoDestroy<control::CpuPagesBackend> gCpuPages;
+constinit NoDestroy<control::RegionCommands> gCommands{gRegions.value};
 
 // ---- what the module scan keeps (under gScanMutex) --------------------------------
 // Keys are load bias + 1 (a non-PIE executable's bias is 0); the value is a hash of
@@ -63,14 +70,28 @@ uint64_t pathHash(const char* s) {
 // It calls posix_memalign and free itself, through its own GOT: hooking exactly
 // those slots sees every CPU storage of any torch, and no other allocation or free
 // in the process.
+//
+// Inside a pausable region (memtool.region), storages come from the collector's
+// own pages instead, which a pause can release while their addresses stay.
 int hookPosixMemalign(void** out, size_t alignment, size_t size) noexcept {
+    if (control::Regions::threadInRegion()) {
+        control::Failure why;
+        void* p = gRegions.value.serve(core::kDeviceCpu, size, alignment, why);
+        if (!p) return ENOMEM;  // torch raises its out-of-memory error
+        control::installPausedAccessHandler(gRegions.value);
+        *out = p;
+        return 0;
+    }
     int rc = posix_memalign(out, alignment, size);
     if (rc == 0) engine().alloc(core::kDeviceCpu, reinterpret_cast<uint64_t>(*out), size);
     return rc;
 }
 
 void hookFree(void* p) noexcept {
-    if (p) engine().free(reinterpret_cast<uint64_t>(p));
+    if (!p) return free(p);
+    const uint64_t address = reinterpret_cast<uint64_t>(p);
+    if (gRegions.value.release(address)) return;  // recorded and released there
+    engine().free(address);
     free(p);
 }
 
@@ -252,7 +273,10 @@ void ensureConnected() {
     if (!e.connect(gSink.value, id)) {
         warn(gSink.value.failure());
         gGaveUp = true;
+        return;
     }
+    // Commands from `memtool ctl` come down the same socket.
+    control::startControlThread(gSink.value, e, gCommands.value);
 }
 
 void atForkPrepare() {
@@ -273,6 +297,10 @@ void atForkChild() {
 
 Engine& engine() { return gEngine.value; }
 
+namespace control {
+Regions& regions() { return gRegions.value; }
+}  // namespace control
+
 bool collectorConfigured() { return gConfigured; }
 
 bool startCollector() {
@@ -286,6 +314,10 @@ bool startCollector() {
     if (StackCapture::codeRangeOf(reinterpret_cast<const void*>(&hookFree), &start, &end))
         e.capture().setOwnCode(start, end);
     gRuntimeHooks = e.options().cudaRuntimeHooks;
+    control::Regions& r = gRegions.value;
+    r.setEngine(&e);
+    r.setCpuBackend(&gCpuPages.value);
+    r.setBackupDirectory(std::getenv(core::kEnvBackupDir));
     pthread_atfork(atForkPrepare, atForkParent, atForkChild);
     configureTorchBridge();
     gConfigured = true;

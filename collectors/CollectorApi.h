@@ -10,6 +10,7 @@
 // C only (no C++ types cross the boundary), so callers built with another
 // compiler, standard library or ABI setting can use it.
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -41,6 +42,33 @@ typedef void (*MemtoolCudaFallbackFn)(const char* why);
 // Before each CUDA device allocation until settled: attach the torch bridge.
 void memtool_torch_bridge_try(void);
 typedef void (*MemtoolTorchBridgeTryFn)(void);
+
+// 1 when this process runs under `memtool run` (the collector is configured):
+// regions and control are available. 0 when the library is merely loaded.
+int memtool_enabled(void);
+// The collector library's own path (for torch's pluggable allocator, which loads
+// allocator functions by file name). Returns its length; 0 when unknown.
+size_t memtool_collector_path(char* out, size_t size);
+
+// ---- pausable regions (python/memtool; collectors/control/Regions.h) --------------
+// backup: 0 none (content discarded on pause), 1 host (pinned host memory; CUDA
+// memory only), 2 disk. Errors and results are written into `out` (NUL-terminated,
+// at most `size` bytes): a one-line reason, or a JSON object.
+//
+// Enters the region `tag` on the calling thread: its allocations, until the
+// matching exit, are served from pausable memory. 0 on success, -1 with the
+// reason in `out`.
+int memtool_region_enter(const char* tag, int backup, char* out, size_t size);
+void memtool_region_exit(void);
+// Pause or resume every allocation of `tag` (NULL: every tag). Returns 0 when it
+// worked (or there was nothing to do: the JSON's "changed" says), 1 when it failed
+// (the JSON's "message" says why and what was left as it was). The JSON has ok,
+// changed, bytes, regions, allocations, seconds, message.
+int memtool_pause(const char* tag, char* out, size_t size);
+int memtool_resume(const char* tag, char* out, size_t size);
+// The regions as a JSON array (tag, device, bytes, resident_bytes, paused_bytes,
+// state, backup). Returns its length, or 0 when it does not fit in `size`.
+size_t memtool_regions(char* out, size_t size);
 
 #ifdef __cplusplus
 }

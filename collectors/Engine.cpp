@@ -68,11 +68,11 @@ bool Engine::connect(Sink& sink, const StreamIdentity& id) {
     return healthyLocked();
 }
 
-void Engine::alloc(uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush) {
+void Engine::alloc(uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush, uint32_t region) {
     if (!active()) return;
     if (RecursionGuard::active) return missed();
     RecursionGuard guard;
-    allocGuarded(guard, device, key, size, flush);
+    allocGuarded(guard, device, key, size, flush, region);
 }
 
 void Engine::free(uint64_t key) {
@@ -82,7 +82,8 @@ void Engine::free(uint64_t key) {
     freeGuarded(guard, key);
 }
 
-void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush) {
+void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush,
+                          uint32_t region) {
     // Stacks first, outside the lock: unwinding is the costly part, and the Python
     // lines are read from this thread's own frames.
     ThreadState* ts = threadState();
@@ -107,6 +108,7 @@ void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, u
     a.nativeNode = ts ? interner_.native(*ts, ips, depth, writer_) : 0;
     a.pyNode = hasPython ? interner_.python(*py, firstStale, writer_) : 0;
     a.timeDeltaNs = clockDeltaLocked();
+    a.region = region;
     if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) writer_.commit(core::encodeAlloc(p, a));
     ++counters_.allocCount;
     counters_.allocatedBytes += size;
@@ -130,17 +132,51 @@ void Engine::freeGuarded(const RecursionGuard&, uint64_t key) {
     healthyLocked();
 }
 
+template <typename Encode>
+void Engine::sendNowLocked(size_t bytes, Encode encode) {
+    if (!active_.load(std::memory_order_relaxed)) return;
+    if (uint8_t* p = writer_.reserve(bytes)) writer_.commit(encode(p));
+    writer_.flush();
+    healthyLocked();
+}
+
 void Engine::note(const char* key, const char* text) {
     if (!active() || RecursionGuard::active) return;
     RecursionGuard guard;
     const size_t keyBytes = std::strlen(key), textBytes = std::strlen(text);
     LockGuard lock(mu_);
-    if (!active_.load(std::memory_order_relaxed)) return;
-    if (uint8_t* p = writer_.reserve(core::noteBytes(keyBytes, textBytes)))
-        writer_.commit(core::encodeNote(p, key, keyBytes, text, textBytes));
     // Notes are rare (a handful per process) and say things worth sending now.
-    writer_.flush();
+    sendNowLocked(core::noteBytes(keyBytes, textBytes),
+                  [&](uint8_t* p) { return core::encodeNote(p, key, keyBytes, text, textBytes); });
+}
+
+void Engine::region(uint32_t id, const char* tag, uint8_t device, core::BackupKind backup) {
+    if (!active()) return;
+    RecursionGuard guard;
+    const size_t tagBytes = std::strlen(tag);
+    LockGuard lock(mu_);
+    if (!active_.load(std::memory_order_relaxed)) return;
+    if (uint8_t* p = writer_.reserve(core::regionBytes(tagBytes)))
+        writer_.commit(core::encodeRegion(p, id, tag, tagBytes, device, backup));
     healthyLocked();
+}
+
+void Engine::control(core::ControlFields fields, const char* message) {
+    if (!active()) return;
+    RecursionGuard guard;
+    const size_t messageBytes = std::strlen(message);
+    LockGuard lock(mu_);
+    fields.timeDeltaNs = clockDeltaLocked();
+    sendNowLocked(core::controlBytes(messageBytes),
+                  [&](uint8_t* p) { return core::encodeControl(p, fields, message, messageBytes); });
+}
+
+void Engine::reply(uint64_t requestId, core::ReplyStatus status, const char* body, size_t bodyBytes) {
+    if (!active()) return;
+    RecursionGuard guard;
+    LockGuard lock(mu_);
+    sendNowLocked(core::replyBytes(bodyBytes),
+                  [&](uint8_t* p) { return core::encodeReply(p, requestId, status, body, bodyBytes); });
 }
 
 uint32_t Engine::pyCode(const char* file, size_t fileBytes, const char* name, size_t nameBytes, uint64_t firstLine) {

@@ -70,13 +70,26 @@ public:
 
     // ---- events ---------------------------------------------------------------
     // `key` is an address, or a key with the protocol's tag bits; sizes below 2^56.
-    void alloc(uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush = FlushPolicy::Timed);
+    // `region`: the pausable region it was served from (declared first), or 0.
+    void alloc(uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush = FlushPolicy::Timed,
+               uint32_t region = 0);
     // Reported before the memory is released, so that a reuse of the address by
     // another thread cannot reach the stream ahead of this free. Keys never
     // allocated through the engine are ignored.
     void free(uint64_t key);
     // A note for the trace (core::kNote* keys): rare; flushed at once.
     void note(const char* key, const char* text);
+
+    // ---- memory control (collectors/control) ------------------------------------
+    // Declares a pausable region before its first allocation is recorded. Ids are
+    // the caller's, from 1, unique in the process.
+    void region(uint32_t id, const char* tag, uint8_t device, core::BackupKind backup);
+    // A pause or resume that happened (or failed); flushed at once.
+    void control(core::ControlFields fields, const char* message);
+    // The answer to a request that came down the stream; flushed at once.
+    void reply(uint64_t requestId, core::ReplyStatus status, const char* body, size_t bodyBytes);
+    // The stream's sink, for the thread that reads requests from it.
+    Sink* sink() const { return sink_; }
     // Python code object (GIL held by the caller): returns its wire id.
     uint32_t pyCode(const char* file, size_t fileBytes, const char* name, size_t nameBytes, uint64_t firstLine);
     // A loaded object, for the CLI's symbolizer; sent with the next flush (before
@@ -95,7 +108,12 @@ public:
     void flushForTest();
 
 private:
-    void allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush);
+    void allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush,
+                      uint32_t region);
+    // Under mu_: reserves, encodes with `encode(p)` (returning the record's end),
+    // commits and flushes at once. For rare records that say something now.
+    template <typename Encode>
+    void sendNowLocked(size_t bytes, Encode encode);
     void freeGuarded(const RecursionGuard&, uint64_t key);
     // Under mu_: ends the stream, warns once with the reason.
     void deactivateLocked(const char* why);

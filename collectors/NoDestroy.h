@@ -10,6 +10,8 @@ template <typename T>
 union NoDestroy {
     T value;
     constexpr NoDestroy() : value() {}
+    template <typename... Args>
+    constexpr explicit NoDestroy(Args&... args) : value(args...) {}
     ~NoDestroy() {}
 };
 

@@ -4,10 +4,13 @@
 
 #include <dlfcn.h>
 
+#include <cstring>
+
 #include "collectors/Collector.h"
 #include "collectors/CollectorApi.h"
 #include "collectors/NativeUnwinder.h"
 #include "collectors/TorchBridgeLoader.h"
+#include "collectors/control/Regions.h"
 
 namespace memtool::collectors {
 namespace {
@@ -61,5 +64,55 @@ __attribute__((visibility("default"))) void memtool_cuda_fallback(const char* wh
 
 __attribute__((visibility("default"))) void memtool_torch_bridge_try(void) {
     memtool::collectors::tryAttachTorchBridge();
+}
+
+__attribute__((visibility("default"))) int memtool_enabled(void) {
+    return memtool::collectors::collectorConfigured() ? 1 : 0;
+}
+
+__attribute__((visibility("default"))) size_t memtool_collector_path(char* out, size_t size) {
+    Dl_info info;
+    if (!dladdr(reinterpret_cast<void*>(&memtool_enabled), &info) || !info.dli_fname || !out || size == 0) return 0;
+    const size_t n = std::strlen(info.dli_fname);
+    if (n + 1 > size) return 0;
+    std::memcpy(out, info.dli_fname, n + 1);
+    return n;
+}
+
+__attribute__((visibility("default"))) int memtool_region_enter(const char* tag, int backup, char* out, size_t size) {
+    using namespace memtool::collectors;
+    control::Failure why;
+    if (!tag || backup < 0 || backup > 2) {
+        why.set("memtool_region_enter: a tag and a backup kind (0 none, 1 host, 2 disk) are needed");
+    } else if (!collectorConfigured()) {
+        why.set("this process does not run under `memtool run`: regions are not available");
+    } else if (control::regions().enter(tag, static_cast<memtool::core::BackupKind>(backup), why)) {
+        return 0;
+    }
+    if (out && size) {
+        std::strncpy(out, why.text, size - 1);
+        out[size - 1] = '\0';
+    }
+    return -1;
+}
+
+__attribute__((visibility("default"))) void memtool_region_exit(void) { memtool::collectors::control::regions().exit(); }
+
+__attribute__((visibility("default"))) int memtool_pause(const char* tag, char* out, size_t size) {
+    using namespace memtool::collectors;
+    control::OpResult r = control::regions().pause(tag, memtool::core::ControlOrigin::Api);
+    if (out && size) r.toJson("pause", out, size);
+    return r.ok ? 0 : 1;
+}
+
+__attribute__((visibility("default"))) int memtool_resume(const char* tag, char* out, size_t size) {
+    using namespace memtool::collectors;
+    control::OpResult r = control::regions().resume(tag, memtool::core::ControlOrigin::Api);
+    if (out && size) r.toJson("resume", out, size);
+    return r.ok ? 0 : 1;
+}
+
+__attribute__((visibility("default"))) size_t memtool_regions(char* out, size_t size) {
+    return memtool::collectors::control::regions().describe(out, size);
 }
 }

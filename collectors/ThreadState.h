@@ -29,6 +29,11 @@ struct ThreadState {
     // asks for a little more than that, instead of the whole stack.
     int evalDepth;
     bool pythonSeen;  // the profile function has run on this thread
+    // Pausable regions this thread is inside (memtool.region), innermost last, as
+    // tag indices (control/Regions.h): allocations go to the innermost.
+    static constexpr int kMaxRegionDepth = 16;
+    uint8_t regionTags[kMaxRegionDepth];
+    int regionDepth;
     ShadowStack python;
 };
 

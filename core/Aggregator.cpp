@@ -33,6 +33,25 @@ void Aggregator::onNote(const NoteRecord& n) {
     ++records_;
 }
 
+void Aggregator::onRegion(const RegionRecord& r) {
+    regions_[r.id].record = r;
+    ++records_;
+}
+
+void Aggregator::onControl(const ControlRecord& c) {
+    controls_.push_back(c);
+    ++records_;
+    if (!c.f.ok) return;  // nothing changed
+    const bool pause = c.f.action == ControlAction::Pause || c.f.action == ControlAction::Yield;
+    setPaused(c.f.region, pause, c.timeNs);
+    lastTimeNs_ = c.timeNs;
+}
+
+void Aggregator::onReply(const ReplyRecord& r) {
+    replies_.push_back(r);
+    ++records_;
+}
+
 void Aggregator::onEnd(const EndFields& e) { end_ = e; }
 
 bool Aggregator::streamVerified() const {
@@ -77,10 +96,23 @@ void Aggregator::release(uint8_t device, uint64_t address, uint64_t timeNs, bool
     }
     DeviceState& d = devices_[device];
     StackState& s = stacks_[it->second.stack];
+    const LiveBlock& b = it->second;
     touch(s, d);
-    s.liveBytes -= it->second.size;
-    d.currentBytes -= it->second.size;
-    d.freedBytes += it->second.size;
+    if (b.paused) {
+        s.pausedBytes -= b.size;
+        d.pausedBytes -= b.size;
+    } else {
+        s.liveBytes -= b.size;
+        d.currentBytes -= b.size;
+    }
+    if (b.region) {
+        Region& r = regions_[b.region];
+        r.liveBytes -= b.size;
+        if (b.paused) r.pausedBytes -= b.size;
+        --r.liveBlocks;
+        regionBlocks_[b.region].erase(address);
+    }
+    d.freedBytes += b.size;
     ++d.freeCount;
     live.erase(it);
     lastTimeNs_ = timeNs;
@@ -100,20 +132,57 @@ void Aggregator::onAlloc(const AllocRecord& a) {
     DeviceState& d = devices_[dev];
     StackState& s = stacks_[idx];
     touch(s, d);
-    s.liveBytes += a.f.size;
     s.allocatedBytes += a.f.size;
     ++s.count;
-    d.currentBytes += a.f.size;
     d.allocatedBytes += a.f.size;
     ++d.allocCount;
+    addResident(d, s, a.f.size, a.timeNs);
+    if (d.currentBytes > s.maxDeviceBytesAtAlloc) s.maxDeviceBytesAtAlloc = d.currentBytes;
+    const uint32_t region = static_cast<uint32_t>(a.f.region);
+    live_[dev].emplace(a.f.address, LiveBlock{a.f.size, idx, region, false});
+    if (region) {
+        Region& r = regions_[region];
+        r.liveBytes += a.f.size;
+        ++r.liveBlocks;
+        regionBlocks_[region].emplace(a.f.address, dev);
+    }
+    lastTimeNs_ = a.timeNs;
+}
+
+void Aggregator::addResident(DeviceState& d, StackState& s, uint64_t size, uint64_t timeNs) {
+    s.liveBytes += size;
+    d.currentBytes += size;
     if (d.currentBytes > d.peakBytes) {
         d.peakBytes = d.currentBytes;
-        d.peakTimeNs = a.timeNs;
+        d.peakTimeNs = timeNs;
         ++d.peakVersion;  // every stack's snapshot is now stale: live == at peak
     }
-    if (d.currentBytes > s.maxDeviceBytesAtAlloc) s.maxDeviceBytesAtAlloc = d.currentBytes;
-    live_[dev].emplace(a.f.address, LiveBlock{a.f.size, idx});
-    lastTimeNs_ = a.timeNs;
+}
+
+void Aggregator::setPaused(uint64_t regionId, bool paused, uint64_t timeNs) {
+    auto blocks = regionBlocks_.find(regionId);
+    if (blocks == regionBlocks_.end()) return;
+    Region& r = regions_[regionId];
+    for (const auto& [address, device] : blocks->second) {
+        LiveBlock& b = live_[device].at(address);
+        if (b.paused == paused) continue;
+        DeviceState& d = devices_[device];
+        StackState& s = stacks_[b.stack];
+        touch(s, d);
+        b.paused = paused;
+        if (paused) {
+            s.liveBytes -= b.size;
+            d.currentBytes -= b.size;
+            s.pausedBytes += b.size;
+            d.pausedBytes += b.size;
+            r.pausedBytes += b.size;
+        } else {
+            s.pausedBytes -= b.size;
+            d.pausedBytes -= b.size;
+            r.pausedBytes -= b.size;
+            addResident(d, s, b.size, timeNs);
+        }
+    }
 }
 
 void Aggregator::onFree(const FreeRecord& f) {

@@ -18,8 +18,12 @@
 
 namespace memtool::core {
 
+// Bytes of a paused region's blocks are live but not resident: they leave
+// currentBytes (which peaks follow: physical memory held) for pausedBytes while
+// paused, and come back on resume. Leaked = current + paused at the end.
 struct DeviceState {
-    uint64_t currentBytes = 0;
+    uint64_t currentBytes = 0;  // resident live bytes
+    uint64_t pausedBytes = 0;   // live bytes of paused blocks
     uint64_t peakBytes = 0;
     uint64_t allocatedBytes = 0;
     uint64_t freedBytes = 0;
@@ -35,7 +39,8 @@ struct StackState {
     uint64_t pyNode = 0;
     uint64_t allocatedBytes = 0;
     uint64_t count = 0;
-    uint64_t liveBytes = 0;
+    uint64_t liveBytes = 0;    // resident
+    uint64_t pausedBytes = 0;  // live but paused
     // Device bytes live right after the largest-footprint allocation from this stack:
     // the peak seen while any frame of this stack was executing.
     uint64_t maxDeviceBytesAtAlloc = 0;
@@ -55,6 +60,9 @@ public:
     void onAlloc(const AllocRecord& a) override;
     void onFree(const FreeRecord& f) override;
     void onNote(const NoteRecord& n) override;
+    void onRegion(const RegionRecord& r) override;
+    void onControl(const ControlRecord& c) override;
+    void onReply(const ReplyRecord& r) override;
     void onEnd(const EndFields& e) override;
 
     // Live bytes of a stack at its device's peak.
@@ -71,6 +79,17 @@ public:
     const std::vector<PyCodeRecord>& pyCodes() const { return pyCodes_; }
     // Notes in arrival order (a key may repeat: each warning is one note).
     const std::vector<NoteRecord>& notes() const { return notes_; }
+    // Pausable regions, by id, and every control event in arrival order.
+    struct Region {
+        RegionRecord record;
+        uint64_t liveBytes = 0;    // blocks live now, resident or paused
+        uint64_t pausedBytes = 0;  // of which paused
+        uint64_t liveBlocks = 0;
+    };
+    const std::map<uint64_t, Region>& regions() const { return regions_; }
+    const std::vector<ControlRecord>& controls() const { return controls_; }
+    // Replies to requests, in arrival order (the CLI forwards them to `memtool ctl`).
+    const std::vector<ReplyRecord>& replies() const { return replies_; }
     uint64_t lastTimeNs() const { return lastTimeNs_; }
 
     // Records received before End (the handshake included).
@@ -88,10 +107,15 @@ private:
     struct LiveBlock {
         uint64_t size;
         uint32_t stack;
+        uint32_t region;  // 0: none
+        bool paused;
     };
     uint32_t stackIndex(uint8_t device, uint64_t nativeNode, uint64_t pyNode);
     void touch(StackState& s, const DeviceState& d);
     void release(uint8_t device, uint64_t address, uint64_t timeNs, bool counted);
+    // A region's blocks leave (pause) or rejoin (resume) the resident bytes.
+    void setPaused(uint64_t region, bool paused, uint64_t timeNs);
+    void addResident(DeviceState& d, StackState& s, uint64_t size, uint64_t timeNs);
 
     std::optional<Handshake> handshake_;
     std::optional<EndFields> end_;
@@ -99,11 +123,15 @@ private:
     std::vector<StackState> stacks_;
     std::unordered_map<uint64_t, uint32_t> stackIds_[256];  // per device: (native, py) -> index
     std::unordered_map<uint64_t, LiveBlock> live_[256];     // per device: address -> block
+    std::unordered_map<uint64_t, std::unordered_map<uint64_t, uint8_t>> regionBlocks_;  // region -> address -> device
     std::vector<ModuleRecord> modules_;
     std::vector<NativeNodeRecord> nativeNodes_{1};
     std::vector<PyNodeRecord> pyNodes_{1};
     std::vector<PyCodeRecord> pyCodes_{1};
     std::vector<NoteRecord> notes_;
+    std::map<uint64_t, Region> regions_;
+    std::vector<ControlRecord> controls_;
+    std::vector<ReplyRecord> replies_;
     uint64_t lastTimeNs_ = 0;
     uint64_t records_ = 0;
     uint64_t allocs_ = 0;

@@ -16,12 +16,13 @@
 namespace memtool::core {
 
 inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'O', 'O', 'L', '\0'};
-inline constexpr uint32_t kProtocolVersion = 3;
+inline constexpr uint32_t kProtocolVersion = 4;
 
 // Environment variables shared by the CLI and the collectors.
 inline constexpr const char* kEnvSocket = "MEMTOOL_SOCKET";    // path of the CLI's Unix socket
 inline constexpr const char* kEnvOptions = "MEMTOOL_OPTIONS";  // e.g. "native=0,python=1"
 inline constexpr const char* kEnvTorchBridge = "MEMTOOL_TORCH_BRIDGE";  // path of the torch bridge library
+inline constexpr const char* kEnvBackupDir = "MEMTOOL_BACKUP_DIR";      // where paused regions' disk backups go
 
 enum class RecordTag : uint8_t {
     Handshake = 'H',
@@ -32,7 +33,12 @@ enum class RecordTag : uint8_t {
     Alloc = 'A',
     Free = 'F',
     Note = 'W',
+    Region = 'R',   // a pausable region (tag, device, backup)
+    Control = 'X',  // a pause or resume that happened
+    Reply = 'Y',    // the answer to a request
     End = 'E',
+    // Down-stream, from `memtool run` to the collector, on the same socket:
+    Request = 'Q',
 };
 
 // Device codes carried in alloc/free records. CUDA ordinals follow kDeviceCudaBase;
@@ -154,7 +160,8 @@ struct AllocFields {
     uint64_t size = 0;         // bytes
     uint64_t nativeNode = 0;   // 0: no native stack
     uint64_t pyNode = 0;       // 0: no Python stack
-    uint64_t timeDeltaNs = 0;  // since the previous Alloc/Free record of the stream
+    uint64_t timeDeltaNs = 0;  // since the previous timed record (Alloc, Free, Control) of the stream
+    uint64_t region = 0;       // the pausable region it was served from (a Region record's id); 0: none
 };
 
 inline uint8_t* encodeAlloc(uint8_t* p, const AllocFields& a) {
@@ -164,7 +171,8 @@ inline uint8_t* encodeAlloc(uint8_t* p, const AllocFields& a) {
     p = putVarint(p, a.size);
     p = putVarint(p, a.nativeNode);
     p = putVarint(p, a.pyNode);
-    return putVarint(p, a.timeDeltaNs);
+    p = putVarint(p, a.timeDeltaNs);
+    return putVarint(p, a.region);
 }
 
 struct FreeFields {
@@ -257,6 +265,93 @@ inline uint8_t* encodeNote(uint8_t* p, const char* key, size_t keyLen, const cha
     *p++ = static_cast<uint8_t>(RecordTag::Note);
     p = putString(p, key, keyLen);
     return putString(p, text, textLen);
+}
+
+// ---- memory control (pausable regions) -------------------------------------------
+
+// What a region's content goes to when it is paused.
+enum class BackupKind : uint8_t {
+    None = 0,  // discarded: undefined after resume
+    Host = 1,  // pinned host memory (CUDA regions)
+    Disk = 2,  // a file
+};
+
+// Region: a pausable region of one tag on one device, declared before the first
+// allocation served from it. Ids are explicit, from 1.
+inline constexpr size_t kMaxTagBytes = 63;
+inline size_t regionBytes(size_t tagLen) { return 1 + kMaxVarintBytes + stringBytes(tagLen) + 2; }
+inline uint8_t* encodeRegion(uint8_t* p, uint64_t id, const char* tag, size_t tagLen, uint8_t device,
+                             BackupKind backup) {
+    *p++ = static_cast<uint8_t>(RecordTag::Region);
+    p = putVarint(p, id);
+    p = putString(p, tag, tagLen);
+    *p++ = device;
+    *p++ = static_cast<uint8_t>(backup);
+    return p;
+}
+
+enum class ControlAction : uint8_t {
+    Pause = 1,    // physical memory released, addresses kept
+    Resume = 2,   // physical memory back at the same addresses
+    Yield = 3,    // a pause as part of yielding the whole program's memory (courtesy)
+    Restore = 4,  // a resume as part of taking it back
+};
+enum class ControlOrigin : uint8_t {
+    Api = 1,  // the program itself (import memtool, the collector's C API)
+    Ctl = 2,  // `memtool ctl` from outside
+};
+
+// Control: one region paused or resumed (or an attempt that failed: ok = 0, and
+// nothing changed). `bytes` is the physical memory released or restored (sizes
+// rounded up to the device's granularity); readers account the region's blocks
+// by their own recorded sizes.
+struct ControlFields {
+    uint64_t timeDeltaNs = 0;  // on the same clock as Alloc/Free
+    uint64_t region = 0;
+    ControlAction action = ControlAction::Pause;
+    ControlOrigin origin = ControlOrigin::Api;
+    uint64_t bytes = 0;
+    BackupKind backup = BackupKind::None;
+    uint64_t durationNs = 0;
+    bool ok = true;
+};
+inline size_t controlBytes(size_t messageLen) { return 1 + 8 * kMaxVarintBytes + stringBytes(messageLen); }
+inline uint8_t* encodeControl(uint8_t* p, const ControlFields& c, const char* message, size_t messageLen) {
+    *p++ = static_cast<uint8_t>(RecordTag::Control);
+    p = putVarint(p, c.timeDeltaNs);
+    p = putVarint(p, c.region);
+    *p++ = static_cast<uint8_t>(c.action);
+    *p++ = static_cast<uint8_t>(c.origin);
+    p = putVarint(p, c.bytes);
+    *p++ = static_cast<uint8_t>(c.backup);
+    p = putVarint(p, c.durationNs);
+    *p++ = c.ok ? 1 : 0;
+    return putString(p, message, messageLen);
+}
+
+// Request (down-stream) and Reply (up-stream): a command for the process, as
+// argv-like strings ("status", "pause weights kv", ...), and its answer: a status
+// and a JSON body the CLI passes on or renders.
+enum class ReplyStatus : uint8_t {
+    Ok = 0,
+    Failed = 1,    // the command ran and did not succeed; the body says why
+    Unknown = 2,   // no such command
+    Refused = 3,   // not possible in this process (the body says why)
+};
+inline size_t requestBytes(size_t argc, size_t argBytes) {
+    return 1 + 2 * kMaxVarintBytes + argc * kMaxVarintBytes + argBytes;
+}
+inline uint8_t* encodeRequestHead(uint8_t* p, uint64_t id, uint64_t argc) {
+    *p++ = static_cast<uint8_t>(RecordTag::Request);
+    p = putVarint(p, id);
+    return putVarint(p, argc);
+}
+inline size_t replyBytes(size_t bodyLen) { return 1 + kMaxVarintBytes + 1 + stringBytes(bodyLen); }
+inline uint8_t* encodeReply(uint8_t* p, uint64_t id, ReplyStatus status, const char* body, size_t bodyLen) {
+    *p++ = static_cast<uint8_t>(RecordTag::Reply);
+    p = putVarint(p, id);
+    *p++ = static_cast<uint8_t>(status);
+    return putString(p, body, bodyLen);
 }
 
 // Module: one loaded ELF object. Ranges are its executable segments as

@@ -58,6 +58,25 @@ struct FreeRecord {
     uint64_t timeNs = 0;
 };
 
+struct RegionRecord {
+    uint64_t id = 0;
+    std::string tag;
+    uint8_t device = kDeviceCpu;
+    BackupKind backup = BackupKind::None;
+};
+
+struct ControlRecord {
+    ControlFields f;
+    std::string message;
+    uint64_t timeNs = 0;  // since stream start, on the Alloc/Free clock
+};
+
+struct ReplyRecord {
+    uint64_t id = 0;
+    ReplyStatus status = ReplyStatus::Ok;
+    std::string body;  // JSON
+};
+
 struct NoteRecord {
     std::string key;  // kNote* in Protocol.h
     std::string text;

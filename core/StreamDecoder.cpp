@@ -155,9 +155,12 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             a.f.nativeNode = c.varint();
             a.f.pyNode = c.varint();
             a.f.timeDeltaNs = c.varint();
+            a.f.region = c.varint();
             if (!c.ok) return 0;
             if (a.f.nativeNode >= nextNativeId_ || a.f.pyNode >= nextPyNodeId_)
                 throw ProtocolError("allocation refers to an unknown stack");
+            if (a.f.region != 0 && !regions_.count(a.f.region))
+                throw ProtocolError("allocation refers to an unknown region");
             clockNs_ += a.f.timeDeltaNs;
             a.timeNs = clockNs_;
             sink_.onAlloc(a);
@@ -172,6 +175,55 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             clockNs_ += f.f.timeDeltaNs;
             f.timeNs = clockNs_;
             sink_.onFree(f);
+            break;
+        }
+        case RecordTag::Region: {
+            RegionRecord r;
+            r.id = c.varint();
+            r.tag = c.string();
+            r.device = c.byte();
+            const uint8_t backup = c.byte();
+            if (!c.ok) return 0;
+            if (r.id == 0 || regions_.count(r.id)) throw ProtocolError("region id 0 or declared twice");
+            if (r.tag.size() > kMaxTagBytes) throw ProtocolError("region tag longer than 63 bytes");
+            if (backup > static_cast<uint8_t>(BackupKind::Disk)) throw ProtocolError("unknown backup kind");
+            r.backup = static_cast<BackupKind>(backup);
+            regions_.insert(r.id);
+            sink_.onRegion(r);
+            break;
+        }
+        case RecordTag::Control: {
+            ControlRecord x;
+            x.f.timeDeltaNs = c.varint();
+            x.f.region = c.varint();
+            const uint8_t action = c.byte();
+            const uint8_t origin = c.byte();
+            x.f.bytes = c.varint();
+            const uint8_t backup = c.byte();
+            x.f.durationNs = c.varint();
+            x.f.ok = c.byte() != 0;
+            x.message = c.string();
+            if (!c.ok) return 0;
+            if (!regions_.count(x.f.region)) throw ProtocolError("control event for an unknown region");
+            if (action < 1 || action > 4 || origin < 1 || origin > 2 || backup > 2)
+                throw ProtocolError("control event with an unknown action, origin or backup");
+            x.f.action = static_cast<ControlAction>(action);
+            x.f.origin = static_cast<ControlOrigin>(origin);
+            x.f.backup = static_cast<BackupKind>(backup);
+            clockNs_ += x.f.timeDeltaNs;
+            x.timeNs = clockNs_;
+            sink_.onControl(x);
+            break;
+        }
+        case RecordTag::Reply: {
+            ReplyRecord r;
+            r.id = c.varint();
+            const uint8_t status = c.byte();
+            r.body = c.string();
+            if (!c.ok) return 0;
+            if (status > static_cast<uint8_t>(ReplyStatus::Refused)) throw ProtocolError("unknown reply status");
+            r.status = static_cast<ReplyStatus>(status);
+            sink_.onReply(r);
             break;
         }
         case RecordTag::Note: {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <stdexcept>
 #include <vector>
 
@@ -22,6 +23,9 @@ public:
     virtual void onAlloc(const AllocRecord&) = 0;
     virtual void onFree(const FreeRecord&) = 0;
     virtual void onNote(const NoteRecord&) = 0;
+    virtual void onRegion(const RegionRecord&) = 0;
+    virtual void onControl(const ControlRecord&) = 0;
+    virtual void onReply(const ReplyRecord&) = 0;
     virtual void onEnd(const EndFields&) = 0;
 };
 
@@ -57,6 +61,7 @@ private:
     uint64_t nextPyNodeId_ = 1;
     uint64_t nextPyCodeId_ = 1;
     uint64_t clockNs_ = 0;
+    std::set<uint64_t> regions_;  // ids declared so far
 };
 
 }  // namespace memtool::core

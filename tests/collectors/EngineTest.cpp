@@ -38,6 +38,11 @@ struct Recorded : core::RecordSink {
     void onAlloc(const core::AllocRecord& a) override { agg.onAlloc(a), allocs.push_back(a), log.push_back("A"); }
     void onFree(const core::FreeRecord& f) override { agg.onFree(f), frees.push_back(f), log.push_back("F"); }
     void onNote(const core::NoteRecord& n) override { agg.onNote(n), notes.push_back(n), log.push_back("W"); }
+    void onRegion(const core::RegionRecord& g) override { agg.onRegion(g), log.push_back("R"); }
+    void onControl(const core::ControlRecord& x) override { agg.onControl(x), controls.push_back(x), log.push_back("X"); }
+    void onReply(const core::ReplyRecord& y) override { agg.onReply(y), replies.push_back(y), log.push_back("Y"); }
+    std::vector<core::ControlRecord> controls;
+    std::vector<core::ReplyRecord> replies;
     void onEnd(const core::EndFields& e) override { agg.onEnd(e), end = e, log.push_back("E"); }
     // The log without node records (their number depends on the stack depth).
     std::vector<std::string> events() const {

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/Aggregator.h"
@@ -31,6 +32,12 @@ struct Recorder : RecordSink {
     void onAlloc(const AllocRecord& a) override { allocs.push_back(a), log.push_back("A"); }
     void onFree(const FreeRecord& f) override { frees.push_back(f), log.push_back("F"); }
     void onNote(const NoteRecord& n) override { log.push_back("W" + n.key + "=" + n.text); }
+    void onRegion(const RegionRecord& g) override { region = g, log.push_back("R" + std::to_string(g.id) + "=" + g.tag); }
+    void onControl(const ControlRecord& x) override { control = x, log.push_back("X" + std::to_string(x.f.region)); }
+    void onReply(const ReplyRecord& y) override { reply = y, log.push_back("Y" + std::to_string(y.id)); }
+    RegionRecord region;
+    ControlRecord control;
+    ReplyRecord reply;
     void onEnd(const EndFields& e) override { end = e, log.push_back("E"); }
 };
 
@@ -59,7 +66,19 @@ std::vector<uint8_t> sampleStream() {
     put(encodeFree(buf, FreeFields{kDeviceCpu, 0x5000, 250}));
     put(encodeAlloc(buf, AllocFields{cudaDevice(1, DevicePool::Reserved), 0x7f00ffff0000ull | kKeyReservedPool,
                                      2u << 20, 0, 0, 0}));
-    put(encodeEnd(buf, EndFields{3, 1, 3000000, 3000000, 11, 0, 1}));
+    put(encodeRegion(buf, 7, "weights", 7, kDeviceCpu, BackupKind::Disk));
+    put(encodeAlloc(buf, AllocFields{kDeviceCpu, 0x9000, 4096, 0, 0, 10, 7}));
+    ControlFields x;
+    x.timeDeltaNs = 40;
+    x.region = 7;
+    x.action = ControlAction::Pause;
+    x.origin = ControlOrigin::Ctl;
+    x.bytes = 4096;
+    x.backup = BackupKind::Disk;
+    x.durationNs = 123456;
+    put(encodeControl(buf, x, "ok", 2));
+    put(encodeReply(buf, 3, ReplyStatus::Ok, "{}", 2));
+    put(encodeEnd(buf, EndFields{4, 1, 3004096, 3000000, 15, 0, 1}));
     return out;
 }
 
@@ -83,7 +102,7 @@ TEST(Protocol, RoundTripsEveryRecord) {
     d.feed(bytes.data(), bytes.size());
     EXPECT_EQ(r.log, (std::vector<std::string>{"H", "M", "C1", "N1<0:139637976732212", "N2<1:139637976732416",
                                                "P1<0:1@14", "Wtorch.bridge=attached", "A", "A",
-                                               "F", "A", "E"}));
+                                               "F", "A", "R7=weights", "A", "X7", "Y3", "E"}));
     EXPECT_EQ(r.handshake.pid, 4242);
     EXPECT_EQ(r.handshake.startUnixNs, 1700000000123456789ull);
     EXPECT_TRUE(r.handshake.nativeStacks);
@@ -95,7 +114,7 @@ TEST(Protocol, RoundTripsEveryRecord) {
     EXPECT_EQ(r.module.ranges[0].second, 0x7f0000003000ull);
     EXPECT_EQ(r.code.name, "outer");
     EXPECT_EQ(r.code.firstLine, 12u);
-    ASSERT_EQ(r.allocs.size(), 3u);
+    ASSERT_EQ(r.allocs.size(), 4u);
     EXPECT_EQ(r.allocs[2].f.device, 144 + 1);  // cuda:1.reserved, as PROTOCOL.md numbers it
     EXPECT_EQ(deviceName(r.allocs[2].f.device), "cuda:1.reserved");
     EXPECT_EQ(deviceName(cudaDevice(63, DevicePool::Active)), "cuda:63.active");
@@ -107,7 +126,14 @@ TEST(Protocol, RoundTripsEveryRecord) {
     EXPECT_EQ(r.allocs[1].f.size, UINT64_MAX);
     EXPECT_EQ(r.allocs[1].timeNs, 1005u);
     EXPECT_EQ(r.frees[0].timeNs, 1255u);
-    EXPECT_EQ(r.end.recordCount, 11u);
+    EXPECT_EQ(r.end.recordCount, 15u);
+    EXPECT_EQ(r.region.backup, BackupKind::Disk);
+    EXPECT_EQ(r.allocs[3].f.region, 7u);
+    EXPECT_EQ(r.control.f.origin, ControlOrigin::Ctl);
+    EXPECT_EQ(r.control.f.durationNs, 123456u);
+    EXPECT_EQ(r.control.message, "ok");
+    EXPECT_EQ(r.control.timeNs, 1255u + 10 + 40);  // on the allocations' clock
+    EXPECT_EQ(r.reply.body, "{}");
     EXPECT_EQ(r.end.exitKind, 1u);
     EXPECT_TRUE(d.sawEnd());
     EXPECT_EQ(d.pendingBytes(), 0u);
@@ -155,7 +181,14 @@ TEST(Protocol, AggregatorVerifiesTheEndCounters) {
     auto bytes = sampleStream();
     d.feed(bytes.data(), bytes.size());
     EXPECT_TRUE(agg.streamVerified());
-    EXPECT_EQ(agg.recordsReceived(), 11u);
+    EXPECT_EQ(agg.recordsReceived(), 15u);
+    // The pause took the region's 4096 bytes out of the resident bytes, not out of the live ones.
+    EXPECT_EQ(agg.devices().at(kDeviceCpu).currentBytes, 0u);
+    EXPECT_EQ(agg.devices().at(kDeviceCpu).pausedBytes, 4096u);
+    EXPECT_EQ(agg.devices().at(kDeviceCpu).peakBytes, 3000000u);
+    EXPECT_EQ(agg.regions().at(7).pausedBytes, 4096u);
+    ASSERT_EQ(agg.controls().size(), 1u);
+    ASSERT_EQ(agg.replies().size(), 1u);
     ASSERT_EQ(agg.notes().size(), 1u);
     EXPECT_EQ(agg.notes()[0].key, kNoteTorchBridge);
     EXPECT_EQ(agg.devices().at(cudaDevice(1, DevicePool::Reserved)).peakBytes, 2u << 20);
@@ -169,8 +202,10 @@ TEST(Protocol, AggregatorVerifiesTheEndCounters) {
         encodeAlloc(buf, AllocFields{cudaDevice(1, DevicePool::Reserved), 0x7f00ffff0000ull | kKeyReservedPool, 2u << 20,
                                      0, 0, 0}) -
         buf);
-    size_t endLen = static_cast<size_t>(encodeEnd(buf, EndFields{3, 1, 3000000, 3000000, 11, 0, 1}) - buf);
-    trimmed.erase(trimmed.end() - static_cast<long>(endLen + allocLen), trimmed.end() - static_cast<long>(endLen));
+    // The reserved-pool allocation sits right before the region record.
+    auto at = std::search(trimmed.begin(), trimmed.end(), buf, buf + allocLen);
+    ASSERT_NE(at, trimmed.end());
+    trimmed.erase(at, at + static_cast<long>(allocLen));
     d2.feed(trimmed.data(), trimmed.size());
     EXPECT_FALSE(lossy.streamVerified());
 }

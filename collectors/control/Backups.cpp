@@ -1,0 +1,109 @@
+#include "collectors/control/Backups.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace memtool::collectors::control {
+
+void Failure::set(const char* a, const char* b, const char* c, const char* d) {
+    // Concatenated and cut at the buffer's end: a message, not data.
+    size_t n = 0;
+    for (const char* part : {a, b, c, d})
+        for (const char* p = part; *p && n + 1 < sizeof text; ++p) text[n++] = *p;
+    text[n] = '\0';
+}
+
+bool DiskBackup::open(const char* directory, const char* name, uint64_t bytes, Failure& why) {
+    discard();
+    std::snprintf(path_, sizeof path_, "%s/%s", directory, name);
+    // O_EXCL: never through a file or link someone else put there.
+    fd_ = ::open(path_, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0600);
+    direct_ = fd_ >= 0;
+    if (fd_ < 0 && errno == EINVAL) fd_ = ::open(path_, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);  // tmpfs
+    if (fd_ < 0) {
+        why.set("cannot create the backup file ", path_, ": ", std::strerror(errno));
+        path_[0] = '\0';
+        return false;
+    }
+    // Claim the space now: a full disk fails the pause before anything is released.
+    int rc = bytes ? posix_fallocate(fd_, 0, static_cast<off_t>(bytes)) : 0;
+    if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
+        char detail[160];
+        std::snprintf(detail, sizeof detail, " (%llu bytes): %s", static_cast<unsigned long long>(bytes),
+                      std::strerror(rc));
+        why.set("no room for the backup in ", path_, detail);
+        discard();
+        return false;
+    }
+    return true;
+}
+
+bool DiskBackup::write(uint64_t offset, const void* data, uint64_t bytes, Failure& why) {
+    const char* p = static_cast<const char*>(data);
+    while (bytes > 0) {
+        ssize_t n = pwrite(fd_, p, bytes, static_cast<off_t>(offset));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            why.set("cannot write the backup file ", path_, ": ", n < 0 ? std::strerror(errno) : "short write");
+            return false;
+        }
+        p += n;
+        offset += static_cast<uint64_t>(n);
+        bytes -= static_cast<uint64_t>(n);
+    }
+    return true;
+}
+
+bool DiskBackup::read(uint64_t offset, void* data, uint64_t bytes, Failure& why) {
+    char* p = static_cast<char*>(data);
+    while (bytes > 0) {
+        ssize_t n = pread(fd_, p, bytes, static_cast<off_t>(offset));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            why.set("cannot read the backup file ", path_, ": ", n < 0 ? std::strerror(errno) : "it ended early");
+            return false;
+        }
+        p += n;
+        offset += static_cast<uint64_t>(n);
+        bytes -= static_cast<uint64_t>(n);
+    }
+    return true;
+}
+
+void DiskBackup::discard() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    if (path_[0]) unlink(path_);
+    path_[0] = '\0';
+}
+
+bool HostBackup::open(MemoryBackend& backend, uint64_t bytes, Failure& why) {
+    discard();
+    backend_ = &backend;
+    memory_ = backend.allocateHost(bytes, why);
+    bytes_ = bytes;
+    return memory_ != nullptr;
+}
+
+bool HostBackup::write(uint64_t offset, const void* data, uint64_t bytes, Failure&) {
+    std::memcpy(static_cast<char*>(memory_) + offset, data, bytes);
+    return true;
+}
+
+bool HostBackup::read(uint64_t offset, void* data, uint64_t bytes, Failure&) {
+    std::memcpy(data, static_cast<char*>(memory_) + offset, bytes);
+    return true;
+}
+
+void HostBackup::discard() {
+    if (memory_ && backend_) backend_->freeHost(memory_, bytes_);
+    memory_ = nullptr;
+    bytes_ = 0;
+}
+
+}  // namespace memtool::collectors::control

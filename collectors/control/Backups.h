@@ -1,0 +1,59 @@
+#pragma once
+// The two places a paused region's content can go. Each pause of a region gets
+// one, sized for all of its content up front, so that a pause that cannot
+// complete (disk full, no pinned memory) fails before anything is released.
+
+#include <cstdint>
+
+#include "collectors/control/MemoryBackend.h"
+
+namespace memtool::collectors::control {
+
+// A file of its own in the backup directory, named after the process and the
+// region, removed when the region is resumed (or the pause fails). Written and
+// read with O_DIRECT where the filesystem allows it: content goes from the
+// region's pages to the disk without passing through the page cache (which
+// would keep a second copy in memory, the opposite of what a pause is for).
+class DiskBackup final : public Backup {
+public:
+    DiskBackup() = default;
+    DiskBackup(const DiskBackup&) = delete;
+    DiskBackup& operator=(const DiskBackup&) = delete;
+    ~DiskBackup() override { discard(); }
+
+    // Creates the file (exclusively, mode 0600) and reserves `bytes` on disk.
+    bool open(const char* directory, const char* name, uint64_t bytes, Failure& why);
+    bool write(uint64_t offset, const void* data, uint64_t bytes, Failure& why) override;
+    bool read(uint64_t offset, void* data, uint64_t bytes, Failure& why) override;
+    void discard() override;
+    const char* path() const { return path_; }
+    bool direct() const { return direct_; }
+
+private:
+    int fd_ = -1;
+    bool direct_ = false;
+    char path_[4096] = "";
+};
+
+// Pinned host memory from the backend (a reused pool on CUDA): device copies go
+// straight into it.
+class HostBackup final : public Backup {
+public:
+    HostBackup() = default;
+    HostBackup(const HostBackup&) = delete;
+    HostBackup& operator=(const HostBackup&) = delete;
+    ~HostBackup() override { discard(); }
+
+    bool open(MemoryBackend& backend, uint64_t bytes, Failure& why);
+    void* directView(uint64_t offset, uint64_t) override { return static_cast<char*>(memory_) + offset; }
+    bool write(uint64_t offset, const void* data, uint64_t bytes, Failure& why) override;
+    bool read(uint64_t offset, void* data, uint64_t bytes, Failure& why) override;
+    void discard() override;
+
+private:
+    MemoryBackend* backend_ = nullptr;
+    void* memory_ = nullptr;
+    uint64_t bytes_ = 0;
+};
+
+}  // namespace memtool::collectors::control

@@ -1,0 +1,199 @@
+#include "collectors/control/ControlChannel.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "collectors/Engine.h"
+#include "collectors/RecursionGuard.h"
+#include "collectors/SocketSink.h"
+#include "collectors/control/JsonWriter.h"
+#include "collectors/control/Regions.h"
+#include "core/Protocol.h"
+
+namespace memtool::collectors::control {
+
+namespace {
+
+constexpr size_t kMaxArgs = 64;
+constexpr size_t kInputBytes = 64 * 1024;   // a request is argv-sized: far less
+constexpr size_t kAnswerBytes = 256 * 1024;  // JSON answers
+
+bool readVarint(const uint8_t*& p, const uint8_t* end, uint64_t* v, bool* bad) {
+    *v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (p >= end) return false;
+        const uint8_t b = *p++;
+        *v |= static_cast<uint64_t>(b & 0x7f) << shift;
+        if (!(b & 0x80)) return true;
+    }
+    *bad = true;
+    return false;
+}
+
+struct Channel {
+    SocketSink* sink;
+    Engine* engine;
+    CommandHandler* handler;
+    char* answer;  // kAnswerBytes, from mmap
+};
+
+void answer(void* context, uint64_t id, size_t argc, const char* const* argv) {
+    auto* c = static_cast<Channel*>(context);
+    const uint8_t status = c->handler->handle(argc, argv, c->answer, kAnswerBytes);
+    c->engine->reply(id, static_cast<core::ReplyStatus>(status), c->answer, std::strlen(c->answer));
+}
+
+void* run(void* arg) {
+    RecursionGuard ours;  // nothing this thread does is the program's
+    auto* c = static_cast<Channel*>(arg);
+    uint8_t* input = static_cast<uint8_t*>(
+        mmap(nullptr, kInputBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (input == MAP_FAILED) return nullptr;
+    size_t used = 0;
+    const int fd = c->sink->acquire();
+    while (fd >= 0) {
+        ssize_t n = read(fd, input + used, kInputBytes - used);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;  // end of stream: the CLI went away or the collector closed it
+        used += static_cast<size_t>(n);
+        const long consumed = decodeRequests(input, used, answer, c);
+        if (consumed < 0 || (consumed == 0 && used == kInputBytes)) break;  // not requests: stop listening
+        std::memmove(input, input + consumed, used - static_cast<size_t>(consumed));
+        used -= static_cast<size_t>(consumed);
+    }
+    if (fd >= 0) c->sink->release();
+    munmap(input, kInputBytes);
+    munmap(c->answer, kAnswerBytes);
+    munmap(c, sizeof *c);
+    return nullptr;
+}
+
+// "[tag ...]" of a pause/resume: each tag in turn, or every tag.
+uint8_t runOnTags(Regions& regions, bool pause, size_t argc, const char* const* argv, char* out, size_t size) {
+    JsonWriter j(out, size);
+    j.open('{');
+    j.key("action").value(pause ? "pause" : "resume");
+    j.key("results").open('[');
+    bool ok = true;
+    uint64_t bytes = 0;
+    double seconds = 0;
+    // No tag: every tag at once.
+    for (size_t i = argc > 1 ? 1 : 0; i < argc; ++i) {
+        const char* tag = argc > 1 ? argv[i] : nullptr;
+        OpResult r = pause ? regions.pause(tag, core::ControlOrigin::Ctl) : regions.resume(tag, core::ControlOrigin::Ctl);
+        ok &= r.ok;
+        bytes += r.bytes;
+        seconds += r.seconds;
+        j.open('{');
+        j.key("tag").value(tag ? tag : "*");
+        j.key("ok").value(r.ok);
+        j.key("changed").value(r.changed);
+        j.key("bytes").value(r.bytes);
+        j.key("regions").value(static_cast<uint64_t>(r.regions));
+        j.key("allocations").value(r.allocations);
+        j.key("seconds").value(r.seconds);
+        j.key("message").value(r.message);
+        j.close('}');
+    }
+    j.close(']');
+    j.key("ok").value(ok);
+    j.key("bytes").value(bytes);
+    j.key("seconds").value(seconds);
+    j.close('}');
+    return static_cast<uint8_t>(ok ? core::ReplyStatus::Ok : core::ReplyStatus::Failed);
+}
+
+}  // namespace
+
+long decodeRequests(uint8_t* data, size_t len, RequestCallback onRequest, void* context) {
+    const uint8_t* p = data;
+    const uint8_t* end = data + len;
+    bool bad = false;
+    while (p < end) {
+        const uint8_t* start = p;
+        if (*p++ != static_cast<uint8_t>(core::RecordTag::Request)) return -1;
+        uint64_t id = 0, argc = 0;
+        if (!readVarint(p, end, &id, &bad) || !readVarint(p, end, &argc, &bad)) return bad ? -1 : start - data;
+        if (argc == 0 || argc > kMaxArgs) return -1;
+        // Arguments are copied out NUL-terminated (a command's arguments are
+        // tags and words: 4 KiB each at most).
+        const char* argv[kMaxArgs];
+        uint64_t lengths[kMaxArgs];
+        const uint8_t* strings[kMaxArgs];
+        for (uint64_t i = 0; i < argc; ++i) {
+            if (!readVarint(p, end, &lengths[i], &bad)) return bad ? -1 : start - data;
+            if (lengths[i] > 4096) return -1;
+            if (static_cast<uint64_t>(end - p) < lengths[i]) return start - data;
+            strings[i] = p;
+            p += lengths[i];
+        }
+        char scratch[kMaxArgs * 64 + 8192];
+        size_t at = 0;
+        for (uint64_t i = 0; i < argc; ++i) {
+            if (at + lengths[i] + 1 > sizeof scratch) return -1;
+            std::memcpy(scratch + at, strings[i], lengths[i]);
+            scratch[at + lengths[i]] = '\0';
+            if (std::strlen(scratch + at) != lengths[i]) return -1;  // an embedded NUL
+            argv[i] = scratch + at;
+            at += lengths[i] + 1;
+        }
+        onRequest(context, id, argc, argv);
+    }
+    return static_cast<long>(p - data);
+}
+
+uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, size_t size) {
+    const char* command = argv[0];
+    if (std::strcmp(command, "status") == 0 && argc == 1) {
+        // {"regions": [...]}: describe() writes the array in place.
+        static const char head[] = "{\"regions\":";
+        const size_t headBytes = sizeof head - 1;
+        const size_t n = size > headBytes + 2 ? regions_.describe(out + headBytes, size - headBytes - 1) : 0;
+        if (n == 0) {
+            std::snprintf(out, size, "{\"error\":\"the answer does not fit in %zu bytes\"}", size);
+            return static_cast<uint8_t>(core::ReplyStatus::Failed);
+        }
+        std::memcpy(out, head, headBytes);
+        out[headBytes + n] = '}';
+        out[headBytes + n + 1] = '\0';
+        return static_cast<uint8_t>(core::ReplyStatus::Ok);
+    }
+    if (std::strcmp(command, "pause") == 0) return runOnTags(regions_, true, argc, argv, out, size);
+    if (std::strcmp(command, "resume") == 0) return runOnTags(regions_, false, argc, argv, out, size);
+    JsonWriter j(out, size);
+    j.open('{');
+    j.key("error").value("unknown command");
+    j.key("command").value(command);
+    j.close('}');
+    return static_cast<uint8_t>(core::ReplyStatus::Unknown);
+}
+
+bool startControlThread(SocketSink& sink, Engine& engine, CommandHandler& handler) {
+    void* mem = mmap(nullptr, sizeof(Channel), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* answerMem = mmap(nullptr, kAnswerBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED || answerMem == MAP_FAILED) return false;
+    auto* c = static_cast<Channel*>(mem);
+    *c = Channel{&sink, &engine, &handler, static_cast<char*>(answerMem)};
+    // Every signal blocked in the new thread: they are the program's to handle.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    pthread_t thread;
+    const bool started = pthread_create(&thread, &attr, run, c) == 0;
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (started) pthread_setname_np(thread, "memtool-ctl");
+    return started;
+}
+
+}  // namespace memtool::collectors::control

@@ -1,0 +1,53 @@
+#pragma once
+// The control thread: reads requests that `memtool run` sends down the
+// collector's own socket (core/PROTOCOL.md, Request), runs them one at a time,
+// and answers up the stream (Reply). It starts when the stream does and ends
+// when the stream is closed (the sink's shutdown wakes its read).
+//
+// It blocks every signal (they are the program's) and holds the recursion guard
+// for its whole life, so nothing it does is recorded as the program's. It never
+// holds the engine's lock across a device call: commands go through Regions,
+// which takes its own locks and calls the engine only to record.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace memtool::collectors {
+class Engine;
+class SocketSink;
+}  // namespace memtool::collectors
+
+namespace memtool::collectors::control {
+
+class Regions;
+
+// What a request asks for, and how to answer it. Commands are argv-like:
+// "status", "pause [TAG...]", "resume [TAG...]".
+class CommandHandler {
+public:
+    virtual ~CommandHandler() = default;
+    // Writes the JSON answer into `out` (at most `size` bytes) and returns its status.
+    virtual uint8_t handle(size_t argc, const char* const* argv, char* out, size_t size) = 0;
+};
+
+// Runs the memory-control commands of issue #11 against `regions`.
+class RegionCommands final : public CommandHandler {
+public:
+    constexpr explicit RegionCommands(Regions& regions) : regions_(regions) {}
+    uint8_t handle(size_t argc, const char* const* argv, char* out, size_t size) override;
+
+private:
+    Regions& regions_;
+};
+
+// Starts the thread for one stream. False when it cannot be started (the
+// program runs on; `memtool ctl` then gets no answer from this process).
+bool startControlThread(SocketSink& sink, Engine& engine, CommandHandler& handler);
+
+// Decodes Request records from a byte buffer (exposed for tests): calls
+// onRequest(id, argc, argv) for each complete one and returns the bytes used;
+// -1 on bytes that can never be a request.
+using RequestCallback = void (*)(void* context, uint64_t id, size_t argc, const char* const* argv);
+long decodeRequests(uint8_t* data, size_t len, RequestCallback onRequest, void* context);
+
+}  // namespace memtool::collectors::control

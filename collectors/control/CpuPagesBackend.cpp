@@ -1,0 +1,70 @@
+#include "collectors/control/CpuPagesBackend.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace memtool::collectors::control {
+
+uint64_t CpuPagesBackend::granularity(uint8_t) {
+    static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    return page;
+}
+
+bool CpuPagesBackend::reserve(uint8_t, uint64_t bytes, uint64_t alignment, uint64_t* address, Failure& why) {
+    const uint64_t page = granularity(0);
+    // Storages ask for 64-byte alignment; pages give more. A larger request is
+    // met by reserving extra and returning the slack on either side.
+    const uint64_t extra = alignment > page ? alignment : 0;
+    void* p = mmap(nullptr, bytes + extra, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        why.set("cannot reserve addresses: ", std::strerror(errno));
+        return false;
+    }
+    uint64_t start = reinterpret_cast<uint64_t>(p);
+    if (extra) {
+        const uint64_t aligned = (start + alignment - 1) / alignment * alignment;
+        if (aligned > start) munmap(p, aligned - start);
+        const uint64_t tail = start + bytes + extra - (aligned + bytes);
+        if (tail) munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+        start = aligned;
+    }
+    *address = start;
+    return true;
+}
+
+bool CpuPagesBackend::map(uint8_t, uint64_t address, uint64_t bytes, Failure& why) {
+    // Pages come back zero-filled on first touch; copyIn fills them when backed up.
+    if (mprotect(reinterpret_cast<void*>(address), bytes, PROT_READ | PROT_WRITE) != 0) {
+        why.set("cannot map pages: ", std::strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+bool CpuPagesBackend::unmap(uint8_t, uint64_t address, uint64_t bytes, Failure& why) {
+    void* p = reinterpret_cast<void*>(address);
+    // Access is refused first, so that a stray touch during the release faults
+    // instead of bringing a page back.
+    if (mprotect(p, bytes, PROT_NONE) != 0 || madvise(p, bytes, MADV_DONTNEED) != 0) {
+        why.set("cannot release pages: ", std::strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+void CpuPagesBackend::release(uint8_t, uint64_t address, uint64_t bytes) {
+    munmap(reinterpret_cast<void*>(address), bytes);
+}
+
+bool CpuPagesBackend::copyOut(uint8_t, uint64_t address, uint64_t bytes, Backup& to, uint64_t offset, Failure& why) {
+    return to.write(offset, reinterpret_cast<const void*>(address), bytes, why);
+}
+
+bool CpuPagesBackend::copyIn(uint8_t, uint64_t address, uint64_t bytes, Backup& from, uint64_t offset, Failure& why) {
+    return from.read(offset, reinterpret_cast<void*>(address), bytes, why);
+}
+
+}  // namespace memtool::collectors::control

@@ -1,0 +1,72 @@
+#pragma once
+// The one seam between pausable regions and a kind of memory. Region logic
+// (tags, states, backups, accounting: Regions.h) is written once above it; each
+// backend is one file that alone calls its vendor's API: CPU pages (mmap,
+// mprotect, madvise), CUDA's virtual-memory API (cuMemAddressReserve, cuMemCreate,
+// cuMemMap, ...). An Ascend NPU backend would fill the same seam with
+// aclrtReserveMemAddress / aclrtMallocPhysical / aclrtMapMem / aclrtUnmapMem.
+//
+// Life of one allocation: reserve (addresses only) + map (physical memory behind
+// them, accessible) when served; on pause copyOut (if backed up) + unmap (physical
+// memory released, addresses kept, access refused); on resume map + copyIn; when
+// freed unmap (if mapped) + release (addresses returned). Sizes are multiples of
+// granularity().
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/Protocol.h"
+
+namespace memtool::collectors::control {
+
+// A reason, for the one line the user reads.
+struct Failure {
+    char text[256] = "";
+    void set(const char* a, const char* b = "", const char* c = "", const char* d = "");
+};
+
+// Where a pause puts a region's content: a file, or (CUDA) pinned host memory.
+// Offsets and sizes are multiples of the backend's granularity.
+class Backup {
+public:
+    virtual ~Backup() = default;
+    // Host memory at `offset` that a device copy may write into (or read from)
+    // directly, or null when content must go through write()/read().
+    virtual void* directView(uint64_t offset, uint64_t bytes) { return nullptr; }
+    virtual bool write(uint64_t offset, const void* data, uint64_t bytes, Failure& why) = 0;
+    virtual bool read(uint64_t offset, void* data, uint64_t bytes, Failure& why) = 0;
+    // Drops the content (after a resume, or when a pause could not complete).
+    virtual void discard() = 0;
+};
+
+class MemoryBackend {
+public:
+    virtual ~MemoryBackend() = default;
+    virtual const char* name() const = 0;
+    // Sizes are rounded up to this (bytes).
+    virtual uint64_t granularity(uint8_t device) = 0;
+    // Which backups its memory can have (BackupKind::None always).
+    virtual bool supports(core::BackupKind kind) const = 0;
+
+    virtual bool reserve(uint8_t device, uint64_t bytes, uint64_t alignment, uint64_t* address, Failure& why) = 0;
+    virtual bool map(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) = 0;
+    virtual bool unmap(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) = 0;
+    virtual void release(uint8_t device, uint64_t address, uint64_t bytes) = 0;
+
+    // Waits until no work of the device can still touch its memory.
+    virtual bool synchronize(uint8_t device, Failure& why) = 0;
+    virtual bool copyOut(uint8_t device, uint64_t address, uint64_t bytes, Backup& to, uint64_t offset,
+                         Failure& why) = 0;
+    virtual bool copyIn(uint8_t device, uint64_t address, uint64_t bytes, Backup& from, uint64_t offset,
+                        Failure& why) = 0;
+
+    // Host memory for BackupKind::Host (pinned, for fast device copies); null
+    // where the backend has none.
+    virtual void* allocateHost(uint64_t bytes, Failure& why) {
+        why.set("this memory cannot be backed up to host memory");
+        return nullptr;
+    }
+    virtual void freeHost(void* p, uint64_t bytes) {}
+};
+
+}  // namespace memtool::collectors::control

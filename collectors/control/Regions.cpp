@@ -1,0 +1,635 @@
+#include "collectors/control/Regions.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "collectors/Engine.h"
+#include "collectors/ThreadState.h"
+#include "collectors/control/JsonWriter.h"
+
+namespace memtool::collectors::control {
+
+namespace {
+
+uint64_t nowNs() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t roundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+
+const char* backupName(core::BackupKind k) {
+    switch (k) {
+        case core::BackupKind::Host: return "host";
+        case core::BackupKind::Disk: return "disk";
+        default: return "none";
+    }
+}
+
+// "cpu", "cuda:3": a device as the trace names it.
+void deviceText(uint8_t device, char* out, size_t size) {
+    const int ordinal = core::cudaOrdinal(device);
+    if (ordinal >= 0)
+        std::snprintf(out, size, "cuda:%d", ordinal);
+    else
+        std::snprintf(out, size, "%s", device == core::kDeviceCpu ? "cpu" : "pinned");
+}
+
+}  // namespace
+
+size_t OpResult::toJson(const char* action, char* out, size_t size) const {
+    JsonWriter j(out, size);
+    j.open('{');
+    j.key("ok").value(ok);
+    j.key("action").value(action);
+    j.key("changed").value(changed);
+    j.key("bytes").value(bytes);
+    j.key("regions").value(static_cast<uint64_t>(regions));
+    j.key("allocations").value(allocations);
+    j.key("seconds").value(seconds);
+    j.key("message").value(message);
+    j.close('}');
+    return j.length();
+}
+
+void Regions::setBackupDirectory(const char* directory) {
+    std::snprintf(backupDirectory_, sizeof backupDirectory_, "%s", directory && *directory ? directory : "/tmp");
+}
+
+MemoryBackend* Regions::backendFor(uint8_t device) const {
+    if (device == core::kDeviceCpu) return cpu_;
+    if (core::cudaOrdinal(device) >= 0 && core::devicePool(device) == core::DevicePool::Device) return cuda_;
+    return nullptr;
+}
+
+// ---- the calling thread's region ------------------------------------------------------
+
+bool Regions::threadInRegion() {
+    ThreadState* ts = existingThreadState();
+    return ts && ts->regionDepth > 0;
+}
+
+int Regions::findTagLocked(const char* tag) const {
+    for (int i = 0; i < kMaxTags; ++i)
+        if (tags_[i].used && std::strcmp(tags_[i].name, tag) == 0) return i;
+    return -1;
+}
+
+bool Regions::enter(const char* tag, core::BackupKind backup, Failure& why) {
+    const size_t len = std::strlen(tag);
+    if (len == 0 || len > core::kMaxTagBytes) {
+        why.set("a region tag is 1 to 63 bytes long");
+        return false;
+    }
+    for (const char* c = tag; *c; ++c) {
+        if (static_cast<unsigned char>(*c) < 0x20) {
+            why.set("a region tag has no control characters");
+            return false;
+        }
+    }
+    if (backup == core::BackupKind::Host && !cuda_) {
+        why.set("backup='host' keeps CUDA memory in pinned host memory, and this process has no CUDA memory memtool "
+                "serves; CPU memory can be backed up to disk: use backup='disk' (or 'none')");
+        return false;
+    }
+    ThreadState* ts = threadState();
+    if (!ts) {
+        why.set("out of memory for the thread's state");
+        return false;
+    }
+    if (ts->regionDepth >= ThreadState::kMaxRegionDepth) {
+        why.set("regions nest at most 16 deep");
+        return false;
+    }
+    LockGuard lock(tableMu_);
+    int t = findTagLocked(tag);
+    if (t >= 0 && tags_[t].backup != backup) {
+        why.set("region '", tag, "' was first entered with backup='", backupName(tags_[t].backup));
+        std::strncat(why.text, "'; a tag keeps one backup kind", sizeof why.text - std::strlen(why.text) - 1);
+        return false;
+    }
+    if (t < 0) {
+        for (t = 0; t < kMaxTags && tags_[t].used; ++t) {
+        }
+        if (t == kMaxTags) {
+            why.set("at most 64 region tags");
+            return false;
+        }
+        std::memcpy(tags_[t].name, tag, len + 1);
+        tags_[t].backup = backup;
+        tags_[t].used = true;
+    }
+    ts->regionTags[ts->regionDepth++] = static_cast<uint8_t>(t);
+    return true;
+}
+
+void Regions::exit() {
+    ThreadState* ts = existingThreadState();
+    if (ts && ts->regionDepth > 0) --ts->regionDepth;
+}
+
+// ---- allocation routing ---------------------------------------------------------------
+
+int Regions::regionLocked(int tag, uint8_t device) {
+    int free = -1;
+    for (int i = 0; i < kMaxRegions; ++i) {
+        if (regions_[i].used && regions_[i].tag == tag && regions_[i].device == device) return i;
+        if (!regions_[i].used && free < 0) free = i;
+    }
+    if (free < 0) return -1;
+    Region& r = regions_[free];
+    r.used = true;
+    r.tag = static_cast<uint8_t>(tag);
+    r.device = device;
+    r.declaredIn = 0;
+    return free;
+}
+
+void Regions::declareLocked(int region) {
+    Region& r = regions_[region];
+    if (!engine_ || !engine_->active() || r.declaredIn == engine_->generation()) return;
+    engine_->region(static_cast<uint32_t>(region + 1), tags_[r.tag].name, r.device, tags_[r.tag].backup);
+    r.declaredIn = engine_->generation();
+}
+
+uint32_t Regions::newSlotLocked() {
+    if (freeSlot_) {
+        const uint32_t slot = freeSlot_ - 1;
+        freeSlot_ = allocations_[slot].nextFree;
+        return slot;
+    }
+    if (!allocations_.push(Allocation{})) return UINT32_MAX;
+    return static_cast<uint32_t>(allocations_.size() - 1);
+}
+
+void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure& why) {
+    ThreadState* ts = existingThreadState();
+    MemoryBackend* backend = backendFor(device);
+    if (!ts || ts->regionDepth == 0 || !backend) {
+        why.set("not in a region");
+        return nullptr;
+    }
+    const int tag = ts->regionTags[ts->regionDepth - 1];
+    const uint64_t mapped = roundUp(size ? size : 1, backend->granularity(device));
+    uint64_t address = 0;
+    if (!backend->reserve(device, mapped, alignment, &address, why)) return nullptr;
+    if (!backend->map(device, address, mapped, why)) {
+        backend->release(device, address, mapped);
+        return nullptr;
+    }
+    int region;
+    {
+        LockGuard lock(tableMu_);
+        region = regionLocked(tag, device);
+        const uint32_t slot = region < 0 ? UINT32_MAX : newSlotLocked();
+        if (slot == UINT32_MAX || !index_.insert(address, slot + 1ull)) {
+            backend->release(device, address, mapped);
+            why.set(region < 0 ? "at most 256 regions (tags times devices)" : "out of memory for the region table");
+            return nullptr;
+        }
+        allocations_[slot] =
+            Allocation{address, size, mapped, 0, 0, 0, 0, static_cast<uint16_t>(region), State::Resident};
+        anyServed_.store(true, std::memory_order_release);
+        regions_[region].residentBytes += size;
+        declareLocked(region);
+    }
+    if (engine_) engine_->alloc(device, address, size, FlushPolicy::Timed, static_cast<uint32_t>(region + 1));
+    return reinterpret_cast<void*>(address);
+}
+
+void Regions::waitForOperation() {
+    opMu_.lock();
+    opMu_.unlock();
+}
+
+bool Regions::release(uint64_t address) {
+    if (!anyServed_.load(std::memory_order_acquire)) return false;  // no region ever served: the common case
+    for (;;) {
+        uint64_t slotPlusOne = 0;
+        tableMu_.lock();
+        if (!index_.find(address, &slotPlusOne)) {
+            tableMu_.unlock();
+            return false;
+        }
+        const uint32_t slot = static_cast<uint32_t>(slotPlusOne - 1);
+        Allocation a = allocations_[slot];
+        Region& r = regions_[a.region];
+        if (r.busy) {  // a pause or resume is copying or releasing it: wait for the end
+            tableMu_.unlock();
+            waitForOperation();
+            continue;
+        }
+        // Recorded as freed before the memory can go back to anyone.
+        if (engine_) engine_->free(address);
+        uint64_t dropped;
+        index_.erase(address, &dropped);
+        if (a.state == State::Paused) {
+            removePausedLocked(a.pausedSlot);
+            r.pausedBytes -= a.size;
+            --r.pausedCount;
+            unuseBackupLocked(a.backup);
+        } else {
+            r.residentBytes -= a.size;
+        }
+        allocations_[slot].state = State::Free;
+        allocations_[slot].nextFree = freeSlot_;
+        freeSlot_ = slot + 1;
+        tableMu_.unlock();
+        // A paused allocation's backup bytes stay in its region's backup until the
+        // resume, which skips them.
+        if (MemoryBackend* backend = backendFor(r.device)) backend->release(r.device, a.address, a.mapped);
+        return true;
+    }
+}
+
+// ---- commands -------------------------------------------------------------------------
+
+bool Regions::beginLocked(int tag, State state, MappedArray<Work>& work, bool* busy) {
+    for (uint32_t i = 0; i < allocations_.size(); ++i) {
+        const Allocation& a = allocations_[i];
+        if (a.state != state) continue;
+        const Region& r = regions_[a.region];
+        if (tag >= 0 && r.tag != tag) continue;
+        if (!work.push(Work{i, a.region, a.backup, r.device, a.address, a.mapped, a.backupOffset})) return false;
+        busy[a.region] = true;
+    }
+    for (int i = 0; i < kMaxRegions; ++i)
+        if (busy[i]) regions_[i].busy = true;
+    return work.size() > 0;
+}
+
+void Regions::endLocked(const bool* busy) {
+    for (int i = 0; i < kMaxRegions; ++i)
+        if (busy[i]) regions_[i].busy = false;
+}
+
+int Regions::openBackupLocked(int region, core::BackupKind kind, uint64_t bytes, Failure& why) {
+    int slot = 0;
+    while (slot < kMaxBackups && backups_[slot].used) ++slot;
+    if (slot == kMaxBackups) {
+        why.set("at most 256 pauses may be held at once");
+        return -1;
+    }
+    BackupSlot& b = backups_[slot];
+    const Region& r = regions_[region];
+    bool opened = false;
+    if (kind == core::BackupKind::Disk) {
+        char name[160], device[16];
+        deviceText(r.device, device, sizeof device);
+        for (char* c = device; *c; ++c)
+            if (*c == ':') *c = '-';
+        // The tag is the user's text: keep only file-name-safe characters of it.
+        char safe[core::kMaxTagBytes + 1];
+        size_t n = 0;
+        for (const char* c = tags_[r.tag].name; *c && n < core::kMaxTagBytes; ++c) {
+            const char ch = *c;
+            const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                            ch == '-' || ch == '_' || ch == '.';
+            safe[n++] = ok ? ch : '_';
+        }
+        safe[n] = '\0';
+        std::snprintf(name, sizeof name, "memtool-%d-%s-%s-%llu.pause", static_cast<int>(getpid()), safe, device,
+                      static_cast<unsigned long long>(++pauses_));
+        opened = b.disk.open(backupDirectory_[0] ? backupDirectory_ : "/tmp", name, bytes, why);
+    } else if (kind == core::BackupKind::Host) {
+        MemoryBackend* backend = backendFor(r.device);
+        opened = backend && b.host.open(*backend, bytes, why);
+    }
+    if (!opened) return -1;
+    b.used = true;
+    b.kind = kind;
+    b.users = 0;
+    return slot;
+}
+
+void Regions::unuseBackupLocked(uint16_t slotPlusOne) {
+    if (slotPlusOne == 0) return;
+    BackupSlot& b = backups_[slotPlusOne - 1];
+    if (b.users > 0 && --b.users > 0) return;
+    b.disk.discard();
+    b.host.discard();
+    b.used = false;
+}
+
+void Regions::record(const Work* first, size_t count, core::ControlAction action, core::ControlOrigin origin,
+                     core::BackupKind backup, uint64_t startNs, bool ok, const char* message) {
+    if (!engine_ || count == 0) return;
+    // One event per region: the work list is grouped by region.
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < count; ++i) bytes += first[i].mapped;
+    core::ControlFields f;
+    f.region = first[0].region + 1u;
+    f.action = action;
+    f.origin = origin;
+    f.bytes = ok ? bytes : 0;
+    f.backup = backup;
+    f.durationNs = nowNs() - startNs;
+    f.ok = ok;
+    {
+        LockGuard lock(tableMu_);
+        declareLocked(first[0].region);
+    }
+    engine_->control(f, message);
+}
+
+bool Regions::begin(const char* tag, State state, MappedArray<Work>& work, bool* busy, OpResult& result) {
+    const bool pausing = state == State::Resident;
+    {
+        LockGuard lock(tableMu_);
+        const int t = tag ? findTagLocked(tag) : -1;
+        if (tag && t < 0) {
+            result.ok = false;
+            std::snprintf(result.message, sizeof result.message, "no region has the tag '%s'", tag);
+            return false;
+        }
+        if (!beginLocked(t, state, work, busy)) {
+            endLocked(busy);
+            if (tag && pausing)
+                std::snprintf(result.message, sizeof result.message,
+                              "nothing to pause: region '%s' holds no resident memory (paused already?)", tag);
+            else if (tag)
+                std::snprintf(result.message, sizeof result.message, "nothing to resume: region '%s' is not paused",
+                              tag);
+            else
+                std::snprintf(result.message, sizeof result.message, "%s",
+                              pausing ? "nothing to pause: no region holds resident memory"
+                                      : "nothing to resume: no region is paused");
+            return false;
+        }
+    }
+    // Grouped by region (stable within one: backup offsets follow the table).
+    for (size_t i = 1; i < work.size(); ++i)
+        for (size_t j = i; j > 0 && work[j - 1].region > work[j].region; --j) {
+            Work w = work[j];
+            work[j] = work[j - 1];
+            work[j - 1] = w;
+        }
+    return true;
+}
+
+void Regions::recordEach(const MappedArray<Work>& work, core::ControlAction action, core::ControlOrigin origin,
+                         uint64_t startNs, bool ok, const char* message) {
+    for (size_t from = 0; from < work.size();) {
+        size_t to = from;
+        while (to < work.size() && work[to].region == work[from].region) ++to;
+        record(&work[from], to - from, action, origin, regions_[work[from].region].pausedWith, startNs, ok, message);
+        from = to;
+    }
+}
+
+OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::ControlAction action,
+                        const core::BackupKind* forced) {
+    OpResult result;
+    LockGuard op(opMu_);
+    const uint64_t start = nowNs();
+    MappedArray<Work> work;
+    bool busy[kMaxRegions] = {};
+    if (!begin(tag, State::Resident, work, busy, result)) return result;
+    Failure why;
+    bool ok = true;
+    // 1. Every region's backup can be made, and the devices are idle.
+    for (size_t i = 0; i < work.size() && ok; ++i) {
+        Region& r = regions_[work[i].region];
+        const core::BackupKind kind = forced ? *forced : tags_[r.tag].backup;
+        MemoryBackend* backend = backendFor(r.device);
+        if (!backend->supports(kind)) {
+            char device[16];
+            deviceText(r.device, device, sizeof device);
+            std::snprintf(why.text, sizeof why.text,
+                          "region '%s' on %s holds %s memory, which %s cannot back up to %s (use backup='disk')",
+                          tags_[r.tag].name, device, device, backend->name(), backupName(kind));
+            ok = false;
+        }
+        r.pausedWith = kind;
+    }
+    for (size_t i = 0; i < work.size() && ok; ++i)
+        if (i == 0 || work[i].device != work[i - 1].device) ok = backendFor(work[i].device)->synchronize(work[i].device, why);
+    // 2. Content out, region by region, before anything is released.
+    int opened[kMaxRegions];  // the backup slot each region's content goes to in this pause
+    for (int& o : opened) o = -1;
+    for (size_t i = 0; i < work.size() && ok; ++i) {
+        Region& r = regions_[work[i].region];
+        if (r.pausedWith == core::BackupKind::None) continue;
+        if (i == 0 || work[i].region != work[i - 1].region) {
+            uint64_t total = 0;
+            for (size_t j = i; j < work.size() && work[j].region == work[i].region; ++j) {
+                work[j].offset = total;
+                total += work[j].mapped;
+            }
+            LockGuard lock(tableMu_);
+            opened[work[i].region] = openBackupLocked(work[i].region, r.pausedWith, total, why);
+            if (opened[work[i].region] < 0) {
+                ok = false;
+                break;
+            }
+        }
+        const int slot = opened[work[i].region];
+        work[i].backup = static_cast<uint16_t>(slot + 1);
+        ok = backendFor(r.device)->copyOut(r.device, work[i].address, work[i].mapped, backups_[slot].content(),
+                                           work[i].offset, why);
+    }
+    if (!ok) {
+        {
+            LockGuard lock(tableMu_);
+            for (int slot : opened)
+                if (slot >= 0) unuseBackupLocked(static_cast<uint16_t>(slot + 1));
+            endLocked(busy);
+        }
+        result.ok = false;
+        std::snprintf(result.message, sizeof result.message, "pause failed, nothing was released: %s", why.text);
+        recordEach(work, action, origin, start, false, result.message);
+        return result;
+    }
+    // 3. Release the physical memory; addresses stay, access is refused.
+    char firstError[256] = "";
+    size_t failed = 0;
+    for (size_t i = 0; i < work.size(); ++i) {
+        Work& w = work[i];
+        Failure unmapWhy;
+        const bool released = backendFor(w.device)->unmap(w.device, w.address, w.mapped, unmapWhy);
+        LockGuard lock(tableMu_);
+        Allocation& a = allocations_[w.index];
+        Region& r = regions_[w.region];
+        if (!released) {
+            if (!failed++) std::snprintf(firstError, sizeof firstError, "%s", unmapWhy.text);
+            continue;
+        }
+        a.state = State::Paused;
+        a.backupOffset = w.offset;
+        a.backup = w.backup;
+        if (w.backup) ++backups_[w.backup - 1].users;
+        r.residentBytes -= a.size;
+        r.pausedBytes += a.size;
+        ++r.pausedCount;
+        a.pausedSlot = addPausedLocked(w.address, w.mapped, w.region);
+        result.bytes += w.mapped;
+        ++result.allocations;
+    }
+    {
+        LockGuard lock(tableMu_);
+        // A slot no allocation ended up in (every unmap failed) has nothing to keep.
+        for (int slot : opened)
+            if (slot >= 0 && backups_[slot].users == 0) unuseBackupLocked(static_cast<uint16_t>(slot + 1));
+        endLocked(busy);
+    }
+    result.changed = result.allocations > 0;
+    result.ok = failed == 0;
+    for (size_t i = 0; i < kMaxRegions; ++i) result.regions += busy[i];
+    result.seconds = static_cast<double>(nowNs() - start) / 1e9;
+    if (failed)
+        std::snprintf(result.message, sizeof result.message, "%zu of %zu allocations could not be released: %s",
+                      failed, work.size(), firstError);
+    else
+        std::snprintf(result.message, sizeof result.message, "paused %llu bytes in %llu allocations",
+                      static_cast<unsigned long long>(result.bytes), static_cast<unsigned long long>(result.allocations));
+    recordEach(work, action, origin, start, true, result.message);
+    return result;
+}
+
+OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::ControlAction action) {
+    OpResult result;
+    LockGuard op(opMu_);
+    const uint64_t start = nowNs();
+    MappedArray<Work> work;
+    bool busy[kMaxRegions] = {};
+    if (!begin(tag, State::Paused, work, busy, result)) return result;
+    // Region by region: map everything back and restore the content; a region
+    // that cannot be restored whole stays paused (its backup kept).
+    size_t failedRegions = 0;
+    char firstError[256] = "";
+    for (size_t from = 0; from < work.size();) {
+        size_t to = from;
+        while (to < work.size() && work[to].region == work[from].region) ++to;
+        Region& r = regions_[work[from].region];
+        MemoryBackend* backend = backendFor(r.device);
+        const core::BackupKind kind = work[from].backup ? backups_[work[from].backup - 1].kind : core::BackupKind::None;
+        Failure why;
+        size_t mapped = from;
+        bool ok = true;
+        for (; mapped < to && ok; ++mapped) {
+            const Work& w = work[mapped];
+            ok = backend->map(w.device, w.address, w.mapped, why);
+            if (ok && w.backup)
+                ok = backend->copyIn(w.device, w.address, w.mapped, backups_[w.backup - 1].content(), w.offset, why);
+        }
+        if (!ok) {
+            for (size_t i = from; i < mapped; ++i) {
+                Failure ignored;
+                backend->unmap(work[i].device, work[i].address, work[i].mapped, ignored);
+            }
+            if (!failedRegions++) std::snprintf(firstError, sizeof firstError, "%s", why.text);
+            record(&work[from], to - from, action, origin, kind, start, false, why.text);
+            from = to;
+            continue;
+        }
+        {
+            LockGuard lock(tableMu_);
+            for (size_t i = from; i < to; ++i) {
+                Allocation& a = allocations_[work[i].index];
+                a.state = State::Resident;
+                r.pausedBytes -= a.size;
+                --r.pausedCount;
+                r.residentBytes += a.size;
+                removePausedLocked(a.pausedSlot);
+                unuseBackupLocked(a.backup);
+                a.backup = 0;
+                result.bytes += work[i].mapped;
+                ++result.allocations;
+            }
+        }
+        ++result.regions;
+        char message[96];
+        std::snprintf(message, sizeof message, "resumed %zu allocations", to - from);
+        record(&work[from], to - from, action, origin, kind, start, true, message);
+        from = to;
+    }
+    {
+        LockGuard lock(tableMu_);
+        endLocked(busy);
+    }
+    result.changed = result.allocations > 0;
+    result.ok = failedRegions == 0;
+    result.seconds = static_cast<double>(nowNs() - start) / 1e9;
+    if (failedRegions)
+        std::snprintf(result.message, sizeof result.message,
+                      "%zu region(s) could not be resumed and stay paused, their content kept: %s", failedRegions,
+                      firstError);
+    else
+        std::snprintf(result.message, sizeof result.message, "resumed %llu bytes in %llu allocations",
+                      static_cast<unsigned long long>(result.bytes), static_cast<unsigned long long>(result.allocations));
+    return result;
+}
+
+size_t Regions::describe(char* out, size_t size) {
+    LockGuard lock(tableMu_);
+    JsonWriter j(out, size);
+    j.open('[');
+    for (int i = 0; i < kMaxRegions; ++i) {
+        const Region& r = regions_[i];
+        if (!r.used) continue;
+        char device[16];
+        deviceText(r.device, device, sizeof device);
+        const char* state = r.pausedBytes == 0 ? "resident" : r.residentBytes == 0 ? "paused" : "partly paused";
+        j.open('{');
+        j.key("tag").value(tags_[r.tag].name);
+        j.key("device").value(device);
+        j.key("bytes").value(r.residentBytes + r.pausedBytes);
+        j.key("resident_bytes").value(r.residentBytes);
+        j.key("paused_bytes").value(r.pausedBytes);
+        j.key("state").value(state);
+        j.key("backup").value(backupName(tags_[r.tag].backup));
+        j.close('}');
+    }
+    j.close(']');
+    return j.truncated() ? 0 : j.length();
+}
+
+void Regions::totals(uint8_t device, uint64_t* resident, uint64_t* paused) {
+    LockGuard lock(tableMu_);
+    *resident = *paused = 0;
+    for (const Region& r : regions_) {
+        if (!r.used || r.device != device) continue;
+        *resident += r.residentBytes;
+        *paused += r.pausedBytes;
+    }
+}
+
+// ---- faults ---------------------------------------------------------------------------
+
+uint32_t Regions::addPausedLocked(uint64_t start, uint64_t bytes, uint16_t region) {
+    for (size_t n = 0; n < kMaxPausedRanges; ++n) {
+        const size_t slot = (pausedHint_ + n) % kMaxPausedRanges;
+        PausedRange& p = paused_[slot];
+        if (p.start.load(std::memory_order_relaxed) != 0) continue;
+        p.region.store(region, std::memory_order_relaxed);
+        p.end.store(start + bytes, std::memory_order_relaxed);
+        p.start.store(start, std::memory_order_release);
+        pausedHint_ = (slot + 1) % kMaxPausedRanges;
+        return static_cast<uint32_t>(slot);
+    }
+    return kMaxPausedRanges;
+}
+
+void Regions::removePausedLocked(uint32_t slot) {
+    if (slot < kMaxPausedRanges) paused_[slot].start.store(0, std::memory_order_release);
+}
+
+bool Regions::pausedAt(uint64_t address, char* tag, size_t tagSize) const {
+    for (const PausedRange& p : paused_) {
+        const uint64_t start = p.start.load(std::memory_order_acquire);
+        if (start == 0 || address < start || address >= p.end.load(std::memory_order_relaxed)) continue;
+        const Region& r = regions_[p.region.load(std::memory_order_relaxed)];
+        // No snprintf here: this runs in a signal handler.
+        size_t n = 0;
+        for (const char* c = tags_[r.tag].name; *c && n + 1 < tagSize; ++c) tag[n++] = *c;
+        if (tagSize) tag[n] = '\0';
+        return true;
+    }
+    return false;
+}
+
+}  // namespace memtool::collectors::control

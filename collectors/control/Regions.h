@@ -1,0 +1,204 @@
+#pragma once
+// Pausable regions: memory whose physical pages can be released while its
+// addresses stay, and given back at the same addresses. Device-agnostic: tags,
+// states, backups and accounting are here; each kind of memory is a
+// MemoryBackend (CPU pages, CUDA VMM).
+//
+// A tag (at most 63 bytes) names what a program put in it ("weights",
+// "kv_cache"); a region is a tag on one device, so pausing a tag pauses it on
+// every device. A thread allocates into the innermost region it entered
+// (memtool.region); the preload hooks route those allocations here instead of
+// to the program's allocator.
+//
+// Locks: tableMu_ guards the tables and is held only briefly (hooks take it);
+// opMu_ serializes pauses and resumes, which do device calls and I/O without
+// tableMu_. A region in the middle of an operation is `busy`: freeing one of its
+// allocations waits for the operation to end. Neither is ever held while the
+// engine's lock is (the engine is called with neither held... except tableMu_
+// around serve's record, which the engine never waits on).
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "collectors/MappedTable.h"
+#include "collectors/Mutex.h"
+#include "collectors/control/Backups.h"
+#include "collectors/control/MemoryBackend.h"
+#include "core/Protocol.h"
+
+namespace memtool::collectors {
+class Engine;
+}
+
+namespace memtool::collectors::control {
+
+// What a pause or resume did, for the caller (Python API, `memtool ctl`).
+struct OpResult {
+    bool ok = true;        // false: it failed; the message says what, and what was left as it was
+    bool changed = false;  // some memory was paused or resumed
+    uint64_t bytes = 0;    // physical bytes released or restored
+    uint64_t allocations = 0;
+    uint32_t regions = 0;  // regions (tag on a device) touched
+    double seconds = 0;
+    char message[512] = "";
+    // Writes {"ok":..., "action":..., ...} into out; returns its length.
+    size_t toJson(const char* action, char* out, size_t size) const;
+};
+
+class Regions {
+public:
+    static constexpr int kMaxTags = 64;
+    static constexpr int kMaxRegions = 256;
+
+    constexpr Regions() = default;
+    Regions(const Regions&) = delete;
+    Regions& operator=(const Regions&) = delete;
+
+    // Set up once, before the first region is entered.
+    void setCpuBackend(MemoryBackend* backend) { cpu_ = backend; }
+    void setCudaBackend(MemoryBackend* backend) { cuda_ = backend; }
+    void setBackupDirectory(const char* directory);
+    void setEngine(Engine* engine) { engine_ = engine; }
+
+    // ---- the calling thread's region ------------------------------------------------
+    // Enters the region `tag` (its backup kind is fixed by its first entry).
+    bool enter(const char* tag, core::BackupKind backup, Failure& why);
+    void exit();
+    // The calling thread allocates into a region now (hooks check this first).
+    static bool threadInRegion();
+
+    // ---- allocation routing (hooks) ---------------------------------------------------
+    // Serves `size` bytes on `device` from the calling thread's region: page- (or
+    // granularity-) rounded memory of the backend's own, recorded with its region.
+    // Null when it cannot (the reason in *why): the caller reports out-of-memory.
+    void* serve(uint8_t device, uint64_t size, uint64_t alignment, Failure& why);
+    // Frees a region allocation (recorded as freed first). False when `address`
+    // is not one: the caller frees it its own way.
+    bool release(uint64_t address);
+
+    // ---- commands ---------------------------------------------------------------------
+    // Pauses every resident allocation of `tag` (null: of every tag). With
+    // `forced`, the content goes there whatever each region's own backup says
+    // (courtesy). Backups are written first: if any fails, nothing is released.
+    OpResult pause(const char* tag, core::ControlOrigin origin, core::ControlAction action = core::ControlAction::Pause,
+                   const core::BackupKind* forced = nullptr);
+    OpResult resume(const char* tag, core::ControlOrigin origin,
+                    core::ControlAction action = core::ControlAction::Resume);
+    // [{"tag":..., "device":..., "bytes":..., "state":..., "backup":...}, ...]
+    size_t describe(char* out, size_t size);
+    // Bytes of allocations on `device` now paused / resident (for yield's report).
+    void totals(uint8_t device, uint64_t* resident, uint64_t* paused);
+
+    // ---- faults -----------------------------------------------------------------------
+    // The tag of the paused allocation holding `address`; async-signal-safe.
+    bool pausedAt(uint64_t address, char* tag, size_t tagSize) const;
+
+private:
+    enum class State : uint8_t { Free = 0, Resident = 1, Paused = 2 };
+    struct Tag {
+        char name[core::kMaxTagBytes + 1];
+        core::BackupKind backup;
+        bool used;
+    };
+    struct Region {
+        bool used;
+        bool busy;  // a pause or resume is working on it
+        uint8_t tag;
+        uint8_t device;
+        uint64_t declaredIn;  // the engine's stream generation it was declared in (0: not yet)
+        uint64_t residentBytes, pausedBytes;  // requested sizes
+        uint32_t pausedCount;                 // allocations paused now
+        core::BackupKind pausedWith;          // the backup kind of the pause under way
+    };
+    // The content of one pause of one region. Each paused allocation points at its
+    // slot; the slot's content goes when its last allocation is resumed or freed
+    // (a region paused twice, with resident memory added in between, has two).
+    static constexpr int kMaxBackups = 256;
+    struct BackupSlot {
+        bool used;
+        core::BackupKind kind;
+        uint32_t users;  // paused allocations whose content it holds
+        DiskBackup disk;
+        HostBackup host;
+        Backup& content() { return kind == core::BackupKind::Disk ? static_cast<Backup&>(disk) : host; }
+    };
+    struct Allocation {
+        uint64_t address;
+        uint64_t size;    // as requested (what the trace counts)
+        uint64_t mapped;  // rounded to the backend's granularity
+        uint64_t backupOffset;
+        uint32_t nextFree;    // free-list link while State::Free
+        uint32_t pausedSlot;  // its entry in paused_ while State::Paused
+        uint16_t backup;      // its BackupSlot + 1 while paused with a backup; 0: none
+        uint16_t region;
+        State state;
+    };
+    // One allocation an operation works on, copied out of the table.
+    struct Work {
+        uint32_t index;
+        uint16_t region;
+        uint16_t backup;  // BackupSlot + 1, or 0
+        uint8_t device;
+        uint64_t address, mapped, offset;
+    };
+
+    MemoryBackend* backendFor(uint8_t device) const;
+    int findTagLocked(const char* tag) const;
+    int regionLocked(int tag, uint8_t device);  // finds or makes; -1 when full
+    void declareLocked(int region);
+    uint32_t newSlotLocked();
+    // Marks the regions of `tag` (-1: all) busy and lists their allocations in
+    // `state`; false when none.
+    bool beginLocked(int tag, State state, MappedArray<Work>& work, bool* busy);
+    // The start of a pause (state Resident) or resume (Paused): the work, grouped by
+    // region, or false with result's message saying why there is none.
+    bool begin(const char* tag, State state, MappedArray<Work>& work, bool* busy, OpResult& result);
+    // One control event per region of the work.
+    void recordEach(const MappedArray<Work>& work, core::ControlAction action, core::ControlOrigin origin,
+                    uint64_t startNs, bool ok, const char* message);
+    void endLocked(const bool* busy);
+    void waitForOperation();
+    void record(const Work* first, size_t count, core::ControlAction action, core::ControlOrigin origin,
+                core::BackupKind backup, uint64_t startNs, bool ok, const char* message);
+    // A new slot holding `bytes` of content for `region`; -1 (why) when it cannot be made.
+    int openBackupLocked(int region, core::BackupKind kind, uint64_t bytes, Failure& why);
+    // One paused allocation less uses `slot` (+ 1); its content goes with the last.
+    void unuseBackupLocked(uint16_t slotPlusOne);
+    void describeTag(char* out, size_t size, const char* tag);
+
+    MemoryBackend* cpu_ = nullptr;
+    MemoryBackend* cuda_ = nullptr;
+    Engine* engine_ = nullptr;
+    char backupDirectory_[3072] = "";
+
+    Mutex tableMu_;
+    Mutex opMu_;
+    Tag tags_[kMaxTags] = {};
+    Region regions_[kMaxRegions] = {};
+    BackupSlot backups_[kMaxBackups] = {};
+    MappedArray<Allocation> allocations_;
+    PointerMap index_;  // address -> slot + 1
+    // Paused allocations' ranges for the fault handler, which may take no lock:
+    // written under tableMu_, read lock-free. Past its capacity a fault in paused
+    // memory is still reported, without its tag.
+    static constexpr size_t kMaxPausedRanges = 65536;
+    struct PausedRange {
+        std::atomic<uint64_t> start;
+        std::atomic<uint64_t> end;
+        std::atomic<uint16_t> region;
+    };
+    PausedRange paused_[kMaxPausedRanges] = {};
+    size_t pausedHint_ = 0;
+    // Returns the entry used (kMaxPausedRanges when full).
+    uint32_t addPausedLocked(uint64_t start, uint64_t bytes, uint16_t region);
+    void removePausedLocked(uint32_t slot);
+    std::atomic<bool> anyServed_{false};  // release() skips the lock until a region served memory
+    uint32_t freeSlot_ = 0;  // head of the free list, slot + 1
+    uint64_t pauses_ = 0;    // numbers backup files
+};
+
+// The process's regions (the preload collector's).
+Regions& regions();
+
+}  // namespace memtool::collectors::control

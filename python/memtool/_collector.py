@@ -1,0 +1,82 @@
+"""The collector's C surface, found in this process (collectors/CollectorApi.h).
+
+`memtool run` preloads libmemtool_collector.so; its exported functions are in
+the process's global symbol scope, so ctypes finds them through the main
+program's handle without ever loading a second copy of the library.
+"""
+import ctypes
+import json
+
+API_VERSION = 2
+_ANSWER_BYTES = 1 << 20
+
+
+class Collector:
+    """Thin typed wrappers over the C functions; None where memtool is absent."""
+
+    def __init__(self, lib):
+        self._lib = lib
+        f = lib.memtool_region_enter
+        f.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+        f.restype = ctypes.c_int
+        lib.memtool_region_exit.argtypes = []
+        lib.memtool_region_exit.restype = None
+        for name in ("memtool_pause", "memtool_resume"):
+            g = getattr(lib, name)
+            g.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+            g.restype = ctypes.c_int
+        lib.memtool_regions.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        lib.memtool_regions.restype = ctypes.c_size_t
+        lib.memtool_collector_path.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        lib.memtool_collector_path.restype = ctypes.c_size_t
+
+    def region_enter(self, tag, backup):
+        err = ctypes.create_string_buffer(512)
+        if self._lib.memtool_region_enter(tag.encode("utf-8"), backup, err, len(err)) != 0:
+            raise ValueError(err.value.decode("utf-8", "replace"))
+
+    def region_exit(self):
+        self._lib.memtool_region_exit()
+
+    def _op(self, fn, tag):
+        out = ctypes.create_string_buffer(64 * 1024)
+        fn(tag.encode("utf-8") if tag is not None else None, out, len(out))
+        return json.loads(out.value.decode("utf-8", "replace"))
+
+    def pause(self, tag):
+        return self._op(self._lib.memtool_pause, tag)
+
+    def resume(self, tag):
+        return self._op(self._lib.memtool_resume, tag)
+
+    def regions(self):
+        size = 64 * 1024
+        while size <= _ANSWER_BYTES * 64:
+            out = ctypes.create_string_buffer(size)
+            n = self._lib.memtool_regions(out, size)
+            if n:
+                return json.loads(out.value[:n].decode("utf-8", "replace"))
+            size *= 4
+        raise RuntimeError("memtool: the list of regions does not fit in memory")
+
+    def path(self):
+        out = ctypes.create_string_buffer(4096)
+        n = self._lib.memtool_collector_path(out, len(out))
+        return out.value[:n].decode() if n else None
+
+
+def find():
+    """The collector of this process, or None outside `memtool run`."""
+    try:
+        lib = ctypes.CDLL(None)
+        version = lib.memtool_collector_api_version
+    except (OSError, AttributeError):
+        return None
+    version.restype = ctypes.c_int
+    if version() != API_VERSION:
+        return None
+    enabled = lib.memtool_enabled
+    enabled.restype = ctypes.c_int
+    if not enabled():
+        return None
+    return Collector(lib)

@@ -1,0 +1,398 @@
+// Pausable regions on real CPU pages (CpuPagesBackend) and against a backend
+// that fails on request, with the engine recording into a socketpair: what is
+// released, what comes back, what the stream says, and that a pause that cannot
+// complete leaves everything as it was.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "collectors/Engine.h"
+#include "collectors/SocketSink.h"
+#include "collectors/control/ControlChannel.h"
+#include "collectors/control/CpuPagesBackend.h"
+#include "collectors/control/Regions.h"
+#include "core/Aggregator.h"
+#include "core/StreamDecoder.h"
+
+using namespace memtool;
+using namespace memtool::collectors;
+using namespace memtool::collectors::control;
+
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+
+std::string tempDir() {
+    char tmpl[] = "/tmp/memtool-regions-XXXXXX";
+    return mkdtemp(tmpl);
+}
+
+std::vector<std::string> filesIn(const std::string& dir) {
+    std::vector<std::string> out;
+    if (DIR* d = opendir(dir.c_str())) {
+        while (dirent* e = readdir(d))
+            if (e->d_name[0] != '.') out.push_back(e->d_name);
+        closedir(d);
+    }
+    return out;
+}
+
+// Resident bytes of [p, p + bytes), from mincore.
+uint64_t residentBytes(const void* p, uint64_t bytes) {
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> vec((bytes + page - 1) / page);
+    if (mincore(const_cast<void*>(p), bytes, vec.data()) != 0) return 0;
+    uint64_t n = 0;
+    for (unsigned char v : vec) n += (v & 1) * page;
+    return n;
+}
+
+// CPU pages that fail where a test says (the real backend inside).
+struct FlakyBackend final : MemoryBackend {
+    CpuPagesBackend real;
+    bool failCopyOut = false, failMap = false;
+    const char* name() const override { return "flaky-cpu-pages"; }
+    uint64_t granularity(uint8_t d) override { return real.granularity(d); }
+    bool supports(core::BackupKind k) const override { return real.supports(k); }
+    bool reserve(uint8_t d, uint64_t b, uint64_t al, uint64_t* a, Failure& why) override {
+        return real.reserve(d, b, al, a, why);
+    }
+    bool map(uint8_t d, uint64_t a, uint64_t b, Failure& why) override {
+        if (failMap) {
+            why.set("the test made mapping fail");
+            return false;
+        }
+        return real.map(d, a, b, why);
+    }
+    bool unmap(uint8_t d, uint64_t a, uint64_t b, Failure& why) override { return real.unmap(d, a, b, why); }
+    void release(uint8_t d, uint64_t a, uint64_t b) override { real.release(d, a, b); }
+    bool synchronize(uint8_t d, Failure& why) override { return real.synchronize(d, why); }
+    bool copyOut(uint8_t d, uint64_t a, uint64_t b, Backup& to, uint64_t o, Failure& why) override {
+        if (failCopyOut) {
+            why.set("the test made the copy fail");
+            return false;
+        }
+        return real.copyOut(d, a, b, to, o, why);
+    }
+    bool copyIn(uint8_t d, uint64_t a, uint64_t b, Backup& from, uint64_t o, Failure& why) override {
+        return real.copyIn(d, a, b, from, o, why);
+    }
+};
+
+// Regions recording into an engine whose stream the test reads.
+struct Fixture {
+    int fds[2];
+    SocketSink sink;
+    Engine engine;
+    FlakyBackend backend;
+    Regions* regions = new Regions();  // large (fixed tables): not on the stack
+    std::string dir = tempDir();
+    Fixture() {
+        EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+        EngineOptions o;
+        o.nativeStacks = o.pythonStacks = false;
+        const char* why;
+        engine.configure(o, &why);
+        sink.adopt(fds[0]);
+        StreamIdentity id;
+        id.pid = 1;
+        id.command = "test";
+        id.commandBytes = 5;
+        EXPECT_TRUE(engine.connect(sink, id));
+        regions->setEngine(&engine);
+        regions->setCpuBackend(&backend);
+        regions->setBackupDirectory(dir.c_str());
+    }
+    ~Fixture() {
+        delete regions;
+        close(fds[1]);
+    }
+    // Allocates `bytes` in region `tag` (as the hook does for a thread inside it),
+    // filled with a pattern of `seed`.
+    uint8_t* allocate(const char* tag, core::BackupKind backup, uint64_t bytes, uint8_t seed) {
+        Failure why;
+        EXPECT_TRUE(regions->enter(tag, backup, why)) << why.text;
+        auto* p = static_cast<uint8_t*>(regions->serve(core::kDeviceCpu, bytes, 64, why));
+        regions->exit();
+        EXPECT_NE(p, nullptr) << why.text;
+        for (uint64_t i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(seed + i * 7);
+        return p;
+    }
+    static bool holds(const uint8_t* p, uint64_t bytes, uint8_t seed) {
+        for (uint64_t i = 0; i < bytes; ++i)
+            if (p[i] != static_cast<uint8_t>(seed + i * 7)) return false;
+        return true;
+    }
+    core::Aggregator finish() {
+        engine.finish(core::ExitKind::Normal);
+        core::Aggregator agg;
+        core::StreamDecoder d(agg);
+        std::vector<uint8_t> buf(1 << 16);
+        for (ssize_t n; (n = read(fds[1], buf.data(), buf.size())) > 0;) d.feed(buf.data(), static_cast<size_t>(n));
+        return agg;
+    }
+};
+
+}  // namespace
+
+TEST(Regions, PauseReleasesPagesAndResumeBringsContentBackAtTheSameAddress) {
+    Fixture f;
+    uint8_t* w = f.allocate("weights", core::BackupKind::Disk, 8 * MiB, 3);
+    EXPECT_EQ(residentBytes(w, 8 * MiB), 8 * MiB);
+    OpResult paused = f.regions->pause("weights", core::ControlOrigin::Api);
+    EXPECT_TRUE(paused.ok) << paused.message;
+    EXPECT_TRUE(paused.changed);
+    EXPECT_EQ(paused.bytes, 8 * MiB);
+    EXPECT_EQ(paused.allocations, 1u);
+    EXPECT_EQ(residentBytes(w, 8 * MiB), 0u);
+    ASSERT_EQ(filesIn(f.dir).size(), 1u);  // the backup, while paused
+    char tag[64];
+    EXPECT_TRUE(f.regions->pausedAt(reinterpret_cast<uint64_t>(w) + 12345, tag, sizeof tag));
+    EXPECT_STREQ(tag, "weights");
+
+    OpResult again = f.regions->pause("weights", core::ControlOrigin::Api);
+    EXPECT_TRUE(again.ok);
+    EXPECT_FALSE(again.changed);
+    EXPECT_STREQ(again.message, "nothing to pause: region 'weights' holds no resident memory (paused already?)");
+
+    OpResult resumed = f.regions->resume("weights", core::ControlOrigin::Ctl);
+    EXPECT_TRUE(resumed.ok) << resumed.message;
+    EXPECT_EQ(resumed.bytes, 8 * MiB);
+    EXPECT_TRUE(Fixture::holds(w, 8 * MiB, 3));
+    EXPECT_TRUE(filesIn(f.dir).empty());  // the backup is gone
+    EXPECT_FALSE(f.regions->pausedAt(reinterpret_cast<uint64_t>(w), tag, sizeof tag));
+    EXPECT_FALSE(f.regions->resume("weights", core::ControlOrigin::Api).changed);
+
+    EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(w)));
+    core::Aggregator agg = f.finish();
+    EXPECT_TRUE(agg.streamVerified());
+    const auto& cpu = agg.devices().at(core::kDeviceCpu);
+    EXPECT_EQ(cpu.peakBytes, 8 * MiB);
+    EXPECT_EQ(cpu.allocCount, 1u);
+    EXPECT_EQ(cpu.freeCount, 1u);
+    ASSERT_EQ(agg.controls().size(), 2u);  // "nothing to do" records nothing
+    EXPECT_EQ(agg.controls()[0].f.action, core::ControlAction::Pause);
+    EXPECT_EQ(agg.controls()[0].f.backup, core::BackupKind::Disk);
+    EXPECT_EQ(agg.controls()[1].f.origin, core::ControlOrigin::Ctl);
+    ASSERT_EQ(agg.regions().size(), 1u);
+    EXPECT_EQ(agg.regions().begin()->second.record.tag, "weights");
+}
+
+TEST(Regions, TagsArePausedAndResumedIndependently) {
+    Fixture f;
+    uint8_t* a = f.allocate("a", core::BackupKind::Disk, 1 * MiB, 1);
+    uint8_t* b = f.allocate("b", core::BackupKind::None, 3 * MiB, 2);
+    EXPECT_EQ(f.regions->pause("a", core::ControlOrigin::Api).bytes, 1 * MiB);
+    EXPECT_EQ(residentBytes(a, MiB), 0u);
+    EXPECT_TRUE(Fixture::holds(b, 3 * MiB, 2));  // b untouched
+    EXPECT_EQ(f.regions->pause("b", core::ControlOrigin::Api).bytes, 3 * MiB);
+    EXPECT_EQ(f.regions->resume("b", core::ControlOrigin::Api).bytes, 3 * MiB);
+    EXPECT_EQ(residentBytes(a, MiB), 0u);  // a still paused
+    EXPECT_EQ(b[0], 0);                     // backup "none": the content is gone (here: zero pages)
+    EXPECT_EQ(f.regions->resume(nullptr, core::ControlOrigin::Api).bytes, 1 * MiB);  // every tag: a
+    EXPECT_TRUE(Fixture::holds(a, MiB, 1));
+    f.regions->release(reinterpret_cast<uint64_t>(a));
+    f.regions->release(reinterpret_cast<uint64_t>(b));
+    core::Aggregator agg = f.finish();
+    // The trace's figures: b's pause and resume moved 3 MiB out and back in.
+    const auto& cpu = agg.devices().at(core::kDeviceCpu);
+    EXPECT_EQ(cpu.peakBytes, 4 * MiB);
+    EXPECT_EQ(cpu.currentBytes, 0u);
+    EXPECT_EQ(cpu.pausedBytes, 0u);
+    EXPECT_EQ(agg.controls().size(), 4u);
+}
+
+TEST(Regions, AFailedBackupReleasesNothing) {
+    Fixture f;
+    uint8_t* w = f.allocate("w", core::BackupKind::Disk, 2 * MiB, 5);
+    f.backend.failCopyOut = true;
+    OpResult r = f.regions->pause("w", core::ControlOrigin::Api);
+    EXPECT_FALSE(r.ok);
+    EXPECT_FALSE(r.changed);
+    EXPECT_STREQ(r.message, "pause failed, nothing was released: the test made the copy fail");
+    EXPECT_TRUE(Fixture::holds(w, 2 * MiB, 5));
+    EXPECT_TRUE(filesIn(f.dir).empty());
+    f.regions->release(reinterpret_cast<uint64_t>(w));
+    core::Aggregator agg = f.finish();
+    ASSERT_EQ(agg.controls().size(), 1u);
+    EXPECT_FALSE(agg.controls()[0].f.ok);
+    EXPECT_EQ(agg.devices().at(core::kDeviceCpu).pausedBytes, 0u);
+}
+
+TEST(Regions, AFullDiskFailsThePauseBeforeAnythingIsReleased) {
+    Fixture f;
+    uint8_t* w = f.allocate("w", core::BackupKind::Disk, 4 * MiB, 9);
+    // A file-size limit below the backup stands in for a full disk (EFBIG).
+    struct rlimit old;
+    getrlimit(RLIMIT_FSIZE, &old);
+    struct rlimit small = old;
+    small.rlim_cur = MiB;
+    signal(SIGXFSZ, SIG_IGN);
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    OpResult r = f.regions->pause("w", core::ControlOrigin::Api);
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, SIG_DFL);
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(std::string(r.message).find("nothing was released: no room for the backup in"), std::string::npos)
+        << r.message;
+    EXPECT_EQ(residentBytes(w, 4 * MiB), 4 * MiB);
+    EXPECT_TRUE(Fixture::holds(w, 4 * MiB, 9));
+    EXPECT_TRUE(filesIn(f.dir).empty());
+    f.regions->release(reinterpret_cast<uint64_t>(w));
+}
+
+TEST(Regions, AResumeThatCannotMapKeepsTheRegionPausedWithItsContent) {
+    Fixture f;
+    uint8_t* w = f.allocate("w", core::BackupKind::Disk, MiB, 4);
+    ASSERT_TRUE(f.regions->pause("w", core::ControlOrigin::Api).ok);
+    f.backend.failMap = true;
+    OpResult r = f.regions->resume("w", core::ControlOrigin::Api);
+    EXPECT_FALSE(r.ok);
+    EXPECT_STREQ(r.message,
+                 "1 region(s) could not be resumed and stay paused, their content kept: the test made mapping fail");
+    EXPECT_EQ(filesIn(f.dir).size(), 1u);
+    f.backend.failMap = false;
+    ASSERT_TRUE(f.regions->resume("w", core::ControlOrigin::Api).ok);
+    EXPECT_TRUE(Fixture::holds(w, MiB, 4));
+    f.regions->release(reinterpret_cast<uint64_t>(w));
+}
+
+TEST(Regions, FreeingPausedMemoryReleasesItsAddressesAndBackup) {
+    Fixture f;
+    uint8_t* a = f.allocate("w", core::BackupKind::Disk, MiB, 1);
+    uint8_t* b = f.allocate("w", core::BackupKind::Disk, MiB, 2);
+    ASSERT_TRUE(f.regions->pause("w", core::ControlOrigin::Api).ok);
+    EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(a)));
+    EXPECT_EQ(filesIn(f.dir).size(), 1u);  // b's content is still in it
+    EXPECT_EQ(f.regions->resume("w", core::ControlOrigin::Api).allocations, 1u);
+    EXPECT_TRUE(Fixture::holds(b, MiB, 2));
+    ASSERT_TRUE(f.regions->pause("w", core::ControlOrigin::Api).ok);
+    EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(b)));  // the last one: the backup goes
+    EXPECT_TRUE(filesIn(f.dir).empty());
+    EXPECT_FALSE(f.regions->release(0x1234));  // not a region address
+    core::Aggregator agg = f.finish();
+    const auto& cpu = agg.devices().at(core::kDeviceCpu);
+    EXPECT_EQ(cpu.freeCount, 2u);
+    EXPECT_EQ(cpu.pausedBytes, 0u);
+    EXPECT_EQ(cpu.currentBytes, 0u);
+}
+
+TEST(Regions, APausedRegionPausedAgainAfterNewAllocationsKeepsBothBackups) {
+    Fixture f;
+    uint8_t* a = f.allocate("kv", core::BackupKind::Disk, MiB, 1);
+    ASSERT_TRUE(f.regions->pause("kv", core::ControlOrigin::Api).ok);
+    uint8_t* b = f.allocate("kv", core::BackupKind::Disk, MiB, 2);
+    OpResult second = f.regions->pause("kv", core::ControlOrigin::Api);
+    EXPECT_EQ(second.allocations, 1u);  // only b was resident
+    EXPECT_EQ(filesIn(f.dir).size(), 2u);
+    EXPECT_EQ(f.regions->resume("kv", core::ControlOrigin::Api).allocations, 2u);
+    EXPECT_TRUE(Fixture::holds(a, MiB, 1));
+    EXPECT_TRUE(Fixture::holds(b, MiB, 2));
+    EXPECT_TRUE(filesIn(f.dir).empty());
+}
+
+TEST(Regions, TagsAndBackupsAreChecked) {
+    Fixture f;
+    Failure why;
+    EXPECT_FALSE(f.regions->enter("", core::BackupKind::None, why));
+    EXPECT_FALSE(f.regions->enter(std::string(64, 'x').c_str(), core::BackupKind::None, why));
+    EXPECT_STREQ(why.text, "a region tag is 1 to 63 bytes long");
+    EXPECT_FALSE(f.regions->enter("w", core::BackupKind::Host, why));  // CPU only: no pinned host memory here
+    EXPECT_NE(std::string(why.text).find("use backup='disk'"), std::string::npos) << why.text;
+    ASSERT_TRUE(f.regions->enter("w", core::BackupKind::Disk, why));
+    f.regions->exit();
+    EXPECT_FALSE(f.regions->enter("w", core::BackupKind::None, why));
+    EXPECT_STREQ(why.text, "region 'w' was first entered with backup='disk'; a tag keeps one backup kind");
+    EXPECT_FALSE(f.regions->pause("unknown", core::ControlOrigin::Api).ok);
+}
+
+TEST(Regions, NestedRegionsGoToTheInnermost) {
+    Fixture f;
+    Failure why;
+    ASSERT_TRUE(f.regions->enter("outer", core::BackupKind::None, why));
+    ASSERT_TRUE(f.regions->enter("inner", core::BackupKind::None, why));
+    void* p = f.regions->serve(core::kDeviceCpu, 4096, 64, why);
+    f.regions->exit();
+    void* q = f.regions->serve(core::kDeviceCpu, 4096, 64, why);
+    f.regions->exit();
+    EXPECT_FALSE(Regions::threadInRegion());
+    EXPECT_EQ(f.regions->pause("inner", core::ControlOrigin::Api).allocations, 1u);
+    EXPECT_EQ(f.regions->pause("outer", core::ControlOrigin::Api).allocations, 1u);
+    char tag[64];
+    ASSERT_TRUE(f.regions->pausedAt(reinterpret_cast<uint64_t>(p), tag, sizeof tag));
+    EXPECT_STREQ(tag, "inner");
+    ASSERT_TRUE(f.regions->pausedAt(reinterpret_cast<uint64_t>(q), tag, sizeof tag));
+    EXPECT_STREQ(tag, "outer");
+    char json[1024];
+    ASSERT_GT(f.regions->describe(json, sizeof json), 0u);
+    // In the order the regions first served memory: inner first.
+    EXPECT_STREQ(json,
+                 "[{\"tag\":\"inner\",\"device\":\"cpu\",\"bytes\":4096,\"resident_bytes\":0,\"paused_bytes\":4096,"
+                 "\"state\":\"paused\",\"backup\":\"none\"},{\"tag\":\"outer\",\"device\":\"cpu\",\"bytes\":4096,"
+                 "\"resident_bytes\":0,\"paused_bytes\":4096,\"state\":\"paused\",\"backup\":\"none\"}]");
+}
+
+// The control thread: a request down the socket, its reply up the stream.
+TEST(ControlChannel, AnswersRequestsFromTheStream) {
+    Fixture f;
+    f.allocate("w", core::BackupKind::None, MiB, 0);
+    RegionCommands commands(*f.regions);
+    ASSERT_TRUE(startControlThread(f.sink, f.engine, commands));
+    auto request = [&](uint64_t id, std::vector<std::string> argv) {
+        size_t bytes = 0;
+        for (const auto& a : argv) bytes += a.size();
+        std::vector<uint8_t> buf(core::requestBytes(argv.size(), bytes));
+        uint8_t* p = core::encodeRequestHead(buf.data(), id, argv.size());
+        for (const auto& a : argv) p = core::putString(p, a.data(), a.size());
+        ASSERT_EQ(write(f.fds[1], buf.data(), static_cast<size_t>(p - buf.data())), p - buf.data());
+    };
+    // Replies come in order; read records until the third one.
+    struct Replies : core::Aggregator {
+        size_t wanted = 0;
+    } agg;
+    core::StreamDecoder d(agg);
+    request(1, {"status"});
+    request(2, {"pause", "w"});
+    request(3, {"frobnicate"});
+    std::vector<uint8_t> buf(1 << 16);
+    while (agg.replies().size() < 3) {
+        ssize_t n = read(f.fds[1], buf.data(), buf.size());
+        ASSERT_GT(n, 0);
+        d.feed(buf.data(), static_cast<size_t>(n));
+    }
+    EXPECT_EQ(agg.replies()[0].status, core::ReplyStatus::Ok);
+    EXPECT_EQ(agg.replies()[0].body,
+              "{\"regions\":[{\"tag\":\"w\",\"device\":\"cpu\",\"bytes\":1048576,\"resident_bytes\":1048576,"
+              "\"paused_bytes\":0,\"state\":\"resident\",\"backup\":\"none\"}]}");
+    EXPECT_EQ(agg.replies()[1].id, 2u);
+    EXPECT_NE(agg.replies()[1].body.find("\"ok\":true,\"changed\":true,\"bytes\":1048576"), std::string::npos)
+        << agg.replies()[1].body;
+    EXPECT_EQ(agg.replies()[2].status, core::ReplyStatus::Unknown);
+    ASSERT_EQ(agg.controls().size(), 1u);
+    EXPECT_EQ(agg.controls()[0].f.origin, core::ControlOrigin::Ctl);
+}
+
+TEST(ControlChannel, RejectsBytesThatAreNoRequests) {
+    struct Count {
+        int calls = 0;
+    } count;
+    auto cb = [](void* c, uint64_t, size_t, const char* const*) { ++static_cast<Count*>(c)->calls; };
+    uint8_t junk[] = {'Z', 1, 2};
+    EXPECT_EQ(decodeRequests(junk, sizeof junk, cb, &count), -1);
+    uint8_t partial[] = {'Q', 5, 1, 6, 's', 't'};  // a string cut short: wait for more
+    EXPECT_EQ(decodeRequests(partial, sizeof partial, cb, &count), 0);
+    uint8_t nul[] = {'Q', 5, 1, 3, 'a', 0, 'b'};  // an embedded NUL
+    EXPECT_EQ(decodeRequests(nul, sizeof nul, cb, &count), -1);
+    uint8_t none[] = {'Q', 5, 0};
+    EXPECT_EQ(decodeRequests(none, sizeof none, cb, &count), -1);
+    EXPECT_EQ(count.calls, 0);
+}
