@@ -22,6 +22,9 @@
 #include "collectors/Warn.h"
 #include "collectors/control/ControlChannel.h"
 #include "collectors/control/CpuPagesBackend.h"
+#if MEMTOOL_HAVE_CUDA_VMM
+#include "collectors/control/CudaVmmBackend.h"
+#endif
 #include "collectors/control/PausedAccess.h"
 #include "collectors/control/Regions.h"
 
@@ -46,6 +49,12 @@ constinit NoDestroy<Engine> gEngine;
 constinit NoDestroy<SocketSink> gSink;
 constinit NoDestroy<control::Regions> gRegions;
 constinit NoDestroy<control::CpuPagesBackend> gCpuPages;
+#if MEMTOOL_HAVE_CUDA_VMM
+constinit NoDestroy<control::CudaVmmBackend> gCudaVmm;
+// Asked when a region first needs CUDA memory: the driver is already loaded in a
+// program that uses CUDA, and is never loaded into one that does not.
+bool cudaVmmReady(control::Failure& why) { return gCudaVmm.value.load(why); }
+#endif
 constinit NoDestroy<control::RegionCommands> gCommands{gRegions.value};
 
 // ---- what the module scan keeps (under gScanMutex) --------------------------------
@@ -54,6 +63,7 @@ constinit NoDestroy<control::RegionCommands> gCommands{gRegions.value};
 struct ScanState {
     PointerMap allocatorPatched;  // libc10 objects whose posix_memalign/free are ours
     PointerMap runtimePatched;    // objects looked at for the CUDA runtime hooks
+    PointerMap regionPatched;     // libc10_cuda objects given the region hooks
     PointerMap described;         // objects announced to the CLI
     MappedArray<PatchedSlot> slots;
 };
@@ -194,6 +204,12 @@ int scanModule(dl_phdr_info* info, size_t, void* data) {
         path = mainExecutable(&pathLen);
     }
     const uint64_t hash = pathHash(path);
+    if (fileNameStartsWith(path, "libc10_cuda.so") && !state.regionPatched.find(key, &seen) &&
+        state.regionPatched.insert(key, 1)) {
+        size_t count = 0;
+        const GotHook* hooks = cudaRegionHooks(&count);
+        patchModuleImports(info, hooks, count, "libcudart", &state.slots);
+    }
     if (isAllocatorLibrary(path) && !(state.allocatorPatched.find(key, &seen) && seen == hash) &&
         patchModuleImports(info, kAllocatorHooks, 2, nullptr, &state.slots) > 0) {
         state.allocatorPatched.insert(key, hash);
@@ -317,6 +333,9 @@ bool startCollector() {
     control::Regions& r = gRegions.value;
     r.setEngine(&e);
     r.setCpuBackend(&gCpuPages.value);
+#if MEMTOOL_HAVE_CUDA_VMM
+    r.setCudaBackend(&gCudaVmm.value, cudaVmmReady);
+#endif
     r.setBackupDirectory(std::getenv(core::kEnvBackupDir));
     pthread_atfork(atForkPrepare, atForkParent, atForkChild);
     configureTorchBridge();
@@ -348,6 +367,8 @@ void refreshModules() {
     if (gCudaHooked && !gRuntimeSourceNoted.exchange(true)) e.note(core::kNoteCudaSource, "runtime-hooks");
     if (e.options().pythonStacks) PythonTracker::tryInstall(e);
 }
+
+bool cudaRuntimeRecording() { return gRuntimeHooks.load(std::memory_order_relaxed); }
 
 bool attachCuda() {
     if (!gConfigured) return false;

@@ -24,6 +24,9 @@ bool collectorConfigured();
 // installs Python tracking when an interpreter runs.
 void refreshModules();
 
+// CUDA memory is recorded through the runtime hooks (not CUPTI).
+bool cudaRuntimeRecording();
+
 // The CUDA injection's requests (collectors/CollectorApi.h).
 bool attachCuda();
 void fallBackToCudaRuntimeHooks(const char* why);

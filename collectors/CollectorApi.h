@@ -56,8 +56,9 @@ size_t memtool_collector_path(char* out, size_t size);
 // at most `size` bytes): a one-line reason, or a JSON object.
 //
 // Enters the region `tag` on the calling thread: its allocations, until the
-// matching exit, are served from pausable memory. 0 on success, -1 with the
-// reason in `out`.
+// matching exit, are served from pausable memory. A NULL tag enters "no region":
+// allocations until the matching exit are the program's own, inside a region too.
+// 0 on success, -1 with the reason in `out`.
 int memtool_region_enter(const char* tag, int backup, char* out, size_t size);
 void memtool_region_exit(void);
 // Pause or resume every allocation of `tag` (NULL: every tag). Returns 0 when it
@@ -69,6 +70,13 @@ int memtool_resume(const char* tag, char* out, size_t size);
 // The regions as a JSON array (tag, device, bytes, resident_bytes, paused_bytes,
 // state, backup). Returns its length, or 0 when it does not fit in `size`.
 size_t memtool_regions(char* out, size_t size);
+
+// PyTorch's pluggable-allocator functions (torch.cuda.memory.CUDAPluggableAllocator
+// with this library's path), for the `torch` hook mode: a MemPool per region
+// whose segments come from pausable memory. `stream` is a cudaStream_t. Outside a
+// region they fall back to cudaMalloc/cudaFree.
+void* memtool_cuda_malloc(size_t size, int device, void* stream);
+void memtool_cuda_free(void* ptr, size_t size, int device, void* stream);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #include "collectors/CudaRuntimeDecls.h"
 #include "collectors/ModuleName.h"
 #include "collectors/TorchBridgeLoader.h"
+#include "collectors/control/Regions.h"
 #include "core/Protocol.h"
 
 namespace memtool::collectors {
@@ -23,22 +24,45 @@ uint8_t currentDevice() {
 // the caching allocator's segment for it is already traced.
 void beforeDeviceAlloc() { tryAttachTorchBridge(); }
 
+// These hooks serve two routes: recording (when CUDA memory is recorded through
+// the runtime, not CUPTI) and pausable regions (libc10_cuda's cudaMalloc/cudaFree
+// are always hooked, so that a thread inside memtool.region gets VMM memory).
+// Recording happens only on the first route: with CUPTI, the driver calls are
+// what is recorded.
+constexpr int kCudaSuccess = 0;
+constexpr int kCudaErrorMemoryAllocation = 2;
+
 void recordDevice(int rc, void** out, size_t size) {
-    if (rc == 0 && out && *out) engine().alloc(currentDevice(), reinterpret_cast<uint64_t>(*out), size);
+    if (rc == 0 && out && *out && cudaRuntimeRecording())
+        engine().alloc(currentDevice(), reinterpret_cast<uint64_t>(*out), size);
 }
 
 void recordPinned(int rc, void** out, size_t size) {
-    if (rc == 0 && out && *out) engine().alloc(core::kDevicePinnedHost, reinterpret_cast<uint64_t>(*out), size);
+    if (rc == 0 && out && *out && cudaRuntimeRecording())
+        engine().alloc(core::kDevicePinnedHost, reinterpret_cast<uint64_t>(*out), size);
 }
 
 // Before the memory is released (see core/PROTOCOL.md, Frees).
 void recordFree(void* p) {
-    if (p) engine().free(reinterpret_cast<uint64_t>(p));
+    if (p && cudaRuntimeRecording()) engine().free(reinterpret_cast<uint64_t>(p));
 }
+
+// Device memory for a thread inside a region: VMM memory a pause can release.
+// The caching allocator (or the program) sees an ordinary cudaMalloc result.
+int serveRegion(void** out, size_t size) {
+    control::Failure why;
+    void* p = control::regions().serve(currentDevice(), size, 256, why);
+    if (!p) return kCudaErrorMemoryAllocation;
+    *out = p;
+    return kCudaSuccess;
+}
+
+bool releaseRegion(void* p) { return p && control::regions().release(reinterpret_cast<uint64_t>(p)); }
 
 int hookMalloc(void** out, size_t size) {
     static auto real = MEMTOOL_ORIGINAL(cudaMalloc);
     beforeDeviceAlloc();
+    if (control::Regions::threadInRegion()) return serveRegion(out, size);
     int rc = real(out, size);
     recordDevice(rc, out, size);
     return rc;
@@ -47,6 +71,7 @@ int hookMalloc(void** out, size_t size) {
 int hookMallocAsync(void** out, size_t size, void* stream) {
     static auto real = MEMTOOL_ORIGINAL(cudaMallocAsync);
     beforeDeviceAlloc();
+    if (control::Regions::threadInRegion()) return serveRegion(out, size);
     int rc = real(out, size, stream);
     recordDevice(rc, out, size);
     return rc;
@@ -68,12 +93,14 @@ int hookMallocPitch(void** out, size_t* pitch, size_t width, size_t height) {
 
 int hookFree(void* p) {
     static auto real = MEMTOOL_ORIGINAL(cudaFree);
+    if (releaseRegion(p)) return kCudaSuccess;
     recordFree(p);
     return real(p);
 }
 
 int hookFreeAsync(void* p, void* stream) {
     static auto real = MEMTOOL_ORIGINAL(cudaFreeAsync);
+    if (releaseRegion(p)) return kCudaSuccess;  // released once the device is idle (the backend synchronizes)
     recordFree(p);
     return real(p, stream);
 }
@@ -110,11 +137,39 @@ const GotHook kHooks[] = {
     MEMTOOL_GOT_HOOK(cudaFreeHost, &hookFreeHost),
 };
 
+// What a region needs in libc10_cuda.so: its device allocations and frees.
+const GotHook kRegionHooks[] = {
+    MEMTOOL_GOT_HOOK(cudaMalloc, &hookMalloc),
+    MEMTOOL_GOT_HOOK(cudaMallocAsync, &hookMallocAsync),
+    MEMTOOL_GOT_HOOK(cudaFree, &hookFree),
+    MEMTOOL_GOT_HOOK(cudaFreeAsync, &hookFreeAsync),
+};
+
 }  // namespace
 
 const GotHook* cudaRuntimeHooks(size_t* count) {
     *count = sizeof kHooks / sizeof kHooks[0];
     return kHooks;
+}
+
+void* pluggableMalloc(size_t size, int device) {
+    static auto realMalloc = MEMTOOL_ORIGINAL(cudaMalloc);
+    if (control::Regions::threadInRegion()) {
+        control::Failure why;
+        return control::regions().serve(core::cudaDeviceOrFirst(device), size, 256, why);
+    }
+    void* p = nullptr;
+    return realMalloc && realMalloc(&p, size) == kCudaSuccess ? p : nullptr;
+}
+
+void pluggableFree(void* p) {
+    static auto realFree = MEMTOOL_ORIGINAL(cudaFree);
+    if (!releaseRegion(p) && p && realFree) realFree(p);
+}
+
+const GotHook* cudaRegionHooks(size_t* count) {
+    *count = sizeof kRegionHooks / sizeof kRegionHooks[0];
+    return kRegionHooks;
 }
 
 bool skipForCudaRuntimeHooks(const char* path) {

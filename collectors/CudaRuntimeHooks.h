@@ -11,10 +11,18 @@
 
 namespace memtool::collectors {
 
-// The hooks; each forwards to the runtime's own function and records on success.
-// Slots are patched only once the runtime-hook route is chosen, so a hook that
-// runs is always meant to record.
+// The hooks; each forwards to the runtime's own function (or, for a thread inside
+// a pausable region, serves VMM memory) and records on success when the
+// runtime-hook route is on (cudaRuntimeRecording()). Every module's slots are
+// patched once that route is chosen.
 const GotHook* cudaRuntimeHooks(size_t* count);
+// The subset libc10_cuda.so is always patched with: its device allocations and
+// frees, so that pausable regions work whichever route records CUDA memory.
+const GotHook* cudaRegionHooks(size_t* count);
+
+// The torch hook mode's allocator functions (memtool_cuda_malloc/free).
+void* pluggableMalloc(size_t size, int device);
+void pluggableFree(void* p);
 
 // libcudart itself (its internal calls are not the program's) and memtool's own
 // libraries are never patched.

@@ -69,14 +69,14 @@ bool Engine::connect(Sink& sink, const StreamIdentity& id) {
 }
 
 void Engine::alloc(uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush, uint32_t region) {
-    if (!active()) return;
+    if (!active() || OwnDeviceCalls::active) return;
     if (RecursionGuard::active) return missed();
     RecursionGuard guard;
     allocGuarded(guard, device, key, size, flush, region);
 }
 
 void Engine::free(uint64_t key) {
-    if (!active()) return;
+    if (!active() || OwnDeviceCalls::active) return;
     if (RecursionGuard::active) return missed();
     RecursionGuard guard;
     freeGuarded(guard, key);

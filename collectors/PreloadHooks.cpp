@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "collectors/Collector.h"
+#include "collectors/CudaRuntimeHooks.h"
 #include "collectors/CollectorApi.h"
 #include "collectors/NativeUnwinder.h"
 #include "collectors/TorchBridgeLoader.h"
@@ -82,11 +83,12 @@ __attribute__((visibility("default"))) size_t memtool_collector_path(char* out, 
 __attribute__((visibility("default"))) int memtool_region_enter(const char* tag, int backup, char* out, size_t size) {
     using namespace memtool::collectors;
     control::Failure why;
-    if (!tag || backup < 0 || backup > 2) {
-        why.set("memtool_region_enter: a tag and a backup kind (0 none, 1 host, 2 disk) are needed");
+    if (backup < 0 || backup > 2) {
+        why.set("memtool_region_enter: the backup kind is 0 none, 1 host or 2 disk");
     } else if (!collectorConfigured()) {
         why.set("this process does not run under `memtool run`: regions are not available");
-    } else if (control::regions().enter(tag, static_cast<memtool::core::BackupKind>(backup), why)) {
+    } else if (!tag ? control::regions().enterNone(why)
+                    : control::regions().enter(tag, static_cast<memtool::core::BackupKind>(backup), why)) {
         return 0;
     }
     if (out && size) {
@@ -114,5 +116,13 @@ __attribute__((visibility("default"))) int memtool_resume(const char* tag, char*
 
 __attribute__((visibility("default"))) size_t memtool_regions(char* out, size_t size) {
     return memtool::collectors::control::regions().describe(out, size);
+}
+
+__attribute__((visibility("default"))) void* memtool_cuda_malloc(size_t size, int device, void*) {
+    return memtool::collectors::pluggableMalloc(size, device);
+}
+
+__attribute__((visibility("default"))) void memtool_cuda_free(void* ptr, size_t, int, void*) {
+    memtool::collectors::pluggableFree(ptr);
 }
 }

@@ -18,3 +18,22 @@ struct RecursionGuard {
 };
 
 }  // namespace memtool::collectors
+
+namespace memtool::collectors {
+
+// Around memtool's own device calls (the CUDA VMM backend creating and mapping
+// memory for a region): the driver-level events they cause, which CUPTI reports
+// on this thread, are ignored by the engine without counting as missed; the
+// region's allocation is recorded itself, once.
+struct OwnDeviceCalls {
+    static inline thread_local bool active __attribute__((tls_model("initial-exec"))) = false;
+
+    OwnDeviceCalls() : wasActive(active) { active = true; }
+    ~OwnDeviceCalls() { active = wasActive; }
+    OwnDeviceCalls(const OwnDeviceCalls&) = delete;
+    OwnDeviceCalls& operator=(const OwnDeviceCalls&) = delete;
+
+    const bool wasActive;
+};
+
+}  // namespace memtool::collectors

@@ -60,9 +60,28 @@ void Regions::setBackupDirectory(const char* directory) {
     std::snprintf(backupDirectory_, sizeof backupDirectory_, "%s", directory && *directory ? directory : "/tmp");
 }
 
-MemoryBackend* Regions::backendFor(uint8_t device) const {
+bool Regions::cudaAvailable(Failure& why) {
+    int state = cudaState_.load(std::memory_order_acquire);
+    if (state == 0) {
+        LockGuard lock(cudaMu_);
+        state = cudaState_.load();
+        if (state == 0) {
+            Failure f;
+            state = cuda_ && (!cudaReady_ || cudaReady_(f)) ? 1 : -1;
+            if (state < 0)
+                std::snprintf(cudaWhy_, sizeof cudaWhy_, "%s", cuda_ ? f.text : "this memtool has no CUDA support");
+            cudaState_.store(state, std::memory_order_release);
+        }
+    }
+    if (state < 0) why.set(cudaWhy_);
+    return state > 0;
+}
+
+MemoryBackend* Regions::backendFor(uint8_t device) {
     if (device == core::kDeviceCpu) return cpu_;
-    if (core::cudaOrdinal(device) >= 0 && core::devicePool(device) == core::DevicePool::Device) return cuda_;
+    Failure ignored;
+    if (core::cudaOrdinal(device) >= 0 && core::devicePool(device) == core::DevicePool::Device)
+        return cudaAvailable(ignored) ? cuda_ : nullptr;
     return nullptr;
 }
 
@@ -70,7 +89,17 @@ MemoryBackend* Regions::backendFor(uint8_t device) const {
 
 bool Regions::threadInRegion() {
     ThreadState* ts = existingThreadState();
-    return ts && ts->regionDepth > 0;
+    return ts && ts->regionDepth > 0 && ts->regionTags[ts->regionDepth - 1] != kNoRegion;
+}
+
+bool Regions::enterNone(Failure& why) {
+    ThreadState* ts = threadState();
+    if (!ts || ts->regionDepth >= ThreadState::kMaxRegionDepth) {
+        why.set("regions nest at most 16 deep");
+        return false;
+    }
+    ts->regionTags[ts->regionDepth++] = kNoRegion;
+    return true;
 }
 
 int Regions::findTagLocked(const char* tag) const {
@@ -91,9 +120,10 @@ bool Regions::enter(const char* tag, core::BackupKind backup, Failure& why) {
             return false;
         }
     }
-    if (backup == core::BackupKind::Host && !cuda_) {
-        why.set("backup='host' keeps CUDA memory in pinned host memory, and this process has no CUDA memory memtool "
-                "serves; CPU memory can be backed up to disk: use backup='disk' (or 'none')");
+    Failure cudaWhy;
+    if (backup == core::BackupKind::Host && !cudaAvailable(cudaWhy)) {
+        why.set("backup='host' keeps CUDA memory in pinned host memory, and this process has no CUDA (",
+                cudaWhy.text, "); CPU memory can be backed up to disk: use backup='disk' (or 'none')");
         return false;
     }
     ThreadState* ts = threadState();
@@ -169,8 +199,8 @@ uint32_t Regions::newSlotLocked() {
 void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure& why) {
     ThreadState* ts = existingThreadState();
     MemoryBackend* backend = backendFor(device);
-    if (!ts || ts->regionDepth == 0 || !backend) {
-        why.set("not in a region");
+    if (!ts || ts->regionDepth == 0 || !backend || ts->regionTags[ts->regionDepth - 1] == kNoRegion) {
+        why.set(backend ? "not in a region" : "no backend serves this device");
         return nullptr;
     }
     const int tag = ts->regionTags[ts->regionDepth - 1];

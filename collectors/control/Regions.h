@@ -50,6 +50,7 @@ class Regions {
 public:
     static constexpr int kMaxTags = 64;
     static constexpr int kMaxRegions = 256;
+    static constexpr uint8_t kNoRegion = 0xff;  // a thread's "no region" entry
 
     constexpr Regions() = default;
     Regions(const Regions&) = delete;
@@ -57,13 +58,21 @@ public:
 
     // Set up once, before the first region is entered.
     void setCpuBackend(MemoryBackend* backend) { cpu_ = backend; }
-    void setCudaBackend(MemoryBackend* backend) { cuda_ = backend; }
+    // `ready` (null: always) is asked once, when CUDA memory is first needed: the
+    // driver is found lazily, so that a CPU-only program never loads it.
+    void setCudaBackend(MemoryBackend* backend, bool (*ready)(Failure&) = nullptr) {
+        cuda_ = backend;
+        cudaReady_ = ready;
+    }
     void setBackupDirectory(const char* directory);
     void setEngine(Engine* engine) { engine_ = engine; }
 
     // ---- the calling thread's region ------------------------------------------------
     // Enters the region `tag` (its backup kind is fixed by its first entry).
     bool enter(const char* tag, core::BackupKind backup, Failure& why);
+    // Enters "no region": allocations until the matching exit are the program's
+    // own even inside a region (torch_memory_saver's disable()).
+    bool enterNone(Failure& why);
     void exit();
     // The calling thread allocates into a region now (hooks check this first).
     static bool threadInRegion();
@@ -143,7 +152,8 @@ private:
         uint64_t address, mapped, offset;
     };
 
-    MemoryBackend* backendFor(uint8_t device) const;
+    MemoryBackend* backendFor(uint8_t device);
+    bool cudaAvailable(Failure& why);
     int findTagLocked(const char* tag) const;
     int regionLocked(int tag, uint8_t device);  // finds or makes; -1 when full
     void declareLocked(int region);
@@ -169,6 +179,10 @@ private:
 
     MemoryBackend* cpu_ = nullptr;
     MemoryBackend* cuda_ = nullptr;
+    bool (*cudaReady_)(Failure&) = nullptr;
+    Mutex cudaMu_;
+    std::atomic<int> cudaState_{0};  // 0 not asked yet, 1 ready, -1 unavailable
+    char cudaWhy_[256] = "";
     Engine* engine_ = nullptr;
     char backupDirectory_[3072] = "";
 

@@ -10,19 +10,70 @@ is False, regions are plain blocks, and pause/resume warn once and return an
 empty result.
 """
 import contextlib
+import os
+import sys
 import threading
 import warnings
 from dataclasses import dataclass
 
 from . import _collector
 
-__all__ = ["enabled", "region", "pause", "resume", "regions", "Result", "Region"]
+__all__ = ["enabled", "region", "outside_regions", "pause", "resume", "regions", "hook_mode", "set_hook_mode",
+           "Result", "Region"]
 
 _BACKUPS = {"none": 0, "host": 1, "disk": 2}
 _collector_handle = _collector.find()
 enabled = _collector_handle is not None
 _warned = False
 _warn_lock = threading.Lock()
+
+# How CUDA memory of a region reaches memtool (as torch_memory_saver's modes):
+#   "preload": the collector's hooks serve cudaMalloc/cudaFree of PyTorch's caching
+#              allocator; a MemPool per region keeps region segments for region
+#              tensors only.
+#   "torch":   a MemPool per region over a pluggable allocator whose functions are
+#              the collector's (memtool_cuda_malloc/free).
+hook_mode = "preload"
+_pools = {}
+
+
+def set_hook_mode(mode):
+    """'preload' (default) or 'torch'; before the first CUDA region."""
+    global hook_mode
+    if mode not in ("preload", "torch"):
+        raise ValueError(f"hook_mode is 'preload' or 'torch', not {mode!r}")
+    if _pools and mode != hook_mode:
+        raise RuntimeError("memtool: the hook mode cannot change once a CUDA region exists")
+    hook_mode = mode
+
+
+def _cuda_pool(tag, backup, device):
+    """The caching allocator's pool for this region, or None when CUDA is not in use.
+
+    Region segments must never serve tensors outside the region (a pause would
+    take their memory away): each region gets a MemPool of its own. Used when
+    CUDA is initialized already, or when the region asks for it (device="cuda").
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or device == "cpu" or not torch.cuda.is_available():
+        return None
+    if device is None and not torch.cuda.is_initialized():
+        return None
+    if not hasattr(torch.cuda, "MemPool"):
+        raise RuntimeError("memtool: CUDA regions need torch.cuda.MemPool (PyTorch 2.5 or later)")
+    if hook_mode == "preload" and "expandable_segments:true" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").lower():
+        raise RuntimeError("memtool: CUDA regions in 'preload' mode do not work with expandable segments "
+                           "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True maps memory memtool cannot pause); "
+                           "unset it, or use memtool.set_hook_mode('torch')")
+    key = (tag, backup)
+    if key not in _pools:
+        if hook_mode == "torch":
+            path = _collector_handle.path()
+            allocator = torch.cuda.memory.CUDAPluggableAllocator(path, "memtool_cuda_malloc", "memtool_cuda_free")
+            _pools[key] = torch.cuda.MemPool(allocator.allocator())
+        else:
+            _pools[key] = torch.cuda.MemPool()
+    return _pools[key]
 
 
 @dataclass(frozen=True)
@@ -64,22 +115,52 @@ def _disabled(what):
 
 
 @contextlib.contextmanager
-def region(tag="default", backup="none"):
+def region(tag="default", backup="none", device=None):
     """Allocations this thread makes inside the block belong to region `tag`.
 
     backup: "none" (content undefined after a resume), "host" (CUDA memory, kept in
     pinned host memory while paused) or "disk". Nested regions: the innermost wins.
+    device: None (CPU storages, and CUDA ones when CUDA is initialized already),
+    "cuda" (CUDA is initialized for the region's pool) or "cpu" (CPU only).
     """
     if backup not in _BACKUPS:
         raise ValueError(f"backup must be one of {', '.join(_BACKUPS)}, not {backup!r}")
     if not isinstance(tag, str) or not tag:
         raise ValueError("a region tag is a non-empty string")
+    if device not in (None, "cpu", "cuda"):
+        raise ValueError(f"device is None, 'cpu' or 'cuda', not {device!r}")
     if not enabled:
         yield
         return
     _collector_handle.region_enter(tag, _BACKUPS[backup])
     try:
+        pool = _cuda_pool(tag, backup, device)
+        if pool is None:
+            yield
+        else:
+            import torch
+
+            with torch.cuda.use_mem_pool(pool):
+                yield
+    finally:
+        _collector_handle.region_exit()
+
+
+@contextlib.contextmanager
+def outside_regions():
+    """Allocations in the block are the program's own, not pausable, even inside a region."""
+    if not enabled:
         yield
+        return
+    _collector_handle.region_enter(None, 0)
+    try:
+        torch = sys.modules.get("torch")
+        if _pools and torch is not None:
+            # Out of the region's pool too: a fresh one, dropped after the block.
+            with torch.cuda.use_mem_pool(torch.cuda.MemPool()):
+                yield
+        else:
+            yield
     finally:
         _collector_handle.region_exit()
 

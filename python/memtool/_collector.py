@@ -31,8 +31,10 @@ class Collector:
         lib.memtool_collector_path.restype = ctypes.c_size_t
 
     def region_enter(self, tag, backup):
+        """Enters `tag`; None enters "no region" (allocations are the program's own)."""
         err = ctypes.create_string_buffer(512)
-        if self._lib.memtool_region_enter(tag.encode("utf-8"), backup, err, len(err)) != 0:
+        encoded = tag.encode("utf-8") if tag is not None else None
+        if self._lib.memtool_region_enter(encoded, backup, err, len(err)) != 0:
             raise ValueError(err.value.decode("utf-8", "replace"))
 
     def region_exit(self):

@@ -1,0 +1,357 @@
+#include "collectors/control/CudaVmmBackend.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "collectors/NativeUnwinder.h"
+#include "collectors/RecursionGuard.h"
+#include "core/Protocol.h"
+
+namespace memtool::collectors::control {
+
+// cuda.h maps names to their current versions (cuMemcpyDtoHAsync is
+// cuMemcpyDtoHAsync_v2); the symbol looked up must be the mapped one.
+#define MEMTOOL_CU_STRINGIFY2(x) #x
+#define MEMTOOL_CU_STRINGIFY(x) MEMTOOL_CU_STRINGIFY2(x)
+#define MEMTOOL_CU_FN(name) decltype(&name) name##_ = nullptr
+
+struct CudaVmmBackend::Api {
+    MEMTOOL_CU_FN(cuInit);
+    MEMTOOL_CU_FN(cuGetErrorString);
+    MEMTOOL_CU_FN(cuDeviceGet);
+    MEMTOOL_CU_FN(cuDevicePrimaryCtxRetain);
+    MEMTOOL_CU_FN(cuCtxPushCurrent);
+    MEMTOOL_CU_FN(cuCtxPopCurrent);
+    MEMTOOL_CU_FN(cuCtxSynchronize);
+    MEMTOOL_CU_FN(cuStreamCreate);
+    MEMTOOL_CU_FN(cuStreamSynchronize);
+    MEMTOOL_CU_FN(cuMemGetAllocationGranularity);
+    MEMTOOL_CU_FN(cuMemAddressReserve);
+    MEMTOOL_CU_FN(cuMemAddressFree);
+    MEMTOOL_CU_FN(cuMemCreate);
+    MEMTOOL_CU_FN(cuMemRelease);
+    MEMTOOL_CU_FN(cuMemMap);
+    MEMTOOL_CU_FN(cuMemUnmap);
+    MEMTOOL_CU_FN(cuMemSetAccess);
+    MEMTOOL_CU_FN(cuMemcpyDtoHAsync);
+    MEMTOOL_CU_FN(cuMemcpyHtoDAsync);
+    MEMTOOL_CU_FN(cuMemHostAlloc);
+    MEMTOOL_CU_FN(cuMemFreeHost);
+};
+
+namespace {
+
+#define MEMTOOL_CU_RESOLVE(lib, api, name)                                                          \
+    (api.name##_ = reinterpret_cast<decltype(api.name##_)>(dlsym(lib, MEMTOOL_CU_STRINGIFY(name)))) \
+        != nullptr
+
+CudaVmmBackend::Api gApi;  // plain pointers: constant-initialized, never destroyed
+
+bool check(CUresult rc, const char* what, Failure& why) {
+    if (rc == CUDA_SUCCESS) return true;
+    const char* text = nullptr;
+    if (gApi.cuGetErrorString_) gApi.cuGetErrorString_(rc, &text);
+    char code[32];
+    std::snprintf(code, sizeof code, " (CUresult %d)", static_cast<int>(rc));
+    why.set(what, ": ", text ? text : "unknown error", code);
+    return false;
+}
+
+CUmemAllocationProp deviceProp(int ordinal) {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = ordinal;
+    return prop;
+}
+
+}  // namespace
+
+// Pushes the device's primary context for the scope: the control thread (and a
+// hook on a thread that has none yet) must not depend on what is current.
+class CudaVmmBackend::DeviceScope {
+public:
+    DeviceScope(CudaVmmBackend& b, int ordinal, Failure& why) : api_(*b.api_) {
+        ok_ = b.enter(ordinal, why) && check(api_.cuCtxPushCurrent_(static_cast<CUcontext>(b.contexts_[ordinal])),
+                                               "cuCtxPushCurrent", why);
+    }
+    ~DeviceScope() {
+        CUcontext ignored;
+        if (ok_) api_.cuCtxPopCurrent_(&ignored);
+    }
+    DeviceScope(const DeviceScope&) = delete;
+    DeviceScope& operator=(const DeviceScope&) = delete;
+    bool ok() const { return ok_; }
+
+private:
+    Api& api_;
+    bool ok_ = false;
+};
+
+// The device's context current and the backend's stream for it: what a copy needs.
+struct CudaVmmBackend::CopyScope {
+    DeviceScope device;
+    CUstream stream = nullptr;
+    bool ok = false;
+    CopyScope(CudaVmmBackend& b, uint8_t code, Failure& why) : device(b, core::cudaOrdinal(code), why) {
+        void* s = nullptr;
+        ok = device.ok() && b.stream(core::cudaOrdinal(code), &s, why);
+        stream = static_cast<CUstream>(s);
+    }
+};
+
+bool CudaVmmBackend::load(Failure& why) {
+    if (api_) return true;
+    const char* override = std::getenv("MEMTOOL_CUDA_DRIVER");  // tests: the fake driver
+    const char* path = override && *override ? override : "libcuda.so.1";
+    void* lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) lib = realDlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        why.set("the CUDA driver (", path, ") is not loaded in this process");
+        return false;
+    }
+    Api& a = gApi;
+    const bool ok = MEMTOOL_CU_RESOLVE(lib, a, cuInit) && MEMTOOL_CU_RESOLVE(lib, a, cuGetErrorString) &&
+                    MEMTOOL_CU_RESOLVE(lib, a, cuDeviceGet) && MEMTOOL_CU_RESOLVE(lib, a, cuDevicePrimaryCtxRetain) &&
+                    MEMTOOL_CU_RESOLVE(lib, a, cuCtxPushCurrent) && MEMTOOL_CU_RESOLVE(lib, a, cuCtxPopCurrent) &&
+                    MEMTOOL_CU_RESOLVE(lib, a, cuCtxSynchronize) && MEMTOOL_CU_RESOLVE(lib, a, cuStreamCreate) &&
+                    MEMTOOL_CU_RESOLVE(lib, a, cuStreamSynchronize) &&
+                    MEMTOOL_CU_RESOLVE(lib, a, cuMemGetAllocationGranularity) &&
+                    MEMTOOL_CU_RESOLVE(lib, a, cuMemAddressReserve) && MEMTOOL_CU_RESOLVE(lib, a, cuMemAddressFree) &&
+                    MEMTOOL_CU_RESOLVE(lib, a, cuMemCreate) && MEMTOOL_CU_RESOLVE(lib, a, cuMemRelease) &&
+                    MEMTOOL_CU_RESOLVE(lib, a, cuMemMap) && MEMTOOL_CU_RESOLVE(lib, a, cuMemUnmap) &&
+                    MEMTOOL_CU_RESOLVE(lib, a, cuMemSetAccess) && MEMTOOL_CU_RESOLVE(lib, a, cuMemcpyDtoHAsync) &&
+                    MEMTOOL_CU_RESOLVE(lib, a, cuMemcpyHtoDAsync) && MEMTOOL_CU_RESOLVE(lib, a, cuMemHostAlloc) &&
+                    MEMTOOL_CU_RESOLVE(lib, a, cuMemFreeHost);
+    if (!ok) {
+        why.set("the CUDA driver at ", path, " lacks the virtual-memory API (CUDA 10.2 or later is needed)");
+        return false;
+    }
+    if (!check(a.cuInit_(0), "cuInit", why)) return false;
+    api_ = &a;
+    return true;
+}
+
+bool CudaVmmBackend::enter(int ordinal, Failure& why) {
+    if (!api_) {
+        why.set("the CUDA driver is not loaded");
+        return false;
+    }
+    if (ordinal < 0 || ordinal >= kMaxDevices) {
+        why.set("a CUDA device ordinal out of range");
+        return false;
+    }
+    LockGuard lock(mu_);
+    if (contexts_[ordinal]) return true;
+    CUdevice dev;
+    CUcontext ctx;
+    if (!check(api_->cuDeviceGet_(&dev, ordinal), "cuDeviceGet", why) ||
+        !check(api_->cuDevicePrimaryCtxRetain_(&ctx, dev), "cuDevicePrimaryCtxRetain", why))
+        return false;
+    contexts_[ordinal] = ctx;
+    return true;
+}
+
+uint64_t CudaVmmBackend::granularity(uint8_t device) {
+    const int ordinal = core::cudaOrdinal(device);
+    if (ordinal < 0 || ordinal >= kMaxDevices || !api_) return 2ull << 20;
+    {
+        LockGuard lock(mu_);
+        if (granularity_[ordinal]) return granularity_[ordinal];
+    }
+    CUmemAllocationProp prop = deviceProp(ordinal);
+    size_t g = 0;
+    if (api_->cuMemGetAllocationGranularity_(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0)
+        g = 2ull << 20;  // what every current GPU reports
+    LockGuard lock(mu_);
+    granularity_[ordinal] = g;
+    return g;
+}
+
+bool CudaVmmBackend::reserve(uint8_t device, uint64_t bytes, uint64_t alignment, uint64_t* address, Failure& why) {
+    DeviceScope scope(*this, core::cudaOrdinal(device), why);
+    if (!scope.ok()) return false;
+    CUdeviceptr ptr = 0;
+    const uint64_t g = granularity(device);
+    if (!check(api_->cuMemAddressReserve_(&ptr, bytes, alignment > g ? alignment : g, 0, 0), "cuMemAddressReserve",
+               why))
+        return false;
+    *address = static_cast<uint64_t>(ptr);
+    return true;
+}
+
+bool CudaVmmBackend::map(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) {
+    const int ordinal = core::cudaOrdinal(device);
+    DeviceScope scope(*this, ordinal, why);
+    if (!scope.ok()) return false;
+    OwnDeviceCalls ours;  // the region's allocation is recorded itself
+    CUmemAllocationProp prop = deviceProp(ordinal);
+    CUmemGenericAllocationHandle handle = 0;
+    if (!check(api_->cuMemCreate_(&handle, bytes, &prop, 0), "cuMemCreate", why)) return false;
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = ordinal;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (!check(api_->cuMemMap_(address, bytes, 0, handle, 0), "cuMemMap", why)) {
+        api_->cuMemRelease_(handle);
+        return false;
+    }
+    if (!check(api_->cuMemSetAccess_(address, bytes, &access, 1), "cuMemSetAccess", why)) {
+        api_->cuMemUnmap_(address, bytes);
+        api_->cuMemRelease_(handle);
+        return false;
+    }
+    LockGuard lock(mu_);
+    if (!handles_.insert(address, static_cast<uint64_t>(handle))) {
+        api_->cuMemUnmap_(address, bytes);
+        api_->cuMemRelease_(handle);
+        why.set("out of memory for the table of mappings");
+        return false;
+    }
+    return true;
+}
+
+bool CudaVmmBackend::unmap(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) {
+    uint64_t handle = 0;
+    {
+        LockGuard lock(mu_);
+        if (!handles_.erase(address, &handle)) return true;  // not mapped
+    }
+    DeviceScope scope(*this, core::cudaOrdinal(device), why);
+    if (!scope.ok()) return false;
+    OwnDeviceCalls ours;
+    return check(api_->cuMemUnmap_(address, bytes), "cuMemUnmap", why) &&
+           check(api_->cuMemRelease_(static_cast<CUmemGenericAllocationHandle>(handle)), "cuMemRelease", why);
+}
+
+void CudaVmmBackend::release(uint8_t device, uint64_t address, uint64_t bytes) {
+    Failure ignored;
+    DeviceScope scope(*this, core::cudaOrdinal(device), ignored);
+    if (!scope.ok()) return;
+    // A free (cudaFree, cudaFreeAsync, the caching allocator emptying its cache)
+    // may come while kernels still use the memory: let them finish first.
+    api_->cuCtxSynchronize_();
+    unmap(device, address, bytes, ignored);
+    api_->cuMemAddressFree_(address, bytes);
+}
+
+bool CudaVmmBackend::stream(int ordinal, void** out, Failure& why) {
+    LockGuard lock(mu_);
+    if (!streams_[ordinal]) {
+        CUstream s = nullptr;
+        if (!check(api_->cuStreamCreate_(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate", why)) return false;
+        streams_[ordinal] = s;
+    }
+    *out = streams_[ordinal];
+    return true;
+}
+
+bool CudaVmmBackend::synchronize(uint8_t device, Failure& why) {
+    DeviceScope scope(*this, core::cudaOrdinal(device), why);
+    return scope.ok() && check(api_->cuCtxSynchronize_(), "cuCtxSynchronize", why);
+}
+
+bool CudaVmmBackend::staging(Failure& why) {
+    for (void*& buffer : staging_) {
+        if (buffer) continue;
+        OwnDeviceCalls ours;
+        if (!check(api_->cuMemHostAlloc_(&buffer, kChunkBytes, 0), "cuMemHostAlloc (staging)", why)) return false;
+    }
+    return true;
+}
+
+bool CudaVmmBackend::copyOut(uint8_t device, uint64_t address, uint64_t bytes, Backup& to, uint64_t offset,
+                             Failure& why) {
+    CopyScope scope(*this, device, why);
+    if (!scope.ok) return false;
+    CUstream cs = scope.stream;
+    if (void* view = to.directView(offset, bytes)) {  // pinned host backup: one copy, straight in
+        return check(api_->cuMemcpyDtoHAsync_(view, address, bytes, cs), "cuMemcpyDtoHAsync", why) &&
+               check(api_->cuStreamSynchronize_(cs), "cuStreamSynchronize", why);
+    }
+    // To a file: the device copy of chunk k+1 runs while chunk k is written.
+    LockGuard lock(stagingMu_);
+    if (!staging(why)) return false;
+    uint64_t pending = 0;  // bytes of the chunk in staging_[(k - 1) % 2] still to write
+    uint64_t pendingOffset = 0;
+    for (uint64_t done = 0, k = 0; done < bytes || pending; ++k) {
+        const uint64_t n = bytes - done < kChunkBytes ? bytes - done : kChunkBytes;
+        if (n && !check(api_->cuMemcpyDtoHAsync_(staging_[k % 2], address + done, n, cs), "cuMemcpyDtoHAsync", why))
+            return false;
+        if (pending && !to.write(pendingOffset, staging_[(k + 1) % 2], pending, why)) return false;
+        if (n && !check(api_->cuStreamSynchronize_(cs), "cuStreamSynchronize", why)) return false;
+        pending = n;
+        pendingOffset = offset + done;
+        done += n;
+    }
+    return true;
+}
+
+bool CudaVmmBackend::copyIn(uint8_t device, uint64_t address, uint64_t bytes, Backup& from, uint64_t offset,
+                            Failure& why) {
+    CopyScope scope(*this, device, why);
+    if (!scope.ok) return false;
+    CUstream cs = scope.stream;
+    if (void* view = from.directView(offset, bytes)) {
+        return check(api_->cuMemcpyHtoDAsync_(address, view, bytes, cs), "cuMemcpyHtoDAsync", why) &&
+               check(api_->cuStreamSynchronize_(cs), "cuStreamSynchronize", why);
+    }
+    // From a file: chunk k+1 is read while chunk k goes to the device.
+    LockGuard lock(stagingMu_);
+    if (!staging(why)) return false;
+    for (uint64_t done = 0, k = 0; done < bytes; ++k) {
+        const uint64_t n = bytes - done < kChunkBytes ? bytes - done : kChunkBytes;
+        if (!from.read(offset + done, staging_[k % 2], n, why)) return false;
+        // The copy issued from the other buffer one chunk ago must be finished
+        // before that buffer is read into again: synchronize after each issue.
+        if (!check(api_->cuStreamSynchronize_(cs), "cuStreamSynchronize", why) ||
+            !check(api_->cuMemcpyHtoDAsync_(address + done, staging_[k % 2], n, cs), "cuMemcpyHtoDAsync", why))
+            return false;
+        done += n;
+    }
+    return check(api_->cuStreamSynchronize_(cs), "cuStreamSynchronize", why);
+}
+
+void* CudaVmmBackend::allocateHost(uint64_t bytes, Failure& why) {
+    if (!api_) {
+        why.set("the CUDA driver is not loaded");
+        return nullptr;
+    }
+    {
+        // The smallest pooled buffer that fits: pauses of the same regions repeat.
+        LockGuard lock(mu_);
+        int best = -1;
+        for (int i = 0; i < kPoolSize; ++i)
+            if (pool_[i].memory && pool_[i].bytes >= bytes && (best < 0 || pool_[i].bytes < pool_[best].bytes))
+                best = i;
+        if (best >= 0) {
+            void* p = pool_[best].memory;
+            pool_[best].memory = nullptr;
+            return p;
+        }
+    }
+    void* p = nullptr;
+    OwnDeviceCalls ours;
+    if (!check(api_->cuMemHostAlloc_(&p, bytes, 0), "cuMemHostAlloc (host backup)", why)) return nullptr;
+    return p;
+}
+
+void CudaVmmBackend::freeHost(void* p, uint64_t bytes) {
+    if (!p) return;
+    {
+        LockGuard lock(mu_);
+        for (PooledBuffer& b : pool_) {
+            if (b.memory) continue;
+            b = PooledBuffer{p, bytes};
+            return;
+        }
+    }
+    OwnDeviceCalls ours;
+    api_->cuMemFreeHost_(p);
+}
+
+}  // namespace memtool::collectors::control

@@ -1,0 +1,82 @@
+#pragma once
+// CUDA device memory through the driver's virtual-memory API: a region
+// allocation is an address range (cuMemAddressReserve) with physical memory
+// mapped behind it (cuMemCreate, cuMemMap, cuMemSetAccess). A pause unmaps and
+// releases the physical memory and keeps the range, so a tensor's data_ptr()
+// is the same after resume; sizes round up to the allocation granularity.
+//
+// Backups: host backup goes into pinned host memory from a reused pool; disk
+// backup streams through two pinned staging buffers, the device copy of one
+// chunk overlapping the file write of the other. Copies run on a stream of the
+// backend's own per device. The driver is found in the process (libcuda.so.1,
+// loaded by the CUDA runtime), never linked; MEMTOOL_CUDA_DRIVER names another
+// library for tests (tests/fakes/FakeCudaDriver.cpp emulates the API with host
+// mappings).
+//
+// This is the only file besides the CUPTI injection that calls the driver.
+
+#include <cstdint>
+
+#include "collectors/Mutex.h"
+#include "collectors/MappedTable.h"
+#include "collectors/control/MemoryBackend.h"
+
+namespace memtool::collectors::control {
+
+class CudaVmmBackend final : public MemoryBackend {
+public:
+    static constexpr uint64_t kChunkBytes = 64ull << 20;  // disk backups stream in chunks this big
+
+    constexpr CudaVmmBackend() = default;
+
+    // Finds the driver; false (why) when the process has none.
+    bool load(Failure& why);
+    bool loaded() const { return api_ != nullptr; }
+
+    const char* name() const override { return "cuda-vmm"; }
+    uint64_t granularity(uint8_t device) override;
+    bool supports(core::BackupKind) const override { return true; }
+
+    bool reserve(uint8_t device, uint64_t bytes, uint64_t alignment, uint64_t* address, Failure& why) override;
+    bool map(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) override;
+    bool unmap(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) override;
+    void release(uint8_t device, uint64_t address, uint64_t bytes) override;
+
+    bool synchronize(uint8_t device, Failure& why) override;
+    bool copyOut(uint8_t device, uint64_t address, uint64_t bytes, Backup& to, uint64_t offset,
+                 Failure& why) override;
+    bool copyIn(uint8_t device, uint64_t address, uint64_t bytes, Backup& from, uint64_t offset,
+                Failure& why) override;
+
+    void* allocateHost(uint64_t bytes, Failure& why) override;
+    void freeHost(void* p, uint64_t bytes) override;
+
+    struct Api;  // the driver's functions (CudaVmmBackend.cpp)
+
+private:
+    static constexpr int kMaxDevices = 64;
+    static constexpr int kPoolSize = 64;
+    struct PooledBuffer {
+        void* memory;
+        uint64_t bytes;
+    };
+
+    // Makes `device`'s primary context current on this thread for the scope.
+    class DeviceScope;
+    struct CopyScope;
+    bool enter(int ordinal, Failure& why);
+    bool stream(int ordinal, void** out, Failure& why);
+    bool staging(Failure& why);
+
+    Api* api_ = nullptr;
+    Mutex mu_;                     // everything below
+    uint64_t granularity_[kMaxDevices] = {};
+    void* contexts_[kMaxDevices] = {};
+    void* streams_[kMaxDevices] = {};
+    PointerMap handles_;           // mapped address -> physical allocation handle
+    PooledBuffer pool_[kPoolSize] = {};
+    void* staging_[2] = {};        // kChunkBytes each, pinned
+    Mutex stagingMu_;              // one streamed copy at a time
+};
+
+}  // namespace memtool::collectors::control

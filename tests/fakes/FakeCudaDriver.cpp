@@ -1,0 +1,190 @@
+// A stand-in for the CUDA driver's virtual-memory API (libcuda.so.1) where no GPU
+// is: "device" memory is host memory, so that the CUDA VMM backend of pausable
+// regions (collectors/control/CudaVmmBackend.cpp) runs its real code paths.
+//
+//   cuMemAddressReserve  an anonymous PROT_NONE mapping (addresses only)
+//   cuMemCreate          a memfd of the size: "physical" memory, counted as used
+//   cuMemMap             that memfd mapped at the reserved address
+//   cuMemSetAccess       mprotect read/write
+//   cuMemUnmap           the range back to PROT_NONE (addresses kept)
+//   cuMemRelease         the memfd closed: no longer used
+//   copies               memcpy; streams and contexts are tokens
+//
+// Test controls: fake_cuda_used_bytes() is the device memory held (what NVML or
+// cudaMemGetInfo would say); FAKE_CUDA_CAPACITY caps it (cuMemCreate then fails
+// with CUDA_ERROR_OUT_OF_MEMORY); fake_cuda_set_capacity() changes it at run time.
+#include <cuda.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+namespace {
+
+constexpr size_t kGranularity = 2u << 20;
+
+struct Physical {
+    int fd;
+    size_t size;
+};
+
+std::mutex mu;
+std::unordered_map<CUmemGenericAllocationHandle, Physical> physical;
+std::atomic<size_t> used{0};
+std::atomic<size_t> capacity{0};  // 0: unlimited
+CUmemGenericAllocationHandle nextHandle = 1;
+int contextToken = 0;
+int streamToken = 0;
+
+std::unordered_map<void*, size_t>& hostBlocks() {
+    static std::unordered_map<void*, size_t> blocks;
+    return blocks;
+}
+
+size_t configuredCapacity() {
+    const char* cap = std::getenv("FAKE_CUDA_CAPACITY");
+    return cap ? std::strtoull(cap, nullptr, 10) : 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) size_t fake_cuda_used_bytes() { return used.load(); }
+__attribute__((visibility("default"))) void fake_cuda_set_capacity(size_t bytes) { capacity.store(bytes); }
+
+CUresult cuInit(unsigned int) {
+    if (!capacity.load()) capacity.store(configuredCapacity());
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGetErrorString(CUresult error, const char** str) {
+    *str = error == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory" : "fake driver error";
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice) {
+    *ctx = reinterpret_cast<CUcontext>(&contextToken);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent_v2(CUcontext) { return CUDA_SUCCESS; }
+CUresult cuCtxPopCurrent_v2(CUcontext* ctx) {
+    if (ctx) *ctx = reinterpret_cast<CUcontext>(&contextToken);
+    return CUDA_SUCCESS;
+}
+CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
+
+CUresult cuStreamCreate(CUstream* stream, unsigned int) {
+    *stream = reinterpret_cast<CUstream>(&streamToken);
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+
+CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp*,
+                                       CUmemAllocationGranularity_flags) {
+    *granularity = kGranularity;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr, unsigned long long) {
+    if (size % kGranularity) return CUDA_ERROR_INVALID_VALUE;
+    const size_t align = alignment > kGranularity ? alignment : kGranularity;
+    void* p = mmap(nullptr, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    const uintptr_t start = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t aligned = (start + align - 1) / align * align;
+    if (aligned > start) munmap(p, aligned - start);
+    const uintptr_t end = start + size + align;
+    if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - aligned - size);
+    *ptr = aligned;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+    return munmap(reinterpret_cast<void*>(ptr), size) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                     unsigned long long) {
+    if (size % kGranularity || !prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    const size_t cap = capacity.load();
+    if (cap && used.load() + size > cap) return CUDA_ERROR_OUT_OF_MEMORY;
+    int fd = memfd_create("fake-cuda-physical", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    std::lock_guard<std::mutex> lock(mu);
+    *handle = nextHandle++;
+    physical[*handle] = Physical{fd, size};
+    used += size;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = physical.find(handle);
+    if (it == physical.end()) return CUDA_ERROR_INVALID_VALUE;
+    close(it->second.fd);
+    used -= it->second.size;
+    physical.erase(it);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = physical.find(handle);
+    if (it == physical.end() || offset + size > it->second.size) return CUDA_ERROR_INVALID_VALUE;
+    void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, it->second.fd,
+                   static_cast<off_t>(offset));
+    return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc*, size_t) {
+    return mprotect(reinterpret_cast<void*>(ptr), size, PROT_READ | PROT_WRITE) == 0 ? CUDA_SUCCESS
+                                                                                     : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+    // The addresses stay reserved, as the real driver keeps them.
+    void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+                   -1, 0);
+    return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream) {
+    std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, CUstream) {
+    std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned int) {
+    *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (*p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    std::lock_guard<std::mutex> lock(mu);
+    hostBlocks()[*p] = bytes;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemFreeHost(void* p) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = hostBlocks().find(p);
+    if (it == hostBlocks().end()) return CUDA_ERROR_INVALID_VALUE;
+    munmap(p, it->second);
+    hostBlocks().erase(it);
+    return CUDA_SUCCESS;
+}
+}
