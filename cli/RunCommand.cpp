@@ -20,7 +20,7 @@
 #include <fmt/format.h>
 
 #include "cli/CollectorLocator.h"
-#include "cli/Symbolizer.h"
+#include "cli/ElfSymbolizer.h"
 #include "core/Aggregator.h"
 #include "core/Error.h"
 #include "core/StreamDecoder.h"
@@ -44,7 +44,7 @@ struct Connection {
     core::StreamDecoder decoder{aggregator};
     // Symbolized as node records arrive, on the CLI's own core, while the target
     // runs: only the trace is left to write once it exits.
-    Symbolizer symbolizer;
+    ElfSymbolizer symbolizer;
     size_t modulesSeen = 0;
     size_t nodesSeen = 1;  // node 0 is the root
     Clock::time_point opened = Clock::now();
