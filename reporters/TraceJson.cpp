@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -19,8 +20,8 @@ using nlohmann::json;
 
 namespace {
 
-// A field that is JSON but not what the schema says (a frame id past the table):
-// the trace is bad input, like a missing field.
+// A field that is JSON but not what the schema says (a negative byte count, a
+// frame id past the table): the trace is bad input, like a missing field.
 class MalformedTrace : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
@@ -35,6 +36,17 @@ uint64_t unsignedValue(const json& v, const std::string& what) {
 }
 
 uint64_t unsignedField(const json& j, const char* key) { return unsignedValue(j.at(key), std::string("\"") + key + "\""); }
+
+uint64_t optionalUnsigned(const json& j, const char* key) { return j.contains(key) ? unsignedField(j, key) : 0; }
+
+std::optional<int> optionalInt(const json& j, const char* key) {
+    if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+    const json& v = j.at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < std::numeric_limits<int>::min() ||
+        v.get<int64_t>() > std::numeric_limits<int>::max())
+        throw MalformedTrace(std::string("\"") + key + "\" is " + v.dump() + ", not an integer or null");
+    return v.get<int>();
+}
 
 // "active" and "reserved" ride inside their device, hotspot or line entry.
 template <typename Figures, typename ToJson>
@@ -57,12 +69,12 @@ json poolTotalsToJson(const core::PoolTotals& d) {
 
 core::PoolTotals poolTotalsFromJson(const json& j) {
     core::PoolTotals d;
-    d.peakBytes = j.at("peak_bytes").get<uint64_t>();
-    d.currentBytes = j.at("current_bytes").get<uint64_t>();
-    d.allocatedBytes = j.at("allocated_bytes").get<uint64_t>();
-    d.freedBytes = j.at("freed_bytes").get<uint64_t>();
-    d.allocCount = j.at("alloc_count").get<uint64_t>();
-    d.freeCount = j.at("free_count").get<uint64_t>();
+    d.peakBytes = unsignedField(j, "peak_bytes");
+    d.currentBytes = unsignedField(j, "current_bytes");
+    d.allocatedBytes = unsignedField(j, "allocated_bytes");
+    d.freedBytes = unsignedField(j, "freed_bytes");
+    d.allocCount = unsignedField(j, "alloc_count");
+    d.freeCount = unsignedField(j, "free_count");
     d.peakTimeS = j.value("peak_time_s", 0.0);
     return d;
 }
@@ -76,10 +88,10 @@ json hotspotFiguresToJson(const core::HotspotFigures& f) {
 
 core::HotspotFigures hotspotFiguresFromJson(const json& j) {
     core::HotspotFigures f;
-    f.allocatedBytes = j.at("allocated_bytes").get<uint64_t>();
-    f.count = j.at("count").get<uint64_t>();
-    f.peakBytes = j.at("peak_bytes").get<uint64_t>();
-    f.leakedBytes = j.at("leaked_bytes").get<uint64_t>();
+    f.allocatedBytes = unsignedField(j, "allocated_bytes");
+    f.count = unsignedField(j, "count");
+    f.peakBytes = unsignedField(j, "peak_bytes");
+    f.leakedBytes = unsignedField(j, "leaked_bytes");
     return f;
 }
 
@@ -92,10 +104,10 @@ json lineFiguresToJson(const core::LineFigures& f) {
 
 core::LineFigures lineFiguresFromJson(const json& j) {
     core::LineFigures f;
-    f.peakBytes = j.at("peak_bytes").get<uint64_t>();
-    f.allocatedBytes = j.at("allocated_bytes").get<uint64_t>();
-    f.selfAllocatedBytes = j.at("self_allocated_bytes").get<uint64_t>();
-    f.count = j.at("count").get<uint64_t>();
+    f.peakBytes = unsignedField(j, "peak_bytes");
+    f.allocatedBytes = unsignedField(j, "allocated_bytes");
+    f.selfAllocatedBytes = unsignedField(j, "self_allocated_bytes");
+    f.count = unsignedField(j, "count");
     return f;
 }
 
@@ -135,7 +147,7 @@ core::Frame frameFromJson(const json& j) {
     f.line = unsignedField(j, "line");
     f.user = j.at("user").get<bool>();
     f.module = j.value("module", std::string());
-    f.offset = j.contains("offset") ? unsignedField(j, "offset") : 0;
+    f.offset = optionalUnsigned(j, "offset");
     return f;
 }
 
@@ -218,7 +230,7 @@ json lineToJson(const core::LineStat& l) {
 core::LineStat lineFromJson(const json& j) {
     core::LineStat l;
     l.file = j.at("file").get<std::string>();
-    l.line = j.at("line").get<uint64_t>();
+    l.line = unsignedField(j, "line");
     l.function = j.at("function").get<std::string>();
     l.device = j.at("device").get<std::string>();
     static_cast<core::LineFigures&>(l) = lineFiguresFromJson(j);
@@ -283,12 +295,12 @@ core::ProcessTrace processFromJson(const json& j) {
     p.ppid = j.value("ppid", int64_t{0});
     p.command = j.at("command").get<std::vector<std::string>>();
     p.cwd = j.value("cwd", std::string());
-    if (j.contains("exit_code") && !j["exit_code"].is_null()) p.exitCode = j["exit_code"].get<int>();
-    if (j.contains("exit_signal") && !j["exit_signal"].is_null()) p.exitSignal = j["exit_signal"].get<int>();
+    p.exitCode = optionalInt(j, "exit_code");
+    p.exitSignal = optionalInt(j, "exit_signal");
     p.complete = j.at("complete").get<bool>();
     p.incompleteReason = j.value("incomplete_reason", std::string());
     p.durationS = j.at("duration_s").get<double>();
-    p.maxRssBytes = j.value("max_rss_bytes", uint64_t{0});
+    p.maxRssBytes = optionalUnsigned(j, "max_rss_bytes");
     p.nativeStacks = j.value("native_stacks", true);
     p.pythonStacks = j.value("python_stacks", true);
     for (const auto& [name, d] : j.at("devices").items()) p.devices[name] = deviceFromJson(d);
@@ -304,11 +316,11 @@ core::ProcessTrace processFromJson(const json& j) {
     if (j.contains("stream")) {
         const json& s = j["stream"];
         p.stream.verified = s.value("verified", false);
-        p.stream.recordsReceived = s.value("records", uint64_t{0});
-        p.stream.allocsReceived = s.value("allocs", uint64_t{0});
-        p.stream.freesReceived = s.value("frees", uint64_t{0});
-        p.stream.unmatchedFrees = s.value("unmatched_frees", uint64_t{0});
-        p.stream.missedEvents = s.value("missed_events", uint64_t{0});
+        p.stream.recordsReceived = optionalUnsigned(s, "records");
+        p.stream.allocsReceived = optionalUnsigned(s, "allocs");
+        p.stream.freesReceived = optionalUnsigned(s, "frees");
+        p.stream.unmatchedFrees = optionalUnsigned(s, "unmatched_frees");
+        p.stream.missedEvents = optionalUnsigned(s, "missed_events");
     }
     if (j.contains("warnings")) p.warnings = j["warnings"].get<std::vector<std::string>>();
     return p;
@@ -337,7 +349,7 @@ core::Trace traceFromJson(const json& j, const std::string& origin) {
         core::Trace t;
         t.schema = schema;
         t.memtoolVersion = j.value("memtool_version", std::string());
-        t.cliMaxRssBytes = j.value("cli_max_rss_bytes", uint64_t{0});
+        t.cliMaxRssBytes = optionalUnsigned(j, "cli_max_rss_bytes");
         for (const auto& p : j.at("processes")) t.processes.push_back(processFromJson(p));
         return t;
     } catch (const json::exception& e) {

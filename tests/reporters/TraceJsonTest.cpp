@@ -1,5 +1,5 @@
 // trace.json's frames: written as a per-process table plus ids, read back into the
-// same model; a trace from before the table read from its text; malformed frames
+// same model; a trace from before the table read from its text; malformed fields
 // refused as bad input (exit 2), never as an escaping exception.
 #include <gtest/gtest.h>
 
@@ -121,7 +121,7 @@ TEST(TraceJson, ATraceWithoutFramesIsReadFromItsText) {
     EXPECT_EQ(core::formatFrame(p.frames[6]), "?? (?+0x10)");
 }
 
-TEST(TraceJson, MalformedFramesAreBadInput) {
+TEST(TraceJson, MalformedFieldsAreBadInput) {
     json good = process({hotspot("f (/a.py:1)", {"f (/a.py:1)"})});
     good["hotspots"][0]["frames"] = {0};
     good["hotspots"][0]["site_frame"] = 0;
@@ -134,12 +134,18 @@ TEST(TraceJson, MalformedFramesAreBadInput) {
         const char* message;
     };
     const std::vector<Case> cases = {
+        {"negative count", [](json& p) { p["hotspots"][0]["count"] = -1; },
+         "t.json: malformed trace: \"count\" is -1, not a whole number >= 0"},
+        {"fractional bytes", [](json& p) { p["hotspots"][0]["allocated_bytes"] = 1.5; },
+         "t.json: malformed trace: \"allocated_bytes\" is 1.5, not a whole number >= 0"},
         {"frame id past the table", [](json& p) { p["hotspots"][0]["frames"] = {0, 1}; },
          "t.json: malformed trace: frame id 1 is not in the frames table (1 frames)"},
         {"negative site frame", [](json& p) { p["hotspots"][0]["site_frame"] = -2; },
          "t.json: malformed trace: a frame id is -2, not a whole number >= 0"},
         {"unknown frame kind", [](json& p) { p["frames"][0]["kind"] = "java"; },
          "t.json: malformed trace: unknown frame kind 'java'"},
+        {"exit code out of range", [](json& p) { p["exit_code"] = 1e12; },
+         "t.json: malformed trace: \"exit_code\" is 1000000000000.0, not an integer or null"},
     };
     for (const Case& c : cases) {
         json p = good;
