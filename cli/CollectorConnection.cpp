@@ -19,12 +19,15 @@ void CollectorConnection::close() {
 }
 
 double CollectorConnection::connectedS() const {
-    return std::chrono::duration<double>((open() ? std::chrono::steady_clock::now() : closed_) - opened_).count();
+    return std::chrono::duration<double>((open() ? std::chrono::steady_clock::now() : closed_) -
+                                         opened_)
+        .count();
 }
 
 void CollectorConnection::symbolizeNew() {
     const auto& modules = aggregator_.modules();
-    for (; modulesSeen_ < modules.size(); ++modulesSeen_) symbolizer_.addModule(modules[modulesSeen_]);
+    for (; modulesSeen_ < modules.size(); ++modulesSeen_)
+        symbolizer_.addModule(modules[modulesSeen_]);
     const auto& nodes = aggregator_.nativeNodes();
     for (; nodesSeen_ < nodes.size(); ++nodesSeen_) symbolizer_.symbolize(nodes[nodesSeen_].ip);
 }

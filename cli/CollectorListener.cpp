@@ -20,7 +20,8 @@ CollectorListener::CollectorListener() {
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
     if (!mkdtemp(buf.data()))
-        throw core::Error(core::kExitRunFailed, "cannot create a directory in " + tmpl + ": " + std::strerror(errno));
+        throw core::Error(core::kExitRunFailed,
+                          "cannot create a directory in " + tmpl + ": " + std::strerror(errno));
     dir_ = buf.data();
     path_ = dir_ + "/collector.sock";
     fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -33,7 +34,8 @@ CollectorListener::CollectorListener() {
         rmdir(dir_.c_str());
         throw core::Error(core::kExitRunFailed, message);
     };
-    if (fd_ < 0 || path_.size() >= sizeof addr.sun_path) fail("cannot create the collector socket " + path_);
+    if (fd_ < 0 || path_.size() >= sizeof addr.sun_path)
+        fail("cannot create the collector socket " + path_);
     std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
     if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd_, 128) != 0)
         fail("cannot listen on " + path_ + ": " + std::strerror(errno));

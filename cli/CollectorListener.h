@@ -16,7 +16,7 @@ class EventLoop;
 
 class CollectorListener {
 public:
-    CollectorListener();  // throws core::Error (125) when the socket cannot be made
+    CollectorListener();   // throws core::Error (125) when the socket cannot be made
     ~CollectorListener();  // removes the socket and its directory
     CollectorListener(const CollectorListener&) = delete;
     CollectorListener& operator=(const CollectorListener&) = delete;
@@ -29,7 +29,9 @@ public:
     size_t openStreams() const;
     // A collector still waits in the listen queue (connected, not yet accepted).
     bool connectionWaiting() const;
-    const std::vector<std::unique_ptr<CollectorConnection>>& connections() const { return connections_; }
+    const std::vector<std::unique_ptr<CollectorConnection>>& connections() const {
+        return connections_;
+    }
 
 private:
     void acceptWaiting(EventLoop& loop);
@@ -37,7 +39,8 @@ private:
     std::string dir_, path_;
     int fd_ = -1;
     std::vector<std::unique_ptr<CollectorConnection>> connections_;
-    std::vector<uint8_t> buffer_ = std::vector<uint8_t>(1 << 20);  // one read's worth, shared by all streams
+    std::vector<uint8_t> buffer_ =
+        std::vector<uint8_t>(1 << 20);  // one read's worth, shared by all streams
 };
 
 }  // namespace memtool::cli

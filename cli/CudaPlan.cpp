@@ -16,17 +16,20 @@ CudaPlan planCuda(const std::string& mode, const std::string& collectorPath, boo
     const bool slotTaken = theirs && *theirs;
     if (mode == "cupti") {
         if (injection.empty())
-            throw core::Error(core::kExitBadInput, "--cuda cupti: this memtool was built without CUPTI");
+            throw core::Error(core::kExitBadInput,
+                              "--cuda cupti: this memtool was built without CUPTI");
         if (slotTaken)
-            throw core::Error(core::kExitBadInput, std::string("--cuda cupti: CUDA_INJECTION64_PATH is already set (") +
-                                                       theirs + "); use --cuda runtime-hooks");
+            throw core::Error(core::kExitBadInput,
+                              std::string("--cuda cupti: CUDA_INJECTION64_PATH is already set (") +
+                                  theirs + "); use --cuda runtime-hooks");
         plan.injection = injection;
     } else if (mode == "runtime-hooks" || injection.empty() || slotTaken) {
         // The driver takes one injection library: the user's (nsys, ...) keeps it.
         if (mode == "auto" && slotTaken) {
-            plan.warning = std::string("CUDA_INJECTION64_PATH was already set (") + theirs +
-                           "); CUDA memory was recorded through runtime API hooks (cudaMalloc & co.; direct "
-                           "driver calls are not seen)";
+            plan.warning =
+                std::string("CUDA_INJECTION64_PATH was already set (") + theirs +
+                "); CUDA memory was recorded through runtime API hooks (cudaMalloc & co.; direct "
+                "driver calls are not seen)";
             if (!quiet) std::cerr << "memtool: " << plan.warning << '\n';
         }
         plan.runtimeHooks = true;

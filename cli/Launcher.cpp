@@ -40,7 +40,8 @@ std::vector<char*> pointers(const std::vector<std::string>& strings) {
 }
 
 // In the child: only async-signal-safe calls from here on (the parent built every string).
-[[noreturn]] void execChild(char* const* argv, char* const* envp, const sigset_t& mask, int errorPipe) {
+[[noreturn]] void execChild(char* const* argv, char* const* envp, const sigset_t& mask,
+                            int errorPipe) {
     sigprocmask(SIG_SETMASK, &mask, nullptr);
     execvpe(argv[0], argv, envp);
     int err = errno;
@@ -51,8 +52,8 @@ std::vector<char*> pointers(const std::vector<std::string>& strings) {
 
 }  // namespace
 
-TargetProcess launchTarget(const std::vector<std::string>& command, const std::vector<EnvVariable>& environment,
-                           const sigset_t& childMask) {
+TargetProcess launchTarget(const std::vector<std::string>& command,
+                           const std::vector<EnvVariable>& environment, const sigset_t& childMask) {
     const std::vector<std::string> env = environmentFor(environment);
     const std::vector<char*> argv = pointers(command), envp = pointers(env);
     int pipeFds[2];

@@ -22,7 +22,7 @@ struct EnvVariable {
 };
 
 // Throws core::Error: 127 (not found), 126 (not executable), 125 (no pipe, no fork).
-TargetProcess launchTarget(const std::vector<std::string>& command, const std::vector<EnvVariable>& environment,
-                           const sigset_t& childMask);
+TargetProcess launchTarget(const std::vector<std::string>& command,
+                           const std::vector<EnvVariable>& environment, const sigset_t& childMask);
 
 }  // namespace memtool::cli

@@ -1,12 +1,11 @@
 #include "cli/RunCommand.h"
 
+#include <fmt/format.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
-
-#include <fmt/format.h>
 
 #include "cli/CollectorListener.h"
 #include "cli/CollectorLocator.h"
@@ -34,8 +33,9 @@ std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std:
     std::vector<EnvVariable> env{
         {"LD_PRELOAD", existing && *existing ? collector + ":" + existing : collector},
         {core::kEnvSocket, socketPath},
-        {core::kEnvOptions, fmt::format("native={},python={},cudahooks={}", options.nativeStacks ? 1 : 0,
-                                        options.pythonStacks ? 1 : 0, cuda.runtimeHooks ? 1 : 0)},
+        {core::kEnvOptions,
+         fmt::format("native={},python={},cudahooks={}", options.nativeStacks ? 1 : 0,
+                     options.pythonStacks ? 1 : 0, cuda.runtimeHooks ? 1 : 0)},
     };
     // The CUDA driver loads this when (and only if) the program initializes CUDA.
     if (!cuda.injection.empty()) env.push_back({"CUDA_INJECTION64_PATH", cuda.injection});
@@ -47,7 +47,8 @@ std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std:
 // Runs the loop until the target has exited and every stream has ended (or the
 // grace time is up). A live view would redraw from listener.connections()'s
 // aggregators between waits; a control socket would be one more watched descriptor.
-void collectStreams(EventLoop& loop, const CollectorListener& listener, const TargetProcess& target) {
+void collectStreams(EventLoop& loop, const CollectorListener& listener,
+                    const TargetProcess& target) {
     for (;;) {
         // A collector may still sit in the listen queue: take it before leaving.
         if (target.exited() && listener.openStreams() == 0 && !listener.connectionWaiting()) return;
@@ -70,23 +71,26 @@ core::ProcessTrace untrackedTarget(const TargetProcess& target, const RunOptions
     p.pythonStacks = options.pythonStacks;
     p.complete = true;
     p.stream.verified = true;
-    p.warnings.push_back("the program loaded no allocator memtool tracks (no libc10 CPU allocator)");
+    p.warnings.push_back(
+        "the program loaded no allocator memtool tracks (no libc10 CPU allocator)");
     return p;
 }
 
 // processes[0] is the launched program (the last image it exec'd), then every
 // other process that connected, in connection order.
-core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess& target, const RunOptions& options,
-                          const CudaPlan& cuda) {
+core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess& target,
+                          const RunOptions& options, const CudaPlan& cuda) {
     core::Trace trace;
     trace.memtoolVersion = MEMTOOL_VERSION;
     CollectorConnection* launched = nullptr;
     for (const auto& c : listener.connections())
-        if (c->aggregator().handshake() && c->aggregator().handshake()->pid == target.pid()) launched = c.get();
+        if (c->aggregator().handshake() && c->aggregator().handshake()->pid == target.pid())
+            launched = c.get();
     if (launched) {
         ProcessOutcome o = target.outcome();
         o.streamError = launched->error();
-        trace.processes.push_back(buildProcessTrace(launched->aggregator(), launched->symbolizer(), o, options.siteMode));
+        trace.processes.push_back(
+            buildProcessTrace(launched->aggregator(), launched->symbolizer(), o, options.siteMode));
         trace.processes.back().maxRssBytes = target.maxRssBytes();
         if (!cuda.warning.empty()) trace.processes.back().warnings.push_back(cuda.warning);
     } else {
@@ -97,8 +101,10 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         if (c.get() == launched || !c->aggregator().handshake()) continue;
         ProcessOutcome o;
         o.durationS = c->connectedS();
-        o.streamError = c->open() ? "the process was still running when the target exited" : c->error();
-        trace.processes.push_back(buildProcessTrace(c->aggregator(), c->symbolizer(), o, options.siteMode));
+        o.streamError =
+            c->open() ? "the process was still running when the target exited" : c->error();
+        trace.processes.push_back(
+            buildProcessTrace(c->aggregator(), c->symbolizer(), o, options.siteMode));
     }
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd))
@@ -112,16 +118,18 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
 void printSummary(const core::Trace& trace, const std::string& output) {
     const core::ProcessTrace& p = trace.processes[0];
     std::string peaks;
-    for (const auto& [name, d] : p.devices) peaks += fmt::format(", {} peak {}", name, core::formatBytes(d.peakBytes));
-    std::cerr << fmt::format("memtool: wrote {} ({} process{}{}{})\n", output, trace.processes.size(),
-                             trace.processes.size() == 1 ? "" : "es", peaks,
+    for (const auto& [name, d] : p.devices)
+        peaks += fmt::format(", {} peak {}", name, core::formatBytes(d.peakBytes));
+    std::cerr << fmt::format("memtool: wrote {} ({} process{}{}{})\n", output,
+                             trace.processes.size(), trace.processes.size() == 1 ? "" : "es", peaks,
                              p.complete ? "" : ", INCOMPLETE: " + p.incompleteReason);
 }
 
 }  // namespace
 
 RunResult runCommand(const RunOptions& options) {
-    if (options.command.empty()) throw core::Error(core::kExitBadInput, "run: no command given (memtool run -- CMD ...)");
+    if (options.command.empty())
+        throw core::Error(core::kExitBadInput, "run: no command given (memtool run -- CMD ...)");
     // Everything that can refuse the run does so before the program starts (a
     // check that -o can be written belongs here too).
     const std::string collector = locateCollector();
@@ -129,7 +137,8 @@ RunResult runCommand(const RunOptions& options) {
     CollectorListener listener;
     SignalRouter signals;
     TargetProcess target = launchTarget(
-        options.command, targetEnvironment(options, collector, cuda, listener.socketPath()), signals.originalMask());
+        options.command, targetEnvironment(options, collector, cuda, listener.socketPath()),
+        signals.originalMask());
 
     EventLoop loop;
     signals.attach(loop, target);

@@ -15,7 +15,8 @@ namespace memtool::cli {
 
 SignalRouter::SignalRouter() {
     sigemptyset(&handled_);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD}) sigaddset(&handled_, s);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD})
+        sigaddset(&handled_, s);
     sigprocmask(SIG_BLOCK, &handled_, &original_);
     fd_ = signalfd(-1, &handled_, SFD_CLOEXEC | SFD_NONBLOCK);
     if (fd_ < 0) {

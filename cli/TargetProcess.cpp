@@ -31,7 +31,9 @@ void TargetProcess::forward(int signal) {
     if (!exited_) kill(pid_, signal);
 }
 
-double TargetProcess::secondsSinceExit() const { return exited_ ? secondsBetween(exitedAt_, Clock::now()) : 0; }
+double TargetProcess::secondsSinceExit() const {
+    return exited_ ? secondsBetween(exitedAt_, Clock::now()) : 0;
+}
 
 ProcessOutcome TargetProcess::outcome() const {
     ProcessOutcome o;
@@ -41,6 +43,8 @@ ProcessOutcome TargetProcess::outcome() const {
     return o;
 }
 
-uint64_t TargetProcess::maxRssBytes() const { return static_cast<uint64_t>(usage_.ru_maxrss) * 1024; }  // KiB on Linux
+uint64_t TargetProcess::maxRssBytes() const {
+    return static_cast<uint64_t>(usage_.ru_maxrss) * 1024;
+}  // KiB on Linux
 
 }  // namespace memtool::cli

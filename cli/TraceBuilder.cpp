@@ -1,11 +1,11 @@
 #include "cli/TraceBuilder.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
-
-#include <fmt/format.h>
 
 #include "cli/Symbolizer.h"
 #include "core/FrameClassifier.h"
@@ -20,7 +20,8 @@ using core::Frame;
 using Stack = std::vector<Frame>;  // innermost first
 
 bool isEvalFrame(const Frame& f) {
-    return !f.isPython() && core::isInterpreterModule(f.module) && f.function.rfind("_PyEval_EvalFrame", 0) == 0;
+    return !f.isPython() && core::isInterpreterModule(f.module) &&
+           f.function.rfind("_PyEval_EvalFrame", 0) == 0;
 }
 
 // The trace row a wire device code belongs to: "cuda:0" for cuda:0's pools too
@@ -114,11 +115,13 @@ Frame nativeFrame(Symbolizer& symbolizer, uint64_t ip) {
 // Symbolized from the innermost frame out, stopping where nothing further is shown:
 // at main (libc's start-up frames), or at the interpreter loop when Python frames
 // stand in for everything outside it.
-Stack nativeFrames(const core::Aggregator& agg, Symbolizer& symbolizer, uint64_t nativeNode, bool pythonFollows) {
+Stack nativeFrames(const core::Aggregator& agg, Symbolizer& symbolizer, uint64_t nativeNode,
+                   bool pythonFollows) {
     Stack native;
     for (uint64_t n = nativeNode; n != 0; n = agg.nativeNodes()[n].parent) {
         native.push_back(nativeFrame(symbolizer, agg.nativeNodes()[n].ip));
-        if (native.back().function == "main" || (pythonFollows && isEvalFrame(native.back()))) break;
+        if (native.back().function == "main" || (pythonFollows && isEvalFrame(native.back())))
+            break;
     }
     return native;
 }
@@ -126,7 +129,8 @@ Stack nativeFrames(const core::Aggregator& agg, Symbolizer& symbolizer, uint64_t
 // memtool's own frames at the inner end (the torch bridge and the hook that
 // attached it) are how the event was seen, not who asked for the memory.
 void dropMemtoolFrames(Stack& native) {
-    auto ours = std::find_if(native.begin(), native.end(), [](const Frame& f) { return !core::isMemtoolModule(f.module); });
+    auto ours = std::find_if(native.begin(), native.end(),
+                             [](const Frame& f) { return !core::isMemtoolModule(f.module); });
     native.erase(native.begin(), ours);
 }
 
@@ -139,7 +143,8 @@ Stack mergeStacks(Stack native, Stack python) {
     Stack merged;
     auto eval = std::find_if(native.begin(), native.end(), isEvalFrame);
     for (auto it = native.begin(); it != eval; ++it)
-        if (eval == native.end() || !core::isInterpreterModule(it->module)) merged.push_back(std::move(*it));
+        if (eval == native.end() || !core::isInterpreterModule(it->module))
+            merged.push_back(std::move(*it));
     for (auto& f : python) merged.push_back(std::move(f));
     return merged;
 }
@@ -168,8 +173,8 @@ std::optional<size_t> chooseSite(const Stack& stack, SiteMode mode) {
 // hotspot, as trace.json has always had it. Frames are stored once per process.
 class HotspotTable {
 public:
-    void add(const std::string& device, const std::string& pool, const Stack& stack, std::optional<size_t> site,
-             const core::HotspotFigures& figures) {
+    void add(const std::string& device, const std::string& pool, const Stack& stack,
+             std::optional<size_t> site, const core::HotspotFigures& figures) {
         std::vector<std::string> text;
         std::string joined;
         for (const Frame& f : stack) {
@@ -202,7 +207,8 @@ public:
 
 private:
     core::FrameTable frames_;
-    std::map<std::pair<std::string, std::string>, size_t> index_;  // (device, stack text) -> hotspot
+    std::map<std::pair<std::string, std::string>, size_t>
+        index_;  // (device, stack text) -> hotspot
     std::vector<core::Hotspot> hotspots_;
 };
 
@@ -210,7 +216,8 @@ private:
 // code with debug info, counted once per stack even under recursion.
 class LineTable {
 public:
-    void add(const std::string& device, const std::string& pool, const Stack& stack, const core::StackState& s) {
+    void add(const std::string& device, const std::string& pool, const Stack& stack,
+             const core::StackState& s) {
         std::set<std::pair<std::string, uint64_t>> seen;
         bool innermost = true;  // the first line-bearing frame owns the bytes ("self")
         for (const Frame& f : stack) {
@@ -261,15 +268,18 @@ core::StreamCheck streamCheck(const core::Aggregator& agg) {
 std::string incompleteReason(const core::Aggregator& agg, const ProcessOutcome& outcome) {
     if (!outcome.streamError.empty()) return outcome.streamError;
     if (!agg.end()) {
-        return outcome.exitSignal ? fmt::format("the process was killed by signal {} before its collector could "
-                                                "finish the stream",
-                                                *outcome.exitSignal)
-                                  : "the stream ended without its end record (the process was killed)";
+        return outcome.exitSignal
+                   ? fmt::format(
+                         "the process was killed by signal {} before its collector could "
+                         "finish the stream",
+                         *outcome.exitSignal)
+                   : "the stream ended without its end record (the process was killed)";
     }
     if (!agg.streamVerified()) {
-        return fmt::format("the collector counted {} records, {} allocations and {} frees; {}, {} and {} arrived",
-                           agg.end()->recordCount, agg.end()->allocCount, agg.end()->freeCount,
-                           agg.recordsReceived(), agg.allocsReceived(), agg.freesReceived());
+        return fmt::format(
+            "the collector counted {} records, {} allocations and {} frees; {}, {} and {} arrived",
+            agg.end()->recordCount, agg.end()->allocCount, agg.end()->freeCount,
+            agg.recordsReceived(), agg.allocsReceived(), agg.freesReceived());
     }
     return {};
 }
@@ -287,8 +297,9 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
         const Stack stack = mergedStack(agg, symbolizer, s);
         const std::string device = deviceRow(s.device);
         const std::string pool = core::poolKey(s.device);
-        hotspots.add(device, pool, stack, chooseSite(stack, siteMode),
-                     core::HotspotFigures{s.allocatedBytes, s.count, agg.liveAtPeak(s), s.liveBytes});
+        hotspots.add(
+            device, pool, stack, chooseSite(stack, siteMode),
+            core::HotspotFigures{s.allocatedBytes, s.count, agg.liveAtPeak(s), s.liveBytes});
         lines.add(device, pool, stack, s);
     }
     std::move(hotspots).moveInto(p);
@@ -298,8 +309,8 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
     p.incompleteReason = incompleteReason(agg, outcome);
     p.complete = p.incompleteReason.empty();
     if (agg.doubleAllocs() > 0)
-        p.warnings.push_back(fmt::format("{} allocations reused a live address (a free went unseen)",
-                                         agg.doubleAllocs()));
+        p.warnings.push_back(fmt::format(
+            "{} allocations reused a live address (a free went unseen)", agg.doubleAllocs()));
     return p;
 }
 

@@ -16,7 +16,8 @@ public:
     FrameTable() = default;
     // Starts from a table as it stands (ids are positions, duplicates included).
     explicit FrameTable(std::vector<Frame> frames) : frames_(std::move(frames)) {
-        for (size_t i = 0; i < frames_.size(); ++i) ids_.try_emplace(frames_[i], static_cast<uint32_t>(i));
+        for (size_t i = 0; i < frames_.size(); ++i)
+            ids_.try_emplace(frames_[i], static_cast<uint32_t>(i));
     }
 
     // The id of `frame`, added at the end when it is new.

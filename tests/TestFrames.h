@@ -9,7 +9,8 @@
 
 namespace memtool::testing {
 
-inline core::Frame pythonFrame(std::string function, std::string file, uint64_t line, bool user = false) {
+inline core::Frame pythonFrame(std::string function, std::string file, uint64_t line,
+                               bool user = false) {
     core::Frame f;
     f.kind = core::FrameKind::Python;
     f.function = std::move(function);
@@ -20,8 +21,8 @@ inline core::Frame pythonFrame(std::string function, std::string file, uint64_t 
 }
 
 // A native frame as a symbolizer gives it: `function` empty when no symbol names it.
-inline core::Frame nativeFrame(std::string function, std::string module, std::string file = "", uint64_t line = 0,
-                               uint64_t offset = 0, bool user = false) {
+inline core::Frame nativeFrame(std::string function, std::string module, std::string file = "",
+                               uint64_t line = 0, uint64_t offset = 0, bool user = false) {
     core::Frame f;
     f.function = std::move(function);
     f.module = std::move(module);
@@ -37,7 +38,7 @@ inline core::Frame nativeFrame(std::string function, std::string module, std::st
 namespace memtool::core {
 // For GoogleTest's messages.
 inline void PrintTo(const Frame& f, std::ostream* os) {
-    *os << (f.isPython() ? "python " : "native ") << formatFrame(f) << " module=" << f.module << " offset=" << f.offset
-        << " user=" << f.user;
+    *os << (f.isPython() ? "python " : "native ") << formatFrame(f) << " module=" << f.module
+        << " offset=" << f.offset << " user=" << f.user;
 }
 }  // namespace memtool::core

@@ -17,8 +17,9 @@ TEST(CommandGuard, ReturnsWhatTheCommandReturns) {
 
 TEST(CommandGuard, AnExpectedErrorKeepsItsCode) {
     std::ostringstream err;
-    int code = cli::runGuarded([]() -> int { throw core::Error(core::kExitBadInput, "bad size '12XB'"); },
-                               core::kExitInternal, err);
+    int code =
+        cli::runGuarded([]() -> int { throw core::Error(core::kExitBadInput, "bad size '12XB'"); },
+                        core::kExitInternal, err);
     EXPECT_EQ(code, 2);
     EXPECT_EQ(err.str(), "memtool: bad size '12XB'\n");
 }
@@ -36,5 +37,7 @@ TEST(CommandGuard, AnyOtherExceptionIsAnInternalError) {
 
 TEST(CommandGuard, RunKeepsItsOwnCodeForFaults) {
     std::ostringstream err;
-    EXPECT_EQ(cli::runGuarded([]() -> int { throw std::runtime_error("x"); }, core::kExitRunFailed, err), 125);
+    EXPECT_EQ(
+        cli::runGuarded([]() -> int { throw std::runtime_error("x"); }, core::kExitRunFailed, err),
+        125);
 }

@@ -94,7 +94,8 @@ public:
         return parent;
     }
     // Each event 1 ms after the previous one.
-    void alloc(uint8_t device, uint64_t address, uint64_t size, uint64_t nativeNode, uint64_t pyNode) {
+    void alloc(uint8_t device, uint64_t address, uint64_t size, uint64_t nativeNode,
+               uint64_t pyNode) {
         core::AllocRecord a;
         a.f.device = device;
         a.f.address = address;
@@ -144,8 +145,8 @@ const char* const kThreadingPy = "/usr/lib/python3.11/threading.py";
 // into torch and the collector's hook; Python stacks:
 //   P2  build (train.py:6)        <- <module> (train.py:20)          1000 B, freed
 //   P3  build (train.py:7)        <- <module> (train.py:20)          3000 B, freed
-//   P7  recurse (train.py:11)     <- recurse (:12) <- recurse (:12) <- <module> (:21)   500 B, leaked
-//   P8  Thread.run (threading.py:950), library code only              2000 B, freed
+//   P7  recurse (train.py:11)     <- recurse (:12) <- recurse (:12) <- <module> (:21)   500 B,
+//   leaked P8  Thread.run (threading.py:950), library code only              2000 B, freed
 // Live cpu bytes: 1000, 4000, 3000 (free P2), 3500, 5500 (the peak), 3500, 500.
 struct PythonRun {
     Stream s;
@@ -168,17 +169,22 @@ struct PythonRun {
             {0x1004, nativeFrame("", torchPython, "", 0, 0x48a99c)},
             {0x1003, nativeFrame("at::empty(c10::ArrayRef<long>)", torchCpu, "", 0, 0x500)},
             {0x1002, nativeFrame("c10::alloc_cpu(unsigned long)", c10, "", 0, 0x600)},
-            {0x1001, nativeFrame("memtool::hookedPosixMemalign(void**, unsigned long, unsigned long)", collector,
-                                 "", 0, 0x700)},
+            {0x1001,
+             nativeFrame("memtool::hookedPosixMemalign(void**, unsigned long, unsigned long)",
+                         collector, "", 0, 0x700)},
         };
         s.handshake(4242, {"python3", "train.py"});
         for (const auto& m : {python, libc, torchCpu, torchPython, c10, collector}) s.module(m);
-        native = s.nativeStack(0, {0x1009, 0x1008, 0x1007, 0x1006, 0x1005, 0x1004, 0x1003, 0x1002, 0x1001});
-        const uint64_t module = s.code(kTrainPy, "<module>", 1), build = s.code(kTrainPy, "build", 5),
-                       recurse = s.code(kTrainPy, "recurse", 10), run = s.code(kThreadingPy, "Thread.run", 900);
-        const uint64_t p1 = s.pyNode(0, module, 20), p2 = s.pyNode(p1, build, 6), p3 = s.pyNode(p1, build, 7);
-        const uint64_t p4 = s.pyNode(0, module, 21), p5 = s.pyNode(p4, recurse, 12), p6 = s.pyNode(p5, recurse, 12),
-                       p7 = s.pyNode(p6, recurse, 11);
+        native = s.nativeStack(
+            0, {0x1009, 0x1008, 0x1007, 0x1006, 0x1005, 0x1004, 0x1003, 0x1002, 0x1001});
+        const uint64_t module = s.code(kTrainPy, "<module>", 1),
+                       build = s.code(kTrainPy, "build", 5),
+                       recurse = s.code(kTrainPy, "recurse", 10),
+                       run = s.code(kThreadingPy, "Thread.run", 900);
+        const uint64_t p1 = s.pyNode(0, module, 20), p2 = s.pyNode(p1, build, 6),
+                       p3 = s.pyNode(p1, build, 7);
+        const uint64_t p4 = s.pyNode(0, module, 21), p5 = s.pyNode(p4, recurse, 12),
+                       p6 = s.pyNode(p5, recurse, 12), p7 = s.pyNode(p6, recurse, 11);
         const uint64_t p8 = s.pyNode(0, run, 950);
         s.alloc(kCpu, 0xa1, 1000, native, p2);
         s.alloc(kCpu, 0xa2, 3000, native, p3);
@@ -190,7 +196,8 @@ struct PythonRun {
         s.end();
     }
 
-    core::ProcessTrace build(cli::SiteMode mode = cli::SiteMode::User, const cli::ProcessOutcome& outcome = exited0()) {
+    core::ProcessTrace build(cli::SiteMode mode = cli::SiteMode::User,
+                             const cli::ProcessOutcome& outcome = exited0()) {
         return cli::buildProcessTrace(s.agg, symbolizer, outcome, mode);
     }
     static cli::ProcessOutcome exited0() {
@@ -252,7 +259,8 @@ TEST(TraceBuilder, PeakConsumersAddUpToThePeak) {
     const auto& recursive = hotspotWithSite(p, "recurse (/home/me/proj/train.py:11)");
     EXPECT_EQ(recursive.peakBytes, 500u);
     EXPECT_EQ(recursive.leakedBytes, 500u);
-    const auto& thread = hotspotWithSite(p, "at::empty(c10::ArrayRef<long>) (libtorch_cpu.so.1.13)");
+    const auto& thread =
+        hotspotWithSite(p, "at::empty(c10::ArrayRef<long>) (libtorch_cpu.so.1.13)");
     EXPECT_EQ(thread.peakBytes, 2000u);
     EXPECT_EQ(thread.allocatedBytes, 2000u);
     uint64_t sum = 0;
@@ -279,9 +287,10 @@ TEST(TraceBuilder, PythonFramesStandWhereTheInterpreterLoopWas) {
     ASSERT_EQ(p.frames.size(), 10u);
     EXPECT_EQ(h.frames, (std::vector<uint32_t>{0, 1, 2, 6, 7, 7, 8}));
     EXPECT_EQ(h.siteFrame, 6u);
-    EXPECT_EQ(p.frames[0], nativeFrame("c10::alloc_cpu(unsigned long)", "/usr/lib/x86_64-linux-gnu/libc10.so.1.13"));
-    EXPECT_EQ(p.frames[2],
-              nativeFrame("", "/usr/lib/x86_64-linux-gnu/libtorch_python.so.1.13", "", 0, 0x48a99c));
+    EXPECT_EQ(p.frames[0], nativeFrame("c10::alloc_cpu(unsigned long)",
+                                       "/usr/lib/x86_64-linux-gnu/libc10.so.1.13"));
+    EXPECT_EQ(p.frames[2], nativeFrame("", "/usr/lib/x86_64-linux-gnu/libtorch_python.so.1.13", "",
+                                       0, 0x48a99c));
     EXPECT_EQ(p.frames[6], pythonFrame("recurse", kTrainPy, 11, true));
     EXPECT_EQ(p.frames[9], pythonFrame("Thread.run", kThreadingPy, 950, false));
     // The interpreter's loop ends the walk: libc's start-up frames are never looked up.
@@ -299,9 +308,10 @@ TEST(TraceBuilder, SiteIsTheInnermostUserFrameOrTheInnermostOfAll) {
         siteFrames.push_back(h.siteFrame);
     }
     // No user frame in the thread's stack: the first frame outside the allocator (libc10).
-    EXPECT_EQ(sites, (std::vector<std::string>{"build (/home/me/proj/train.py:6)", "build (/home/me/proj/train.py:7)",
-                                               "recurse (/home/me/proj/train.py:11)",
-                                               "at::empty(c10::ArrayRef<long>) (libtorch_cpu.so.1.13)"}));
+    EXPECT_EQ(sites, (std::vector<std::string>{
+                         "build (/home/me/proj/train.py:6)", "build (/home/me/proj/train.py:7)",
+                         "recurse (/home/me/proj/train.py:11)",
+                         "at::empty(c10::ArrayRef<long>) (libtorch_cpu.so.1.13)"}));
     EXPECT_EQ(siteFrames, (std::vector<std::optional<uint32_t>>{3, 5, 6, 1}));
 
     core::ProcessTrace all = run.build(cli::SiteMode::All);
@@ -369,7 +379,8 @@ TEST(TraceBuilder, IncompleteStreamsSayWhy) {
         s.handshake(1, {"x"});
         s.alloc(kCpu, 0x10, 100, 0, 0);
         feed(s);
-        core::ProcessTrace p = cli::buildProcessTrace(s.agg, symbolizer, outcome, cli::SiteMode::User);
+        core::ProcessTrace p =
+            cli::buildProcessTrace(s.agg, symbolizer, outcome, cli::SiteMode::User);
         EXPECT_EQ(p.complete, p.incompleteReason.empty());
         return p.incompleteReason;
     };
@@ -383,7 +394,8 @@ TEST(TraceBuilder, IncompleteStreamsSayWhy) {
               "the collector counted 5 records, 1 allocations and 0 frees; 2, 1 and 0 arrived");
     cli::ProcessOutcome broken;
     broken.streamError = "the stream broke: unknown record tag 0x51";
-    EXPECT_EQ(reason([](Stream& s) { s.end(); }, broken), "the stream broke: unknown record tag 0x51");
+    EXPECT_EQ(reason([](Stream& s) { s.end(); }, broken),
+              "the stream broke: unknown record tag 0x51");
     EXPECT_EQ(reason([](Stream& s) { s.end(); }, cli::ProcessOutcome{}), "");
 }
 
@@ -396,14 +408,17 @@ TEST(TraceBuilder, MissedEventsAndUnpairedEventsAreReported) {
     s.alloc(kCpu, 0x10, 300, 0, 0);  // the free of the first never came
     s.free(kCpu, 0x99, 0);           // a free of an address never allocated
     s.end(2);
-    core::ProcessTrace p = cli::buildProcessTrace(s.agg, symbolizer, cli::ProcessOutcome{}, cli::SiteMode::User);
+    core::ProcessTrace p =
+        cli::buildProcessTrace(s.agg, symbolizer, cli::ProcessOutcome{}, cli::SiteMode::User);
     EXPECT_FALSE(p.stream.verified);
     EXPECT_EQ(p.stream.missedEvents, 2u);
     EXPECT_EQ(p.stream.unmatchedFrees, 1u);
     EXPECT_FALSE(p.complete);
-    EXPECT_EQ(p.incompleteReason, "the collector counted 5 records, 2 allocations and 1 frees; 5, 2 and 1 arrived");
-    EXPECT_EQ(p.warnings, (std::vector<std::string>{"the collector saw a fork",
-                                                    "1 allocations reused a live address (a free went unseen)"}));
+    EXPECT_EQ(p.incompleteReason,
+              "the collector counted 5 records, 2 allocations and 1 frees; 5, 2 and 1 arrived");
+    EXPECT_EQ(p.warnings, (std::vector<std::string>{
+                              "the collector saw a fork",
+                              "1 allocations reused a live address (a free went unseen)"}));
     EXPECT_EQ(p.devices.at("cpu").currentBytes, 300u);
     EXPECT_EQ(p.devices.at("cpu").peakBytes, 300u);
 }
@@ -414,7 +429,8 @@ TEST(TraceBuilder, AnAllocationWithoutStackHasNoSite) {
     s.handshake(1, {"x"});
     s.alloc(kCpu, 0x10, 64, 0, 0);
     s.end();
-    core::ProcessTrace p = cli::buildProcessTrace(s.agg, symbolizer, cli::ProcessOutcome{}, cli::SiteMode::User);
+    core::ProcessTrace p =
+        cli::buildProcessTrace(s.agg, symbolizer, cli::ProcessOutcome{}, cli::SiteMode::User);
     ASSERT_EQ(p.hotspots.size(), 1u);
     EXPECT_EQ(p.hotspots[0].site, "(no stack)");
     EXPECT_FALSE(p.hotspots[0].siteFrame);
@@ -441,7 +457,8 @@ TEST(TraceBuilder, StacksThatReadAlikeAreOneHotspot) {
     s.alloc(kCpu, 3, 400, c, 0);  // unnamed frames are told apart by their offset
     s.alloc(kCpu, 4, 800, d, 0);
     s.end();
-    core::ProcessTrace p = cli::buildProcessTrace(s.agg, symbolizer, cli::ProcessOutcome{}, cli::SiteMode::User);
+    core::ProcessTrace p =
+        cli::buildProcessTrace(s.agg, symbolizer, cli::ProcessOutcome{}, cli::SiteMode::User);
     ASSERT_EQ(p.hotspots.size(), 3u);
     EXPECT_EQ(p.hotspots[0].site, "at::empty (libtorch_cpu.so)");
     EXPECT_EQ(p.hotspots[0].allocatedBytes, 300u);
@@ -465,7 +482,8 @@ TEST(TraceBuilder, NativeStacksStopAtMainAndNameTheUsersCode) {
                              "/usr/include/torch/csrc/api/include/torch/types.h", 10)},
         {0x2002, nativeFrame("c10::alloc_cpu(unsigned long)", "/usr/lib/libc10.so")},
         {0x2001, nativeFrame("cudaMalloc", "/usr/local/cuda/lib64/libcudart.so.12")},
-        {0x2000, nativeFrame("memtool::TorchBridge::onBlock()", "/opt/memtool/lib/memtool/libmemtool_torch_bridge.so")},
+        {0x2000, nativeFrame("memtool::TorchBridge::onBlock()",
+                             "/opt/memtool/lib/memtool/libmemtool_torch_bridge.so")},
     };
     s.handshake(99, {"./app"});
     const uint64_t forward = s.nativeStack(0, {0x2006, 0x2005, 0x2004});
@@ -483,7 +501,8 @@ TEST(TraceBuilder, NativeStacksStopAtMainAndNameTheUsersCode) {
     s.alloc(kCuda0, 0xd2, 8192, cudaStack, 0);  // device peak 12288
     s.free(kCuda0, 0xd2, 8192);
     s.end();
-    core::ProcessTrace p = cli::buildProcessTrace(s.agg, symbolizer, cli::ProcessOutcome{}, cli::SiteMode::User);
+    core::ProcessTrace p =
+        cli::buildProcessTrace(s.agg, symbolizer, cli::ProcessOutcome{}, cli::SiteMode::User);
 
     EXPECT_EQ(symbolizer.asked.count(0x2006), 0u);  // past main: never looked up
     ASSERT_EQ(p.hotspots.size(), 2u);
@@ -492,7 +511,8 @@ TEST(TraceBuilder, NativeStacksStopAtMainAndNameTheUsersCode) {
     EXPECT_EQ(cpu.site, "Model::forward() (/home/me/app/model.cpp:42)");
     EXPECT_EQ(cpu.stack, (std::vector<std::string>{
                              "c10::alloc_cpu(unsigned long) (libc10.so)",
-                             "torch::empty(c10::ArrayRef<long>) (/usr/include/torch/csrc/api/include/torch/types.h:10)",
+                             "torch::empty(c10::ArrayRef<long>) "
+                             "(/usr/include/torch/csrc/api/include/torch/types.h:10)",
                              "Model::forward() (/home/me/app/model.cpp:42)",
                              "main (/home/me/app/main.cpp:7)",
                          }));

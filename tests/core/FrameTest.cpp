@@ -10,12 +10,15 @@ using memtool::testing::nativeFrame;
 using memtool::testing::pythonFrame;
 
 TEST(Frame, Text) {
-    EXPECT_EQ(core::formatFrame(pythonFrame("Model.step", "/home/me/train.py", 11)), "Model.step (/home/me/train.py:11)");
+    EXPECT_EQ(core::formatFrame(pythonFrame("Model.step", "/home/me/train.py", 11)),
+              "Model.step (/home/me/train.py:11)");
     EXPECT_EQ(core::formatFrame(pythonFrame("<module>", "<string>", 1)), "<module> (<string>:1)");
     EXPECT_EQ(core::formatFrame(nativeFrame("at::empty(long)", "/usr/lib/libtorch_cpu.so.2.1")),
               "at::empty(long) (libtorch_cpu.so.2.1)");
-    EXPECT_EQ(core::formatFrame(nativeFrame("main", "/src/app", "/src/main.cpp", 7)), "main (/src/main.cpp:7)");
-    EXPECT_EQ(core::formatFrame(nativeFrame("", "/src/app", "/src/main.cpp", 9)), "?? (/src/main.cpp:9)");
+    EXPECT_EQ(core::formatFrame(nativeFrame("main", "/src/app", "/src/main.cpp", 7)),
+              "main (/src/main.cpp:7)");
+    EXPECT_EQ(core::formatFrame(nativeFrame("", "/src/app", "/src/main.cpp", 9)),
+              "?? (/src/main.cpp:9)");
     EXPECT_EQ(core::formatFrame(nativeFrame("", "/usr/lib/libtorch_python.so", "", 0, 0x48a99c)),
               "?? (libtorch_python.so+0x48a99c)");
     EXPECT_EQ(core::formatFrame(nativeFrame("", "", "", 0, 0)), "?? (?+0x0)");

@@ -27,7 +27,8 @@ core::Trace traceWithFrames() {
     h.frames = {0, 1, 2};
     h.siteFrame = 2;
     h.site = "step (/src/t.py:3)";
-    h.stack = {"c10::alloc_cpu(unsigned long) (libc10.so)", "?? (libtorch_python.so+0x1a)", "step (/src/t.py:3)"};
+    h.stack = {"c10::alloc_cpu(unsigned long) (libc10.so)", "?? (libtorch_python.so+0x1a)",
+               "step (/src/t.py:3)"};
     h.allocatedBytes = 10;
     h.count = 1;
     p.hotspots.push_back(h);
@@ -44,23 +45,21 @@ core::Trace traceWithFrames() {
 
 // The fields every process and hotspot needs, around what a test puts in.
 json process(json hotspots, json frames = nullptr) {
-    json p = {{"pid", 1},
-              {"command", {"x"}},
-              {"complete", true},
-              {"duration_s", 1.0},
-              {"devices", json::object()},
-              {"hotspots", std::move(hotspots)}};
+    json p = {{"pid", 1},          {"command", {"x"}},          {"complete", true},
+              {"duration_s", 1.0}, {"devices", json::object()}, {"hotspots", std::move(hotspots)}};
     if (!frames.is_null()) p["frames"] = std::move(frames);
     return p;
 }
 
 json hotspot(const std::string& site, json stack) {
-    return {{"device", "cpu"}, {"site", site},       {"stack", std::move(stack)}, {"allocated_bytes", 1},
-            {"count", 1},      {"peak_bytes", 0}, {"leaked_bytes", 0}};
+    return {{"device", "cpu"},      {"site", site}, {"stack", std::move(stack)},
+            {"allocated_bytes", 1}, {"count", 1},   {"peak_bytes", 0},
+            {"leaked_bytes", 0}};
 }
 
 core::Trace read(json process) {
-    return reporters::traceFromJson(json{{"schema", "memtool.trace/1"}, {"processes", {std::move(process)}}}, "t.json");
+    return reporters::traceFromJson(
+        json{{"schema", "memtool.trace/1"}, {"processes", {std::move(process)}}}, "t.json");
 }
 
 }  // namespace
@@ -94,9 +93,10 @@ TEST(TraceJson, FramesAreATablePerProcessAndIdsPerHotspot) {
 
 TEST(TraceJson, ATraceWithoutFramesIsReadFromItsText) {
     core::Trace t = read(process({
-        hotspot("step (/src/t.py:3)", {"c10::alloc_cpu(unsigned long) (libc10.so)", "?? (libtorch_python.so+0x1a)",
-                                       "Model::forward() (/src/model.cpp:42)", "step (/src/t.py:3)",
-                                       "run (/usr/lib/python3.11/threading.py:950)"}),
+        hotspot("step (/src/t.py:3)",
+                {"c10::alloc_cpu(unsigned long) (libc10.so)", "?? (libtorch_python.so+0x1a)",
+                 "Model::forward() (/src/model.cpp:42)", "step (/src/t.py:3)",
+                 "run (/usr/lib/python3.11/threading.py:950)"}),
         hotspot("(no stack)", json::array()),
         hotspot("at::foo (libtorch_cpu.so)", json::array()),  // a site outside its stack
         hotspot("?? (?+0x10)", {"?? (?+0x10)"}),
@@ -125,7 +125,8 @@ TEST(TraceJson, MalformedFieldsAreBadInput) {
     json good = process({hotspot("f (/a.py:1)", {"f (/a.py:1)"})});
     good["hotspots"][0]["frames"] = {0};
     good["hotspots"][0]["site_frame"] = 0;
-    good["frames"] = {{{"kind", "python"}, {"function", "f"}, {"file", "/a.py"}, {"line", 1}, {"user", true}}};
+    good["frames"] = {
+        {{"kind", "python"}, {"function", "f"}, {"file", "/a.py"}, {"line", 1}, {"user", true}}};
     ASSERT_NO_THROW(read(good));
 
     struct Case {
@@ -138,7 +139,10 @@ TEST(TraceJson, MalformedFieldsAreBadInput) {
          "t.json: malformed trace: \"count\" is -1, not a whole number >= 0"},
         {"fractional bytes", [](json& p) { p["hotspots"][0]["allocated_bytes"] = 1.5; },
          "t.json: malformed trace: \"allocated_bytes\" is 1.5, not a whole number >= 0"},
-        {"frame id past the table", [](json& p) { p["hotspots"][0]["frames"] = {0, 1}; },
+        {"frame id past the table",
+         [](json& p) {
+             p["hotspots"][0]["frames"] = {0, 1};
+         },
          "t.json: malformed trace: frame id 1 is not in the frames table (1 frames)"},
         {"negative site frame", [](json& p) { p["hotspots"][0]["site_frame"] = -2; },
          "t.json: malformed trace: a frame id is -2, not a whole number >= 0"},
@@ -159,9 +163,10 @@ TEST(TraceJson, MalformedFieldsAreBadInput) {
         }
     }
     // A missing site_frame or a frame without its kind: nlohmann's own words, exit 2 all the same.
-    for (auto spoil : std::vector<std::function<void(json&)>>{[](json& p) { p["hotspots"][0].erase("site_frame"); },
-                                                             [](json& p) { p["frames"][0].erase("kind"); },
-                                                             [](json& p) { p["frames"][0]["line"] = "one"; }}) {
+    for (auto spoil : std::vector<std::function<void(json&)>>{
+             [](json& p) { p["hotspots"][0].erase("site_frame"); },
+             [](json& p) { p["frames"][0].erase("kind"); },
+             [](json& p) { p["frames"][0]["line"] = "one"; }}) {
         json p = good;
         spoil(p);
         try {
