@@ -102,7 +102,6 @@ public:
         a.f.size = size;
         a.f.nativeNode = nativeNode;
         a.f.pyNode = pyNode;
-        a.f.threadId = 7;
         a.timeNs = clockNs_ += 1000000;
         agg.onAlloc(a);
         ++records_;
@@ -113,7 +112,6 @@ public:
         core::FreeRecord f;
         f.f.device = device;
         f.f.address = address;
-        f.f.threadId = 7;
         f.timeNs = clockNs_ += 1000000;
         agg.onFree(f);
         ++records_;
