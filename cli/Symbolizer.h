@@ -1,42 +1,21 @@
 #pragma once
-// Native return addresses -> function, file, line, with elfutils libdwfl over the
-// target's module map (as the collector announces it, module by module). Results
-// are cached per address; one Symbolizer serves one process. `memtool run` feeds
-// it while the target runs, so little is left to do once the target exits.
+// The seam between the trace builder and native symbolization: the builder asks
+// for the frame of a return address; ElfSymbolizer answers from the target's ELF
+// files with libdw, tests answer with frames of their own.
 
 #include <cstdint>
-#include <memory>
-#include <string>
-#include <unordered_map>
-#include <vector>
 
-#include "core/Records.h"
+#include "core/Frame.h"
 
 namespace memtool::cli {
 
-struct NativeFrame {
-    std::string function;  // demangled; empty when unknown
-    std::string file;      // source file when debug info exists
-    uint64_t line = 0;
-    std::string module;    // path of the ELF object
-    uint64_t offset = 0;   // address relative to the module's load bias
-};
-
 class Symbolizer {
 public:
-    Symbolizer();
-    explicit Symbolizer(const std::vector<core::ModuleRecord>& modules);
-    void addModule(const core::ModuleRecord& module);
-    ~Symbolizer();
-    Symbolizer(const Symbolizer&) = delete;
-    Symbolizer& operator=(const Symbolizer&) = delete;
-
-    // `ip` is a return address: the call instruction is looked up (ip - 1).
-    const NativeFrame& symbolize(uint64_t ip);
-
-private:
-    struct Impl;
-    std::unique_ptr<Impl> impl_;
+    virtual ~Symbolizer() = default;
+    // The native frame of return address `ip` (the call instruction, ip - 1, is
+    // what is looked up): function, file, line, module and offset. `user` is the
+    // trace builder's to decide. The reference stays valid for the symbolizer's life.
+    virtual const core::Frame& symbolize(uint64_t ip) = 0;
 };
 
 }  // namespace memtool::cli

@@ -1,69 +1,27 @@
 #include "cli/TraceBuilder.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
-#include <regex>
 #include <set>
-
-#include <fmt/format.h>
+#include <tuple>
 
 #include "cli/Symbolizer.h"
 #include "core/FrameClassifier.h"
+#include "core/FrameTable.h"
 #include "core/Protocol.h"
 
 namespace memtool::cli {
 
 namespace {
 
-using core::isInterpreterModule;
-using core::isLibraryModule;
-using core::isLibraryPythonFile;
-using core::isSystemSource;
-
-struct Frame {
-    bool python = false;
-    std::string function;
-    std::string file;
-    uint64_t line = 0;
-    std::string module;
-    bool user = false;
-    bool memtool = false;            // memtool's own libraries (collector, CUDA injection, torch bridge)
-    bool allocatorInternal = false;  // memtool, libc, libc10: the allocation machinery itself
-    std::string text;
-};
-
-std::string baseName(const std::string& path) {
-    size_t slash = path.rfind('/');
-    return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+using core::Frame;
+using Stack = std::vector<Frame>;  // innermost first
 
 bool isEvalFrame(const Frame& f) {
-    return !f.python && isInterpreterModule(f.module) && startsWith(f.function, "_PyEval_EvalFrame");
-}
-
-Frame nativeFrame(Symbolizer& sym, uint64_t ip) {
-    const NativeFrame& n = sym.symbolize(ip);
-    Frame f;
-    f.function = n.function;
-    f.file = n.file;
-    f.line = n.line;
-    f.module = n.module;
-    std::string b = baseName(n.module);
-    f.memtool = startsWith(b, "libmemtool_");
-    f.allocatorInternal = f.memtool || startsWith(b, "libc.so") || startsWith(b, "libc10.so");
-    // Header code compiled into the user's binary (torch::empty from a LibTorch
-    // header) is library code all the same.
-    f.user = !isLibraryModule(n.module) && !isSystemSource(n.file);
-    std::string name = n.function.empty() ? "??" : n.function;
-    if (!n.file.empty())
-        f.text = fmt::format("{} ({}:{})", name, n.file, n.line);
-    else if (n.function.empty())
-        f.text = fmt::format("?? ({}+{:#x})", b.empty() ? "?" : b, n.offset);
-    else
-        f.text = fmt::format("{} ({})", name, b.empty() ? "?" : b);
-    return f;
+    return !f.isPython() && core::isInterpreterModule(f.module) &&
+           f.function.rfind("_PyEval_EvalFrame", 0) == 0;
 }
 
 // The trace row a wire device code belongs to: "cuda:0" for cuda:0's pools too
@@ -73,27 +31,37 @@ std::string deviceRow(uint8_t code) {
     return core::deviceName(ordinal >= 0 ? core::cudaDevice(ordinal) : code);
 }
 
-}  // namespace
+// ---- the process as a whole --------------------------------------------------------
 
-core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sym,
-                                     const ProcessOutcome& outcome, SiteMode siteMode) {
+core::ProcessTrace processHeader(const core::Aggregator& agg, const ProcessOutcome& outcome) {
     core::ProcessTrace p;
-    if (agg.handshake()) {
-        p.pid = agg.handshake()->pid;
-        p.ppid = agg.handshake()->ppid;
-        p.command = agg.handshake()->command;
-        p.nativeStacks = agg.handshake()->nativeStacks;
-        p.pythonStacks = agg.handshake()->pythonStacks;
+    if (const auto& h = agg.handshake()) {
+        p.pid = h->pid;
+        p.ppid = h->ppid;
+        p.command = h->command;
+        p.nativeStacks = h->nativeStacks;
+        p.pythonStacks = h->pythonStacks;
     }
     p.exitCode = outcome.exitCode;
     p.exitSignal = outcome.exitSignal;
     p.durationS = outcome.durationS;
-
-    std::string cudaSource = "cupti";
-    for (const core::NoteRecord& n : agg.notes()) {
+    for (const core::NoteRecord& n : agg.notes())
         if (n.key == core::kNoteWarning) p.warnings.push_back(n.text);
-        if (n.key == core::kNoteCudaSource) cudaSource = n.text;
-    }
+    return p;
+}
+
+// What saw the CUDA events: CUPTI unless the collector said otherwise.
+std::string cudaSource(const core::Aggregator& agg) {
+    std::string source = "cupti";
+    for (const core::NoteRecord& n : agg.notes())
+        if (n.key == core::kNoteCudaSource) source = n.text;
+    return source;
+}
+
+// One row per device; a caching-allocator pool's figures ride inside its device's row.
+std::map<std::string, core::DeviceTotals> deviceTotals(const core::Aggregator& agg) {
+    const std::string cuda = cudaSource(agg);
+    std::map<std::string, core::DeviceTotals> devices;
     for (const auto& [code, d] : agg.devices()) {
         core::PoolTotals totals;
         totals.peakBytes = d.peakBytes;
@@ -104,154 +72,245 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
         totals.freeCount = d.freeCount;
         totals.peakTimeS = static_cast<double>(d.peakTimeNs) / 1e9;
         const std::string pool = core::poolKey(code);
-        core::DeviceTotals& t = p.devices[deviceRow(code)];
+        core::DeviceTotals& t = devices[deviceRow(code)];
         if (!pool.empty()) {
             t.pools[pool] = totals;
         } else {
             static_cast<core::PoolTotals&>(t) = totals;
-            t.source = code == core::kDeviceCpu ? "libc10" : cudaSource;
+            t.source = code == core::kDeviceCpu ? "libc10" : cuda;
         }
     }
+    return devices;
+}
 
-    const auto& nodes = agg.nativeNodes();
-    const auto& pyNodes = agg.pyNodes();
-    const auto& codes = agg.pyCodes();
+// ---- one stack ---------------------------------------------------------------------
 
-    std::map<std::pair<std::string, std::string>, size_t> hotspotIndex;  // (device, stack) -> index
-    struct LineKey {
-        std::string device, file;
-        uint64_t line;
-        bool operator<(const LineKey& o) const {
-            return std::tie(device, file, line) < std::tie(o.device, o.file, o.line);
-        }
-    };
-    std::map<LineKey, core::LineStat> lines;
+Stack pythonFrames(const core::Aggregator& agg, uint64_t pyNode) {
+    Stack python;
+    for (uint64_t n = pyNode; n != 0; n = agg.pyNodes()[n].parent) {
+        const core::PyNodeRecord& node = agg.pyNodes()[n];
+        const core::PyCodeRecord& code = agg.pyCodes()[node.codeId];
+        Frame f;
+        f.kind = core::FrameKind::Python;
+        f.function = code.name;
+        f.file = code.file;
+        f.line = node.line;
+        f.user = !core::isLibraryPythonFile(code.file);
+        python.push_back(std::move(f));
+    }
+    return python;
+}
 
-    for (const core::StackState& s : agg.stacks()) {
-        std::vector<Frame> native, python;
-        for (uint64_t n = s.pyNode; n != 0; n = pyNodes[n].parent) {
-            const core::PyCodeRecord& c = codes[pyNodes[n].codeId];
-            Frame f;
-            f.python = true;
-            f.function = c.name;
-            f.file = c.file;
-            f.line = pyNodes[n].line;
-            f.user = !isLibraryPythonFile(c.file);
-            f.text = fmt::format("{} ({}:{})", c.name, c.file, f.line);
-            python.push_back(std::move(f));
-        }
-        // Symbolize from the innermost frame out, and stop where nothing further is
-        // shown: at main (libc's start-up frames), or at the interpreter loop when
-        // Python frames stand in for everything outside it.
-        for (uint64_t n = s.nativeNode; n != 0; n = nodes[n].parent) {
-            native.push_back(nativeFrame(sym, nodes[n].ip));
-            if (native.back().function == "main" || (!python.empty() && isEvalFrame(native.back()))) break;
-        }
-        // memtool's own frames at the inner end (the torch bridge and the hook that
-        // attached it) are how the event was seen, not who asked for the memory.
-        auto ours = std::find_if(native.begin(), native.end(), [](const Frame& f) { return !f.memtool; });
-        if (ours != native.end()) native.erase(native.begin(), ours);
-        // The Python frames stand where the interpreter's were: keep the native frames
-        // inside the innermost evaluation loop (torch's C++), minus the interpreter's
-        // own call plumbing, then the Python stack; the native frames outside it
-        // (main, Py_RunMain, ...) say nothing a Python frame does not.
-        std::vector<Frame> merged;
-        if (python.empty()) {
-            merged = std::move(native);
-        } else {
-            auto eval = std::find_if(native.begin(), native.end(), isEvalFrame);
-            for (auto it = native.begin(); it != eval; ++it)
-                if (eval == native.end() || !isInterpreterModule(it->module)) merged.push_back(std::move(*it));
-            for (auto& f : python) merged.push_back(std::move(f));
-        }
+Frame nativeFrame(Symbolizer& symbolizer, uint64_t ip) {
+    Frame f = symbolizer.symbolize(ip);
+    f.kind = core::FrameKind::Native;
+    // A named frame is its function: its call sites are not told apart.
+    if (!f.isUnnamed()) f.offset = 0;
+    // Header code compiled into the user's binary (torch::empty from a LibTorch
+    // header) is library code all the same.
+    f.user = !core::isLibraryModule(f.module) && !core::isSystemSource(f.file);
+    return f;
+}
 
-        const std::string device = deviceRow(s.device);
-        const std::string pool = core::poolKey(s.device);
-        std::string site;
-        if (!merged.empty()) {
-            const Frame* chosen = &merged[0];
-            if (siteMode == SiteMode::User) {
-                auto user = std::find_if(merged.begin(), merged.end(), [](const Frame& f) { return f.user; });
-                auto outside = std::find_if(merged.begin(), merged.end(),
-                                            [](const Frame& f) { return !f.allocatorInternal; });
-                chosen = user != merged.end() ? &*user : outside != merged.end() ? &*outside : &merged[0];
-            }
-            site = chosen->text;
-        } else {
-            site = "(no stack)";
-        }
-        std::vector<std::string> stack;
+// Symbolized from the innermost frame out, stopping where nothing further is shown:
+// at main (libc's start-up frames), or at the interpreter loop when Python frames
+// stand in for everything outside it.
+Stack nativeFrames(const core::Aggregator& agg, Symbolizer& symbolizer, uint64_t nativeNode,
+                   bool pythonFollows) {
+    Stack native;
+    for (uint64_t n = nativeNode; n != 0; n = agg.nativeNodes()[n].parent) {
+        native.push_back(nativeFrame(symbolizer, agg.nativeNodes()[n].ip));
+        if (native.back().function == "main" || (pythonFollows && isEvalFrame(native.back())))
+            break;
+    }
+    return native;
+}
+
+// memtool's own frames at the inner end (the torch bridge and the hook that
+// attached it) are how the event was seen, not who asked for the memory.
+void dropMemtoolFrames(Stack& native) {
+    auto ours = std::find_if(native.begin(), native.end(),
+                             [](const Frame& f) { return !core::isMemtoolModule(f.module); });
+    native.erase(native.begin(), ours);
+}
+
+// The Python frames stand where the interpreter's were: the native frames inside
+// the innermost evaluation loop (torch's C++), minus the interpreter's own call
+// plumbing, then the Python stack. The native frames outside it (main,
+// Py_RunMain, ...) say nothing a Python frame does not.
+Stack mergeStacks(Stack native, Stack python) {
+    if (python.empty()) return native;
+    Stack merged;
+    auto eval = std::find_if(native.begin(), native.end(), isEvalFrame);
+    for (auto it = native.begin(); it != eval; ++it)
+        if (eval == native.end() || !core::isInterpreterModule(it->module))
+            merged.push_back(std::move(*it));
+    for (auto& f : python) merged.push_back(std::move(f));
+    return merged;
+}
+
+Stack mergedStack(const core::Aggregator& agg, Symbolizer& symbolizer, const core::StackState& s) {
+    Stack python = pythonFrames(agg, s.pyNode);
+    Stack native = nativeFrames(agg, symbolizer, s.nativeNode, !python.empty());
+    dropMemtoolFrames(native);
+    return mergeStacks(std::move(native), std::move(python));
+}
+
+// The position of the frame a hotspot is named after; none for an empty stack.
+std::optional<size_t> chooseSite(const Stack& stack, SiteMode mode) {
+    if (stack.empty()) return std::nullopt;
+    if (mode == SiteMode::All) return 0;
+    auto user = std::find_if(stack.begin(), stack.end(), [](const Frame& f) { return f.user; });
+    if (user != stack.end()) return static_cast<size_t>(user - stack.begin());
+    auto outside = std::find_if(stack.begin(), stack.end(),
+                                [](const Frame& f) { return !core::isAllocatorModule(f.module); });
+    return outside != stack.end() ? static_cast<size_t>(outside - stack.begin()) : 0;
+}
+
+// ---- tables over all stacks --------------------------------------------------------
+
+// Hotspots, one per (device, stack as printed): stacks that read alike are one
+// hotspot, as trace.json has always had it. Frames are stored once per process.
+class HotspotTable {
+public:
+    void add(const std::string& device, const std::string& pool, const Stack& stack,
+             std::optional<size_t> site, const core::HotspotFigures& figures) {
+        std::vector<std::string> text;
         std::string joined;
-        for (const auto& f : merged) {
-            stack.push_back(f.text);
-            joined += f.text;
+        for (const Frame& f : stack) {
+            text.push_back(core::formatFrame(f));
+            joined += text.back();
             joined += '\n';
         }
-        auto [it, inserted] = hotspotIndex.try_emplace({device, joined}, p.hotspots.size());
+        auto [it, inserted] = index_.try_emplace({device, joined}, hotspots_.size());
         if (inserted) {
             core::Hotspot h;
             h.device = device;
-            h.site = site;
-            h.stack = std::move(stack);
-            p.hotspots.push_back(std::move(h));
+            for (const Frame& f : stack) h.frames.push_back(frames_.intern(f));
+            if (site) h.siteFrame = h.frames[*site];
+            h.site = site ? text[*site] : core::kNoStackSite;
+            h.stack = std::move(text);
+            hotspots_.push_back(std::move(h));
         }
-        core::Hotspot& h = p.hotspots[it->second];
-        core::HotspotFigures& hf = pool.empty() ? h : h.pools[pool];
-        hf.allocatedBytes += s.allocatedBytes;
-        hf.count += s.count;
-        hf.peakBytes += agg.liveAtPeak(s);
-        hf.leakedBytes += s.liveBytes;
+        core::Hotspot& h = hotspots_[it->second];
+        core::HotspotFigures& into = pool.empty() ? h : h.pools[pool];
+        into.allocatedBytes += figures.allocatedBytes;
+        into.count += figures.count;
+        into.peakBytes += figures.peakBytes;
+        into.leakedBytes += figures.leakedBytes;
+    }
 
-        // Lines: every distinct (file, line) of a Python frame or of the user's own
-        // native code with debug info, counted once per stack even under recursion.
+    void moveInto(core::ProcessTrace& p) && {
+        p.frames = std::move(frames_).release();
+        p.hotspots = std::move(hotspots_);
+    }
+
+private:
+    core::FrameTable frames_;
+    std::map<std::pair<std::string, std::string>, size_t>
+        index_;  // (device, stack text) -> hotspot
+    std::vector<core::Hotspot> hotspots_;
+};
+
+// Lines: every distinct (file, line) of a Python frame or of the user's own native
+// code with debug info, counted once per stack even under recursion.
+class LineTable {
+public:
+    void add(const std::string& device, const std::string& pool, const Stack& stack,
+             const core::StackState& s) {
         std::set<std::pair<std::string, uint64_t>> seen;
-        bool selfAssigned = false;
-        for (const Frame& f : merged) {
-            bool lineBearing = !f.file.empty() && f.line > 0 && (f.python || f.user);
-            if (!lineBearing) continue;
-            bool isSelf = !selfAssigned;
-            selfAssigned = true;
+        bool innermost = true;  // the first line-bearing frame owns the bytes ("self")
+        for (const Frame& f : stack) {
+            if (f.file.empty() || f.line == 0 || !(f.isPython() || f.user)) continue;
+            const bool isSelf = innermost;
+            innermost = false;
             if (!seen.insert({f.file, f.line}).second) continue;
-            core::LineStat& l = lines[LineKey{device, f.file, f.line}];
+            core::LineStat& l = rows_[std::make_tuple(device, f.file, f.line)];
             if (l.file.empty()) {
                 l.file = f.file;
                 l.line = f.line;
                 l.function = f.function;
                 l.device = device;
             }
-            core::LineFigures& lf = pool.empty() ? l : l.pools[pool];
-            lf.allocatedBytes += s.allocatedBytes;
-            lf.count += s.count;
-            lf.peakBytes = std::max(lf.peakBytes, s.maxDeviceBytesAtAlloc);
-            if (isSelf) lf.selfAllocatedBytes += s.allocatedBytes;
+            core::LineFigures& into = pool.empty() ? l : l.pools[pool];
+            into.allocatedBytes += s.allocatedBytes;
+            into.count += s.count;
+            into.peakBytes = std::max(into.peakBytes, s.maxDeviceBytesAtAlloc);
+            if (isSelf) into.selfAllocatedBytes += s.allocatedBytes;
         }
     }
-    for (auto& [key, l] : lines) p.lines.push_back(std::move(l));
 
-    p.stream.recordsReceived = agg.recordsReceived();
-    p.stream.allocsReceived = agg.allocsReceived();
-    p.stream.freesReceived = agg.freesReceived();
-    p.stream.unmatchedFrees = agg.unmatchedFrees();
-    p.stream.verified = agg.streamVerified();
-    if (agg.end()) p.stream.missedEvents = agg.end()->missedEvents;
-    if (!outcome.streamError.empty()) {
-        p.incompleteReason = outcome.streamError;
-    } else if (!agg.end()) {
-        p.incompleteReason = outcome.exitSignal
-                                 ? fmt::format("the process was killed by signal {} before its collector could "
-                                               "finish the stream",
-                                               *outcome.exitSignal)
-                                 : "the stream ended without its end record (the process was killed)";
-    } else if (!p.stream.verified) {
-        p.incompleteReason = fmt::format(
-            "the collector counted {} records, {} allocations and {} frees; {}, {} and {} arrived",
-            agg.end()->recordCount, agg.end()->allocCount, agg.end()->freeCount, agg.recordsReceived(),
-            agg.allocsReceived(), agg.freesReceived());
+    // Ordered by device, file, line.
+    std::vector<core::LineStat> rows() && {
+        std::vector<core::LineStat> out;
+        for (auto& [key, l] : rows_) out.push_back(std::move(l));
+        return out;
     }
+
+private:
+    std::map<std::tuple<std::string, std::string, uint64_t>, core::LineStat> rows_;
+};
+
+// ---- the stream --------------------------------------------------------------------
+
+core::StreamCheck streamCheck(const core::Aggregator& agg) {
+    core::StreamCheck c;
+    c.recordsReceived = agg.recordsReceived();
+    c.allocsReceived = agg.allocsReceived();
+    c.freesReceived = agg.freesReceived();
+    c.unmatchedFrees = agg.unmatchedFrees();
+    c.verified = agg.streamVerified();
+    if (agg.end()) c.missedEvents = agg.end()->missedEvents;
+    return c;
+}
+
+// Why the trace may not be whole; empty when it is.
+std::string incompleteReason(const core::Aggregator& agg, const ProcessOutcome& outcome) {
+    if (!outcome.streamError.empty()) return outcome.streamError;
+    if (!agg.end()) {
+        return outcome.exitSignal
+                   ? fmt::format(
+                         "the process was killed by signal {} before its collector could "
+                         "finish the stream",
+                         *outcome.exitSignal)
+                   : "the stream ended without its end record (the process was killed)";
+    }
+    if (!agg.streamVerified()) {
+        return fmt::format(
+            "the collector counted {} records, {} allocations and {} frees; {}, {} and {} arrived",
+            agg.end()->recordCount, agg.end()->allocCount, agg.end()->freeCount,
+            agg.recordsReceived(), agg.allocsReceived(), agg.freesReceived());
+    }
+    return {};
+}
+
+}  // namespace
+
+core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
+                                     const ProcessOutcome& outcome, SiteMode siteMode) {
+    core::ProcessTrace p = processHeader(agg, outcome);
+    p.devices = deviceTotals(agg);
+
+    HotspotTable hotspots;
+    LineTable lines;
+    for (const core::StackState& s : agg.stacks()) {
+        const Stack stack = mergedStack(agg, symbolizer, s);
+        const std::string device = deviceRow(s.device);
+        const std::string pool = core::poolKey(s.device);
+        hotspots.add(
+            device, pool, stack, chooseSite(stack, siteMode),
+            core::HotspotFigures{s.allocatedBytes, s.count, agg.liveAtPeak(s), s.liveBytes});
+        lines.add(device, pool, stack, s);
+    }
+    std::move(hotspots).moveInto(p);
+    p.lines = std::move(lines).rows();
+
+    p.stream = streamCheck(agg);
+    p.incompleteReason = incompleteReason(agg, outcome);
     p.complete = p.incompleteReason.empty();
     if (agg.doubleAllocs() > 0)
-        p.warnings.push_back(fmt::format("{} allocations reused a live address (a free went unseen)",
-                                         agg.doubleAllocs()));
+        p.warnings.push_back(fmt::format(
+            "{} allocations reused a live address (a free went unseen)", agg.doubleAllocs()));
     return p;
 }
 

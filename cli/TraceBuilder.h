@@ -1,7 +1,8 @@
 #pragma once
-// Turns one process's aggregated stream into its trace.json entry: symbolizes
-// native frames, puts Python frames where the interpreter's were, names each
-// hotspot's site and derives the per-line table.
+// Turns one process's aggregated stream into its trace.json entry: device totals,
+// then per stack the native frames (symbolized) with the Python frames put where
+// the interpreter's were, the hotspot's site and the per-line rows; last, whether
+// the stream arrived whole.
 
 #include <optional>
 #include <string>
@@ -11,8 +12,11 @@
 
 namespace memtool::cli {
 
+// A hotspot's site: the innermost frame of the user's own code (falling back to the
+// innermost frame outside the allocator), or the innermost frame of all.
 enum class SiteMode { User, All };
 
+// What the stream cannot say about the process: how it ended, seen from outside.
 struct ProcessOutcome {
     std::optional<int> exitCode;
     std::optional<int> exitSignal;
@@ -22,7 +26,8 @@ struct ProcessOutcome {
 
 class Symbolizer;
 
-// `symbolizer` must know the process's modules (those in agg.modules()).
+// `symbolizer` answers for the process's native return addresses (for the
+// ElfSymbolizer: it knows the modules in agg.modules()).
 core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
                                      const ProcessOutcome& outcome, SiteMode siteMode);
 

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/CommandGuard.h"
 #include "cli/RunCommand.h"
 #include "core/Error.h"
 #include "reporters/Check.h"
@@ -184,30 +185,39 @@ int main(int argc, char** argv) {
         return core::kExitBadInput;
     }
 
-    try {
-        if (runCmd->parsed()) {
-            run.nativeStacks = !noNative;
-            run.pythonStacks = !noPython;
-            run.siteMode = siteMode == "all" ? cli::SiteMode::All : cli::SiteMode::User;
-            if (!run.command.empty() && run.command[0] == "--") run.command.erase(run.command.begin());
-            cli::RunResult r = cli::runCommand(run);
-            if (r.signal) dieLike(r.signal);
-            return r.exitCode;
-        }
-        if (checkCmd->parsed())
-            return checkCommand(checkTrace, limits, baseline, maxIncrease, metric, checkFormat, allowIncomplete,
-                                checkOutput);
-        if (diffCmd->parsed()) return diffCommand(diffBase, diffNew, diffTop, diffFormat);
-        if (reportCmd->parsed()) {
-            reportOptions.sort = reporters::parseSortKey(sort);
-            return reportCommand(tracePath, reportOptions, format, lines, lineOptions);
-        }
-    } catch (const core::Error& e) {
-        std::cerr << "memtool: " << e.what() << '\n';
-        return e.exitCode();
-    } catch (const std::exception& e) {
-        std::cerr << "memtool: internal error: " << e.what() << '\n';
-        return core::kExitRunFailed;
+    // A fault of memtool's own in `run` keeps the code that says the program was not
+    // profiled (125); report, check and diff say it is a bug (70), not bad input.
+    if (runCmd->parsed()) {
+        return cli::runGuarded(
+            [&] {
+                run.nativeStacks = !noNative;
+                run.pythonStacks = !noPython;
+                run.siteMode = siteMode == "all" ? cli::SiteMode::All : cli::SiteMode::User;
+                if (!run.command.empty() && run.command[0] == "--") run.command.erase(run.command.begin());
+                cli::RunResult r = cli::runCommand(run);
+                if (r.signal) dieLike(r.signal);
+                return r.exitCode;
+            },
+            core::kExitRunFailed, std::cerr);
+    }
+    if (checkCmd->parsed()) {
+        return cli::runGuarded(
+            [&] {
+                return checkCommand(checkTrace, limits, baseline, maxIncrease, metric, checkFormat, allowIncomplete,
+                                    checkOutput);
+            },
+            core::kExitInternal, std::cerr);
+    }
+    if (diffCmd->parsed())
+        return cli::runGuarded([&] { return diffCommand(diffBase, diffNew, diffTop, diffFormat); },
+                               core::kExitInternal, std::cerr);
+    if (reportCmd->parsed()) {
+        return cli::runGuarded(
+            [&] {
+                reportOptions.sort = reporters::parseSortKey(sort);
+                return reportCommand(tracePath, reportOptions, format, lines, lineOptions);
+            },
+            core::kExitInternal, std::cerr);
     }
     return 0;
 }

@@ -40,6 +40,13 @@ bool isLibraryModule(const std::string& path) {
            isInterpreterModule(path);
 }
 
+bool isMemtoolModule(const std::string& modulePath) { return startsWith(baseName(modulePath), "libmemtool_"); }
+
+bool isAllocatorModule(const std::string& modulePath) {
+    std::string b = baseName(modulePath);
+    return isMemtoolModule(modulePath) || startsWith(b, "libc.so") || startsWith(b, "libc10.so");
+}
+
 bool isSystemSource(const std::string& file) {
     return startsWith(file, "/usr/include/") || startsWith(file, "/usr/lib/") ||
            startsWith(file, "/usr/local/include/") || startsWith(file, "/usr/local/cuda");

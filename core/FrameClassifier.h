@@ -14,5 +14,11 @@ bool isLibraryModule(const std::string& modulePath);
 bool isSystemSource(const std::string& file);
 // python3.11, libpython3.12.so.1.0, ...
 bool isInterpreterModule(const std::string& modulePath);
+// memtool's own libraries (collector, CUDA injection, torch bridge): how an event
+// was seen, never who asked for the memory.
+bool isMemtoolModule(const std::string& modulePath);
+// The allocation machinery itself: memtool's libraries, libc, libc10. A hotspot
+// with no user frame is named after the first frame outside it.
+bool isAllocatorModule(const std::string& modulePath);
 
 }  // namespace memtool::core

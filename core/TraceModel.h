@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/Frame.h"
+
 namespace memtool::core {
 
 inline constexpr const char* kTraceSchema = "memtool.trace/1";
@@ -53,8 +55,13 @@ struct LineFigures {
 
 struct Hotspot : HotspotFigures {
     std::string device;
+    std::vector<uint32_t> frames;     // ids into ProcessTrace::frames, innermost first
+    std::optional<uint32_t> siteFrame;  // id of the frame the hotspot is named after; none without a stack
+    // The same as text, as trace.json carries it for people and jq: formatFrame()
+    // of each frame, and of the site (kNoStackSite without one). Reporters show
+    // text made from the frames; these are written back as they were read.
     std::string site;
-    std::vector<std::string> stack;               // innermost first
+    std::vector<std::string> stack;
     std::map<std::string, HotspotFigures> pools;  // the same stack in the caching allocator's pools
 };
 
@@ -89,6 +96,7 @@ struct ProcessTrace {
     bool nativeStacks = true;
     bool pythonStacks = true;
     std::map<std::string, DeviceTotals> devices;
+    std::vector<Frame> frames;  // every frame hotspots name, once each (their ids index this)
     std::vector<Hotspot> hotspots;
     std::vector<LineStat> lines;
     StreamCheck stream;

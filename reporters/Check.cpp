@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <regex>
 
@@ -118,7 +119,9 @@ Increase parseIncrease(const std::string& text) {
         static const std::regex decimal(R"(\d+(\.\d+)?)");
         if (!std::regex_match(num, decimal)) usage("bad increase '" + text + "' (use a percentage like 5% or a size)");
         inc.percent = true;
-        inc.value = std::stod(num);
+        // strtod, not stod: a percentage past double's range is bad input, not an exception.
+        inc.value = std::strtod(num.c_str(), nullptr);
+        if (!std::isfinite(inc.value)) usage("bad increase '" + text + "' (use a percentage like 5% or a size)");
         return inc;
     }
     auto bytes = core::parseSize(text);
@@ -189,8 +192,10 @@ std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions&
             uint64_t now = measure(p, which.first, which.second, options.metric);
             const Increase& inc = *options.maxIncrease;
             // Allowed growth in whole bytes, rounded down: 0% allows none at all.
-            long double grow = inc.percent ? static_cast<long double>(was) * inc.value / 100.0L : inc.value;
-            uint64_t allowed = was + static_cast<uint64_t>(std::floor(grow));
+            long double grow = std::floor(inc.percent ? static_cast<long double>(was) * inc.value / 100.0L : inc.value);
+            // A growth past 64 bits allows everything.
+            uint64_t allowed = grow >= static_cast<long double>(UINT64_MAX - was) ? UINT64_MAX
+                                                                                  : was + static_cast<uint64_t>(grow);
             CheckResult r;
             r.kind = "baseline";
             r.device = device;

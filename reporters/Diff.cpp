@@ -11,6 +11,7 @@
 
 #include "core/Error.h"
 #include "core/Units.h"
+#include "reporters/HotspotSelection.h"
 
 namespace memtool::reporters {
 
@@ -30,21 +31,17 @@ const core::ProcessTrace& launched(const core::Trace& t, const char* which) {
 
 }  // namespace
 
-std::string siteIdentity(const std::string& site, const std::string& cwd) {
+std::string siteIdentity(const core::Frame* site, const std::string& cwd) {
     // Python sites keep file:line (a moved line is a different site); native line
     // numbers shift with every rebuild, so a native site is its function.
-    size_t open = site.rfind(" (");
-    if (open == std::string::npos) return site;
-    std::string where = site.substr(open + 2, site.size() - open - 3);
-    size_t colon = where.rfind(':');
-    std::string file = colon == std::string::npos ? where : where.substr(0, colon);
-    if (file.size() < 3 || file.compare(file.size() - 3, 3, ".py") != 0) return site.substr(0, open);
-    std::filesystem::path path = std::filesystem::path(file).lexically_normal();
+    if (!site) return core::kNoStackSite;
+    if (!site->isPython()) return core::frameName(*site);
+    std::filesystem::path path = std::filesystem::path(site->file).lexically_normal();
     if (!cwd.empty()) {
         std::filesystem::path rel = path.lexically_relative(std::filesystem::path(cwd).lexically_normal());
         if (!rel.empty() && *rel.begin() != "..") path = rel;
     }
-    return site.substr(0, open) + " (" + path.string() + where.substr(file.size()) + ")";
+    return fmt::format("{} ({}:{})", core::frameName(*site), path.string(), site->line);
 }
 
 TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t top) {
@@ -74,7 +71,7 @@ TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t
     std::set<std::pair<std::string, std::string>> inBase;
     auto foldSites = [&](const core::ProcessTrace& p, bool base) {
         for (const auto& h : p.hotspots) {
-            auto key = std::make_pair(h.device, siteIdentity(h.site, p.cwd));
+            auto key = std::make_pair(h.device, siteIdentity(siteFrame(p, h), p.cwd));
             auto& s = sites[key];
             s.device = h.device;
             s.site = key.second;

@@ -32,9 +32,10 @@ struct TraceDiff {
     std::vector<SiteDelta> sites;  // grown peak contribution, largest growth first
 };
 
-// The identity a site is matched by across runs. Python files under `cwd` are
-// named relative to it, so two checkouts at different paths still match.
-std::string siteIdentity(const std::string& site, const std::string& cwd);
+// The identity a site is matched by across runs: "function (file:line)" for a
+// Python frame, with a file under `cwd` named relative to it, so two checkouts at
+// different paths still match; "function" for a native frame; kNoStackSite for none.
+std::string siteIdentity(const core::Frame* site, const std::string& cwd);
 
 TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t top);
 void renderDiffText(const TraceDiff& d, std::ostream& out);

@@ -87,13 +87,15 @@ std::string withoutParameters(const std::string& function) {
 }
 }  // namespace
 
-std::string shortFrame(const std::string& frame) {
-    size_t open = frame.rfind(" (");
-    if (open == std::string::npos || frame.back() != ')') return frame;
-    std::string where = frame.substr(open + 2, frame.size() - open - 3);
+std::string shortFrame(const core::Frame& frame) {
+    std::string where = core::frameLocation(frame);
     size_t slash = where.rfind('/');
     std::string file = slash == std::string::npos ? where : where.substr(slash + 1);
-    return withoutParameters(frame.substr(0, open)) + " (" + file + ")";
+    return withoutParameters(core::frameName(frame)) + " (" + file + ")";
+}
+
+const core::Frame* siteFrame(const core::ProcessTrace& p, const core::Hotspot& h) {
+    return h.siteFrame ? &p.frames.at(*h.siteFrame) : nullptr;
 }
 
 }  // namespace memtool::reporters

@@ -34,6 +34,9 @@ std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p, co
 
 // A frame for a table: path cut to the file name, C++ parameters dropped:
 // "f (/a/b/x.py:3)" -> "f (x.py:3)", "ns::g(long) (lib.so)" -> "ns::g (lib.so)".
-std::string shortFrame(const std::string& frame);
+std::string shortFrame(const core::Frame& frame);
+
+// The frame a hotspot is named after, or null when it came with no stack.
+const core::Frame* siteFrame(const core::ProcessTrace& p, const core::Hotspot& h);
 
 }  // namespace memtool::reporters

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -25,11 +26,22 @@ std::vector<std::string> readSource(const std::string& path) {
     return lines;
 }
 
-// The line of `def name` (or `class`, `async def`) at or above `from`, if within reach.
+// `text` matched literally inside a regular expression: a function name comes from
+// the trace, and a trace is input ("f(" must not break the report).
+std::string regexLiteral(const std::string& text) {
+    std::string out;
+    for (char c : text) {
+        if (c != '\0' && std::strchr("\\^$.|?*+()[]{}", c)) out += '\\';
+        out += c;
+    }
+    return out;
+}
+
+// The line of `def name` (or `async def`) at or above `from`, if within reach.
 size_t findDefinition(const std::vector<std::string>& src, size_t from, const std::string& function) {
     std::string last = function.substr(function.rfind('.') == std::string::npos ? 0 : function.rfind('.') + 1);
     if (last.empty() || last[0] == '<') return from;
-    std::regex def(R"(^\s*(async\s+)?def\s+)" + last + R"(\s*\()");
+    std::regex def(R"(^\s*(async\s+)?def\s+)" + regexLiteral(last) + R"(\s*\()");
     for (size_t l = from; l >= 1 && from - l < 500; --l) {
         if (l <= src.size() && std::regex_search(src[l - 1], def)) return l;
     }

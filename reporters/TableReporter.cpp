@@ -22,22 +22,24 @@ std::string exitText(const core::ProcessTrace& p) {
     return "exit status unknown";
 }
 
-// Index of the site in the stack (the frame the hotspot is named after).
-size_t siteIndex(const core::Hotspot& h) {
-    for (size_t i = 0; i < h.stack.size(); ++i)
-        if (h.stack[i] == h.site) return i;
+// Position of the site in the stack (the frame the hotspot is named after).
+size_t sitePosition(const core::Hotspot& h) {
+    for (size_t i = 0; i < h.frames.size(); ++i)
+        if (h.frames[i] == h.siteFrame) return i;
     return 0;
 }
 
 // What the table shows of a hotspot: its site, the nearest named frame the site
 // called (stripped static functions show as ??), and up to three callers.
-std::vector<std::string> shownLines(const core::Hotspot& h) {
-    std::vector<std::string> lines{shortFrame(h.site)};
-    size_t at = siteIndex(h);
+std::vector<std::string> shownLines(const core::ProcessTrace& p, const core::Hotspot& h) {
+    const core::Frame* site = siteFrame(p, h);
+    std::vector<std::string> lines{site ? shortFrame(*site) : core::kNoStackSite};
+    const size_t at = sitePosition(h);
+    auto frame = [&](size_t i) -> const core::Frame& { return p.frames.at(h.frames[i]); };
     size_t via = at;
-    while (via > 0 && (via == at || h.stack[via].rfind("??", 0) == 0)) --via;
-    if (via < at) lines.push_back("via " + shortFrame(h.stack[via]));
-    for (size_t i = at + 1; i < h.stack.size() && i <= at + 3; ++i) lines.push_back("from " + shortFrame(h.stack[i]));
+    while (via > 0 && (via == at || frame(via).isUnnamed())) --via;
+    if (via < at) lines.push_back("via " + shortFrame(frame(via)));
+    for (size_t i = at + 1; i < h.frames.size() && i <= at + 3; ++i) lines.push_back("from " + shortFrame(frame(i)));
     return lines;
 }
 
@@ -54,7 +56,7 @@ std::vector<DisplayRow> displayRows(const core::ProcessTrace& p, const std::stri
     core::ProcessTrace merged;
     for (const auto& h : p.hotspots) {
         if (h.device != device) continue;
-        auto lines = shownLines(h);
+        auto lines = shownLines(p, h);
         auto [it, fresh] = index.try_emplace(lines, rows.size());
         if (fresh) {
             rows.push_back(DisplayRow{h, lines});

@@ -1,18 +1,52 @@
 #include "reporters/TraceJson.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <regex>
 #include <sstream>
+#include <stdexcept>
 
 #include "core/Error.h"
+#include "core/FrameClassifier.h"
+#include "core/FrameTable.h"
 
 namespace memtool::reporters {
 
 using nlohmann::json;
 
 namespace {
+
+// A field that is JSON but not what the schema says (a negative byte count, a
+// frame id past the table): the trace is bad input, like a missing field.
+class MalformedTrace : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// Byte counts, event counts, ids and line numbers: whole numbers, never negative
+// (nlohmann would wrap -1 round to 2^64 - 1 without a word).
+uint64_t unsignedValue(const json& v, const std::string& what) {
+    if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
+        throw MalformedTrace(what + " is " + v.dump() + ", not a whole number >= 0");
+    return v.get<uint64_t>();
+}
+
+uint64_t unsignedField(const json& j, const char* key) { return unsignedValue(j.at(key), std::string("\"") + key + "\""); }
+
+uint64_t optionalUnsigned(const json& j, const char* key) { return j.contains(key) ? unsignedField(j, key) : 0; }
+
+std::optional<int> optionalInt(const json& j, const char* key) {
+    if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+    const json& v = j.at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < std::numeric_limits<int>::min() ||
+        v.get<int64_t>() > std::numeric_limits<int>::max())
+        throw MalformedTrace(std::string("\"") + key + "\" is " + v.dump() + ", not an integer or null");
+    return v.get<int>();
+}
 
 // "active" and "reserved" ride inside their device, hotspot or line entry.
 template <typename Figures, typename ToJson>
@@ -35,12 +69,12 @@ json poolTotalsToJson(const core::PoolTotals& d) {
 
 core::PoolTotals poolTotalsFromJson(const json& j) {
     core::PoolTotals d;
-    d.peakBytes = j.at("peak_bytes").get<uint64_t>();
-    d.currentBytes = j.at("current_bytes").get<uint64_t>();
-    d.allocatedBytes = j.at("allocated_bytes").get<uint64_t>();
-    d.freedBytes = j.at("freed_bytes").get<uint64_t>();
-    d.allocCount = j.at("alloc_count").get<uint64_t>();
-    d.freeCount = j.at("free_count").get<uint64_t>();
+    d.peakBytes = unsignedField(j, "peak_bytes");
+    d.currentBytes = unsignedField(j, "current_bytes");
+    d.allocatedBytes = unsignedField(j, "allocated_bytes");
+    d.freedBytes = unsignedField(j, "freed_bytes");
+    d.allocCount = unsignedField(j, "alloc_count");
+    d.freeCount = unsignedField(j, "free_count");
     d.peakTimeS = j.value("peak_time_s", 0.0);
     return d;
 }
@@ -54,10 +88,10 @@ json hotspotFiguresToJson(const core::HotspotFigures& f) {
 
 core::HotspotFigures hotspotFiguresFromJson(const json& j) {
     core::HotspotFigures f;
-    f.allocatedBytes = j.at("allocated_bytes").get<uint64_t>();
-    f.count = j.at("count").get<uint64_t>();
-    f.peakBytes = j.at("peak_bytes").get<uint64_t>();
-    f.leakedBytes = j.at("leaked_bytes").get<uint64_t>();
+    f.allocatedBytes = unsignedField(j, "allocated_bytes");
+    f.count = unsignedField(j, "count");
+    f.peakBytes = unsignedField(j, "peak_bytes");
+    f.leakedBytes = unsignedField(j, "leaked_bytes");
     return f;
 }
 
@@ -70,10 +104,10 @@ json lineFiguresToJson(const core::LineFigures& f) {
 
 core::LineFigures lineFiguresFromJson(const json& j) {
     core::LineFigures f;
-    f.peakBytes = j.at("peak_bytes").get<uint64_t>();
-    f.allocatedBytes = j.at("allocated_bytes").get<uint64_t>();
-    f.selfAllocatedBytes = j.at("self_allocated_bytes").get<uint64_t>();
-    f.count = j.at("count").get<uint64_t>();
+    f.peakBytes = unsignedField(j, "peak_bytes");
+    f.allocatedBytes = unsignedField(j, "allocated_bytes");
+    f.selfAllocatedBytes = unsignedField(j, "self_allocated_bytes");
+    f.count = unsignedField(j, "count");
     return f;
 }
 
@@ -92,6 +126,118 @@ core::DeviceTotals deviceFromJson(const json& j) {
     return d;
 }
 
+json frameToJson(const core::Frame& f) {
+    json j = {{"kind", f.isPython() ? "python" : "native"},
+              {"function", f.function},
+              {"file", f.file},
+              {"line", f.line},
+              {"user", f.user}};
+    if (!f.isPython()) j["module"] = f.module;
+    if (f.isUnnamed()) j["offset"] = f.offset;
+    return j;
+}
+
+core::Frame frameFromJson(const json& j) {
+    core::Frame f;
+    const std::string kind = j.at("kind").get<std::string>();
+    if (kind != "python" && kind != "native") throw MalformedTrace("unknown frame kind '" + kind + "'");
+    f.kind = kind == "python" ? core::FrameKind::Python : core::FrameKind::Native;
+    f.function = j.at("function").get<std::string>();
+    f.file = j.at("file").get<std::string>();
+    f.line = unsignedField(j, "line");
+    f.user = j.at("user").get<bool>();
+    f.module = j.value("module", std::string());
+    f.offset = optionalUnsigned(j, "offset");
+    return f;
+}
+
+// A frame as memtool wrote it before trace.json kept frames, as text only:
+// "function (file:line)", "function (module)" or "?? (module+0x1a)" (what
+// core::formatFrame writes). The one place that reads a frame back from text. A
+// file ending in ".py" makes a Python frame, as those memtools told them apart;
+// a module is known by its file name only.
+core::Frame parseLegacyFrame(const std::string& text) {
+    core::Frame f;
+    const size_t open = text.rfind(" (");
+    if (open == std::string::npos || text.back() != ')') {
+        f.function = text;
+        return f;
+    }
+    f.function = text.substr(0, open);
+    const std::string where = text.substr(open + 2, text.size() - open - 3);
+    // Digit counts keep both numbers within 64 bits.
+    static const std::regex unnamed(R"((.*)\+0x([0-9a-f]{1,16}))"), sourceLine(R"((.*):(\d{1,19}))");
+    auto number = [](const std::ssub_match& digits, int base) {
+        uint64_t v = 0;
+        const char* first = &*digits.first;
+        std::from_chars(first, first + digits.length(), v, base);
+        return v;
+    };
+    std::smatch m;
+    if (f.function == "??" && std::regex_match(where, m, unnamed)) {
+        f.module = m[1] == "?" ? "" : m[1].str();
+        f.offset = number(m[2], 16);
+    } else if (std::regex_match(where, m, sourceLine)) {
+        f.file = m[1];
+        f.line = number(m[2], 10);
+        const bool python = f.file.size() >= 3 && f.file.compare(f.file.size() - 3, 3, ".py") == 0;
+        f.kind = python ? core::FrameKind::Python : core::FrameKind::Native;
+        f.user = python && !core::isLibraryPythonFile(f.file);
+    } else {
+        f.module = where == "?" ? "" : where;
+    }
+    if (!f.isPython() && f.function == "??") f.function.clear();
+    return f;
+}
+
+uint32_t frameId(const json& id, size_t tableSize) {
+    const uint64_t v = unsignedValue(id, "a frame id");
+    if (v >= tableSize)
+        throw MalformedTrace("frame id " + std::to_string(v) + " is not in the frames table (" +
+                             std::to_string(tableSize) + " frames)");
+    return static_cast<uint32_t>(v);
+}
+
+// `frames` holds the process's table as read; hotspots from an older memtool
+// (no "frames" of their own) add the frames parsed from their text to it.
+core::Hotspot hotspotFromJson(const json& j, core::FrameTable& frames, size_t tableSize) {
+    core::Hotspot h;
+    h.device = j.at("device").get<std::string>();
+    h.site = j.at("site").get<std::string>();
+    h.stack = j.at("stack").get<std::vector<std::string>>();
+    if (j.contains("frames")) {
+        for (const json& id : j.at("frames")) h.frames.push_back(frameId(id, tableSize));
+        if (!j.at("site_frame").is_null()) h.siteFrame = frameId(j.at("site_frame"), tableSize);
+    } else {
+        for (const std::string& text : h.stack) h.frames.push_back(frames.intern(parseLegacyFrame(text)));
+        if (h.site != core::kNoStackSite) h.siteFrame = frames.intern(parseLegacyFrame(h.site));
+    }
+    static_cast<core::HotspotFigures&>(h) = hotspotFiguresFromJson(j);
+    poolsFromJson(j, h.pools, hotspotFiguresFromJson);
+    return h;
+}
+
+json lineToJson(const core::LineStat& l) {
+    json e = lineFiguresToJson(l);
+    e["file"] = l.file;
+    e["line"] = l.line;
+    e["function"] = l.function;
+    e["device"] = l.device;
+    poolsToJson(e, l.pools, lineFiguresToJson);
+    return e;
+}
+
+core::LineStat lineFromJson(const json& j) {
+    core::LineStat l;
+    l.file = j.at("file").get<std::string>();
+    l.line = unsignedField(j, "line");
+    l.function = j.at("function").get<std::string>();
+    l.device = j.at("device").get<std::string>();
+    static_cast<core::LineFigures&>(l) = lineFiguresFromJson(j);
+    poolsFromJson(j, l.pools, lineFiguresFromJson);
+    return l;
+}
+
 }  // namespace
 
 json hotspotToJson(const core::Hotspot& h) {
@@ -99,6 +245,8 @@ json hotspotToJson(const core::Hotspot& h) {
     e["device"] = h.device;
     e["site"] = h.site;
     e["stack"] = h.stack;
+    e["frames"] = h.frames;
+    e["site_frame"] = h.siteFrame ? json(*h.siteFrame) : json(nullptr);
     poolsToJson(e, h.pools, hotspotFiguresToJson);
     return e;
 }
@@ -108,20 +256,12 @@ namespace {
 json processToJson(const core::ProcessTrace& p) {
     json devices = json::object();
     for (const auto& [name, d] : p.devices) devices[name] = deviceToJson(d);
+    json frames = json::array();
+    for (const auto& f : p.frames) frames.push_back(frameToJson(f));
     json hotspots = json::array();
-    for (const auto& h : p.hotspots) {
-        hotspots.push_back(hotspotToJson(h));
-    }
+    for (const auto& h : p.hotspots) hotspots.push_back(hotspotToJson(h));
     json lines = json::array();
-    for (const auto& l : p.lines) {
-        json e = lineFiguresToJson(l);
-        e["file"] = l.file;
-        e["line"] = l.line;
-        e["function"] = l.function;
-        e["device"] = l.device;
-        poolsToJson(e, l.pools, lineFiguresToJson);
-        lines.push_back(std::move(e));
-    }
+    for (const auto& l : p.lines) lines.push_back(lineToJson(l));
     json j = {{"pid", p.pid},
               {"ppid", p.ppid},
               {"command", p.command},
@@ -134,6 +274,7 @@ json processToJson(const core::ProcessTrace& p) {
               {"native_stacks", p.nativeStacks},
               {"python_stacks", p.pythonStacks},
               {"devices", devices},
+              {"frames", frames},
               {"hotspots", hotspots},
               {"lines", lines},
               {"stream",
@@ -154,44 +295,32 @@ core::ProcessTrace processFromJson(const json& j) {
     p.ppid = j.value("ppid", int64_t{0});
     p.command = j.at("command").get<std::vector<std::string>>();
     p.cwd = j.value("cwd", std::string());
-    if (j.contains("exit_code") && !j["exit_code"].is_null()) p.exitCode = j["exit_code"].get<int>();
-    if (j.contains("exit_signal") && !j["exit_signal"].is_null()) p.exitSignal = j["exit_signal"].get<int>();
+    p.exitCode = optionalInt(j, "exit_code");
+    p.exitSignal = optionalInt(j, "exit_signal");
     p.complete = j.at("complete").get<bool>();
     p.incompleteReason = j.value("incomplete_reason", std::string());
     p.durationS = j.at("duration_s").get<double>();
-    p.maxRssBytes = j.value("max_rss_bytes", uint64_t{0});
+    p.maxRssBytes = optionalUnsigned(j, "max_rss_bytes");
     p.nativeStacks = j.value("native_stacks", true);
     p.pythonStacks = j.value("python_stacks", true);
     for (const auto& [name, d] : j.at("devices").items()) p.devices[name] = deviceFromJson(d);
-    for (const auto& h : j.at("hotspots")) {
-        core::Hotspot s;
-        s.device = h.at("device").get<std::string>();
-        s.site = h.at("site").get<std::string>();
-        s.stack = h.at("stack").get<std::vector<std::string>>();
-        static_cast<core::HotspotFigures&>(s) = hotspotFiguresFromJson(h);
-        poolsFromJson(h, s.pools, hotspotFiguresFromJson);
-        p.hotspots.push_back(std::move(s));
-    }
-    if (j.contains("lines")) {
-        for (const auto& l : j["lines"]) {
-            core::LineStat s;
-            s.file = l.at("file").get<std::string>();
-            s.line = l.at("line").get<uint64_t>();
-            s.function = l.at("function").get<std::string>();
-            s.device = l.at("device").get<std::string>();
-            static_cast<core::LineFigures&>(s) = lineFiguresFromJson(l);
-            poolsFromJson(l, s.pools, lineFiguresFromJson);
-            p.lines.push_back(std::move(s));
-        }
-    }
+    std::vector<core::Frame> table;
+    if (j.contains("frames"))
+        for (const auto& f : j.at("frames")) table.push_back(frameFromJson(f));
+    const size_t tableSize = table.size();
+    core::FrameTable frames(std::move(table));
+    for (const auto& h : j.at("hotspots")) p.hotspots.push_back(hotspotFromJson(h, frames, tableSize));
+    p.frames = std::move(frames).release();
+    if (j.contains("lines"))
+        for (const auto& l : j["lines"]) p.lines.push_back(lineFromJson(l));
     if (j.contains("stream")) {
         const json& s = j["stream"];
         p.stream.verified = s.value("verified", false);
-        p.stream.recordsReceived = s.value("records", uint64_t{0});
-        p.stream.allocsReceived = s.value("allocs", uint64_t{0});
-        p.stream.freesReceived = s.value("frees", uint64_t{0});
-        p.stream.unmatchedFrees = s.value("unmatched_frees", uint64_t{0});
-        p.stream.missedEvents = s.value("missed_events", uint64_t{0});
+        p.stream.recordsReceived = optionalUnsigned(s, "records");
+        p.stream.allocsReceived = optionalUnsigned(s, "allocs");
+        p.stream.freesReceived = optionalUnsigned(s, "frees");
+        p.stream.unmatchedFrees = optionalUnsigned(s, "unmatched_frees");
+        p.stream.missedEvents = optionalUnsigned(s, "missed_events");
     }
     if (j.contains("warnings")) p.warnings = j["warnings"].get<std::vector<std::string>>();
     return p;
@@ -220,10 +349,12 @@ core::Trace traceFromJson(const json& j, const std::string& origin) {
         core::Trace t;
         t.schema = schema;
         t.memtoolVersion = j.value("memtool_version", std::string());
-        t.cliMaxRssBytes = j.value("cli_max_rss_bytes", uint64_t{0});
+        t.cliMaxRssBytes = optionalUnsigned(j, "cli_max_rss_bytes");
         for (const auto& p : j.at("processes")) t.processes.push_back(processFromJson(p));
         return t;
     } catch (const json::exception& e) {
+        throw core::Error(core::kExitBadInput, origin + ": malformed trace: " + e.what());
+    } catch (const MalformedTrace& e) {
         throw core::Error(core::kExitBadInput, origin + ": malformed trace: " + e.what());
     }
 }

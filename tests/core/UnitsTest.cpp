@@ -54,13 +54,17 @@ TEST(FrameClassifier, TellsUserCodeFromLibraries) {
 }
 
 #include "reporters/HotspotSelection.h"
+#include "tests/TestFrames.h"
 
 TEST(Report, ShortFrames) {
     using memtool::reporters::shortFrame;
-    EXPECT_EQ(shortFrame("inner (/home/me/train.py:11)"), "inner (train.py:11)");
-    EXPECT_EQ(shortFrame("at::_ops::empty::call(c10::ArrayRef<long>, bool) (libtorch_cpu.so.1.13)"),
+    using memtool::testing::nativeFrame;
+    using memtool::testing::pythonFrame;
+    EXPECT_EQ(shortFrame(pythonFrame("inner", "/home/me/train.py", 11)), "inner (train.py:11)");
+    EXPECT_EQ(shortFrame(nativeFrame("at::_ops::empty::call(c10::ArrayRef<long>, bool)", "/usr/lib/libtorch_cpu.so.1.13")),
               "at::_ops::empty::call (libtorch_cpu.so.1.13)");
-    EXPECT_EQ(shortFrame("Functor::operator()(int) const (/src/a.cpp:3)"), "Functor::operator() (a.cpp:3)");
-    EXPECT_EQ(shortFrame("?? (libtorch_python.so+0x48a99c)"), "?? (libtorch_python.so+0x48a99c)");
-    EXPECT_EQ(shortFrame("(no stack)"), "(no stack)");
+    EXPECT_EQ(shortFrame(nativeFrame("Functor::operator()(int) const", "/src/app", "/src/a.cpp", 3)),
+              "Functor::operator() (a.cpp:3)");
+    EXPECT_EQ(shortFrame(nativeFrame("", "/usr/lib/libtorch_python.so", "", 0, 0x48a99c)),
+              "?? (libtorch_python.so+0x48a99c)");
 }

@@ -76,3 +76,53 @@ TEST(Cli, ReportRendersTextAndJson) {
               std::string::npos)
         << lines.out;
 }
+
+namespace {
+// A one-process trace whose cpu row and one line row are given.
+std::string traceWith(const std::string& cpu, const std::string& line = "") {
+    return write(R"json({"schema": "memtool.trace/1", "processes": [{"pid": 1, "command": ["x"], "complete": true,
+        "duration_s": 1.0, "devices": {"cpu": )json" + cpu + R"json(}, "hotspots": [], "lines": [)json" + line + "]}]}");
+}
+const char* const kCpu = R"json({"peak_bytes": 10, "current_bytes": 0, "allocated_bytes": 10, "freed_bytes": 10,
+    "alloc_count": 1, "free_count": 1})json";
+}  // namespace
+
+TEST(Cli, MalformedFieldsAreBadInput) {
+    std::string negative = traceWith(R"json({"peak_bytes": -1, "current_bytes": 0, "allocated_bytes": 0,
+        "freed_bytes": 0, "alloc_count": 0, "free_count": 0})json");
+    for (const char* command : {"report", "diff"}) {
+        std::vector<std::string> argv{MEMTOOL_BIN, command, negative};
+        if (std::string(command) == "diff") argv.push_back(negative);
+        Outcome o = run(argv);
+        EXPECT_EQ(o.exitCode, 2) << command;
+        EXPECT_EQ(o.err, "memtool: " + negative + ": malformed trace: \"peak_bytes\" is -1, not a whole number >= 0\n");
+    }
+    std::string badFrame = write(R"json({"schema": "memtool.trace/1", "processes": [{"pid": 1, "command": ["x"],
+        "complete": true, "duration_s": 1.0, "devices": {}, "frames": [], "hotspots": [{"device": "cpu",
+        "site": "f (a.py:1)", "stack": ["f (a.py:1)"], "frames": [0], "site_frame": 0, "allocated_bytes": 1,
+        "count": 1, "peak_bytes": 0, "leaked_bytes": 0}]}]})json");
+    Outcome check = run({MEMTOOL_BIN, "check", badFrame, "--max-peak", "cpu=1"});
+    EXPECT_EQ(check.exitCode, 2);
+    EXPECT_EQ(check.err,
+              "memtool: " + badFrame + ": malformed trace: frame id 0 is not in the frames table (0 frames)\n");
+}
+
+// Two inputs that used to escape as exceptions and end as "internal error" with 125.
+TEST(Cli, OddButValidInputIsNoInternalError) {
+    std::string t = traceWith(kCpu);
+    // A percentage past a double's range.
+    std::string huge = std::string(400, '9') + "%";
+    Outcome increase = run({MEMTOOL_BIN, "check", t, "--baseline", t, "--max-increase", huge});
+    EXPECT_EQ(increase.exitCode, 2);
+    EXPECT_EQ(increase.err, "memtool: bad increase '" + huge + "' (use a percentage like 5% or a size)\n");
+    // A function name that is no Python identifier: the line report renders it.
+    std::string odd = traceWith(kCpu, R"json({"file": "/nonexistent/a.py", "line": 2, "function": "f(", "device": "cpu",
+        "peak_bytes": 10, "allocated_bytes": 10, "self_allocated_bytes": 10, "count": 1})json");
+    Outcome lines = run({MEMTOOL_BIN, "report", odd, "--lines", "--all-files"});
+    EXPECT_EQ(lines.exitCode, 0) << lines.err;
+    EXPECT_EQ(lines.out,
+              "\n## f( — /nonexistent/a.py [cpu] (pid 1)\n"
+              "  Line          Peak     Allocated    Self alloc    Count  Code\n"
+              "        (source not found; line numbers only)\n"
+              "     2          10 B          10 B          10 B        1  \n");
+}

@@ -1,4 +1,4 @@
-#include "cli/Symbolizer.h"
+#include "cli/ElfSymbolizer.h"
 
 #include <cxxabi.h>
 #include <dwarf.h>
@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 
 namespace memtool::cli {
 
@@ -68,11 +69,11 @@ const Dwfl_Callbacks kCallbacks = {
 
 }  // namespace
 
-struct Symbolizer::Impl {
+struct ElfSymbolizer::Impl {
     Dwfl* dwfl = nullptr;
     std::vector<core::ModuleRecord> modules;
     std::vector<bool> reported;  // per module: handed to libdw yet?
-    std::unordered_map<uint64_t, NativeFrame> cache;
+    std::unordered_map<uint64_t, core::Frame> cache;
 
     // A process maps hundreds of objects and a stack touches a few: open only those.
     void report(const core::ModuleRecord* m) {
@@ -93,25 +94,25 @@ struct Symbolizer::Impl {
     }
 };
 
-Symbolizer::Symbolizer() : impl_(std::make_unique<Impl>()) { impl_->dwfl = dwfl_begin(&kCallbacks); }
+ElfSymbolizer::ElfSymbolizer() : impl_(std::make_unique<Impl>()) { impl_->dwfl = dwfl_begin(&kCallbacks); }
 
-Symbolizer::Symbolizer(const std::vector<core::ModuleRecord>& modules) : Symbolizer() {
+ElfSymbolizer::ElfSymbolizer(const std::vector<core::ModuleRecord>& modules) : ElfSymbolizer() {
     for (const auto& m : modules) addModule(m);
 }
 
-void Symbolizer::addModule(const core::ModuleRecord& module) {
+void ElfSymbolizer::addModule(const core::ModuleRecord& module) {
     impl_->modules.push_back(module);
     impl_->reported.push_back(false);
 }
 
-Symbolizer::~Symbolizer() {
+ElfSymbolizer::~ElfSymbolizer() {
     if (impl_->dwfl) dwfl_end(impl_->dwfl);
 }
 
-const NativeFrame& Symbolizer::symbolize(uint64_t ip) {
+const core::Frame& ElfSymbolizer::symbolize(uint64_t ip) {
     auto it = impl_->cache.find(ip);
     if (it != impl_->cache.end()) return it->second;
-    NativeFrame f;
+    core::Frame f;  // native
     uint64_t pc = ip - 1;
     if (const core::ModuleRecord* m = impl_->moduleOf(pc)) {
         f.module = m->path;

@@ -1,0 +1,59 @@
+#pragma once
+// One collector's stream, folded as it arrives: bytes -> StreamDecoder ->
+// Aggregator. Native frames are symbolized as their nodes arrive, on the CLI's
+// own core while the target runs, so only the trace is left to write once it exits.
+//
+// The socket is a stream socket and so two-way: the control plane (`memtool ctl`
+// commands forwarded to one process's collector) would write its commands here,
+// and the replies would arrive among the records.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cli/ElfSymbolizer.h"
+#include "core/Aggregator.h"
+#include "core/StreamDecoder.h"
+
+namespace memtool::cli {
+
+class CollectorConnection {
+public:
+    explicit CollectorConnection(int fd);  // takes the accepted socket
+    ~CollectorConnection();
+    CollectorConnection(const CollectorConnection&) = delete;
+    CollectorConnection& operator=(const CollectorConnection&) = delete;
+
+    int fd() const { return fd_; }
+    bool open() const { return fd_ >= 0; }
+
+    // Reads what has arrived (one read into `buffer`) and folds it. The connection
+    // closes at the end of the stream, on a read error or on bytes that can never
+    // be a stream; error() says which of the last two.
+    void readAvailable(std::vector<uint8_t>& buffer);
+
+    const core::Aggregator& aggregator() const { return aggregator_; }
+    // Knows every module and node received so far.
+    ElfSymbolizer& symbolizer();
+    // Why the stream broke; empty when it ended (or runs) normally.
+    const std::string& error() const { return error_; }
+    // From accept to close, or to now while open.
+    double connectedS() const;
+
+private:
+    void symbolizeNew();
+    void close();
+
+    int fd_;
+    core::Aggregator aggregator_;
+    core::StreamDecoder decoder_{aggregator_};
+    ElfSymbolizer symbolizer_;
+    size_t modulesSeen_ = 0;
+    size_t nodesSeen_ = 1;  // node 0 is the root
+    std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point closed_;
+    std::string error_;
+};
+
+}  // namespace memtool::cli

@@ -1,0 +1,88 @@
+#include "cli/Launcher.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/Error.h"
+
+extern char** environ;
+
+namespace memtool::cli {
+
+namespace {
+
+// memtool's environment with `changes` applied, as "NAME=VALUE" entries.
+std::vector<std::string> environmentFor(const std::vector<EnvVariable>& changes) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) env.emplace_back(*e);
+    for (const EnvVariable& v : changes) {
+        const std::string prefix = v.name + "=";
+        auto same = [&](const std::string& e) { return e.compare(0, prefix.size(), prefix) == 0; };
+        auto it = std::find_if(env.begin(), env.end(), same);
+        if (it == env.end())
+            env.push_back(prefix + v.value);
+        else if (!v.keepExisting)
+            *it = prefix + v.value;
+    }
+    return env;
+}
+
+std::vector<char*> pointers(const std::vector<std::string>& strings) {
+    std::vector<char*> out;
+    for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+    out.push_back(nullptr);
+    return out;
+}
+
+// In the child: only async-signal-safe calls from here on (the parent built every string).
+[[noreturn]] void execChild(char* const* argv, char* const* envp, const sigset_t& mask,
+                            int errorPipe) {
+    sigprocmask(SIG_SETMASK, &mask, nullptr);
+    execvpe(argv[0], argv, envp);
+    int err = errno;
+    ssize_t ignored = write(errorPipe, &err, sizeof err);
+    (void)ignored;
+    _exit(err == ENOENT ? core::kExitNotFound : core::kExitNotExecutable);
+}
+
+}  // namespace
+
+TargetProcess launchTarget(const std::vector<std::string>& command,
+                           const std::vector<EnvVariable>& environment, const sigset_t& childMask) {
+    const std::vector<std::string> env = environmentFor(environment);
+    const std::vector<char*> argv = pointers(command), envp = pointers(env);
+    int pipeFds[2];
+    if (pipe2(pipeFds, O_CLOEXEC) != 0)
+        throw core::Error(core::kExitRunFailed, std::string("pipe: ") + std::strerror(errno));
+    const auto started = TargetProcess::Clock::now();
+    pid_t child = fork();
+    if (child < 0) {
+        int err = errno;
+        close(pipeFds[0]);
+        close(pipeFds[1]);
+        throw core::Error(core::kExitRunFailed, std::string("fork: ") + std::strerror(err));
+    }
+    if (child == 0) execChild(argv.data(), envp.data(), childMask, pipeFds[1]);
+    close(pipeFds[1]);
+    // The pipe closes on a successful exec (nothing read) or carries exec's errno.
+    int execErrno = 0;
+    ssize_t got;
+    do {
+        got = read(pipeFds[0], &execErrno, sizeof execErrno);
+    } while (got < 0 && errno == EINTR);
+    close(pipeFds[0]);
+    if (got == sizeof execErrno) {
+        int status;
+        waitpid(child, &status, 0);
+        throw core::Error(execErrno == ENOENT ? core::kExitNotFound : core::kExitNotExecutable,
+                          "cannot run '" + command[0] + "': " + std::strerror(execErrno));
+    }
+    return TargetProcess(child, started);
+}
+
+}  // namespace memtool::cli

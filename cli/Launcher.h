@@ -1,0 +1,28 @@
+#pragma once
+// Starting the program to profile: fork, then in the child the signal mask memtool
+// started with and exec with the environment given. An exec that fails sends its
+// errno back through a close-on-exec pipe, so "not found" (127) and "not
+// executable" (126) are memtool's own errors, raised before it waits for a stream
+// that will never come.
+
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include "cli/TargetProcess.h"
+
+namespace memtool::cli {
+
+// One variable of the target's environment, set over memtool's own.
+struct EnvVariable {
+    std::string name;
+    std::string value;
+    bool keepExisting = false;  // a value already in the environment wins
+};
+
+// Throws core::Error: 127 (not found), 126 (not executable), 125 (no pipe, no fork).
+TargetProcess launchTarget(const std::vector<std::string>& command,
+                           const std::vector<EnvVariable>& environment, const sigset_t& childMask);
+
+}  // namespace memtool::cli

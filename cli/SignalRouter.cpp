@@ -1,0 +1,52 @@
+#include "cli/SignalRouter.h"
+
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "cli/EventLoop.h"
+#include "cli/TargetProcess.h"
+#include "core/Error.h"
+
+namespace memtool::cli {
+
+SignalRouter::SignalRouter() {
+    sigemptyset(&handled_);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD})
+        sigaddset(&handled_, s);
+    sigprocmask(SIG_BLOCK, &handled_, &original_);
+    fd_ = signalfd(-1, &handled_, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (fd_ < 0) {
+        int err = errno;
+        sigprocmask(SIG_SETMASK, &original_, nullptr);
+        throw core::Error(core::kExitRunFailed, std::string("signalfd: ") + std::strerror(err));
+    }
+}
+
+SignalRouter::~SignalRouter() {
+    close(fd_);
+    sigprocmask(SIG_SETMASK, &original_, nullptr);
+}
+
+void SignalRouter::attach(EventLoop& loop, TargetProcess& target) {
+    loop.watch(fd_, [this, &target] { route(target); });
+}
+
+void SignalRouter::route(TargetProcess& target) {
+    signalfd_siginfo si;
+    while (read(fd_, &si, sizeof si) == sizeof si) {
+        const int sig = static_cast<int>(si.ssi_signo);
+        if (sig == SIGCHLD) {
+            target.reapIfExited();
+        } else if (si.ssi_code != SI_KERNEL) {
+            // A terminal's Ctrl-C already went to the whole foreground group
+            // (SI_KERNEL); anything sent to memtool alone is passed on.
+            target.forward(sig);
+        }
+    }
+}
+
+}  // namespace memtool::cli

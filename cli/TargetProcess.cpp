@@ -1,0 +1,50 @@
+#include "cli/TargetProcess.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+namespace memtool::cli {
+
+namespace {
+double secondsBetween(TargetProcess::Clock::time_point from, TargetProcess::Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+}
+}  // namespace
+
+void TargetProcess::reaped(int status) {
+    exited_ = true;
+    status_ = status;
+    exitedAt_ = Clock::now();
+}
+
+void TargetProcess::reapIfExited() {
+    int status = 0;
+    if (!exited_ && wait4(pid_, &status, WNOHANG, &usage_) == pid_) reaped(status);
+}
+
+void TargetProcess::waitForExit() {
+    int status = 0;
+    if (!exited_ && wait4(pid_, &status, 0, &usage_) == pid_) reaped(status);
+}
+
+void TargetProcess::forward(int signal) {
+    if (!exited_) kill(pid_, signal);
+}
+
+double TargetProcess::secondsSinceExit() const {
+    return exited_ ? secondsBetween(exitedAt_, Clock::now()) : 0;
+}
+
+ProcessOutcome TargetProcess::outcome() const {
+    ProcessOutcome o;
+    if (WIFEXITED(status_)) o.exitCode = WEXITSTATUS(status_);
+    if (WIFSIGNALED(status_)) o.exitSignal = WTERMSIG(status_);
+    o.durationS = secondsBetween(started_, exitedAt_);
+    return o;
+}
+
+uint64_t TargetProcess::maxRssBytes() const {
+    return static_cast<uint64_t>(usage_.ru_maxrss) * 1024;
+}  // KiB on Linux
+
+}  // namespace memtool::cli

@@ -1,0 +1,49 @@
+#pragma once
+// The program `memtool run` launched, from fork to reaping. It is reaped with
+// wait4 on its own pid (when SIGCHLD says it changed), which also gives its peak
+// resident memory. Once reaped its pid may name another process, so nothing is
+// sent to it any more.
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+
+#include "cli/TraceBuilder.h"
+
+namespace memtool::cli {
+
+class TargetProcess {
+public:
+    using Clock = std::chrono::steady_clock;
+
+    TargetProcess(pid_t pid, Clock::time_point started) : pid_(pid), started_(started) {}
+
+    pid_t pid() const { return pid_; }
+    bool exited() const { return exited_; }
+
+    // Reaps it if it has exited; never blocks.
+    void reapIfExited();
+    // Blocks until it has exited.
+    void waitForExit();
+    // Sends `signal` to it while it runs.
+    void forward(int signal);
+
+    double secondsSinceExit() const;
+    // How it ended: exit code or signal, and the time from fork to exit.
+    ProcessOutcome outcome() const;
+    uint64_t maxRssBytes() const;
+
+private:
+    void reaped(int status);
+
+    pid_t pid_;
+    Clock::time_point started_;
+    Clock::time_point exitedAt_;
+    bool exited_ = false;
+    int status_ = 0;
+    rusage usage_{};
+};
+
+}  // namespace memtool::cli

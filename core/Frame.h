@@ -1,0 +1,47 @@
+#pragma once
+// One frame of a call stack as the trace keeps it: structured, so that reporters
+// never parse text back into frames. formatFrame() is the one text form of a
+// frame: trace.json's `site` and `stack` strings and the reports all use it.
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+
+namespace memtool::core {
+
+enum class FrameKind : uint8_t { Python, Native };
+
+struct Frame {
+    FrameKind kind = FrameKind::Native;
+    std::string function;  // Python: co_qualname; native: demangled, empty when unknown
+    std::string file;      // source file; native: from debug info, empty without it
+    uint64_t line = 0;     // 0: unknown
+    std::string module;    // native: path of the ELF object, empty when unknown
+    // Native frames without a function name only: the address relative to the
+    // module's load bias (what `addr2line -e MODULE` takes). 0 otherwise, so that
+    // one function's call sites stay one frame.
+    uint64_t offset = 0;
+    bool user = false;  // the user's own code, not a library's (core/FrameClassifier)
+
+    bool isPython() const { return kind == FrameKind::Python; }
+    // A native frame no symbol names (a stripped static function, JIT code).
+    bool isUnnamed() const { return kind == FrameKind::Native && function.empty(); }
+
+    auto identity() const { return std::tie(kind, function, file, line, module, offset, user); }
+    friend bool operator==(const Frame& a, const Frame& b) { return a.identity() == b.identity(); }
+    friend bool operator<(const Frame& a, const Frame& b) { return a.identity() < b.identity(); }
+};
+
+// What a frame is called in text: the function, "??" for an unnamed native frame.
+std::string frameName(const Frame& f);
+// Where it is: "file:line" when the source line is known, else the module's file
+// name ("libtorch_cpu.so"), with "+0x1a" for an unnamed frame; "?" for an unknown module.
+std::string frameLocation(const Frame& f);
+// "name (location)": "step (/home/me/train.py:7)", "at::empty(...) (libtorch_cpu.so)",
+// "?? (libtorch_python.so+0x48a99c)".
+std::string formatFrame(const Frame& f);
+
+// A hotspot's site when the allocation came with no stack at all.
+inline constexpr const char* kNoStackSite = "(no stack)";
+
+}  // namespace memtool::core

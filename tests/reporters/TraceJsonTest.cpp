@@ -1,0 +1,180 @@
+// trace.json's frames: written as a per-process table plus ids, read back into the
+// same model; a trace from before the table read from its text; malformed fields
+// refused as bad input (exit 2), never as an escaping exception.
+#include <gtest/gtest.h>
+
+#include "core/Error.h"
+#include "reporters/TraceJson.h"
+#include "tests/TestFrames.h"
+
+using namespace memtool;
+using memtool::testing::nativeFrame;
+using memtool::testing::pythonFrame;
+using nlohmann::json;
+
+namespace {
+
+core::Trace traceWithFrames() {
+    core::ProcessTrace p;
+    p.pid = 7;
+    p.command = {"python3", "t.py"};
+    p.complete = true;
+    p.frames = {nativeFrame("c10::alloc_cpu(unsigned long)", "/usr/lib/libc10.so"),
+                nativeFrame("", "/usr/lib/libtorch_python.so", "", 0, 0x1a),
+                pythonFrame("step", "/src/t.py", 3, true)};
+    core::Hotspot h;
+    h.device = "cpu";
+    h.frames = {0, 1, 2};
+    h.siteFrame = 2;
+    h.site = "step (/src/t.py:3)";
+    h.stack = {"c10::alloc_cpu(unsigned long) (libc10.so)", "?? (libtorch_python.so+0x1a)",
+               "step (/src/t.py:3)"};
+    h.allocatedBytes = 10;
+    h.count = 1;
+    p.hotspots.push_back(h);
+    core::Hotspot none;
+    none.device = "cpu";
+    none.site = core::kNoStackSite;
+    none.allocatedBytes = 5;
+    none.count = 1;
+    p.hotspots.push_back(none);
+    core::Trace t;
+    t.processes.push_back(p);
+    return t;
+}
+
+// The fields every process and hotspot needs, around what a test puts in.
+json process(json hotspots, json frames = nullptr) {
+    json p = {{"pid", 1},          {"command", {"x"}},          {"complete", true},
+              {"duration_s", 1.0}, {"devices", json::object()}, {"hotspots", std::move(hotspots)}};
+    if (!frames.is_null()) p["frames"] = std::move(frames);
+    return p;
+}
+
+json hotspot(const std::string& site, json stack) {
+    return {{"device", "cpu"},      {"site", site}, {"stack", std::move(stack)},
+            {"allocated_bytes", 1}, {"count", 1},   {"peak_bytes", 0},
+            {"leaked_bytes", 0}};
+}
+
+core::Trace read(json process) {
+    return reporters::traceFromJson(
+        json{{"schema", "memtool.trace/1"}, {"processes", {std::move(process)}}}, "t.json");
+}
+
+}  // namespace
+
+TEST(TraceJson, FramesAreATablePerProcessAndIdsPerHotspot) {
+    json j = reporters::traceToJson(traceWithFrames());
+    const json& p = j.at("processes").at(0);
+    EXPECT_EQ(p.at("frames"), json::parse(R"json([
+        {"kind": "native", "function": "c10::alloc_cpu(unsigned long)", "file": "", "line": 0,
+         "module": "/usr/lib/libc10.so", "user": false},
+        {"kind": "native", "function": "", "file": "", "line": 0, "module": "/usr/lib/libtorch_python.so",
+         "offset": 26, "user": false},
+        {"kind": "python", "function": "step", "file": "/src/t.py", "line": 3, "user": true}])json"));
+    const json& h = p.at("hotspots").at(0);
+    EXPECT_EQ(h.at("frames"), json::parse("[0, 1, 2]"));
+    EXPECT_EQ(h.at("site_frame"), 2);
+    EXPECT_EQ(h.at("site"), "step (/src/t.py:3)");  // the text stays, as before
+    EXPECT_EQ(h.at("stack").at(1), "?? (libtorch_python.so+0x1a)");
+    const json& none = p.at("hotspots").at(1);
+    EXPECT_EQ(none.at("frames"), json::array());
+    EXPECT_TRUE(none.at("site_frame").is_null());
+
+    core::Trace back = reporters::traceFromJson(j, "t.json");
+    const core::ProcessTrace& q = back.processes.at(0);
+    EXPECT_EQ(q.frames, traceWithFrames().processes[0].frames);
+    EXPECT_EQ(q.hotspots.at(0).frames, (std::vector<uint32_t>{0, 1, 2}));
+    EXPECT_EQ(q.hotspots.at(0).siteFrame, 2u);
+    EXPECT_EQ(q.hotspots.at(0).stack, traceWithFrames().processes[0].hotspots[0].stack);
+    EXPECT_FALSE(q.hotspots.at(1).siteFrame);
+}
+
+TEST(TraceJson, ATraceWithoutFramesIsReadFromItsText) {
+    core::Trace t = read(process({
+        hotspot("step (/src/t.py:3)",
+                {"c10::alloc_cpu(unsigned long) (libc10.so)", "?? (libtorch_python.so+0x1a)",
+                 "Model::forward() (/src/model.cpp:42)", "step (/src/t.py:3)",
+                 "run (/usr/lib/python3.11/threading.py:950)"}),
+        hotspot("(no stack)", json::array()),
+        hotspot("at::foo (libtorch_cpu.so)", json::array()),  // a site outside its stack
+        hotspot("?? (?+0x10)", {"?? (?+0x10)"}),
+    }));
+    const core::ProcessTrace& p = t.processes.at(0);
+    ASSERT_EQ(p.frames.size(), 7u);
+    EXPECT_EQ(p.frames[0], nativeFrame("c10::alloc_cpu(unsigned long)", "libc10.so"));
+    EXPECT_EQ(p.frames[1], nativeFrame("", "libtorch_python.so", "", 0, 0x1a));
+    EXPECT_EQ(p.frames[2], nativeFrame("Model::forward()", "", "/src/model.cpp", 42));
+    EXPECT_EQ(p.frames[3], pythonFrame("step", "/src/t.py", 3, true));
+    EXPECT_EQ(p.frames[4], pythonFrame("run", "/usr/lib/python3.11/threading.py", 950, false));
+    EXPECT_EQ(p.frames[5], nativeFrame("at::foo", "libtorch_cpu.so"));
+    EXPECT_EQ(p.frames[6], nativeFrame("", "", "", 0, 0x10));
+    EXPECT_EQ(p.hotspots[0].frames, (std::vector<uint32_t>{0, 1, 2, 3, 4}));
+    EXPECT_EQ(p.hotspots[0].siteFrame, 3u);
+    EXPECT_FALSE(p.hotspots[1].siteFrame);
+    EXPECT_EQ(p.hotspots[2].siteFrame, 5u);
+    EXPECT_EQ(p.hotspots[3].siteFrame, 6u);
+    // Parsed back, each frame reads as it was written.
+    for (size_t i = 0; i < p.hotspots[0].frames.size(); ++i)
+        EXPECT_EQ(core::formatFrame(p.frames[p.hotspots[0].frames[i]]), p.hotspots[0].stack[i]);
+    EXPECT_EQ(core::formatFrame(p.frames[6]), "?? (?+0x10)");
+}
+
+TEST(TraceJson, MalformedFieldsAreBadInput) {
+    json good = process({hotspot("f (/a.py:1)", {"f (/a.py:1)"})});
+    good["hotspots"][0]["frames"] = {0};
+    good["hotspots"][0]["site_frame"] = 0;
+    good["frames"] = {
+        {{"kind", "python"}, {"function", "f"}, {"file", "/a.py"}, {"line", 1}, {"user", true}}};
+    ASSERT_NO_THROW(read(good));
+
+    struct Case {
+        const char* what;
+        std::function<void(json&)> spoil;
+        const char* message;
+    };
+    const std::vector<Case> cases = {
+        {"negative count", [](json& p) { p["hotspots"][0]["count"] = -1; },
+         "t.json: malformed trace: \"count\" is -1, not a whole number >= 0"},
+        {"fractional bytes", [](json& p) { p["hotspots"][0]["allocated_bytes"] = 1.5; },
+         "t.json: malformed trace: \"allocated_bytes\" is 1.5, not a whole number >= 0"},
+        {"frame id past the table",
+         [](json& p) {
+             p["hotspots"][0]["frames"] = {0, 1};
+         },
+         "t.json: malformed trace: frame id 1 is not in the frames table (1 frames)"},
+        {"negative site frame", [](json& p) { p["hotspots"][0]["site_frame"] = -2; },
+         "t.json: malformed trace: a frame id is -2, not a whole number >= 0"},
+        {"unknown frame kind", [](json& p) { p["frames"][0]["kind"] = "java"; },
+         "t.json: malformed trace: unknown frame kind 'java'"},
+        {"exit code out of range", [](json& p) { p["exit_code"] = 1e12; },
+         "t.json: malformed trace: \"exit_code\" is 1000000000000.0, not an integer or null"},
+    };
+    for (const Case& c : cases) {
+        json p = good;
+        c.spoil(p);
+        try {
+            read(p);
+            ADD_FAILURE() << c.what << ": accepted";
+        } catch (const core::Error& e) {
+            EXPECT_EQ(e.exitCode(), core::kExitBadInput) << c.what;
+            EXPECT_EQ(std::string(e.what()), c.message) << c.what;
+        }
+    }
+    // A missing site_frame or a frame without its kind: nlohmann's own words, exit 2 all the same.
+    for (auto spoil : std::vector<std::function<void(json&)>>{
+             [](json& p) { p["hotspots"][0].erase("site_frame"); },
+             [](json& p) { p["frames"][0].erase("kind"); },
+             [](json& p) { p["frames"][0]["line"] = "one"; }}) {
+        json p = good;
+        spoil(p);
+        try {
+            read(p);
+            ADD_FAILURE() << p.dump() << ": accepted";
+        } catch (const core::Error& e) {
+            EXPECT_EQ(e.exitCode(), core::kExitBadInput);
+            EXPECT_EQ(std::string(e.what()).rfind("t.json: malformed trace: ", 0), 0u) << e.what();
+        }
+    }
+}
