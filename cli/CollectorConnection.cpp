@@ -1,5 +1,7 @@
 #include "cli/CollectorConnection.h"
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +18,46 @@ void CollectorConnection::close() {
     ::close(fd_);
     fd_ = -1;
     closed_ = std::chrono::steady_clock::now();
+    // Requests the process will never answer now.
+    const std::set<uint64_t> unanswered = std::move(outstanding_);
+    outstanding_.clear();
+    for (uint64_t id : unanswered)
+        if (onReply_)
+            onReply_(core::ReplyRecord{id, core::ReplyStatus::Failed,
+                                       R"({"error":"the process's stream ended before it answered"})"});
+}
+
+bool CollectorConnection::sendRequest(uint64_t id, const std::vector<std::string>& argv) {
+    if (!open()) return false;
+    size_t bytes = 0;
+    for (const auto& a : argv) bytes += a.size();
+    std::vector<uint8_t> record(core::requestBytes(argv.size(), bytes));
+    uint8_t* p = core::encodeRequestHead(record.data(), id, argv.size());
+    for (const auto& a : argv) p = core::putString(p, a.data(), a.size());
+    // A request is small and the collector's control thread reads at once: the
+    // socket takes it whole; a full buffer gets a second's patience.
+    const uint8_t* at = record.data();
+    for (int waited = 0; at < p;) {
+        ssize_t n = send(fd_, at, static_cast<size_t>(p - at), MSG_NOSIGNAL);
+        if (n > 0) {
+            at += n;
+        } else if (n < 0 && (errno == EAGAIN || errno == EINTR) && waited++ < 100) {
+            pollfd w{fd_, POLLOUT, 0};
+            poll(&w, 1, 10);
+        } else {
+            return false;
+        }
+    }
+    outstanding_.insert(id);
+    return true;
+}
+
+void CollectorConnection::deliverReplies() {
+    const auto& replies = aggregator_.replies();
+    for (; repliesSeen_ < replies.size(); ++repliesSeen_) {
+        outstanding_.erase(replies[repliesSeen_].id);
+        if (onReply_) onReply_(replies[repliesSeen_]);
+    }
 }
 
 double CollectorConnection::connectedS() const {
@@ -44,7 +86,9 @@ void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
         try {
             decoder_.feed(buffer.data(), static_cast<size_t>(r));
             symbolizeNew();
+            deliverReplies();
         } catch (const core::ProtocolError& e) {
+            deliverReplies();  // those that arrived whole before the bad bytes
             error_ = std::string("the stream broke: ") + e.what();
             close();
         }

@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,13 @@ public:
     // be a stream; error() says which of the last two.
     void readAvailable(std::vector<uint8_t>& buffer);
 
+    // Sends a request down the stream; its reply comes to the reply handler. A
+    // stream that ends first answers every outstanding request with a Failed reply
+    // whose body says so. False when the stream is closed or the write failed.
+    bool sendRequest(uint64_t id, const std::vector<std::string>& argv);
+    using ReplyHandler = std::function<void(const core::ReplyRecord&)>;
+    void onReply(ReplyHandler handler) { onReply_ = std::move(handler); }
+
     const core::Aggregator& aggregator() const { return aggregator_; }
     // Knows every module and node received so far.
     ElfSymbolizer& symbolizer();
@@ -43,6 +52,7 @@ public:
 
 private:
     void symbolizeNew();
+    void deliverReplies();
     void close();
 
     int fd_;
@@ -54,6 +64,9 @@ private:
     std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point closed_;
     std::string error_;
+    ReplyHandler onReply_;
+    size_t repliesSeen_ = 0;
+    std::set<uint64_t> outstanding_;
 };
 
 }  // namespace memtool::cli

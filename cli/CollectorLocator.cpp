@@ -43,6 +43,11 @@ std::string locateCudaInjection(const std::string& collectorPath) {
     return besideCollector(collectorPath, "libmemtool_cupti.so");
 }
 
+std::string locatePythonPackage(const std::string& collectorPath) {
+    const std::string dir = besideCollector(collectorPath, "python/memtool/__init__.py");
+    return dir.empty() ? dir : std::filesystem::path(dir).parent_path().parent_path().string();
+}
+
 std::string locateTorchBridge(const std::string& collectorPath) {
     return besideCollector(collectorPath, "libmemtool_torch_bridge.so");
 }

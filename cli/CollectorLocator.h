@@ -13,6 +13,10 @@ std::string locateCollector();
 // or empty when this build has no CUDA support.
 std::string locateCudaInjection(const std::string& collectorPath);
 
+// The directory holding the `memtool` Python package beside the collector
+// (<lib>/python), for PYTHONPATH; empty when this build has none.
+std::string locatePythonPackage(const std::string& collectorPath);
+
 // Path of the torch bridge (libmemtool_torch_bridge.so) beside the collector, or
 // empty when this build found no CUDA build of torch.
 std::string locateTorchBridge(const std::string& collectorPath);

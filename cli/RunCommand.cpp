@@ -4,11 +4,16 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "cli/CollectorListener.h"
 #include "cli/CollectorLocator.h"
+#include "cli/ControlServer.h"
 #include "cli/CudaPlan.h"
 #include "cli/EventLoop.h"
 #include "cli/Launcher.h"
@@ -26,13 +31,46 @@ namespace {
 // their streams; then they are written as incomplete.
 constexpr double kGraceS = 10.0;
 
-// What the collector in the target is told: where to connect, what to record.
+// A private directory for this run's disk backups of paused regions, inside the
+// one the user named (or $TMPDIR): made before the program starts, removed with
+// whatever a program that died while paused left in it.
+class BackupDirectory {
+public:
+    explicit BackupDirectory(const std::string& base) {
+        const char* tmp = std::getenv("TMPDIR");
+        std::string root = !base.empty() ? base : tmp && *tmp ? tmp : "/tmp";
+        std::string tmpl = root + "/memtool-backup-XXXXXX";
+        if (!mkdtemp(tmpl.data()))
+            throw core::Error(core::kExitRunFailed,
+                              "cannot make a backup directory in " + root + ": " + std::strerror(errno));
+        path_ = tmpl;
+    }
+    ~BackupDirectory() {
+        if (DIR* d = opendir(path_.c_str())) {
+            while (dirent* e = readdir(d))
+                if (e->d_name[0] != '.') unlinkat(dirfd(d), e->d_name, 0);
+            closedir(d);
+        }
+        rmdir(path_.c_str());
+    }
+    BackupDirectory(const BackupDirectory&) = delete;
+    BackupDirectory& operator=(const BackupDirectory&) = delete;
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+// What the collector in the target is told: where to connect, what to record,
+// where `import memtool` is found, where paused regions' backups go.
 std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std::string& collector,
-                                           const CudaPlan& cuda, const std::string& socketPath) {
+                                           const CudaPlan& cuda, const std::string& socketPath,
+                                           const std::string& backupDir) {
     const char* existing = std::getenv("LD_PRELOAD");
     std::vector<EnvVariable> env{
         {"LD_PRELOAD", existing && *existing ? collector + ":" + existing : collector},
         {core::kEnvSocket, socketPath},
+        {core::kEnvBackupDir, backupDir},
         {core::kEnvOptions,
          fmt::format("native={},python={},cudahooks={}", options.nativeStacks ? 1 : 0,
                      options.pythonStacks ? 1 : 0, cuda.runtimeHooks ? 1 : 0)},
@@ -41,6 +79,11 @@ std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std:
     if (!cuda.injection.empty()) env.push_back({"CUDA_INJECTION64_PATH", cuda.injection});
     // A bridge named in the environment wins (tests, a bridge built elsewhere).
     if (!cuda.torchBridge.empty()) env.push_back({core::kEnvTorchBridge, cuda.torchBridge, true});
+    // The package goes first on the path, the user's entries after it.
+    if (const std::string package = locatePythonPackage(collector); !package.empty()) {
+        const char* path = std::getenv("PYTHONPATH");
+        env.push_back({"PYTHONPATH", path && *path ? package + ":" + path : package});
+    }
     return env;
 }
 
@@ -135,14 +178,18 @@ RunResult runCommand(const RunOptions& options) {
     const std::string collector = locateCollector();
     const CudaPlan cuda = planCuda(options.cuda, collector, options.quiet);
     CollectorListener listener;
+    ControlServer control(listener, options.command);
+    BackupDirectory backups(options.backupDir);
     SignalRouter signals;
     TargetProcess target = launchTarget(
-        options.command, targetEnvironment(options, collector, cuda, listener.socketPath()),
+        options.command,
+        targetEnvironment(options, collector, cuda, listener.socketPath(), backups.path()),
         signals.originalMask());
 
     EventLoop loop;
     signals.attach(loop, target);
     listener.attach(loop);
+    control.attach(loop);
     collectStreams(loop, listener, target);
     target.waitForExit();  // a no-op: the loop only ends after the target
 

@@ -19,6 +19,10 @@ struct RunOptions {
     // How CUDA memory is recorded: "auto" (CUPTI where built and the driver's
     // injection slot is free, else runtime hooks), "cupti", "runtime-hooks", "off".
     std::string cuda = "auto";
+    // Where paused regions' disk backups go: a private directory made inside it
+    // for this run (default: $TMPDIR or /tmp), removed with what is left when the
+    // run ends.
+    std::string backupDir;
 };
 
 struct RunResult {

@@ -65,7 +65,9 @@ std::map<std::string, core::DeviceTotals> deviceTotals(const core::Aggregator& a
     for (const auto& [code, d] : agg.devices()) {
         core::PoolTotals totals;
         totals.peakBytes = d.peakBytes;
-        totals.currentBytes = d.currentBytes;
+        // Leaked: everything live at the end, whether a pause had released it or not.
+        totals.currentBytes = d.currentBytes + d.pausedBytes;
+        totals.pausedBytes = d.pausedBytes;
         totals.allocatedBytes = d.allocatedBytes;
         totals.freedBytes = d.freedBytes;
         totals.allocCount = d.allocCount;
@@ -284,6 +286,47 @@ std::string incompleteReason(const core::Aggregator& agg, const ProcessOutcome& 
     return {};
 }
 
+const char* backupName(core::BackupKind k) {
+    switch (k) {
+        case core::BackupKind::Host: return "host";
+        case core::BackupKind::Disk: return "disk";
+        default: return "none";
+    }
+}
+
+const char* actionName(core::ControlAction a) {
+    switch (a) {
+        case core::ControlAction::Pause: return "pause";
+        case core::ControlAction::Resume: return "resume";
+        case core::ControlAction::Yield: return "yield";
+        case core::ControlAction::Restore: return "restore";
+    }
+    return "pause";
+}
+
+// Pausable regions as the stream left them, and every pause and resume.
+void regionsAndControl(const core::Aggregator& agg, core::ProcessTrace& p) {
+    for (const auto& [id, r] : agg.regions()) {
+        p.regions.push_back(core::RegionTotals{r.record.tag, deviceRow(r.record.device), backupName(r.record.backup),
+                                               r.liveBytes, r.pausedBytes});
+    }
+    for (const core::ControlRecord& c : agg.controls()) {
+        const auto& region = agg.regions().at(c.f.region).record;
+        core::ControlEvent e;
+        e.timeS = static_cast<double>(c.timeNs) / 1e9;
+        e.action = actionName(c.f.action);
+        e.origin = c.f.origin == core::ControlOrigin::Ctl ? "ctl" : "api";
+        e.tag = region.tag;
+        e.device = deviceRow(region.device);
+        e.bytes = c.f.bytes;
+        e.backup = backupName(c.f.backup);
+        e.durationS = static_cast<double>(c.f.durationNs) / 1e9;
+        e.ok = c.f.ok;
+        e.message = c.message;
+        p.control.push_back(std::move(e));
+    }
+}
+
 }  // namespace
 
 core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
@@ -299,12 +342,13 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
         const std::string pool = core::poolKey(s.device);
         hotspots.add(
             device, pool, stack, chooseSite(stack, siteMode),
-            core::HotspotFigures{s.allocatedBytes, s.count, agg.liveAtPeak(s), s.liveBytes});
+            core::HotspotFigures{s.allocatedBytes, s.count, agg.liveAtPeak(s), s.liveBytes + s.pausedBytes});
         lines.add(device, pool, stack, s);
     }
     std::move(hotspots).moveInto(p);
     p.lines = std::move(lines).rows();
 
+    regionsAndControl(agg, p);
     p.stream = streamCheck(agg);
     p.incompleteReason = incompleteReason(agg, outcome);
     p.complete = p.incompleteReason.empty();

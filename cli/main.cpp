@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/CommandGuard.h"
+#include "cli/CtlCommand.h"
 #include "cli/RunCommand.h"
 #include "core/Error.h"
 #include "reporters/Check.h"
@@ -125,8 +126,19 @@ int main(int argc, char** argv) {
                        "How CUDA memory is recorded: auto (CUPTI, else runtime hooks), cupti, runtime-hooks, off")
         ->check(CLI::IsMember({"auto", "cupti", "runtime-hooks", "off"}))
         ->capture_default_str();
+    runCmd->add_option("--backup-dir", run.backupDir,
+                       "Where paused regions' disk backups go (a private directory is made inside; default $TMPDIR or /tmp)");
     runCmd->add_option("command", run.command, "The command to profile (after --)")->required();
     runCmd->prefix_command();
+
+    cli::CtlOptions ctl;
+    CLI::App* ctlCmd = app.add_subcommand(
+        "ctl", "Command a process under memtool: list | PID status | PID pause [TAG...] | PID resume [TAG...]");
+    ctlCmd->add_option("--format", ctl.format, "text or json")
+        ->check(CLI::IsMember({"text", "json"}))
+        ->capture_default_str();
+    ctlCmd->add_option("--timeout", ctl.timeoutS, "Seconds to wait for the answer")->capture_default_str();
+    ctlCmd->add_option("words", ctl.words, "list, or PID and a command")->required();
 
     std::string tracePath, format = "text", sort = "peak";
     reporters::ReportOptions reportOptions;
@@ -200,6 +212,7 @@ int main(int argc, char** argv) {
             },
             core::kExitRunFailed, std::cerr);
     }
+    if (ctlCmd->parsed()) return cli::runGuarded([&] { return cli::ctlCommand(ctl); }, core::kExitInternal, std::cerr);
     if (checkCmd->parsed()) {
         return cli::runGuarded(
             [&] {

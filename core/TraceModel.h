@@ -22,8 +22,9 @@ inline constexpr const char* kPoolReserved = "reserved";
 
 // The figures of one device, or of one caching-allocator pool of a CUDA device.
 struct PoolTotals {
-    uint64_t peakBytes = 0;
-    uint64_t currentBytes = 0;  // live at the end of the stream (leaked)
+    uint64_t peakBytes = 0;     // the most held at once (paused memory is not held)
+    uint64_t currentBytes = 0;  // live at the end of the stream (leaked), paused or not
+    uint64_t pausedBytes = 0;   // of which paused (pausable regions) at the end
     uint64_t allocatedBytes = 0;
     uint64_t freedBytes = 0;
     uint64_t allocCount = 0;
@@ -82,6 +83,29 @@ struct StreamCheck {
     uint64_t missedEvents = 0;
 };
 
+// A pausable region (a tag on one device) as the stream left it.
+struct RegionTotals {
+    std::string tag;
+    std::string device;
+    std::string backup;  // "none", "host", "disk"
+    uint64_t bytes = 0;        // live at the end, resident or paused
+    uint64_t pausedBytes = 0;  // of which paused
+};
+
+// One pause or resume, as it happened.
+struct ControlEvent {
+    double timeS = 0;       // on the allocations' clock: seconds since the collector connected
+    std::string action;     // "pause", "resume", "yield", "restore"
+    std::string origin;     // "api" (the program), "ctl" (memtool ctl)
+    std::string tag;
+    std::string device;
+    uint64_t bytes = 0;     // physical memory released or restored
+    std::string backup;     // "none", "host", "disk"
+    double durationS = 0;
+    bool ok = true;         // false: it failed and changed nothing
+    std::string message;
+};
+
 struct ProcessTrace {
     int64_t pid = 0;
     int64_t ppid = 0;
@@ -100,6 +124,8 @@ struct ProcessTrace {
     std::vector<Hotspot> hotspots;
     std::vector<LineStat> lines;
     StreamCheck stream;
+    std::vector<RegionTotals> regions;
+    std::vector<ControlEvent> control;
     std::vector<std::string> warnings;
 };
 

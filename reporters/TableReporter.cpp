@@ -79,6 +79,25 @@ std::vector<DisplayRow> displayRows(const core::ProcessTrace& p, const std::stri
     return out;
 }
 
+// Pausable regions and every pause and resume, when the program had any.
+void renderRegions(const core::ProcessTrace& p, std::ostream& out) {
+    if (!p.regions.empty()) {
+        out << fmt::format("\n{:<24} {:<10} {:<7} {:>12} {:>12}\n", "Region", "Device", "Backup", "Live", "Paused");
+        for (const auto& r : p.regions)
+            out << fmt::format("{:<24} {:<10} {:<7} {:>12} {:>12}\n", r.tag, r.device, r.backup,
+                               core::formatBytes(r.bytes), core::formatBytes(r.pausedBytes));
+    }
+    if (!p.control.empty()) {
+        out << fmt::format("\nMemory control ({} event{})\n", p.control.size(), p.control.size() == 1 ? "" : "s");
+        out << fmt::format("{:>10} {:<8} {:<4} {:<16} {:<8} {:>12} {:<6} {:>9}  {}\n", "At", "Action", "By", "Region",
+                           "Device", "Bytes", "Backup", "Took", "Result");
+        for (const auto& e : p.control)
+            out << fmt::format("{:>8.3f} s {:<8} {:<4} {:<16} {:<8} {:>12} {:<6} {:>7.3f} s  {}\n", e.timeS, e.action,
+                               e.origin, e.tag, e.device, core::formatBytes(e.bytes), e.backup, e.durationS,
+                               e.ok ? "ok" : "FAILED: " + e.message);
+    }
+}
+
 void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, std::ostream& out) {
     out << fmt::format("Command:  {}\n", joinCommand(p.command));
     out << fmt::format("Process:  pid {} · {} · {:.3f} s · {}\n", p.pid, exitText(p), p.durationS,
@@ -103,6 +122,7 @@ void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, st
         for (const char* pool : {core::kPoolActive, core::kPoolReserved})
             if (auto it = d.pools.find(pool); it != d.pools.end()) row("  " + std::string(pool), it->second);
     }
+    renderRegions(p, out);
     for (const auto& [name, d] : p.devices) {
         const ReportOptions deviceOptions = optionsFor(p, name, options);
         auto rows = displayRows(p, name, deviceOptions);

@@ -62,15 +62,16 @@ void poolsFromJson(const json& j, std::map<std::string, Figures>& pools, FromJso
 
 json poolTotalsToJson(const core::PoolTotals& d) {
     return json{{"peak_bytes", d.peakBytes},         {"current_bytes", d.currentBytes},
-                {"allocated_bytes", d.allocatedBytes}, {"freed_bytes", d.freedBytes},
-                {"alloc_count", d.allocCount},       {"free_count", d.freeCount},
-                {"peak_time_s", d.peakTimeS}};
+                {"paused_bytes", d.pausedBytes},     {"allocated_bytes", d.allocatedBytes},
+                {"freed_bytes", d.freedBytes},       {"alloc_count", d.allocCount},
+                {"free_count", d.freeCount},         {"peak_time_s", d.peakTimeS}};
 }
 
 core::PoolTotals poolTotalsFromJson(const json& j) {
     core::PoolTotals d;
     d.peakBytes = unsignedField(j, "peak_bytes");
     d.currentBytes = unsignedField(j, "current_bytes");
+    d.pausedBytes = optionalUnsigned(j, "paused_bytes");
     d.allocatedBytes = unsignedField(j, "allocated_bytes");
     d.freedBytes = unsignedField(j, "freed_bytes");
     d.allocCount = unsignedField(j, "alloc_count");
@@ -253,6 +254,58 @@ json hotspotToJson(const core::Hotspot& h) {
 
 namespace {
 
+json regionsToJson(const std::vector<core::RegionTotals>& regions) {
+    json out = json::array();
+    for (const auto& r : regions)
+        out.push_back({{"tag", r.tag},
+                       {"device", r.device},
+                       {"backup", r.backup},
+                       {"bytes", r.bytes},
+                       {"paused_bytes", r.pausedBytes}});
+    return out;
+}
+
+core::RegionTotals regionFromJson(const json& j) {
+    core::RegionTotals r;
+    r.tag = j.at("tag").get<std::string>();
+    r.device = j.at("device").get<std::string>();
+    r.backup = j.at("backup").get<std::string>();
+    r.bytes = unsignedField(j, "bytes");
+    r.pausedBytes = unsignedField(j, "paused_bytes");
+    return r;
+}
+
+json controlToJson(const std::vector<core::ControlEvent>& events) {
+    json out = json::array();
+    for (const auto& e : events)
+        out.push_back({{"time_s", e.timeS},
+                       {"action", e.action},
+                       {"origin", e.origin},
+                       {"tag", e.tag},
+                       {"device", e.device},
+                       {"bytes", e.bytes},
+                       {"backup", e.backup},
+                       {"duration_s", e.durationS},
+                       {"ok", e.ok},
+                       {"message", e.message}});
+    return out;
+}
+
+core::ControlEvent controlFromJson(const json& j) {
+    core::ControlEvent e;
+    e.timeS = j.at("time_s").get<double>();
+    e.action = j.at("action").get<std::string>();
+    e.origin = j.at("origin").get<std::string>();
+    e.tag = j.at("tag").get<std::string>();
+    e.device = j.at("device").get<std::string>();
+    e.bytes = unsignedField(j, "bytes");
+    e.backup = j.at("backup").get<std::string>();
+    e.durationS = j.at("duration_s").get<double>();
+    e.ok = j.at("ok").get<bool>();
+    e.message = j.at("message").get<std::string>();
+    return e;
+}
+
 json processToJson(const core::ProcessTrace& p) {
     json devices = json::object();
     for (const auto& [name, d] : p.devices) devices[name] = deviceToJson(d);
@@ -284,6 +337,8 @@ json processToJson(const core::ProcessTrace& p) {
                 {"frees", p.stream.freesReceived},
                 {"unmatched_frees", p.stream.unmatchedFrees},
                 {"missed_events", p.stream.missedEvents}}},
+              {"regions", regionsToJson(p.regions)},
+              {"control", controlToJson(p.control)},
               {"warnings", p.warnings}};
     if (!p.complete) j["incomplete_reason"] = p.incompleteReason;
     return j;
@@ -322,6 +377,10 @@ core::ProcessTrace processFromJson(const json& j) {
         p.stream.unmatchedFrees = optionalUnsigned(s, "unmatched_frees");
         p.stream.missedEvents = optionalUnsigned(s, "missed_events");
     }
+    if (j.contains("regions"))
+        for (const auto& r : j.at("regions")) p.regions.push_back(regionFromJson(r));
+    if (j.contains("control"))
+        for (const auto& c : j.at("control")) p.control.push_back(controlFromJson(c));
     if (j.contains("warnings")) p.warnings = j["warnings"].get<std::vector<std::string>>();
     return p;
 }

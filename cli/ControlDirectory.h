@@ -1,0 +1,23 @@
+#pragma once
+// Where `memtool ctl` finds the runs of its user: one private directory per user
+// ($XDG_RUNTIME_DIR/memtool when that is the user's, else /tmp/memtool-UID;
+// MEMTOOL_CONTROL_DIR overrides both), holding one socket per `memtool run`
+// (run-PID.sock). Nobody else can connect or put something there: the directory
+// must be the user's own and closed to others (0700), or memtool refuses it, and
+// every connection's peer credentials are checked (acceptPeer).
+
+#include <string>
+
+namespace memtool::cli {
+
+// The directory, made (0700) when `create` and missing. Throws core::Error
+// (`exitCode`) when it is not a private directory of this user.
+std::string controlDirectory(bool create, int exitCode);
+
+// Accepts a waiting connection on `listenFd` and keeps it only when the peer runs
+// as this user (SO_PEERCRED). -1 when none waits; kRefusedPeer when one was
+// refused (its connection closed at once).
+inline constexpr int kRefusedPeer = -2;
+int acceptPeer(int listenFd);
+
+}  // namespace memtool::cli

@@ -1,0 +1,66 @@
+#pragma once
+// The run's end of `memtool ctl`: a socket in the user's control directory
+// (ControlDirectory.h) on which ctl asks, one JSON object per line,
+//
+//   {"op":"list"}                            -> this run and its processes, with
+//                                               their regions as the streams tell
+//   {"op":"request","pid":P,"argv":[...]}    -> forwarded down P's stream to its
+//                                               collector; its reply comes back as
+//                                               {"status":..., "body":...}
+//
+// and gets one JSON line back. Requests to one process are answered in order
+// (its collector runs them one at a time).
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace memtool::cli {
+
+class CollectorListener;
+class CollectorConnection;
+class EventLoop;
+
+class ControlServer {
+public:
+    // Throws core::Error (125) when the control directory is not private or the
+    // socket cannot be made.
+    ControlServer(CollectorListener& listener, std::vector<std::string> command);
+    ~ControlServer();  // removes the socket
+    ControlServer(const ControlServer&) = delete;
+    ControlServer& operator=(const ControlServer&) = delete;
+
+    const std::string& socketPath() const { return path_; }
+    void attach(EventLoop& loop);
+
+private:
+    struct Client {
+        int fd;
+        std::string input;
+        bool waiting = false;  // a forwarded request is out
+    };
+    void acceptClients(EventLoop& loop);
+    void readClient(EventLoop& loop, std::list<Client>::iterator client);
+    void handle(std::list<Client>::iterator client, const std::string& line);
+    nlohmann::json list() const;
+    CollectorConnection* connectionOf(int64_t pid) const;
+    void answer(std::list<Client>::iterator client, const nlohmann::json& reply);
+    void dropClient(std::list<Client>::iterator client);
+
+    CollectorListener& listener_;
+    std::vector<std::string> command_;
+    EventLoop* loop_ = nullptr;
+    std::string path_;
+    int fd_ = -1;
+    std::list<Client> clients_;
+    uint64_t nextRequest_ = 1;
+    std::map<uint64_t, std::list<Client>::iterator> pending_;  // request id -> who asked
+};
+
+}  // namespace memtool::cli

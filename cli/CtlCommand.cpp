@@ -1,0 +1,237 @@
+#include "cli/CtlCommand.h"
+
+#include <dirent.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/ControlDirectory.h"
+#include "core/Error.h"
+#include "core/Units.h"
+
+namespace memtool::cli {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void fail(int code, const std::string& message) { throw core::Error(code, message); }
+
+// One question to one run, one JSON line back. Empty when the run is gone (a
+// stale socket: unlinked, since our private directory holds only our runs').
+json exchange(const std::string& socketPath, const json& request, double timeoutS, bool* stale) {
+    *stale = false;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (fd < 0 || socketPath.size() >= sizeof addr.sun_path) fail(1, "cannot create a socket");
+    std::memcpy(addr.sun_path, socketPath.c_str(), socketPath.size() + 1);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        const int err = errno;
+        close(fd);
+        if (err == ECONNREFUSED || err == ENOENT) {
+            *stale = true;
+            if (err == ECONNREFUSED) unlink(socketPath.c_str());
+            return nullptr;
+        }
+        fail(1, fmt::format("cannot reach {}: {}", socketPath, std::strerror(err)));
+    }
+    const std::string text = request.dump() + "\n";
+    if (send(fd, text.data(), text.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(text.size())) {
+        close(fd);
+        *stale = true;
+        return nullptr;
+    }
+    std::string reply;
+    const auto deadline = Clock::now() + std::chrono::duration<double>(timeoutS);
+    while (reply.find('\n') == std::string::npos) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        pollfd p{fd, POLLIN, 0};
+        if (left <= 0 || poll(&p, 1, static_cast<int>(left)) == 0) {
+            close(fd);
+            fail(1, fmt::format("no answer within {:g} s (the command may still be running in the process; "
+                                "--timeout waits longer)",
+                                timeoutS));
+        }
+        char buf[65536];
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        reply.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+    if (reply.find('\n') == std::string::npos) {
+        *stale = true;  // the run ended while we asked
+        return nullptr;
+    }
+    json j = json::parse(reply.substr(0, reply.find('\n')), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) fail(1, "memtool run answered something that is not JSON");
+    return j;
+}
+
+struct Run {
+    std::string socket;
+    json listing;
+};
+
+// Every live run of this user, with what it says of its processes.
+std::vector<Run> discoverRuns(double timeoutS) {
+    const std::string dir = controlDirectory(/*create=*/false, 1);
+    std::vector<Run> runs;
+    DIR* d = opendir(dir.c_str());
+    if (!d) return runs;
+    std::vector<std::string> sockets;
+    while (dirent* e = readdir(d)) {
+        const std::string name = e->d_name;
+        if (name.rfind("run-", 0) == 0 && name.size() > 9 && name.compare(name.size() - 5, 5, ".sock") == 0)
+            sockets.push_back(dir + "/" + name);
+    }
+    closedir(d);
+    for (const auto& s : sockets) {
+        bool stale = false;
+        json listing = exchange(s, {{"op", "list"}}, timeoutS, &stale);
+        if (!stale) runs.push_back(Run{s, std::move(listing)});
+    }
+    return runs;
+}
+
+std::string joinCommand(const json& command) {
+    std::string s;
+    for (const auto& a : command) s += (s.empty() ? "" : " ") + a.get<std::string>();
+    return s;
+}
+
+std::string regionSummary(const json& regions) {
+    std::string s;
+    for (const auto& r : regions)
+        s += fmt::format("{}{} {} {} {}", s.empty() ? "" : ", ", r.at("tag").get<std::string>(),
+                         r.at("device").get<std::string>(), core::formatBytes(r.at("bytes").get<uint64_t>()),
+                         r.at("state").get<std::string>());
+    return s.empty() ? "-" : s;
+}
+
+int listCommand(const CtlOptions& o) {
+    const std::vector<Run> runs = discoverRuns(o.timeoutS);
+    json all = json::array();
+    for (const auto& run : runs)
+        for (const auto& p : run.listing.at("processes")) all.push_back(p);
+    if (o.format == "json") {
+        std::cout << json{{"processes", all}}.dump(2) << '\n';
+        return 0;
+    }
+    if (all.empty()) {
+        std::cout << "No process of yours runs under memtool.\n";
+        return 0;
+    }
+    std::cout << fmt::format("{:<8} {:<40} {}\n", "PID", "COMMAND", "REGIONS");
+    for (const auto& p : all) {
+        std::string command = joinCommand(p.at("command"));
+        if (command.size() > 40) command = command.substr(0, 37) + "...";
+        std::cout << fmt::format("{:<8} {:<40} {}\n", p.at("pid").get<int64_t>(), command,
+                                 regionSummary(p.at("regions")));
+    }
+    return 0;
+}
+
+// Why `pid` is not among the user's memtool processes, as an exit code and a line.
+[[noreturn]] void noSuchProcess(long pid) {
+    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == EPERM)
+        fail(kExitOtherUser, fmt::format("process {} belongs to another user; memtool ctl reaches only your own "
+                                         "processes",
+                                         pid));
+    if (kill(static_cast<pid_t>(pid), 0) != 0)
+        fail(kExitNoSuchProcess, fmt::format("there is no process {}", pid));
+    fail(kExitNoSuchProcess,
+         fmt::format("process {} does not run under memtool (see `memtool ctl list`)", pid));
+}
+
+std::string bytesText(uint64_t bytes) { return fmt::format("{} ({} bytes)", core::formatBytes(bytes), bytes); }
+
+void printRegions(const json& regions) {
+    if (regions.empty()) {
+        std::cout << "No pausable regions.\n";
+        return;
+    }
+    std::cout << fmt::format("{:<24} {:<8} {:<6} {:>12} {:>12} {:>12}  {}\n", "Region", "Device", "Backup", "Bytes",
+                             "Resident", "Paused", "State");
+    for (const auto& r : regions)
+        std::cout << fmt::format("{:<24} {:<8} {:<6} {:>12} {:>12} {:>12}  {}\n", r.value("tag", ""),
+                                 r.value("device", ""), r.value("backup", ""),
+                                 core::formatBytes(r.value("bytes", uint64_t{0})),
+                                 core::formatBytes(r.value("resident_bytes", uint64_t{0})),
+                                 core::formatBytes(r.value("paused_bytes", uint64_t{0})), r.value("state", ""));
+}
+
+void printOperation(const json& body) {
+    const std::string action = body.value("action", "");
+    for (const auto& r : body.value("results", json::array())) {
+        const std::string tag = r.value("tag", "*") == "*" ? "every region" : "'" + r.value("tag", "") + "'";
+        const double seconds = r.value("seconds", 0.0);
+        if (!r.value("ok", false))
+            std::cout << fmt::format("{} {} FAILED: {}\n", action, tag, r.value("message", ""));
+        else if (!r.value("changed", false))
+            std::cout << fmt::format("{} {}: {}\n", action, tag, r.value("message", ""));
+        else
+            std::cout << fmt::format("{} {}: {} {} from {} allocation{} in {:.3f} s\n", action, tag,
+                                     bytesText(r.value("bytes", uint64_t{0})),
+                                     action == "pause" ? "released" : "restored", r.value("allocations", 0),
+                                     r.value("allocations", 0) == 1 ? "" : "s", seconds);
+    }
+}
+
+int processCommand(const CtlOptions& o) {
+    char* end = nullptr;
+    const long pid = std::strtol(o.words[0].c_str(), &end, 10);
+    if (!end || *end || pid <= 0) fail(core::kExitBadInput, "ctl: '" + o.words[0] + "' is not a process id (or list)");
+    if (o.words.size() < 2) fail(core::kExitBadInput, "ctl: what should process " + o.words[0] + " do? (status, pause, resume)");
+    const std::vector<std::string> argv(o.words.begin() + 1, o.words.end());
+    for (const Run& run : discoverRuns(o.timeoutS)) {
+        bool owns = false;
+        for (const auto& p : run.listing.at("processes")) owns |= p.at("pid").get<long>() == pid;
+        if (!owns) continue;
+        bool stale = false;
+        json reply = exchange(run.socket, {{"op", "request"}, {"pid", pid}, {"argv", argv}}, o.timeoutS, &stale);
+        const std::string status = stale ? "gone" : reply.value("status", "failed");
+        if (status == "no_such_process" || status == "gone")
+            fail(kExitNoSuchProcess, fmt::format("process {} ended before it answered", pid));
+        const json body = stale ? json(nullptr) : reply.value("body", json(nullptr));
+        if (o.format == "json") {
+            std::cout << json{{"pid", pid}, {"status", status}, {"body", body}}.dump(2) << '\n';
+        } else if (status == "unknown") {
+            std::cerr << fmt::format("memtool: process {} does not know the command '{}'\n", pid, argv[0]);
+        } else if (argv[0] == "status" && body.is_object()) {
+            printRegions(body.value("regions", json::array()));
+        } else if ((argv[0] == "pause" || argv[0] == "resume") && body.is_object()) {
+            printOperation(body);
+        } else {
+            std::cout << body.dump(2) << '\n';
+        }
+        return status == "ok" ? 0 : 1;
+    }
+    noSuchProcess(pid);
+}
+
+}  // namespace
+
+int ctlCommand(const CtlOptions& options) {
+    if (options.words.empty()) fail(core::kExitBadInput, "ctl: say `list`, or a process id and a command");
+    if (options.words[0] == "list") {
+        if (options.words.size() > 1) fail(core::kExitBadInput, "ctl list takes no arguments");
+        return listCommand(options);
+    }
+    return processCommand(options);
+}
+
+}  // namespace memtool::cli

@@ -1,0 +1,30 @@
+#pragma once
+// `memtool ctl`: commands for processes that run under `memtool run`.
+//
+//   memtool ctl list                      the user's processes that accept commands
+//   memtool ctl PID status                their regions by tag, bytes and state
+//   memtool ctl PID pause [TAG...]        release the memory of those tags (all: none named)
+//   memtool ctl PID resume [TAG...]       give it back
+//
+// The command runs in the target (its collector's control thread) and the reply
+// says what it did. Exit codes: 0 done; 1 the command ran and failed (or is
+// unknown); 3 the process does not run under memtool (or is gone); 4 it belongs
+// to another user.
+
+#include <string>
+#include <vector>
+
+namespace memtool::cli {
+
+struct CtlOptions {
+    std::vector<std::string> words;  // "list", or PID then the command and its arguments
+    std::string format = "text";     // "text" or "json"
+    double timeoutS = 600;           // how long to wait for the answer
+};
+
+inline constexpr int kExitNoSuchProcess = 3;
+inline constexpr int kExitOtherUser = 4;
+
+int ctlCommand(const CtlOptions& options);
+
+}  // namespace memtool::cli
