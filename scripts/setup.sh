@@ -12,6 +12,7 @@ PACKAGES=(
   libunwind-dev libdw-dev libelf-dev
   libtorch-dev python3-torch
   heaptrack
+  clang-format  # scripts/check-format.sh
 )
 
 missing=()
