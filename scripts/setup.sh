@@ -13,6 +13,7 @@ PACKAGES=(
   libtorch-dev python3-torch
   heaptrack
   clang-format  # scripts/check-format.sh
+  patchelf      # scripts/gpu-pack.sh
 )
 
 missing=()
