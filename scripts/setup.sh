@@ -12,6 +12,8 @@ PACKAGES=(
   libunwind-dev libdw-dev libelf-dev
   libtorch-dev python3-torch
   heaptrack
+  clang-format  # scripts/check-format.sh
+  patchelf      # scripts/gpu-pack.sh
 )
 
 missing=()

@@ -1,7 +1,7 @@
 #pragma once
 // CUDA driver calls, as the CUPTI callback saw them, turned into allocation
-// events. No CUDA or CUPTI header here: the CUPTI front end (CuptiInjection.cpp)
-// fills DriverCall from its parameter structs, and tests feed recorded sequences.
+// events. No CUDA or CUPTI header here: CuptiCallbackDecoder fills DriverCall from
+// the callback's parameter structs, and tests feed recorded sequences.
 //
 // What counts, each byte once:
 //   cuMemAlloc, cuMemAllocPitch (pitch x height), cuMemAllocManaged,

@@ -71,6 +71,11 @@ Outcome run(const std::vector<std::string>& argv, const std::string& input,
     return o;
 }
 
+std::string configured(const char* envName, const char* compiledDefault) {
+    const char* value = std::getenv(envName);
+    return value ? value : compiledDefault;
+}
+
 std::string tempDir() {
     char tmpl[] = "/tmp/memtool-test-XXXXXX";
     if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp");
@@ -97,7 +102,7 @@ Profiled profile(const std::vector<std::string>& argv, const std::vector<std::st
     return p;
 }
 
-std::string script(const std::string& name) { return std::string(SCRIPTS_DIR) + "/" + name; }
+std::string script(const std::string& name) { return SCRIPTS_DIR + "/" + name; }
 
 nlohmann::json hotspotWithSite(const nlohmann::json& process, const std::string& needle, const std::string& device) {
     for (const auto& h : process.at("hotspots"))

@@ -11,6 +11,32 @@
 
 namespace memtool::e2e {
 
+// The value of environment variable `envName` when set, else `compiledDefault`.
+std::string configured(const char* envName, const char* compiledDefault);
+
+}  // namespace memtool::e2e
+
+// Where the programs under test are (std::string; empty: not built). Compiled in by
+// tests/CMakeLists.txt (E2E_DEFAULT_<NAME>); each is replaced at run time by the
+// environment variable E2E_<NAME>, so this binary runs where its build tree is not
+// (scripts/gpu-check.sh sets them).
+#define E2E_PATH(name) ::memtool::e2e::configured("E2E_" #name, E2E_DEFAULT_##name)
+#define MEMTOOL_BIN E2E_PATH(MEMTOOL_BIN)
+#define COLLECTOR_LIB E2E_PATH(COLLECTOR_LIB)
+#define COLLECTOR_API_HEADER E2E_PATH(COLLECTOR_API_HEADER)
+#define SCRIPTS_DIR E2E_PATH(SCRIPTS_DIR)
+#define PYTHON_BIN E2E_PATH(PYTHON_BIN)
+#define CUDA_RUNTIME_USER_BIN E2E_PATH(CUDA_RUNTIME_USER_BIN)
+#define FAKE_TORCH_BRIDGE E2E_PATH(FAKE_TORCH_BRIDGE)
+#ifdef E2E_DEFAULT_LIBTORCH_SAMPLE_BIN
+#define LIBTORCH_SAMPLE_BIN E2E_PATH(LIBTORCH_SAMPLE_BIN)
+#endif
+#define CUDA_SAMPLE_BIN E2E_PATH(CUDA_SAMPLE_BIN)
+#define TORCH_PYTHON_BIN E2E_PATH(TORCH_PYTHON_BIN)  // the python whose torch the bridge was built against
+#define TORCH_BRIDGE_BUILT (E2E_PATH(TORCH_BRIDGE_BUILT) == "1")
+
+namespace memtool::e2e {
+
 struct Outcome {
     int exitCode = -1;  // when it exited
     int signal = 0;     // when a signal ended it

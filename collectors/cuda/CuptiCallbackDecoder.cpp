@@ -1,0 +1,111 @@
+#include "collectors/cuda/CuptiCallbackDecoder.h"
+
+namespace memtool::collectors {
+namespace {
+
+template <typename P>
+const P& params(const CUpti_CallbackData& cb) {
+    return *static_cast<const P*>(cb.functionParams);
+}
+
+// Fills `call` from the callback's parameters; false for a callback id not handled here.
+bool describe(CUpti_CallbackId id, const CUpti_CallbackData& cb, DriverCall& call) {
+    const bool exit = call.exit;
+    switch (id) {
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
+            const auto& p = params<cuMemAlloc_v2_params>(cb);
+            call.api = DriverApi::MemAlloc;
+            call.size = p.bytesize;
+            if (exit) call.pointer = *p.dptr;
+            return true;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
+            const auto& p = params<cuMemAllocPitch_v2_params>(cb);
+            call.api = DriverApi::MemAllocPitch;
+            if (exit) {
+                call.pointer = *p.dptr;
+                call.size = static_cast<uint64_t>(*p.pPitch) * p.Height;
+            }
+            return true;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged: {
+            const auto& p = params<cuMemAllocManaged_params>(cb);
+            call.api = DriverApi::MemAllocManaged;
+            call.size = p.bytesize;
+            if (exit) call.pointer = *p.dptr;
+            return true;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
+            // The _ptsz variant has the same leading fields.
+            const auto& p = params<cuMemAllocAsync_params>(cb);
+            call.api = DriverApi::MemAllocAsync;
+            call.size = p.bytesize;
+            if (exit) call.pointer = *p.dptr;
+            return true;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
+            const auto& p = params<cuMemAllocFromPoolAsync_params>(cb);
+            call.api = DriverApi::MemAllocFromPoolAsync;
+            call.size = p.bytesize;
+            if (exit) call.pointer = *p.dptr;
+            return true;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc: {
+            const auto& p = params<cuMemHostAlloc_params>(cb);
+            call.api = DriverApi::MemHostAlloc;
+            call.size = p.bytesize;
+            if (exit) call.pointer = reinterpret_cast<uint64_t>(*p.pp);
+            return true;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2: {
+            const auto& p = params<cuMemAllocHost_v2_params>(cb);
+            call.api = DriverApi::MemAllocHost;
+            call.size = p.bytesize;
+            if (exit) call.pointer = reinterpret_cast<uint64_t>(*p.pp);
+            return true;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
+            const auto& p = params<cuMemCreate_params>(cb);
+            call.api = DriverApi::MemCreate;
+            call.size = p.size;
+            if (p.prop && p.prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) call.device = p.prop->location.id;
+            if (exit) call.handle = *p.handle;
+            return true;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
+            call.api = DriverApi::MemFree;
+            call.pointer = params<cuMemFree_v2_params>(cb).dptr;
+            return true;
+        case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
+        case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz:
+            call.api = DriverApi::MemFreeAsync;
+            call.pointer = params<cuMemFreeAsync_params>(cb).dptr;
+            return true;
+        case CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost:
+            call.api = DriverApi::MemFreeHost;
+            call.pointer = reinterpret_cast<uint64_t>(params<cuMemFreeHost_params>(cb).p);
+            return true;
+        case CUPTI_DRIVER_TRACE_CBID_cuMemRelease:
+            call.api = DriverApi::MemRelease;
+            call.handle = params<cuMemRelease_params>(cb).handle;
+            return true;
+        default:
+            return false;
+    }
+}
+
+}  // namespace
+
+std::optional<DriverCall> decodeDriverCallback(CUpti_CallbackId id, const CUpti_CallbackData& cb,
+                                               int contextDevice) {
+    DriverCall call;
+    call.exit = cb.callbackSite == CUPTI_API_EXIT;
+    if (call.exit && cb.functionReturnValue) call.result = *static_cast<const CUresult*>(cb.functionReturnValue);
+    call.device = contextDevice;
+    if (!describe(id, cb, call)) return std::nullopt;
+    return call;
+}
+
+}  // namespace memtool::collectors

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The unit and end-to-end tests once more under ASan+UBSan (build-asan/), and the
+# engine test under TSan (build-tsan/) where it exists. memtool's own processes are
+# instrumented, the libraries injected into targets are not (see
+# cmake/MemtoolSanitize.cmake). Any sanitizer report fails the run. Expects the
+# packages of scripts/setup.sh; .ci/run runs it after scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+
+# Reports are fatal (UBSan is also built with -fno-sanitize-recover) and name the frame.
+# verify_asan_link_order=0: a test runs the CLI with an LD_PRELOAD of its own (to see
+# it passed on), which ASan would otherwise refuse because its runtime is not first.
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:verify_asan_link_order=0
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
+configure() {  # DIR SANITIZERS [extra cmake options]
+    local dir=$1 sanitizers=$2
+    shift 2
+    if [ ! -f "$dir/CMakeCache.txt" ]; then
+        cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMTOOL_SANITIZE="$sanitizers" "$@" >/dev/null
+    fi
+}
+
+ASAN_DIR=${ASAN_DIR:-build-asan}
+echo "sanitizers: address,undefined in $ASAN_DIR" >&2
+configure "$ASAN_DIR" address,undefined
+cmake --build "$ASAN_DIR" -j "$JOBS"
+(cd "$ASAN_DIR" && ctest --output-on-failure -j "$JOBS" -L 'unit|e2e')
+
+# engine_tests (tests/collectors/EngineTest.cpp) is the engine's own test; the rest of
+# this tree is not built.
+TSAN_DIR=${TSAN_DIR:-build-tsan}
+configure "$TSAN_DIR" thread -DMEMTOOL_CUDA=OFF -DMEMTOOL_BUILD_LIBTORCH_SAMPLE=OFF
+if ninja -C "$TSAN_DIR" -t targets all | grep -q '^engine_tests:'; then
+    echo "sanitizers: thread in $TSAN_DIR (engine_tests)" >&2
+    cmake --build "$TSAN_DIR" -j "$JOBS" --target engine_tests
+    "$TSAN_DIR/bin/engine_tests"
+else
+    echo "sanitizers: no engine_tests target yet; TSan has nothing to run" >&2
+fi

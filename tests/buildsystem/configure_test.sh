@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The build options do what they say, at configure time: MEMTOOL_CUDA=AUTO|ON|OFF
+# (a missing toolkit is simulated with CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit), bad
+# values get a one-line reason, and MEMTOOL_SANITIZE instruments memtool's own
+# processes but no library that is injected into another program.
+# usage: configure_test.sh CMAKE GENERATOR SOURCE_DIR CUDA_FOUND(0|1)
+set -euo pipefail
+cmake=$1 generator=$2 src=$3 cuda_found=$4
+scratch=$(mktemp -d /tmp/memtool-configure-XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+fail() {
+    echo "configure_test: $*" >&2
+    exit 1
+}
+
+# configure NAME [-DVAR=VALUE...]: configures into $scratch/NAME (no tests, no LibTorch
+# sample, unless asked), output in $scratch/NAME.log; returns cmake's status.
+configure() {
+    local name=$1
+    shift
+    "$cmake" -S "$src" -B "$scratch/$name" -G "$generator" -DMEMTOOL_BUILD_TESTS=OFF \
+        -DMEMTOOL_BUILD_LIBTORCH_SAMPLE=OFF "$@" >"$scratch/$name.log" 2>&1
+}
+expect_failure() {  # NAME MESSAGE OPTIONS...
+    local name=$1 message=$2
+    shift 2
+    ! configure "$name" "$@" || fail "$name: configured, expected the error '$message'"
+    grep -qF "$message" "$scratch/$name.log" || fail "$name: no '$message' in:"$'\n'"$(cat "$scratch/$name.log")"
+}
+expect_success() {  # NAME MESSAGE OPTIONS...
+    local name=$1 message=$2
+    shift 2
+    configure "$name" "$@" || fail "$name: configure failed:"$'\n'"$(cat "$scratch/$name.log")"
+    grep -qF "$message" "$scratch/$name.log" || fail "$name: no '$message' in:"$'\n'"$(cat "$scratch/$name.log")"
+}
+has_target() { [ -d "$scratch/$1/$2/CMakeFiles/$3.dir" ]; }
+
+no_cuda=-DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON
+expect_failure cuda-on-missing "MEMTOOL_CUDA=ON, but no CUDA toolkit found" -DMEMTOOL_CUDA=ON $no_cuda
+expect_failure cuda-bad-value "MEMTOOL_CUDA is 'maybe'; use AUTO, ON or OFF" -DMEMTOOL_CUDA=maybe
+expect_success cuda-auto-missing "memtool: CUDA parts are not built: no CUDA toolkit found" -DMEMTOOL_CUDA=AUTO $no_cuda
+expect_success cuda-off "memtool: CUDA parts are not built: MEMTOOL_CUDA=OFF" -DMEMTOOL_CUDA=OFF
+for name in cuda-auto-missing cuda-off; do
+    has_target $name collectors memtool_collector || fail "$name: no collector"
+    ! has_target $name collectors/cuda memtool_cupti || fail "$name: the CUPTI injection is built"
+    ! has_target $name samples/cuda cuda_sample || fail "$name: cuda_sample is built"
+done
+if [ "$cuda_found" = 1 ]; then
+    expect_success cuda-on "memtool: CUDA parts are built" -DMEMTOOL_CUDA=ON
+    has_target cuda-on collectors/cuda memtool_cupti || fail "cuda-on: no CUPTI injection"
+    has_target cuda-on samples/cuda cuda_sample || fail "cuda-on: no cuda_sample"
+fi
+
+expect_failure sanitize-typo "MEMTOOL_SANITIZE: unknown sanitizer 'adress'" -DMEMTOOL_SANITIZE=adress,undefined
+expect_failure sanitize-mix "MEMTOOL_SANITIZE: thread cannot be combined with address" -DMEMTOOL_SANITIZE=thread,address
+
+# Which objects get -fsanitize, from the compile commands of an ASan+UBSan tree.
+expect_success sanitize "memtool: sanitizers address,undefined" -DMEMTOOL_SANITIZE=address,undefined \
+    -DMEMTOOL_BUILD_TESTS=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
+/usr/bin/python3 - "$scratch/sanitize/compile_commands.json" <<'PY'
+import json, re, sys
+instrumented = {}
+for entry in json.load(open(sys.argv[1])):
+    target = re.search(r"CMakeFiles/([^/]+)\.dir/", entry["output"] if "output" in entry else entry["command"]).group(1)
+    flag = "-fsanitize=address,undefined" in entry["command"]
+    if instrumented.setdefault(target, flag) != flag:
+        sys.exit(f"configure_test: {target} is instrumented in part")
+own = {"memtool", "memtool_cli_lib", "memtool_reporters", "memtool_core", "memtool_collector_engine",
+       "memtool_cuda_translator", "unit_tests", "e2e_tests"}
+injected = {"memtool_collector", "memtool_core_uninstrumented", "memtool_collector_engine_uninstrumented",
+            "memtool_cuda_translator_uninstrumented", "fake_cudart", "fake_c10_cuda", "fake_torch_bridge",
+            "cuda_runtime_user"}
+if "memtool_cupti" in instrumented:
+    own |= {"memtool_cupti_decoder"}
+    injected |= {"memtool_cupti", "memtool_cupti_decoder_uninstrumented", "cuda_sample"}
+wrong = sorted(t for t in own if not instrumented.get(t)) + sorted(t for t in injected if instrumented.get(t, True))
+if wrong:
+    sys.exit(f"configure_test: wrongly (un)instrumented or missing: {wrong}; all: {instrumented}")
+PY
+echo "configure_test: MEMTOOL_CUDA and MEMTOOL_SANITIZE behave"
