@@ -23,8 +23,9 @@ void CollectorConnection::close() {
     outstanding_.clear();
     for (uint64_t id : unanswered)
         if (onReply_)
-            onReply_(core::ReplyRecord{id, core::ReplyStatus::Failed,
-                                       R"({"error":"the process's stream ended before it answered"})"});
+            onReply_(
+                core::ReplyRecord{id, core::ReplyStatus::Failed,
+                                  R"({"error":"the process's stream ended before it answered"})"});
 }
 
 bool CollectorConnection::sendRequest(uint64_t id, const std::vector<std::string>& argv) {

@@ -13,8 +13,8 @@ std::string locateCollector() {
     namespace fs = std::filesystem;
     if (const char* env = std::getenv("MEMTOOL_COLLECTOR"); env && *env) {
         if (access(env, R_OK) == 0) return fs::absolute(env).string();
-        throw core::Error(core::kExitRunFailed, std::string("MEMTOOL_COLLECTOR names ") + env +
-                                                    ", which cannot be read");
+        throw core::Error(core::kExitRunFailed,
+                          std::string("MEMTOOL_COLLECTOR names ") + env + ", which cannot be read");
     }
     std::error_code ec;
     fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -28,7 +28,8 @@ std::string locateCollector() {
         if (access(c.c_str(), R_OK) == 0) return fs::weakly_canonical(c).string();
         looked += (looked.empty() ? "" : ", ") + c.lexically_normal().string();
     }
-    throw core::Error(core::kExitRunFailed, "collector library not found (looked in " + looked + ")");
+    throw core::Error(core::kExitRunFailed,
+                      "collector library not found (looked in " + looked + ")");
 }
 
 namespace {

@@ -1,5 +1,6 @@
 #include "cli/ControlServer.h"
 
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -8,8 +9,6 @@
 
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "cli/CollectorListener.h"
 #include "cli/ControlDirectory.h"
@@ -24,10 +23,14 @@ constexpr size_t kMaxRequestBytes = 64 * 1024;
 
 const char* statusName(core::ReplyStatus s) {
     switch (s) {
-        case core::ReplyStatus::Ok: return "ok";
-        case core::ReplyStatus::Failed: return "failed";
-        case core::ReplyStatus::Unknown: return "unknown";
-        case core::ReplyStatus::Refused: return "refused";
+        case core::ReplyStatus::Ok:
+            return "ok";
+        case core::ReplyStatus::Failed:
+            return "failed";
+        case core::ReplyStatus::Unknown:
+            return "unknown";
+        case core::ReplyStatus::Refused:
+            return "refused";
     }
     return "failed";
 }
@@ -39,7 +42,9 @@ const char* backupName(core::BackupKind k) {
 // "cpu", "cuda:0": a wire device code as the trace names it.
 std::string deviceText(uint8_t device) {
     const int ordinal = core::cudaOrdinal(device);
-    return ordinal >= 0 ? fmt::format("cuda:{}", ordinal) : device == core::kDeviceCpu ? "cpu" : "pinned";
+    return ordinal >= 0                 ? fmt::format("cuda:{}", ordinal)
+           : device == core::kDeviceCpu ? "cpu"
+                                        : "pinned";
 }
 
 }  // namespace
@@ -54,13 +59,16 @@ ControlServer::ControlServer(CollectorListener& listener, std::vector<std::strin
         throw core::Error(core::kExitRunFailed, "the control socket path is too long: " + path_);
     std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
     fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    unlink(path_.c_str());  // ours by name (our pid) in our private directory: a leftover of a dead run
-    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || chmod(path_.c_str(), 0600) != 0 ||
-        listen(fd_, 16) != 0) {
+    unlink(
+        path_
+            .c_str());  // ours by name (our pid) in our private directory: a leftover of a dead run
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        chmod(path_.c_str(), 0600) != 0 || listen(fd_, 16) != 0) {
         const std::string why = std::strerror(errno);
         if (fd_ >= 0) close(fd_);
         unlink(path_.c_str());
-        throw core::Error(core::kExitRunFailed, "cannot listen for memtool ctl on " + path_ + ": " + why);
+        throw core::Error(core::kExitRunFailed,
+                          "cannot listen for memtool ctl on " + path_ + ": " + why);
     }
 }
 
@@ -101,7 +109,8 @@ void ControlServer::readClient(EventLoop& loop, std::list<Client>::iterator clie
 
 CollectorConnection* ControlServer::connectionOf(int64_t pid) const {
     for (const auto& c : listener_.connections())
-        if (c->open() && c->aggregator().handshake() && c->aggregator().handshake()->pid == pid) return c.get();
+        if (c->open() && c->aggregator().handshake() && c->aggregator().handshake()->pid == pid)
+            return c.get();
     return nullptr;
 }
 
@@ -112,9 +121,9 @@ nlohmann::json ControlServer::list() const {
         const core::Handshake& h = *c->aggregator().handshake();
         nlohmann::json regions = nlohmann::json::array();
         for (const auto& [id, r] : c->aggregator().regions()) {
-            const char* state = r.pausedBytes == 0                ? "resident"
-                                : r.pausedBytes == r.liveBytes    ? "paused"
-                                                                  : "partly paused";
+            const char* state = r.pausedBytes == 0             ? "resident"
+                                : r.pausedBytes == r.liveBytes ? "paused"
+                                                               : "partly paused";
             regions.push_back({{"tag", r.record.tag},
                                {"device", deviceText(r.record.device)},
                                {"backup", backupName(r.record.backup)},
@@ -162,7 +171,8 @@ void ControlServer::handle(std::list<Client>::iterator client, const std::string
 }
 
 void ControlServer::answer(std::list<Client>::iterator client, const nlohmann::json& reply) {
-    const std::string text = reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    const std::string text =
+        reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     // ctl waits for this line; a client that stopped reading loses it.
     size_t sent = 0;
     for (int waits = 0; sent < text.size();) {
@@ -179,7 +189,8 @@ void ControlServer::answer(std::list<Client>::iterator client, const nlohmann::j
 }
 
 void ControlServer::dropClient(std::list<Client>::iterator client) {
-    for (auto it = pending_.begin(); it != pending_.end();) it = it->second == client ? pending_.erase(it) : std::next(it);
+    for (auto it = pending_.begin(); it != pending_.end();)
+        it = it->second == client ? pending_.erase(it) : std::next(it);
     if (loop_) loop_->unwatch(client->fd);
     close(client->fd);
     clients_.erase(client);

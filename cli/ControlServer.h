@@ -16,10 +16,9 @@
 #include <cstdint>
 #include <list>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace memtool::cli {
 

@@ -1,6 +1,7 @@
 #include "cli/CtlCommand.h"
 
 #include <dirent.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -12,8 +13,6 @@
 #include <chrono>
 #include <cstring>
 #include <iostream>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/ControlDirectory.h"
@@ -57,13 +56,15 @@ json exchange(const std::string& socketPath, const json& request, double timeout
     std::string reply;
     const auto deadline = Clock::now() + std::chrono::duration<double>(timeoutS);
     while (reply.find('\n') == std::string::npos) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
         pollfd p{fd, POLLIN, 0};
         if (left <= 0 || poll(&p, 1, static_cast<int>(left)) == 0) {
             close(fd);
-            fail(1, fmt::format("no answer within {:g} s (the command may still be running in the process; "
-                                "--timeout waits longer)",
-                                timeoutS));
+            fail(1, fmt::format(
+                        "no answer within {:g} s (the command may still be running in the process; "
+                        "--timeout waits longer)",
+                        timeoutS));
         }
         char buf[65536];
         ssize_t n = read(fd, buf, sizeof buf);
@@ -77,7 +78,8 @@ json exchange(const std::string& socketPath, const json& request, double timeout
         return nullptr;
     }
     json j = json::parse(reply.substr(0, reply.find('\n')), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) fail(1, "memtool run answered something that is not JSON");
+    if (j.is_discarded() || !j.is_object())
+        fail(1, "memtool run answered something that is not JSON");
     return j;
 }
 
@@ -95,7 +97,8 @@ std::vector<Run> discoverRuns(double timeoutS) {
     std::vector<std::string> sockets;
     while (dirent* e = readdir(d)) {
         const std::string name = e->d_name;
-        if (name.rfind("run-", 0) == 0 && name.size() > 9 && name.compare(name.size() - 5, 5, ".sock") == 0)
+        if (name.rfind("run-", 0) == 0 && name.size() > 9 &&
+            name.compare(name.size() - 5, 5, ".sock") == 0)
             sockets.push_back(dir + "/" + name);
     }
     closedir(d);
@@ -117,7 +120,8 @@ std::string regionSummary(const json& regions) {
     std::string s;
     for (const auto& r : regions)
         s += fmt::format("{}{} {} {} {}", s.empty() ? "" : ", ", r.at("tag").get<std::string>(),
-                         r.at("device").get<std::string>(), core::formatBytes(r.at("bytes").get<uint64_t>()),
+                         r.at("device").get<std::string>(),
+                         core::formatBytes(r.at("bytes").get<uint64_t>()),
                          r.at("state").get<std::string>());
     return s.empty() ? "-" : s;
 }
@@ -148,36 +152,41 @@ int listCommand(const CtlOptions& o) {
 // Why `pid` is not among the user's memtool processes, as an exit code and a line.
 [[noreturn]] void noSuchProcess(long pid) {
     if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == EPERM)
-        fail(kExitOtherUser, fmt::format("process {} belongs to another user; memtool ctl reaches only your own "
-                                         "processes",
-                                         pid));
+        fail(kExitOtherUser,
+             fmt::format("process {} belongs to another user; memtool ctl reaches only your own "
+                         "processes",
+                         pid));
     if (kill(static_cast<pid_t>(pid), 0) != 0)
         fail(kExitNoSuchProcess, fmt::format("there is no process {}", pid));
     fail(kExitNoSuchProcess,
          fmt::format("process {} does not run under memtool (see `memtool ctl list`)", pid));
 }
 
-std::string bytesText(uint64_t bytes) { return fmt::format("{} ({} bytes)", core::formatBytes(bytes), bytes); }
+std::string bytesText(uint64_t bytes) {
+    return fmt::format("{} ({} bytes)", core::formatBytes(bytes), bytes);
+}
 
 void printRegions(const json& regions) {
     if (regions.empty()) {
         std::cout << "No pausable regions.\n";
         return;
     }
-    std::cout << fmt::format("{:<24} {:<8} {:<6} {:>12} {:>12} {:>12}  {}\n", "Region", "Device", "Backup", "Bytes",
-                             "Resident", "Paused", "State");
+    std::cout << fmt::format("{:<24} {:<8} {:<6} {:>12} {:>12} {:>12}  {}\n", "Region", "Device",
+                             "Backup", "Bytes", "Resident", "Paused", "State");
     for (const auto& r : regions)
-        std::cout << fmt::format("{:<24} {:<8} {:<6} {:>12} {:>12} {:>12}  {}\n", r.value("tag", ""),
-                                 r.value("device", ""), r.value("backup", ""),
+        std::cout << fmt::format("{:<24} {:<8} {:<6} {:>12} {:>12} {:>12}  {}\n",
+                                 r.value("tag", ""), r.value("device", ""), r.value("backup", ""),
                                  core::formatBytes(r.value("bytes", uint64_t{0})),
                                  core::formatBytes(r.value("resident_bytes", uint64_t{0})),
-                                 core::formatBytes(r.value("paused_bytes", uint64_t{0})), r.value("state", ""));
+                                 core::formatBytes(r.value("paused_bytes", uint64_t{0})),
+                                 r.value("state", ""));
 }
 
 void printOperation(const json& body) {
     const std::string action = body.value("action", "");
     for (const auto& r : body.value("results", json::array())) {
-        const std::string tag = r.value("tag", "*") == "*" ? "every region" : "'" + r.value("tag", "") + "'";
+        const std::string tag =
+            r.value("tag", "*") == "*" ? "every region" : "'" + r.value("tag", "") + "'";
         const double seconds = r.value("seconds", 0.0);
         if (!r.value("ok", false))
             std::cout << fmt::format("{} {} FAILED: {}\n", action, tag, r.value("message", ""));
@@ -186,7 +195,8 @@ void printOperation(const json& body) {
         else
             std::cout << fmt::format("{} {}: {} {} from {} allocation{} in {:.3f} s\n", action, tag,
                                      bytesText(r.value("bytes", uint64_t{0})),
-                                     action == "pause" ? "released" : "restored", r.value("allocations", 0),
+                                     action == "pause" ? "released" : "restored",
+                                     r.value("allocations", 0),
                                      r.value("allocations", 0) == 1 ? "" : "s", seconds);
     }
 }
@@ -194,15 +204,19 @@ void printOperation(const json& body) {
 int processCommand(const CtlOptions& o) {
     char* end = nullptr;
     const long pid = std::strtol(o.words[0].c_str(), &end, 10);
-    if (!end || *end || pid <= 0) fail(core::kExitBadInput, "ctl: '" + o.words[0] + "' is not a process id (or list)");
-    if (o.words.size() < 2) fail(core::kExitBadInput, "ctl: what should process " + o.words[0] + " do? (status, pause, resume)");
+    if (!end || *end || pid <= 0)
+        fail(core::kExitBadInput, "ctl: '" + o.words[0] + "' is not a process id (or list)");
+    if (o.words.size() < 2)
+        fail(core::kExitBadInput,
+             "ctl: what should process " + o.words[0] + " do? (status, pause, resume)");
     const std::vector<std::string> argv(o.words.begin() + 1, o.words.end());
     for (const Run& run : discoverRuns(o.timeoutS)) {
         bool owns = false;
         for (const auto& p : run.listing.at("processes")) owns |= p.at("pid").get<long>() == pid;
         if (!owns) continue;
         bool stale = false;
-        json reply = exchange(run.socket, {{"op", "request"}, {"pid", pid}, {"argv", argv}}, o.timeoutS, &stale);
+        json reply = exchange(run.socket, {{"op", "request"}, {"pid", pid}, {"argv", argv}},
+                              o.timeoutS, &stale);
         const std::string status = stale ? "gone" : reply.value("status", "failed");
         if (status == "no_such_process" || status == "gone")
             fail(kExitNoSuchProcess, fmt::format("process {} ended before it answered", pid));
@@ -210,7 +224,8 @@ int processCommand(const CtlOptions& o) {
         if (o.format == "json") {
             std::cout << json{{"pid", pid}, {"status", status}, {"body", body}}.dump(2) << '\n';
         } else if (status == "unknown") {
-            std::cerr << fmt::format("memtool: process {} does not know the command '{}'\n", pid, argv[0]);
+            std::cerr << fmt::format("memtool: process {} does not know the command '{}'\n", pid,
+                                     argv[0]);
         } else if (argv[0] == "status" && body.is_object()) {
             printRegions(body.value("regions", json::array()));
         } else if ((argv[0] == "pause" || argv[0] == "resume") && body.is_object()) {
@@ -226,7 +241,8 @@ int processCommand(const CtlOptions& o) {
 }  // namespace
 
 int ctlCommand(const CtlOptions& options) {
-    if (options.words.empty()) fail(core::kExitBadInput, "ctl: say `list`, or a process id and a command");
+    if (options.words.empty())
+        fail(core::kExitBadInput, "ctl: say `list`, or a process id and a command");
     if (options.words[0] == "list") {
         if (options.words.size() > 1) fail(core::kExitBadInput, "ctl list takes no arguments");
         return listCommand(options);

@@ -94,7 +94,9 @@ struct ElfSymbolizer::Impl {
     }
 };
 
-ElfSymbolizer::ElfSymbolizer() : impl_(std::make_unique<Impl>()) { impl_->dwfl = dwfl_begin(&kCallbacks); }
+ElfSymbolizer::ElfSymbolizer() : impl_(std::make_unique<Impl>()) {
+    impl_->dwfl = dwfl_begin(&kCallbacks);
+}
 
 ElfSymbolizer::ElfSymbolizer(const std::vector<core::ModuleRecord>& modules) : ElfSymbolizer() {
     for (const auto& m : modules) addModule(m);

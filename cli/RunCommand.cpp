@@ -1,10 +1,9 @@
 #include "cli/RunCommand.h"
 
+#include <dirent.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <unistd.h>
-
-#include <dirent.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -41,8 +40,8 @@ public:
         std::string root = !base.empty() ? base : tmp && *tmp ? tmp : "/tmp";
         std::string tmpl = root + "/memtool-backup-XXXXXX";
         if (!mkdtemp(tmpl.data()))
-            throw core::Error(core::kExitRunFailed,
-                              "cannot make a backup directory in " + root + ": " + std::strerror(errno));
+            throw core::Error(core::kExitRunFailed, "cannot make a backup directory in " + root +
+                                                        ": " + std::strerror(errno));
         path_ = tmpl;
     }
     ~BackupDirectory() {

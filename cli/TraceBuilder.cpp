@@ -288,18 +288,25 @@ std::string incompleteReason(const core::Aggregator& agg, const ProcessOutcome& 
 
 const char* backupName(core::BackupKind k) {
     switch (k) {
-        case core::BackupKind::Host: return "host";
-        case core::BackupKind::Disk: return "disk";
-        default: return "none";
+        case core::BackupKind::Host:
+            return "host";
+        case core::BackupKind::Disk:
+            return "disk";
+        default:
+            return "none";
     }
 }
 
 const char* actionName(core::ControlAction a) {
     switch (a) {
-        case core::ControlAction::Pause: return "pause";
-        case core::ControlAction::Resume: return "resume";
-        case core::ControlAction::Yield: return "yield";
-        case core::ControlAction::Restore: return "restore";
+        case core::ControlAction::Pause:
+            return "pause";
+        case core::ControlAction::Resume:
+            return "resume";
+        case core::ControlAction::Yield:
+            return "yield";
+        case core::ControlAction::Restore:
+            return "restore";
     }
     return "pause";
 }
@@ -307,8 +314,9 @@ const char* actionName(core::ControlAction a) {
 // Pausable regions as the stream left them, and every pause and resume.
 void regionsAndControl(const core::Aggregator& agg, core::ProcessTrace& p) {
     for (const auto& [id, r] : agg.regions()) {
-        p.regions.push_back(core::RegionTotals{r.record.tag, deviceRow(r.record.device), backupName(r.record.backup),
-                                               r.liveBytes, r.pausedBytes});
+        p.regions.push_back(core::RegionTotals{r.record.tag, deviceRow(r.record.device),
+                                               backupName(r.record.backup), r.liveBytes,
+                                               r.pausedBytes});
     }
     for (const core::ControlRecord& c : agg.controls()) {
         const auto& region = agg.regions().at(c.f.region).record;
@@ -340,9 +348,9 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
         const Stack stack = mergedStack(agg, symbolizer, s);
         const std::string device = deviceRow(s.device);
         const std::string pool = core::poolKey(s.device);
-        hotspots.add(
-            device, pool, stack, chooseSite(stack, siteMode),
-            core::HotspotFigures{s.allocatedBytes, s.count, agg.liveAtPeak(s), s.liveBytes + s.pausedBytes});
+        hotspots.add(device, pool, stack, chooseSite(stack, siteMode),
+                     core::HotspotFigures{s.allocatedBytes, s.count, agg.liveAtPeak(s),
+                                          s.liveBytes + s.pausedBytes});
         lines.add(device, pool, stack, s);
     }
     std::move(hotspots).moveInto(p);

@@ -5,11 +5,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
 
 #include "cli/CommandGuard.h"
 #include "cli/CtlCommand.h"
@@ -26,8 +25,9 @@ namespace {
 
 using namespace memtool;
 
-int reportCommand(const std::string& path, const reporters::ReportOptions& options, const std::string& format,
-                  bool lines, const reporters::LineReportOptions& lineOptions) {
+int reportCommand(const std::string& path, const reporters::ReportOptions& options,
+                  const std::string& format, bool lines,
+                  const reporters::LineReportOptions& lineOptions) {
     core::Trace trace = reporters::loadTrace(path);
     if (lines && format == "text") {
         reporters::renderLines(trace, lineOptions, std::cout);
@@ -50,19 +50,22 @@ void emit(const std::string& path, const std::string& text) {
     if (!out) throw core::Error(core::kExitBadInput, "cannot write " + path);
 }
 
-int checkCommand(const std::string& tracePath, const std::vector<std::string>& limits, const std::string& baseline,
-                 const std::string& maxIncrease, const std::string& metric, const std::string& format,
-                 bool allowIncomplete, const std::string& output) {
+int checkCommand(const std::string& tracePath, const std::vector<std::string>& limits,
+                 const std::string& baseline, const std::string& maxIncrease,
+                 const std::string& metric, const std::string& format, bool allowIncomplete,
+                 const std::string& output) {
     reporters::CheckOptions o;
     o.metric = reporters::parseMetric(metric);
     for (const auto& l : limits) o.limits.push_back(reporters::parsePeakLimit(l));
     if (!maxIncrease.empty()) o.maxIncrease = reporters::parseIncrease(maxIncrease);
     if (!baseline.empty() && !o.maxIncrease)
-        throw core::Error(core::kExitBadInput, "--baseline needs --max-increase (e.g. --max-increase 5%)");
+        throw core::Error(core::kExitBadInput,
+                          "--baseline needs --max-increase (e.g. --max-increase 5%)");
     if (baseline.empty() && o.maxIncrease)
         throw core::Error(core::kExitBadInput, "--max-increase needs --baseline");
     if (o.limits.empty() && baseline.empty())
-        throw core::Error(core::kExitBadInput, "nothing to check: give --max-peak and/or --baseline");
+        throw core::Error(core::kExitBadInput,
+                          "nothing to check: give --max-peak and/or --baseline");
     o.allowIncomplete = allowIncomplete;
     core::Trace trace = reporters::loadTrace(tracePath);
     if (!baseline.empty()) {
@@ -83,7 +86,8 @@ int checkCommand(const std::string& tracePath, const std::vector<std::string>& l
     return 0;
 }
 
-int diffCommand(const std::string& basePath, const std::string& newPath, size_t top, const std::string& format) {
+int diffCommand(const std::string& basePath, const std::string& newPath, size_t top,
+                const std::string& format) {
     core::Trace base = reporters::loadTrace(basePath);
     core::Trace current = reporters::loadTrace(newPath);
     reporters::TraceDiff d = reporters::diffTraces(base, current, top);
@@ -114,38 +118,51 @@ int main(int argc, char** argv) {
     cli::RunOptions run;
     std::string siteMode = "user";
     bool noNative = false, noPython = false;
-    CLI::App* runCmd = app.add_subcommand("run", "Run a command under the profiler and write trace.json");
-    runCmd->add_option("-o,--output", run.output, "Where to write the trace")->capture_default_str();
+    CLI::App* runCmd =
+        app.add_subcommand("run", "Run a command under the profiler and write trace.json");
+    runCmd->add_option("-o,--output", run.output, "Where to write the trace")
+        ->capture_default_str();
     runCmd->add_flag("--no-native", noNative, "Do not record native (C/C++) call stacks");
     runCmd->add_flag("--no-python", noPython, "Do not record Python call stacks");
-    runCmd->add_option("--site", siteMode, "Hotspot site: innermost frame of user code, or innermost of all")
+    runCmd
+        ->add_option("--site", siteMode,
+                     "Hotspot site: innermost frame of user code, or innermost of all")
         ->check(CLI::IsMember({"user", "all"}))
         ->capture_default_str();
     runCmd->add_flag("-q,--quiet", run.quiet, "Print nothing of memtool's own");
-    runCmd->add_option("--cuda", run.cuda,
-                       "How CUDA memory is recorded: auto (CUPTI, else runtime hooks), cupti, runtime-hooks, off")
+    runCmd
+        ->add_option("--cuda", run.cuda,
+                     "How CUDA memory is recorded: auto (CUPTI, else runtime hooks), cupti, "
+                     "runtime-hooks, off")
         ->check(CLI::IsMember({"auto", "cupti", "runtime-hooks", "off"}))
         ->capture_default_str();
     runCmd->add_option("--backup-dir", run.backupDir,
-                       "Where paused regions' disk backups go (a private directory is made inside; default $TMPDIR or /tmp)");
+                       "Where paused regions' disk backups go (a private directory is made inside; "
+                       "default $TMPDIR or /tmp)");
     runCmd->add_option("command", run.command, "The command to profile (after --)")->required();
     runCmd->prefix_command();
 
     cli::CtlOptions ctl;
-    CLI::App* ctlCmd = app.add_subcommand(
-        "ctl", "Command a process under memtool: list | PID status | PID pause [TAG...] | PID resume [TAG...]");
+    CLI::App* ctlCmd = app.add_subcommand("ctl",
+                                          "Command a process under memtool: list | PID status | "
+                                          "PID pause [TAG...] | PID resume [TAG...]");
     ctlCmd->add_option("--format", ctl.format, "text or json")
         ->check(CLI::IsMember({"text", "json"}))
         ->capture_default_str();
-    ctlCmd->add_option("--timeout", ctl.timeoutS, "Seconds to wait for the answer")->capture_default_str();
+    ctlCmd->add_option("--timeout", ctl.timeoutS, "Seconds to wait for the answer")
+        ->capture_default_str();
     ctlCmd->add_option("words", ctl.words, "list, or PID and a command")->required();
 
     std::string tracePath, format = "text", sort = "peak";
     reporters::ReportOptions reportOptions;
     CLI::App* reportCmd = app.add_subcommand("report", "Print a report of a trace.json");
     reportCmd->add_option("trace", tracePath, "trace.json written by memtool run")->required();
-    reportCmd->add_option("--top", reportOptions.top, "How many hotspots per device")->capture_default_str();
-    reportCmd->add_option("--sort", sort, "Order hotspots by peak, allocated, count, leaked, or (CUDA with the torch bridge) active or reserved peak")
+    reportCmd->add_option("--top", reportOptions.top, "How many hotspots per device")
+        ->capture_default_str();
+    reportCmd
+        ->add_option("--sort", sort,
+                     "Order hotspots by peak, allocated, count, leaked, or (CUDA with the torch "
+                     "bridge) active or reserved peak")
         ->capture_default_str();
     reportCmd->add_option("--format", format, "text or json")
         ->check(CLI::IsMember({"text", "json"}))
@@ -154,29 +171,36 @@ int main(int argc, char** argv) {
     bool lines = false;
     reporters::LineReportOptions lineOptions;
     reportCmd->add_flag("--lines", lines, "Line table: peak and allocated bytes per source line");
-    reportCmd->add_option("--file", lineOptions.file, "With --lines: only files whose path ends with this");
+    reportCmd->add_option("--file", lineOptions.file,
+                          "With --lines: only files whose path ends with this");
     reportCmd->add_option("--function", lineOptions.function, "With --lines: only this function");
     reportCmd->add_flag("--all-files", lineOptions.allFiles,
                         "With --lines: include library files (standard library, site-packages)");
 
-    std::string checkTrace, baseline, maxIncrease, metric = "peak", checkFormat = "text", checkOutput;
+    std::string checkTrace, baseline, maxIncrease, metric = "peak", checkFormat = "text",
+                                                   checkOutput;
     std::vector<std::string> limits;
     bool allowIncomplete = false;
-    CLI::App* checkCmd = app.add_subcommand("check", "Fail (exit 1) when memory passes a limit or grows past a baseline");
+    CLI::App* checkCmd = app.add_subcommand(
+        "check", "Fail (exit 1) when memory passes a limit or grows past a baseline");
     checkCmd->add_option("trace", checkTrace, "trace.json written by memtool run")->required();
-    checkCmd->add_option("--max-peak", limits, "DEVICE=SIZE, e.g. cpu=512MiB, cuda=2GB, cuda:0=1.5GiB (repeatable)");
+    checkCmd->add_option("--max-peak", limits,
+                         "DEVICE=SIZE, e.g. cpu=512MiB, cuda=2GB, cuda:0=1.5GiB (repeatable)");
     checkCmd->add_option("--baseline", baseline, "a trace.json to compare against");
-    checkCmd->add_option("--max-increase", maxIncrease, "growth allowed over the baseline: PCT% or SIZE");
+    checkCmd->add_option("--max-increase", maxIncrease,
+                         "growth allowed over the baseline: PCT% or SIZE");
     checkCmd->add_option("--metric", metric, "peak, allocated or leaked")->capture_default_str();
     checkCmd->add_option("--format", checkFormat, "text, json or junit")
         ->check(CLI::IsMember({"text", "json", "junit"}))
         ->capture_default_str();
     checkCmd->add_option("-o,--output", checkOutput, "write the result here instead of stdout");
-    checkCmd->add_flag("--allow-incomplete", allowIncomplete, "do not fail on a trace whose target was killed");
+    checkCmd->add_flag("--allow-incomplete", allowIncomplete,
+                       "do not fail on a trace whose target was killed");
 
     std::string diffBase, diffNew, diffFormat = "text";
     size_t diffTop = 10;
-    CLI::App* diffCmd = app.add_subcommand("diff", "Compare two traces: per-device deltas and the sites that grew");
+    CLI::App* diffCmd =
+        app.add_subcommand("diff", "Compare two traces: per-device deltas and the sites that grew");
     diffCmd->add_option("base", diffBase, "the baseline trace.json")->required();
     diffCmd->add_option("new", diffNew, "the trace.json to compare")->required();
     diffCmd->add_option("--top", diffTop, "how many sites")->capture_default_str();
@@ -205,19 +229,22 @@ int main(int argc, char** argv) {
                 run.nativeStacks = !noNative;
                 run.pythonStacks = !noPython;
                 run.siteMode = siteMode == "all" ? cli::SiteMode::All : cli::SiteMode::User;
-                if (!run.command.empty() && run.command[0] == "--") run.command.erase(run.command.begin());
+                if (!run.command.empty() && run.command[0] == "--")
+                    run.command.erase(run.command.begin());
                 cli::RunResult r = cli::runCommand(run);
                 if (r.signal) dieLike(r.signal);
                 return r.exitCode;
             },
             core::kExitRunFailed, std::cerr);
     }
-    if (ctlCmd->parsed()) return cli::runGuarded([&] { return cli::ctlCommand(ctl); }, core::kExitInternal, std::cerr);
+    if (ctlCmd->parsed())
+        return cli::runGuarded([&] { return cli::ctlCommand(ctl); }, core::kExitInternal,
+                               std::cerr);
     if (checkCmd->parsed()) {
         return cli::runGuarded(
             [&] {
-                return checkCommand(checkTrace, limits, baseline, maxIncrease, metric, checkFormat, allowIncomplete,
-                                    checkOutput);
+                return checkCommand(checkTrace, limits, baseline, maxIncrease, metric, checkFormat,
+                                    allowIncomplete, checkOutput);
             },
             core::kExitInternal, std::cerr);
     }

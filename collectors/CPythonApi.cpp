@@ -23,8 +23,8 @@ bool CPythonApi::resolve() {
               find(ImportModule, "PyImport_ImportModule") &&
               find(CFunctionNewEx, "PyCFunction_NewEx") &&
               find(ObjectCallMethodObjArgs, "PyObject_CallMethodObjArgs") &&
-              find(UnicodeFromString, "PyUnicode_FromString") && find(BuildValue, "Py_BuildValue") &&
-              find(ErrClear, "PyErr_Clear");
+              find(UnicodeFromString, "PyUnicode_FromString") &&
+              find(BuildValue, "Py_BuildValue") && find(ErrClear, "PyErr_Clear");
     find(EvalSetProfileAllThreads, "PyEval_SetProfileAllThreads");  // optional
     return ok;
 }

@@ -29,9 +29,9 @@ struct CPythonApi {
     int (*GILStateCheck)() = nullptr;
     void (*EvalSetProfile)(ProfileFunc, PyObjectPtr) = nullptr;
     void (*EvalSetProfileAllThreads)(ProfileFunc, PyObjectPtr) = nullptr;  // 3.12+
-    PyFramePtr (*EvalGetFrame)() = nullptr;                                 // borrowed
-    PyFramePtr (*FrameGetBack)(PyFramePtr) = nullptr;                       // new reference
-    PyObjectPtr (*FrameGetCode)(PyFramePtr) = nullptr;                      // new reference
+    PyFramePtr (*EvalGetFrame)() = nullptr;                                // borrowed
+    PyFramePtr (*FrameGetBack)(PyFramePtr) = nullptr;                      // new reference
+    PyObjectPtr (*FrameGetCode)(PyFramePtr) = nullptr;                     // new reference
     int (*FrameGetLineNumber)(PyFramePtr) = nullptr;  // reads the frame only; no GIL needed
     PyObjectPtr (*ObjectGetAttrString)(PyObjectPtr, const char*) = nullptr;
     const char* (*UnicodeAsUTF8AndSize)(PyObjectPtr, ssize_t*) = nullptr;

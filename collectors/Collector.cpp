@@ -36,7 +36,7 @@ namespace {
 // constructor runs before this file's dynamic initializers would.
 char gSocketPath[4096];
 bool gConfigured = false;
-bool gGaveUp = false;  // the CLI could not be reached: never try again
+bool gGaveUp = false;                    // the CLI could not be reached: never try again
 std::atomic<bool> gCudaAttached{false};  // the CUDA injection asked to record
 // CUDA runtime hooks (the fallback route): every module's cudaMalloc & co. slots
 // are patched once gRuntimeHooks is on; gCudaHooked once any slot was.
@@ -195,7 +195,8 @@ int scanModule(dl_phdr_info* info, size_t, void* data) {
         !state.runtimePatched.find(key, &seen) && state.runtimePatched.insert(key, 1)) {
         size_t count = 0;
         const GotHook* hooks = cudaRuntimeHooks(&count);
-        if (patchModuleImports(info, hooks, count, "libcudart", &state.slots) > 0) gCudaHooked = true;
+        if (patchModuleImports(info, hooks, count, "libcudart", &state.slots) > 0)
+            gCudaHooked = true;
     }
     size_t pathLen = std::strlen(name);
     const char* path = name;
@@ -283,7 +284,8 @@ void ensureConnected() {
     id.ppid = static_cast<uint64_t>(getppid());
     timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    id.startUnixNs = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+    id.startUnixNs =
+        static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
     id.command = command.bytes;
     id.commandBytes = command.used;
     if (!e.connect(gSink.value, id)) {
@@ -364,7 +366,8 @@ void refreshModules() {
     }
     pthread_mutex_unlock(&gScanMutex);
     if (!active) return;
-    if (gCudaHooked && !gRuntimeSourceNoted.exchange(true)) e.note(core::kNoteCudaSource, "runtime-hooks");
+    if (gCudaHooked && !gRuntimeSourceNoted.exchange(true))
+        e.note(core::kNoteCudaSource, "runtime-hooks");
     if (e.options().pythonStacks) PythonTracker::tryInstall(e);
 }
 

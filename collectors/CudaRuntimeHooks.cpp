@@ -57,7 +57,9 @@ int serveRegion(void** out, size_t size) {
     return kCudaSuccess;
 }
 
-bool releaseRegion(void* p) { return p && control::regions().release(reinterpret_cast<uint64_t>(p)); }
+bool releaseRegion(void* p) {
+    return p && control::regions().release(reinterpret_cast<uint64_t>(p));
+}
 
 int hookMalloc(void** out, size_t size) {
     static auto real = MEMTOOL_ORIGINAL(cudaMalloc);
@@ -100,7 +102,8 @@ int hookFree(void* p) {
 
 int hookFreeAsync(void* p, void* stream) {
     static auto real = MEMTOOL_ORIGINAL(cudaFreeAsync);
-    if (releaseRegion(p)) return kCudaSuccess;  // released once the device is idle (the backend synchronizes)
+    if (releaseRegion(p))
+        return kCudaSuccess;  // released once the device is idle (the backend synchronizes)
     recordFree(p);
     return real(p, stream);
 }

@@ -61,14 +61,16 @@ bool Engine::connect(Sink& sink, const StreamIdentity& id) {
         p = core::putString(p, id.command + start, i - start);
         start = i + 1;
     }
-    if (start < id.commandBytes) p = core::putString(p, id.command + start, id.commandBytes - start);
+    if (start < id.commandBytes)
+        p = core::putString(p, id.command + start, id.commandBytes - start);
     writer_.commit(p);
     active_.store(true, std::memory_order_release);
     writer_.flush();
     return healthyLocked();
 }
 
-void Engine::alloc(uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush, uint32_t region) {
+void Engine::alloc(uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush,
+                   uint32_t region) {
     if (!active() || OwnDeviceCalls::active) return;
     if (RecursionGuard::active) return missed();
     RecursionGuard guard;
@@ -82,21 +84,25 @@ void Engine::free(uint64_t key) {
     freeGuarded(guard, key);
 }
 
-void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush,
-                          uint32_t region) {
+void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size,
+                          FlushPolicy flush, uint32_t region) {
     // Stacks first, outside the lock: unwinding is the costly part, and the Python
     // lines are read from this thread's own frames.
     ThreadState* ts = threadState();
     ShadowStack* py = options_.pythonStacks ? currentShadowStack() : nullptr;
     const bool hasPython = py && py->depth > 0;
     uint64_t ips[kMaxNativeDepth];
-    const int depth = options_.nativeStacks && ts ? capture_.native(*ts, ips, options_.maxNativeDepth, hasPython) : 0;
-    uint32_t firstStale = hasPython ? refreshLines(*py, streamGeneration_.load(std::memory_order_relaxed)) : 0;
+    const int depth = options_.nativeStacks && ts
+                          ? capture_.native(*ts, ips, options_.maxNativeDepth, hasPython)
+                          : 0;
+    uint32_t firstStale =
+        hasPython ? refreshLines(*py, streamGeneration_.load(std::memory_order_relaxed)) : 0;
 
     LockGuard lock(mu_);
     if (!active_.load(std::memory_order_relaxed)) return;
     // A new stream began while this thread was unwinding (a fork child reconnecting).
-    if (hasPython && py->generation != interner_.generation()) firstStale = refreshLines(*py, interner_.generation());
+    if (hasPython && py->generation != interner_.generation())
+        firstStale = refreshLines(*py, interner_.generation());
     if (!live_.insert(key, (static_cast<uint64_t>(device) << 56) | (size & kSizeMask))) {
         deactivateLocked("out of memory for the table of live blocks; profiling stopped");
         return;
@@ -109,7 +115,8 @@ void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, u
     a.pyNode = hasPython ? interner_.python(*py, firstStale, writer_) : 0;
     a.timeDeltaNs = clockDeltaLocked();
     a.region = region;
-    if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) writer_.commit(core::encodeAlloc(p, a));
+    if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
+        writer_.commit(core::encodeAlloc(p, a));
     ++counters_.allocCount;
     counters_.allocatedBytes += size;
     writer_.flushIfDue(lastClockNs_, flush);
@@ -125,7 +132,8 @@ void Engine::freeGuarded(const RecursionGuard&, uint64_t key) {
     f.device = static_cast<uint8_t>(entry >> 56);
     f.address = key;
     f.timeDeltaNs = clockDeltaLocked();
-    if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) writer_.commit(core::encodeFree(p, f));
+    if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
+        writer_.commit(core::encodeFree(p, f));
     ++counters_.freeCount;
     counters_.freedBytes += entry & kSizeMask;
     writer_.flushIfDue(lastClockNs_, FlushPolicy::WhenFull);
@@ -167,19 +175,23 @@ void Engine::control(core::ControlFields fields, const char* message) {
     const size_t messageBytes = std::strlen(message);
     LockGuard lock(mu_);
     fields.timeDeltaNs = clockDeltaLocked();
-    sendNowLocked(core::controlBytes(messageBytes),
-                  [&](uint8_t* p) { return core::encodeControl(p, fields, message, messageBytes); });
+    sendNowLocked(core::controlBytes(messageBytes), [&](uint8_t* p) {
+        return core::encodeControl(p, fields, message, messageBytes);
+    });
 }
 
-void Engine::reply(uint64_t requestId, core::ReplyStatus status, const char* body, size_t bodyBytes) {
+void Engine::reply(uint64_t requestId, core::ReplyStatus status, const char* body,
+                   size_t bodyBytes) {
     if (!active()) return;
     RecursionGuard guard;
     LockGuard lock(mu_);
-    sendNowLocked(core::replyBytes(bodyBytes),
-                  [&](uint8_t* p) { return core::encodeReply(p, requestId, status, body, bodyBytes); });
+    sendNowLocked(core::replyBytes(bodyBytes), [&](uint8_t* p) {
+        return core::encodeReply(p, requestId, status, body, bodyBytes);
+    });
 }
 
-uint32_t Engine::pyCode(const char* file, size_t fileBytes, const char* name, size_t nameBytes, uint64_t firstLine) {
+uint32_t Engine::pyCode(const char* file, size_t fileBytes, const char* name, size_t nameBytes,
+                        uint64_t firstLine) {
     RecursionGuard guard;
     LockGuard lock(mu_);
     const uint32_t id = ++pyCodes_;
@@ -211,7 +223,8 @@ void Engine::finish(core::ExitKind kind) {
     counters_.recordCount = writer_.records();  // every record before End
     counters_.missedEvents = missedEvents_.load();
     counters_.exitKind = static_cast<uint64_t>(kind);
-    if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) writer_.commit(core::encodeEnd(p, counters_));
+    if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
+        writer_.commit(core::encodeEnd(p, counters_));
     writer_.flush();
     writer_.detach();
     sink_->close();

@@ -17,10 +17,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include "collectors/Mutex.h"
 
 #include "collectors/EngineOptions.h"
 #include "collectors/MappedTable.h"
+#include "collectors/Mutex.h"
 #include "collectors/RecordWriter.h"
 #include "collectors/RecursionGuard.h"
 #include "collectors/Sink.h"
@@ -35,7 +35,8 @@ struct StreamIdentity {
     uint64_t pid = 0;
     uint64_t ppid = 0;
     uint64_t startUnixNs = 0;
-    const char* command = nullptr;  // argv as /proc/self/cmdline has it: each argument NUL-terminated
+    const char* command =
+        nullptr;  // argv as /proc/self/cmdline has it: each argument NUL-terminated
     size_t commandBytes = 0;
 };
 
@@ -91,7 +92,8 @@ public:
     // The stream's sink, for the thread that reads requests from it.
     Sink* sink() const { return sink_; }
     // Python code object (GIL held by the caller): returns its wire id.
-    uint32_t pyCode(const char* file, size_t fileBytes, const char* name, size_t nameBytes, uint64_t firstLine);
+    uint32_t pyCode(const char* file, size_t fileBytes, const char* name, size_t nameBytes,
+                    uint64_t firstLine);
     // A loaded object, for the CLI's symbolizer; sent with the next flush (before
     // any node record that could need it, since the stream keeps its order).
     void announceModule(const ModuleInfo& module);
@@ -108,8 +110,8 @@ public:
     void flushForTest();
 
 private:
-    void allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush,
-                      uint32_t region);
+    void allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size,
+                      FlushPolicy flush, uint32_t region);
     // Under mu_: reserves, encodes with `encode(p)` (returning the record's end),
     // commits and flushes at once. For rare records that say something now.
     template <typename Encode>
@@ -126,7 +128,8 @@ private:
     StackCapture capture_;
     std::atomic<bool> active_{false};
     std::atomic<uint64_t> missedEvents_{0};
-    std::atomic<uint64_t> streamGeneration_{1};  // interner_.generation(), readable without the lock
+    std::atomic<uint64_t> streamGeneration_{
+        1};  // interner_.generation(), readable without the lock
 
     Mutex mu_;  // everything below
     Sink* sink_ = nullptr;

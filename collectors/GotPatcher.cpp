@@ -12,13 +12,13 @@ namespace memtool::collectors {
 namespace {
 
 struct DynamicInfo {
-    const ElfW(Sym)* symtab = nullptr;
+    const ElfW(Sym) * symtab = nullptr;
     size_t symbolCount = 0;  // from DT_HASH or DT_GNU_HASH; 0: unknown (nothing is patched)
     const char* strtab = nullptr;
     size_t strtabBytes = 0;
-    const ElfW(Rela)* jmprel = nullptr;
+    const ElfW(Rela) * jmprel = nullptr;
     size_t jmprelBytes = 0;
-    const ElfW(Rela)* rela = nullptr;
+    const ElfW(Rela) * rela = nullptr;
     size_t relaBytes = 0;
     const uint32_t* hash = nullptr;
     const uint32_t* gnuHash = nullptr;
@@ -40,7 +40,8 @@ uintptr_t absolute(const dl_phdr_info* info, ElfW(Addr) ptr) {
 size_t countSymbols(const DynamicInfo& dyn) {
     if (dyn.hash) return dyn.hash[1];
     if (!dyn.gnuHash) return 0;
-    const uint32_t nbuckets = dyn.gnuHash[0], symoffset = dyn.gnuHash[1], bloomWords = dyn.gnuHash[2];
+    const uint32_t nbuckets = dyn.gnuHash[0], symoffset = dyn.gnuHash[1],
+                   bloomWords = dyn.gnuHash[2];
     const auto* bloom = reinterpret_cast<const ElfW(Addr)*>(dyn.gnuHash + 4);
     const auto* buckets = reinterpret_cast<const uint32_t*>(bloom + bloomWords);
     const uint32_t* chain = buckets + nbuckets;
@@ -56,24 +57,45 @@ bool readDynamic(const dl_phdr_info* info, DynamicInfo& dyn) {
     const ElfW(Dyn)* dynamic = nullptr;
     for (int i = 0; i < info->dlpi_phnum; ++i) {
         if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-            dynamic = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+            dynamic =
+                reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
     }
     if (!dynamic) return false;
     for (const ElfW(Dyn)* d = dynamic; d->d_tag != DT_NULL; ++d) {
         switch (d->d_tag) {
             case DT_NEEDED:
-                if (dyn.neededCount < DynamicInfo::kMaxNeeded) dyn.needed[dyn.neededCount++] = d->d_un.d_val;
+                if (dyn.neededCount < DynamicInfo::kMaxNeeded)
+                    dyn.needed[dyn.neededCount++] = d->d_un.d_val;
                 break;
-            case DT_SYMTAB: dyn.symtab = reinterpret_cast<const ElfW(Sym)*>(absolute(info, d->d_un.d_ptr)); break;
-            case DT_STRTAB: dyn.strtab = reinterpret_cast<const char*>(absolute(info, d->d_un.d_ptr)); break;
-            case DT_STRSZ: dyn.strtabBytes = d->d_un.d_val; break;
-            case DT_HASH: dyn.hash = reinterpret_cast<const uint32_t*>(absolute(info, d->d_un.d_ptr)); break;
-            case DT_GNU_HASH: dyn.gnuHash = reinterpret_cast<const uint32_t*>(absolute(info, d->d_un.d_ptr)); break;
-            case DT_JMPREL: dyn.jmprel = reinterpret_cast<const ElfW(Rela)*>(absolute(info, d->d_un.d_ptr)); break;
-            case DT_PLTRELSZ: dyn.jmprelBytes = d->d_un.d_val; break;
-            case DT_RELA: dyn.rela = reinterpret_cast<const ElfW(Rela)*>(absolute(info, d->d_un.d_ptr)); break;
-            case DT_RELASZ: dyn.relaBytes = d->d_un.d_val; break;
-            default: break;
+            case DT_SYMTAB:
+                dyn.symtab = reinterpret_cast<const ElfW(Sym)*>(absolute(info, d->d_un.d_ptr));
+                break;
+            case DT_STRTAB:
+                dyn.strtab = reinterpret_cast<const char*>(absolute(info, d->d_un.d_ptr));
+                break;
+            case DT_STRSZ:
+                dyn.strtabBytes = d->d_un.d_val;
+                break;
+            case DT_HASH:
+                dyn.hash = reinterpret_cast<const uint32_t*>(absolute(info, d->d_un.d_ptr));
+                break;
+            case DT_GNU_HASH:
+                dyn.gnuHash = reinterpret_cast<const uint32_t*>(absolute(info, d->d_un.d_ptr));
+                break;
+            case DT_JMPREL:
+                dyn.jmprel = reinterpret_cast<const ElfW(Rela)*>(absolute(info, d->d_un.d_ptr));
+                break;
+            case DT_PLTRELSZ:
+                dyn.jmprelBytes = d->d_un.d_val;
+                break;
+            case DT_RELA:
+                dyn.rela = reinterpret_cast<const ElfW(Rela)*>(absolute(info, d->d_un.d_ptr));
+                break;
+            case DT_RELASZ:
+                dyn.relaBytes = d->d_un.d_val;
+                break;
+            default:
+                break;
         }
     }
     if (!dyn.symtab || !dyn.strtab || dyn.strtabBytes == 0) return false;
@@ -112,7 +134,8 @@ SlotPlace placeOf(const dl_phdr_info* info, uintptr_t addr) {
 bool writeSlot(void** slot, void* value, bool relro) {
     static const uintptr_t pageSize = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
     const uintptr_t page = reinterpret_cast<uintptr_t>(slot) & ~(pageSize - 1);
-    if (relro && mprotect(reinterpret_cast<void*>(page), pageSize, PROT_READ | PROT_WRITE) != 0) return false;
+    if (relro && mprotect(reinterpret_cast<void*>(page), pageSize, PROT_READ | PROT_WRITE) != 0)
+        return false;
     __atomic_store_n(slot, value, __ATOMIC_RELEASE);
     if (relro) mprotect(reinterpret_cast<void*>(page), pageSize, PROT_READ);
     return true;
@@ -122,8 +145,9 @@ bool isImportRelocation(uint64_t type) {
     return type == R_X86_64_JUMP_SLOT || type == R_X86_64_GLOB_DAT || type == R_X86_64_64;
 }
 
-size_t patchTable(const dl_phdr_info* info, const DynamicInfo& dyn, const ElfW(Rela)* table, size_t bytes,
-                  const GotHook* hooks, size_t hookCount, MappedArray<PatchedSlot>* log) {
+size_t patchTable(const dl_phdr_info* info, const DynamicInfo& dyn, const ElfW(Rela) * table,
+                  size_t bytes, const GotHook* hooks, size_t hookCount,
+                  MappedArray<PatchedSlot>* log) {
     size_t patched = 0;
     for (size_t i = 0; i < bytes / sizeof(ElfW(Rela)); ++i) {
         const ElfW(Rela)& r = table[i];
@@ -152,8 +176,8 @@ size_t patchTable(const dl_phdr_info* info, const DynamicInfo& dyn, const ElfW(R
 
 void* findOriginal(const char* symbol) { return dlsym(RTLD_DEFAULT, symbol); }
 
-size_t patchModuleImports(const dl_phdr_info* info, const GotHook* hooks, size_t hookCount, const char* needs,
-                          MappedArray<PatchedSlot>* log) {
+size_t patchModuleImports(const dl_phdr_info* info, const GotHook* hooks, size_t hookCount,
+                          const char* needs, MappedArray<PatchedSlot>* log) {
     DynamicInfo dyn;
     if (!readDynamic(info, dyn)) return 0;
     if (needs) {

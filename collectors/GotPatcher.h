@@ -4,7 +4,8 @@
 // CPU storages' allocator, while every other free in the process stays untouched.
 
 #if !defined(__x86_64__)
-#error "memtool's collector patches x86-64 relocations (GotPatcher.cpp) and unwinds through libunwind's x86-64 entry points (NativeUnwinder.cpp); port both to build for this architecture"
+#error \
+    "memtool's collector patches x86-64 relocations (GotPatcher.cpp) and unwinds through libunwind's x86-64 entry points (NativeUnwinder.cpp); port both to build for this architecture"
 #endif
 
 #include <link.h>
@@ -24,8 +25,10 @@ struct GotHook {
 // A hook whose replacement has exactly the type of the function it replaces, as
 // a header declares it (libc's, or collectors/CudaRuntimeDecls.h): a hook with
 // another signature does not compile.
-#define MEMTOOL_GOT_HOOK(function, replacement) \
-    ::memtool::collectors::GotHook { #function, reinterpret_cast<void*>(static_cast<decltype(&::function)>(replacement)) }
+#define MEMTOOL_GOT_HOOK(function, replacement)                                                \
+    ::memtool::collectors::GotHook {                                                           \
+#function, reinterpret_cast < void*>(static_cast <decltype(&::function)>(replacement)) \
+    }
 
 // The function a hook stands in for, found by name in the process and typed as
 // declared: `static auto real = MEMTOOL_ORIGINAL(cudaMalloc);`. The collector

@@ -71,7 +71,8 @@ private:
         for (size_t j = 0; j < capacity_; ++j) {
             const Slot& s = slots_[j];
             if (s.id == 0) continue;
-            for (size_t i = mixHash(s.key * 31 + s.parent) & (newCap - 1);; i = (i + 1) & (newCap - 1)) {
+            for (size_t i = mixHash(s.key * 31 + s.parent) & (newCap - 1);;
+                 i = (i + 1) & (newCap - 1)) {
                 if (fresh[i].id == 0) {
                     fresh[i] = s;
                     break;

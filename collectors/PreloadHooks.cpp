@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "collectors/Collector.h"
-#include "collectors/CudaRuntimeHooks.h"
 #include "collectors/CollectorApi.h"
+#include "collectors/CudaRuntimeHooks.h"
 #include "collectors/NativeUnwinder.h"
 #include "collectors/TorchBridgeLoader.h"
 #include "collectors/control/Regions.h"
@@ -47,7 +47,8 @@ __attribute__((visibility("default"))) int memtool_collector_api_version(void) {
     return MEMTOOL_COLLECTOR_API_VERSION;
 }
 
-__attribute__((visibility("default"))) void memtool_record_alloc(uint8_t device, uint64_t key, uint64_t size) {
+__attribute__((visibility("default"))) void memtool_record_alloc(uint8_t device, uint64_t key,
+                                                                 uint64_t size) {
     memtool::collectors::engine().alloc(device, key, size);
 }
 
@@ -73,14 +74,17 @@ __attribute__((visibility("default"))) int memtool_enabled(void) {
 
 __attribute__((visibility("default"))) size_t memtool_collector_path(char* out, size_t size) {
     Dl_info info;
-    if (!dladdr(reinterpret_cast<void*>(&memtool_enabled), &info) || !info.dli_fname || !out || size == 0) return 0;
+    if (!dladdr(reinterpret_cast<void*>(&memtool_enabled), &info) || !info.dli_fname || !out ||
+        size == 0)
+        return 0;
     const size_t n = std::strlen(info.dli_fname);
     if (n + 1 > size) return 0;
     std::memcpy(out, info.dli_fname, n + 1);
     return n;
 }
 
-__attribute__((visibility("default"))) int memtool_region_enter(const char* tag, int backup, char* out, size_t size) {
+__attribute__((visibility("default"))) int memtool_region_enter(const char* tag, int backup,
+                                                                char* out, size_t size) {
     using namespace memtool::collectors;
     control::Failure why;
     if (backup < 0 || backup > 2) {
@@ -88,7 +92,8 @@ __attribute__((visibility("default"))) int memtool_region_enter(const char* tag,
     } else if (!collectorConfigured()) {
         why.set("this process does not run under `memtool run`: regions are not available");
     } else if (!tag ? control::regions().enterNone(why)
-                    : control::regions().enter(tag, static_cast<memtool::core::BackupKind>(backup), why)) {
+                    : control::regions().enter(tag, static_cast<memtool::core::BackupKind>(backup),
+                                               why)) {
         return 0;
     }
     if (out && size) {
@@ -98,7 +103,9 @@ __attribute__((visibility("default"))) int memtool_region_enter(const char* tag,
     return -1;
 }
 
-__attribute__((visibility("default"))) void memtool_region_exit(void) { memtool::collectors::control::regions().exit(); }
+__attribute__((visibility("default"))) void memtool_region_exit(void) {
+    memtool::collectors::control::regions().exit();
+}
 
 __attribute__((visibility("default"))) int memtool_pause(const char* tag, char* out, size_t size) {
     using namespace memtool::collectors;

@@ -79,7 +79,8 @@ void push(ShadowStack* s, PyFramePtr frame) {
     // The caller may have moved to another line since it was last read: mark it
     // stale. Its line is read at the next allocation (most calls see none).
     if (s->depth > 0 && s->depth <= ShadowStack::kCapacity) s->frames[s->depth - 1].node = 0;
-    if (s->depth < ShadowStack::kCapacity) s->frames[s->depth] = ShadowFrame{frame, internCode(frame), 0, 0};
+    if (s->depth < ShadowStack::kCapacity)
+        s->frames[s->depth] = ShadowFrame{frame, internCode(frame), 0, 0};
     ++s->depth;
 }
 
@@ -176,7 +177,8 @@ void PythonTracker::tryInstall(Engine& engine) {
     PyObjectPtr hook = api.CFunctionNewEx(&bootstrapDef, nullptr, nullptr);
     PyObjectPtr method = api.UnicodeFromString("setprofile");
     PyObjectPtr result = nullptr;
-    if (threading && hook && method) result = api.ObjectCallMethodObjArgs(threading, method, hook, nullptr);
+    if (threading && hook && method)
+        result = api.ObjectCallMethodObjArgs(threading, method, hook, nullptr);
     if (!result) api.ErrClear();
     for (PyObjectPtr o : {result, method, hook, threading})
         if (o) api.DecRef(o);

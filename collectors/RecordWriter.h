@@ -14,8 +14,8 @@
 namespace memtool::collectors {
 
 enum class FlushPolicy {
-    Timed,       // send at least every kFlushIntervalNs, so the CLI sees a steady stream
-    WhenFull,    // send only when the buffer is full (callers under another library's lock)
+    Timed,     // send at least every kFlushIntervalNs, so the CLI sees a steady stream
+    WhenFull,  // send only when the buffer is full (callers under another library's lock)
 };
 
 class RecordWriter {

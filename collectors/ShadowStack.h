@@ -23,8 +23,8 @@ struct ShadowFrame {
 
 struct ShadowStack {
     static constexpr uint32_t kCapacity = 1024;
-    uint32_t depth = 0;        // may exceed kCapacity; frames beyond it are not recorded
-    uint64_t generation = 0;   // the stream generation its nodes belong to
+    uint32_t depth = 0;       // may exceed kCapacity; frames beyond it are not recorded
+    uint64_t generation = 0;  // the stream generation its nodes belong to
     ShadowFrame frames[kCapacity];
 
     // The frames recorded (at most kCapacity).

@@ -52,7 +52,8 @@ void SocketSink::adopt(int fd) {
 
 bool SocketSink::stillOurs() {
     struct stat st {};
-    return fstat(fd_.load(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == device_ && st.st_ino == inode_;
+    return fstat(fd_.load(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == device_ &&
+           st.st_ino == inode_;
 }
 
 bool SocketSink::write(const uint8_t* data, size_t len) {
@@ -62,7 +63,8 @@ bool SocketSink::write(const uint8_t* data, size_t len) {
     // the program took over.
     if (!stillOurs()) {
         failure_ =
-            "the program closed memtool's socket and reused its descriptor; profiling stopped (the trace is "
+            "the program closed memtool's socket and reused its descriptor; profiling stopped (the "
+            "trace is "
             "incomplete)";
         // Not ours any more: never shut down or close what the number now names.
         fd_.store(-1);

@@ -37,7 +37,8 @@ bool StackCapture::codeRangeOf(const void* address, uint64_t* start, uint64_t* e
     return range.end != 0;
 }
 
-int StackCapture::native(ThreadState& ts, uint64_t* ips, int maxDepth, bool stopAtInterpreter) const {
+int StackCapture::native(ThreadState& ts, uint64_t* ips, int maxDepth,
+                         bool stopAtInterpreter) const {
     void* raw[kMaxNativeDepth + 8];
     const int limit = maxDepth + 8 < kMaxNativeDepth + 8 ? maxDepth + 8 : kMaxNativeDepth + 8;
     const bool cutAtLoop = stopAtInterpreter && evalStart_ != 0;
@@ -45,7 +46,8 @@ int StackCapture::native(ThreadState& ts, uint64_t* ips, int maxDepth, bool stop
     int cut = -1;  // index of the innermost interpreter-loop frame
     auto findLoop = [&] {
         for (int i = 0; i < got && cut < 0; ++i)
-            if (inInterpreterLoop(reinterpret_cast<uint64_t>(raw[i]))) cut = i;  // a return address: ip - 1 is inside
+            if (inInterpreterLoop(reinterpret_cast<uint64_t>(raw[i])))
+                cut = i;  // a return address: ip - 1 is inside
     };
     if (cutAtLoop) {
         int want = ts.evalDepth > 0 ? ts.evalDepth + 4 : 24;

@@ -17,7 +17,9 @@ uint32_t StackInterner::native(ThreadState& ts, const uint64_t* ips, int count, 
     }
     // ips is innermost first; the cache and the trie go outermost first.
     int common = 0;
-    while (common < count && common < ts.nativeDepth && ips[count - 1 - common] == ts.nativeIps[common]) ++common;
+    while (common < count && common < ts.nativeDepth &&
+           ips[count - 1 - common] == ts.nativeIps[common])
+        ++common;
     uint32_t node = common ? ts.nativeNodes[common - 1] : 0;
     for (int k = common; k < count; ++k) {
         const uint64_t ip = ips[count - 1 - k];

@@ -23,7 +23,8 @@ void makeKey() { gKeyMade = pthread_key_create(&gKey, releaseState) == 0; }
 
 ThreadState* threadState() {
     if (tlsState) return tlsState;
-    void* p = mmap(nullptr, sizeof(ThreadState), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* p = mmap(nullptr, sizeof(ThreadState), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return nullptr;
     // Zero-filled by mmap: every cache starts empty, generation 0 matches no stream.
     tlsState = static_cast<ThreadState*>(p);

@@ -60,7 +60,8 @@ void buildIdOf(const dl_phdr_info* info, char* out, size_t outSize) {
             const unsigned char* name = p + sizeof(ElfW(Nhdr));
             const unsigned char* desc = name + ((note->n_namesz + 3) & ~3u);
             if (desc + note->n_descsz > end) break;
-            if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0)
+            if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 &&
+                std::memcmp(name, "GNU", 4) == 0)
                 return hex(desc, note->n_descsz, out, outSize);
             p = desc + ((note->n_descsz + 3) & ~3u);
         }
@@ -84,14 +85,17 @@ int findC10Cuda(dl_phdr_info* info, size_t, void* data) {
 
 // The bridge records under PyTorch's allocator lock: never wait on the socket
 // there unless the buffer is full.
-void hostAlloc(uint8_t device, uint64_t key, uint64_t size) { engine().alloc(device, key, size, FlushPolicy::WhenFull); }
+void hostAlloc(uint8_t device, uint64_t key, uint64_t size) {
+    engine().alloc(device, key, size, FlushPolicy::WhenFull);
+}
 void hostFree(uint64_t key) { engine().free(key); }
 void hostWarn(const char* text) { engine().note(core::kNoteWarning, text); }
 
 const char kDeviceOnly[] = "; cuda rows show driver-level figures only (no active/reserved)";
 
 // Settles with a warning made of `parts`, followed by kDeviceOnly.
-void settle(const char* a, const char* b = "", const char* c = "", const char* d = "", const char* e = "") {
+void settle(const char* a, const char* b = "", const char* c = "", const char* d = "",
+            const char* e = "") {
     char text[1024];
     std::snprintf(text, sizeof text, "%s%s%s%s%s%s", a, b, c, d, e, kDeviceOnly);
     hostWarn(text);
@@ -123,7 +127,8 @@ void tryAttachTorchBridge() {
     }
     if (!gBridgePath[0]) {
         return settle(
-            "this memtool was built without the torch bridge (it needs a CUDA build of torch 2.2 or later at "
+            "this memtool was built without the torch bridge (it needs a CUDA build of torch 2.2 "
+            "or later at "
             "build time)");
     }
     if (!gHandle) {
@@ -132,7 +137,8 @@ void tryAttachTorchBridge() {
             const char* why = dlerror();
             return settle("the torch bridge does not load into this torch (", why ? why : "?", ")");
         }
-        auto buildId = reinterpret_cast<MemtoolBridgeBuildIdFn>(dlsym(gHandle, "memtool_torch_bridge_build_id"));
+        auto buildId = reinterpret_cast<MemtoolBridgeBuildIdFn>(
+            dlsym(gHandle, "memtool_torch_bridge_build_id"));
         const char* expected = buildId ? buildId() : "";
         if (!expected || !*expected || std::strcmp(expected, c10.buildId) != 0) {
             dlclose(gHandle);
@@ -142,7 +148,8 @@ void tryAttachTorchBridge() {
                           c10.buildId[0] ? c10.buildId : "one without a build id", ")");
         }
     }
-    auto attach = reinterpret_cast<MemtoolBridgeAttachFn>(dlsym(gHandle, "memtool_torch_bridge_attach"));
+    auto attach =
+        reinterpret_cast<MemtoolBridgeAttachFn>(dlsym(gHandle, "memtool_torch_bridge_attach"));
     if (!attach) return settle("the torch bridge has no attach function");
     static const MemtoolBridgeHost host{kMemtoolBridgeApiVersion, hostAlloc, hostFree, hostWarn};
     const int rc = attach(&host);

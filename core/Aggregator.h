@@ -123,7 +123,8 @@ private:
     std::vector<StackState> stacks_;
     std::unordered_map<uint64_t, uint32_t> stackIds_[256];  // per device: (native, py) -> index
     std::unordered_map<uint64_t, LiveBlock> live_[256];     // per device: address -> block
-    std::unordered_map<uint64_t, std::unordered_map<uint64_t, uint8_t>> regionBlocks_;  // region -> address -> device
+    std::unordered_map<uint64_t, std::unordered_map<uint64_t, uint8_t>>
+        regionBlocks_;  // region -> address -> device
     std::vector<ModuleRecord> modules_;
     std::vector<NativeNodeRecord> nativeNodes_{1};
     std::vector<PyNodeRecord> pyNodes_{1};

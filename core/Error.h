@@ -7,16 +7,17 @@
 
 namespace memtool::core {
 
-inline constexpr int kExitCheckFailed = 1;   // memtool check: a limit was passed
-inline constexpr int kExitBadInput = 2;      // usage error, unreadable or invalid trace
-inline constexpr int kExitInternal = 70;     // report, check, diff: a bug in memtool (EX_SOFTWARE)
-inline constexpr int kExitRunFailed = 125;   // memtool run could not profile (no collector, ...)
+inline constexpr int kExitCheckFailed = 1;  // memtool check: a limit was passed
+inline constexpr int kExitBadInput = 2;     // usage error, unreadable or invalid trace
+inline constexpr int kExitInternal = 70;    // report, check, diff: a bug in memtool (EX_SOFTWARE)
+inline constexpr int kExitRunFailed = 125;  // memtool run could not profile (no collector, ...)
 inline constexpr int kExitNotExecutable = 126;
 inline constexpr int kExitNotFound = 127;
 
 class Error : public std::runtime_error {
 public:
-    Error(int exitCode, const std::string& message) : std::runtime_error(message), exitCode_(exitCode) {}
+    Error(int exitCode, const std::string& message)
+        : std::runtime_error(message), exitCode_(exitCode) {}
     int exitCode() const { return exitCode_; }
 
 private:

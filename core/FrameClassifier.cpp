@@ -31,16 +31,18 @@ bool isInterpreterModule(const std::string& modulePath) {
 
 bool isLibraryModule(const std::string& path) {
     if (path.empty() || path[0] != '/') return true;  // unknown, the vDSO
-    static const char* systemDirs[] = {"/usr/lib/", "/lib/", "/usr/lib64/", "/lib64/", "/usr/local/cuda",
-                                       "/usr/local/lib/python"};
+    static const char* systemDirs[] = {"/usr/lib/", "/lib/",           "/usr/lib64/",
+                                       "/lib64/",   "/usr/local/cuda", "/usr/local/lib/python"};
     for (const char* d : systemDirs)
         if (startsWith(path, d)) return true;
-    return path.find("/site-packages/") != std::string::npos || path.find("/dist-packages/") != std::string::npos ||
-           inPythonLibDir(path) || baseName(path).find("libmemtool_") != std::string::npos ||
-           isInterpreterModule(path);
+    return path.find("/site-packages/") != std::string::npos ||
+           path.find("/dist-packages/") != std::string::npos || inPythonLibDir(path) ||
+           baseName(path).find("libmemtool_") != std::string::npos || isInterpreterModule(path);
 }
 
-bool isMemtoolModule(const std::string& modulePath) { return startsWith(baseName(modulePath), "libmemtool_"); }
+bool isMemtoolModule(const std::string& modulePath) {
+    return startsWith(baseName(modulePath), "libmemtool_");
+}
 
 bool isAllocatorModule(const std::string& modulePath) {
     std::string b = baseName(modulePath);

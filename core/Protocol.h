@@ -21,8 +21,10 @@ inline constexpr uint32_t kProtocolVersion = 4;
 // Environment variables shared by the CLI and the collectors.
 inline constexpr const char* kEnvSocket = "MEMTOOL_SOCKET";    // path of the CLI's Unix socket
 inline constexpr const char* kEnvOptions = "MEMTOOL_OPTIONS";  // e.g. "native=0,python=1"
-inline constexpr const char* kEnvTorchBridge = "MEMTOOL_TORCH_BRIDGE";  // path of the torch bridge library
-inline constexpr const char* kEnvBackupDir = "MEMTOOL_BACKUP_DIR";      // where paused regions' disk backups go
+inline constexpr const char* kEnvTorchBridge =
+    "MEMTOOL_TORCH_BRIDGE";  // path of the torch bridge library
+inline constexpr const char* kEnvBackupDir =
+    "MEMTOOL_BACKUP_DIR";  // where paused regions' disk backups go
 
 enum class RecordTag : uint8_t {
     Handshake = 'H',
@@ -156,12 +158,13 @@ inline uint8_t* encodePyNode(uint8_t* p, uint64_t parent, uint64_t codeId, uint6
 // frames already name its entry point), and every record pays for what it carries.
 struct AllocFields {
     uint8_t device = kDeviceCpu;
-    uint64_t address = 0;      // or a key (kKey* bits)
-    uint64_t size = 0;         // bytes
-    uint64_t nativeNode = 0;   // 0: no native stack
-    uint64_t pyNode = 0;       // 0: no Python stack
-    uint64_t timeDeltaNs = 0;  // since the previous timed record (Alloc, Free, Control) of the stream
-    uint64_t region = 0;       // the pausable region it was served from (a Region record's id); 0: none
+    uint64_t address = 0;     // or a key (kKey* bits)
+    uint64_t size = 0;        // bytes
+    uint64_t nativeNode = 0;  // 0: no native stack
+    uint64_t pyNode = 0;      // 0: no Python stack
+    uint64_t timeDeltaNs =
+        0;                // since the previous timed record (Alloc, Free, Control) of the stream
+    uint64_t region = 0;  // the pausable region it was served from (a Region record's id); 0: none
 };
 
 inline uint8_t* encodeAlloc(uint8_t* p, const AllocFields& a) {
@@ -231,8 +234,8 @@ inline constexpr uint64_t kHandshakePythonStacks = 2;  // flags bit 1
 inline size_t handshakeBytes(size_t argc, size_t argBytes) {
     return kPreambleBytes + 1 + 5 * kMaxVarintBytes + argc * kMaxVarintBytes + argBytes;
 }
-inline uint8_t* encodeHandshakeHead(uint8_t* p, uint64_t pid, uint64_t ppid, uint64_t startUnixNs, uint64_t flags,
-                                    uint64_t argc) {
+inline uint8_t* encodeHandshakeHead(uint8_t* p, uint64_t pid, uint64_t ppid, uint64_t startUnixNs,
+                                    uint64_t flags, uint64_t argc) {
     p = encodePreamble(p);
     *p++ = static_cast<uint8_t>(RecordTag::Handshake);
     p = putVarint(p, pid);
@@ -260,8 +263,11 @@ inline uint8_t* encodePyCode(uint8_t* p, const char* file, size_t fileLen, const
 inline constexpr const char* kNoteWarning = "warning";
 inline constexpr const char* kNoteCudaSource = "cuda.source";
 inline constexpr const char* kNoteTorchBridge = "torch.bridge";
-inline size_t noteBytes(size_t keyLen, size_t textLen) { return 1 + stringBytes(keyLen) + stringBytes(textLen); }
-inline uint8_t* encodeNote(uint8_t* p, const char* key, size_t keyLen, const char* text, size_t textLen) {
+inline size_t noteBytes(size_t keyLen, size_t textLen) {
+    return 1 + stringBytes(keyLen) + stringBytes(textLen);
+}
+inline uint8_t* encodeNote(uint8_t* p, const char* key, size_t keyLen, const char* text,
+                           size_t textLen) {
     *p++ = static_cast<uint8_t>(RecordTag::Note);
     p = putString(p, key, keyLen);
     return putString(p, text, textLen);
@@ -280,8 +286,8 @@ enum class BackupKind : uint8_t {
 // allocation served from it. Ids are explicit, from 1.
 inline constexpr size_t kMaxTagBytes = 63;
 inline size_t regionBytes(size_t tagLen) { return 1 + kMaxVarintBytes + stringBytes(tagLen) + 2; }
-inline uint8_t* encodeRegion(uint8_t* p, uint64_t id, const char* tag, size_t tagLen, uint8_t device,
-                             BackupKind backup) {
+inline uint8_t* encodeRegion(uint8_t* p, uint64_t id, const char* tag, size_t tagLen,
+                             uint8_t device, BackupKind backup) {
     *p++ = static_cast<uint8_t>(RecordTag::Region);
     p = putVarint(p, id);
     p = putString(p, tag, tagLen);
@@ -315,8 +321,11 @@ struct ControlFields {
     uint64_t durationNs = 0;
     bool ok = true;
 };
-inline size_t controlBytes(size_t messageLen) { return 1 + 8 * kMaxVarintBytes + stringBytes(messageLen); }
-inline uint8_t* encodeControl(uint8_t* p, const ControlFields& c, const char* message, size_t messageLen) {
+inline size_t controlBytes(size_t messageLen) {
+    return 1 + 8 * kMaxVarintBytes + stringBytes(messageLen);
+}
+inline uint8_t* encodeControl(uint8_t* p, const ControlFields& c, const char* message,
+                              size_t messageLen) {
     *p++ = static_cast<uint8_t>(RecordTag::Control);
     p = putVarint(p, c.timeDeltaNs);
     p = putVarint(p, c.region);
@@ -334,9 +343,9 @@ inline uint8_t* encodeControl(uint8_t* p, const ControlFields& c, const char* me
 // and a JSON body the CLI passes on or renders.
 enum class ReplyStatus : uint8_t {
     Ok = 0,
-    Failed = 1,    // the command ran and did not succeed; the body says why
-    Unknown = 2,   // no such command
-    Refused = 3,   // not possible in this process (the body says why)
+    Failed = 1,   // the command ran and did not succeed; the body says why
+    Unknown = 2,  // no such command
+    Refused = 3,  // not possible in this process (the body says why)
 };
 inline size_t requestBytes(size_t argc, size_t argBytes) {
     return 1 + 2 * kMaxVarintBytes + argc * kMaxVarintBytes + argBytes;
@@ -347,7 +356,8 @@ inline uint8_t* encodeRequestHead(uint8_t* p, uint64_t id, uint64_t argc) {
     return putVarint(p, argc);
 }
 inline size_t replyBytes(size_t bodyLen) { return 1 + kMaxVarintBytes + 1 + stringBytes(bodyLen); }
-inline uint8_t* encodeReply(uint8_t* p, uint64_t id, ReplyStatus status, const char* body, size_t bodyLen) {
+inline uint8_t* encodeReply(uint8_t* p, uint64_t id, ReplyStatus status, const char* body,
+                            size_t bodyLen) {
     *p++ = static_cast<uint8_t>(RecordTag::Reply);
     p = putVarint(p, id);
     *p++ = static_cast<uint8_t>(status);

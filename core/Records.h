@@ -88,9 +88,11 @@ inline std::vector<uint8_t> encodeHandshake(const Handshake& h) {
     size_t argBytes = 0;
     for (const auto& a : h.command) argBytes += a.size();
     std::vector<uint8_t> out(handshakeBytes(h.command.size(), argBytes));
-    const uint64_t flags = (h.nativeStacks ? kHandshakeNativeStacks : 0) | (h.pythonStacks ? kHandshakePythonStacks : 0);
-    uint8_t* p = encodeHandshakeHead(out.data(), static_cast<uint64_t>(h.pid), static_cast<uint64_t>(h.ppid),
-                                     h.startUnixNs, flags, h.command.size());
+    const uint64_t flags = (h.nativeStacks ? kHandshakeNativeStacks : 0) |
+                           (h.pythonStacks ? kHandshakePythonStacks : 0);
+    uint8_t* p =
+        encodeHandshakeHead(out.data(), static_cast<uint64_t>(h.pid), static_cast<uint64_t>(h.ppid),
+                            h.startUnixNs, flags, h.command.size());
     for (const auto& a : h.command) p = putString(p, a.data(), a.size());
     out.resize(static_cast<size_t>(p - out.data()));
     return out;

@@ -184,9 +184,11 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             r.device = c.byte();
             const uint8_t backup = c.byte();
             if (!c.ok) return 0;
-            if (r.id == 0 || regions_.count(r.id)) throw ProtocolError("region id 0 or declared twice");
+            if (r.id == 0 || regions_.count(r.id))
+                throw ProtocolError("region id 0 or declared twice");
             if (r.tag.size() > kMaxTagBytes) throw ProtocolError("region tag longer than 63 bytes");
-            if (backup > static_cast<uint8_t>(BackupKind::Disk)) throw ProtocolError("unknown backup kind");
+            if (backup > static_cast<uint8_t>(BackupKind::Disk))
+                throw ProtocolError("unknown backup kind");
             r.backup = static_cast<BackupKind>(backup);
             regions_.insert(r.id);
             sink_.onRegion(r);
@@ -204,7 +206,8 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             x.f.ok = c.byte() != 0;
             x.message = c.string();
             if (!c.ok) return 0;
-            if (!regions_.count(x.f.region)) throw ProtocolError("control event for an unknown region");
+            if (!regions_.count(x.f.region))
+                throw ProtocolError("control event for an unknown region");
             if (action < 1 || action > 4 || origin < 1 || origin > 2 || backup > 2)
                 throw ProtocolError("control event with an unknown action, origin or backup");
             x.f.action = static_cast<ControlAction>(action);
@@ -221,7 +224,8 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             const uint8_t status = c.byte();
             r.body = c.string();
             if (!c.ok) return 0;
-            if (status > static_cast<uint8_t>(ReplyStatus::Refused)) throw ProtocolError("unknown reply status");
+            if (status > static_cast<uint8_t>(ReplyStatus::Refused))
+                throw ProtocolError("unknown reply status");
             r.status = static_cast<ReplyStatus>(status);
             sink_.onReply(r);
             break;

@@ -33,8 +33,8 @@ struct PoolTotals {
 };
 
 struct DeviceTotals : PoolTotals {
-    std::string source;  // what saw it: "libc10" (CPU allocator hooks), "cupti" (CUDA driver callbacks),
-                         // "runtime-hooks" (CUDA runtime API hooks)
+    std::string source;  // what saw it: "libc10" (CPU allocator hooks), "cupti" (CUDA driver
+                         // callbacks), "runtime-hooks" (CUDA runtime API hooks)
     std::map<std::string, PoolTotals> pools;  // cuda:N with the torch bridge: "active", "reserved"
 };
 
@@ -56,8 +56,9 @@ struct LineFigures {
 
 struct Hotspot : HotspotFigures {
     std::string device;
-    std::vector<uint32_t> frames;     // ids into ProcessTrace::frames, innermost first
-    std::optional<uint32_t> siteFrame;  // id of the frame the hotspot is named after; none without a stack
+    std::vector<uint32_t> frames;  // ids into ProcessTrace::frames, innermost first
+    std::optional<uint32_t>
+        siteFrame;  // id of the frame the hotspot is named after; none without a stack
     // The same as text, as trace.json carries it for people and jq: formatFrame()
     // of each frame, and of the site (kNoStackSite without one). Reporters show
     // text made from the frames; these are written back as they were read.
@@ -87,22 +88,22 @@ struct StreamCheck {
 struct RegionTotals {
     std::string tag;
     std::string device;
-    std::string backup;  // "none", "host", "disk"
+    std::string backup;        // "none", "host", "disk"
     uint64_t bytes = 0;        // live at the end, resident or paused
     uint64_t pausedBytes = 0;  // of which paused
 };
 
 // One pause or resume, as it happened.
 struct ControlEvent {
-    double timeS = 0;       // on the allocations' clock: seconds since the collector connected
-    std::string action;     // "pause", "resume", "yield", "restore"
-    std::string origin;     // "api" (the program), "ctl" (memtool ctl)
+    double timeS = 0;    // on the allocations' clock: seconds since the collector connected
+    std::string action;  // "pause", "resume", "yield", "restore"
+    std::string origin;  // "api" (the program), "ctl" (memtool ctl)
     std::string tag;
     std::string device;
-    uint64_t bytes = 0;     // physical memory released or restored
-    std::string backup;     // "none", "host", "disk"
+    uint64_t bytes = 0;  // physical memory released or restored
+    std::string backup;  // "none", "host", "disk"
     double durationS = 0;
-    bool ok = true;         // false: it failed and changed nothing
+    bool ok = true;  // false: it failed and changed nothing
     std::string message;
 };
 

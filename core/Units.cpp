@@ -2,8 +2,8 @@
 
 #include <cctype>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 
 #include "core/Protocol.h"
 #include "core/TraceModel.h"
@@ -22,9 +22,12 @@ std::string deviceName(uint8_t device) {
 
 const char* poolKey(uint8_t device) {
     switch (devicePool(device)) {
-        case DevicePool::Active: return kPoolActive;
-        case DevicePool::Reserved: return kPoolReserved;
-        case DevicePool::Device: return "";
+        case DevicePool::Active:
+            return kPoolActive;
+        case DevicePool::Reserved:
+            return kPoolReserved;
+        case DevicePool::Device:
+            return "";
     }
     return "";
 }
@@ -45,7 +48,8 @@ std::string formatBytes(uint64_t bytes) {
 
 std::string formatBytesDelta(int64_t bytes) {
     if (bytes == 0) return "0 B";
-    uint64_t mag = bytes < 0 ? static_cast<uint64_t>(-(bytes + 1)) + 1 : static_cast<uint64_t>(bytes);
+    uint64_t mag =
+        bytes < 0 ? static_cast<uint64_t>(-(bytes + 1)) + 1 : static_cast<uint64_t>(bytes);
     return (bytes < 0 ? "-" : "+") + formatBytes(mag);
 }
 
@@ -62,9 +66,17 @@ std::optional<uint64_t> parseSize(std::string_view text) {
         double factor;
     };
     static const Unit units[] = {
-        {"", 1},        {"B", 1},          {"KiB", 1024.0},   {"MiB", 1048576.0},
-        {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"KB", 1e3}, {"kB", 1e3},
-        {"MB", 1e6},    {"GB", 1e9},       {"TB", 1e12},
+        {"", 1},
+        {"B", 1},
+        {"KiB", 1024.0},
+        {"MiB", 1048576.0},
+        {"GiB", 1073741824.0},
+        {"TiB", 1099511627776.0},
+        {"KB", 1e3},
+        {"kB", 1e3},
+        {"MB", 1e6},
+        {"GB", 1e9},
+        {"TB", 1e12},
     };
     const Unit* found = nullptr;
     for (const auto& u : units) {

@@ -5,9 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
-#include <regex>
-
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "core/Error.h"
 #include "core/Units.h"
@@ -16,7 +15,9 @@ namespace memtool::reporters {
 
 namespace {
 
-[[noreturn]] void usage(const std::string& message) { throw core::Error(core::kExitBadInput, message); }
+[[noreturn]] void usage(const std::string& message) {
+    throw core::Error(core::kExitBadInput, message);
+}
 
 const core::ProcessTrace& launched(const core::Trace& t, const std::string& what) {
     if (t.processes.empty()) usage(what + " holds no process");
@@ -38,19 +39,24 @@ std::vector<std::string> devicesFor(const DeviceSelector& s, const core::Process
 
 uint64_t metricOf(const core::PoolTotals& d, Metric m) {
     switch (m) {
-        case Metric::Peak: return d.peakBytes;
-        case Metric::Allocated: return d.allocatedBytes;
-        case Metric::Leaked: return d.currentBytes;
+        case Metric::Peak:
+            return d.peakBytes;
+        case Metric::Allocated:
+            return d.allocatedBytes;
+        case Metric::Leaked:
+            return d.currentBytes;
     }
     return 0;
 }
 
-uint64_t measure(const core::ProcessTrace& p, const std::string& device, const std::string& pool, Metric m) {
+uint64_t measure(const core::ProcessTrace& p, const std::string& device, const std::string& pool,
+                 Metric m) {
     auto it = p.devices.find(device);
     if (!pool.empty()) {
         if (it == p.devices.end() || !it->second.pools.count(pool))
-            usage(fmt::format("the trace has no {} figures for {} (the torch bridge was not attached)", pool,
-                              device));
+            usage(fmt::format(
+                "the trace has no {} figures for {} (the torch bridge was not attached)", pool,
+                device));
         return metricOf(it->second.pools.at(pool), m);
     }
     return it == p.devices.end() ? 0 : metricOf(it->second, m);
@@ -60,12 +66,23 @@ std::string xmlEscape(const std::string& s) {
     std::string out;
     for (char c : s) {
         switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&quot;"; break;
-            case '\'': out += "&apos;"; break;
-            default: out += c;
+            case '&':
+                out += "&amp;";
+                break;
+            case '<':
+                out += "&lt;";
+                break;
+            case '>':
+                out += "&gt;";
+                break;
+            case '"':
+                out += "&quot;";
+                break;
+            case '\'':
+                out += "&apos;";
+                break;
+            default:
+                out += c;
         }
     }
     return out;
@@ -82,9 +99,12 @@ Metric parseMetric(const std::string& text) {
 
 const char* metricName(Metric m) {
     switch (m) {
-        case Metric::Peak: return "peak";
-        case Metric::Allocated: return "allocated";
-        case Metric::Leaked: return "leaked";
+        case Metric::Peak:
+            return "peak";
+        case Metric::Allocated:
+            return "allocated";
+        case Metric::Leaked:
+            return "leaked";
     }
     return "peak";
 }
@@ -92,16 +112,18 @@ const char* metricName(Metric m) {
 DeviceSelector parseDeviceSelector(const std::string& text) {
     static const std::regex form(R"((cpu|pinned|cuda|cuda:\d+)(\.(active|reserved))?)");
     std::smatch m;
-    if (!std::regex_match(text, m, form) || (m[1] == "cpu" && m[3].matched) || (m[1] == "pinned" && m[3].matched) ||
-        (m[1] == "cuda" && m[3].matched)) {
-        usage("bad device '" + text + "' (use cpu, pinned, cuda, cuda:N, cuda:N.active or cuda:N.reserved)");
+    if (!std::regex_match(text, m, form) || (m[1] == "cpu" && m[3].matched) ||
+        (m[1] == "pinned" && m[3].matched) || (m[1] == "cuda" && m[3].matched)) {
+        usage("bad device '" + text +
+              "' (use cpu, pinned, cuda, cuda:N, cuda:N.active or cuda:N.reserved)");
     }
     return DeviceSelector{m[1], m[3].matched ? m[3].str() : "", text};
 }
 
 PeakLimit parsePeakLimit(const std::string& text) {
     size_t eq = text.find('=');
-    if (eq == std::string::npos) usage("bad limit '" + text + "' (use DEVICE=SIZE, e.g. cpu=512MiB)");
+    if (eq == std::string::npos)
+        usage("bad limit '" + text + "' (use DEVICE=SIZE, e.g. cpu=512MiB)");
     PeakLimit l;
     l.selector = parseDeviceSelector(text.substr(0, eq));
     std::string size = text.substr(eq + 1);
@@ -117,15 +139,18 @@ Increase parseIncrease(const std::string& text) {
     if (!text.empty() && text.back() == '%') {
         std::string num = text.substr(0, text.size() - 1);
         static const std::regex decimal(R"(\d+(\.\d+)?)");
-        if (!std::regex_match(num, decimal)) usage("bad increase '" + text + "' (use a percentage like 5% or a size)");
+        if (!std::regex_match(num, decimal))
+            usage("bad increase '" + text + "' (use a percentage like 5% or a size)");
         inc.percent = true;
         // strtod, not stod: a percentage past double's range is bad input, not an exception.
         inc.value = std::strtod(num.c_str(), nullptr);
-        if (!std::isfinite(inc.value)) usage("bad increase '" + text + "' (use a percentage like 5% or a size)");
+        if (!std::isfinite(inc.value))
+            usage("bad increase '" + text + "' (use a percentage like 5% or a size)");
         return inc;
     }
     auto bytes = core::parseSize(text);
-    if (!bytes) usage("bad increase '" + text + "' (use a percentage like 5% or a size like 64MiB)");
+    if (!bytes)
+        usage("bad increase '" + text + "' (use a percentage like 5% or a size like 64MiB)");
     inc.value = static_cast<double>(*bytes);
     return inc;
 }
@@ -152,9 +177,11 @@ std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions&
             r.kind = "limit";
             r.device = l.selector.text;
             r.limit = l.bytes;
-            r.name = fmt::format("{} {} <= {}", l.selector.text, metric, core::formatBytes(l.bytes));
-            r.message = fmt::format("{} {}: no CUDA device in the trace (0 bytes), within {} ({} bytes)",
-                                    l.selector.text, metric, core::formatBytes(l.bytes), l.bytes);
+            r.name =
+                fmt::format("{} {} <= {}", l.selector.text, metric, core::formatBytes(l.bytes));
+            r.message =
+                fmt::format("{} {}: no CUDA device in the trace (0 bytes), within {} ({} bytes)",
+                            l.selector.text, metric, core::formatBytes(l.bytes), l.bytes);
             results.push_back(r);
         }
         for (const std::string& device : devices) {
@@ -166,12 +193,14 @@ std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions&
             r.limit = l.bytes;
             r.passed = r.value <= r.limit;
             r.name = fmt::format("{} {} <= {}", shown, metric, core::formatBytes(l.bytes));
-            r.message = r.passed ? fmt::format("{} {} {} ({} bytes) is within {} ({} bytes)", shown, metric,
-                                               core::formatBytes(r.value), r.value, core::formatBytes(r.limit), r.limit)
-                                 : fmt::format("{} {} {} ({} bytes) exceeds {} ({} bytes) by {} ({} bytes)", shown,
-                                               metric, core::formatBytes(r.value), r.value,
-                                               core::formatBytes(r.limit), r.limit,
-                                               core::formatBytes(r.value - r.limit), r.value - r.limit);
+            r.message =
+                r.passed ? fmt::format("{} {} {} ({} bytes) is within {} ({} bytes)", shown, metric,
+                                       core::formatBytes(r.value), r.value,
+                                       core::formatBytes(r.limit), r.limit)
+                         : fmt::format("{} {} {} ({} bytes) exceeds {} ({} bytes) by {} ({} bytes)",
+                                       shown, metric, core::formatBytes(r.value), r.value,
+                                       core::formatBytes(r.limit), r.limit,
+                                       core::formatBytes(r.value - r.limit), r.value - r.limit);
             results.push_back(r);
         }
     }
@@ -179,23 +208,27 @@ std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions&
     if (options.baseline && options.maxIncrease) {
         const core::ProcessTrace& base = launched(*options.baseline, options.baselinePath);
         // Every device of either trace, and each caching-allocator pool that both have.
-        std::map<std::string, std::pair<std::string, std::string>> devices;  // shown -> (device, pool)
+        std::map<std::string, std::pair<std::string, std::string>>
+            devices;  // shown -> (device, pool)
         for (const auto* trace : {&base, &p})
             for (const auto& [name, d] : trace->devices) devices[name] = {name, ""};
         for (const auto& [name, d] : p.devices) {
             auto b = base.devices.find(name);
             for (const auto& [pool, totals] : d.pools)
-                if (b != base.devices.end() && b->second.pools.count(pool)) devices[name + "." + pool] = {name, pool};
+                if (b != base.devices.end() && b->second.pools.count(pool))
+                    devices[name + "." + pool] = {name, pool};
         }
         for (const auto& [device, which] : devices) {
             uint64_t was = measure(base, which.first, which.second, options.metric);
             uint64_t now = measure(p, which.first, which.second, options.metric);
             const Increase& inc = *options.maxIncrease;
             // Allowed growth in whole bytes, rounded down: 0% allows none at all.
-            long double grow = std::floor(inc.percent ? static_cast<long double>(was) * inc.value / 100.0L : inc.value);
+            long double grow = std::floor(
+                inc.percent ? static_cast<long double>(was) * inc.value / 100.0L : inc.value);
             // A growth past 64 bits allows everything.
-            uint64_t allowed = grow >= static_cast<long double>(UINT64_MAX - was) ? UINT64_MAX
-                                                                                  : was + static_cast<uint64_t>(grow);
+            uint64_t allowed = grow >= static_cast<long double>(UINT64_MAX - was)
+                                   ? UINT64_MAX
+                                   : was + static_cast<uint64_t>(grow);
             CheckResult r;
             r.kind = "baseline";
             r.device = device;
@@ -203,18 +236,22 @@ std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions&
             r.limit = allowed;
             r.passed = now <= allowed;
             r.name = fmt::format("{} {} grows at most {} over baseline", device, metric, inc.text);
-            double pct = was ? 100.0 * (static_cast<double>(now) - static_cast<double>(was)) / static_cast<double>(was)
+            double pct = was ? 100.0 * (static_cast<double>(now) - static_cast<double>(was)) /
+                                   static_cast<double>(was)
                              : (now ? INFINITY : 0.0);
-            std::string change = fmt::format("{} ({:+.2f}%)", core::formatBytesDelta(static_cast<int64_t>(now - was)),
-                                             pct);
-            r.message = r.passed ? fmt::format("{} {} {} ({} bytes), baseline {} ({} bytes): {} within +{}", device,
-                                               metric, core::formatBytes(now), now, core::formatBytes(was), was,
-                                               change, inc.text)
-                                 : fmt::format("{} {} {} ({} bytes), baseline {} ({} bytes): {} exceeds the allowed "
-                                               "{} ({} bytes) by {} ({} bytes)",
-                                               device, metric, core::formatBytes(now), now, core::formatBytes(was),
-                                               was, change, core::formatBytes(allowed), allowed,
-                                               core::formatBytes(now - allowed), now - allowed);
+            std::string change = fmt::format(
+                "{} ({:+.2f}%)", core::formatBytesDelta(static_cast<int64_t>(now - was)), pct);
+            r.message =
+                r.passed
+                    ? fmt::format("{} {} {} ({} bytes), baseline {} ({} bytes): {} within +{}",
+                                  device, metric, core::formatBytes(now), now,
+                                  core::formatBytes(was), was, change, inc.text)
+                    : fmt::format(
+                          "{} {} {} ({} bytes), baseline {} ({} bytes): {} exceeds the allowed "
+                          "{} ({} bytes) by {} ({} bytes)",
+                          device, metric, core::formatBytes(now), now, core::formatBytes(was), was,
+                          change, core::formatBytes(allowed), allowed,
+                          core::formatBytes(now - allowed), now - allowed);
             results.push_back(r);
         }
     }
@@ -227,8 +264,8 @@ void renderCheckText(const std::vector<CheckResult>& results, std::ostream& out)
         failed += !r.passed;
         out << (r.passed ? "PASS  " : "FAIL  ") << r.message << '\n';
     }
-    out << fmt::format("memtool check: {} check{}, {} failed\n", results.size(), results.size() == 1 ? "" : "s",
-                       failed);
+    out << fmt::format("memtool check: {} check{}, {} failed\n", results.size(),
+                       results.size() == 1 ? "" : "s", failed);
 }
 
 void renderCheckJson(const std::vector<CheckResult>& results, std::ostream& out) {
@@ -236,8 +273,8 @@ void renderCheckJson(const std::vector<CheckResult>& results, std::ostream& out)
     bool passed = true;
     for (const auto& r : results) {
         passed &= r.passed;
-        nlohmann::json c = {{"name", r.name},   {"kind", r.kind},       {"passed", r.passed},
-                            {"message", r.message}};
+        nlohmann::json c = {
+            {"name", r.name}, {"kind", r.kind}, {"passed", r.passed}, {"message", r.message}};
         if (r.kind != "complete") {
             c["device"] = r.device;
             c["value_bytes"] = r.value;
@@ -249,20 +286,26 @@ void renderCheckJson(const std::vector<CheckResult>& results, std::ostream& out)
     out << nlohmann::json{{"passed", passed}, {"checks", checks}}.dump(2) << '\n';
 }
 
-void renderCheckJunit(const std::vector<CheckResult>& results, const std::string& tracePath, std::ostream& out) {
+void renderCheckJunit(const std::vector<CheckResult>& results, const std::string& tracePath,
+                      std::ostream& out) {
     size_t failures = 0;
     for (const auto& r : results) failures += !r.passed;
     out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-    out << fmt::format("<testsuites name=\"memtool check\" tests=\"{}\" failures=\"{}\">\n", results.size(), failures);
-    out << fmt::format("  <testsuite name=\"memtool check {}\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n",
-                       xmlEscape(tracePath), results.size(), failures);
+    out << fmt::format("<testsuites name=\"memtool check\" tests=\"{}\" failures=\"{}\">\n",
+                       results.size(), failures);
+    out << fmt::format(
+        "  <testsuite name=\"memtool check {}\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n",
+        xmlEscape(tracePath), results.size(), failures);
     for (const auto& r : results) {
-        out << fmt::format("    <testcase classname=\"memtool.check\" name=\"{}\"", xmlEscape(r.name));
+        out << fmt::format("    <testcase classname=\"memtool.check\" name=\"{}\"",
+                           xmlEscape(r.name));
         if (r.passed) {
-            out << fmt::format(">\n      <system-out>{}</system-out>\n    </testcase>\n", xmlEscape(r.message));
+            out << fmt::format(">\n      <system-out>{}</system-out>\n    </testcase>\n",
+                               xmlEscape(r.message));
         } else {
-            out << fmt::format(">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
-                               xmlEscape(r.message), r.kind, xmlEscape(r.message));
+            out << fmt::format(
+                ">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
+                xmlEscape(r.message), r.kind, xmlEscape(r.message));
         }
     }
     out << "  </testsuite>\n</testsuites>\n";

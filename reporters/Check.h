@@ -64,6 +64,7 @@ std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions&
 
 void renderCheckText(const std::vector<CheckResult>& results, std::ostream& out);
 void renderCheckJson(const std::vector<CheckResult>& results, std::ostream& out);
-void renderCheckJunit(const std::vector<CheckResult>& results, const std::string& tracePath, std::ostream& out);
+void renderCheckJunit(const std::vector<CheckResult>& results, const std::string& tracePath,
+                      std::ostream& out);
 
 }  // namespace memtool::reporters

@@ -5,9 +5,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/Error.h"
 #include "core/Units.h"
@@ -21,11 +20,13 @@ int64_t delta(uint64_t a, uint64_t b) { return static_cast<int64_t>(b - a); }
 
 std::string percent(uint64_t a, uint64_t b) {
     if (a == 0) return b == 0 ? "0.00%" : "new";
-    return fmt::format("{:+.2f}%", 100.0 * (static_cast<double>(b) - static_cast<double>(a)) / static_cast<double>(a));
+    return fmt::format("{:+.2f}%", 100.0 * (static_cast<double>(b) - static_cast<double>(a)) /
+                                       static_cast<double>(a));
 }
 
 const core::ProcessTrace& launched(const core::Trace& t, const char* which) {
-    if (t.processes.empty()) throw core::Error(core::kExitBadInput, std::string(which) + " trace holds no process");
+    if (t.processes.empty())
+        throw core::Error(core::kExitBadInput, std::string(which) + " trace holds no process");
     return t.processes[0];
 }
 
@@ -38,7 +39,8 @@ std::string siteIdentity(const core::Frame* site, const std::string& cwd) {
     if (!site->isPython()) return core::frameName(*site);
     std::filesystem::path path = std::filesystem::path(site->file).lexically_normal();
     if (!cwd.empty()) {
-        std::filesystem::path rel = path.lexically_relative(std::filesystem::path(cwd).lexically_normal());
+        std::filesystem::path rel =
+            path.lexically_relative(std::filesystem::path(cwd).lexically_normal());
         if (!rel.empty() && *rel.begin() != "..") path = rel;
     }
     return fmt::format("{} ({}:{})", core::frameName(*site), path.string(), site->line);
@@ -97,15 +99,18 @@ TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t
 }
 
 void renderDiffText(const TraceDiff& d, std::ostream& out) {
-    out << fmt::format("{:<15} {:>12} {:>12} {:>13} {:>9}   {:>13} {:>9}   {:>13} {:>9}\n", "Device", "Base peak",
-                       "New peak", "Peak Δ", "%", "Allocated Δ", "%", "Leaked Δ", "%");
+    out << fmt::format("{:<15} {:>12} {:>12} {:>13} {:>9}   {:>13} {:>9}   {:>13} {:>9}\n",
+                       "Device", "Base peak", "New peak", "Peak Δ", "%", "Allocated Δ", "%",
+                       "Leaked Δ", "%");
     for (const auto& x : d.devices) {
-        out << fmt::format("{:<15} {:>12} {:>12} {:>13} {:>9}   {:>13} {:>9}   {:>13} {:>9}\n", x.device,
-                           core::formatBytes(x.basePeak), core::formatBytes(x.newPeak),
-                           core::formatBytesDelta(delta(x.basePeak, x.newPeak)), percent(x.basePeak, x.newPeak),
+        out << fmt::format("{:<15} {:>12} {:>12} {:>13} {:>9}   {:>13} {:>9}   {:>13} {:>9}\n",
+                           x.device, core::formatBytes(x.basePeak), core::formatBytes(x.newPeak),
+                           core::formatBytesDelta(delta(x.basePeak, x.newPeak)),
+                           percent(x.basePeak, x.newPeak),
                            core::formatBytesDelta(delta(x.baseAllocated, x.newAllocated)),
                            percent(x.baseAllocated, x.newAllocated),
-                           core::formatBytesDelta(delta(x.baseLeaked, x.newLeaked)), percent(x.baseLeaked, x.newLeaked));
+                           core::formatBytesDelta(delta(x.baseLeaked, x.newLeaked)),
+                           percent(x.baseLeaked, x.newLeaked));
     }
     if (d.sites.empty()) {
         out << "\nNo call site's contribution to the peak grew.\n";
@@ -114,8 +119,9 @@ void renderDiffText(const TraceDiff& d, std::ostream& out) {
     out << "\nCall sites whose contribution to the peak grew most\n";
     out << fmt::format("{:<8} {:>12} {:>12} {:>13}  {}\n", "Device", "Base", "New", "Δ", "Site");
     for (const auto& s : d.sites) {
-        out << fmt::format("{:<8} {:>12} {:>12} {:>13}  {}{}\n", s.device, core::formatBytes(s.basePeak),
-                           core::formatBytes(s.newPeak), core::formatBytesDelta(delta(s.basePeak, s.newPeak)), s.site,
+        out << fmt::format("{:<8} {:>12} {:>12} {:>13}  {}{}\n", s.device,
+                           core::formatBytes(s.basePeak), core::formatBytes(s.newPeak),
+                           core::formatBytesDelta(delta(s.basePeak, s.newPeak)), s.site,
                            s.isNew ? "  [new]" : "");
     }
 }

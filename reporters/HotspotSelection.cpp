@@ -13,18 +13,25 @@ SortKey parseSortKey(const std::string& text) {
     if (text == "leaked") return SortKey::Leaked;
     if (text == "active") return SortKey::Active;
     if (text == "reserved") return SortKey::Reserved;
-    throw core::Error(core::kExitBadInput,
-                      "unknown sort key '" + text + "' (use peak, allocated, count, leaked, active or reserved)");
+    throw core::Error(
+        core::kExitBadInput,
+        "unknown sort key '" + text + "' (use peak, allocated, count, leaked, active or reserved)");
 }
 
 const char* sortKeyName(SortKey key) {
     switch (key) {
-        case SortKey::Peak: return "peak";
-        case SortKey::Allocated: return "allocated";
-        case SortKey::Count: return "count";
-        case SortKey::Leaked: return "leaked";
-        case SortKey::Active: return "active peak";
-        case SortKey::Reserved: return "reserved peak";
+        case SortKey::Peak:
+            return "peak";
+        case SortKey::Allocated:
+            return "allocated";
+        case SortKey::Count:
+            return "count";
+        case SortKey::Leaked:
+            return "leaked";
+        case SortKey::Active:
+            return "active peak";
+        case SortKey::Reserved:
+            return "reserved peak";
     }
     return "peak";
 }
@@ -32,13 +39,18 @@ const char* sortKeyName(SortKey key) {
 namespace {
 uint64_t keyOf(const core::Hotspot& h, SortKey key) {
     switch (key) {
-        case SortKey::Peak: return h.peakBytes;
-        case SortKey::Allocated: return h.allocatedBytes;
-        case SortKey::Count: return h.count;
-        case SortKey::Leaked: return h.leakedBytes;
+        case SortKey::Peak:
+            return h.peakBytes;
+        case SortKey::Allocated:
+            return h.allocatedBytes;
+        case SortKey::Count:
+            return h.count;
+        case SortKey::Leaked:
+            return h.leakedBytes;
         case SortKey::Active:
         case SortKey::Reserved: {
-            auto it = h.pools.find(key == SortKey::Active ? core::kPoolActive : core::kPoolReserved);
+            auto it =
+                h.pools.find(key == SortKey::Active ? core::kPoolActive : core::kPoolReserved);
             return it == h.pools.end() ? 0 : it->second.peakBytes;
         }
     }
@@ -46,15 +58,18 @@ uint64_t keyOf(const core::Hotspot& h, SortKey key) {
 }
 }  // namespace
 
-ReportOptions optionsFor(const core::ProcessTrace& p, const std::string& device, const ReportOptions& requested) {
+ReportOptions optionsFor(const core::ProcessTrace& p, const std::string& device,
+                         const ReportOptions& requested) {
     ReportOptions options = requested;
     auto it = p.devices.find(device);
     const bool pools = it != p.devices.end() && !it->second.pools.empty();
-    if ((options.sort == SortKey::Active || options.sort == SortKey::Reserved) && !pools) options.sort = SortKey::Peak;
+    if ((options.sort == SortKey::Active || options.sort == SortKey::Reserved) && !pools)
+        options.sort = SortKey::Peak;
     return options;
 }
 
-std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p, const std::string& device,
+std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p,
+                                                 const std::string& device,
                                                  const ReportOptions& options) {
     std::vector<const core::Hotspot*> out;
     for (const auto& h : p.hotspots)
@@ -78,7 +93,8 @@ std::string withoutParameters(const std::string& function) {
         size_t paren = function.find('(', from);
         if (paren == std::string::npos || paren == 0) return function;
         if (function.compare(0, paren, "operator") == 0 ||
-            (paren >= 8 && function.compare(paren - 8, 8, "operator") == 0 && function.compare(paren, 2, "()") == 0)) {
+            (paren >= 8 && function.compare(paren - 8, 8, "operator") == 0 &&
+             function.compare(paren, 2, "()") == 0)) {
             from = paren + 2;  // operator() itself
             continue;
         }

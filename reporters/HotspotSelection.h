@@ -18,18 +18,21 @@ struct ReportOptions {
     SortKey sort = SortKey::Peak;
 };
 
-// Parses "peak" | "allocated" | "count" | "leaked" | "active" | "reserved"; throws core::Error (exit 2) otherwise.
+// Parses "peak" | "allocated" | "count" | "leaked" | "active" | "reserved"; throws core::Error
+// (exit 2) otherwise.
 SortKey parseSortKey(const std::string& text);
 const char* sortKeyName(SortKey key);
 
 // The options a device's hotspots are selected with: an active or reserved sort
 // falls back to the peak on a device without caching-allocator pools (cpu, pinned,
 // CUDA without the bridge).
-ReportOptions optionsFor(const core::ProcessTrace& p, const std::string& device, const ReportOptions& requested);
+ReportOptions optionsFor(const core::ProcessTrace& p, const std::string& device,
+                         const ReportOptions& requested);
 
 // Hotspots of `device`, largest first by options.sort (ties: allocated bytes, then
 // site); callers pass optionsFor(...).
-std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p, const std::string& device,
+std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p,
+                                                 const std::string& device,
                                                  const ReportOptions& options);
 
 // A frame for a table: path cut to the file name, C++ parameters dropped:

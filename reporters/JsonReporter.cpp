@@ -11,7 +11,8 @@ nlohmann::json renderJson(const core::Trace& trace, const ReportOptions& options
         nlohmann::json top = nlohmann::json::object();
         for (const auto& [device, totals] : p.devices) {
             nlohmann::json rows = nlohmann::json::array();
-            for (const core::Hotspot* h : selectHotspots(p, device, optionsFor(p, device, options))) rows.push_back(hotspotToJson(*h));
+            for (const core::Hotspot* h : selectHotspots(p, device, optionsFor(p, device, options)))
+                rows.push_back(hotspotToJson(*h));
             top[device] = rows;
         }
         auto& out = full["processes"][i];

@@ -16,7 +16,8 @@ namespace memtool::reporters {
 namespace {
 
 bool endsWith(const std::string& s, const std::string& suffix) {
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::vector<std::string> readSource(const std::string& path) {
@@ -38,8 +39,10 @@ std::string regexLiteral(const std::string& text) {
 }
 
 // The line of `def name` (or `async def`) at or above `from`, if within reach.
-size_t findDefinition(const std::vector<std::string>& src, size_t from, const std::string& function) {
-    std::string last = function.substr(function.rfind('.') == std::string::npos ? 0 : function.rfind('.') + 1);
+size_t findDefinition(const std::vector<std::string>& src, size_t from,
+                      const std::string& function) {
+    std::string last =
+        function.substr(function.rfind('.') == std::string::npos ? 0 : function.rfind('.') + 1);
     if (last.empty() || last[0] == '<') return from;
     std::regex def(R"(^\s*(async\s+)?def\s+)" + regexLiteral(last) + R"(\s*\()");
     for (size_t l = from; l >= 1 && from - l < 500; --l) {
@@ -54,10 +57,13 @@ void renderLines(const core::Trace& trace, const LineReportOptions& options, std
     bool any = false;
     for (const core::ProcessTrace& p : trace.processes) {
         // (device, file, function) -> line -> stat
-        std::map<std::tuple<std::string, std::string, std::string>, std::map<uint64_t, const core::LineStat*>> blocks;
+        std::map<std::tuple<std::string, std::string, std::string>,
+                 std::map<uint64_t, const core::LineStat*>>
+            blocks;
         for (const auto& l : p.lines) {
             if (!options.file.empty() && !endsWith(l.file, options.file)) continue;
-            if (options.file.empty() && !options.allFiles && core::isLibraryPythonFile(l.file)) continue;
+            if (options.file.empty() && !options.allFiles && core::isLibraryPythonFile(l.file))
+                continue;
             if (!options.function.empty() && l.function != options.function) continue;
             blocks[{l.device, l.file, l.function}][l.line] = &l;
         }
@@ -76,11 +82,12 @@ void renderLines(const core::Trace& trace, const LineReportOptions& options, std
             for (const auto& [n, s] : rows) pools |= !s->pools.empty();
             auto poolPeak = [](const core::LineStat& s, const char* pool) {
                 auto it = s.pools.find(pool);
-                return it == s.pools.end() ? std::string() : core::formatBytes(it->second.peakBytes);
+                return it == s.pools.end() ? std::string()
+                                           : core::formatBytes(it->second.peakBytes);
             };
             out << fmt::format("\n## {} — {} [{}] (pid {})\n", function, file, device, p.pid);
-            out << fmt::format("{:>6}  {:>12}  {:>12}  {:>12}  {:>7}", "Line", "Peak", "Allocated", "Self alloc",
-                               "Count");
+            out << fmt::format("{:>6}  {:>12}  {:>12}  {:>12}  {:>7}", "Line", "Peak", "Allocated",
+                               "Self alloc", "Count");
             if (pools) out << fmt::format("  {:>12}  {:>12}", "Active peak", "Reserv. peak");
             out << "  Code\n";
             if (src.empty()) out << "        (source not found; line numbers only)\n";
@@ -93,9 +100,10 @@ void renderLines(const core::Trace& trace, const LineReportOptions& options, std
                     if (pools) out << fmt::format("  {:>12}  {:>12}", "", "");
                 } else {
                     const core::LineStat& s = *row->second;
-                    out << fmt::format("{:>6}  {:>12}  {:>12}  {:>12}  {:>7}", n, core::formatBytes(s.peakBytes),
-                                       core::formatBytes(s.allocatedBytes), core::formatBytes(s.selfAllocatedBytes),
-                                       s.count);
+                    out << fmt::format("{:>6}  {:>12}  {:>12}  {:>12}  {:>7}", n,
+                                       core::formatBytes(s.peakBytes),
+                                       core::formatBytes(s.allocatedBytes),
+                                       core::formatBytes(s.selfAllocatedBytes), s.count);
                     if (pools)
                         out << fmt::format("  {:>12}  {:>12}", poolPeak(s, core::kPoolActive),
                                            poolPeak(s, core::kPoolReserved));
@@ -104,7 +112,9 @@ void renderLines(const core::Trace& trace, const LineReportOptions& options, std
             }
         }
     }
-    if (!any) out << "No line statistics match (run with Python stacks on, or check --file/--function).\n";
+    if (!any)
+        out << "No line statistics match (run with Python stacks on, or check "
+               "--file/--function).\n";
 }
 
 }  // namespace memtool::reporters

@@ -11,8 +11,8 @@
 namespace memtool::reporters {
 
 struct LineReportOptions {
-    std::string file;      // only files whose path ends with this (empty: all)
-    std::string function;  // only this function (empty: all)
+    std::string file;       // only files whose path ends with this (empty: all)
+    std::string function;   // only this function (empty: all)
     bool allFiles = false;  // also library files (stdlib, site-packages); implied by `file`
 };
 

@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "core/Units.h"
-
 #include <map>
+
+#include "core/Units.h"
 
 namespace memtool::reporters {
 
@@ -39,7 +39,8 @@ std::vector<std::string> shownLines(const core::ProcessTrace& p, const core::Hot
     size_t via = at;
     while (via > 0 && (via == at || frame(via).isUnnamed())) --via;
     if (via < at) lines.push_back("via " + shortFrame(frame(via)));
-    for (size_t i = at + 1; i < h.frames.size() && i <= at + 3; ++i) lines.push_back("from " + shortFrame(frame(i)));
+    for (size_t i = at + 1; i < h.frames.size() && i <= at + 3; ++i)
+        lines.push_back("from " + shortFrame(frame(i)));
     return lines;
 }
 
@@ -82,18 +83,21 @@ std::vector<DisplayRow> displayRows(const core::ProcessTrace& p, const std::stri
 // Pausable regions and every pause and resume, when the program had any.
 void renderRegions(const core::ProcessTrace& p, std::ostream& out) {
     if (!p.regions.empty()) {
-        out << fmt::format("\n{:<24} {:<10} {:<7} {:>12} {:>12}\n", "Region", "Device", "Backup", "Live", "Paused");
+        out << fmt::format("\n{:<24} {:<10} {:<7} {:>12} {:>12}\n", "Region", "Device", "Backup",
+                           "Live", "Paused");
         for (const auto& r : p.regions)
             out << fmt::format("{:<24} {:<10} {:<7} {:>12} {:>12}\n", r.tag, r.device, r.backup,
                                core::formatBytes(r.bytes), core::formatBytes(r.pausedBytes));
     }
     if (!p.control.empty()) {
-        out << fmt::format("\nMemory control ({} event{})\n", p.control.size(), p.control.size() == 1 ? "" : "s");
-        out << fmt::format("{:>10} {:<8} {:<4} {:<16} {:<8} {:>12} {:<6} {:>9}  {}\n", "At", "Action", "By", "Region",
-                           "Device", "Bytes", "Backup", "Took", "Result");
+        out << fmt::format("\nMemory control ({} event{})\n", p.control.size(),
+                           p.control.size() == 1 ? "" : "s");
+        out << fmt::format("{:>10} {:<8} {:<4} {:<16} {:<8} {:>12} {:<6} {:>9}  {}\n", "At",
+                           "Action", "By", "Region", "Device", "Bytes", "Backup", "Took", "Result");
         for (const auto& e : p.control)
-            out << fmt::format("{:>8.3f} s {:<8} {:<4} {:<16} {:<8} {:>12} {:<6} {:>7.3f} s  {}\n", e.timeS, e.action,
-                               e.origin, e.tag, e.device, core::formatBytes(e.bytes), e.backup, e.durationS,
+            out << fmt::format("{:>8.3f} s {:<8} {:<4} {:<16} {:<8} {:>12} {:<6} {:>7.3f} s  {}\n",
+                               e.timeS, e.action, e.origin, e.tag, e.device,
+                               core::formatBytes(e.bytes), e.backup, e.durationS,
                                e.ok ? "ok" : "FAILED: " + e.message);
     }
 }
@@ -109,18 +113,19 @@ void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, st
     }
     // Device rows, then the caching allocator's pools of a CUDA device beneath it
     // (PyTorch's active and reserved bytes, where the torch bridge was attached).
-    out << fmt::format("\n{:<24} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", "Device", "Peak", "Leaked",
-                       "Allocated", "Freed", "Allocs", "Frees");
+    out << fmt::format("\n{:<24} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", "Device", "Peak",
+                       "Leaked", "Allocated", "Freed", "Allocs", "Frees");
     auto row = [&](const std::string& name, const auto& d) {
         out << fmt::format("{:<24} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", name,
                            core::formatBytes(d.peakBytes), core::formatBytes(d.currentBytes),
-                           core::formatBytes(d.allocatedBytes), core::formatBytes(d.freedBytes), d.allocCount,
-                           d.freeCount);
+                           core::formatBytes(d.allocatedBytes), core::formatBytes(d.freedBytes),
+                           d.allocCount, d.freeCount);
     };
     for (const auto& [name, d] : p.devices) {
         row(d.source.empty() || name == "cpu" ? name : name + " (" + d.source + ")", d);
         for (const char* pool : {core::kPoolActive, core::kPoolReserved})
-            if (auto it = d.pools.find(pool); it != d.pools.end()) row("  " + std::string(pool), it->second);
+            if (auto it = d.pools.find(pool); it != d.pools.end())
+                row("  " + std::string(pool), it->second);
     }
     renderRegions(p, out);
     for (const auto& [name, d] : p.devices) {
@@ -134,19 +139,23 @@ void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, st
         };
         out << fmt::format("\nTop {} hotspots on {} by {}\n", rows.size(), name,
                            sortKeyName(deviceOptions.sort));
-        out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}", "#", "Peak", "Allocated", "Count", "Leaked");
+        out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}", "#", "Peak", "Allocated", "Count",
+                           "Leaked");
         if (pools) out << fmt::format(" {:>12} {:>12}", "Active peak", "Reserv. peak");
         out << "  Site\n";
         const size_t indent = pools ? 77 : 51;
         size_t rank = 0;
         for (const DisplayRow& r : rows) {
-            out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}", ++rank, core::formatBytes(r.h.peakBytes),
-                               core::formatBytes(r.h.allocatedBytes), r.h.count, core::formatBytes(r.h.leakedBytes));
+            out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}", ++rank,
+                               core::formatBytes(r.h.peakBytes),
+                               core::formatBytes(r.h.allocatedBytes), r.h.count,
+                               core::formatBytes(r.h.leakedBytes));
             if (pools)
                 out << fmt::format(" {:>12} {:>12}", poolPeak(r.h, core::kPoolActive),
                                    poolPeak(r.h, core::kPoolReserved));
             out << "  " << r.lines[0] << '\n';
-            for (size_t i = 1; i < r.lines.size(); ++i) out << std::string(indent, ' ') << r.lines[i] << '\n';
+            for (size_t i = 1; i < r.lines.size(); ++i)
+                out << std::string(indent, ' ') << r.lines[i] << '\n';
         }
     }
 }

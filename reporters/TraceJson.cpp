@@ -35,16 +35,21 @@ uint64_t unsignedValue(const json& v, const std::string& what) {
     return v.get<uint64_t>();
 }
 
-uint64_t unsignedField(const json& j, const char* key) { return unsignedValue(j.at(key), std::string("\"") + key + "\""); }
+uint64_t unsignedField(const json& j, const char* key) {
+    return unsignedValue(j.at(key), std::string("\"") + key + "\"");
+}
 
-uint64_t optionalUnsigned(const json& j, const char* key) { return j.contains(key) ? unsignedField(j, key) : 0; }
+uint64_t optionalUnsigned(const json& j, const char* key) {
+    return j.contains(key) ? unsignedField(j, key) : 0;
+}
 
 std::optional<int> optionalInt(const json& j, const char* key) {
     if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
     const json& v = j.at(key);
     if (!v.is_number_integer() || v.get<int64_t>() < std::numeric_limits<int>::min() ||
         v.get<int64_t>() > std::numeric_limits<int>::max())
-        throw MalformedTrace(std::string("\"") + key + "\" is " + v.dump() + ", not an integer or null");
+        throw MalformedTrace(std::string("\"") + key + "\" is " + v.dump() +
+                             ", not an integer or null");
     return v.get<int>();
 }
 
@@ -61,10 +66,10 @@ void poolsFromJson(const json& j, std::map<std::string, Figures>& pools, FromJso
 }
 
 json poolTotalsToJson(const core::PoolTotals& d) {
-    return json{{"peak_bytes", d.peakBytes},         {"current_bytes", d.currentBytes},
-                {"paused_bytes", d.pausedBytes},     {"allocated_bytes", d.allocatedBytes},
-                {"freed_bytes", d.freedBytes},       {"alloc_count", d.allocCount},
-                {"free_count", d.freeCount},         {"peak_time_s", d.peakTimeS}};
+    return json{{"peak_bytes", d.peakBytes},     {"current_bytes", d.currentBytes},
+                {"paused_bytes", d.pausedBytes}, {"allocated_bytes", d.allocatedBytes},
+                {"freed_bytes", d.freedBytes},   {"alloc_count", d.allocCount},
+                {"free_count", d.freeCount},     {"peak_time_s", d.peakTimeS}};
 }
 
 core::PoolTotals poolTotalsFromJson(const json& j) {
@@ -141,7 +146,8 @@ json frameToJson(const core::Frame& f) {
 core::Frame frameFromJson(const json& j) {
     core::Frame f;
     const std::string kind = j.at("kind").get<std::string>();
-    if (kind != "python" && kind != "native") throw MalformedTrace("unknown frame kind '" + kind + "'");
+    if (kind != "python" && kind != "native")
+        throw MalformedTrace("unknown frame kind '" + kind + "'");
     f.kind = kind == "python" ? core::FrameKind::Python : core::FrameKind::Native;
     f.function = j.at("function").get<std::string>();
     f.file = j.at("file").get<std::string>();
@@ -167,7 +173,8 @@ core::Frame parseLegacyFrame(const std::string& text) {
     f.function = text.substr(0, open);
     const std::string where = text.substr(open + 2, text.size() - open - 3);
     // Digit counts keep both numbers within 64 bits.
-    static const std::regex unnamed(R"((.*)\+0x([0-9a-f]{1,16}))"), sourceLine(R"((.*):(\d{1,19}))");
+    static const std::regex unnamed(R"((.*)\+0x([0-9a-f]{1,16}))"),
+        sourceLine(R"((.*):(\d{1,19}))");
     auto number = [](const std::ssub_match& digits, int base) {
         uint64_t v = 0;
         const char* first = &*digits.first;
@@ -210,7 +217,8 @@ core::Hotspot hotspotFromJson(const json& j, core::FrameTable& frames, size_t ta
         for (const json& id : j.at("frames")) h.frames.push_back(frameId(id, tableSize));
         if (!j.at("site_frame").is_null()) h.siteFrame = frameId(j.at("site_frame"), tableSize);
     } else {
-        for (const std::string& text : h.stack) h.frames.push_back(frames.intern(parseLegacyFrame(text)));
+        for (const std::string& text : h.stack)
+            h.frames.push_back(frames.intern(parseLegacyFrame(text)));
         if (h.site != core::kNoStackSite) h.siteFrame = frames.intern(parseLegacyFrame(h.site));
     }
     static_cast<core::HotspotFigures&>(h) = hotspotFiguresFromJson(j);
@@ -364,7 +372,8 @@ core::ProcessTrace processFromJson(const json& j) {
         for (const auto& f : j.at("frames")) table.push_back(frameFromJson(f));
     const size_t tableSize = table.size();
     core::FrameTable frames(std::move(table));
-    for (const auto& h : j.at("hotspots")) p.hotspots.push_back(hotspotFromJson(h, frames, tableSize));
+    for (const auto& h : j.at("hotspots"))
+        p.hotspots.push_back(hotspotFromJson(h, frames, tableSize));
     p.frames = std::move(frames).release();
     if (j.contains("lines"))
         for (const auto& l : j["lines"]) p.lines.push_back(lineFromJson(l));
@@ -398,11 +407,13 @@ json traceToJson(const core::Trace& trace) {
 
 core::Trace traceFromJson(const json& j, const std::string& origin) {
     if (!j.is_object() || !j.contains("schema") || !j["schema"].is_string())
-        throw core::Error(core::kExitBadInput, origin + ": not a memtool trace (no \"schema\" field)");
+        throw core::Error(core::kExitBadInput,
+                          origin + ": not a memtool trace (no \"schema\" field)");
     std::string schema = j["schema"].get<std::string>();
     if (schema != core::kTraceSchema) {
         throw core::Error(core::kExitBadInput, origin + ": unknown schema '" + schema +
-                                                   "' (this memtool reads " + core::kTraceSchema + ")");
+                                                   "' (this memtool reads " + core::kTraceSchema +
+                                                   ")");
     }
     try {
         core::Trace t;
@@ -420,7 +431,8 @@ core::Trace traceFromJson(const json& j, const std::string& origin) {
 
 core::Trace loadTrace(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw core::Error(core::kExitBadInput, "cannot open " + path + ": " + std::strerror(errno));
+    if (!in)
+        throw core::Error(core::kExitBadInput, "cannot open " + path + ": " + std::strerror(errno));
     std::stringstream buf;
     buf << in.rdbuf();
     json j = json::parse(buf.str(), nullptr, false);
@@ -432,12 +444,17 @@ void saveTrace(const core::Trace& trace, const std::string& path) {
     std::string tmp = path + ".tmp";
     {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw core::Error(core::kExitRunFailed, "cannot write " + tmp + ": " + std::strerror(errno));
+        if (!out)
+            throw core::Error(core::kExitRunFailed,
+                              "cannot write " + tmp + ": " + std::strerror(errno));
         out << traceToJson(trace).dump(1) << '\n';
-        if (!out) throw core::Error(core::kExitRunFailed, "cannot write " + tmp + ": " + std::strerror(errno));
+        if (!out)
+            throw core::Error(core::kExitRunFailed,
+                              "cannot write " + tmp + ": " + std::strerror(errno));
     }
     if (std::rename(tmp.c_str(), path.c_str()) != 0)
-        throw core::Error(core::kExitRunFailed, "cannot write " + path + ": " + std::strerror(errno));
+        throw core::Error(core::kExitRunFailed,
+                          "cannot write " + path + ": " + std::strerror(errno));
 }
 
 }  // namespace memtool::reporters

@@ -2,9 +2,8 @@
 // trace.json <-> core::Trace. Loading validates the schema and reports any
 // problem as core::Error with exit code 2 and a one-line message.
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/TraceModel.h"
 

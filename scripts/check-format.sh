@@ -21,7 +21,8 @@ if ! command -v "$CLANG_FORMAT" >/dev/null; then
     exit 2
 fi
 
-mapfile -t files < <(git ls-files -- '*.c' '*.cc' '*.cpp' '*.h' '*.hpp')
+# Golden fixtures' sources are data: their line numbers are what the expected outputs name.
+mapfile -t files < <(git ls-files -- '*.c' '*.cc' '*.cpp' '*.h' '*.hpp' ':!:tests/golden/src/*')
 if [ "$mode" = --fix ]; then
     "$CLANG_FORMAT" -i "${files[@]}"
     echo "check-format: reformatted ${#files[@]} files with $("$CLANG_FORMAT" --version)"

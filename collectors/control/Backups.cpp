@@ -24,7 +24,8 @@ bool DiskBackup::open(const char* directory, const char* name, uint64_t bytes, F
     // O_EXCL: never through a file or link someone else put there.
     fd_ = ::open(path_, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0600);
     direct_ = fd_ >= 0;
-    if (fd_ < 0 && errno == EINVAL) fd_ = ::open(path_, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);  // tmpfs
+    if (fd_ < 0 && errno == EINVAL)
+        fd_ = ::open(path_, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);  // tmpfs
     if (fd_ < 0) {
         why.set("cannot create the backup file ", path_, ": ", std::strerror(errno));
         path_[0] = '\0';
@@ -34,8 +35,8 @@ bool DiskBackup::open(const char* directory, const char* name, uint64_t bytes, F
     int rc = bytes ? posix_fallocate(fd_, 0, static_cast<off_t>(bytes)) : 0;
     if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
         char detail[160];
-        std::snprintf(detail, sizeof detail, " (%llu bytes): %s", static_cast<unsigned long long>(bytes),
-                      std::strerror(rc));
+        std::snprintf(detail, sizeof detail, " (%llu bytes): %s",
+                      static_cast<unsigned long long>(bytes), std::strerror(rc));
         why.set("no room for the backup in ", path_, detail);
         discard();
         return false;
@@ -49,7 +50,8 @@ bool DiskBackup::write(uint64_t offset, const void* data, uint64_t bytes, Failur
         ssize_t n = pwrite(fd_, p, bytes, static_cast<off_t>(offset));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
-            why.set("cannot write the backup file ", path_, ": ", n < 0 ? std::strerror(errno) : "short write");
+            why.set("cannot write the backup file ", path_, ": ",
+                    n < 0 ? std::strerror(errno) : "short write");
             return false;
         }
         p += n;
@@ -65,7 +67,8 @@ bool DiskBackup::read(uint64_t offset, void* data, uint64_t bytes, Failure& why)
         ssize_t n = pread(fd_, p, bytes, static_cast<off_t>(offset));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
-            why.set("cannot read the backup file ", path_, ": ", n < 0 ? std::strerror(errno) : "it ended early");
+            why.set("cannot read the backup file ", path_, ": ",
+                    n < 0 ? std::strerror(errno) : "it ended early");
             return false;
         }
         p += n;

@@ -45,7 +45,9 @@ public:
     ~HostBackup() override { discard(); }
 
     bool open(MemoryBackend& backend, uint64_t bytes, Failure& why);
-    void* directView(uint64_t offset, uint64_t) override { return static_cast<char*>(memory_) + offset; }
+    void* directView(uint64_t offset, uint64_t) override {
+        return static_cast<char*>(memory_) + offset;
+    }
     bool write(uint64_t offset, const void* data, uint64_t bytes, Failure& why) override;
     bool read(uint64_t offset, void* data, uint64_t bytes, Failure& why) override;
     void discard() override;

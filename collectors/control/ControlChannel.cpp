@@ -21,7 +21,7 @@ namespace memtool::collectors::control {
 namespace {
 
 constexpr size_t kMaxArgs = 64;
-constexpr size_t kInputBytes = 64 * 1024;   // a request is argv-sized: far less
+constexpr size_t kInputBytes = 64 * 1024;    // a request is argv-sized: far less
 constexpr size_t kAnswerBytes = 256 * 1024;  // JSON answers
 
 bool readVarint(const uint8_t*& p, const uint8_t* end, uint64_t* v, bool* bad) {
@@ -63,7 +63,8 @@ void* run(void* arg) {
         if (n <= 0) break;  // end of stream: the CLI went away or the collector closed it
         used += static_cast<size_t>(n);
         const long consumed = decodeRequests(input, used, answer, c);
-        if (consumed < 0 || (consumed == 0 && used == kInputBytes)) break;  // not requests: stop listening
+        if (consumed < 0 || (consumed == 0 && used == kInputBytes))
+            break;  // not requests: stop listening
         std::memmove(input, input + consumed, used - static_cast<size_t>(consumed));
         used -= static_cast<size_t>(consumed);
     }
@@ -75,7 +76,8 @@ void* run(void* arg) {
 }
 
 // "[tag ...]" of a pause/resume: each tag in turn, or every tag.
-uint8_t runOnTags(Regions& regions, bool pause, size_t argc, const char* const* argv, char* out, size_t size) {
+uint8_t runOnTags(Regions& regions, bool pause, size_t argc, const char* const* argv, char* out,
+                  size_t size) {
     JsonWriter j(out, size);
     j.open('{');
     j.key("action").value(pause ? "pause" : "resume");
@@ -86,7 +88,8 @@ uint8_t runOnTags(Regions& regions, bool pause, size_t argc, const char* const* 
     // No tag: every tag at once.
     for (size_t i = argc > 1 ? 1 : 0; i < argc; ++i) {
         const char* tag = argc > 1 ? argv[i] : nullptr;
-        OpResult r = pause ? regions.pause(tag, core::ControlOrigin::Ctl) : regions.resume(tag, core::ControlOrigin::Ctl);
+        OpResult r = pause ? regions.pause(tag, core::ControlOrigin::Ctl)
+                           : regions.resume(tag, core::ControlOrigin::Ctl);
         ok &= r.ok;
         bytes += r.bytes;
         seconds += r.seconds;
@@ -119,7 +122,8 @@ long decodeRequests(uint8_t* data, size_t len, RequestCallback onRequest, void* 
         const uint8_t* start = p;
         if (*p++ != static_cast<uint8_t>(core::RecordTag::Request)) return -1;
         uint64_t id = 0, argc = 0;
-        if (!readVarint(p, end, &id, &bad) || !readVarint(p, end, &argc, &bad)) return bad ? -1 : start - data;
+        if (!readVarint(p, end, &id, &bad) || !readVarint(p, end, &argc, &bad))
+            return bad ? -1 : start - data;
         if (argc == 0 || argc > kMaxArgs) return -1;
         // Arguments are copied out NUL-terminated (a command's arguments are
         // tags and words: 4 KiB each at most).
@@ -154,7 +158,8 @@ uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, 
         // {"regions": [...]}: describe() writes the array in place.
         static const char head[] = "{\"regions\":";
         const size_t headBytes = sizeof head - 1;
-        const size_t n = size > headBytes + 2 ? regions_.describe(out + headBytes, size - headBytes - 1) : 0;
+        const size_t n =
+            size > headBytes + 2 ? regions_.describe(out + headBytes, size - headBytes - 1) : 0;
         if (n == 0) {
             std::snprintf(out, size, "{\"error\":\"the answer does not fit in %zu bytes\"}", size);
             return static_cast<uint8_t>(core::ReplyStatus::Failed);
@@ -165,7 +170,8 @@ uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, 
         return static_cast<uint8_t>(core::ReplyStatus::Ok);
     }
     if (std::strcmp(command, "pause") == 0) return runOnTags(regions_, true, argc, argv, out, size);
-    if (std::strcmp(command, "resume") == 0) return runOnTags(regions_, false, argc, argv, out, size);
+    if (std::strcmp(command, "resume") == 0)
+        return runOnTags(regions_, false, argc, argv, out, size);
     JsonWriter j(out, size);
     j.open('{');
     j.key("error").value("unknown command");
@@ -175,8 +181,10 @@ uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, 
 }
 
 bool startControlThread(SocketSink& sink, Engine& engine, CommandHandler& handler) {
-    void* mem = mmap(nullptr, sizeof(Channel), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    void* answerMem = mmap(nullptr, kAnswerBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* mem =
+        mmap(nullptr, sizeof(Channel), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* answerMem =
+        mmap(nullptr, kAnswerBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED || answerMem == MAP_FAILED) return false;
     auto* c = static_cast<Channel*>(mem);
     *c = Channel{&sink, &engine, &handler, static_cast<char*>(answerMem)};

@@ -13,12 +13,14 @@ uint64_t CpuPagesBackend::granularity(uint8_t) {
     return page;
 }
 
-bool CpuPagesBackend::reserve(uint8_t, uint64_t bytes, uint64_t alignment, uint64_t* address, Failure& why) {
+bool CpuPagesBackend::reserve(uint8_t, uint64_t bytes, uint64_t alignment, uint64_t* address,
+                              Failure& why) {
     const uint64_t page = granularity(0);
     // Storages ask for 64-byte alignment; pages give more. A larger request is
     // met by reserving extra and returning the slack on either side.
     const uint64_t extra = alignment > page ? alignment : 0;
-    void* p = mmap(nullptr, bytes + extra, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* p =
+        mmap(nullptr, bytes + extra, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
         why.set("cannot reserve addresses: ", std::strerror(errno));
         return false;
@@ -59,11 +61,13 @@ void CpuPagesBackend::release(uint8_t, uint64_t address, uint64_t bytes) {
     munmap(reinterpret_cast<void*>(address), bytes);
 }
 
-bool CpuPagesBackend::copyOut(uint8_t, uint64_t address, uint64_t bytes, Backup& to, uint64_t offset, Failure& why) {
+bool CpuPagesBackend::copyOut(uint8_t, uint64_t address, uint64_t bytes, Backup& to,
+                              uint64_t offset, Failure& why) {
     return to.write(offset, reinterpret_cast<const void*>(address), bytes, why);
 }
 
-bool CpuPagesBackend::copyIn(uint8_t, uint64_t address, uint64_t bytes, Backup& from, uint64_t offset, Failure& why) {
+bool CpuPagesBackend::copyIn(uint8_t, uint64_t address, uint64_t bytes, Backup& from,
+                             uint64_t offset, Failure& why) {
     return from.read(offset, reinterpret_cast<void*>(address), bytes, why);
 }
 

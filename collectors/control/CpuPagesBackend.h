@@ -15,7 +15,8 @@ public:
     // Host backup is refused: the content already is host memory; back it up to disk.
     bool supports(core::BackupKind kind) const override { return kind != core::BackupKind::Host; }
 
-    bool reserve(uint8_t device, uint64_t bytes, uint64_t alignment, uint64_t* address, Failure& why) override;
+    bool reserve(uint8_t device, uint64_t bytes, uint64_t alignment, uint64_t* address,
+                 Failure& why) override;
     bool map(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) override;
     bool unmap(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) override;
     void release(uint8_t device, uint64_t address, uint64_t bytes) override;

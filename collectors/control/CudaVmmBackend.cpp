@@ -45,9 +45,9 @@ struct CudaVmmBackend::Api {
 
 namespace {
 
-#define MEMTOOL_CU_RESOLVE(lib, api, name)                                                          \
-    (api.name##_ = reinterpret_cast<decltype(api.name##_)>(dlsym(lib, MEMTOOL_CU_STRINGIFY(name)))) \
-        != nullptr
+#define MEMTOOL_CU_RESOLVE(lib, api, name)                  \
+    (api.name##_ = reinterpret_cast<decltype(api.name##_)>( \
+         dlsym(lib, MEMTOOL_CU_STRINGIFY(name)))) != nullptr
 
 CudaVmmBackend::Api gApi;  // plain pointers: constant-initialized, never destroyed
 
@@ -76,8 +76,9 @@ CUmemAllocationProp deviceProp(int ordinal) {
 class CudaVmmBackend::DeviceScope {
 public:
     DeviceScope(CudaVmmBackend& b, int ordinal, Failure& why) : api_(*b.api_) {
-        ok_ = b.enter(ordinal, why) && check(api_.cuCtxPushCurrent_(static_cast<CUcontext>(b.contexts_[ordinal])),
-                                               "cuCtxPushCurrent", why);
+        ok_ = b.enter(ordinal, why) &&
+              check(api_.cuCtxPushCurrent_(static_cast<CUcontext>(b.contexts_[ordinal])),
+                    "cuCtxPushCurrent", why);
     }
     ~DeviceScope() {
         CUcontext ignored;
@@ -97,7 +98,8 @@ struct CudaVmmBackend::CopyScope {
     DeviceScope device;
     CUstream stream = nullptr;
     bool ok = false;
-    CopyScope(CudaVmmBackend& b, uint8_t code, Failure& why) : device(b, core::cudaOrdinal(code), why) {
+    CopyScope(CudaVmmBackend& b, uint8_t code, Failure& why)
+        : device(b, core::cudaOrdinal(code), why) {
         void* s = nullptr;
         ok = device.ok() && b.stream(core::cudaOrdinal(code), &s, why);
         stream = static_cast<CUstream>(s);
@@ -115,20 +117,26 @@ bool CudaVmmBackend::load(Failure& why) {
         return false;
     }
     Api& a = gApi;
-    const bool ok = MEMTOOL_CU_RESOLVE(lib, a, cuInit) && MEMTOOL_CU_RESOLVE(lib, a, cuGetErrorString) &&
-                    MEMTOOL_CU_RESOLVE(lib, a, cuDeviceGet) && MEMTOOL_CU_RESOLVE(lib, a, cuDevicePrimaryCtxRetain) &&
-                    MEMTOOL_CU_RESOLVE(lib, a, cuCtxPushCurrent) && MEMTOOL_CU_RESOLVE(lib, a, cuCtxPopCurrent) &&
-                    MEMTOOL_CU_RESOLVE(lib, a, cuCtxSynchronize) && MEMTOOL_CU_RESOLVE(lib, a, cuStreamCreate) &&
-                    MEMTOOL_CU_RESOLVE(lib, a, cuStreamSynchronize) &&
-                    MEMTOOL_CU_RESOLVE(lib, a, cuMemGetAllocationGranularity) &&
-                    MEMTOOL_CU_RESOLVE(lib, a, cuMemAddressReserve) && MEMTOOL_CU_RESOLVE(lib, a, cuMemAddressFree) &&
-                    MEMTOOL_CU_RESOLVE(lib, a, cuMemCreate) && MEMTOOL_CU_RESOLVE(lib, a, cuMemRelease) &&
-                    MEMTOOL_CU_RESOLVE(lib, a, cuMemMap) && MEMTOOL_CU_RESOLVE(lib, a, cuMemUnmap) &&
-                    MEMTOOL_CU_RESOLVE(lib, a, cuMemSetAccess) && MEMTOOL_CU_RESOLVE(lib, a, cuMemcpyDtoHAsync) &&
-                    MEMTOOL_CU_RESOLVE(lib, a, cuMemcpyHtoDAsync) && MEMTOOL_CU_RESOLVE(lib, a, cuMemHostAlloc) &&
-                    MEMTOOL_CU_RESOLVE(lib, a, cuMemFreeHost);
+    const bool ok =
+        MEMTOOL_CU_RESOLVE(lib, a, cuInit) && MEMTOOL_CU_RESOLVE(lib, a, cuGetErrorString) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuDeviceGet) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuDevicePrimaryCtxRetain) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuCtxPushCurrent) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuCtxPopCurrent) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuCtxSynchronize) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuStreamCreate) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuStreamSynchronize) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuMemGetAllocationGranularity) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuMemAddressReserve) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuMemAddressFree) && MEMTOOL_CU_RESOLVE(lib, a, cuMemCreate) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuMemRelease) && MEMTOOL_CU_RESOLVE(lib, a, cuMemMap) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuMemUnmap) && MEMTOOL_CU_RESOLVE(lib, a, cuMemSetAccess) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuMemcpyDtoHAsync) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuMemcpyHtoDAsync) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuMemHostAlloc) && MEMTOOL_CU_RESOLVE(lib, a, cuMemFreeHost);
     if (!ok) {
-        why.set("the CUDA driver at ", path, " lacks the virtual-memory API (CUDA 10.2 or later is needed)");
+        why.set("the CUDA driver at ", path,
+                " lacks the virtual-memory API (CUDA 10.2 or later is needed)");
         return false;
     }
     if (!check(a.cuInit_(0), "cuInit", why)) return false;
@@ -165,20 +173,23 @@ uint64_t CudaVmmBackend::granularity(uint8_t device) {
     }
     CUmemAllocationProp prop = deviceProp(ordinal);
     size_t g = 0;
-    if (api_->cuMemGetAllocationGranularity_(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0)
+    if (api_->cuMemGetAllocationGranularity_(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
+            CUDA_SUCCESS ||
+        g == 0)
         g = 2ull << 20;  // what every current GPU reports
     LockGuard lock(mu_);
     granularity_[ordinal] = g;
     return g;
 }
 
-bool CudaVmmBackend::reserve(uint8_t device, uint64_t bytes, uint64_t alignment, uint64_t* address, Failure& why) {
+bool CudaVmmBackend::reserve(uint8_t device, uint64_t bytes, uint64_t alignment, uint64_t* address,
+                             Failure& why) {
     DeviceScope scope(*this, core::cudaOrdinal(device), why);
     if (!scope.ok()) return false;
     CUdeviceptr ptr = 0;
     const uint64_t g = granularity(device);
-    if (!check(api_->cuMemAddressReserve_(&ptr, bytes, alignment > g ? alignment : g, 0, 0), "cuMemAddressReserve",
-               why))
+    if (!check(api_->cuMemAddressReserve_(&ptr, bytes, alignment > g ? alignment : g, 0, 0),
+               "cuMemAddressReserve", why))
         return false;
     *address = static_cast<uint64_t>(ptr);
     return true;
@@ -225,7 +236,8 @@ bool CudaVmmBackend::unmap(uint8_t device, uint64_t address, uint64_t bytes, Fai
     if (!scope.ok()) return false;
     OwnDeviceCalls ours;
     return check(api_->cuMemUnmap_(address, bytes), "cuMemUnmap", why) &&
-           check(api_->cuMemRelease_(static_cast<CUmemGenericAllocationHandle>(handle)), "cuMemRelease", why);
+           check(api_->cuMemRelease_(static_cast<CUmemGenericAllocationHandle>(handle)),
+                 "cuMemRelease", why);
 }
 
 void CudaVmmBackend::release(uint8_t device, uint64_t address, uint64_t bytes) {
@@ -243,7 +255,8 @@ bool CudaVmmBackend::stream(int ordinal, void** out, Failure& why) {
     LockGuard lock(mu_);
     if (!streams_[ordinal]) {
         CUstream s = nullptr;
-        if (!check(api_->cuStreamCreate_(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate", why)) return false;
+        if (!check(api_->cuStreamCreate_(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate", why))
+            return false;
         streams_[ordinal] = s;
     }
     *out = streams_[ordinal];
@@ -259,18 +272,20 @@ bool CudaVmmBackend::staging(Failure& why) {
     for (void*& buffer : staging_) {
         if (buffer) continue;
         OwnDeviceCalls ours;
-        if (!check(api_->cuMemHostAlloc_(&buffer, kChunkBytes, 0), "cuMemHostAlloc (staging)", why)) return false;
+        if (!check(api_->cuMemHostAlloc_(&buffer, kChunkBytes, 0), "cuMemHostAlloc (staging)", why))
+            return false;
     }
     return true;
 }
 
-bool CudaVmmBackend::copyOut(uint8_t device, uint64_t address, uint64_t bytes, Backup& to, uint64_t offset,
-                             Failure& why) {
+bool CudaVmmBackend::copyOut(uint8_t device, uint64_t address, uint64_t bytes, Backup& to,
+                             uint64_t offset, Failure& why) {
     CopyScope scope(*this, device, why);
     if (!scope.ok) return false;
     CUstream cs = scope.stream;
     if (void* view = to.directView(offset, bytes)) {  // pinned host backup: one copy, straight in
-        return check(api_->cuMemcpyDtoHAsync_(view, address, bytes, cs), "cuMemcpyDtoHAsync", why) &&
+        return check(api_->cuMemcpyDtoHAsync_(view, address, bytes, cs), "cuMemcpyDtoHAsync",
+                     why) &&
                check(api_->cuStreamSynchronize_(cs), "cuStreamSynchronize", why);
     }
     // To a file: the device copy of chunk k+1 runs while chunk k is written.
@@ -280,7 +295,8 @@ bool CudaVmmBackend::copyOut(uint8_t device, uint64_t address, uint64_t bytes, B
     uint64_t pendingOffset = 0;
     for (uint64_t done = 0, k = 0; done < bytes || pending; ++k) {
         const uint64_t n = bytes - done < kChunkBytes ? bytes - done : kChunkBytes;
-        if (n && !check(api_->cuMemcpyDtoHAsync_(staging_[k % 2], address + done, n, cs), "cuMemcpyDtoHAsync", why))
+        if (n && !check(api_->cuMemcpyDtoHAsync_(staging_[k % 2], address + done, n, cs),
+                        "cuMemcpyDtoHAsync", why))
             return false;
         if (pending && !to.write(pendingOffset, staging_[(k + 1) % 2], pending, why)) return false;
         if (n && !check(api_->cuStreamSynchronize_(cs), "cuStreamSynchronize", why)) return false;
@@ -291,13 +307,14 @@ bool CudaVmmBackend::copyOut(uint8_t device, uint64_t address, uint64_t bytes, B
     return true;
 }
 
-bool CudaVmmBackend::copyIn(uint8_t device, uint64_t address, uint64_t bytes, Backup& from, uint64_t offset,
-                            Failure& why) {
+bool CudaVmmBackend::copyIn(uint8_t device, uint64_t address, uint64_t bytes, Backup& from,
+                            uint64_t offset, Failure& why) {
     CopyScope scope(*this, device, why);
     if (!scope.ok) return false;
     CUstream cs = scope.stream;
     if (void* view = from.directView(offset, bytes)) {
-        return check(api_->cuMemcpyHtoDAsync_(address, view, bytes, cs), "cuMemcpyHtoDAsync", why) &&
+        return check(api_->cuMemcpyHtoDAsync_(address, view, bytes, cs), "cuMemcpyHtoDAsync",
+                     why) &&
                check(api_->cuStreamSynchronize_(cs), "cuStreamSynchronize", why);
     }
     // From a file: chunk k+1 is read while chunk k goes to the device.
@@ -309,7 +326,8 @@ bool CudaVmmBackend::copyIn(uint8_t device, uint64_t address, uint64_t bytes, Ba
         // The copy issued from the other buffer one chunk ago must be finished
         // before that buffer is read into again: synchronize after each issue.
         if (!check(api_->cuStreamSynchronize_(cs), "cuStreamSynchronize", why) ||
-            !check(api_->cuMemcpyHtoDAsync_(address + done, staging_[k % 2], n, cs), "cuMemcpyHtoDAsync", why))
+            !check(api_->cuMemcpyHtoDAsync_(address + done, staging_[k % 2], n, cs),
+                   "cuMemcpyHtoDAsync", why))
             return false;
         done += n;
     }
@@ -326,7 +344,8 @@ void* CudaVmmBackend::allocateHost(uint64_t bytes, Failure& why) {
         LockGuard lock(mu_);
         int best = -1;
         for (int i = 0; i < kPoolSize; ++i)
-            if (pool_[i].memory && pool_[i].bytes >= bytes && (best < 0 || pool_[i].bytes < pool_[best].bytes))
+            if (pool_[i].memory && pool_[i].bytes >= bytes &&
+                (best < 0 || pool_[i].bytes < pool_[best].bytes))
                 best = i;
         if (best >= 0) {
             void* p = pool_[best].memory;
@@ -336,7 +355,8 @@ void* CudaVmmBackend::allocateHost(uint64_t bytes, Failure& why) {
     }
     void* p = nullptr;
     OwnDeviceCalls ours;
-    if (!check(api_->cuMemHostAlloc_(&p, bytes, 0), "cuMemHostAlloc (host backup)", why)) return nullptr;
+    if (!check(api_->cuMemHostAlloc_(&p, bytes, 0), "cuMemHostAlloc (host backup)", why))
+        return nullptr;
     return p;
 }
 

@@ -17,8 +17,8 @@
 
 #include <cstdint>
 
-#include "collectors/Mutex.h"
 #include "collectors/MappedTable.h"
+#include "collectors/Mutex.h"
 #include "collectors/control/MemoryBackend.h"
 
 namespace memtool::collectors::control {
@@ -37,7 +37,8 @@ public:
     uint64_t granularity(uint8_t device) override;
     bool supports(core::BackupKind) const override { return true; }
 
-    bool reserve(uint8_t device, uint64_t bytes, uint64_t alignment, uint64_t* address, Failure& why) override;
+    bool reserve(uint8_t device, uint64_t bytes, uint64_t alignment, uint64_t* address,
+                 Failure& why) override;
     bool map(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) override;
     bool unmap(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) override;
     void release(uint8_t device, uint64_t address, uint64_t bytes) override;
@@ -69,14 +70,14 @@ private:
     bool staging(Failure& why);
 
     Api* api_ = nullptr;
-    Mutex mu_;                     // everything below
+    Mutex mu_;  // everything below
     uint64_t granularity_[kMaxDevices] = {};
     void* contexts_[kMaxDevices] = {};
     void* streams_[kMaxDevices] = {};
-    PointerMap handles_;           // mapped address -> physical allocation handle
+    PointerMap handles_;  // mapped address -> physical allocation handle
     PooledBuffer pool_[kPoolSize] = {};
-    void* staging_[2] = {};        // kChunkBytes each, pinned
-    Mutex stagingMu_;              // one streamed copy at a time
+    void* staging_[2] = {};  // kChunkBytes each, pinned
+    Mutex stagingMu_;        // one streamed copy at a time
 };
 
 }  // namespace memtool::collectors::control

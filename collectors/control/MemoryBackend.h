@@ -48,17 +48,18 @@ public:
     // Which backups its memory can have (BackupKind::None always).
     virtual bool supports(core::BackupKind kind) const = 0;
 
-    virtual bool reserve(uint8_t device, uint64_t bytes, uint64_t alignment, uint64_t* address, Failure& why) = 0;
+    virtual bool reserve(uint8_t device, uint64_t bytes, uint64_t alignment, uint64_t* address,
+                         Failure& why) = 0;
     virtual bool map(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) = 0;
     virtual bool unmap(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) = 0;
     virtual void release(uint8_t device, uint64_t address, uint64_t bytes) = 0;
 
     // Waits until no work of the device can still touch its memory.
     virtual bool synchronize(uint8_t device, Failure& why) = 0;
-    virtual bool copyOut(uint8_t device, uint64_t address, uint64_t bytes, Backup& to, uint64_t offset,
-                         Failure& why) = 0;
-    virtual bool copyIn(uint8_t device, uint64_t address, uint64_t bytes, Backup& from, uint64_t offset,
-                        Failure& why) = 0;
+    virtual bool copyOut(uint8_t device, uint64_t address, uint64_t bytes, Backup& to,
+                         uint64_t offset, Failure& why) = 0;
+    virtual bool copyIn(uint8_t device, uint64_t address, uint64_t bytes, Backup& from,
+                        uint64_t offset, Failure& why) = 0;
 
     // Host memory for BackupKind::Host (pinned, for fast device copies); null
     // where the backend has none.

@@ -24,9 +24,12 @@ uint64_t roundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
 const char* backupName(core::BackupKind k) {
     switch (k) {
-        case core::BackupKind::Host: return "host";
-        case core::BackupKind::Disk: return "disk";
-        default: return "none";
+        case core::BackupKind::Host:
+            return "host";
+        case core::BackupKind::Disk:
+            return "disk";
+        default:
+            return "none";
     }
 }
 
@@ -57,7 +60,8 @@ size_t OpResult::toJson(const char* action, char* out, size_t size) const {
 }
 
 void Regions::setBackupDirectory(const char* directory) {
-    std::snprintf(backupDirectory_, sizeof backupDirectory_, "%s", directory && *directory ? directory : "/tmp");
+    std::snprintf(backupDirectory_, sizeof backupDirectory_, "%s",
+                  directory && *directory ? directory : "/tmp");
 }
 
 bool Regions::cudaAvailable(Failure& why) {
@@ -69,7 +73,8 @@ bool Regions::cudaAvailable(Failure& why) {
             Failure f;
             state = cuda_ && (!cudaReady_ || cudaReady_(f)) ? 1 : -1;
             if (state < 0)
-                std::snprintf(cudaWhy_, sizeof cudaWhy_, "%s", cuda_ ? f.text : "this memtool has no CUDA support");
+                std::snprintf(cudaWhy_, sizeof cudaWhy_, "%s",
+                              cuda_ ? f.text : "this memtool has no CUDA support");
             cudaState_.store(state, std::memory_order_release);
         }
     }
@@ -122,8 +127,9 @@ bool Regions::enter(const char* tag, core::BackupKind backup, Failure& why) {
     }
     Failure cudaWhy;
     if (backup == core::BackupKind::Host && !cudaAvailable(cudaWhy)) {
-        why.set("backup='host' keeps CUDA memory in pinned host memory, and this process has no CUDA (",
-                cudaWhy.text, "); CPU memory can be backed up to disk: use backup='disk' (or 'none')");
+        why.set(
+            "backup='host' keeps CUDA memory in pinned host memory, and this process has no CUDA (",
+            cudaWhy.text, "); CPU memory can be backed up to disk: use backup='disk' (or 'none')");
         return false;
     }
     ThreadState* ts = threadState();
@@ -139,7 +145,8 @@ bool Regions::enter(const char* tag, core::BackupKind backup, Failure& why) {
     int t = findTagLocked(tag);
     if (t >= 0 && tags_[t].backup != backup) {
         why.set("region '", tag, "' was first entered with backup='", backupName(tags_[t].backup));
-        std::strncat(why.text, "'; a tag keeps one backup kind", sizeof why.text - std::strlen(why.text) - 1);
+        std::strncat(why.text, "'; a tag keeps one backup kind",
+                     sizeof why.text - std::strlen(why.text) - 1);
         return false;
     }
     if (t < 0) {
@@ -182,7 +189,8 @@ int Regions::regionLocked(int tag, uint8_t device) {
 void Regions::declareLocked(int region) {
     Region& r = regions_[region];
     if (!engine_ || !engine_->active() || r.declaredIn == engine_->generation()) return;
-    engine_->region(static_cast<uint32_t>(region + 1), tags_[r.tag].name, r.device, tags_[r.tag].backup);
+    engine_->region(static_cast<uint32_t>(region + 1), tags_[r.tag].name, r.device,
+                    tags_[r.tag].backup);
     r.declaredIn = engine_->generation();
 }
 
@@ -199,7 +207,8 @@ uint32_t Regions::newSlotLocked() {
 void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure& why) {
     ThreadState* ts = existingThreadState();
     MemoryBackend* backend = backendFor(device);
-    if (!ts || ts->regionDepth == 0 || !backend || ts->regionTags[ts->regionDepth - 1] == kNoRegion) {
+    if (!ts || ts->regionDepth == 0 || !backend ||
+        ts->regionTags[ts->regionDepth - 1] == kNoRegion) {
         why.set(backend ? "not in a region" : "no backend serves this device");
         return nullptr;
     }
@@ -218,16 +227,19 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
         const uint32_t slot = region < 0 ? UINT32_MAX : newSlotLocked();
         if (slot == UINT32_MAX || !index_.insert(address, slot + 1ull)) {
             backend->release(device, address, mapped);
-            why.set(region < 0 ? "at most 256 regions (tags times devices)" : "out of memory for the region table");
+            why.set(region < 0 ? "at most 256 regions (tags times devices)"
+                               : "out of memory for the region table");
             return nullptr;
         }
-        allocations_[slot] =
-            Allocation{address, size, mapped, 0, 0, 0, 0, static_cast<uint16_t>(region), State::Resident};
+        allocations_[slot] = Allocation{
+            address, size, mapped, 0, 0, 0, 0, static_cast<uint16_t>(region), State::Resident};
         anyServed_.store(true, std::memory_order_release);
         regions_[region].residentBytes += size;
         declareLocked(region);
     }
-    if (engine_) engine_->alloc(device, address, size, FlushPolicy::Timed, static_cast<uint32_t>(region + 1));
+    if (engine_)
+        engine_->alloc(device, address, size, FlushPolicy::Timed,
+                       static_cast<uint32_t>(region + 1));
     return reinterpret_cast<void*>(address);
 }
 
@@ -237,7 +249,8 @@ void Regions::waitForOperation() {
 }
 
 bool Regions::release(uint64_t address) {
-    if (!anyServed_.load(std::memory_order_acquire)) return false;  // no region ever served: the common case
+    if (!anyServed_.load(std::memory_order_acquire))
+        return false;  // no region ever served: the common case
     for (;;) {
         uint64_t slotPlusOne = 0;
         tableMu_.lock();
@@ -271,7 +284,8 @@ bool Regions::release(uint64_t address) {
         tableMu_.unlock();
         // A paused allocation's backup bytes stay in its region's backup until the
         // resume, which skips them.
-        if (MemoryBackend* backend = backendFor(r.device)) backend->release(r.device, a.address, a.mapped);
+        if (MemoryBackend* backend = backendFor(r.device))
+            backend->release(r.device, a.address, a.mapped);
         return true;
     }
 }
@@ -284,7 +298,8 @@ bool Regions::beginLocked(int tag, State state, MappedArray<Work>& work, bool* b
         if (a.state != state) continue;
         const Region& r = regions_[a.region];
         if (tag >= 0 && r.tag != tag) continue;
-        if (!work.push(Work{i, a.region, a.backup, r.device, a.address, a.mapped, a.backupOffset})) return false;
+        if (!work.push(Work{i, a.region, a.backup, r.device, a.address, a.mapped, a.backupOffset}))
+            return false;
         busy[a.region] = true;
     }
     for (int i = 0; i < kMaxRegions; ++i)
@@ -317,13 +332,13 @@ int Regions::openBackupLocked(int region, core::BackupKind kind, uint64_t bytes,
         size_t n = 0;
         for (const char* c = tags_[r.tag].name; *c && n < core::kMaxTagBytes; ++c) {
             const char ch = *c;
-            const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                            ch == '-' || ch == '_' || ch == '.';
+            const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                            (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
             safe[n++] = ok ? ch : '_';
         }
         safe[n] = '\0';
-        std::snprintf(name, sizeof name, "memtool-%d-%s-%s-%llu.pause", static_cast<int>(getpid()), safe, device,
-                      static_cast<unsigned long long>(++pauses_));
+        std::snprintf(name, sizeof name, "memtool-%d-%s-%s-%llu.pause", static_cast<int>(getpid()),
+                      safe, device, static_cast<unsigned long long>(++pauses_));
         opened = b.disk.open(backupDirectory_[0] ? backupDirectory_ : "/tmp", name, bytes, why);
     } else if (kind == core::BackupKind::Host) {
         MemoryBackend* backend = backendFor(r.device);
@@ -345,8 +360,9 @@ void Regions::unuseBackupLocked(uint16_t slotPlusOne) {
     b.used = false;
 }
 
-void Regions::record(const Work* first, size_t count, core::ControlAction action, core::ControlOrigin origin,
-                     core::BackupKind backup, uint64_t startNs, bool ok, const char* message) {
+void Regions::record(const Work* first, size_t count, core::ControlAction action,
+                     core::ControlOrigin origin, core::BackupKind backup, uint64_t startNs, bool ok,
+                     const char* message) {
     if (!engine_ || count == 0) return;
     // One event per region: the work list is grouped by region.
     uint64_t bytes = 0;
@@ -366,7 +382,8 @@ void Regions::record(const Work* first, size_t count, core::ControlAction action
     engine_->control(f, message);
 }
 
-bool Regions::begin(const char* tag, State state, MappedArray<Work>& work, bool* busy, OpResult& result) {
+bool Regions::begin(const char* tag, State state, MappedArray<Work>& work, bool* busy,
+                    OpResult& result) {
     const bool pausing = state == State::Resident;
     {
         LockGuard lock(tableMu_);
@@ -379,11 +396,13 @@ bool Regions::begin(const char* tag, State state, MappedArray<Work>& work, bool*
         if (!beginLocked(t, state, work, busy)) {
             endLocked(busy);
             if (tag && pausing)
-                std::snprintf(result.message, sizeof result.message,
-                              "nothing to pause: region '%s' holds no resident memory (paused already?)", tag);
+                std::snprintf(
+                    result.message, sizeof result.message,
+                    "nothing to pause: region '%s' holds no resident memory (paused already?)",
+                    tag);
             else if (tag)
-                std::snprintf(result.message, sizeof result.message, "nothing to resume: region '%s' is not paused",
-                              tag);
+                std::snprintf(result.message, sizeof result.message,
+                              "nothing to resume: region '%s' is not paused", tag);
             else
                 std::snprintf(result.message, sizeof result.message, "%s",
                               pausing ? "nothing to pause: no region holds resident memory"
@@ -401,12 +420,14 @@ bool Regions::begin(const char* tag, State state, MappedArray<Work>& work, bool*
     return true;
 }
 
-void Regions::recordEach(const MappedArray<Work>& work, core::ControlAction action, core::ControlOrigin origin,
-                         uint64_t startNs, bool ok, const char* message) {
+void Regions::recordEach(const MappedArray<Work>& work, core::ControlAction action,
+                         core::ControlOrigin origin, uint64_t startNs, bool ok,
+                         const char* message) {
     for (size_t from = 0; from < work.size();) {
         size_t to = from;
         while (to < work.size() && work[to].region == work[from].region) ++to;
-        record(&work[from], to - from, action, origin, regions_[work[from].region].pausedWith, startNs, ok, message);
+        record(&work[from], to - from, action, origin, regions_[work[from].region].pausedWith,
+               startNs, ok, message);
         from = to;
     }
 }
@@ -430,14 +451,16 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
             char device[16];
             deviceText(r.device, device, sizeof device);
             std::snprintf(why.text, sizeof why.text,
-                          "region '%s' on %s holds %s memory, which %s cannot back up to %s (use backup='disk')",
+                          "region '%s' on %s holds %s memory, which %s cannot back up to %s (use "
+                          "backup='disk')",
                           tags_[r.tag].name, device, device, backend->name(), backupName(kind));
             ok = false;
         }
         r.pausedWith = kind;
     }
     for (size_t i = 0; i < work.size() && ok; ++i)
-        if (i == 0 || work[i].device != work[i - 1].device) ok = backendFor(work[i].device)->synchronize(work[i].device, why);
+        if (i == 0 || work[i].device != work[i - 1].device)
+            ok = backendFor(work[i].device)->synchronize(work[i].device, why);
     // 2. Content out, region by region, before anything is released.
     int opened[kMaxRegions];  // the backup slot each region's content goes to in this pause
     for (int& o : opened) o = -1;
@@ -459,8 +482,8 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
         }
         const int slot = opened[work[i].region];
         work[i].backup = static_cast<uint16_t>(slot + 1);
-        ok = backendFor(r.device)->copyOut(r.device, work[i].address, work[i].mapped, backups_[slot].content(),
-                                           work[i].offset, why);
+        ok = backendFor(r.device)->copyOut(r.device, work[i].address, work[i].mapped,
+                                           backups_[slot].content(), work[i].offset, why);
     }
     if (!ok) {
         {
@@ -470,7 +493,8 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
             endLocked(busy);
         }
         result.ok = false;
-        std::snprintf(result.message, sizeof result.message, "pause failed, nothing was released: %s", why.text);
+        std::snprintf(result.message, sizeof result.message,
+                      "pause failed, nothing was released: %s", why.text);
         recordEach(work, action, origin, start, false, result.message);
         return result;
     }
@@ -503,7 +527,8 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
         LockGuard lock(tableMu_);
         // A slot no allocation ended up in (every unmap failed) has nothing to keep.
         for (int slot : opened)
-            if (slot >= 0 && backups_[slot].users == 0) unuseBackupLocked(static_cast<uint16_t>(slot + 1));
+            if (slot >= 0 && backups_[slot].users == 0)
+                unuseBackupLocked(static_cast<uint16_t>(slot + 1));
         endLocked(busy);
     }
     result.changed = result.allocations > 0;
@@ -511,11 +536,14 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
     for (size_t i = 0; i < kMaxRegions; ++i) result.regions += busy[i];
     result.seconds = static_cast<double>(nowNs() - start) / 1e9;
     if (failed)
-        std::snprintf(result.message, sizeof result.message, "%zu of %zu allocations could not be released: %s",
-                      failed, work.size(), firstError);
+        std::snprintf(result.message, sizeof result.message,
+                      "%zu of %zu allocations could not be released: %s", failed, work.size(),
+                      firstError);
     else
-        std::snprintf(result.message, sizeof result.message, "paused %llu bytes in %llu allocations",
-                      static_cast<unsigned long long>(result.bytes), static_cast<unsigned long long>(result.allocations));
+        std::snprintf(result.message, sizeof result.message,
+                      "paused %llu bytes in %llu allocations",
+                      static_cast<unsigned long long>(result.bytes),
+                      static_cast<unsigned long long>(result.allocations));
     recordEach(work, action, origin, start, true, result.message);
     return result;
 }
@@ -536,7 +564,8 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
         while (to < work.size() && work[to].region == work[from].region) ++to;
         Region& r = regions_[work[from].region];
         MemoryBackend* backend = backendFor(r.device);
-        const core::BackupKind kind = work[from].backup ? backups_[work[from].backup - 1].kind : core::BackupKind::None;
+        const core::BackupKind kind =
+            work[from].backup ? backups_[work[from].backup - 1].kind : core::BackupKind::None;
         Failure why;
         size_t mapped = from;
         bool ok = true;
@@ -544,7 +573,8 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
             const Work& w = work[mapped];
             ok = backend->map(w.device, w.address, w.mapped, why);
             if (ok && w.backup)
-                ok = backend->copyIn(w.device, w.address, w.mapped, backups_[w.backup - 1].content(), w.offset, why);
+                ok = backend->copyIn(w.device, w.address, w.mapped,
+                                     backups_[w.backup - 1].content(), w.offset, why);
         }
         if (!ok) {
             for (size_t i = from; i < mapped; ++i) {
@@ -586,11 +616,13 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
     result.seconds = static_cast<double>(nowNs() - start) / 1e9;
     if (failedRegions)
         std::snprintf(result.message, sizeof result.message,
-                      "%zu region(s) could not be resumed and stay paused, their content kept: %s", failedRegions,
-                      firstError);
+                      "%zu region(s) could not be resumed and stay paused, their content kept: %s",
+                      failedRegions, firstError);
     else
-        std::snprintf(result.message, sizeof result.message, "resumed %llu bytes in %llu allocations",
-                      static_cast<unsigned long long>(result.bytes), static_cast<unsigned long long>(result.allocations));
+        std::snprintf(result.message, sizeof result.message,
+                      "resumed %llu bytes in %llu allocations",
+                      static_cast<unsigned long long>(result.bytes),
+                      static_cast<unsigned long long>(result.allocations));
     return result;
 }
 
@@ -603,7 +635,9 @@ size_t Regions::describe(char* out, size_t size) {
         if (!r.used) continue;
         char device[16];
         deviceText(r.device, device, sizeof device);
-        const char* state = r.pausedBytes == 0 ? "resident" : r.residentBytes == 0 ? "paused" : "partly paused";
+        const char* state = r.pausedBytes == 0     ? "resident"
+                            : r.residentBytes == 0 ? "paused"
+                                                   : "partly paused";
         j.open('{');
         j.key("tag").value(tags_[r.tag].name);
         j.key("device").value(device);
@@ -651,7 +685,8 @@ void Regions::removePausedLocked(uint32_t slot) {
 bool Regions::pausedAt(uint64_t address, char* tag, size_t tagSize) const {
     for (const PausedRange& p : paused_) {
         const uint64_t start = p.start.load(std::memory_order_acquire);
-        if (start == 0 || address < start || address >= p.end.load(std::memory_order_relaxed)) continue;
+        if (start == 0 || address < start || address >= p.end.load(std::memory_order_relaxed))
+            continue;
         const Region& r = regions_[p.region.load(std::memory_order_relaxed)];
         // No snprintf here: this runs in a signal handler.
         size_t n = 0;

@@ -90,7 +90,8 @@ public:
     // Pauses every resident allocation of `tag` (null: of every tag). With
     // `forced`, the content goes there whatever each region's own backup says
     // (courtesy). Backups are written first: if any fails, nothing is released.
-    OpResult pause(const char* tag, core::ControlOrigin origin, core::ControlAction action = core::ControlAction::Pause,
+    OpResult pause(const char* tag, core::ControlOrigin origin,
+                   core::ControlAction action = core::ControlAction::Pause,
                    const core::BackupKind* forced = nullptr);
     OpResult resume(const char* tag, core::ControlOrigin origin,
                     core::ControlAction action = core::ControlAction::Resume);
@@ -130,7 +131,9 @@ private:
         uint32_t users;  // paused allocations whose content it holds
         DiskBackup disk;
         HostBackup host;
-        Backup& content() { return kind == core::BackupKind::Disk ? static_cast<Backup&>(disk) : host; }
+        Backup& content() {
+            return kind == core::BackupKind::Disk ? static_cast<Backup&>(disk) : host;
+        }
     };
     struct Allocation {
         uint64_t address;
@@ -165,12 +168,13 @@ private:
     // region, or false with result's message saying why there is none.
     bool begin(const char* tag, State state, MappedArray<Work>& work, bool* busy, OpResult& result);
     // One control event per region of the work.
-    void recordEach(const MappedArray<Work>& work, core::ControlAction action, core::ControlOrigin origin,
-                    uint64_t startNs, bool ok, const char* message);
+    void recordEach(const MappedArray<Work>& work, core::ControlAction action,
+                    core::ControlOrigin origin, uint64_t startNs, bool ok, const char* message);
     void endLocked(const bool* busy);
     void waitForOperation();
-    void record(const Work* first, size_t count, core::ControlAction action, core::ControlOrigin origin,
-                core::BackupKind backup, uint64_t startNs, bool ok, const char* message);
+    void record(const Work* first, size_t count, core::ControlAction action,
+                core::ControlOrigin origin, core::BackupKind backup, uint64_t startNs, bool ok,
+                const char* message);
     // A new slot holding `bytes` of content for `region`; -1 (why) when it cannot be made.
     int openBackupLocked(int region, core::BackupKind kind, uint64_t bytes, Failure& why);
     // One paused allocation less uses `slot` (+ 1); its content goes with the last.
@@ -208,8 +212,8 @@ private:
     uint32_t addPausedLocked(uint64_t start, uint64_t bytes, uint16_t region);
     void removePausedLocked(uint32_t slot);
     std::atomic<bool> anyServed_{false};  // release() skips the lock until a region served memory
-    uint32_t freeSlot_ = 0;  // head of the free list, slot + 1
-    uint64_t pauses_ = 0;    // numbers backup files
+    uint32_t freeSlot_ = 0;               // head of the free list, slot + 1
+    uint64_t pauses_ = 0;                 // numbers backup files
 };
 
 // The process's regions (the preload collector's).

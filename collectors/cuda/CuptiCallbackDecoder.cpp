@@ -70,7 +70,8 @@ bool describe(CUpti_CallbackId id, const CUpti_CallbackData& cb, DriverCall& cal
             const auto& p = params<cuMemCreate_params>(cb);
             call.api = DriverApi::MemCreate;
             call.size = p.size;
-            if (p.prop && p.prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) call.device = p.prop->location.id;
+            if (p.prop && p.prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+                call.device = p.prop->location.id;
             if (exit) call.handle = *p.handle;
             return true;
         }
@@ -102,7 +103,8 @@ std::optional<DriverCall> decodeDriverCallback(CUpti_CallbackId id, const CUpti_
                                                int contextDevice) {
     DriverCall call;
     call.exit = cb.callbackSite == CUPTI_API_EXIT;
-    if (call.exit && cb.functionReturnValue) call.result = *static_cast<const CUresult*>(cb.functionReturnValue);
+    if (call.exit && cb.functionReturnValue)
+        call.result = *static_cast<const CUresult*>(cb.functionReturnValue);
     call.device = contextDevice;
     if (!describe(id, cb, call)) return std::nullopt;
     return call;

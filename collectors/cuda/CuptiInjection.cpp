@@ -31,16 +31,20 @@ MemtoolRecordFreeFn recordFree = nullptr;
 MemtoolTorchBridgeTryFn bridgeTry = nullptr;
 
 struct CollectorSink : AllocationSink {
-    void alloc(uint8_t device, uint64_t key, uint64_t size) override { recordAlloc(device, key, size); }
+    void alloc(uint8_t device, uint64_t key, uint64_t size) override {
+        recordAlloc(device, key, size);
+    }
     void free(uint64_t key) override { recordFree(key); }
 };
 
-void CUPTIAPI onDriverCall(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
+void CUPTIAPI onDriverCall(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id,
+                           const void* data) {
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
     const auto* cb = static_cast<const CUpti_CallbackData*>(data);
     uint32_t ordinal = 0;
-    const int device =
-        cb->context && cuptiGetDeviceId(cb->context, &ordinal) == CUPTI_SUCCESS ? static_cast<int>(ordinal) : -1;
+    const int device = cb->context && cuptiGetDeviceId(cb->context, &ordinal) == CUPTI_SUCCESS
+                           ? static_cast<int>(ordinal)
+                           : -1;
     const std::optional<DriverCall> decoded = decodeDriverCallback(id, *cb, device);
     if (!decoded) return;
     const DriverCall& call = *decoded;
@@ -48,7 +52,8 @@ void CUPTIAPI onDriverCall(void*, CUpti_CallbackDomain domain, CUpti_CallbackId 
     // bridge attaches to PyTorch's caching allocator, whose request this is, so the
     // segment it is about to get is traced.
     if (!call.exit && bridgeTry &&
-        (call.api == DriverApi::MemAlloc || call.api == DriverApi::MemCreate || call.api == DriverApi::MemAllocAsync))
+        (call.api == DriverApi::MemAlloc || call.api == DriverApi::MemCreate ||
+         call.api == DriverApi::MemAllocAsync))
         bridgeTry();
     CollectorSink sink;
     translateDriverCall(call, sink);
@@ -60,19 +65,29 @@ void CUPTIAPI onDriverCall(void*, CUpti_CallbackDomain domain, CUpti_CallbackId 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
     using namespace memtool::collectors;
     // The collector's C surface, in this process (memtool run preloads it).
-    auto version = reinterpret_cast<MemtoolCollectorApiVersionFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_API_VERSION));
+    auto version = reinterpret_cast<MemtoolCollectorApiVersionFn>(
+        dlsym(RTLD_DEFAULT, MEMTOOL_SYM_API_VERSION));
     if (!version || version() != MEMTOOL_COLLECTOR_API_VERSION) {
-        warn("the CUDA injection needs the memtool collector of the same version (use memtool run); CUDA memory "
-             "is not tracked");
+        warn(
+            "the CUDA injection needs the memtool collector of the same version (use memtool run); "
+            "CUDA memory "
+            "is not tracked");
         return 1;  // the program runs on either way
     }
-    auto attach = reinterpret_cast<MemtoolCudaAttachFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_CUDA_ATTACH));
-    recordAlloc = reinterpret_cast<MemtoolRecordAllocFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_RECORD_ALLOC));
-    recordFree = reinterpret_cast<MemtoolRecordFreeFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_RECORD_FREE));
-    auto fallback = reinterpret_cast<MemtoolCudaFallbackFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_CUDA_FALLBACK));
-    bridgeTry = reinterpret_cast<MemtoolTorchBridgeTryFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_TORCH_BRIDGE_TRY));
+    auto attach =
+        reinterpret_cast<MemtoolCudaAttachFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_CUDA_ATTACH));
+    recordAlloc =
+        reinterpret_cast<MemtoolRecordAllocFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_RECORD_ALLOC));
+    recordFree =
+        reinterpret_cast<MemtoolRecordFreeFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_RECORD_FREE));
+    auto fallback =
+        reinterpret_cast<MemtoolCudaFallbackFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_CUDA_FALLBACK));
+    bridgeTry = reinterpret_cast<MemtoolTorchBridgeTryFn>(
+        dlsym(RTLD_DEFAULT, MEMTOOL_SYM_TORCH_BRIDGE_TRY));
     if (!attach || !recordAlloc || !recordFree || !fallback) {
-        warn("the CUDA injection needs the memtool collector (use memtool run); CUDA memory is not tracked");
+        warn(
+            "the CUDA injection needs the memtool collector (use memtool run); CUDA memory is not "
+            "tracked");
         return 1;
     }
     CUpti_SubscriberHandle subscriber;
@@ -84,16 +99,19 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
         const char* what = nullptr;
         cuptiGetResultString(rc, &what);
         char why[256];
-        std::snprintf(why, sizeof why,
-                      "CUPTI is not available (%s): CUDA memory is recorded through runtime API hooks "
-                      "(cudaMalloc & co.; direct driver calls are not seen)",
-                      rc == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "another subscriber is active"
-                                                                           : (what ? what : "cuptiSubscribe failed"));
+        std::snprintf(
+            why, sizeof why,
+            "CUPTI is not available (%s): CUDA memory is recorded through runtime API hooks "
+            "(cudaMalloc & co.; direct driver calls are not seen)",
+            rc == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+                ? "another subscriber is active"
+                : (what ? what : "cuptiSubscribe failed"));
         warn(why);
         fallback(why);
         return 1;
     }
-    for (CUpti_CallbackId id : kDecodedDriverCallbacks) cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+    for (CUpti_CallbackId id : kDecodedDriverCallbacks)
+        cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
     attach();
     return 1;
 }

@@ -18,11 +18,13 @@ void translateDriverCall(const DriverCall& c, AllocationSink& sink) {
             break;
         case DriverApi::MemHostAlloc:
         case DriverApi::MemAllocHost:
-            if (c.exit && c.result == 0 && c.pointer != 0) sink.alloc(core::kDevicePinnedHost, c.pointer, c.size);
+            if (c.exit && c.result == 0 && c.pointer != 0)
+                sink.alloc(core::kDevicePinnedHost, c.pointer, c.size);
             break;
         case DriverApi::MemCreate:
             if (c.exit && c.result == 0 && c.handle != 0)
-                sink.alloc(core::cudaDeviceOrFirst(c.device), c.handle | core::kKeyVmmHandle, c.size);
+                sink.alloc(core::cudaDeviceOrFirst(c.device), c.handle | core::kKeyVmmHandle,
+                           c.size);
             break;
         case DriverApi::MemFree:
         case DriverApi::MemFreeAsync:

@@ -34,9 +34,10 @@ enum class DriverApi : uint8_t {
 
 struct DriverCall {
     DriverApi api = DriverApi::MemAlloc;
-    bool exit = false;     // false: the API-enter callback
-    int result = 0;        // CUresult, at exit
-    int device = -1;       // ordinal of the call's context device (or cuMemCreate's location); -1 unknown
+    bool exit = false;  // false: the API-enter callback
+    int result = 0;     // CUresult, at exit
+    int device =
+        -1;  // ordinal of the call's context device (or cuMemCreate's location); -1 unknown
     uint64_t pointer = 0;  // the allocated pointer (at exit) or the one freed
     uint64_t size = 0;     // bytes
     uint64_t handle = 0;   // cuMemCreate / cuMemRelease

@@ -18,21 +18,21 @@
 #include <cstdlib>
 #include <cstring>
 
-#define CHECK_RT(x)                                                                   \
-    do {                                                                              \
-        cudaError_t e = (x);                                                          \
-        if (e != cudaSuccess) {                                                       \
-            std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e));              \
-            std::exit(1);                                                             \
-        }                                                                             \
+#define CHECK_RT(x)                                                      \
+    do {                                                                 \
+        cudaError_t e = (x);                                             \
+        if (e != cudaSuccess) {                                          \
+            std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); \
+            std::exit(1);                                                \
+        }                                                                \
     } while (0)
-#define CHECK_DRV(x)                                                                  \
-    do {                                                                              \
-        CUresult r = (x);                                                             \
-        if (r != CUDA_SUCCESS) {                                                      \
-            std::fprintf(stderr, "%s failed: %d\n", #x, static_cast<int>(r));         \
-            std::exit(1);                                                             \
-        }                                                                             \
+#define CHECK_DRV(x)                                                          \
+    do {                                                                      \
+        CUresult r = (x);                                                     \
+        if (r != CUDA_SUCCESS) {                                              \
+            std::fprintf(stderr, "%s failed: %d\n", #x, static_cast<int>(r)); \
+            std::exit(1);                                                     \
+        }                                                                     \
     } while (0)
 
 __attribute__((noinline)) void* keepActivations() {

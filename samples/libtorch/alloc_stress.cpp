@@ -31,10 +31,18 @@ int main(int argc, char** argv) {
         size_t size = 64 + static_cast<size_t>(i % 4) * 64;
         void* p = nullptr;
         switch (i % 4) {
-            case 0: p = fromA(size); break;
-            case 1: p = fromB(size); break;
-            case 2: p = fromC(size); break;
-            default: p = fromD(size); break;
+            case 0:
+                p = fromA(size);
+                break;
+            case 1:
+                p = fromB(size);
+                break;
+            case 2:
+                p = fromC(size);
+                break;
+            default:
+                p = fromD(size);
+                break;
         }
         bytes += size;
         void*& slot = ring[static_cast<size_t>(i) % live];

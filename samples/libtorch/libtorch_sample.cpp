@@ -44,8 +44,9 @@ int main(int argc, char** argv) {
     torch::Tensor* leaked = keepForever(500000);
     int64_t sum = scratch(1000000);
     double loop = smallTensorLoop(iterations);
-    std::printf("libtorch_sample: view %lld elements, scratch last %lld, leaked %lld bytes, loop %.0f\n",
-                static_cast<long long>(view.numel()), static_cast<long long>(sum),
-                static_cast<long long>(leaked->numel()), loop);
+    std::printf(
+        "libtorch_sample: view %lld elements, scratch last %lld, leaked %lld bytes, loop %.0f\n",
+        static_cast<long long>(view.numel()), static_cast<long long>(sum),
+        static_cast<long long>(leaked->numel()), loop);
     return 0;
 }

@@ -2,9 +2,8 @@
 // of the driver whose device memory is host memory (tests/fakes/FakeCudaDriver.cpp):
 // addresses kept, granularity rounding, device memory given back and taken
 // again, host and disk backups round trip, failures leave regions paused.
-#include <gtest/gtest.h>
-
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -112,7 +111,8 @@ TEST(CudaRegions, AResumeWithoutRoomOnTheDeviceKeepsTheRegionPausedAndItsContent
     OpResult r = f.regions->resume("kv2", core::ControlOrigin::Api);
     EXPECT_FALSE(r.ok);
     EXPECT_STREQ(r.message,
-                 "1 region(s) could not be resumed and stay paused, their content kept: cuMemCreate: out of memory "
+                 "1 region(s) could not be resumed and stay paused, their content kept: "
+                 "cuMemCreate: out of memory "
                  "(CUresult 2)");
     driver().setCapacity(0);
     ASSERT_TRUE(f.regions->resume("kv2", core::ControlOrigin::Api).ok);

@@ -13,9 +13,9 @@ bool operator==(const DriverCall& a, const DriverCall& b) {
            a.pointer == b.pointer && a.size == b.size && a.handle == b.handle;
 }
 void PrintTo(const DriverCall& c, std::ostream* os) {
-    *os << "{api " << static_cast<int>(c.api) << ", exit " << c.exit << ", result " << c.result << ", device "
-        << c.device << ", pointer 0x" << std::hex << c.pointer << std::dec << ", size " << c.size << ", handle "
-        << c.handle << "}";
+    *os << "{api " << static_cast<int>(c.api) << ", exit " << c.exit << ", result " << c.result
+        << ", device " << c.device << ", pointer 0x" << std::hex << c.pointer << std::dec
+        << ", size " << c.size << ", handle " << c.handle << "}";
 }
 }  // namespace memtool::collectors
 
@@ -44,8 +44,13 @@ CUresult outOfMemory = CUDA_ERROR_OUT_OF_MEMORY;
 
 DriverCall expected(DriverApi api, bool exit, uint64_t pointer, uint64_t size, int result = 0,
                     int device = kContextDevice, uint64_t handle = 0) {
-    return DriverCall{.api = api, .exit = exit, .result = result, .device = device, .pointer = pointer,
-                      .size = size, .handle = handle};
+    return DriverCall{.api = api,
+                      .exit = exit,
+                      .result = result,
+                      .device = device,
+                      .pointer = pointer,
+                      .size = size,
+                      .handle = handle};
 }
 
 }  // namespace
@@ -109,9 +114,11 @@ TEST(CuptiCallbackDecoder, PoolAllocationAndItsPerThreadStreamVariant) {
     CUdeviceptr out = kDevicePtr;
     cuMemAllocFromPoolAsync_params legacy{&out, 700000, nullptr, nullptr};
     cuMemAllocFromPoolAsync_ptsz_params ptsz{&out, 800000, nullptr, nullptr};
-    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync, CUPTI_API_EXIT, legacy, &success),
-              expected(DriverApi::MemAllocFromPoolAsync, true, kDevicePtr, 700000));
-    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz, CUPTI_API_EXIT, ptsz, &success),
+    EXPECT_EQ(
+        decode(CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync, CUPTI_API_EXIT, legacy, &success),
+        expected(DriverApi::MemAllocFromPoolAsync, true, kDevicePtr, 700000));
+    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz, CUPTI_API_EXIT, ptsz,
+                     &success),
               expected(DriverApi::MemAllocFromPoolAsync, true, kDevicePtr, 800000));
 }
 
@@ -123,8 +130,9 @@ TEST(CuptiCallbackDecoder, PinnedHostAllocations) {
     cuMemAllocHost_v2_params allocHost{&out, 250000};
     EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc, CUPTI_API_EXIT, hostAlloc, &success),
               expected(DriverApi::MemHostAlloc, true, address, 1000000));
-    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2, CUPTI_API_EXIT, allocHost, &success),
-              expected(DriverApi::MemAllocHost, true, address, 250000));
+    EXPECT_EQ(
+        decode(CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2, CUPTI_API_EXIT, allocHost, &success),
+        expected(DriverApi::MemAllocHost, true, address, 250000));
 }
 
 TEST(CuptiCallbackDecoder, MemCreateOnADeviceCountsOnThatDevice) {
@@ -191,7 +199,8 @@ TEST(CuptiCallbackDecoder, AnUnhandledCallbackIsNotDecoded) {
     cuMemcpy_params p{};
     EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemcpy, CUPTI_API_ENTER, p), std::nullopt);
     cuMemGetInfo_v2_params info{};
-    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemGetInfo_v2, CUPTI_API_EXIT, info, &success), std::nullopt);
+    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemGetInfo_v2, CUPTI_API_EXIT, info, &success),
+              std::nullopt);
 }
 
 // The list the injection subscribes to and the decoder agree: no subscribed call is

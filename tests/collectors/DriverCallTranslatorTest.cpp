@@ -64,7 +64,8 @@ TEST(DriverCallTranslator, ClassicAllocAndFreePerDevice) {
     AggregatingSink s;
     call(s, enter(DriverApi::MemAlloc), exitOk(DriverApi::MemAlloc, 0, 0x7f0000000000, 1 << 20));
     call(s, enter(DriverApi::MemAlloc), exitOk(DriverApi::MemAlloc, 1, 0x7f1000000000, 3 << 20));
-    call(s, enter(DriverApi::MemAllocPitch), exitOk(DriverApi::MemAllocPitch, 0, 0x7f0000200000, 512 * 100));
+    call(s, enter(DriverApi::MemAllocPitch),
+         exitOk(DriverApi::MemAllocPitch, 0, 0x7f0000200000, 512 * 100));
     call(s, enter(DriverApi::MemFree, 0x7f0000000000), exitOk(DriverApi::MemFree, 0, 0, 0));
     EXPECT_EQ(s.dev(kCuda0).peakBytes, (1u << 20) + 51200u);
     EXPECT_EQ(s.dev(kCuda0).currentBytes, 51200u);
@@ -99,16 +100,22 @@ TEST(DriverCallTranslator, VmmCountsPhysicalMemoryOnceHoweverMapped) {
 
 TEST(DriverCallTranslator, PinnedHostAndManagedAndAsync) {
     AggregatingSink s;
-    call(s, enter(DriverApi::MemHostAlloc), exitOk(DriverApi::MemHostAlloc, 0, 0x7e0000000000, 4096));
-    call(s, enter(DriverApi::MemAllocHost), exitOk(DriverApi::MemAllocHost, 0, 0x7e0000100000, 8192));
-    call(s, enter(DriverApi::MemAllocManaged), exitOk(DriverApi::MemAllocManaged, 1, 0x7d0000000000, 1000));
-    call(s, enter(DriverApi::MemAllocAsync), exitOk(DriverApi::MemAllocAsync, 0, 0x7c0000000000, 5000));
-    call(s, enter(DriverApi::MemAllocFromPoolAsync), exitOk(DriverApi::MemAllocFromPoolAsync, 0, 0x7c0000010000, 7000));
+    call(s, enter(DriverApi::MemHostAlloc),
+         exitOk(DriverApi::MemHostAlloc, 0, 0x7e0000000000, 4096));
+    call(s, enter(DriverApi::MemAllocHost),
+         exitOk(DriverApi::MemAllocHost, 0, 0x7e0000100000, 8192));
+    call(s, enter(DriverApi::MemAllocManaged),
+         exitOk(DriverApi::MemAllocManaged, 1, 0x7d0000000000, 1000));
+    call(s, enter(DriverApi::MemAllocAsync),
+         exitOk(DriverApi::MemAllocAsync, 0, 0x7c0000000000, 5000));
+    call(s, enter(DriverApi::MemAllocFromPoolAsync),
+         exitOk(DriverApi::MemAllocFromPoolAsync, 0, 0x7c0000010000, 7000));
     EXPECT_EQ(s.dev(kDevicePinnedHost).currentBytes, 12288u);
     EXPECT_EQ(s.dev(kCuda1).currentBytes, 1000u);
     EXPECT_EQ(s.dev(kCuda0).currentBytes, 12000u);
     call(s, enter(DriverApi::MemFreeHost, 0x7e0000000000), exitOk(DriverApi::MemFreeHost, 0, 0, 0));
-    call(s, enter(DriverApi::MemFreeAsync, 0x7c0000000000), exitOk(DriverApi::MemFreeAsync, 0, 0, 0));
+    call(s, enter(DriverApi::MemFreeAsync, 0x7c0000000000),
+         exitOk(DriverApi::MemFreeAsync, 0, 0, 0));
     EXPECT_EQ(s.dev(kDevicePinnedHost).currentBytes, 8192u);
     EXPECT_EQ(s.dev(kCuda0).currentBytes, 7000u);
     EXPECT_EQ(s.dev(kCuda0).peakBytes, 12000u);

@@ -1,9 +1,8 @@
 // The collector's engine in-process, over a socketpair, as heaptrack tests its
 // tracker: what goes in (alloc, free, notes, fork, a peer that goes away) and
 // exactly which records come out, decoded by the CLI's own decoder.
-#include <gtest/gtest.h>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,14 +32,26 @@ struct Recorded : core::RecordSink {
     void onHandshake(const core::Handshake& h) override { agg.onHandshake(h), log.push_back("H"); }
     void onModule(const core::ModuleRecord& m) override { agg.onModule(m), log.push_back("M"); }
     void onPyCode(const core::PyCodeRecord& c) override { agg.onPyCode(c), log.push_back("C"); }
-    void onNativeNode(const core::NativeNodeRecord& n) override { agg.onNativeNode(n), log.push_back("N"); }
+    void onNativeNode(const core::NativeNodeRecord& n) override {
+        agg.onNativeNode(n), log.push_back("N");
+    }
     void onPyNode(const core::PyNodeRecord& n) override { agg.onPyNode(n), log.push_back("P"); }
-    void onAlloc(const core::AllocRecord& a) override { agg.onAlloc(a), allocs.push_back(a), log.push_back("A"); }
-    void onFree(const core::FreeRecord& f) override { agg.onFree(f), frees.push_back(f), log.push_back("F"); }
-    void onNote(const core::NoteRecord& n) override { agg.onNote(n), notes.push_back(n), log.push_back("W"); }
+    void onAlloc(const core::AllocRecord& a) override {
+        agg.onAlloc(a), allocs.push_back(a), log.push_back("A");
+    }
+    void onFree(const core::FreeRecord& f) override {
+        agg.onFree(f), frees.push_back(f), log.push_back("F");
+    }
+    void onNote(const core::NoteRecord& n) override {
+        agg.onNote(n), notes.push_back(n), log.push_back("W");
+    }
     void onRegion(const core::RegionRecord& g) override { agg.onRegion(g), log.push_back("R"); }
-    void onControl(const core::ControlRecord& x) override { agg.onControl(x), controls.push_back(x), log.push_back("X"); }
-    void onReply(const core::ReplyRecord& y) override { agg.onReply(y), replies.push_back(y), log.push_back("Y"); }
+    void onControl(const core::ControlRecord& x) override {
+        agg.onControl(x), controls.push_back(x), log.push_back("X");
+    }
+    void onReply(const core::ReplyRecord& y) override {
+        agg.onReply(y), replies.push_back(y), log.push_back("Y");
+    }
     std::vector<core::ControlRecord> controls;
     std::vector<core::ReplyRecord> replies;
     void onEnd(const core::EndFields& e) override { agg.onEnd(e), end = e, log.push_back("E"); }
@@ -70,7 +81,8 @@ struct Stream {
     ~Stream() {
         if (fds[1] >= 0) close(fds[1]);
     }
-    bool connect(const std::string& command = std::string("prog\0--flag\0", 12), uint64_t pid = 4242) {
+    bool connect(const std::string& command = std::string("prog\0--flag\0", 12),
+                 uint64_t pid = 4242) {
         StreamIdentity id;
         id.pid = pid;
         id.ppid = 1;
@@ -83,7 +95,8 @@ struct Stream {
     void readAll(Recorded& out) {
         core::StreamDecoder decoder(out);
         std::vector<uint8_t> buf(1 << 16);
-        for (ssize_t n; (n = read(fds[1], buf.data(), buf.size())) > 0;) decoder.feed(buf.data(), static_cast<size_t>(n));
+        for (ssize_t n; (n = read(fds[1], buf.data(), buf.size())) > 0;)
+            decoder.feed(buf.data(), static_cast<size_t>(n));
     }
 };
 
@@ -100,7 +113,8 @@ std::string stderrOf(Fn fn) {
     close(pipeFds[1]);
     std::string text;
     char buf[4096];
-    for (ssize_t n; (n = read(pipeFds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+    for (ssize_t n; (n = read(pipeFds[0], buf, sizeof buf)) > 0;)
+        text.append(buf, static_cast<size_t>(n));
     close(pipeFds[0]);
     return text;
 }
@@ -261,7 +275,8 @@ TEST(Engine, StopsWhenItsDescriptorIsTakenOver) {
     });
     EXPECT_FALSE(s.engine.active());
     EXPECT_EQ(said,
-              "memtool: the program closed memtool's socket and reused its descriptor; profiling stopped (the trace "
+              "memtool: the program closed memtool's socket and reused its descriptor; profiling "
+              "stopped (the trace "
               "is incomplete)\n");
     // Nothing reached the program's pipe, and the number is still the program's.
     close(number);

@@ -1,8 +1,7 @@
 // GotPatcher against real loaded objects: a target library that calls a provider
 // library's function through a RELRO-protected GOT slot.
-#include <gtest/gtest.h>
-
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 #include <link.h>
 
 #include <cstring>
@@ -31,7 +30,8 @@ dl_phdr_info moduleNamed(const char* suffix) {
             auto* f = static_cast<Found*>(data);
             std::string name = info->dlpi_name ? info->dlpi_name : "";
             if (name.size() >= std::strlen(f->suffix) &&
-                name.compare(name.size() - std::strlen(f->suffix), std::string::npos, f->suffix) == 0) {
+                name.compare(name.size() - std::strlen(f->suffix), std::string::npos, f->suffix) ==
+                    0) {
                 f->info = *info;
                 f->found = true;
                 return 1;
@@ -80,7 +80,8 @@ TEST(GotPatcher, NeedsFiltersByDtNeeded) {
     auto call = reinterpret_cast<int (*)()>(dlsym(target, "got_target_call"));
     dl_phdr_info info = moduleNamed("libgot_target.so");
     const GotHook hooks[] = {MEMTOOL_GOT_HOOK(got_provider_value, &replacement)};
-    EXPECT_EQ(patchModuleImports(&info, hooks, 1, "libcudart"), 0u);  // does not link it: not even looked at
+    EXPECT_EQ(patchModuleImports(&info, hooks, 1, "libcudart"),
+              0u);  // does not link it: not even looked at
     EXPECT_EQ(call(), 1);
     MappedArray<PatchedSlot> log;
     EXPECT_EQ(patchModuleImports(&info, hooks, 1, "libgot_provider", &log), 1u);

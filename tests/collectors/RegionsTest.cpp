@@ -2,9 +2,8 @@
 // that fails on request, with the engine recording into a socketpair: what is
 // released, what comes back, what the stream says, and that a pause that cannot
 // complete leaves everything as it was.
-#include <gtest/gtest.h>
-
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -73,7 +72,9 @@ struct FlakyBackend final : MemoryBackend {
         }
         return real.map(d, a, b, why);
     }
-    bool unmap(uint8_t d, uint64_t a, uint64_t b, Failure& why) override { return real.unmap(d, a, b, why); }
+    bool unmap(uint8_t d, uint64_t a, uint64_t b, Failure& why) override {
+        return real.unmap(d, a, b, why);
+    }
     void release(uint8_t d, uint64_t a, uint64_t b) override { real.release(d, a, b); }
     bool synchronize(uint8_t d, Failure& why) override { return real.synchronize(d, why); }
     bool copyOut(uint8_t d, uint64_t a, uint64_t b, Backup& to, uint64_t o, Failure& why) override {
@@ -83,7 +84,8 @@ struct FlakyBackend final : MemoryBackend {
         }
         return real.copyOut(d, a, b, to, o, why);
     }
-    bool copyIn(uint8_t d, uint64_t a, uint64_t b, Backup& from, uint64_t o, Failure& why) override {
+    bool copyIn(uint8_t d, uint64_t a, uint64_t b, Backup& from, uint64_t o,
+                Failure& why) override {
         return real.copyIn(d, a, b, from, o, why);
     }
 };
@@ -137,7 +139,8 @@ struct Fixture {
         core::Aggregator agg;
         core::StreamDecoder d(agg);
         std::vector<uint8_t> buf(1 << 16);
-        for (ssize_t n; (n = read(fds[1], buf.data(), buf.size())) > 0;) d.feed(buf.data(), static_cast<size_t>(n));
+        for (ssize_t n; (n = read(fds[1], buf.data(), buf.size())) > 0;)
+            d.feed(buf.data(), static_cast<size_t>(n));
         return agg;
     }
 };
@@ -162,7 +165,8 @@ TEST(Regions, PauseReleasesPagesAndResumeBringsContentBackAtTheSameAddress) {
     OpResult again = f.regions->pause("weights", core::ControlOrigin::Api);
     EXPECT_TRUE(again.ok);
     EXPECT_FALSE(again.changed);
-    EXPECT_STREQ(again.message, "nothing to pause: region 'weights' holds no resident memory (paused already?)");
+    EXPECT_STREQ(again.message,
+                 "nothing to pause: region 'weights' holds no resident memory (paused already?)");
 
     OpResult resumed = f.regions->resume("weights", core::ControlOrigin::Ctl);
     EXPECT_TRUE(resumed.ok) << resumed.message;
@@ -197,7 +201,7 @@ TEST(Regions, TagsArePausedAndResumedIndependently) {
     EXPECT_EQ(f.regions->pause("b", core::ControlOrigin::Api).bytes, 3 * MiB);
     EXPECT_EQ(f.regions->resume("b", core::ControlOrigin::Api).bytes, 3 * MiB);
     EXPECT_EQ(residentBytes(a, MiB), 0u);  // a still paused
-    EXPECT_EQ(b[0], 0);                     // backup "none": the content is gone (here: zero pages)
+    EXPECT_EQ(b[0], 0);                    // backup "none": the content is gone (here: zero pages)
     EXPECT_EQ(f.regions->resume(nullptr, core::ControlOrigin::Api).bytes, 1 * MiB);  // every tag: a
     EXPECT_TRUE(Fixture::holds(a, MiB, 1));
     f.regions->release(reinterpret_cast<uint64_t>(a));
@@ -242,7 +246,8 @@ TEST(Regions, AFullDiskFailsThePauseBeforeAnythingIsReleased) {
     setrlimit(RLIMIT_FSIZE, &old);
     signal(SIGXFSZ, SIG_DFL);
     EXPECT_FALSE(r.ok);
-    EXPECT_NE(std::string(r.message).find("nothing was released: no room for the backup in"), std::string::npos)
+    EXPECT_NE(std::string(r.message).find("nothing was released: no room for the backup in"),
+              std::string::npos)
         << r.message;
     EXPECT_EQ(residentBytes(w, 4 * MiB), 4 * MiB);
     EXPECT_TRUE(Fixture::holds(w, 4 * MiB, 9));
@@ -258,7 +263,8 @@ TEST(Regions, AResumeThatCannotMapKeepsTheRegionPausedWithItsContent) {
     OpResult r = f.regions->resume("w", core::ControlOrigin::Api);
     EXPECT_FALSE(r.ok);
     EXPECT_STREQ(r.message,
-                 "1 region(s) could not be resumed and stay paused, their content kept: the test made mapping fail");
+                 "1 region(s) could not be resumed and stay paused, their content kept: the test "
+                 "made mapping fail");
     EXPECT_EQ(filesIn(f.dir).size(), 1u);
     f.backend.failMap = false;
     ASSERT_TRUE(f.regions->resume("w", core::ControlOrigin::Api).ok);
@@ -276,7 +282,8 @@ TEST(Regions, FreeingPausedMemoryReleasesItsAddressesAndBackup) {
     EXPECT_EQ(f.regions->resume("w", core::ControlOrigin::Api).allocations, 1u);
     EXPECT_TRUE(Fixture::holds(b, MiB, 2));
     ASSERT_TRUE(f.regions->pause("w", core::ControlOrigin::Api).ok);
-    EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(b)));  // the last one: the backup goes
+    EXPECT_TRUE(
+        f.regions->release(reinterpret_cast<uint64_t>(b)));  // the last one: the backup goes
     EXPECT_TRUE(filesIn(f.dir).empty());
     EXPECT_FALSE(f.regions->release(0x1234));  // not a region address
     core::Aggregator agg = f.finish();
@@ -306,12 +313,14 @@ TEST(Regions, TagsAndBackupsAreChecked) {
     EXPECT_FALSE(f.regions->enter("", core::BackupKind::None, why));
     EXPECT_FALSE(f.regions->enter(std::string(64, 'x').c_str(), core::BackupKind::None, why));
     EXPECT_STREQ(why.text, "a region tag is 1 to 63 bytes long");
-    EXPECT_FALSE(f.regions->enter("w", core::BackupKind::Host, why));  // CPU only: no pinned host memory here
+    EXPECT_FALSE(f.regions->enter("w", core::BackupKind::Host,
+                                  why));  // CPU only: no pinned host memory here
     EXPECT_NE(std::string(why.text).find("use backup='disk'"), std::string::npos) << why.text;
     ASSERT_TRUE(f.regions->enter("w", core::BackupKind::Disk, why));
     f.regions->exit();
     EXPECT_FALSE(f.regions->enter("w", core::BackupKind::None, why));
-    EXPECT_STREQ(why.text, "region 'w' was first entered with backup='disk'; a tag keeps one backup kind");
+    EXPECT_STREQ(why.text,
+                 "region 'w' was first entered with backup='disk'; a tag keeps one backup kind");
     EXPECT_FALSE(f.regions->pause("unknown", core::ControlOrigin::Api).ok);
 }
 
@@ -335,10 +344,13 @@ TEST(Regions, NestedRegionsGoToTheInnermost) {
     char json[1024];
     ASSERT_GT(f.regions->describe(json, sizeof json), 0u);
     // In the order the regions first served memory: inner first.
-    EXPECT_STREQ(json,
-                 "[{\"tag\":\"inner\",\"device\":\"cpu\",\"bytes\":4096,\"resident_bytes\":0,\"paused_bytes\":4096,"
-                 "\"state\":\"paused\",\"backup\":\"none\"},{\"tag\":\"outer\",\"device\":\"cpu\",\"bytes\":4096,"
-                 "\"resident_bytes\":0,\"paused_bytes\":4096,\"state\":\"paused\",\"backup\":\"none\"}]");
+    EXPECT_STREQ(
+        json,
+        "[{\"tag\":\"inner\",\"device\":\"cpu\",\"bytes\":4096,\"resident_bytes\":0,\"paused_"
+        "bytes\":4096,"
+        "\"state\":\"paused\",\"backup\":\"none\"},{\"tag\":\"outer\",\"device\":\"cpu\",\"bytes\":"
+        "4096,"
+        "\"resident_bytes\":0,\"paused_bytes\":4096,\"state\":\"paused\",\"backup\":\"none\"}]");
 }
 
 // The control thread: a request down the socket, its reply up the stream.
@@ -371,10 +383,12 @@ TEST(ControlChannel, AnswersRequestsFromTheStream) {
     }
     EXPECT_EQ(agg.replies()[0].status, core::ReplyStatus::Ok);
     EXPECT_EQ(agg.replies()[0].body,
-              "{\"regions\":[{\"tag\":\"w\",\"device\":\"cpu\",\"bytes\":1048576,\"resident_bytes\":1048576,"
+              "{\"regions\":[{\"tag\":\"w\",\"device\":\"cpu\",\"bytes\":1048576,\"resident_"
+              "bytes\":1048576,"
               "\"paused_bytes\":0,\"state\":\"resident\",\"backup\":\"none\"}]}");
     EXPECT_EQ(agg.replies()[1].id, 2u);
-    EXPECT_NE(agg.replies()[1].body.find("\"ok\":true,\"changed\":true,\"bytes\":1048576"), std::string::npos)
+    EXPECT_NE(agg.replies()[1].body.find("\"ok\":true,\"changed\":true,\"bytes\":1048576"),
+              std::string::npos)
         << agg.replies()[1].body;
     EXPECT_EQ(agg.replies()[2].status, core::ReplyStatus::Unknown);
     ASSERT_EQ(agg.controls().size(), 1u);
@@ -385,7 +399,9 @@ TEST(ControlChannel, RejectsBytesThatAreNoRequests) {
     struct Count {
         int calls = 0;
     } count;
-    auto cb = [](void* c, uint64_t, size_t, const char* const*) { ++static_cast<Count*>(c)->calls; };
+    auto cb = [](void* c, uint64_t, size_t, const char* const*) {
+        ++static_cast<Count*>(c)->calls;
+    };
     uint8_t junk[] = {'Z', 1, 2};
     EXPECT_EQ(decodeRequests(junk, sizeof junk, cb, &count), -1);
     uint8_t partial[] = {'Q', 5, 1, 6, 's', 't'};  // a string cut short: wait for more

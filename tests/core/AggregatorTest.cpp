@@ -12,7 +12,8 @@ struct Feed {
     void alloc(uint64_t addr, uint64_t size, uint64_t stack, uint8_t device = kDeviceCpu) {
         // Stacks here are native node ids; declare them on first use.
         while (agg.nativeNodes().size() <= stack)
-            agg.onNativeNode(NativeNodeRecord{agg.nativeNodes().size(), 0, 0x1000 + agg.nativeNodes().size()});
+            agg.onNativeNode(
+                NativeNodeRecord{agg.nativeNodes().size(), 0, 0x1000 + agg.nativeNodes().size()});
         AllocRecord a;
         a.f = AllocFields{device, addr, size, stack, 0, 1};
         a.timeNs = ++t;
@@ -36,8 +37,8 @@ struct Feed {
 TEST(Aggregator, PeakIsTheLargestLiveSum) {
     Feed f;
     f.alloc(0x10, 100, 1);
-    f.alloc(0x20, 50, 2);  // 150
-    f.release(0x10);       // 50
+    f.alloc(0x20, 50, 2);   // 150
+    f.release(0x10);        // 50
     f.alloc(0x30, 120, 1);  // 170: the peak
     f.release(0x30);        // 50
     f.alloc(0x40, 110, 3);  // 160

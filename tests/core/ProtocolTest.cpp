@@ -21,20 +21,29 @@ struct Recorder : RecordSink {
     EndFields end;
     void onHandshake(const Handshake& h) override { handshake = h, log.push_back("H"); }
     void onModule(const ModuleRecord& m) override { module = m, log.push_back("M"); }
-    void onPyCode(const PyCodeRecord& c) override { code = c, log.push_back("C" + std::to_string(c.id)); }
+    void onPyCode(const PyCodeRecord& c) override {
+        code = c, log.push_back("C" + std::to_string(c.id));
+    }
     void onNativeNode(const NativeNodeRecord& n) override {
-        log.push_back("N" + std::to_string(n.id) + "<" + std::to_string(n.parent) + ":" + std::to_string(n.ip));
+        log.push_back("N" + std::to_string(n.id) + "<" + std::to_string(n.parent) + ":" +
+                      std::to_string(n.ip));
     }
     void onPyNode(const PyNodeRecord& n) override {
-        log.push_back("P" + std::to_string(n.id) + "<" + std::to_string(n.parent) + ":" + std::to_string(n.codeId) +
-                      "@" + std::to_string(n.line));
+        log.push_back("P" + std::to_string(n.id) + "<" + std::to_string(n.parent) + ":" +
+                      std::to_string(n.codeId) + "@" + std::to_string(n.line));
     }
     void onAlloc(const AllocRecord& a) override { allocs.push_back(a), log.push_back("A"); }
     void onFree(const FreeRecord& f) override { frees.push_back(f), log.push_back("F"); }
     void onNote(const NoteRecord& n) override { log.push_back("W" + n.key + "=" + n.text); }
-    void onRegion(const RegionRecord& g) override { region = g, log.push_back("R" + std::to_string(g.id) + "=" + g.tag); }
-    void onControl(const ControlRecord& x) override { control = x, log.push_back("X" + std::to_string(x.f.region)); }
-    void onReply(const ReplyRecord& y) override { reply = y, log.push_back("Y" + std::to_string(y.id)); }
+    void onRegion(const RegionRecord& g) override {
+        region = g, log.push_back("R" + std::to_string(g.id) + "=" + g.tag);
+    }
+    void onControl(const ControlRecord& x) override {
+        control = x, log.push_back("X" + std::to_string(x.f.region));
+    }
+    void onReply(const ReplyRecord& y) override {
+        reply = y, log.push_back("Y" + std::to_string(y.id));
+    }
     RegionRecord region;
     ControlRecord control;
     ReplyRecord reply;
@@ -64,8 +73,8 @@ std::vector<uint8_t> sampleStream() {
     put(encodeAlloc(buf, AllocFields{static_cast<uint8_t>(kDeviceCudaBase + 1), 0x7f00ffff0000ull,
                                      UINT64_MAX, 0, 0, 5}));
     put(encodeFree(buf, FreeFields{kDeviceCpu, 0x5000, 250}));
-    put(encodeAlloc(buf, AllocFields{cudaDevice(1, DevicePool::Reserved), 0x7f00ffff0000ull | kKeyReservedPool,
-                                     2u << 20, 0, 0, 0}));
+    put(encodeAlloc(buf, AllocFields{cudaDevice(1, DevicePool::Reserved),
+                                     0x7f00ffff0000ull | kKeyReservedPool, 2u << 20, 0, 0, 0}));
     put(encodeRegion(buf, 7, "weights", 7, kDeviceCpu, BackupKind::Disk));
     put(encodeAlloc(buf, AllocFields{kDeviceCpu, 0x9000, 4096, 0, 0, 10, 7}));
     ControlFields x;
@@ -100,9 +109,10 @@ TEST(Protocol, RoundTripsEveryRecord) {
     StreamDecoder d(r);
     auto bytes = sampleStream();
     d.feed(bytes.data(), bytes.size());
-    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "M", "C1", "N1<0:139637976732212", "N2<1:139637976732416",
-                                               "P1<0:1@14", "Wtorch.bridge=attached", "A", "A",
-                                               "F", "A", "R7=weights", "A", "X7", "Y3", "E"}));
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "M", "C1", "N1<0:139637976732212",
+                                               "N2<1:139637976732416", "P1<0:1@14",
+                                               "Wtorch.bridge=attached", "A", "A", "F", "A",
+                                               "R7=weights", "A", "X7", "Y3", "E"}));
     EXPECT_EQ(r.handshake.pid, 4242);
     EXPECT_EQ(r.handshake.startUnixNs, 1700000000123456789ull);
     EXPECT_TRUE(r.handshake.nativeStacks);
@@ -199,8 +209,8 @@ TEST(Protocol, AggregatorVerifiesTheEndCounters) {
     auto trimmed = sampleStream();
     uint8_t buf[64];
     size_t allocLen = static_cast<size_t>(
-        encodeAlloc(buf, AllocFields{cudaDevice(1, DevicePool::Reserved), 0x7f00ffff0000ull | kKeyReservedPool, 2u << 20,
-                                     0, 0, 0}) -
+        encodeAlloc(buf, AllocFields{cudaDevice(1, DevicePool::Reserved),
+                                     0x7f00ffff0000ull | kKeyReservedPool, 2u << 20, 0, 0, 0}) -
         buf);
     // The reserved-pool allocation sits right before the region record.
     auto at = std::search(trimmed.begin(), trimmed.end(), buf, buf + allocLen);

@@ -27,7 +27,8 @@ TEST(Units, ParsesSizes) {
     EXPECT_EQ(parseSize("1.5GiB"), 3ull << 29);
     EXPECT_EQ(parseSize("10KB"), 10000u);
     EXPECT_EQ(parseSize("7B"), 7u);
-    for (const char* bad : {"", "MiB", "1.5.2GB", "12 MiB", "-5", "5XB", ".5GB", "5.", "99999999999999999999"})
+    for (const char* bad :
+         {"", "MiB", "1.5.2GB", "12 MiB", "-5", "5XB", ".5GB", "5.", "99999999999999999999"})
         EXPECT_FALSE(parseSize(bad).has_value()) << bad;
 }
 
@@ -47,7 +48,9 @@ TEST(FrameClassifier, TellsUserCodeFromLibraries) {
     EXPECT_TRUE(isLibraryModule("/usr/lib/x86_64-linux-gnu/libc10.so.1.13"));
     EXPECT_TRUE(isLibraryModule("/usr/bin/python3.11"));
     EXPECT_TRUE(isLibraryModule("/opt/venv/lib/python3.12/site-packages/torch/lib/libc10.so"));
-    EXPECT_TRUE(isLibraryModule("/root/.pyenv/versions/3.12.1/lib/python3.12/lib-dynload/_ctypes.cpython-312-x86_64-linux-gnu.so"));
+    EXPECT_TRUE(
+        isLibraryModule("/root/.pyenv/versions/3.12.1/lib/python3.12/lib-dynload/"
+                        "_ctypes.cpython-312-x86_64-linux-gnu.so"));
     EXPECT_TRUE(isLibraryModule("/work/build/lib/libmemtool_cupti.so"));
     EXPECT_TRUE(isSystemSource("/usr/include/torch/csrc/api/include/torch/nn/module.h"));
     EXPECT_FALSE(isSystemSource("/home/me/src/model.cpp"));
@@ -61,10 +64,12 @@ TEST(Report, ShortFrames) {
     using memtool::testing::nativeFrame;
     using memtool::testing::pythonFrame;
     EXPECT_EQ(shortFrame(pythonFrame("inner", "/home/me/train.py", 11)), "inner (train.py:11)");
-    EXPECT_EQ(shortFrame(nativeFrame("at::_ops::empty::call(c10::ArrayRef<long>, bool)", "/usr/lib/libtorch_cpu.so.1.13")),
+    EXPECT_EQ(shortFrame(nativeFrame("at::_ops::empty::call(c10::ArrayRef<long>, bool)",
+                                     "/usr/lib/libtorch_cpu.so.1.13")),
               "at::_ops::empty::call (libtorch_cpu.so.1.13)");
-    EXPECT_EQ(shortFrame(nativeFrame("Functor::operator()(int) const", "/src/app", "/src/a.cpp", 3)),
-              "Functor::operator() (a.cpp:3)");
+    EXPECT_EQ(
+        shortFrame(nativeFrame("Functor::operator()(int) const", "/src/app", "/src/a.cpp", 3)),
+        "Functor::operator() (a.cpp:3)");
     EXPECT_EQ(shortFrame(nativeFrame("", "/usr/lib/libtorch_python.so", "", 0, 0x48a99c)),
               "?? (libtorch_python.so+0x48a99c)");
 }

@@ -11,13 +11,18 @@ using nlohmann::json;
 namespace {
 
 json device(uint64_t peak, uint64_t allocated, uint64_t leaked) {
-    return {{"peak_bytes", peak},     {"current_bytes", leaked}, {"allocated_bytes", allocated},
-            {"freed_bytes", allocated - leaked}, {"alloc_count", 1}, {"free_count", 1}};
+    return {{"peak_bytes", peak},
+            {"current_bytes", leaked},
+            {"allocated_bytes", allocated},
+            {"freed_bytes", allocated - leaked},
+            {"alloc_count", 1},
+            {"free_count", 1}};
 }
 
 json hotspot(const std::string& site, uint64_t peak, uint64_t allocated) {
-    return {{"device", "cpu"}, {"site", site}, {"stack", {site}}, {"allocated_bytes", allocated},
-            {"count", 1},      {"peak_bytes", peak}, {"leaked_bytes", 0}};
+    return {
+        {"device", "cpu"}, {"site", site},       {"stack", {site}},  {"allocated_bytes", allocated},
+        {"count", 1},      {"peak_bytes", peak}, {"leaked_bytes", 0}};
 }
 
 std::string writeTrace(uint64_t cpuPeak, bool complete = true, json hotspots = json::array(),
@@ -28,7 +33,8 @@ std::string writeTrace(uint64_t cpuPeak, bool complete = true, json hotspots = j
                  {"exit_code", 0},
                  {"complete", complete},
                  {"duration_s", 1.0},
-                 {"devices", {{"cpu", device(cpuPeak, 2 * cpuPeak, 100)}, {"cuda:0", device(1000, 2000, 0)}}},
+                 {"devices",
+                  {{"cpu", device(cpuPeak, 2 * cpuPeak, 100)}, {"cuda:0", device(1000, 2000, 0)}}},
                  {"hotspots", hotspots},
                  {"lines", json::array()}};
     if (!complete) proc["incomplete_reason"] = "the process was killed by signal 9";
@@ -55,30 +61,36 @@ TEST(Check, UnderAndOverALimit) {
     Outcome over = check({t, "--max-peak", "cpu=4999999"});
     EXPECT_EQ(over.exitCode, 1);
     EXPECT_EQ(over.out,
-              "FAIL  cpu peak 4.77 MiB (5000000 bytes) exceeds 4.77 MiB (4999999 bytes) by 1 B (1 bytes)\n"
+              "FAIL  cpu peak 4.77 MiB (5000000 bytes) exceeds 4.77 MiB (4999999 bytes) by 1 B (1 "
+              "bytes)\n"
               "memtool check: 1 check, 1 failed\n");
 }
 
 TEST(Check, EverySizeSyntax) {
     std::string t = writeTrace(5000000);
-    for (const char* limit : {"cpu=123456", "cpu=512MiB", "cpu=2GB", "cpu=1.5GiB", "cpu=4.5MiB", "cpu=5MB"}) {
+    for (const char* limit :
+         {"cpu=123456", "cpu=512MiB", "cpu=2GB", "cpu=1.5GiB", "cpu=4.5MiB", "cpu=5MB"}) {
         Outcome o = check({t, "--max-peak", limit});
         // 5,000,000 bytes passes every limit but 123456 and 4.5MiB (4,718,592).
         bool shouldPass = std::string(limit) != "cpu=123456" && std::string(limit) != "cpu=4.5MiB";
         EXPECT_EQ(o.exitCode, shouldPass ? 0 : 1) << limit << "\n" << o.out;
     }
     Outcome exactSi = check({t, "--max-peak", "cpu=5MB"});
-    EXPECT_NE(exactSi.out.find("within 4.77 MiB (5000000 bytes)"), std::string::npos) << exactSi.out;
+    EXPECT_NE(exactSi.out.find("within 4.77 MiB (5000000 bytes)"), std::string::npos)
+        << exactSi.out;
 }
 
 TEST(Check, BadTokensAreUsageErrors) {
     std::string t = writeTrace(5000000);
     Outcome size = check({t, "--max-peak", "cpu=12XB"});
     EXPECT_EQ(size.exitCode, 2);
-    EXPECT_EQ(size.err, "memtool: bad size '12XB' (use bytes or a unit: 123456, 512MiB, 2GB, 1.5GiB)\n");
+    EXPECT_EQ(size.err,
+              "memtool: bad size '12XB' (use bytes or a unit: 123456, 512MiB, 2GB, 1.5GiB)\n");
     Outcome dev = check({t, "--max-peak", "gpu=1GB"});
     EXPECT_EQ(dev.exitCode, 2);
-    EXPECT_EQ(dev.err, "memtool: bad device 'gpu' (use cpu, pinned, cuda, cuda:N, cuda:N.active or cuda:N.reserved)\n");
+    EXPECT_EQ(dev.err,
+              "memtool: bad device 'gpu' (use cpu, pinned, cuda, cuda:N, cuda:N.active or "
+              "cuda:N.reserved)\n");
     Outcome inc = check({t, "--baseline", t, "--max-increase", "ten%"});
     EXPECT_EQ(inc.exitCode, 2);
     EXPECT_EQ(inc.err, "memtool: bad increase 'ten%' (use a percentage like 5% or a size)\n");
@@ -95,7 +107,8 @@ TEST(Check, MissingOrInvalidBaseline) {
     std::string t = writeTrace(5000000);
     Outcome missing = check({t, "--baseline", "/nonexistent/base.json", "--max-increase", "5%"});
     EXPECT_EQ(missing.exitCode, 2);
-    EXPECT_EQ(missing.err, "memtool: cannot open /nonexistent/base.json: No such file or directory\n");
+    EXPECT_EQ(missing.err,
+              "memtool: cannot open /nonexistent/base.json: No such file or directory\n");
     std::string bad = tempDir() + "/base.json";
     std::ofstream(bad) << "[1, 2";
     Outcome invalid = check({t, "--baseline", bad, "--max-increase", "5%"});
@@ -107,7 +120,8 @@ TEST(Check, IncompleteTraceFailsUnlessAllowed) {
     std::string t = writeTrace(100, false);
     Outcome strict = check({t, "--max-peak", "cpu=1GB"});
     EXPECT_EQ(strict.exitCode, 1);
-    EXPECT_NE(strict.out.find("FAIL  the trace is incomplete: the process was killed by signal 9"), std::string::npos);
+    EXPECT_NE(strict.out.find("FAIL  the trace is incomplete: the process was killed by signal 9"),
+              std::string::npos);
     Outcome allowed = check({t, "--max-peak", "cpu=1GB", "--allow-incomplete"});
     EXPECT_EQ(allowed.exitCode, 0) << allowed.out;
 }
@@ -119,9 +133,11 @@ TEST(Check, BaselineGrowth) {
     std::string grown = writeTrace(5000001);
     Outcome oneByte = check({grown, "--baseline", base, "--max-increase", "0%"});
     EXPECT_EQ(oneByte.exitCode, 1);
-    EXPECT_NE(oneByte.out.find("FAIL  cpu peak 4.77 MiB (5000001 bytes), baseline 4.77 MiB (5000000 bytes): +1 B "
-                               "(+0.00%) exceeds the allowed 4.77 MiB (5000000 bytes) by 1 B (1 bytes)"),
-              std::string::npos)
+    EXPECT_NE(
+        oneByte.out.find(
+            "FAIL  cpu peak 4.77 MiB (5000001 bytes), baseline 4.77 MiB (5000000 bytes): +1 B "
+            "(+0.00%) exceeds the allowed 4.77 MiB (5000000 bytes) by 1 B (1 bytes)"),
+        std::string::npos)
         << oneByte.out;
     // 5% of 5,000,000 is 250,000 bytes; by size likewise.
     std::string plus5 = writeTrace(5250000), plus5and1 = writeTrace(5250001);
@@ -153,7 +169,8 @@ TEST(Check, CudaSelectorsAndJson) {
 TEST(Check, JunitIsValidXml) {
     std::string t = writeTrace(5000000);
     std::string xml = tempDir() + "/report.xml";
-    Outcome o = check({t, "--max-peak", "cpu=4MB", "--max-peak", "cuda:0=1KB", "--format", "junit", "-o", xml});
+    Outcome o = check(
+        {t, "--max-peak", "cpu=4MB", "--max-peak", "cuda:0=1KB", "--format", "junit", "-o", xml});
     EXPECT_EQ(o.exitCode, 1);
     // A real XML parser reads it back: two test cases, one failure carrying the numbers.
     Outcome parsed = run({PYTHON_BIN, "-c",
@@ -161,14 +178,16 @@ TEST(Check, JunitIsValidXml) {
                           "root = ET.parse(sys.argv[1]).getroot()\n"
                           "suite = root.find('testsuite')\n"
                           "cases = suite.findall('testcase')\n"
-                          "fails = [c.find('failure').get('message') for c in cases if c.find('failure') is not None]\n"
+                          "fails = [c.find('failure').get('message') for c in cases if "
+                          "c.find('failure') is not None]\n"
                           "print(root.tag, suite.get('tests'), suite.get('failures'), len(cases))\n"
                           "print(fails[0])\n",
                           xml});
     ASSERT_EQ(parsed.exitCode, 0) << parsed.err;
     EXPECT_EQ(parsed.out,
               "testsuites 2 1 2\n"
-              "cpu peak 4.77 MiB (5000000 bytes) exceeds 3.81 MiB (4000000 bytes) by 976.56 KiB (1000000 bytes)\n");
+              "cpu peak 4.77 MiB (5000000 bytes) exceeds 3.81 MiB (4000000 bytes) by 976.56 KiB "
+              "(1000000 bytes)\n");
 }
 
 TEST(Diff, DevicesAndGrownSites) {

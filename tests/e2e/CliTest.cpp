@@ -18,7 +18,8 @@ std::string write(const std::string& text) {
 TEST(Cli, ReportRejectsBadInputWithExitTwo) {
     Outcome missing = run({MEMTOOL_BIN, "report", "/nonexistent/trace.json"});
     EXPECT_EQ(missing.exitCode, 2);
-    EXPECT_EQ(missing.err, "memtool: cannot open /nonexistent/trace.json: No such file or directory\n");
+    EXPECT_EQ(missing.err,
+              "memtool: cannot open /nonexistent/trace.json: No such file or directory\n");
     std::string bad = write("{ not json");
     Outcome invalid = run({MEMTOOL_BIN, "report", bad});
     EXPECT_EQ(invalid.exitCode, 2);
@@ -26,7 +27,9 @@ TEST(Cli, ReportRejectsBadInputWithExitTwo) {
     std::string other = write(R"({"schema": "memtool.trace/99", "processes": []})");
     Outcome schema = run({MEMTOOL_BIN, "report", other});
     EXPECT_EQ(schema.exitCode, 2);
-    EXPECT_EQ(schema.err, "memtool: " + other + ": unknown schema 'memtool.trace/99' (this memtool reads memtool.trace/1)\n");
+    EXPECT_EQ(schema.err,
+              "memtool: " + other +
+                  ": unknown schema 'memtool.trace/99' (this memtool reads memtool.trace/1)\n");
     Outcome sort = run({MEMTOOL_BIN, "report", other, "--sort", "size"});
     EXPECT_EQ(sort.exitCode, 2);
 }
@@ -35,7 +38,8 @@ TEST(Cli, RunReportsCommandsThatCannotStart) {
     std::string trace = tempDir() + "/t.json";
     Outcome missing = run({MEMTOOL_BIN, "run", "-o", trace, "--", "/nonexistent/program"});
     EXPECT_EQ(missing.exitCode, 127);
-    EXPECT_EQ(missing.err, "memtool: cannot run '/nonexistent/program': No such file or directory\n");
+    EXPECT_EQ(missing.err,
+              "memtool: cannot run '/nonexistent/program': No such file or directory\n");
     Outcome notExec = run({MEMTOOL_BIN, "run", "-o", trace, "--", "/tmp"});
     EXPECT_EQ(notExec.exitCode, 126);
 }
@@ -54,11 +58,14 @@ TEST(Cli, ReportRendersTextAndJson) {
     std::ofstream(trace) << p.trace.dump();
     Outcome text = run({MEMTOOL_BIN, "report", trace, "--top", "2"});
     ASSERT_EQ(text.exitCode, 0) << text.err;
-    EXPECT_NE(text.out.find("cpu                          4.77 MiB          0 B     5.72 MiB"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("cpu                          4.77 MiB          0 B     5.72 MiB"),
+              std::string::npos)
+        << text.out;
     EXPECT_NE(text.out.find("Top 2 hotspots on cpu by peak"), std::string::npos);
     EXPECT_NE(text.out.find("<module> (storages.py:4)"), std::string::npos);
 
-    Outcome json = run({MEMTOOL_BIN, "report", trace, "--format", "json", "--top", "1", "--sort", "allocated"});
+    Outcome json = run(
+        {MEMTOOL_BIN, "report", trace, "--format", "json", "--top", "1", "--sort", "allocated"});
     ASSERT_EQ(json.exitCode, 0);
     auto j = nlohmann::json::parse(json.out);
     const auto& top = j.at("processes").at(0).at("top_hotspots").at("cpu");
@@ -69,42 +76,51 @@ TEST(Cli, ReportRendersTextAndJson) {
     ASSERT_EQ(lines.exitCode, 0);
     // Source text beside the numbers (3,000,000 + 1,000,000 live at line 10); the
     // def line of scratch shown, blank.
-    EXPECT_NE(lines.out.find("    10      3.81 MiB    976.56 KiB    976.56 KiB        1      b = torch.empty(1_000_000, dtype=torch.uint8)  # line 10"),
+    EXPECT_NE(lines.out.find("    10      3.81 MiB    976.56 KiB    976.56 KiB        1      b = "
+                             "torch.empty(1_000_000, dtype=torch.uint8)  # line 10"),
               std::string::npos)
         << lines.out;
-    EXPECT_NE(lines.out.find("     9                                                     def scratch():"),
-              std::string::npos)
+    EXPECT_NE(
+        lines.out.find("     9                                                     def scratch():"),
+        std::string::npos)
         << lines.out;
 }
 
 namespace {
 // A one-process trace whose cpu row and one line row are given.
 std::string traceWith(const std::string& cpu, const std::string& line = "") {
-    return write(R"json({"schema": "memtool.trace/1", "processes": [{"pid": 1, "command": ["x"], "complete": true,
-        "duration_s": 1.0, "devices": {"cpu": )json" + cpu + R"json(}, "hotspots": [], "lines": [)json" + line + "]}]}");
+    return write(
+        R"json({"schema": "memtool.trace/1", "processes": [{"pid": 1, "command": ["x"], "complete": true,
+        "duration_s": 1.0, "devices": {"cpu": )json" +
+        cpu + R"json(}, "hotspots": [], "lines": [)json" + line + "]}]}");
 }
-const char* const kCpu = R"json({"peak_bytes": 10, "current_bytes": 0, "allocated_bytes": 10, "freed_bytes": 10,
+const char* const kCpu =
+    R"json({"peak_bytes": 10, "current_bytes": 0, "allocated_bytes": 10, "freed_bytes": 10,
     "alloc_count": 1, "free_count": 1})json";
 }  // namespace
 
 TEST(Cli, MalformedFieldsAreBadInput) {
-    std::string negative = traceWith(R"json({"peak_bytes": -1, "current_bytes": 0, "allocated_bytes": 0,
+    std::string negative =
+        traceWith(R"json({"peak_bytes": -1, "current_bytes": 0, "allocated_bytes": 0,
         "freed_bytes": 0, "alloc_count": 0, "free_count": 0})json");
     for (const char* command : {"report", "diff"}) {
         std::vector<std::string> argv{MEMTOOL_BIN, command, negative};
         if (std::string(command) == "diff") argv.push_back(negative);
         Outcome o = run(argv);
         EXPECT_EQ(o.exitCode, 2) << command;
-        EXPECT_EQ(o.err, "memtool: " + negative + ": malformed trace: \"peak_bytes\" is -1, not a whole number >= 0\n");
+        EXPECT_EQ(o.err, "memtool: " + negative +
+                             ": malformed trace: \"peak_bytes\" is -1, not a whole number >= 0\n");
     }
-    std::string badFrame = write(R"json({"schema": "memtool.trace/1", "processes": [{"pid": 1, "command": ["x"],
+    std::string badFrame =
+        write(R"json({"schema": "memtool.trace/1", "processes": [{"pid": 1, "command": ["x"],
         "complete": true, "duration_s": 1.0, "devices": {}, "frames": [], "hotspots": [{"device": "cpu",
         "site": "f (a.py:1)", "stack": ["f (a.py:1)"], "frames": [0], "site_frame": 0, "allocated_bytes": 1,
         "count": 1, "peak_bytes": 0, "leaked_bytes": 0}]}]})json");
     Outcome check = run({MEMTOOL_BIN, "check", badFrame, "--max-peak", "cpu=1"});
     EXPECT_EQ(check.exitCode, 2);
     EXPECT_EQ(check.err,
-              "memtool: " + badFrame + ": malformed trace: frame id 0 is not in the frames table (0 frames)\n");
+              "memtool: " + badFrame +
+                  ": malformed trace: frame id 0 is not in the frames table (0 frames)\n");
 }
 
 // Two inputs that used to escape as exceptions and end as "internal error" with 125.
@@ -114,9 +130,11 @@ TEST(Cli, OddButValidInputIsNoInternalError) {
     std::string huge = std::string(400, '9') + "%";
     Outcome increase = run({MEMTOOL_BIN, "check", t, "--baseline", t, "--max-increase", huge});
     EXPECT_EQ(increase.exitCode, 2);
-    EXPECT_EQ(increase.err, "memtool: bad increase '" + huge + "' (use a percentage like 5% or a size)\n");
+    EXPECT_EQ(increase.err,
+              "memtool: bad increase '" + huge + "' (use a percentage like 5% or a size)\n");
     // A function name that is no Python identifier: the line report renders it.
-    std::string odd = traceWith(kCpu, R"json({"file": "/nonexistent/a.py", "line": 2, "function": "f(", "device": "cpu",
+    std::string odd = traceWith(
+        kCpu, R"json({"file": "/nonexistent/a.py", "line": 2, "function": "f(", "device": "cpu",
         "peak_bytes": 10, "allocated_bytes": 10, "self_allocated_bytes": 10, "count": 1})json");
     Outcome lines = run({MEMTOOL_BIN, "report", odd, "--lines", "--all-files"});
     EXPECT_EQ(lines.exitCode, 0) << lines.err;

@@ -29,7 +29,8 @@ std::string output(const std::string& command) {
 // runs already: its initial-exec TLS must fit glibc's small static-TLS surplus.
 TEST(CollectorLibrary, LoadsIntoARunningProcess) {
     Outcome o = run({PYTHON_BIN, "-c",
-                     "import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); print(lib.memtool_collector_api_version())",
+                     "import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); "
+                     "print(lib.memtool_collector_api_version())",
                      COLLECTOR_LIB});
     EXPECT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out, "2\n");
@@ -41,8 +42,8 @@ TEST(CollectorLibrary, LoadsIntoARunningProcess) {
 TEST(CollectorLibrary, CarriesNoReaderAndNothingThatThrows) {
     const std::string symbols = output(std::string("nm -C ") + COLLECTOR_LIB);
     ASSERT_NE(symbols.find("memtool_record_alloc"), std::string::npos) << "nm failed";
-    for (const char* banned : {"StreamDecoder", "ProtocolError", "__cxa_throw", "__cxa_allocate_exception",
-                               "__throw_", "typeinfo for std::"}) {
+    for (const char* banned : {"StreamDecoder", "ProtocolError", "__cxa_throw",
+                               "__cxa_allocate_exception", "__throw_", "typeinfo for std::"}) {
         EXPECT_EQ(symbols.find(banned), std::string::npos) << banned;
     }
 }
@@ -56,10 +57,12 @@ TEST(CollectorLibrary, ExportsOnlyItsCSurface) {
     std::set<std::string> declared{"_exit", "dlopen"};
     static const std::regex declaration(R"(\n[a-z][a-z0-9_ ]*\*? ?(memtool_[a-z0-9_]+)\()");
     const std::string h = text.str();
-    for (std::sregex_iterator it(h.begin(), h.end(), declaration), end; it != end; ++it) declared.insert((*it)[1]);
+    for (std::sregex_iterator it(h.begin(), h.end(), declaration), end; it != end; ++it)
+        declared.insert((*it)[1]);
     ASSERT_GT(declared.size(), 10u) << "the header's declarations were not found";
     std::set<std::string> exported;
-    std::stringstream names(output(std::string("nm -D --defined-only ") + COLLECTOR_LIB + " | awk '{print $3}'"));
+    std::stringstream names(
+        output(std::string("nm -D --defined-only ") + COLLECTOR_LIB + " | awk '{print $3}'"));
     for (std::string name; std::getline(names, name);) exported.insert(name);
     EXPECT_EQ(exported, declared);
 }

@@ -104,16 +104,20 @@ Profiled profile(const std::vector<std::string>& argv, const std::vector<std::st
 
 std::string script(const std::string& name) { return SCRIPTS_DIR + "/" + name; }
 
-nlohmann::json hotspotWithSite(const nlohmann::json& process, const std::string& needle, const std::string& device) {
+nlohmann::json hotspotWithSite(const nlohmann::json& process, const std::string& needle,
+                               const std::string& device) {
     for (const auto& h : process.at("hotspots"))
-        if (h.at("device") == device && h.at("site").get<std::string>().find(needle) != std::string::npos) return h;
+        if (h.at("device") == device &&
+            h.at("site").get<std::string>().find(needle) != std::string::npos)
+            return h;
     return nullptr;
 }
 
 nlohmann::json lineRow(const nlohmann::json& process, const std::string& file, int line) {
     for (const auto& l : process.at("lines")) {
         std::string f = l.at("file");
-        if (l.at("line") == line && f.size() >= file.size() && f.compare(f.size() - file.size(), file.size(), file) == 0)
+        if (l.at("line") == line && f.size() >= file.size() &&
+            f.compare(f.size() - file.size(), file.size(), file) == 0)
             return l;
     }
     return nullptr;

@@ -4,10 +4,9 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace memtool::e2e {
 
@@ -32,7 +31,8 @@ std::string configured(const char* envName, const char* compiledDefault);
 #define LIBTORCH_SAMPLE_BIN E2E_PATH(LIBTORCH_SAMPLE_BIN)
 #endif
 #define CUDA_SAMPLE_BIN E2E_PATH(CUDA_SAMPLE_BIN)
-#define TORCH_PYTHON_BIN E2E_PATH(TORCH_PYTHON_BIN)  // the python whose torch the bridge was built against
+#define TORCH_PYTHON_BIN \
+    E2E_PATH(TORCH_PYTHON_BIN)  // the python whose torch the bridge was built against
 #define TORCH_BRIDGE_BUILT (E2E_PATH(TORCH_BRIDGE_BUILT) == "1")
 
 namespace memtool::e2e {

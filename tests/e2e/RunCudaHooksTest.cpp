@@ -118,8 +118,10 @@ TEST(RunCudaHooks, BridgeFiguresBecomeActiveAndReserved) {
     // Ranked by the active peak, the site whose tensors held the most comes first.
     Outcome byActive = run({MEMTOOL_BIN, "report", trace, "--sort", "active", "--top", "1"});
     ASSERT_EQ(byActive.exitCode, 0) << byActive.err;
-    EXPECT_NE(byActive.out.find("Top 1 hotspots on cuda:0 by active peak"), std::string::npos) << byActive.out;
-    EXPECT_NE(byActive.out.find("    14.00 MiB    26.00 MiB  main (CudaRuntimeUser.cpp:21)"), std::string::npos)
+    EXPECT_NE(byActive.out.find("Top 1 hotspots on cuda:0 by active peak"), std::string::npos)
+        << byActive.out;
+    EXPECT_NE(byActive.out.find("    14.00 MiB    26.00 MiB  main (CudaRuntimeUser.cpp:21)"),
+              std::string::npos)
         << byActive.out;
     EXPECT_EQ(run({MEMTOOL_BIN, "check", trace, "--max-peak", "cuda:0.active=14680064"}).exitCode,
               0);
@@ -137,7 +139,9 @@ TEST(RunCudaHooks, BridgeFiguresBecomeActiveAndReserved) {
     // diff shows each pool as a row of its own.
     Outcome diff = run({MEMTOOL_BIN, "diff", trace, trace});
     ASSERT_EQ(diff.exitCode, 0) << diff.err;
-    EXPECT_NE(diff.out.find("cuda:0.active      14.00 MiB    14.00 MiB           0 B"), std::string::npos) << diff.out;
+    EXPECT_NE(diff.out.find("cuda:0.active      14.00 MiB    14.00 MiB           0 B"),
+              std::string::npos)
+        << diff.out;
 }
 
 TEST(RunCudaHooks, ABridgeForAnotherTorchIsNotLoaded) {
@@ -182,12 +186,14 @@ TEST(RunCudaHooks, AnInjectionSetByTheUserLeavesRuntimeHooks) {
     const auto& p = r.process();
     EXPECT_EQ(p.at("devices").at("cuda:0").at("source"), "runtime-hooks");
     EXPECT_EQ(p.at("devices").at("cuda:0").at("peak_bytes"), 5000000);
-    EXPECT_NE(warnings(p).find("CUDA_INJECTION64_PATH was already set (/opt/their/injection.so); CUDA memory was "
-                               "recorded through runtime API hooks"),
-              std::string::npos)
+    EXPECT_NE(
+        warnings(p).find(
+            "CUDA_INJECTION64_PATH was already set (/opt/their/injection.so); CUDA memory was "
+            "recorded through runtime API hooks"),
+        std::string::npos)
         << warnings(p);
-    Outcome cupti = run({MEMTOOL_BIN, "run", "-q", "--cuda", "cupti", "--", CUDA_RUNTIME_USER_BIN}, "",
-                        {"CUDA_INJECTION64_PATH=/opt/their/injection.so"});
+    Outcome cupti = run({MEMTOOL_BIN, "run", "-q", "--cuda", "cupti", "--", CUDA_RUNTIME_USER_BIN},
+                        "", {"CUDA_INJECTION64_PATH=/opt/their/injection.so"});
     EXPECT_EQ(cupti.exitCode, 2);
 }
 

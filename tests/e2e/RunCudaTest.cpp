@@ -16,8 +16,8 @@ bool gpuUsable(std::string* why) {
     }
     Outcome probe = run({CUDA_SAMPLE_BIN, "--probe"});
     if (probe.exitCode == 0) return true;
-    *why = "no usable CUDA GPU on this machine (cuda_sample --probe exited " + std::to_string(probe.exitCode) +
-           "); the CUDA checks need one";
+    *why = "no usable CUDA GPU on this machine (cuda_sample --probe exited " +
+           std::to_string(probe.exitCode) + "); the CUDA checks need one";
     return false;
 }
 }  // namespace
@@ -72,12 +72,15 @@ class TorchCuda : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TorchCuda, ActiveAndReservedPeaksEqualTorchs) {
     if (!TORCH_BRIDGE_BUILT || TORCH_PYTHON_BIN.empty())
-        GTEST_SKIP() << "the torch bridge is not built (no CUDA build of torch >= 2.2 at build time)";
+        GTEST_SKIP()
+            << "the torch bridge is not built (no CUDA build of torch >= 2.2 at build time)";
     std::string conf = GetParam();
     std::string trace = tempDir() + "/trace.json";
     std::vector<std::string> env;
     if (!conf.empty()) env.push_back("PYTORCH_CUDA_ALLOC_CONF=" + conf);
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", TORCH_PYTHON_BIN, script("torch_cuda.py")}, "", env);
+    Outcome o = run(
+        {MEMTOOL_BIN, "run", "-q", "-o", trace, "--", TORCH_PYTHON_BIN, script("torch_cuda.py")},
+        "", env);
     if (o.exitCode == 77) GTEST_SKIP() << "no CUDA device for torch: " << o.err;
     ASSERT_EQ(o.exitCode, 0) << o.err;
     auto torch = nlohmann::json::parse(o.out);
@@ -97,8 +100,9 @@ TEST_P(TorchCuda, ActiveAndReservedPeaksEqualTorchs) {
     // Printed for the closing note of a GPU session: device level beside NVML.
     std::cout << "[ figures  ] " << (conf.empty() ? "default" : conf) << ": torch " << torch.dump()
               << "; memtool device peak " << cuda.at("peak_bytes") << ", active peak "
-              << cuda.at("active").at("peak_bytes") << ", reserved peak " << cuda.at("reserved").at("peak_bytes")
-              << std::endl;
+              << cuda.at("active").at("peak_bytes") << ", reserved peak "
+              << cuda.at("reserved").at("peak_bytes") << std::endl;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllocatorConfigs, TorchCuda, ::testing::Values("", "expandable_segments:True"));
+INSTANTIATE_TEST_SUITE_P(AllocatorConfigs, TorchCuda,
+                         ::testing::Values("", "expandable_segments:True"));

@@ -1,6 +1,5 @@
 // Real Python + torch (Debian's /usr/bin/python3) under the real `memtool run`.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,7 +48,8 @@ TEST(RunPython, NativeFramesSitInsideThePythonOnes) {
     auto a = hotspotWithSite(p.process(), "storages.py:4");
     ASSERT_FALSE(a.is_null());
     const auto& stack = a.at("stack");
-    EXPECT_NE(stack.at(0).get<std::string>().find("c10::alloc_cpu"), std::string::npos) << stack.dump(1);
+    EXPECT_NE(stack.at(0).get<std::string>().find("c10::alloc_cpu"), std::string::npos)
+        << stack.dump(1);
     EXPECT_EQ(stack.back(), "<module> (" + script("storages.py") + ":4)");
 }
 
@@ -133,12 +133,14 @@ TEST(RunPython, ExitCodeAndOutputPassThrough) {
 
 TEST(RunPython, StdinAndAnExistingPreloadPassThrough) {
     std::string trace = tempDir() + "/t.json";
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("echo_stdin.py")}, "hello\n",
-                    {"LD_PRELOAD=libm.so.6"});
+    Outcome o =
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("echo_stdin.py")},
+            "hello\n", {"LD_PRELOAD=libm.so.6"});
     EXPECT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out, "HELLO\n");
     EXPECT_NE(o.err.find(":libm.so.6\n"), std::string::npos) << o.err;
-    EXPECT_EQ(readJson(trace).at("processes").at(0).at("devices").at("cpu").at("allocated_bytes"), 10);
+    EXPECT_EQ(readJson(trace).at("processes").at(0).at("devices").at("cpu").at("allocated_bytes"),
+              10);
 }
 
 TEST(RunPython, SigkillStillWritesAnIncompleteTrace) {
@@ -146,16 +148,18 @@ TEST(RunPython, SigkillStillWritesAnIncompleteTrace) {
     EXPECT_EQ(p.outcome.signal, SIGKILL);  // memtool dies the way its target died
     EXPECT_FALSE(p.process().at("complete").get<bool>());
     EXPECT_EQ(p.process().at("exit_signal"), SIGKILL);
-    EXPECT_NE(p.process().at("incomplete_reason").get<std::string>().find("signal 9"), std::string::npos);
+    EXPECT_NE(p.process().at("incomplete_reason").get<std::string>().find("signal 9"),
+              std::string::npos);
 }
 
 TEST(RunPython, SigtermToMemtoolReachesTheTarget) {
     std::string trace = tempDir() + "/t.json";
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("wait_for_term.py")}, "", {},
-                    [](pid_t memtool, const std::string& first) {
-                        ASSERT_EQ(first, "ready");
-                        kill(memtool, SIGTERM);
-                    });
+    Outcome o =
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("wait_for_term.py")},
+            "", {}, [](pid_t memtool, const std::string& first) {
+                ASSERT_EQ(first, "ready");
+                kill(memtool, SIGTERM);
+            });
     EXPECT_EQ(o.exitCode, 7) << o.err;
     EXPECT_EQ(o.out, "ready\ngot SIGTERM\n");
     auto proc = readJson(trace).at("processes").at(0);
@@ -165,18 +169,20 @@ TEST(RunPython, SigtermToMemtoolReachesTheTarget) {
 
 TEST(RunPython, TargetRunsOnWhenTheCliDies) {
     std::string trace = tempDir() + "/t.json";
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("outlive_cli.py")}, "", {},
-                    [](pid_t memtool, const std::string& first) {
-                        ASSERT_EQ(first.rfind("ready ", 0), 0u) << first;
-                        pid_t target = static_cast<pid_t>(std::stol(first.substr(6)));
-                        kill(memtool, SIGKILL);
-                        int status;
-                        waitpid(memtool, &status, 0);  // gone for sure before the target goes on
-                        kill(target, SIGUSR1);
-                    });
+    Outcome o =
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("outlive_cli.py")}, "",
+            {}, [](pid_t memtool, const std::string& first) {
+                ASSERT_EQ(first.rfind("ready ", 0), 0u) << first;
+                pid_t target = static_cast<pid_t>(std::stol(first.substr(6)));
+                kill(memtool, SIGKILL);
+                int status;
+                waitpid(memtool, &status, 0);  // gone for sure before the target goes on
+                kill(target, SIGUSR1);
+            });
     // memtool was reaped in the callback; the target kept the pipes and finished.
     EXPECT_NE(o.out.find("survived 50000\n"), std::string::npos) << o.out << o.err;
-    EXPECT_NE(o.err.find("memtool: lost the connection to `memtool run`; profiling stopped\n"), std::string::npos)
+    EXPECT_NE(o.err.find("memtool: lost the connection to `memtool run`; profiling stopped\n"),
+              std::string::npos)
         << o.err;
 }
 
@@ -221,14 +227,16 @@ TEST_P(PythonVersions, StacksLinesAndThreadsOnEveryInterpreter) {
     EXPECT_EQ(row(21).at("peak_bytes"), 4000000);
     EXPECT_EQ(row(31).at("allocated_bytes"), 12000000);
     EXPECT_EQ(row(28).at("function"), "worker");
-    EXPECT_EQ(hotspotWithSite(proc, "c10_ctypes.py:17").at("site"), "inner (" + script("c10_ctypes.py") + ":17)");
+    EXPECT_EQ(hotspotWithSite(proc, "c10_ctypes.py:17").at("site"),
+              "inner (" + script("c10_ctypes.py") + ":17)");
     auto thread = hotspotWithSite(proc, "c10_ctypes.py:28");
     ASSERT_FALSE(thread.is_null());
     EXPECT_NE(thread.at("stack").dump().find("threading.py"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, PythonVersions,
-                         ::testing::Values("/usr/bin/python3", "/root/.pyenv/versions/3.12.1/bin/python3.12",
+                         ::testing::Values("/usr/bin/python3",
+                                           "/root/.pyenv/versions/3.12.1/bin/python3.12",
                                            "/root/.pyenv/versions/3.13.0/bin/python3.13"),
                          [](const auto& info) {
                              std::string n = info.param.substr(info.param.rfind('/') + 1);

@@ -55,7 +55,9 @@ size_t configuredCapacity() {
 extern "C" {
 
 __attribute__((visibility("default"))) size_t fake_cuda_used_bytes() { return used.load(); }
-__attribute__((visibility("default"))) void fake_cuda_set_capacity(size_t bytes) { capacity.store(bytes); }
+__attribute__((visibility("default"))) void fake_cuda_set_capacity(size_t bytes) {
+    capacity.store(bytes);
+}
 
 CUresult cuInit(unsigned int) {
     if (!capacity.load()) capacity.store(configuredCapacity());
@@ -96,10 +98,12 @@ CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocatio
     return CUDA_SUCCESS;
 }
 
-CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr, unsigned long long) {
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr,
+                             unsigned long long) {
     if (size % kGranularity) return CUDA_ERROR_INVALID_VALUE;
     const size_t align = alignment > kGranularity ? alignment : kGranularity;
-    void* p = mmap(nullptr, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* p =
+        mmap(nullptr, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
     const uintptr_t start = reinterpret_cast<uintptr_t>(p);
     const uintptr_t aligned = (start + align - 1) / align * align;
@@ -111,11 +115,12 @@ CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CU
 }
 
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
-    return munmap(reinterpret_cast<void*>(ptr), size) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return munmap(reinterpret_cast<void*>(ptr), size) == 0 ? CUDA_SUCCESS
+                                                           : CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
-                     unsigned long long) {
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                     const CUmemAllocationProp* prop, unsigned long long) {
     if (size % kGranularity || !prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_ERROR_INVALID_VALUE;
     const size_t cap = capacity.load();
@@ -144,20 +149,21 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     std::lock_guard<std::mutex> lock(mu);
     auto it = physical.find(handle);
     if (it == physical.end() || offset + size > it->second.size) return CUDA_ERROR_INVALID_VALUE;
-    void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, it->second.fd,
-                   static_cast<off_t>(offset));
+    void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+                   it->second.fd, static_cast<off_t>(offset));
     return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc*, size_t) {
-    return mprotect(reinterpret_cast<void*>(ptr), size, PROT_READ | PROT_WRITE) == 0 ? CUDA_SUCCESS
-                                                                                     : CUDA_ERROR_INVALID_VALUE;
+    return mprotect(reinterpret_cast<void*>(ptr), size, PROT_READ | PROT_WRITE) == 0
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     // The addresses stay reserved, as the real driver keeps them.
-    void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
-                   -1, 0);
+    void* p = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
     return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
