@@ -230,6 +230,15 @@ void Engine::finish(core::ExitKind kind) {
     sink_->close();
 }
 
+void Engine::flushIfStale() {
+    if (!active()) return;
+    RecursionGuard guard;
+    LockGuard lock(mu_);
+    if (!active_.load(std::memory_order_relaxed) || !writer_.stale(monotonicNs())) return;
+    writer_.flush();
+    healthyLocked();
+}
+
 void Engine::flushForTest() {
     RecursionGuard guard;
     LockGuard lock(mu_);

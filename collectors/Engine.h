@@ -106,6 +106,12 @@ public:
     // The child must not write into the parent's stream: it runs on untracked.
     void childAfterFork();
 
+    // Sends what has waited in the buffer longer than the flush interval: the
+    // control thread calls it while the program is quiet, so that what a program
+    // did last reaches the CLI (memtool ctl list, a live view) without waiting
+    // for its next allocation.
+    void flushIfStale();
+
     // Test support: sends what is buffered now.
     void flushForTest();
 

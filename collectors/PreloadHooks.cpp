@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "collectors/CallerDlopen.h"
 #include "collectors/Collector.h"
 #include "collectors/CollectorApi.h"
 #include "collectors/CudaRuntimeHooks.h"
@@ -27,8 +28,9 @@ __attribute__((destructor)) void collectorStop() { finishCollector(core::ExitKin
 
 extern "C" {
 
-__attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
-    void* handle = memtool::collectors::realDlopen(file, mode);
+// noinline: the return address must be the program's call site.
+__attribute__((visibility("default"), noinline)) void* dlopen(const char* file, int mode) {
+    void* handle = memtool::collectors::dlopenForCaller(file, mode, __builtin_return_address(0));
     if (handle) memtool::collectors::refreshModules();
     return handle;
 }

@@ -5,6 +5,10 @@
 namespace memtool::collectors {
 
 void RecordWriter::open(Sink* sink, uint64_t nowNs) {
+    // The whole buffer resident from the start: no page fault in a hook, and no
+    // growth of the process later (a pause's records must not add to it).
+    for (size_t i = 0; i < kBufferBytes; i += 4096)
+        reinterpret_cast<volatile uint8_t*>(buffer_)[i] = 0;
     sink_ = sink;
     used_ = 0;
     records_ = 0;

@@ -45,6 +45,11 @@ public:
     // last send is older than kFlushIntervalNs.
     bool flushIfDue(uint64_t nowNs, FlushPolicy policy);
 
+    // Something is buffered and the last send is older than kFlushIntervalNs.
+    bool stale(uint64_t nowNs) const {
+        return sink_ && used_ > 0 && nowNs - lastFlushNs_ > kFlushIntervalNs;
+    }
+
     // Records committed since open(), the handshake included.
     uint64_t records() const { return records_; }
 

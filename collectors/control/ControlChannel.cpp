@@ -1,5 +1,6 @@
 #include "collectors/control/ControlChannel.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -21,8 +22,10 @@ namespace memtool::collectors::control {
 namespace {
 
 constexpr size_t kMaxArgs = 64;
-constexpr size_t kInputBytes = 64 * 1024;    // a request is argv-sized: far less
-constexpr size_t kAnswerBytes = 256 * 1024;  // JSON answers
+constexpr size_t kInputBytes = 64 * 1024;  // a request is argv-sized: far less
+// JSON answers: 256 regions described take about 40 KiB. The buffer is touched
+// once at start, so that answering (a pause, say) grows the process by nothing.
+constexpr size_t kAnswerBytes = 64 * 1024;
 
 bool readVarint(const uint8_t*& p, const uint8_t* end, uint64_t* v, bool* bad) {
     *v = 0;
@@ -49,15 +52,31 @@ void answer(void* context, uint64_t id, size_t argc, const char* const* argv) {
     c->engine->reply(id, static_cast<core::ReplyStatus>(status), c->answer, std::strlen(c->answer));
 }
 
+// Touches the first `bytes` of this thread's stack below here, so that running a
+// command later (a pause, whose point is to shrink the process) grows nothing.
+__attribute__((noinline)) void prefaultStack(size_t bytes) {
+    volatile char* p = static_cast<volatile char*>(__builtin_alloca(bytes));
+    for (size_t i = 0; i < bytes; i += 4096) p[i] = 0;
+}
+
 void* run(void* arg) {
     RecursionGuard ours;  // nothing this thread does is the program's
+    prefaultStack(64 * 1024);
     auto* c = static_cast<Channel*>(arg);
     uint8_t* input = static_cast<uint8_t*>(
         mmap(nullptr, kInputBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (input == MAP_FAILED) return nullptr;
+    std::memset(input, 0, kInputBytes);  // resident now, not in the middle of a pause
     size_t used = 0;
     const int fd = c->sink->acquire();
     while (fd >= 0) {
+        // Between requests, records the program left in the buffer go out within
+        // about the flush interval.
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 100) == 0) {
+            c->engine->flushIfStale();
+            continue;
+        }
         ssize_t n = read(fd, input + used, kInputBytes - used);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;  // end of stream: the CLI went away or the collector closed it
@@ -188,6 +207,7 @@ bool startControlThread(SocketSink& sink, Engine& engine, CommandHandler& handle
     if (mem == MAP_FAILED || answerMem == MAP_FAILED) return false;
     auto* c = static_cast<Channel*>(mem);
     *c = Channel{&sink, &engine, &handler, static_cast<char*>(answerMem)};
+    std::memset(answerMem, 0, kAnswerBytes);
     // Every signal blocked in the new thread: they are the program's to handle.
     sigset_t all, old;
     sigfillset(&all);

@@ -3,6 +3,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -248,6 +249,16 @@ void Regions::waitForOperation() {
     opMu_.unlock();
 }
 
+void Regions::warmLocked() {
+    // The bookkeeping a first pause writes (a backup slot, the paused ranges),
+    // touched now, while the program grows anyway: a pause then grows the process
+    // by nothing while it shrinks it.
+    for (volatile uint8_t* p = reinterpret_cast<volatile uint8_t*>(&backups_[0]);
+         p < reinterpret_cast<volatile uint8_t*>(&backups_[1]); p += 1024)
+        *p = *p;
+    paused_[0].start.store(paused_[0].start.load());
+}
+
 bool Regions::release(uint64_t address) {
     if (!anyServed_.load(std::memory_order_acquire))
         return false;  // no region ever served: the common case
@@ -438,7 +449,10 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
     LockGuard op(opMu_);
     const uint64_t start = nowNs();
     MappedArray<Work> work;
-    bool busy[kMaxRegions] = {};
+    // Per-operation state lives in the object (under opMu_), not on the caller's
+    // stack: a pause from the program's own thread must not grow its stack.
+    bool* busy = opBusy_;
+    std::fill(opBusy_, opBusy_ + kMaxRegions, false);
     if (!begin(tag, State::Resident, work, busy, result)) return result;
     Failure why;
     bool ok = true;
@@ -462,8 +476,8 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
         if (i == 0 || work[i].device != work[i - 1].device)
             ok = backendFor(work[i].device)->synchronize(work[i].device, why);
     // 2. Content out, region by region, before anything is released.
-    int opened[kMaxRegions];  // the backup slot each region's content goes to in this pause
-    for (int& o : opened) o = -1;
+    int* opened = opOpened_;  // the backup slot each region's content goes to in this pause
+    std::fill(opOpened_, opOpened_ + kMaxRegions, -1);
     for (size_t i = 0; i < work.size() && ok; ++i) {
         Region& r = regions_[work[i].region];
         if (r.pausedWith == core::BackupKind::None) continue;
@@ -488,8 +502,8 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
     if (!ok) {
         {
             LockGuard lock(tableMu_);
-            for (int slot : opened)
-                if (slot >= 0) unuseBackupLocked(static_cast<uint16_t>(slot + 1));
+            for (int r = 0; r < kMaxRegions; ++r)
+                if (opened[r] >= 0) unuseBackupLocked(static_cast<uint16_t>(opened[r] + 1));
             endLocked(busy);
         }
         result.ok = false;
@@ -526,14 +540,14 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
     {
         LockGuard lock(tableMu_);
         // A slot no allocation ended up in (every unmap failed) has nothing to keep.
-        for (int slot : opened)
-            if (slot >= 0 && backups_[slot].users == 0)
-                unuseBackupLocked(static_cast<uint16_t>(slot + 1));
+        for (int r = 0; r < kMaxRegions; ++r)
+            if (opened[r] >= 0 && backups_[opened[r]].users == 0)
+                unuseBackupLocked(static_cast<uint16_t>(opened[r] + 1));
         endLocked(busy);
     }
     result.changed = result.allocations > 0;
     result.ok = failed == 0;
-    for (size_t i = 0; i < kMaxRegions; ++i) result.regions += busy[i];
+    for (int i = 0; i < kMaxRegions; ++i) result.regions += busy[i];
     result.seconds = static_cast<double>(nowNs() - start) / 1e9;
     if (failed)
         std::snprintf(result.message, sizeof result.message,
@@ -553,7 +567,8 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
     LockGuard op(opMu_);
     const uint64_t start = nowNs();
     MappedArray<Work> work;
-    bool busy[kMaxRegions] = {};
+    bool* busy = opBusy_;
+    std::fill(opBusy_, opBusy_ + kMaxRegions, false);
     if (!begin(tag, State::Paused, work, busy, result)) return result;
     // Region by region: map everything back and restore the content; a region
     // that cannot be restored whole stays paused (its backup kept).

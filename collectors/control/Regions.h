@@ -161,6 +161,7 @@ private:
     int regionLocked(int tag, uint8_t device);  // finds or makes; -1 when full
     void declareLocked(int region);
     uint32_t newSlotLocked();
+    void warmLocked();
     // Marks the regions of `tag` (-1: all) busy and lists their allocations in
     // `state`; false when none.
     bool beginLocked(int tag, State state, MappedArray<Work>& work, bool* busy);
@@ -195,6 +196,8 @@ private:
     Tag tags_[kMaxTags] = {};
     Region regions_[kMaxRegions] = {};
     BackupSlot backups_[kMaxBackups] = {};
+    bool opBusy_[kMaxRegions] = {};   // under opMu_: the regions the operation works on
+    int opOpened_[kMaxRegions] = {};  // under opMu_: the backup slot each one fills
     MappedArray<Allocation> allocations_;
     PointerMap index_;  // address -> slot + 1
     // Paused allocations' ranges for the fault handler, which may take no lock:

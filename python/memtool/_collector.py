@@ -16,6 +16,7 @@ class Collector:
 
     def __init__(self, lib):
         self._lib = lib
+        self._answer = None
         f = lib.memtool_region_enter
         f.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
         f.restype = ctypes.c_int
@@ -41,9 +42,11 @@ class Collector:
         self._lib.memtool_region_exit()
 
     def _op(self, fn, tag):
-        out = ctypes.create_string_buffer(64 * 1024)
-        fn(tag.encode("utf-8") if tag is not None else None, out, len(out))
-        return json.loads(out.value.decode("utf-8", "replace"))
+        # One answer buffer, made once: a pause must not grow the process it shrinks.
+        if self._answer is None:
+            self._answer = ctypes.create_string_buffer(64 * 1024)
+        fn(tag.encode("utf-8") if tag is not None else None, self._answer, len(self._answer))
+        return json.loads(self._answer.value.decode("utf-8", "replace"))
 
     def pause(self, tag):
         return self._op(self._lib.memtool_pause, tag)

@@ -66,3 +66,16 @@ TEST(CollectorLibrary, ExportsOnlyItsCSurface) {
     for (std::string name; std::getline(names, name);) exported.insert(name);
     EXPECT_EQ(exported, declared);
 }
+
+// A library that loads a sibling by bare name through its own run path (pip's
+// torch, cuDNN, triton do) finds it under memtool as it does without.
+TEST(CollectorLibrary, DlopenSearchesTheCallersRunPaths) {
+    const std::string dir =
+        std::string(DLOPEN_USER_BIN).substr(0, std::string(DLOPEN_USER_BIN).rfind('/'));
+    Outcome bare = run({DLOPEN_USER_BIN, dir});
+    ASSERT_EQ(bare.out, "runpath 42 rpath 42\n") << bare.err;
+    const std::string trace = tempDir() + "/t.json";
+    Outcome profiled = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", DLOPEN_USER_BIN, dir});
+    EXPECT_EQ(profiled.exitCode, 0) << profiled.err;
+    EXPECT_EQ(profiled.out, "runpath 42 rpath 42\n");
+}

@@ -1,0 +1,103 @@
+// The control directory and socket of `memtool ctl`: private to the user, and a
+// connection from another user refused on its peer credentials.
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "cli/ControlDirectory.h"
+#include "core/Error.h"
+
+using namespace memtool;
+
+namespace {
+
+std::string tempDir() {
+    char tmpl[] = "/tmp/memtool-ctldir-XXXXXX";
+    return mkdtemp(tmpl);
+}
+
+std::string refusal(const std::string& dir) {
+    setenv("MEMTOOL_CONTROL_DIR", dir.c_str(), 1);
+    try {
+        cli::controlDirectory(true, 1);
+    } catch (const core::Error& e) {
+        unsetenv("MEMTOOL_CONTROL_DIR");
+        return e.what();
+    }
+    unsetenv("MEMTOOL_CONTROL_DIR");
+    return "";
+}
+
+}  // namespace
+
+TEST(ControlDirectory, IsMadePrivateAndRefusedWhenNot) {
+    const std::string base = tempDir();
+    const std::string fresh = base + "/ctl";
+    EXPECT_EQ(refusal(fresh), "");
+    struct stat st {};
+    ASSERT_EQ(stat(fresh.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0700u);
+
+    const std::string open = base + "/open";
+    mkdir(open.c_str(), 0755);
+    chmod(open.c_str(), 0755);
+    EXPECT_EQ(refusal(open), "refusing the control directory " + open + ": others may use it (mode 0755; it must be 0700)");
+
+    const std::string link = base + "/link";
+    ASSERT_EQ(symlink(fresh.c_str(), link.c_str()), 0);
+    EXPECT_EQ(refusal(link), "refusing the control directory " + link + ": it is not a directory");
+
+    if (geteuid() == 0) {
+        const std::string theirs = base + "/theirs";
+        mkdir(theirs.c_str(), 0700);
+        ASSERT_EQ(chown(theirs.c_str(), 65534, 65534), 0);
+        EXPECT_EQ(refusal(theirs), "refusing the control directory " + theirs + ": it belongs to uid 65534, not to you");
+    }
+}
+
+// Even on a socket anyone may connect to, a peer of another user is hung up on.
+TEST(ControlDirectory, AcceptPeerRefusesAnotherUser) {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root, to become another user for the test";
+    const std::string dir = tempDir();
+    chmod(dir.c_str(), 0755);
+    const std::string path = dir + "/open.sock";
+    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strcpy(addr.sun_path, path.c_str());
+    ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    chmod(path.c_str(), 0777);
+    ASSERT_EQ(listen(listener, 4), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        if (setuid(65534) != 0) _exit(2);
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) _exit(3);
+        char c;
+        _exit(read(fd, &c, 1) == 0 ? 0 : 4);  // end of file: the server hung up
+    }
+    pollfd p{listener, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 10000), 1);  // the stranger's connection is waiting
+    EXPECT_EQ(cli::acceptPeer(listener), cli::kRefusedPeer);
+    int status = 0;
+    waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    // Our own connection is kept.
+    int ours = socket(AF_UNIX, SOCK_STREAM, 0);
+    ASSERT_EQ(connect(ours, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(poll(&p, 1, 10000), 1);
+    const int accepted = cli::acceptPeer(listener);
+    EXPECT_GE(accepted, 0);
+    close(accepted);
+    close(ours);
+    close(listener);
+}

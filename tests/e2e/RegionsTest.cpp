@@ -1,0 +1,211 @@
+// Pausable memory regions of a real PyTorch program (Debian's torch, CPU) under
+// the real CLI: from inside (import memtool) and from outside (memtool ctl).
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "tests/e2e/E2eSupport.h"
+
+using namespace memtool::e2e;
+
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+
+uint64_t rssOf(pid_t pid) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(status, line);)
+        if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+    return 0;
+}
+
+Outcome ctl(const std::vector<std::string>& words, const std::vector<std::string>& env = {}) {
+    std::vector<std::string> argv{MEMTOOL_BIN, "ctl"};
+    argv.insert(argv.end(), words.begin(), words.end());
+    return run(argv, "", env);
+}
+
+// The control directory every test in this file uses: private to the test.
+std::string controlDir() {
+    static const std::string dir = [] {
+        const std::string parent = tempDir();
+        chmod(parent.c_str(), 0711);  // others may look it up (as /tmp), not list it
+        return parent + "/control";
+    }();
+    return dir;
+}
+
+std::vector<std::string> controlEnv() { return {"MEMTOOL_CONTROL_DIR=" + controlDir()}; }
+
+// `memtool ctl` run as another user (nobody), for what a stranger may see.
+Outcome ctlAsNobody(const std::vector<std::string>& words) {
+    int out[2], err[2];
+    if (pipe(out) || pipe(err)) return {};
+    pid_t child = fork();
+    if (child == 0) {
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
+        if (setgid(65534) != 0 || setuid(65534) != 0) _exit(99);
+        std::vector<std::string> argv{MEMTOOL_BIN, "ctl"};
+        argv.insert(argv.end(), words.begin(), words.end());
+        std::vector<char*> args;
+        for (auto& a : argv) args.push_back(a.data());
+        args.push_back(nullptr);
+        setenv("MEMTOOL_CONTROL_DIR", controlDir().c_str(), 1);
+        execv(args[0], args.data());
+        _exit(98);
+    }
+    close(out[1]);
+    close(err[1]);
+    Outcome o;
+    char buf[4096];
+    for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) o.out.append(buf, static_cast<size_t>(n));
+    for (ssize_t n; (n = read(err[0], buf, sizeof buf)) > 0;) o.err.append(buf, static_cast<size_t>(n));
+    close(out[0]);
+    close(err[0]);
+    int status = 0;
+    waitpid(child, &status, 0);
+    o.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return o;
+}
+
+}  // namespace
+
+TEST(Regions, ThePythonApiPausesAndResumesExactly) {
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("regions.py"), "api"}, "",
+                    controlEnv());
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out,
+              "pause True True 268435456 1 True 1\n"
+              "kv still there True\n"
+              "pause kv 67108864\n"
+              "resume True 268435456 True 0\n"
+              "again nothing to resume: region 'weights' is not paused\n"
+              "resume kv 67108864 [('weights', 'resident'), ('kv', 'resident')]\n");
+    const auto p = readJson(trace).at("processes").at(0);
+    EXPECT_TRUE(p.at("complete").get<bool>());
+    const auto& cpu = p.at("devices").at("cpu");
+    // Both regions were live together: the peak; the sums' small results came
+    // while one of them was paused.
+    EXPECT_EQ(cpu.at("peak_bytes").get<uint64_t>(), 320 * MiB);
+    EXPECT_EQ(cpu.at("paused_bytes"), 0);
+    ASSERT_EQ(p.at("control").size(), 4u);
+    const auto& first = p.at("control").at(0);
+    EXPECT_EQ(first.at("action"), "pause");
+    EXPECT_EQ(first.at("origin"), "api");
+    EXPECT_EQ(first.at("tag"), "weights");
+    EXPECT_EQ(first.at("device"), "cpu");
+    EXPECT_EQ(first.at("bytes"), 256 * MiB);
+    EXPECT_EQ(first.at("backup"), "disk");
+    EXPECT_TRUE(first.at("ok").get<bool>());
+    // Live at the end: nothing (the interpreter freed both tensors on its way out).
+    EXPECT_EQ(p.at("regions"), nlohmann::json::parse(R"([
+        {"tag": "weights", "device": "cpu", "backup": "disk", "bytes": 0, "paused_bytes": 0},
+        {"tag": "kv", "device": "cpu", "backup": "none", "bytes": 0, "paused_bytes": 0}])"));
+    Outcome report = run({MEMTOOL_BIN, "report", trace});
+    EXPECT_NE(report.out.find("weights                  cpu        disk             0 B          0 B"), std::string::npos)
+        << report.out;
+    EXPECT_NE(report.out.find("Memory control (4 events)"), std::string::npos) << report.out;
+}
+
+TEST(Regions, MemtoolCtlDrivesTheProgramFromOutside) {
+    const std::string trace = tempDir() + "/t.json";
+    std::string pauseOut, statusOut, listOut, resumeOut, notOurs;
+    int pauseCode = -1, resumeCode = -1, notOursCode = -1;
+    Outcome strangerList, strangerPause;
+    uint64_t rssBefore = 0, rssPaused = 0;
+    mode_t dirMode = 0, socketMode = 0;
+    Outcome o = run(
+        {MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("regions.py"), "ctl"}, "", controlEnv(),
+        [&](pid_t memtool, const std::string& first) {
+            ASSERT_EQ(first.rfind("ready ", 0), 0u) << first;
+            const pid_t target = static_cast<pid_t>(std::stol(first.substr(6)));
+            const std::string pid = std::to_string(target);
+            struct stat st {};
+            stat(controlDir().c_str(), &st);
+            dirMode = st.st_mode & 07777;
+            stat((controlDir() + "/run-" + std::to_string(memtool) + ".sock").c_str(), &st);
+            socketMode = st.st_mode & 07777;
+            rssBefore = rssOf(target);
+            Outcome pause = ctl({pid, "pause", "weights"}, controlEnv());
+            pauseCode = pause.exitCode;
+            pauseOut = pause.out;
+            rssPaused = rssOf(target);
+            statusOut = ctl({pid, "status"}, controlEnv()).out;
+            listOut = ctl({"list"}, controlEnv()).out;
+            Outcome resume = ctl({pid, "resume"}, controlEnv());
+            resumeCode = resume.exitCode;
+            resumeOut = resume.out;
+            Outcome other = ctl({"1", "status"}, controlEnv());
+            notOursCode = other.exitCode;
+            notOurs = other.err;
+            if (geteuid() == 0) {  // root can become a stranger for a moment
+                strangerList = ctlAsNobody({"list"});
+                strangerPause = ctlAsNobody({pid, "pause"});
+            }
+            kill(target, SIGUSR1);
+        });
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(dirMode, 0700u);
+    EXPECT_EQ(socketMode, 0600u);
+    EXPECT_EQ(pauseCode, 0);
+    EXPECT_EQ(pauseOut.rfind("pause 'weights': 256.00 MiB (268435456 bytes) released from 1 allocation in ", 0), 0u)
+        << pauseOut;
+    EXPECT_GE(rssBefore - rssPaused, 256 * MiB);
+    EXPECT_NE(statusOut.find("weights                  cpu      disk     256.00 MiB          0 B   256.00 MiB  "
+                             "paused"),
+              std::string::npos)
+        << statusOut;
+    EXPECT_NE(listOut.find("weights cpu 256.00 MiB paused, kv cpu 64.00 MiB resident"), std::string::npos) << listOut;
+    EXPECT_EQ(resumeCode, 0);
+    EXPECT_EQ(resumeOut.rfind("resume every region: 256.00 MiB (268435456 bytes) restored from 1 allocation in ", 0),
+              0u)
+        << resumeOut;
+    EXPECT_EQ(notOursCode, 3);
+    EXPECT_EQ(notOurs, "memtool: process 1 does not run under memtool (see `memtool ctl list`)\n");
+    if (geteuid() == 0) {
+        // Another user can neither list nor command the process: the directory is
+        // not theirs, and the process is not theirs to signal either.
+        EXPECT_EQ(strangerList.exitCode, 1);
+        EXPECT_EQ(strangerList.err, "memtool: refusing the control directory " + controlDir() +
+                                        ": it belongs to uid 0, not to you\n");
+        EXPECT_EQ(strangerPause.exitCode, 1);  // the directory check comes first
+    }
+    // The program went on with its data where it was, and the backup file is gone.
+    EXPECT_EQ(o.out.substr(o.out.find('\n') + 1), "intact True 0\n");
+    const auto p = readJson(trace).at("processes").at(0);
+    ASSERT_EQ(p.at("control").size(), 2u);
+    EXPECT_EQ(p.at("control").at(0).at("origin"), "ctl");
+    EXPECT_EQ(p.at("control").at(1).at("action"), "resume");
+}
+
+TEST(Regions, TouchingPausedMemoryEndsTheProgramWithAMessage) {
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("regions.py"), "touch"}, "",
+                    controlEnv());
+    EXPECT_EQ(o.signal, SIGSEGV);
+    EXPECT_EQ(o.out, "touching\n");
+    EXPECT_NE(o.err.find("memtool: the program touched paused memory at 0x"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find(" (region 'kv', paused by memtool: resume it before use); ending the program with SIGSEGV\n"),
+              std::string::npos)
+        << o.err;
+}
+
+TEST(Regions, OutsideMemtoolRunTheApiDoesNothing) {
+    Outcome o = run({PYTHON_BIN, "-W", "always", "-c",
+                     "import sys; sys.path.insert(0, sys.argv[1]); import memtool\n"
+                     "with memtool.region('w'): pass\n"
+                     "print(memtool.enabled, memtool.pause().changed, memtool.regions())",
+                     std::string(MEMTOOL_BIN).substr(0, std::string(MEMTOOL_BIN).rfind("/bin/")) + "/lib/python"});
+    EXPECT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out, "False False []\n");
+    EXPECT_NE(o.err.find("memtool.pause: this process does not run under `memtool run`"), std::string::npos) << o.err;
+}
