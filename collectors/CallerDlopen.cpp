@@ -15,7 +15,8 @@ namespace memtool::collectors {
 namespace {
 
 struct RunPaths {
-    const char* rpath = nullptr;    // DT_RPATH: searched before LD_LIBRARY_PATH, when there is no RUNPATH
+    const char* rpath =
+        nullptr;  // DT_RPATH: searched before LD_LIBRARY_PATH, when there is no RUNPATH
     const char* runpath = nullptr;  // DT_RUNPATH: searched after LD_LIBRARY_PATH
 };
 
@@ -29,8 +30,8 @@ RunPaths runPathsOf(const link_map* lm) {
         switch (d->d_tag) {
             case DT_STRTAB:
                 // Relocated in memory on x86-64; relative only on odd targets.
-                strtab = reinterpret_cast<const char*>(d->d_un.d_ptr < lm->l_addr ? lm->l_addr + d->d_un.d_ptr
-                                                                                   : d->d_un.d_ptr);
+                strtab = reinterpret_cast<const char*>(
+                    d->d_un.d_ptr < lm->l_addr ? lm->l_addr + d->d_un.d_ptr : d->d_un.d_ptr);
                 break;
             case DT_RPATH:
                 rpath = d->d_un.d_val;
@@ -45,8 +46,10 @@ RunPaths runPathsOf(const link_map* lm) {
         }
     }
     if (!strtab) return r;
-    if (hasRunpath) r.runpath = strtab + runpath;  // a RUNPATH makes the RPATH ignored
-    else if (hasRpath) r.rpath = strtab + rpath;
+    if (hasRunpath)
+        r.runpath = strtab + runpath;  // a RUNPATH makes the RPATH ignored
+    else if (hasRpath)
+        r.rpath = strtab + rpath;
     return r;
 }
 
@@ -77,8 +80,10 @@ bool expand(const char* dir, size_t len, const char* origin, char* out, size_t s
         if (dir[i] == '$') {
             const char* rest = dir + i + 1;
             size_t skip = 0;
-            if (len - i - 1 >= 6 && std::strncmp(rest, "ORIGIN", 6) == 0) skip = 7;
-            else if (len - i - 1 >= 8 && std::strncmp(rest, "{ORIGIN}", 8) == 0) skip = 9;
+            if (len - i - 1 >= 6 && std::strncmp(rest, "ORIGIN", 6) == 0)
+                skip = 7;
+            else if (len - i - 1 >= 8 && std::strncmp(rest, "{ORIGIN}", 8) == 0)
+                skip = 9;
             if (!skip || !origin) return false;
             const size_t n = std::strlen(origin);
             if (o + n >= size) return false;
@@ -109,7 +114,8 @@ void* tryList(const char* list, const char* file, int mode, const char* origin) 
                 path[d] = '/';
                 std::memcpy(path + d + 1, file, f + 1);
                 if (access(path, F_OK) == 0)
-                    if (void* h = realDlopen(path, mode)) return h;  // a wrong-class file: keep looking, as glibc does
+                    if (void* h = realDlopen(path, mode))
+                        return h;  // a wrong-class file: keep looking, as glibc does
             }
         }
         if (!colon) break;
@@ -126,7 +132,8 @@ void* dlopenForCaller(const char* file, int mode, const void* caller) {
     if (void* h = realDlopen(file, mode | RTLD_NOLOAD)) return h;
     Dl_info info;
     void* extra = nullptr;
-    if (!caller || !dladdr1(caller, &info, &extra, RTLD_DL_LINKMAP) || !extra) return realDlopen(file, mode);
+    if (!caller || !dladdr1(caller, &info, &extra, RTLD_DL_LINKMAP) || !extra)
+        return realDlopen(file, mode);
     const auto* lm = static_cast<const link_map*>(extra);
     const RunPaths paths = runPathsOf(lm);
     if (!paths.rpath && !paths.runpath) return realDlopen(file, mode);

@@ -22,6 +22,7 @@ CHECKS=(
     cupti_e2e           # RunCuda.*: the CUPTI injection and the runtime hooks on a real driver
     torch_bridge_e2e    # *TorchCuda*: active/reserved peaks equal torch's, both allocator configs
     figures             # memtool beside torch.cuda.max_memory_* and NVML, printed
+    regions             # *TorchCudaRegions*: 1 GiB paused and resumed, both hook modes, each backup; timings
 )
 set -uo pipefail  # no -e: a failing check is recorded and the next one still runs
 cd "$(dirname "$0")/.."
@@ -54,6 +55,10 @@ stage_pack() {
     cp "$PACK"/bin/* "$BUILD/bin/"
     cp -r "$PACK/lib/." "$BUILD/lib/"
     cp "$PACK"/fakes/* "$BUILD/fakes/"
+    # The Python package travels as tracked files: where the carried memtool finds it.
+    mkdir -p "$BUILD/lib/python"
+    rm -rf "$BUILD/lib/python/memtool"
+    cp -r "$ROOT/python/memtool" "$BUILD/lib/python/"
     chmod u+x "$BUILD"/bin/* "$BUILD/fakes/cuda_runtime_user"
     local f problem
     for f in "$PACK"/bin/* "$PACK"/lib/*.so "$PACK"/lib/deps/*; do
@@ -146,7 +151,7 @@ check_torch_bridge_e2e() {
         log "the torch bridge is not built: $BRIDGE_WHY"
         return 1
     fi
-    run_e2e torch_bridge_e2e '*TorchCuda*'
+    run_e2e torch_bridge_e2e 'AllocatorConfigs/*'
 }
 
 # memtool's cuda:0 figures beside PyTorch's own and NVML's per-process figure, for
@@ -189,6 +194,14 @@ for w in proc.get("warnings", []):
 PY
     done
     return $status
+}
+
+# Pausable CUDA regions on the real driver (TorchCudaRegions, the filter of the
+# torch_bridge check runs them too when the bridge is built): their figures, and
+# pause/resume speed beside a plain pinned copy of the same GiB.
+check_regions() {
+    run_e2e regions 'ModesAndBackups/*' || return 1
+    grep '^regions_cuda ' "$RESULTS/regions.txt" | sed 's/^regions_cuda //' | "$PY" scripts/gpu/regions_table.py
 }
 
 main() {

@@ -1,7 +1,6 @@
 // The control directory and socket of `memtool ctl`: private to the user, and a
 // connection from another user refused on its peer credentials.
 #include <gtest/gtest.h>
-
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -50,7 +49,8 @@ TEST(ControlDirectory, IsMadePrivateAndRefusedWhenNot) {
     const std::string open = base + "/open";
     mkdir(open.c_str(), 0755);
     chmod(open.c_str(), 0755);
-    EXPECT_EQ(refusal(open), "refusing the control directory " + open + ": others may use it (mode 0755; it must be 0700)");
+    EXPECT_EQ(refusal(open), "refusing the control directory " + open +
+                                 ": others may use it (mode 0755; it must be 0700)");
 
     const std::string link = base + "/link";
     ASSERT_EQ(symlink(fresh.c_str(), link.c_str()), 0);
@@ -60,7 +60,8 @@ TEST(ControlDirectory, IsMadePrivateAndRefusedWhenNot) {
         const std::string theirs = base + "/theirs";
         mkdir(theirs.c_str(), 0700);
         ASSERT_EQ(chown(theirs.c_str(), 65534, 65534), 0);
-        EXPECT_EQ(refusal(theirs), "refusing the control directory " + theirs + ": it belongs to uid 65534, not to you");
+        EXPECT_EQ(refusal(theirs), "refusing the control directory " + theirs +
+                                       ": it belongs to uid 65534, not to you");
     }
 }
 

@@ -1,7 +1,6 @@
 // Pausable memory regions of a real PyTorch program (Debian's torch, CPU) under
 // the real CLI: from inside (import memtool) and from outside (memtool ctl).
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -66,8 +65,10 @@ Outcome ctlAsNobody(const std::vector<std::string>& words) {
     close(err[1]);
     Outcome o;
     char buf[4096];
-    for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) o.out.append(buf, static_cast<size_t>(n));
-    for (ssize_t n; (n = read(err[0], buf, sizeof buf)) > 0;) o.err.append(buf, static_cast<size_t>(n));
+    for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;)
+        o.out.append(buf, static_cast<size_t>(n));
+    for (ssize_t n; (n = read(err[0], buf, sizeof buf)) > 0;)
+        o.err.append(buf, static_cast<size_t>(n));
     close(out[0]);
     close(err[0]);
     int status = 0;
@@ -80,8 +81,9 @@ Outcome ctlAsNobody(const std::vector<std::string>& words) {
 
 TEST(Regions, ThePythonApiPausesAndResumesExactly) {
     const std::string trace = tempDir() + "/t.json";
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("regions.py"), "api"}, "",
-                    controlEnv());
+    Outcome o =
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("regions.py"), "api"},
+            "", controlEnv());
     ASSERT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out,
               "pause True True 268435456 1 True 1\n"
@@ -111,7 +113,9 @@ TEST(Regions, ThePythonApiPausesAndResumesExactly) {
         {"tag": "weights", "device": "cpu", "backup": "disk", "bytes": 0, "paused_bytes": 0},
         {"tag": "kv", "device": "cpu", "backup": "none", "bytes": 0, "paused_bytes": 0}])"));
     Outcome report = run({MEMTOOL_BIN, "report", trace});
-    EXPECT_NE(report.out.find("weights                  cpu        disk             0 B          0 B"), std::string::npos)
+    EXPECT_NE(
+        report.out.find("weights                  cpu        disk             0 B          0 B"),
+        std::string::npos)
         << report.out;
     EXPECT_NE(report.out.find("Memory control (4 events)"), std::string::npos) << report.out;
 }
@@ -123,51 +127,60 @@ TEST(Regions, MemtoolCtlDrivesTheProgramFromOutside) {
     Outcome strangerList, strangerPause;
     uint64_t rssBefore = 0, rssPaused = 0;
     mode_t dirMode = 0, socketMode = 0;
-    Outcome o = run(
-        {MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("regions.py"), "ctl"}, "", controlEnv(),
-        [&](pid_t memtool, const std::string& first) {
-            ASSERT_EQ(first.rfind("ready ", 0), 0u) << first;
-            const pid_t target = static_cast<pid_t>(std::stol(first.substr(6)));
-            const std::string pid = std::to_string(target);
-            struct stat st {};
-            stat(controlDir().c_str(), &st);
-            dirMode = st.st_mode & 07777;
-            stat((controlDir() + "/run-" + std::to_string(memtool) + ".sock").c_str(), &st);
-            socketMode = st.st_mode & 07777;
-            rssBefore = rssOf(target);
-            Outcome pause = ctl({pid, "pause", "weights"}, controlEnv());
-            pauseCode = pause.exitCode;
-            pauseOut = pause.out;
-            rssPaused = rssOf(target);
-            statusOut = ctl({pid, "status"}, controlEnv()).out;
-            listOut = ctl({"list"}, controlEnv()).out;
-            Outcome resume = ctl({pid, "resume"}, controlEnv());
-            resumeCode = resume.exitCode;
-            resumeOut = resume.out;
-            Outcome other = ctl({"1", "status"}, controlEnv());
-            notOursCode = other.exitCode;
-            notOurs = other.err;
-            if (geteuid() == 0) {  // root can become a stranger for a moment
-                strangerList = ctlAsNobody({"list"});
-                strangerPause = ctlAsNobody({pid, "pause"});
-            }
-            kill(target, SIGUSR1);
-        });
+    Outcome o =
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("regions.py"), "ctl"},
+            "", controlEnv(), [&](pid_t memtool, const std::string& first) {
+                ASSERT_EQ(first.rfind("ready ", 0), 0u) << first;
+                const pid_t target = static_cast<pid_t>(std::stol(first.substr(6)));
+                const std::string pid = std::to_string(target);
+                struct stat st {};
+                stat(controlDir().c_str(), &st);
+                dirMode = st.st_mode & 07777;
+                stat((controlDir() + "/run-" + std::to_string(memtool) + ".sock").c_str(), &st);
+                socketMode = st.st_mode & 07777;
+                rssBefore = rssOf(target);
+                Outcome pause = ctl({pid, "pause", "weights"}, controlEnv());
+                pauseCode = pause.exitCode;
+                pauseOut = pause.out;
+                rssPaused = rssOf(target);
+                statusOut = ctl({pid, "status"}, controlEnv()).out;
+                listOut = ctl({"list"}, controlEnv()).out;
+                Outcome resume = ctl({pid, "resume"}, controlEnv());
+                resumeCode = resume.exitCode;
+                resumeOut = resume.out;
+                Outcome other = ctl({"1", "status"}, controlEnv());
+                notOursCode = other.exitCode;
+                notOurs = other.err;
+                if (geteuid() == 0) {  // root can become a stranger for a moment
+                    strangerList = ctlAsNobody({"list"});
+                    strangerPause = ctlAsNobody({pid, "pause"});
+                }
+                kill(target, SIGUSR1);
+            });
     ASSERT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(dirMode, 0700u);
     EXPECT_EQ(socketMode, 0600u);
     EXPECT_EQ(pauseCode, 0);
-    EXPECT_EQ(pauseOut.rfind("pause 'weights': 256.00 MiB (268435456 bytes) released from 1 allocation in ", 0), 0u)
+    EXPECT_EQ(
+        pauseOut.rfind(
+            "pause 'weights': 256.00 MiB (268435456 bytes) released from 1 allocation in ", 0),
+        0u)
         << pauseOut;
     EXPECT_GE(rssBefore - rssPaused, 256 * MiB);
-    EXPECT_NE(statusOut.find("weights                  cpu      disk     256.00 MiB          0 B   256.00 MiB  "
-                             "paused"),
-              std::string::npos)
+    EXPECT_NE(
+        statusOut.find(
+            "weights                  cpu      disk     256.00 MiB          0 B   256.00 MiB  "
+            "paused"),
+        std::string::npos)
         << statusOut;
-    EXPECT_NE(listOut.find("weights cpu 256.00 MiB paused, kv cpu 64.00 MiB resident"), std::string::npos) << listOut;
+    EXPECT_NE(listOut.find("weights cpu 256.00 MiB paused, kv cpu 64.00 MiB resident"),
+              std::string::npos)
+        << listOut;
     EXPECT_EQ(resumeCode, 0);
-    EXPECT_EQ(resumeOut.rfind("resume every region: 256.00 MiB (268435456 bytes) restored from 1 allocation in ", 0),
-              0u)
+    EXPECT_EQ(
+        resumeOut.rfind(
+            "resume every region: 256.00 MiB (268435456 bytes) restored from 1 allocation in ", 0),
+        0u)
         << resumeOut;
     EXPECT_EQ(notOursCode, 3);
     EXPECT_EQ(notOurs, "memtool: process 1 does not run under memtool (see `memtool ctl list`)\n");
@@ -189,12 +202,15 @@ TEST(Regions, MemtoolCtlDrivesTheProgramFromOutside) {
 
 TEST(Regions, TouchingPausedMemoryEndsTheProgramWithAMessage) {
     const std::string trace = tempDir() + "/t.json";
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("regions.py"), "touch"}, "",
-                    controlEnv());
+    Outcome o = run(
+        {MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("regions.py"), "touch"},
+        "", controlEnv());
     EXPECT_EQ(o.signal, SIGSEGV);
     EXPECT_EQ(o.out, "touching\n");
-    EXPECT_NE(o.err.find("memtool: the program touched paused memory at 0x"), std::string::npos) << o.err;
-    EXPECT_NE(o.err.find(" (region 'kv', paused by memtool: resume it before use); ending the program with SIGSEGV\n"),
+    EXPECT_NE(o.err.find("memtool: the program touched paused memory at 0x"), std::string::npos)
+        << o.err;
+    EXPECT_NE(o.err.find(" (region 'kv', paused by memtool: resume it before use); ending the "
+                         "program with SIGSEGV\n"),
               std::string::npos)
         << o.err;
 }
@@ -204,8 +220,37 @@ TEST(Regions, OutsideMemtoolRunTheApiDoesNothing) {
                      "import sys; sys.path.insert(0, sys.argv[1]); import memtool\n"
                      "with memtool.region('w'): pass\n"
                      "print(memtool.enabled, memtool.pause().changed, memtool.regions())",
-                     std::string(MEMTOOL_BIN).substr(0, std::string(MEMTOOL_BIN).rfind("/bin/")) + "/lib/python"});
+                     std::string(MEMTOOL_BIN).substr(0, std::string(MEMTOOL_BIN).rfind("/bin/")) +
+                         "/lib/python"});
     EXPECT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out, "False False []\n");
-    EXPECT_NE(o.err.find("memtool.pause: this process does not run under `memtool run`"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("memtool.pause: this process does not run under `memtool run`"),
+              std::string::npos)
+        << o.err;
+}
+
+// CUDA memory in a region, through the runtime hooks and the CUDA VMM backend, with
+// test doubles of the runtime and the driver whose device memory is host memory.
+TEST(Regions, CudaMemoryIsPausedThroughTheDriversVmmApi) {
+    if (std::string(CUDA_REGION_USER_BIN).empty()) GTEST_SKIP() << "built without the CUDA parts";
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "--cuda", "runtime-hooks", "-o", trace, "--",
+                     CUDA_REGION_USER_BIN},
+                    "",
+                    {std::string("MEMTOOL_CUDA_DRIVER=") + FAKE_CUDA_DRIVER,
+                     "MEMTOOL_CONTROL_DIR=" + controlDir()});
+    ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
+    // 3,000,000 bytes take two 2 MiB granules of device memory; all of it goes on
+    // pause and comes back, with the content.
+    EXPECT_EQ(o.out, "held 4194304 paused 0 0 resumed 0 same freed 0\n");
+    const auto p = readJson(trace).at("processes").at(0);
+    const auto& cuda0 = p.at("devices").at("cuda:0");
+    EXPECT_EQ(cuda0.at("peak_bytes"), 3000000);
+    EXPECT_EQ(cuda0.at("allocated_bytes"), 3000000);
+    EXPECT_EQ(cuda0.at("current_bytes"), 0);
+    ASSERT_EQ(p.at("control").size(), 2u);
+    EXPECT_EQ(p.at("control").at(0).at("device"), "cuda:0");
+    EXPECT_EQ(p.at("control").at(0).at("bytes"), 4194304);
+    EXPECT_EQ(p.at("control").at(0).at("backup"), "host");
+    EXPECT_EQ(p.at("regions").at(0).at("tag"), "kv");
 }

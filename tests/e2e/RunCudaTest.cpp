@@ -106,3 +106,41 @@ TEST_P(TorchCuda, ActiveAndReservedPeaksEqualTorchs) {
 
 INSTANTIATE_TEST_SUITE_P(AllocatorConfigs, TorchCuda,
                          ::testing::Values("", "expandable_segments:True"));
+
+// A 1 GiB region of real torch tensors on a real GPU, in both hook modes and with
+// each backup: the device gets the whole GiB back on pause, and the tensor its
+// address and (backed up) its content on resume.
+class TorchCudaRegions : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
+
+TEST_P(TorchCudaRegions, PauseGivesTheDeviceAGibAndResumeRestoresTheTensor) {
+    std::string why;
+    if (!gpuUsable(&why)) GTEST_SKIP() << why;
+    if (TORCH_PYTHON_BIN.empty())
+        GTEST_SKIP() << "no python with a CUDA torch was found at build time";
+    const auto [mode, backup] = GetParam();
+    Profiled p = profile({TORCH_PYTHON_BIN, script("regions_cuda.py"), mode, backup});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    const auto r = nlohmann::json::parse(p.outcome.out.substr(p.outcome.out.rfind('{')));
+    std::cout << "regions_cuda " << r.dump() << '\n';  // the figures, for gpu-check's log
+    constexpr int64_t GiB = 1ll << 30;
+    EXPECT_TRUE(r.at("pause_ok").get<bool>()) << r.dump();
+    EXPECT_TRUE(r.at("resume_ok").get<bool>()) << r.dump();
+    EXPECT_EQ(r.at("pause_bytes"), GiB);
+    EXPECT_GE(r.at("freed_by_pause").get<int64_t>(), GiB);
+    EXPECT_GE(r.at("taken_by_resume").get<int64_t>(), GiB);
+    EXPECT_TRUE(r.at("same_address").get<bool>());
+    if (std::string(backup) != "none") {
+        EXPECT_TRUE(r.at("same_content").get<bool>()) << r.dump();
+    }
+    const auto& control = p.process().at("control");
+    ASSERT_EQ(control.size(), 2u);
+    EXPECT_EQ(control.at(0).at("device"), "cuda:0");
+    EXPECT_EQ(control.at(0).at("bytes"), GiB);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ModesAndBackups, TorchCudaRegions,
+    ::testing::Values(std::make_pair("preload", "host"), std::make_pair("preload", "disk"),
+                      std::make_pair("torch", "host"), std::make_pair("torch", "disk"),
+                      std::make_pair("preload", "none")),
+    [](const auto& info) { return std::string(info.param.first) + "_" + info.param.second; });

@@ -1,0 +1,63 @@
+// A CUDA runtime user that puts an allocation in a pausable region through the
+// collector's C surface, linked against the fake runtime (FakeCudart.cpp) and run
+// with the fake driver (FakeCudaDriver.cpp, MEMTOOL_CUDA_DRIVER): cudaMalloc inside
+// the region is served by the CUDA VMM backend through the runtime hooks, then
+// paused (host backup), resumed and freed. Prints what the "device" held at each
+// step, and whether the content survived.
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+extern "C" {
+int cudaMalloc(void**, size_t);
+int cudaFree(void*);
+}
+
+namespace {
+template <typename Fn>
+Fn find(void* lib, const char* name) {
+    return reinterpret_cast<Fn>(dlsym(lib, name));
+}
+}  // namespace
+
+int main() {
+    auto enter = find<int (*)(const char*, int, char*, size_t)>(RTLD_DEFAULT, "memtool_region_enter");
+    auto leave = find<void (*)()>(RTLD_DEFAULT, "memtool_region_exit");
+    auto pause = find<int (*)(const char*, char*, size_t)>(RTLD_DEFAULT, "memtool_pause");
+    auto resume = find<int (*)(const char*, char*, size_t)>(RTLD_DEFAULT, "memtool_resume");
+    const char* driverPath = std::getenv("MEMTOOL_CUDA_DRIVER");
+    void* driver = driverPath ? dlopen(driverPath, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+    if (!enter || !leave || !pause || !resume) {
+        std::printf("not under memtool run\n");
+        return 2;
+    }
+    char out[4096];
+    if (enter("kv", 1, out, sizeof out) != 0) {
+        std::printf("enter: %s\n", out);
+        return 1;
+    }
+    void* p = nullptr;
+    const int rc = cudaMalloc(&p, 3000000);
+    leave();
+    driver = driver ? driver : dlopen(driverPath, RTLD_NOW | RTLD_NOLOAD);
+    auto used = driver ? find<size_t (*)()>(driver, "fake_cuda_used_bytes") : nullptr;
+    if (rc != 0 || !p || !used) {
+        std::printf("cudaMalloc in the region: %d\n", rc);
+        return 1;
+    }
+    auto* bytes = static_cast<uint8_t*>(p);
+    for (size_t i = 0; i < 3000000; ++i) bytes[i] = static_cast<uint8_t>(i * 31);
+    const size_t held = used();
+    const int paused = pause("kv", out, sizeof out);
+    const size_t whilePaused = used();
+    const int resumed = resume("kv", out, sizeof out);
+    bool same = true;
+    for (size_t i = 0; i < 3000000; ++i) same &= bytes[i] == static_cast<uint8_t>(i * 31);
+    cudaFree(p);
+    std::printf("held %zu paused %d %zu resumed %d %s freed %zu\n", held, paused, whilePaused, resumed,
+                same ? "same" : "DIFFERENT", used());
+    return 0;
+}
