@@ -2,13 +2,14 @@
 """memtool's cost against a bare run and against the tools users would pick instead.
 
 In one invocation, for each workload, runs round after round of: bare, memtool
-(default, --no-native, --no-python), PyTorch's profiler (profile_memory=True,
+(default, --no-native, --no-python, --pausable all), PyTorch's profiler (profile_memory=True,
 with_stack=True) and heaptrack, in turn, so that machine noise hits every mode
 alike. Reports the median wall time of the whole process, the ratio to bare, the
 nanoseconds added per tracked allocation, and memtool's own memory: the target's
 peak RSS over bare, and the CLI's peak RSS.
 
-    bench/run.py [--runs 7] [--quick] [--workloads small_tensors,training] [--markdown FILE]
+    bench/run.py [--runs 7] [--quick] [--workloads small_tensors,training] [--modes ...]
+                 [--baseline OTHER_BUILD] [--markdown FILE]
 
 --quick: tiny sizes, one round, no timing conclusions: it only proves the
 scripts and every mode still work, and checks memtool's exact allocation counts
@@ -46,7 +47,7 @@ def workloads(build, quick):
     }
 
 
-def modes(build, python, have_heaptrack, tmp, compare=True):
+def modes(build, python, have_heaptrack, tmp, compare=True, baseline=""):
     memtool = f"{build}/bin/memtool"
     trace = os.path.join(tmp, "trace.json")
     m = {
@@ -54,7 +55,11 @@ def modes(build, python, have_heaptrack, tmp, compare=True):
         "memtool": lambda argv: [memtool, "run", "-q", "-o", trace, "--"] + argv,
         "memtool --no-native": lambda argv: [memtool, "run", "-q", "--no-native", "-o", trace, "--"] + argv,
         "memtool --no-python": lambda argv: [memtool, "run", "-q", "--no-python", "-o", trace, "--"] + argv,
+        # Every CPU storage served from pausable memory (courtesy: memtool ctl PID yield).
+        "memtool --pausable all": lambda argv: [memtool, "run", "-q", "--pausable", "all", "-o", trace, "--"] + argv,
     }
+    if baseline:  # another build of memtool (before a change), in the same rounds
+        m["memtool (baseline build)"] = lambda argv: [f"{baseline}/bin/memtool", "run", "-q", "-o", trace, "--"] + argv
     if python and compare:
         profiler = os.path.join(ROOT, "bench", "workloads", "torch_profiler.py")
         m["torch.profiler"] = lambda argv: [argv[0], profiler] + argv[1:]
@@ -84,6 +89,8 @@ def main():
     ap.add_argument("--modes", default="", help="comma-separated subset (bare is always run)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--markdown", default="")
+    ap.add_argument("--baseline", default="", help="another build directory (before a change): its memtool "
+                    "runs beside this one's, in the same rounds")
     args = ap.parse_args()
     runs = 1 if args.quick else args.runs
     have_heaptrack = shutil.which("heaptrack") is not None
@@ -94,7 +101,8 @@ def main():
     for name, (argv, python, expected) in workloads(args.build, args.quick).items():
         if selected and name not in selected:
             continue
-        mode_table, trace_path = modes(args.build, python, have_heaptrack, tmp, compare=not name.startswith("alloc_stress"))
+        mode_table, trace_path = modes(args.build, python, have_heaptrack, tmp,
+                                       compare=not name.startswith("alloc_stress"), baseline=args.baseline)
         if args.modes:
             keep = set(args.modes.split(",")) | {"bare"}
             mode_table = {k: v for k, v in mode_table.items() if k in keep}

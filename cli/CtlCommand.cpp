@@ -201,6 +201,44 @@ void printOperation(const json& body) {
     }
 }
 
+// yield / restore: what moved, by device, and what each still holds.
+void printCourtesy(const json& body, bool ok) {
+    const std::string action = body.value("action", "");
+    const std::string message = body.value("message", "");
+    if (!ok) {
+        std::cerr << fmt::format("memtool: {} failed: {}\n",
+                                 action.empty() ? "the command" : action, message);
+        return;
+    }
+    if (!body.value("changed", false)) {
+        std::cout << fmt::format("{}: {}\n", action, message);
+        return;
+    }
+    std::cout << fmt::format("{}: {} in {:.3f} s", action,
+                             bytesText(body.value("bytes", uint64_t{0})),
+                             body.value("seconds", 0.0));
+    if (action == "yield")
+        std::cout << fmt::format(" (the program stopped at a safe point in {:.3f} s)",
+                                 body.value("park_seconds", 0.0));
+    std::cout << '\n';
+    for (const auto& d : body.value("devices", json::array())) {
+        std::string holds;
+        if (d.contains("process_resident_bytes"))
+            holds = fmt::format("the process holds {} resident",
+                                core::formatBytes(d.at("process_resident_bytes").get<uint64_t>()));
+        else if (d.contains("device_used_bytes"))
+            holds = fmt::format(
+                "the device holds {} of {} (all its users: the CUDA context, memory memtool does "
+                "not serve)",
+                core::formatBytes(d.at("device_used_bytes").get<uint64_t>()),
+                core::formatBytes(d.value("device_total_bytes", uint64_t{0})));
+        std::cout << fmt::format("  {:<8} {:>12} {}; {}\n", d.value("device", ""),
+                                 core::formatBytes(d.value("bytes", uint64_t{0})),
+                                 action == "yield" ? "yielded" : "restored", holds);
+    }
+    if (!message.empty()) std::cout << "  " << message << '\n';
+}
+
 int processCommand(const CtlOptions& o) {
     char* end = nullptr;
     const long pid = std::strtol(o.words[0].c_str(), &end, 10);
@@ -228,6 +266,8 @@ int processCommand(const CtlOptions& o) {
                                      argv[0]);
         } else if (argv[0] == "status" && body.is_object()) {
             printRegions(body.value("regions", json::array()));
+        } else if ((argv[0] == "yield" || argv[0] == "restore") && body.is_object()) {
+            printCourtesy(body, status == "ok");
         } else if ((argv[0] == "pause" || argv[0] == "resume") && body.is_object()) {
             printOperation(body);
         } else {
@@ -240,7 +280,45 @@ int processCommand(const CtlOptions& o) {
 
 }  // namespace
 
-int ctlCommand(const CtlOptions& options) {
+// ctl's own options may come after the PID too (`memtool ctl 42 status --format
+// json`); CLI11 stops at the first word, so they are taken out of the words here.
+// Every other word is the process's command's own.
+CtlOptions withTrailingOptions(CtlOptions o) {
+    std::vector<std::string> words;
+    for (size_t i = 0; i < o.words.size(); ++i) {
+        std::string name = o.words[i], value;
+        const size_t eq = name.find('=');
+        if (eq != std::string::npos) {
+            value = name.substr(eq + 1);
+            name.resize(eq);
+        }
+        if (name != "--format" && name != "--timeout") {
+            words.push_back(o.words[i]);
+            continue;
+        }
+        if (eq == std::string::npos) {
+            if (i + 1 >= o.words.size())
+                fail(core::kExitBadInput, "ctl: " + name + " needs a value");
+            value = o.words[++i];
+        }
+        if (name == "--format") {
+            if (value != "text" && value != "json")
+                fail(core::kExitBadInput, "ctl: --format is text or json, not '" + value + "'");
+            o.format = value;
+        } else {
+            char* end = nullptr;
+            const double seconds = std::strtod(value.c_str(), &end);
+            if (value.empty() || *end || !(seconds > 0))
+                fail(core::kExitBadInput, "ctl: --timeout takes seconds, not '" + value + "'");
+            o.timeoutS = seconds;
+        }
+    }
+    o.words = std::move(words);
+    return o;
+}
+
+int ctlCommand(const CtlOptions& given) {
+    const CtlOptions options = withTrailingOptions(given);
     if (options.words.empty())
         fail(core::kExitBadInput, "ctl: say `list`, or a process id and a command");
     if (options.words[0] == "list") {

@@ -70,9 +70,9 @@ std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std:
         {"LD_PRELOAD", existing && *existing ? collector + ":" + existing : collector},
         {core::kEnvSocket, socketPath},
         {core::kEnvBackupDir, backupDir},
-        {core::kEnvOptions,
-         fmt::format("native={},python={},cudahooks={}", options.nativeStacks ? 1 : 0,
-                     options.pythonStacks ? 1 : 0, cuda.runtimeHooks ? 1 : 0)},
+        {core::kEnvOptions, fmt::format("native={},python={},cudahooks={},pausable={}",
+                                        options.nativeStacks ? 1 : 0, options.pythonStacks ? 1 : 0,
+                                        cuda.runtimeHooks ? 1 : 0, options.pausableAll ? 1 : 0)},
     };
     // The CUDA driver loads this when (and only if) the program initializes CUDA.
     if (!cuda.injection.empty()) env.push_back({"CUDA_INJECTION64_PATH", cuda.injection});

@@ -23,6 +23,10 @@ struct RunOptions {
     // for this run (default: $TMPDIR or /tmp), removed with what is left when the
     // run ends.
     std::string backupDir;
+    // --pausable all: every allocation memtool can serve belongs to a region (tag
+    // "default" unless the program names one), so `memtool ctl PID yield` can take
+    // all of it away.
+    bool pausableAll = false;
 };
 
 struct RunResult {

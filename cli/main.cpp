@@ -130,6 +130,15 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"user", "all"}))
         ->capture_default_str();
     runCmd->add_flag("-q,--quiet", run.quiet, "Print nothing of memtool's own");
+    std::string pausable = "none";
+    runCmd
+        ->add_option(
+            "--pausable", pausable,
+            "all: every CUDA allocation and every CPU storage of 64 KiB or more belongs to a "
+            "region from the "
+            "start (memtool ctl PID yield takes it all); none: only the program's own regions")
+        ->check(CLI::IsMember({"all", "none"}))
+        ->capture_default_str();
     runCmd
         ->add_option("--cuda", run.cuda,
                      "How CUDA memory is recorded: auto (CUPTI, else runtime hooks), cupti, "
@@ -151,7 +160,13 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     ctlCmd->add_option("--timeout", ctl.timeoutS, "Seconds to wait for the answer")
         ->capture_default_str();
-    ctlCmd->add_option("words", ctl.words, "list, or PID and a command")->required();
+    // No positional: with prefix_command, CLI11 hands every word from the first positional on
+    // (list, or the PID and its command with the command's own options, yield --to disk) to
+    // remaining() untouched. A declared positional would let CLI11 drop unknown options.
+    ctlCmd->prefix_command();
+    ctlCmd->footer(
+        "Words: list | PID status | PID pause [TAG...] | PID resume [TAG...] | "
+        "PID yield [--to host|disk] [--wait S] | PID restore");
 
     std::string tracePath, format = "text", sort = "peak";
     reporters::ReportOptions reportOptions;
@@ -226,6 +241,7 @@ int main(int argc, char** argv) {
     if (runCmd->parsed()) {
         return cli::runGuarded(
             [&] {
+                run.pausableAll = pausable == "all";
                 run.nativeStacks = !noNative;
                 run.pythonStacks = !noPython;
                 run.siteMode = siteMode == "all" ? cli::SiteMode::All : cli::SiteMode::User;
@@ -236,6 +252,11 @@ int main(int argc, char** argv) {
                 return r.exitCode;
             },
             core::kExitRunFailed, std::cerr);
+    }
+    // CLI11 marks where a prefix command's own options begin with a "--" of its own.
+    if (ctlCmd->parsed()) {
+        ctl.words = ctlCmd->remaining();
+        std::erase(ctl.words, std::string("--"));
     }
     if (ctlCmd->parsed())
         return cli::runGuarded([&] { return cli::ctlCommand(ctl); }, core::kExitInternal,

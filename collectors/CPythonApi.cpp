@@ -26,7 +26,11 @@ bool CPythonApi::resolve() {
               find(UnicodeFromString, "PyUnicode_FromString") &&
               find(BuildValue, "Py_BuildValue") && find(ErrClear, "PyErr_Clear");
     find(EvalSetProfileAllThreads, "PyEval_SetProfileAllThreads");  // optional
-    return ok;
+    return ok && resolvePendingCalls();
+}
+
+bool CPythonApi::resolvePendingCalls() {
+    return find(IsInitialized, "Py_IsInitialized") && find(AddPendingCall, "Py_AddPendingCall");
 }
 
 }  // namespace memtool::collectors

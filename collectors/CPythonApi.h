@@ -43,10 +43,15 @@ struct CPythonApi {
     PyObjectPtr (*UnicodeFromString)(const char*) = nullptr;
     PyObjectPtr (*BuildValue)(const char*, ...) = nullptr;
     void (*ErrClear)() = nullptr;
+    // Schedules a call on the main thread, between bytecodes (the GIL held); callable
+    // from any thread without the GIL (Py_AddPendingCall). -1 when its queue is full.
+    int (*AddPendingCall)(int (*)(void*), void*) = nullptr;
 
     // Resolves every symbol from the global scope; true when an interpreter is
     // linked into this process and all required functions were found.
     bool resolve();
+    // Resolves only what safe points need (Py_IsInitialized, Py_AddPendingCall).
+    bool resolvePendingCalls();
 };
 
 }  // namespace memtool::collectors

@@ -21,6 +21,7 @@
 #include "collectors/TorchBridgeLoader.h"
 #include "collectors/Warn.h"
 #include "collectors/control/ControlChannel.h"
+#include "collectors/control/Courtesy.h"
 #include "collectors/control/CpuPagesBackend.h"
 #if MEMTOOL_HAVE_CUDA_VMM
 #include "collectors/control/CudaVmmBackend.h"
@@ -55,7 +56,9 @@ constinit NoDestroy<control::CudaVmmBackend> gCudaVmm;
 // program that uses CUDA, and is never loaded into one that does not.
 bool cudaVmmReady(control::Failure& why) { return gCudaVmm.value.load(why); }
 #endif
-constinit NoDestroy<control::RegionCommands> gCommands{gRegions.value};
+constinit NoDestroy<control::SafePoint> gSafePoint;
+constinit NoDestroy<control::Courtesy> gCourtesy{gRegions.value, gSafePoint.value};
+constinit NoDestroy<control::RegionCommands> gCommands{gRegions.value, &gCourtesy.value};
 
 // ---- what the module scan keeps (under gScanMutex) --------------------------------
 // Keys are load bias + 1 (a non-PIE executable's bias is 0); the value is a hash of
@@ -84,7 +87,7 @@ uint64_t pathHash(const char* s) {
 // Inside a pausable region (memtool.region), storages come from the collector's
 // own pages instead, which a pause can release while their addresses stay.
 int hookPosixMemalign(void** out, size_t alignment, size_t size) noexcept {
-    if (control::Regions::threadInRegion()) {
+    if (gRegions.value.threadInRegionForCpu(size)) {
         control::Failure why;
         void* p = gRegions.value.serve(core::kDeviceCpu, size, alignment, why);
         if (!p) return ENOMEM;  // torch raises its out-of-memory error
@@ -317,6 +320,8 @@ Engine& engine() { return gEngine.value; }
 
 namespace control {
 Regions& regions() { return gRegions.value; }
+SafePoint& safePoint() { return gSafePoint.value; }
+Courtesy& courtesy() { return gCourtesy.value; }
 }  // namespace control
 
 bool collectorConfigured() { return gConfigured; }
@@ -339,6 +344,8 @@ bool startCollector() {
     r.setCudaBackend(&gCudaVmm.value, cudaVmmReady);
 #endif
     r.setBackupDirectory(std::getenv(core::kEnvBackupDir));
+    if (e.options().pausableAll) r.setPausableAll();
+    gCourtesy.value.setCacheEmptier(emptyTorchCache);
     pthread_atfork(atForkPrepare, atForkParent, atForkChild);
     configureTorchBridge();
     gConfigured = true;

@@ -71,6 +71,18 @@ int memtool_resume(const char* tag, char* out, size_t size);
 // state, backup). Returns its length, or 0 when it does not fit in `size`.
 size_t memtool_regions(char* out, size_t size);
 
+// ---- courtesy (collectors/control/Courtesy.h) ----------------------------------------
+// Yields every region's memory at this point of the program's choosing (CPU memory
+// to disk; CUDA memory to host when to_host, else disk), whatever each region's own
+// backup says; the program must not touch it until memtool_restore. JSON results
+// as memtool_pause's; 0 when it worked (or there was nothing to do), 1 when not.
+int memtool_yield(int to_host, char* out, size_t size);
+int memtool_restore(char* out, size_t size);
+// A safe point the program offers (programs without a Python interpreter: call it
+// in the main loop, between steps). While `memtool ctl PID yield` waits for one,
+// the call parks here until `memtool ctl PID restore`. Cheap otherwise.
+void memtool_safe_point(void);
+
 // PyTorch's pluggable-allocator functions (torch.cuda.memory.CUDAPluggableAllocator
 // with this library's path), for the `torch` hook mode: a MemPool per region
 // whose segments come from pausable memory. `stream` is a cudaStream_t. Outside a

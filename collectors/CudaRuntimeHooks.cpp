@@ -64,7 +64,7 @@ bool releaseRegion(void* p) {
 int hookMalloc(void** out, size_t size) {
     static auto real = MEMTOOL_ORIGINAL(cudaMalloc);
     beforeDeviceAlloc();
-    if (control::Regions::threadInRegion()) return serveRegion(out, size);
+    if (control::regions().threadInRegion()) return serveRegion(out, size);
     int rc = real(out, size);
     recordDevice(rc, out, size);
     return rc;
@@ -73,7 +73,7 @@ int hookMalloc(void** out, size_t size) {
 int hookMallocAsync(void** out, size_t size, void* stream) {
     static auto real = MEMTOOL_ORIGINAL(cudaMallocAsync);
     beforeDeviceAlloc();
-    if (control::Regions::threadInRegion()) return serveRegion(out, size);
+    if (control::regions().threadInRegion()) return serveRegion(out, size);
     int rc = real(out, size, stream);
     recordDevice(rc, out, size);
     return rc;
@@ -157,7 +157,7 @@ const GotHook* cudaRuntimeHooks(size_t* count) {
 
 void* pluggableMalloc(size_t size, int device) {
     static auto realMalloc = MEMTOOL_ORIGINAL(cudaMalloc);
-    if (control::Regions::threadInRegion()) {
+    if (control::regions().threadInRegion()) {
         control::Failure why;
         return control::regions().serve(core::cudaDeviceOrFirst(device), size, 256, why);
     }

@@ -22,6 +22,7 @@ EngineOptions EngineOptions::parse(const char* text) {
             if (keyIs(item, keyLen, "native")) o.nativeStacks = value != 0;
             if (keyIs(item, keyLen, "python")) o.pythonStacks = value != 0;
             if (keyIs(item, keyLen, "cudahooks")) o.cudaRuntimeHooks = value != 0;
+            if (keyIs(item, keyLen, "pausable")) o.pausableAll = value != 0;
             if (keyIs(item, keyLen, "depth") && value > 0)
                 o.maxNativeDepth = value < kMaxNativeDepth ? value : kMaxNativeDepth;
         }

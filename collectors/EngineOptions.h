@@ -12,6 +12,7 @@ struct EngineOptions {
     bool pythonStacks = true;
     int maxNativeDepth = 128;       // at most kMaxNativeDepth
     bool cudaRuntimeHooks = false;  // record CUDA memory through runtime hooks from the start
+    bool pausableAll = false;       // every allocation belongs to a region (--pausable all)
 
     // Parses the MEMTOOL_OPTIONS text over the defaults; null leaves them.
     static EngineOptions parse(const char* text);

@@ -11,7 +11,7 @@ union NoDestroy {
     T value;
     constexpr NoDestroy() : value() {}
     template <typename... Args>
-    constexpr explicit NoDestroy(Args&... args) : value(args...) {}
+    constexpr explicit NoDestroy(Args&&... args) : value(static_cast<Args&&>(args)...) {}
     ~NoDestroy() {}
 };
 

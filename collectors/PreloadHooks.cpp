@@ -12,6 +12,7 @@
 #include "collectors/CudaRuntimeHooks.h"
 #include "collectors/NativeUnwinder.h"
 #include "collectors/TorchBridgeLoader.h"
+#include "collectors/control/Courtesy.h"
 #include "collectors/control/Regions.h"
 
 namespace memtool::collectors {
@@ -125,6 +126,25 @@ __attribute__((visibility("default"))) int memtool_resume(const char* tag, char*
 
 __attribute__((visibility("default"))) size_t memtool_regions(char* out, size_t size) {
     return memtool::collectors::control::regions().describe(out, size);
+}
+
+__attribute__((visibility("default"))) int memtool_yield(int to_host, char* out, size_t size) {
+    using namespace memtool::collectors;
+    control::OpResult r = control::courtesy().yieldHere(to_host ? memtool::core::BackupKind::Host
+                                                                : memtool::core::BackupKind::Disk);
+    if (out && size) r.toJson("yield", out, size);
+    return r.ok ? 0 : 1;
+}
+
+__attribute__((visibility("default"))) int memtool_restore(char* out, size_t size) {
+    using namespace memtool::collectors;
+    control::OpResult r = control::courtesy().restoreHere();
+    if (out && size) r.toJson("restore", out, size);
+    return r.ok ? 0 : 1;
+}
+
+__attribute__((visibility("default"))) void memtool_safe_point(void) {
+    memtool::collectors::control::safePoint().reached();
 }
 
 __attribute__((visibility("default"))) void* memtool_cuda_malloc(size_t size, int device, void*) {

@@ -20,9 +20,10 @@ namespace {
 // Plain data only at namespace scope: the library constructor that fills these
 // runs before this file's dynamic initializers would. Texts are fixed buffers:
 // this runs inside CUDA allocation hooks, where the heap is off limits.
-char gBridgePath[4096];             // empty: this memtool was built without the bridge
-std::atomic<bool> gSettled{false};  // attached, or given up with a warning
-std::atomic<bool> gBusy{false};     // one thread at a time; the others do not wait
+char gBridgePath[4096];              // empty: this memtool was built without the bridge
+std::atomic<bool> gSettled{false};   // attached, or given up with a warning
+std::atomic<bool> gBusy{false};      // one thread at a time; the others do not wait
+std::atomic<bool> gAttached{false};  // the bridge is attached (gHandle is loaded for good)
 // dlpi_adds when libc10_cuda.so was last looked for and not found (under gBusy).
 unsigned long long gSeenAdds = ~0ull;
 void* gHandle = nullptr;  // the bridge, once loaded (under gBusy)
@@ -104,6 +105,13 @@ void settle(const char* a, const char* b = "", const char* c = "", const char* d
 
 }  // namespace
 
+void emptyTorchCache() {
+    if (!gAttached.load()) return;
+    auto empty = reinterpret_cast<MemtoolBridgeEmptyCacheFn>(
+        dlsym(gHandle, "memtool_torch_bridge_empty_cache"));
+    if (empty) empty();
+}
+
 void configureTorchBridge() {
     const char* path = std::getenv(core::kEnvTorchBridge);
     if (path && std::strlen(path) < sizeof gBridgePath) std::strcpy(gBridgePath, path);
@@ -155,6 +163,7 @@ void tryAttachTorchBridge() {
     const int rc = attach(&host);
     if (rc == kMemtoolBridgeAttached) {
         engine().note(core::kNoteTorchBridge, "attached");
+        gAttached.store(true);
         gSettled.store(true);
     } else if (rc == kMemtoolBridgeRefused) {
         gSettled.store(true);  // the bridge said why

@@ -13,4 +13,9 @@ void configureTorchBridge();
 // one at work returns at once.
 void tryAttachTorchBridge();
 
+// Asks PyTorch's CUDA caching allocator to give back the memory it holds unused
+// (emptyCache, through the bridge: no GIL needed). A no-op until the bridge is
+// attached, or with a bridge that cannot.
+void emptyTorchCache();
+
 }  // namespace memtool::collectors

@@ -23,6 +23,7 @@ CHECKS=(
     torch_bridge_e2e    # *TorchCuda*: active/reserved peaks equal torch's, both allocator configs
     figures             # memtool beside torch.cuda.max_memory_* and NVML, printed
     regions             # *TorchCudaRegions*: 1 GiB paused and resumed, both hook modes, each backup; timings
+    courtesy            # TorchCudaCourtesy: a training run yielded to host and restored; yield/restore per GiB
 )
 set -uo pipefail  # no -e: a failing check is recorded and the next one still runs
 cd "$(dirname "$0")/.."
@@ -202,6 +203,15 @@ PY
 check_regions() {
     run_e2e regions 'ModesAndBackups/*' || return 1
     grep '^regions_cuda ' "$RESULTS/regions.txt" | sed 's/^regions_cuda //' | "$PY" scripts/gpu/regions_table.py
+}
+
+# Courtesy on the real driver: the training script under --pausable all, yielded
+# from outside (the device keeps only what PyTorch's allocator does not hold; the
+# losses equal a bare run's), then bench/courtesy.py's seconds per GiB beside
+# torch's own pinned copies of the same bytes.
+check_courtesy() {
+    run_e2e courtesy 'TorchCudaCourtesy.*' || return 1
+    "$PY" bench/courtesy.py --device cuda --gib 2 --rounds 3 --python "$PY" --build "$BUILD"
 }
 
 main() {

@@ -8,11 +8,13 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "collectors/Engine.h"
 #include "collectors/RecursionGuard.h"
 #include "collectors/SocketSink.h"
+#include "collectors/control/Courtesy.h"
 #include "collectors/control/JsonWriter.h"
 #include "collectors/control/Regions.h"
 #include "core/Protocol.h"
@@ -62,6 +64,10 @@ __attribute__((noinline)) void prefaultStack(size_t bytes) {
 void* run(void* arg) {
     RecursionGuard ours;  // nothing this thread does is the program's
     prefaultStack(64 * 1024);
+    // The C library gives a thread its own malloc arena on its first malloc (a
+    // failed dlsym's message, say): made now, not in the middle of a pause.
+    void* volatile first = std::malloc(1);  // volatile: the pair is not optimized away
+    std::free(first);
     auto* c = static_cast<Channel*>(arg);
     uint8_t* input = static_cast<uint8_t*>(
         mmap(nullptr, kInputBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
@@ -88,6 +94,7 @@ void* run(void* arg) {
         used -= static_cast<size_t>(consumed);
     }
     if (fd >= 0) c->sink->release();
+    c->handler->streamEnded();
     munmap(input, kInputBytes);
     munmap(c->answer, kAnswerBytes);
     munmap(c, sizeof *c);
@@ -188,6 +195,10 @@ uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, 
         out[headBytes + n + 1] = '\0';
         return static_cast<uint8_t>(core::ReplyStatus::Ok);
     }
+    if (courtesy_ && std::strcmp(command, "yield") == 0)
+        return courtesy_->yieldCommand(argc, argv, out, size);
+    if (courtesy_ && std::strcmp(command, "restore") == 0 && argc == 1)
+        return courtesy_->restoreCommand(out, size);
     if (std::strcmp(command, "pause") == 0) return runOnTags(regions_, true, argc, argv, out, size);
     if (std::strcmp(command, "resume") == 0)
         return runOnTags(regions_, false, argc, argv, out, size);
@@ -197,6 +208,10 @@ uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, 
     j.key("command").value(command);
     j.close('}');
     return static_cast<uint8_t>(core::ReplyStatus::Unknown);
+}
+
+void RegionCommands::streamEnded() {
+    if (courtesy_) courtesy_->abandon();
 }
 
 bool startControlThread(SocketSink& sink, Engine& engine, CommandHandler& handler) {

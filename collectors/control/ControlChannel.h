@@ -19,6 +19,7 @@ class SocketSink;
 
 namespace memtool::collectors::control {
 
+class Courtesy;
 class Regions;
 
 // What a request asks for, and how to answer it. Commands are argv-like:
@@ -28,16 +29,23 @@ public:
     virtual ~CommandHandler() = default;
     // Writes the JSON answer into `out` (at most `size` bytes) and returns its status.
     virtual uint8_t handle(size_t argc, const char* const* argv, char* out, size_t size) = 0;
+    // The stream ended: no more requests, and no one left to answer.
+    virtual void streamEnded() {}
 };
 
-// Runs the memory-control commands of issue #11 against `regions`.
+// The memory-control commands: status, pause and resume of regions, and yield
+// and restore of the whole program (Courtesy).
 class RegionCommands final : public CommandHandler {
 public:
-    constexpr explicit RegionCommands(Regions& regions) : regions_(regions) {}
+    constexpr RegionCommands(Regions& regions, Courtesy* courtesy = nullptr)
+        : regions_(regions), courtesy_(courtesy) {}
     uint8_t handle(size_t argc, const char* const* argv, char* out, size_t size) override;
+    // A program yielded from outside is not left parked for good.
+    void streamEnded() override;
 
 private:
     Regions& regions_;
+    Courtesy* courtesy_;
 };
 
 // Starts the thread for one stream. False when it cannot be started (the

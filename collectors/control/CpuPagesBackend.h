@@ -14,6 +14,8 @@ public:
     uint64_t granularity(uint8_t device) override;
     // Host backup is refused: the content already is host memory; back it up to disk.
     bool supports(core::BackupKind kind) const override { return kind != core::BackupKind::Host; }
+    // libc10's CPU allocator caches nothing: storages come and go at the same sizes.
+    bool keepsFreedMemory() const override { return true; }
 
     bool reserve(uint8_t device, uint64_t bytes, uint64_t alignment, uint64_t* address,
                  Failure& why) override;

@@ -41,6 +41,7 @@ struct CudaVmmBackend::Api {
     MEMTOOL_CU_FN(cuMemcpyHtoDAsync);
     MEMTOOL_CU_FN(cuMemHostAlloc);
     MEMTOOL_CU_FN(cuMemFreeHost);
+    MEMTOOL_CU_FN(cuMemGetInfo);
 };
 
 namespace {
@@ -133,7 +134,8 @@ bool CudaVmmBackend::load(Failure& why) {
         MEMTOOL_CU_RESOLVE(lib, a, cuMemUnmap) && MEMTOOL_CU_RESOLVE(lib, a, cuMemSetAccess) &&
         MEMTOOL_CU_RESOLVE(lib, a, cuMemcpyDtoHAsync) &&
         MEMTOOL_CU_RESOLVE(lib, a, cuMemcpyHtoDAsync) &&
-        MEMTOOL_CU_RESOLVE(lib, a, cuMemHostAlloc) && MEMTOOL_CU_RESOLVE(lib, a, cuMemFreeHost);
+        MEMTOOL_CU_RESOLVE(lib, a, cuMemHostAlloc) && MEMTOOL_CU_RESOLVE(lib, a, cuMemFreeHost) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuMemGetInfo);
     if (!ok) {
         why.set("the CUDA driver at ", path,
                 " lacks the virtual-memory API (CUDA 10.2 or later is needed)");
@@ -358,6 +360,16 @@ void* CudaVmmBackend::allocateHost(uint64_t bytes, Failure& why) {
     if (!check(api_->cuMemHostAlloc_(&p, bytes, 0), "cuMemHostAlloc (host backup)", why))
         return nullptr;
     return p;
+}
+
+bool CudaVmmBackend::deviceMemory(uint8_t device, uint64_t* free, uint64_t* total) {
+    Failure why;
+    DeviceScope scope(*this, core::cudaOrdinal(device), why);
+    size_t f = 0, t = 0;
+    if (!scope.ok() || api_->cuMemGetInfo_(&f, &t) != CUDA_SUCCESS) return false;
+    *free = f;
+    *total = t;
+    return true;
 }
 
 void CudaVmmBackend::freeHost(void* p, uint64_t bytes) {

@@ -51,6 +51,7 @@ public:
 
     void* allocateHost(uint64_t bytes, Failure& why) override;
     void freeHost(void* p, uint64_t bytes) override;
+    bool deviceMemory(uint8_t device, uint64_t* free, uint64_t* total) override;
 
     struct Api;  // the driver's functions (CudaVmmBackend.cpp)
 

@@ -47,6 +47,10 @@ public:
     virtual uint64_t granularity(uint8_t device) = 0;
     // Which backups its memory can have (BackupKind::None always).
     virtual bool supports(core::BackupKind kind) const = 0;
+    // Whether freed memory may be kept mapped for reuse (Regions' cache): yes for
+    // memory no one else caches; no where a caching allocator sits above (CUDA:
+    // torch.cuda.empty_cache() must give memory back to the device).
+    virtual bool keepsFreedMemory() const { return false; }
 
     virtual bool reserve(uint8_t device, uint64_t bytes, uint64_t alignment, uint64_t* address,
                          Failure& why) = 0;
@@ -68,6 +72,10 @@ public:
         return nullptr;
     }
     virtual void freeHost(void* p, uint64_t bytes) {}
+
+    // The device's free and total memory (all of its users'), where the backend
+    // can tell; false otherwise.
+    virtual bool deviceMemory(uint8_t device, uint64_t* free, uint64_t* total) { return false; }
 };
 
 }  // namespace memtool::collectors::control

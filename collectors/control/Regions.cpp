@@ -23,6 +23,8 @@ uint64_t nowNs() {
 
 uint64_t roundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
+}  // namespace
+
 const char* backupName(core::BackupKind k) {
     switch (k) {
         case core::BackupKind::Host:
@@ -43,7 +45,15 @@ void deviceText(uint8_t device, char* out, size_t size) {
         std::snprintf(out, size, "%s", device == core::kDeviceCpu ? "cpu" : "pinned");
 }
 
-}  // namespace
+void OpResult::addBytes(uint8_t device, uint64_t n) {
+    bytes += n;
+    for (int i = 0; i < deviceCount; ++i) {
+        if (devices[i].device != device) continue;
+        devices[i].bytes += n;
+        return;
+    }
+    if (deviceCount < kMaxDevices) devices[deviceCount++] = DeviceBytes{device, n};
+}
 
 size_t OpResult::toJson(const char* action, char* out, size_t size) const {
     JsonWriter j(out, size);
@@ -93,9 +103,31 @@ MemoryBackend* Regions::backendFor(uint8_t device) {
 
 // ---- the calling thread's region ------------------------------------------------------
 
-bool Regions::threadInRegion() {
+bool Regions::threadInRegion() const {
     ThreadState* ts = existingThreadState();
-    return ts && ts->regionDepth > 0 && ts->regionTags[ts->regionDepth - 1] != kNoRegion;
+    if (ts && ts->regionDepth > 0) return ts->regionTags[ts->regionDepth - 1] != kNoRegion;
+    return pausableAll_;
+}
+
+bool Regions::threadInRegionForCpu(uint64_t size) const {
+    ThreadState* ts = existingThreadState();
+    if (ts && ts->regionDepth > 0) return ts->regionTags[ts->regionDepth - 1] != kNoRegion;
+    return pausableAll_ && size >= kImplicitMinCpuBytes;
+}
+
+void Regions::setPausableAll() {
+    LockGuard lock(tableMu_);
+    int t = findTagLocked("default");
+    if (t < 0) {
+        for (t = 0; t < kMaxTags && tags_[t].used; ++t) {
+        }
+        if (t == kMaxTags) return;
+        std::memcpy(tags_[t].name, "default", 8);
+        tags_[t].backup = core::BackupKind::None;
+        tags_[t].used = true;
+    }
+    defaultTag_ = t;
+    pausableAll_ = true;
 }
 
 bool Regions::enterNone(Failure& why) {
@@ -205,16 +237,104 @@ uint32_t Regions::newSlotLocked() {
     return static_cast<uint32_t>(allocations_.size() - 1);
 }
 
+int Regions::regionOfLocked(int tag, uint8_t device) {
+    uint16_t& cached = regionIndex_[tag * 256 + device];
+    if (cached) return cached - 1;
+    const int region = regionLocked(tag, device);
+    if (region >= 0) cached = static_cast<uint16_t>(region + 1);
+    return region;
+}
+
+uint32_t Regions::takeCachedLocked(int region, uint64_t mapped) {
+    uint64_t head = 0;
+    if (!cacheHeads_.find(cacheKey(region, mapped), &head)) return UINT32_MAX;
+    const uint32_t slot = static_cast<uint32_t>(head - 1);
+    const uint32_t next = allocations_[slot].nextFree;
+    uint64_t dropped;
+    if (next)
+        cacheHeads_.insert(cacheKey(region, mapped), next);
+    else
+        cacheHeads_.erase(cacheKey(region, mapped), &dropped);
+    cachedBytes_ -= mapped;
+    return slot;
+}
+
+bool Regions::cacheLocked(uint32_t slot) {
+    Allocation& a = allocations_[slot];
+    MemoryBackend* backend = backendFor(regions_[a.region].device);
+    if (!backend || !backend->keepsFreedMemory() || cachedBytes_ + a.mapped > kCacheBytes)
+        return false;
+    uint64_t head = 0;
+    const uint64_t key = cacheKey(a.region, a.mapped);
+    a.nextFree = cacheHeads_.find(key, &head) ? static_cast<uint32_t>(head) : 0;
+    if (!cacheHeads_.insert(key, slot + 1ull)) return false;
+    a.state = State::Cached;
+    cachedBytes_ += a.mapped;
+    return true;
+}
+
+void Regions::uncacheLocked(const bool* busy, MappedArray<Work>& out) {
+    bool any = false;
+    for (uint32_t i = 0; i < allocations_.size(); ++i) {
+        Allocation& a = allocations_[i];
+        if (a.state != State::Cached || !busy[a.region]) continue;
+        out.push(Work{i, a.region, 0, regions_[a.region].device, a.address, a.mapped, 0});
+        cachedBytes_ -= a.mapped;
+        a.state = State::Free;
+        a.nextFree = freeSlot_;
+        freeSlot_ = i + 1;
+        any = true;
+    }
+    if (!any) return;
+    // Rebuild the lists of what stays cached (other regions').
+    cacheHeads_.clear();
+    for (uint32_t i = 0; i < allocations_.size(); ++i) {
+        Allocation& a = allocations_[i];
+        if (a.state != State::Cached) continue;
+        uint64_t head = 0;
+        const uint64_t key = cacheKey(a.region, a.mapped);
+        a.nextFree = cacheHeads_.find(key, &head) ? static_cast<uint32_t>(head) : 0;
+        cacheHeads_.insert(key, i + 1ull);
+    }
+}
+
 void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure& why) {
     ThreadState* ts = existingThreadState();
     MemoryBackend* backend = backendFor(device);
-    if (!ts || ts->regionDepth == 0 || !backend ||
-        ts->regionTags[ts->regionDepth - 1] == kNoRegion) {
+    int tag = -1;
+    if (ts && ts->regionDepth > 0)
+        tag = ts->regionTags[ts->regionDepth - 1] == kNoRegion
+                  ? -1
+                  : ts->regionTags[ts->regionDepth - 1];
+    else if (pausableAll_)
+        tag = defaultTag_;
+    if (tag < 0 || !backend) {
         why.set(backend ? "not in a region" : "no backend serves this device");
         return nullptr;
     }
-    const int tag = ts->regionTags[ts->regionDepth - 1];
     const uint64_t mapped = roundUp(size ? size : 1, backend->granularity(device));
+    // A cached allocation of the same size first: no system call, no page fault.
+    // Larger alignments than the backend's own always get fresh addresses.
+    if (alignment <= backend->granularity(device)) {
+        LockGuard lock(tableMu_);
+        const int region = regionOfLocked(tag, device);
+        const uint32_t slot = region < 0 ? UINT32_MAX : takeCachedLocked(region, mapped);
+        if (slot != UINT32_MAX) {
+            Allocation& a = allocations_[slot];
+            if (index_.insert(a.address, slot + 1ull)) {
+                a.state = State::Resident;
+                a.size = size;
+                regions_[region].residentBytes += size;
+                declareLocked(region);
+                // Under tableMu_, as release() records frees: the engine never calls back.
+                if (engine_)
+                    engine_->alloc(device, a.address, size, FlushPolicy::Timed,
+                                   static_cast<uint32_t>(region + 1));
+                return reinterpret_cast<void*>(a.address);
+            }
+            cacheLocked(slot);  // no room in the index: leave it cached, map fresh pages
+        }
+    }
     uint64_t address = 0;
     if (!backend->reserve(device, mapped, alignment, &address, why)) return nullptr;
     if (!backend->map(device, address, mapped, why)) {
@@ -224,7 +344,7 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
     int region;
     {
         LockGuard lock(tableMu_);
-        region = regionLocked(tag, device);
+        region = regionOfLocked(tag, device);
         const uint32_t slot = region < 0 ? UINT32_MAX : newSlotLocked();
         if (slot == UINT32_MAX || !index_.insert(address, slot + 1ull)) {
             backend->release(device, address, mapped);
@@ -234,7 +354,7 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
         }
         allocations_[slot] = Allocation{
             address, size, mapped, 0, 0, 0, 0, static_cast<uint16_t>(region), State::Resident};
-        anyServed_.store(true, std::memory_order_release);
+        if (!anyServed_.exchange(true, std::memory_order_acq_rel)) warmLocked();
         regions_[region].residentBytes += size;
         declareLocked(region);
     }
@@ -288,6 +408,11 @@ bool Regions::release(uint64_t address) {
             unuseBackupLocked(a.backup);
         } else {
             r.residentBytes -= a.size;
+            // Resident and the cache has room: kept mapped for the next one this size.
+            if (cacheLocked(slot)) {
+                tableMu_.unlock();
+                return true;
+            }
         }
         allocations_[slot].state = State::Free;
         allocations_[slot].nextFree = freeSlot_;
@@ -393,6 +518,28 @@ void Regions::record(const Work* first, size_t count, core::ControlAction action
     engine_->control(f, message);
 }
 
+uint64_t Regions::dropCache(const char* tag, OpResult& into) {
+    MappedArray<Work> dropped;
+    {
+        LockGuard lock(tableMu_);
+        if (cachedBytes_ == 0) return 0;
+        const int t = tag ? findTagLocked(tag) : -1;
+        if (tag && t < 0) return 0;
+        bool targets[kMaxRegions] = {};
+        for (int i = 0; i < kMaxRegions; ++i)
+            targets[i] = regions_[i].used && (t < 0 || regions_[i].tag == t);
+        uncacheLocked(targets, dropped);
+    }
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < dropped.size(); ++i) {
+        if (MemoryBackend* backend = backendFor(dropped[i].device))
+            backend->release(dropped[i].device, dropped[i].address, dropped[i].mapped);
+        bytes += dropped[i].mapped;
+        into.addBytes(dropped[i].device, dropped[i].mapped);
+    }
+    return bytes;
+}
+
 bool Regions::begin(const char* tag, State state, MappedArray<Work>& work, bool* busy,
                     OpResult& result) {
     const bool pausing = state == State::Resident;
@@ -444,7 +591,7 @@ void Regions::recordEach(const MappedArray<Work>& work, core::ControlAction acti
 }
 
 OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::ControlAction action,
-                        const core::BackupKind* forced) {
+                        const ForcedBackup* forced) {
     OpResult result;
     LockGuard op(opMu_);
     const uint64_t start = nowNs();
@@ -453,13 +600,25 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
     // stack: a pause from the program's own thread must not grow its stack.
     bool* busy = opBusy_;
     std::fill(opBusy_, opBusy_ + kMaxRegions, false);
-    if (!begin(tag, State::Resident, work, busy, result)) return result;
+    // Memory the regions keep for reuse goes first: nothing of it to back up.
+    const uint64_t uncached = dropCache(tag, result);
+    if (!begin(tag, State::Resident, work, busy, result)) {
+        if (uncached) {
+            result.changed = true;
+            std::snprintf(result.message, sizeof result.message,
+                          "released %llu bytes of memory kept for reuse; nothing live to pause",
+                          static_cast<unsigned long long>(uncached));
+        }
+        return result;
+    }
     Failure why;
     bool ok = true;
     // 1. Every region's backup can be made, and the devices are idle.
     for (size_t i = 0; i < work.size() && ok; ++i) {
         Region& r = regions_[work[i].region];
-        const core::BackupKind kind = forced ? *forced : tags_[r.tag].backup;
+        const core::BackupKind kind = !forced                        ? tags_[r.tag].backup
+                                      : r.device == core::kDeviceCpu ? forced->cpu
+                                                                     : forced->cuda;
         MemoryBackend* backend = backendFor(r.device);
         if (!backend->supports(kind)) {
             char device[16];
@@ -534,7 +693,7 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
         r.pausedBytes += a.size;
         ++r.pausedCount;
         a.pausedSlot = addPausedLocked(w.address, w.mapped, w.region);
-        result.bytes += w.mapped;
+        result.addBytes(w.device, w.mapped);
         ++result.allocations;
     }
     {
@@ -545,7 +704,7 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
                 unuseBackupLocked(static_cast<uint16_t>(opened[r] + 1));
         endLocked(busy);
     }
-    result.changed = result.allocations > 0;
+    result.changed = result.allocations > 0 || uncached > 0;
     result.ok = failed == 0;
     for (int i = 0; i < kMaxRegions; ++i) result.regions += busy[i];
     result.seconds = static_cast<double>(nowNs() - start) / 1e9;
@@ -553,11 +712,20 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
         std::snprintf(result.message, sizeof result.message,
                       "%zu of %zu allocations could not be released: %s", failed, work.size(),
                       firstError);
+    else if (uncached)
+        std::snprintf(
+            result.message, sizeof result.message,
+            "paused %llu bytes in %llu allocation%s, and let go of %llu bytes of free blocks "
+            "kept for reuse (no backup needed)",
+            static_cast<unsigned long long>(result.bytes - uncached),
+            static_cast<unsigned long long>(result.allocations), result.allocations == 1 ? "" : "s",
+            static_cast<unsigned long long>(uncached));
     else
         std::snprintf(result.message, sizeof result.message,
-                      "paused %llu bytes in %llu allocations",
+                      "paused %llu bytes in %llu allocation%s",
                       static_cast<unsigned long long>(result.bytes),
-                      static_cast<unsigned long long>(result.allocations));
+                      static_cast<unsigned long long>(result.allocations),
+                      result.allocations == 1 ? "" : "s");
     recordEach(work, action, origin, start, true, result.message);
     return result;
 }
@@ -612,7 +780,7 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
                 removePausedLocked(a.pausedSlot);
                 unuseBackupLocked(a.backup);
                 a.backup = 0;
-                result.bytes += work[i].mapped;
+                result.addBytes(work[i].device, work[i].mapped);
                 ++result.allocations;
             }
         }
@@ -635,9 +803,10 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
                       failedRegions, firstError);
     else
         std::snprintf(result.message, sizeof result.message,
-                      "resumed %llu bytes in %llu allocations",
+                      "resumed %llu bytes in %llu allocation%s",
                       static_cast<unsigned long long>(result.bytes),
-                      static_cast<unsigned long long>(result.allocations));
+                      static_cast<unsigned long long>(result.allocations),
+                      result.allocations == 1 ? "" : "s");
     return result;
 }
 

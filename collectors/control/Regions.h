@@ -42,8 +42,29 @@ struct OpResult {
     uint32_t regions = 0;  // regions (tag on a device) touched
     double seconds = 0;
     char message[512] = "";
+    // `bytes` by device (wire codes), in the order first met.
+    static constexpr int kMaxDevices = 16;
+    struct DeviceBytes {
+        uint8_t device;
+        uint64_t bytes;
+    };
+    DeviceBytes devices[kMaxDevices] = {};
+    int deviceCount = 0;
+    void addBytes(uint8_t device, uint64_t n);
     // Writes {"ok":..., "action":..., ...} into out; returns its length.
     size_t toJson(const char* action, char* out, size_t size) const;
+};
+
+// Where a pause puts content whatever each region's own backup says (courtesy):
+// CPU memory can go to disk only; CUDA memory to host or disk.
+// "none", "host", "disk": a backup as the trace names it.
+const char* backupName(core::BackupKind k);
+// "cpu", "cuda:3": a device (wire code) as the trace names it.
+void deviceText(uint8_t device, char* out, size_t size);
+
+struct ForcedBackup {
+    core::BackupKind cpu = core::BackupKind::Disk;
+    core::BackupKind cuda = core::BackupKind::Disk;
 };
 
 class Regions {
@@ -75,7 +96,19 @@ public:
     bool enterNone(Failure& why);
     void exit();
     // The calling thread allocates into a region now (hooks check this first).
-    static bool threadInRegion();
+    bool threadInRegion() const;
+    // The same for a CPU storage of `size` bytes: under --pausable all alone (no
+    // explicit region), storages under kImplicitMinCpuBytes stay in the program's
+    // heap, since a page of its own each would cost more than they hold (a
+    // 256-byte storage would take 4 KiB).
+    static constexpr uint64_t kImplicitMinCpuBytes = 64 * 1024;
+    bool threadInRegionForCpu(uint64_t size) const;
+
+    // `memtool run --pausable all`: every allocation a backend can serve belongs
+    // to a region from the start, "default" (backup none) unless an explicit
+    // region says otherwise. Set once, before the first allocation.
+    void setPausableAll();
+    bool pausableAll() const { return pausableAll_; }
 
     // ---- allocation routing (hooks) ---------------------------------------------------
     // Serves `size` bytes on `device` from the calling thread's region: page- (or
@@ -92,20 +125,29 @@ public:
     // (courtesy). Backups are written first: if any fails, nothing is released.
     OpResult pause(const char* tag, core::ControlOrigin origin,
                    core::ControlAction action = core::ControlAction::Pause,
-                   const core::BackupKind* forced = nullptr);
+                   const ForcedBackup* forced = nullptr);
     OpResult resume(const char* tag, core::ControlOrigin origin,
                     core::ControlAction action = core::ControlAction::Resume);
     // [{"tag":..., "device":..., "bytes":..., "state":..., "backup":...}, ...]
     size_t describe(char* out, size_t size);
     // Bytes of allocations on `device` now paused / resident (for yield's report).
     void totals(uint8_t device, uint64_t* resident, uint64_t* paused);
+    // The device's free and total memory, where its backend can tell.
+    bool deviceMemory(uint8_t device, uint64_t* free, uint64_t* total) {
+        MemoryBackend* backend = backendFor(device);
+        return backend && backend->deviceMemory(device, free, total);
+    }
 
     // ---- faults -----------------------------------------------------------------------
     // The tag of the paused allocation holding `address`; async-signal-safe.
     bool pausedAt(uint64_t address, char* tag, size_t tagSize) const;
 
 private:
-    enum class State : uint8_t { Free = 0, Resident = 1, Paused = 2 };
+    // Cached: freed by the program, kept mapped for the next allocation of the same
+    // size in the same region (a caching allocator's free list: a training loop's
+    // activations come and go at the same sizes, and mapping fresh pages each time
+    // would fault every page in again). Not live; released on a pause.
+    enum class State : uint8_t { Free = 0, Resident = 1, Paused = 2, Cached = 3 };
     struct Tag {
         char name[core::kMaxTagBytes + 1];
         core::BackupKind backup;
@@ -162,6 +204,20 @@ private:
     void declareLocked(int region);
     uint32_t newSlotLocked();
     void warmLocked();
+    // The region of (tag, device), made on first use; -1 when the table is full.
+    int regionOfLocked(int tag, uint8_t device);
+    // A cached allocation of exactly `mapped` bytes in `region`, taken off the cache;
+    // UINT32_MAX when none.
+    uint32_t takeCachedLocked(int region, uint64_t mapped);
+    // Keeps a freed allocation for reuse when the cache has room; false otherwise.
+    bool cacheLocked(uint32_t slot);
+    // Takes every cached allocation of the regions in `busy` off the cache, into `out`.
+    void uncacheLocked(const bool* busy, MappedArray<Work>& out);
+    // Releases the cached allocations of `tag`'s regions (null: all); their bytes.
+    uint64_t dropCache(const char* tag, OpResult& into);
+    static uint64_t cacheKey(int region, uint64_t mapped) {
+        return mapped * 512 + static_cast<uint64_t>(region) + 1;
+    }
     // Marks the regions of `tag` (-1: all) busy and lists their allocations in
     // `state`; false when none.
     bool beginLocked(int tag, State state, MappedArray<Work>& work, bool* busy);
@@ -215,8 +271,14 @@ private:
     uint32_t addPausedLocked(uint64_t start, uint64_t bytes, uint16_t region);
     void removePausedLocked(uint32_t slot);
     std::atomic<bool> anyServed_{false};  // release() skips the lock until a region served memory
-    uint32_t freeSlot_ = 0;               // head of the free list, slot + 1
-    uint64_t pauses_ = 0;                 // numbers backup files
+    bool pausableAll_ = false;
+    int defaultTag_ = -1;
+    uint16_t regionIndex_[kMaxTags * 256] = {};  // (tag, device) -> region + 1: serve's fast lookup
+    PointerMap cacheHeads_;  // cacheKey -> first cached slot + 1 (list via nextFree)
+    uint64_t cachedBytes_ = 0;
+    static constexpr uint64_t kCacheBytes = 256ull << 20;  // mapped bytes kept for reuse, at most
+    uint32_t freeSlot_ = 0;                                // head of the free list, slot + 1
+    uint64_t pauses_ = 0;                                  // numbers backup files
 };
 
 // The process's regions (the preload collector's).

@@ -105,6 +105,17 @@ std::vector<SnapshotSegment> currentSegments() {
 }  // namespace
 }  // namespace memtool::collectors
 
+// Courtesy: what the caching allocator holds unused goes back to the device
+// before a yield (torch.cuda.empty_cache() without the GIL, which the control
+// thread does not hold).
+extern "C" __attribute__((visibility("default"))) void memtool_torch_bridge_empty_cache(void) {
+    try {
+        memtool::collectors::CCA::emptyCache();
+    } catch (const std::exception&) {
+        // Nothing to give back is no reason to fail a yield.
+    }
+}
+
 extern "C" __attribute__((visibility("default"))) const char* memtool_torch_bridge_build_id(void) {
     return MEMTOOL_C10_CUDA_BUILD_ID;
 }

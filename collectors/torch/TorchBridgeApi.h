@@ -28,6 +28,9 @@ enum {
 // The hex GNU build id of the libc10_cuda.so the bridge was built against.
 typedef const char* (*MemtoolBridgeBuildIdFn)(void);
 typedef int (*MemtoolBridgeAttachFn)(const MemtoolBridgeHost* host);
+// memtool_torch_bridge_empty_cache: the caching allocator's emptyCache (optional:
+// older bridges lack it).
+typedef void (*MemtoolBridgeEmptyCacheFn)(void);
 }
 
 inline constexpr uint32_t kMemtoolBridgeApiVersion = 1;

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from . import _collector
 
-__all__ = ["enabled", "region", "outside_regions", "pause", "resume", "regions", "hook_mode", "set_hook_mode",
-           "Result", "Region"]
+__all__ = ["enabled", "region", "outside_regions", "pause", "resume", "regions", "yield_memory", "restore",
+           "hook_mode", "set_hook_mode", "Result", "Region"]
 
 _BACKUPS = {"none": 0, "host": 1, "disk": 2}
 _collector_handle = _collector.find()
@@ -182,6 +182,29 @@ def resume(tag=None):
     if not enabled:
         return _disabled("resume")
     return _result(_collector_handle.resume(tag))
+
+
+def yield_memory(to="disk"):
+    """Yields every region's memory now (pytorch_memlab's Courtesy, at a point of
+    the program's choosing): CPU memory to disk, CUDA memory to `to` ("host" or
+    "disk"), whatever each region's own backup says. Nothing may touch it until
+    restore(). Under `memtool run --pausable all` that is every allocation."""
+    if to not in ("host", "disk"):
+        raise ValueError(f"to is 'host' or 'disk', not {to!r}")
+    if not enabled:
+        return _disabled("yield_memory")
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()  # what the caching allocator holds unused needs no backup
+    return _result(_collector_handle.courtesy("memtool_yield", 1 if to == "host" else 0))
+
+
+def restore():
+    """Gives back what yield_memory() took, at the same addresses, with its content."""
+    if not enabled:
+        return _disabled("restore")
+    return _result(_collector_handle.courtesy("memtool_restore", None))
 
 
 def regions():

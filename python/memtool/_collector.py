@@ -48,6 +48,19 @@ class Collector:
         fn(tag.encode("utf-8") if tag is not None else None, self._answer, len(self._answer))
         return json.loads(self._answer.value.decode("utf-8", "replace"))
 
+    def courtesy(self, name, to_host):
+        """memtool_yield(to_host, ...) or memtool_restore(...), with its JSON answer."""
+        fn = getattr(self._lib, name)
+        if self._answer is None:
+            self._answer = ctypes.create_string_buffer(64 * 1024)
+        if to_host is None:
+            fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+            fn(self._answer, len(self._answer))
+        else:
+            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+            fn(to_host, self._answer, len(self._answer))
+        return json.loads(self._answer.value.decode("utf-8", "replace"))
+
     def pause(self, tag):
         return self._op(self._lib.memtool_pause, tag)
 

@@ -10,15 +10,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectors/Engine.h"
 #include "collectors/SocketSink.h"
 #include "collectors/control/ControlChannel.h"
+#include "collectors/control/Courtesy.h"
 #include "collectors/control/CpuPagesBackend.h"
 #include "collectors/control/Regions.h"
+#include "collectors/control/SafePoint.h"
 #include "core/Aggregator.h"
 #include "core/StreamDecoder.h"
 
@@ -88,6 +92,7 @@ struct FlakyBackend final : MemoryBackend {
                 Failure& why) override {
         return real.copyIn(d, a, b, from, o, why);
     }
+    bool keepsFreedMemory() const override { return real.keepsFreedMemory(); }
 };
 
 // Regions recording into an engine whose stream the test reads.
@@ -333,7 +338,7 @@ TEST(Regions, NestedRegionsGoToTheInnermost) {
     f.regions->exit();
     void* q = f.regions->serve(core::kDeviceCpu, 4096, 64, why);
     f.regions->exit();
-    EXPECT_FALSE(Regions::threadInRegion());
+    EXPECT_FALSE(f.regions->threadInRegion());
     EXPECT_EQ(f.regions->pause("inner", core::ControlOrigin::Api).allocations, 1u);
     EXPECT_EQ(f.regions->pause("outer", core::ControlOrigin::Api).allocations, 1u);
     char tag[64];
@@ -411,4 +416,170 @@ TEST(ControlChannel, RejectsBytesThatAreNoRequests) {
     uint8_t none[] = {'Q', 5, 0};
     EXPECT_EQ(decodeRequests(none, sizeof none, cb, &count), -1);
     EXPECT_EQ(count.calls, 0);
+}
+
+// ---- free-block cache, --pausable all, courtesy, safe points -------------------------
+
+// A freed region allocation is kept (CPU pages) and handed out again for the same
+// size: same address, no system call. A pause lets the cached blocks go without a
+// backup, and says so.
+TEST(Regions, FreedBlocksAreReusedAndAPauseLetsThemGo) {
+    Fixture f;
+    uint8_t* a = f.allocate("kv", core::BackupKind::Disk, MiB, 1);
+    uint8_t* keep = f.allocate("kv", core::BackupKind::Disk, 2 * MiB, 2);
+    ASSERT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(a)));
+    uint8_t* again = f.allocate("kv", core::BackupKind::Disk, MiB, 3);
+    EXPECT_EQ(again, a);  // the cached block
+    ASSERT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(again)));
+    EXPECT_EQ(residentBytes(a, MiB), MiB);  // cached: still the program's pages
+
+    OpResult paused = f.regions->pause("kv", core::ControlOrigin::Api);
+    ASSERT_TRUE(paused.ok) << paused.message;
+    EXPECT_EQ(paused.bytes, 3 * MiB);  // 2 MiB paused, 1 MiB let go
+    EXPECT_EQ(paused.allocations, 1u);
+    EXPECT_STREQ(paused.message,
+                 "paused 2097152 bytes in 1 allocation, and let go of 1048576 bytes of free "
+                 "blocks kept for reuse (no backup needed)");
+    OpResult resumed = f.regions->resume("kv", core::ControlOrigin::Api);
+    EXPECT_EQ(resumed.bytes, 2 * MiB);  // the cached block is not brought back
+    EXPECT_TRUE(Fixture::holds(keep, 2 * MiB, 2));
+    core::Aggregator agg = f.finish();
+    const auto& cpu = agg.devices().at(core::kDeviceCpu);
+    EXPECT_EQ(cpu.allocCount, 3u);
+    EXPECT_EQ(cpu.freeCount, 2u);
+    EXPECT_EQ(cpu.currentBytes, 2 * MiB);
+}
+
+// --pausable all: CPU storages of 64 KiB and more go to the "default" region;
+// smaller ones stay in the heap, unless an explicit region asks for them.
+TEST(Regions, PausableAllTakesCpuStoragesFrom64KiB) {
+    Fixture f;
+    EXPECT_FALSE(f.regions->threadInRegionForCpu(1 << 20));
+    f.regions->setPausableAll();
+    EXPECT_TRUE(f.regions->pausableAll());
+    EXPECT_FALSE(f.regions->threadInRegionForCpu(Regions::kImplicitMinCpuBytes - 1));
+    EXPECT_TRUE(f.regions->threadInRegionForCpu(Regions::kImplicitMinCpuBytes));
+    Failure why;
+    ASSERT_TRUE(f.regions->enter("small", core::BackupKind::None, why)) << why.text;
+    EXPECT_TRUE(f.regions->threadInRegionForCpu(256));
+    ASSERT_TRUE(f.regions->enterNone(why));
+    EXPECT_FALSE(f.regions->threadInRegionForCpu(1 << 20));
+    f.regions->exit();
+    f.regions->exit();
+    auto* p = static_cast<uint8_t*>(f.regions->serve(core::kDeviceCpu, 100000, 64, why));
+    ASSERT_NE(p, nullptr) << why.text;
+    char json[512];
+    ASSERT_GT(f.regions->describe(json, sizeof json), 0u);
+    EXPECT_STREQ(json,
+                 "[{\"tag\":\"default\",\"device\":\"cpu\",\"bytes\":100000,\"resident_bytes\":"
+                 "100000,\"paused_bytes\":0,\"state\":\"resident\",\"backup\":\"none\"}]");
+    EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(p)));
+}
+
+// Courtesy from inside: every region paused with a backup whatever its own says
+// (a "none" region's content comes back too); yield twice and restore twice are
+// said plainly.
+TEST(Courtesy, YieldBacksUpEveryRegionAndRestoreBringsItBack) {
+    Fixture f;
+    SafePoint safePoint;
+    Courtesy courtesy(*f.regions, safePoint);
+    uint8_t* scratch = f.allocate("scratch", core::BackupKind::None, 3 * MiB, 5);
+    uint8_t* weights = f.allocate("weights", core::BackupKind::Disk, MiB, 6);
+
+    OpResult y = courtesy.yieldHere(core::BackupKind::Host);
+    ASSERT_TRUE(y.ok) << y.message;
+    EXPECT_TRUE(y.changed);
+    EXPECT_EQ(y.bytes, 4 * MiB);
+    EXPECT_EQ(y.regions, 2u);
+    ASSERT_EQ(y.deviceCount, 1);
+    EXPECT_EQ(y.devices[0].device, core::kDeviceCpu);
+    EXPECT_EQ(y.devices[0].bytes, 4 * MiB);
+    EXPECT_EQ(residentBytes(scratch, 3 * MiB), 0u);
+    EXPECT_EQ(filesIn(f.dir).size(), 2u);  // CPU memory goes to disk, both regions
+    OpResult twice = courtesy.yieldHere(core::BackupKind::Host);
+    EXPECT_FALSE(twice.changed);
+    EXPECT_STREQ(twice.message, "the program has yielded already; nothing done");
+
+    OpResult r = courtesy.restoreHere();
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.bytes, 4 * MiB);
+    EXPECT_TRUE(Fixture::holds(scratch, 3 * MiB, 5));
+    EXPECT_TRUE(Fixture::holds(weights, MiB, 6));
+    EXPECT_TRUE(filesIn(f.dir).empty());
+    EXPECT_STREQ(courtesy.restoreHere().message, "the program has not yielded; nothing to restore");
+
+    core::Aggregator agg = f.finish();
+    ASSERT_EQ(agg.controls().size(), 4u);  // one per region, each way
+    EXPECT_EQ(agg.controls()[0].f.action, core::ControlAction::Yield);
+    EXPECT_EQ(agg.controls()[0].f.backup, core::BackupKind::Disk);
+    EXPECT_EQ(agg.controls()[3].f.action, core::ControlAction::Restore);
+}
+
+TEST(Courtesy, NothingToYieldSaysHowToGetSomething) {
+    Fixture f;
+    SafePoint safePoint;
+    Courtesy courtesy(*f.regions, safePoint);
+    OpResult y = courtesy.yieldHere(core::BackupKind::Disk);
+    EXPECT_TRUE(y.ok);
+    EXPECT_FALSE(y.changed);
+    EXPECT_STREQ(y.message,
+                 "nothing to yield: no region holds resident memory (under `memtool run "
+                 "--pausable all` every allocation is in one)");
+}
+
+// From outside: without an interpreter (this test binary has none) and without
+// marks, yield is refused; with marks, the program is parked at its next one.
+TEST(Courtesy, CtlYieldParksAProgramAtTheSafePointsItMarks) {
+    Fixture f;
+    SafePoint safePoint;
+    Courtesy courtesy(*f.regions, safePoint);
+    uint8_t* w = f.allocate("w", core::BackupKind::None, MiB, 9);
+    const char* yieldArgs[] = {"yield", "--wait", "5"};
+    char out[4096];
+    EXPECT_EQ(courtesy.yieldCommand(3, yieldArgs, out, sizeof out),
+              static_cast<uint8_t>(core::ReplyStatus::Refused));
+    EXPECT_NE(std::strstr(out, "this program runs no Python interpreter and marks no safe points"),
+              nullptr)
+        << out;
+    const char* badArgs[] = {"yield", "--to", "tape"};
+    EXPECT_EQ(courtesy.yieldCommand(3, badArgs, out, sizeof out),
+              static_cast<uint8_t>(core::ReplyStatus::Refused));
+    EXPECT_STREQ(out,
+                 "{\"ok\":false,\"message\":\"yield takes [--to host|disk] [--wait SECONDS]\"}");
+
+    // The "program": a loop of safe points on another thread, counting its steps.
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> steps{0};
+    safePoint.reached();  // it marks safe points from now on
+    std::thread program([&] {
+        while (!stop.load()) {
+            safePoint.reached();
+            steps.fetch_add(1);
+        }
+    });
+    ASSERT_EQ(courtesy.yieldCommand(3, yieldArgs, out, sizeof out),
+              static_cast<uint8_t>(core::ReplyStatus::Ok))
+        << out;
+    EXPECT_TRUE(safePoint.parked());
+    const uint64_t parkedAt = steps.load();
+    EXPECT_EQ(residentBytes(w, MiB), 0u);
+    EXPECT_NE(std::strstr(out, "\"changed\":true,\"bytes\":1048576"), nullptr) << out;
+    EXPECT_EQ(steps.load(), parkedAt);  // it does not run while yielded
+    ASSERT_EQ(courtesy.restoreCommand(out, sizeof out), static_cast<uint8_t>(core::ReplyStatus::Ok))
+        << out;
+    EXPECT_TRUE(Fixture::holds(w, MiB, 9));  // a "none" region's content, backed up anyway
+    stop.store(true);
+    program.join();  // it was let go: the loop ends
+    EXPECT_FALSE(safePoint.parked());
+}
+
+// A program whose marks stop coming (it blocks elsewhere): the park times out and
+// is withdrawn, and a late safe point goes straight on.
+TEST(Courtesy, AParkThatTimesOutIsWithdrawn) {
+    SafePoint safePoint;
+    safePoint.reached();  // marks safe points, but none comes during the park
+    EXPECT_EQ(safePoint.park(20 * 1000 * 1000), SafePoint::Outcome::TimedOut);
+    EXPECT_FALSE(safePoint.parked());
+    safePoint.reached();  // returns at once: nothing is asked for
+    EXPECT_FALSE(safePoint.release());
 }

@@ -144,3 +144,27 @@ TEST(Cli, OddButValidInputIsNoInternalError) {
               "        (source not found; line numbers only)\n"
               "     2          10 B          10 B          10 B        1  \n");
 }
+
+// ctl's own options work before or after the PID; every other word is the
+// process's command's (yield --to disk reaches the process whole).
+TEST(Cli, CtlOptionsAreTakenAnywhereAndTheirValuesChecked) {
+    const std::vector<std::string> env{"MEMTOOL_CONTROL_DIR=" + tempDir() + "/control"};
+    Outcome none = run({MEMTOOL_BIN, "ctl"}, "", env);
+    EXPECT_EQ(none.exitCode, 2);
+    EXPECT_EQ(none.err, "memtool: ctl: say `list`, or a process id and a command\n");
+    Outcome badFormat = run({MEMTOOL_BIN, "ctl", "1", "status", "--format", "xml"}, "", env);
+    EXPECT_EQ(badFormat.exitCode, 2);
+    EXPECT_EQ(badFormat.err, "memtool: ctl: --format is text or json, not 'xml'\n");
+    Outcome noValue = run({MEMTOOL_BIN, "ctl", "1", "yield", "--timeout"}, "", env);
+    EXPECT_EQ(noValue.exitCode, 2);
+    EXPECT_EQ(noValue.err, "memtool: ctl: --timeout needs a value\n");
+    Outcome badTimeout = run({MEMTOOL_BIN, "ctl", "1", "restore", "--timeout=soon"}, "", env);
+    EXPECT_EQ(badTimeout.exitCode, 2);
+    EXPECT_EQ(badTimeout.err, "memtool: ctl: --timeout takes seconds, not 'soon'\n");
+    // Well-formed: the words reach the lookup of process 1 (not ours), options and all.
+    Outcome yield =
+        run({MEMTOOL_BIN, "ctl", "1", "yield", "--to", "disk", "--format=json"}, "", env);
+    EXPECT_EQ(yield.exitCode, 3);
+    EXPECT_EQ(yield.err,
+              "memtool: process 1 does not run under memtool (see `memtool ctl list`)\n");
+}

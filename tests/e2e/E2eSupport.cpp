@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -103,6 +104,30 @@ Profiled profile(const std::vector<std::string>& argv, const std::vector<std::st
 }
 
 std::string script(const std::string& name) { return SCRIPTS_DIR + "/" + name; }
+
+uint64_t rssOf(pid_t pid) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(status, line);)
+        if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+    return 0;
+}
+
+Outcome ctl(const std::vector<std::string>& words, const std::vector<std::string>& env) {
+    std::vector<std::string> argv{MEMTOOL_BIN, "ctl"};
+    argv.insert(argv.end(), words.begin(), words.end());
+    return run(argv, "", env);
+}
+
+std::string controlDir() {
+    static const std::string dir = [] {
+        const std::string parent = tempDir();
+        chmod(parent.c_str(), 0711);
+        return parent + "/control";
+    }();
+    return dir;
+}
+
+std::vector<std::string> controlEnv() { return {"MEMTOOL_CONTROL_DIR=" + controlDir()}; }
 
 nlohmann::json hotspotWithSite(const nlohmann::json& process, const std::string& needle,
                                const std::string& device) {

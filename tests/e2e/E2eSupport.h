@@ -30,6 +30,7 @@ std::string configured(const char* envName, const char* compiledDefault);
 #define DLOPEN_USER_BIN E2E_PATH(DLOPEN_USER_BIN)
 #define CUDA_REGION_USER_BIN E2E_PATH(CUDA_REGION_USER_BIN)  // empty without the CUDA parts
 #define FAKE_CUDA_DRIVER E2E_PATH(FAKE_CUDA_DRIVER)
+#define COURTESY_USER_BIN E2E_PATH(COURTESY_USER_BIN)  // empty without LibTorch
 #ifdef E2E_DEFAULT_LIBTORCH_SAMPLE_BIN
 #define LIBTORCH_SAMPLE_BIN E2E_PATH(LIBTORCH_SAMPLE_BIN)
 #endif
@@ -66,6 +67,15 @@ struct Profiled {
 Profiled profile(const std::vector<std::string>& argv, const std::vector<std::string>& flags = {});
 
 std::string script(const std::string& name);  // path of tests/e2e/scripts/<name>
+
+// Pausable memory and courtesy tests: the resident set of `pid` from /proc, and
+// `memtool ctl WORDS` with `env` entries NAME=VALUE.
+uint64_t rssOf(pid_t pid);
+Outcome ctl(const std::vector<std::string>& words, const std::vector<std::string>& env = {});
+// A control directory private to this test binary (inside a fresh tempDir() that
+// others may look up, not list), and the environment that points memtool at it.
+std::string controlDir();
+std::vector<std::string> controlEnv();
 
 // The hotspot of `device` whose site contains `needle`; null JSON when none.
 nlohmann::json hotspotWithSite(const nlohmann::json& process, const std::string& needle,

@@ -17,31 +17,6 @@ namespace {
 
 constexpr uint64_t MiB = 1 << 20;
 
-uint64_t rssOf(pid_t pid) {
-    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-    for (std::string line; std::getline(status, line);)
-        if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-    return 0;
-}
-
-Outcome ctl(const std::vector<std::string>& words, const std::vector<std::string>& env = {}) {
-    std::vector<std::string> argv{MEMTOOL_BIN, "ctl"};
-    argv.insert(argv.end(), words.begin(), words.end());
-    return run(argv, "", env);
-}
-
-// The control directory every test in this file uses: private to the test.
-std::string controlDir() {
-    static const std::string dir = [] {
-        const std::string parent = tempDir();
-        chmod(parent.c_str(), 0711);  // others may look it up (as /tmp), not list it
-        return parent + "/control";
-    }();
-    return dir;
-}
-
-std::vector<std::string> controlEnv() { return {"MEMTOOL_CONTROL_DIR=" + controlDir()}; }
-
 // `memtool ctl` run as another user (nobody), for what a stranger may see.
 Outcome ctlAsNobody(const std::vector<std::string>& words) {
     int out[2], err[2];

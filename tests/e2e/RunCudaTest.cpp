@@ -2,7 +2,9 @@
 // this project's development machines) every test here skips and says why.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "tests/e2e/E2eSupport.h"
 
@@ -144,3 +146,59 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_pair("torch", "host"), std::make_pair("torch", "disk"),
                       std::make_pair("preload", "none")),
     [](const auto& info) { return std::string(info.param.first) + "_" + info.param.second; });
+
+// Courtesy on a GPU: the training script on cuda:0 under --pausable all, yielded
+// to host memory from outside. Afterwards the device holds no more than what it
+// held besides PyTorch's allocator just before (the CUDA context, libraries' own
+// memory): everything memtool serves is gone, and the cache was emptied. The
+// losses are a bare run's, step for step.
+TEST(TorchCudaCourtesy, YieldLeavesTheDeviceOnlyWhatPytorchDoesNotHold) {
+    std::string why;
+    if (!gpuUsable(&why)) GTEST_SKIP() << why;
+    if (TORCH_PYTHON_BIN.empty())
+        GTEST_SKIP() << "no python with a CUDA torch was found at build time";
+    const std::string dir = tempDir();
+    const std::string bareLosses = dir + "/bare.txt", losses = dir + "/losses.txt",
+                      flag = dir + "/go";
+    Outcome bare =
+        run({TORCH_PYTHON_BIN, script("courtesy_train.py"), "4", bareLosses, "-", "cuda"});
+    ASSERT_EQ(bare.exitCode, 0) << bare.err;
+    nlohmann::json yielded, restored;
+    uint64_t other = 0;
+    Outcome o =
+        run({MEMTOOL_BIN, "run", "-q", "--pausable", "all", "-o", dir + "/t.json", "--",
+             TORCH_PYTHON_BIN, script("courtesy_train.py"), "4", losses, flag, "cuda"},
+            "", controlEnv(), [&](pid_t, const std::string& first) {
+                std::istringstream words(first);
+                std::string ready, pid;
+                uint64_t params = 0;
+                words >> ready >> pid >> params >> other;
+                yielded = nlohmann::json::parse(
+                    ctl({"--format", "json", pid, "yield", "--to", "host"}, controlEnv()).out,
+                    nullptr, false);
+                restored = nlohmann::json::parse(
+                    ctl({"--format", "json", pid, "restore"}, controlEnv()).out, nullptr, false);
+                std::ofstream(flag) << "go\n";
+            });
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    std::cout << "[ figures  ] courtesy yield " << yielded.dump()
+              << "\n[ figures  ] courtesy restore " << restored.dump()
+              << "\n[ figures  ] held besides PyTorch before the yield " << other << std::endl;
+    ASSERT_TRUE(yielded.is_object()) << o.err;
+    EXPECT_EQ(yielded.at("status"), "ok") << yielded.dump();
+    const auto& devices = yielded.at("body").at("devices");
+    bool sawCuda = false;
+    for (const auto& d : devices) {
+        if (d.at("device") != "cuda:0") continue;
+        sawCuda = true;
+        // 2 MiB: the VMM granularity the context's own rounding may take.
+        EXPECT_LE(d.at("device_used_bytes").get<uint64_t>(), other + (2u << 20)) << d.dump();
+    }
+    EXPECT_TRUE(sawCuda) << yielded.dump();
+    EXPECT_EQ(restored.at("status"), "ok") << restored.dump();
+    std::ifstream a(bareLosses), b(losses);
+    std::stringstream sa, sb;
+    sa << a.rdbuf();
+    sb << b.rdbuf();
+    EXPECT_EQ(sb.str(), sa.str());
+}

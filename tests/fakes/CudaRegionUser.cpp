@@ -24,7 +24,8 @@ Fn find(void* lib, const char* name) {
 }  // namespace
 
 int main() {
-    auto enter = find<int (*)(const char*, int, char*, size_t)>(RTLD_DEFAULT, "memtool_region_enter");
+    auto enter =
+        find<int (*)(const char*, int, char*, size_t)>(RTLD_DEFAULT, "memtool_region_enter");
     auto leave = find<void (*)()>(RTLD_DEFAULT, "memtool_region_exit");
     auto pause = find<int (*)(const char*, char*, size_t)>(RTLD_DEFAULT, "memtool_pause");
     auto resume = find<int (*)(const char*, char*, size_t)>(RTLD_DEFAULT, "memtool_resume");
@@ -57,7 +58,7 @@ int main() {
     bool same = true;
     for (size_t i = 0; i < 3000000; ++i) same &= bytes[i] == static_cast<uint8_t>(i * 31);
     cudaFree(p);
-    std::printf("held %zu paused %d %zu resumed %d %s freed %zu\n", held, paused, whilePaused, resumed,
-                same ? "same" : "DIFFERENT", used());
+    std::printf("held %zu paused %d %zu resumed %d %s freed %zu\n", held, paused, whilePaused,
+                resumed, same ? "same" : "DIFFERENT", used());
     return 0;
 }

@@ -167,6 +167,15 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
+// A "device" of the capacity set (or 80 GiB), of which memtool's allocations are
+// the only users.
+CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+    const size_t cap = capacity.load() ? capacity.load() : size_t{80} << 30;
+    *total = cap;
+    *free = cap - used.load();
+    return CUDA_SUCCESS;
+}
+
 CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream) {
     std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
     return CUDA_SUCCESS;

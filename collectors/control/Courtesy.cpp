@@ -1,0 +1,221 @@
+#include "collectors/control/Courtesy.h"
+
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "collectors/control/JsonWriter.h"
+
+namespace memtool::collectors::control {
+
+namespace {
+
+constexpr double kDefaultWaitS = 30;
+
+uint64_t nowNs() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// This process's resident memory, from /proc/self/statm (read(2): no stdio here).
+uint64_t residentBytes() {
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char* resident = std::strchr(buf, ' ');
+    return resident ? std::strtoull(resident + 1, nullptr, 10) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+}  // namespace
+
+OpResult Courtesy::yieldLocked(core::BackupKind cudaTarget, core::ControlOrigin origin) {
+    // PyTorch's cache holds free blocks that need no backup: let them go first.
+    if (emptyCache_) emptyCache_();
+    ForcedBackup forced;
+    forced.cpu = core::BackupKind::Disk;
+    forced.cuda = cudaTarget;
+    OpResult r = regions_.pause(nullptr, origin, core::ControlAction::Yield, &forced);
+    if (r.ok && !r.changed)
+        std::snprintf(r.message, sizeof r.message,
+                      "nothing to yield: no region holds resident memory (under `memtool run "
+                      "--pausable all` every allocation is in one)");
+    return r;
+}
+
+void Courtesy::describe(const OpResult& r, const char* action, double parkS, char* out, size_t size) {
+    JsonWriter j(out, size);
+    j.open('{');
+    j.key("ok").value(r.ok);
+    j.key("action").value(action);
+    j.key("changed").value(r.changed);
+    j.key("bytes").value(r.bytes);
+    j.key("allocations").value(r.allocations);
+    j.key("seconds").value(r.seconds);
+    j.key("park_seconds").value(parkS);
+    j.key("parked").value(parkedByUs_);
+    j.key("message").value(r.message);
+    // Per device: what moved, and what the device (or the process) still holds:
+    // memory memtool does not serve (the CUDA context, libraries' own buffers).
+    j.key("devices").open('[');
+    for (int i = 0; i < r.deviceCount; ++i) {
+        char name[16];
+        deviceText(r.devices[i].device, name, sizeof name);
+        j.open('{');
+        j.key("device").value(name);
+        j.key("bytes").value(r.devices[i].bytes);
+        if (r.devices[i].device == core::kDeviceCpu) {
+            j.key("process_resident_bytes").value(residentBytes());
+        } else {
+            uint64_t free = 0, total = 0;
+            if (regions_.deviceMemory(r.devices[i].device, &free, &total)) {
+                j.key("device_used_bytes").value(total - free);
+                j.key("device_total_bytes").value(total);
+            }
+        }
+        j.close('}');
+    }
+    j.close(']');
+    j.close('}');
+}
+
+uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, size_t size) {
+    core::BackupKind target = core::BackupKind::Disk;
+    double waitS = kDefaultWaitS;
+    for (size_t i = 1; i < argc; ++i) {
+        const bool hasValue = i + 1 < argc;
+        if (std::strcmp(argv[i], "--to") == 0 && hasValue && std::strcmp(argv[i + 1], "host") == 0) {
+            target = core::BackupKind::Host;
+            ++i;
+        } else if (std::strcmp(argv[i], "--to") == 0 && hasValue && std::strcmp(argv[i + 1], "disk") == 0) {
+            ++i;
+        } else if (std::strcmp(argv[i], "--wait") == 0 && hasValue && std::atof(argv[i + 1]) > 0) {
+            waitS = std::atof(argv[++i]);
+        } else {
+            std::snprintf(out, size, "{\"ok\":false,\"message\":\"yield takes [--to host|disk] [--wait SECONDS]\"}");
+            return static_cast<uint8_t>(core::ReplyStatus::Refused);
+        }
+    }
+    LockGuard lock(mu_);
+    if (yielded_) {
+        std::snprintf(out, size,
+                      "{\"ok\":true,\"action\":\"yield\",\"changed\":false,\"message\":\"the program has yielded "
+                      "already; nothing done (restore gives its memory back)\"}");
+        return static_cast<uint8_t>(core::ReplyStatus::Ok);
+    }
+    const uint64_t start = nowNs();
+    switch (safePoint_.park(static_cast<uint64_t>(waitS * 1e9))) {
+        case SafePoint::Outcome::Parked:
+            break;
+        case SafePoint::Outcome::TimedOut:
+            std::snprintf(out, size,
+                          "{\"ok\":false,\"action\":\"yield\",\"changed\":false,\"message\":\"the program's main "
+                          "thread did not reach a safe point within %g s (it may be blocked in a system call: a "
+                          "sleep, I/O, a lock); nothing was yielded\"}",
+                          waitS);
+            return static_cast<uint8_t>(core::ReplyStatus::Failed);
+        case SafePoint::Outcome::NoSafePoints:
+            std::snprintf(out, size,
+                          "{\"ok\":false,\"action\":\"yield\",\"changed\":false,\"message\":\"this program runs no "
+                          "Python interpreter and marks no safe points (memtool_safe_point() in the collector's C "
+                          "API); yield is refused\"}");
+            return static_cast<uint8_t>(core::ReplyStatus::Refused);
+        case SafePoint::Outcome::Busy:
+            std::snprintf(out, size,
+                          "{\"ok\":false,\"action\":\"yield\",\"changed\":false,\"message\":\"the program is "
+                          "being parked already\"}");
+            return static_cast<uint8_t>(core::ReplyStatus::Failed);
+    }
+    parkedByUs_ = true;
+    const double parkS = static_cast<double>(nowNs() - start) / 1e9;
+    OpResult r = yieldLocked(target, core::ControlOrigin::Ctl);
+    if (!r.ok) {  // nothing is away (or some is, and stays away): the program waits for restore
+        yielded_ = r.changed;
+        if (!r.changed) {
+            safePoint_.release();
+            parkedByUs_ = false;
+        }
+    } else {
+        yielded_ = true;
+    }
+    r.seconds = static_cast<double>(nowNs() - start) / 1e9;
+    // Where the content went, after what the pause said (cut to the message's room).
+    bool cuda = false;
+    for (int i = 0; i < r.deviceCount; ++i) cuda |= core::cudaOrdinal(r.devices[i].device) >= 0;
+    const size_t used = std::strlen(r.message);
+    if (r.changed)
+        std::snprintf(r.message + used, sizeof r.message - used, "; content backed up: CPU memory to disk%s%s",
+                      cuda ? ", CUDA memory to " : "", cuda ? backupName(target) : "");
+    describe(r, "yield", parkS, out, size);
+    return static_cast<uint8_t>(r.ok ? core::ReplyStatus::Ok : core::ReplyStatus::Failed);
+}
+
+uint8_t Courtesy::restoreCommand(char* out, size_t size) {
+    LockGuard lock(mu_);
+    if (!yielded_) {
+        std::snprintf(out, size,
+                      "{\"ok\":true,\"action\":\"restore\",\"changed\":false,\"message\":\"the program has not "
+                      "yielded; nothing to restore\"}");
+        return static_cast<uint8_t>(core::ReplyStatus::Ok);
+    }
+    const uint64_t start = nowNs();
+    OpResult r = regions_.resume(nullptr, core::ControlOrigin::Ctl, core::ControlAction::Restore);
+    // A resume that could not bring everything back keeps the program parked: it
+    // must not run on with memory missing. restore can be asked again.
+    if (r.ok) {
+        yielded_ = false;
+        if (parkedByUs_) safePoint_.release();
+        parkedByUs_ = false;
+    }
+    r.seconds = static_cast<double>(nowNs() - start) / 1e9;
+    describe(r, "restore", 0, out, size);
+    return static_cast<uint8_t>(r.ok ? core::ReplyStatus::Ok : core::ReplyStatus::Failed);
+}
+
+OpResult Courtesy::yieldHere(core::BackupKind cudaTarget) {
+    LockGuard lock(mu_);
+    OpResult r;
+    if (yielded_) {
+        std::snprintf(r.message, sizeof r.message, "the program has yielded already; nothing done");
+        return r;
+    }
+    r = yieldLocked(cudaTarget, core::ControlOrigin::Api);
+    yielded_ = r.changed;
+    return r;
+}
+
+OpResult Courtesy::restoreHere() {
+    LockGuard lock(mu_);
+    OpResult r;
+    if (!yielded_) {
+        std::snprintf(r.message, sizeof r.message, "the program has not yielded; nothing to restore");
+        return r;
+    }
+    if (parkedByUs_) {  // it yielded from outside: only memtool ctl restore ends that
+        r.ok = false;
+        std::snprintf(r.message, sizeof r.message, "the program was yielded by memtool ctl; restore it from there");
+        return r;
+    }
+    r = regions_.resume(nullptr, core::ControlOrigin::Api, core::ControlAction::Restore);
+    if (r.ok) yielded_ = false;
+    return r;
+}
+
+void Courtesy::abandon() {
+    LockGuard lock(mu_);
+    if (!parkedByUs_) return;
+    regions_.resume(nullptr, core::ControlOrigin::Ctl, core::ControlAction::Restore);
+    yielded_ = false;
+    parkedByUs_ = false;
+    safePoint_.release();
+}
+
+}  // namespace memtool::collectors::control

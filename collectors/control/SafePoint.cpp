@@ -1,0 +1,100 @@
+#include "collectors/control/SafePoint.h"
+
+#include <time.h>
+
+#include "collectors/CPythonApi.h"
+
+namespace memtool::collectors::control {
+
+namespace {
+
+CPythonApi gPython;
+bool gPythonResolved = false;
+
+// A Python interpreter runs in this process (looked up once it does).
+bool pythonRuns() {
+    if (!gPythonResolved) gPythonResolved = gPython.resolvePendingCalls();
+    return gPythonResolved && gPython.IsInitialized();
+}
+
+timespec deadlineAfter(uint64_t ns) {
+    timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);  // pthread_cond_timedwait's clock by default
+    const uint64_t total = static_cast<uint64_t>(t.tv_nsec) + ns % 1000000000ull;
+    t.tv_sec += static_cast<time_t>(ns / 1000000000ull + total / 1000000000ull);
+    t.tv_nsec = static_cast<long>(total % 1000000000ull);
+    return t;
+}
+
+}  // namespace
+
+SafePoint::Outcome SafePoint::park(uint64_t timeoutNs) {
+    pthread_mutex_lock(&mu_);
+    if (state_ != State::Idle) {
+        pthread_mutex_unlock(&mu_);
+        return Outcome::Busy;
+    }
+    const uintptr_t generation = ++generation_;
+    state_ = State::Requested;
+    const bool python = pythonRuns();
+    if (!python && !programMarks_) {
+        state_ = State::Idle;
+        pthread_mutex_unlock(&mu_);
+        return Outcome::NoSafePoints;
+    }
+    if (python && gPython.AddPendingCall(onMainThread, reinterpret_cast<void*>(generation)) != 0 && !programMarks_) {
+        state_ = State::Idle;  // the interpreter's queue is full: as good as not coming
+        pthread_mutex_unlock(&mu_);
+        return Outcome::TimedOut;
+    }
+    const timespec deadline = deadlineAfter(timeoutNs);
+    while (state_ == State::Requested)
+        if (pthread_cond_timedwait(&changed_, &mu_, &deadline) != 0) break;
+    const bool parked = state_ == State::Parked;
+    if (!parked) state_ = State::Idle;  // withdrawn: a late arrival goes on at once
+    pthread_mutex_unlock(&mu_);
+    return parked ? Outcome::Parked : Outcome::TimedOut;
+}
+
+bool SafePoint::release() {
+    pthread_mutex_lock(&mu_);
+    const bool wasParked = state_ == State::Parked;
+    if (wasParked) {
+        state_ = State::Idle;
+        pthread_cond_broadcast(&changed_);
+    }
+    pthread_mutex_unlock(&mu_);
+    return wasParked;
+}
+
+bool SafePoint::parked() {
+    pthread_mutex_lock(&mu_);
+    const bool p = state_ == State::Parked;
+    pthread_mutex_unlock(&mu_);
+    return p;
+}
+
+void SafePoint::parkHereLocked() {
+    state_ = State::Parked;
+    pthread_cond_broadcast(&changed_);
+    while (state_ == State::Parked) pthread_cond_wait(&changed_, &mu_);
+}
+
+int SafePoint::onMainThread(void* generation) {
+    SafePoint& s = safePoint();
+    pthread_mutex_lock(&s.mu_);
+    // Only the request that scheduled this call, and only while it stands.
+    if (s.state_ == State::Requested && s.generation_ == reinterpret_cast<uintptr_t>(generation))
+        s.parkHereLocked();
+    pthread_mutex_unlock(&s.mu_);
+    return 0;
+}
+
+void SafePoint::reached() {
+    pthread_mutex_lock(&mu_);
+    programMarks_ = true;
+    if (state_ == State::Requested) parkHereLocked();
+    pthread_mutex_unlock(&mu_);
+}
+
+}  // namespace memtool::collectors::control

@@ -1,0 +1,231 @@
+// Courtesy: a running program yields all of its memory and takes it back, under
+// `memtool run --pausable all`, driven by `memtool ctl PID yield/restore` from
+// outside or by memtool.yield_memory()/restore() from inside (Debian's torch, CPU).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "tests/e2e/E2eSupport.h"
+
+using namespace memtool::e2e;
+
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+
+std::string readFile(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// The answer of `memtool ctl --format json PID WORDS...`: {pid, status, body}.
+nlohmann::json ctlJson(const std::string& pid, std::vector<std::string> words, int* exitCode) {
+    words.insert(words.begin(), {"--format", "json", pid});
+    Outcome o = ctl(words, controlEnv());
+    *exitCode = o.exitCode;
+    return nlohmann::json::parse(o.out.empty() ? "null" : o.out, nullptr, false);
+}
+
+}  // namespace
+
+// The test: a seeded MLP whose parameters and Adam state are several
+// hundred MiB, yielded to disk mid-run and restored; it goes on as if nothing
+// happened.
+TEST(Courtesy, CtlYieldsATrainingRunToDiskAndItGoesOnUnchanged) {
+    const std::string dir = tempDir();
+    const std::string bareLosses = dir + "/bare.txt", losses = dir + "/losses.txt";
+    const std::string flag = dir + "/go", trace = dir + "/t.json";
+    Outcome bare = run({PYTHON_BIN, script("courtesy_train.py"), "4", bareLosses, "-"});
+    ASSERT_EQ(bare.exitCode, 0) << bare.err;
+
+    uint64_t params = 0, rssBefore = 0, rssYielded = 0, rssRestored = 0;
+    nlohmann::json yielded, yieldedAgain, restored, restoredAgain, restoreFirst;
+    int yieldCode = -1, yieldAgainCode = -1, restoreCode = -1, restoreAgainCode = -1,
+        restoreFirstCode = -1;
+    std::string yieldText, restoreText;
+    Outcome o = run(
+        {MEMTOOL_BIN, "run", "-q", "--pausable", "all", "-o", trace, "--", PYTHON_BIN,
+         script("courtesy_train.py"), "4", losses, flag},
+        "", controlEnv(), [&](pid_t, const std::string& first) {
+            std::istringstream words(first);
+            std::string ready;
+            pid_t target = 0;
+            words >> ready >> target >> params;
+            ASSERT_EQ(ready, "ready") << first;
+            const std::string pid = std::to_string(target);
+            restoreFirst = ctlJson(pid, {"restore"}, &restoreFirstCode);
+            rssBefore = rssOf(target);
+            Outcome y = ctl({pid, "yield", "--to", "disk"}, controlEnv());
+            yieldCode = y.exitCode;
+            yieldText = y.out + y.err;
+            rssYielded = rssOf(target);
+            yieldedAgain = ctlJson(pid, {"yield"}, &yieldAgainCode);
+            restored = ctlJson(pid, {"restore"}, &restoreCode);
+            rssRestored = rssOf(target);
+            restoredAgain = ctlJson(pid, {"restore"}, &restoreAgainCode);
+            std::ofstream(flag) << "go\n";  // the program was waiting for this at step 2
+        });
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out.substr(o.out.find(' ', 6)), " 100712448\ndone\n") << o.out;
+    // Six 2048x2048 Linear layers with biases, float32.
+    EXPECT_EQ(params, 6u * (2048 * 2048 + 2048) * 4);
+
+    // Restore before any yield, and yield twice, restore twice: said plainly.
+    EXPECT_EQ(restoreFirstCode, 0);
+    EXPECT_EQ(restoreFirst.at("body").at("message"), "the program has not yielded; nothing to restore");
+    EXPECT_EQ(yieldAgainCode, 0);
+    EXPECT_FALSE(yieldedAgain.at("body").at("changed").get<bool>());
+    EXPECT_EQ(yieldedAgain.at("body").at("message"),
+              "the program has yielded already; nothing done (restore gives its memory back)");
+    EXPECT_EQ(restoreAgainCode, 0);
+    EXPECT_EQ(restoredAgain.at("body").at("message"), "the program has not yielded; nothing to restore");
+
+    // The yield: parameters, gradients and Adam's two moments at least; the
+    // process's resident memory fell by no less than what memtool says it took.
+    ASSERT_EQ(yieldCode, 0) << yieldText;
+    EXPECT_EQ(yieldText.rfind("yield: ", 0), 0u) << yieldText;
+    EXPECT_NE(yieldText.find("  cpu "), std::string::npos) << yieldText;
+    EXPECT_NE(yieldText.find("content backed up: CPU memory to disk"), std::string::npos) << yieldText;
+    const std::string bytesText = yieldText.substr(yieldText.find('(') + 1);
+    const uint64_t yieldedBytes = std::stoull(bytesText);
+    EXPECT_GE(yieldedBytes, 4 * params);
+    EXPECT_GE(rssBefore - rssYielded, yieldedBytes);
+
+    // The restore brings back every paused allocation (not the free blocks memtool
+    // kept for reuse: they were let go at the yield).
+    ASSERT_EQ(restoreCode, 0) << restored.dump();
+    const auto& body = restored.at("body");
+    EXPECT_TRUE(body.at("changed").get<bool>());
+    EXPECT_GE(body.at("bytes").get<uint64_t>(), 4 * params);
+    EXPECT_LE(body.at("bytes").get<uint64_t>(), yieldedBytes);
+    ASSERT_EQ(body.at("devices").size(), 1u);
+    EXPECT_EQ(body.at("devices").at(0).at("device"), "cpu");
+    EXPECT_GE(rssRestored - rssYielded, body.at("bytes").get<uint64_t>());
+
+    // Step for step, the same losses as without memtool.
+    EXPECT_EQ(readFile(losses), readFile(bareLosses));
+    const std::string lossText = readFile(losses);
+    EXPECT_EQ(std::count(lossText.begin(), lossText.end(), '\n'), 4);
+
+    // The trace has the yield and the restore, from ctl, on the cpu.
+    const auto p = readJson(trace).at("processes").at(0);
+    EXPECT_TRUE(p.at("complete").get<bool>());
+    ASSERT_EQ(p.at("control").size(), 2u) << p.at("control").dump();
+    EXPECT_EQ(p.at("control").at(0).at("action"), "yield");
+    EXPECT_EQ(p.at("control").at(0).at("origin"), "ctl");
+    EXPECT_EQ(p.at("control").at(0).at("backup"), "disk");
+    EXPECT_EQ(p.at("control").at(1).at("action"), "restore");
+    EXPECT_EQ(p.at("control").at(1).at("bytes"), body.at("bytes"));
+    EXPECT_EQ(p.at("regions").at(0).at("tag"), "default");
+}
+
+// A main thread that sits in a system call never reaches a safe point: yield
+// says so after its wait, and nothing is taken; the program later goes on and
+// ends as it would have.
+TEST(Courtesy, YieldOfAProgramBlockedInASystemCallTimesOut) {
+    const std::string trace = tempDir() + "/t.json";
+    Outcome y;
+    nlohmann::json status;
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "--pausable", "all", "-o", trace, "--", PYTHON_BIN,
+                     script("wait_for_term.py")},
+                    "", controlEnv(), [&](pid_t memtool, const std::string& first) {
+                        ASSERT_EQ(first, "ready");
+                        // The target is memtool's only child.
+                        std::ifstream children("/proc/" + std::to_string(memtool) + "/task/" +
+                                               std::to_string(memtool) + "/children");
+                        pid_t target = 0;
+                        children >> target;
+                        y = ctl({std::to_string(target), "yield", "--wait", "0.5"}, controlEnv());
+                        int code = 0;
+                        status = ctlJson(std::to_string(target), {"status"}, &code);
+                        kill(target, SIGTERM);
+                    });
+    EXPECT_EQ(y.exitCode, 1);
+    EXPECT_EQ(y.out, "");
+    EXPECT_EQ(y.err,
+              "memtool: yield failed: the program's main thread did not reach a safe point within "
+              "0.5 s (it may be blocked in a system call: a sleep, I/O, a lock); nothing was "
+              "yielded\n");
+    // Nothing was paused.
+    ASSERT_TRUE(status.at("body").at("regions").is_array()) << status.dump();
+    for (const auto& region : status.at("body").at("regions"))
+        EXPECT_EQ(region.at("state"), "resident") << status.dump();
+    // The program's own ending, untouched: its handler ran and it exited 7.
+    EXPECT_EQ(o.exitCode, 7) << o.err;
+    EXPECT_EQ(o.out, "ready\ngot SIGTERM\n");
+    EXPECT_TRUE(readJson(trace).at("processes").at(0).at("control").empty());
+}
+
+TEST(Courtesy, ThePythonApiYieldsAndRestoresInProcess) {
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "--pausable", "all", "-o", trace, "--", PYTHON_BIN,
+                     script("courtesy_api.py")},
+                    "", controlEnv());
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    // The one 64 MiB storage is all the program's CPU memory at that point.
+    EXPECT_EQ(o.out,
+              "yield True True 67108864 1 True\n"
+              "again the program has yielded already; nothing done\n"
+              "restore True 67108864 1\n"
+              "intact True\n"
+              "restore again the program has not yielded; nothing to restore\n");
+    const auto p = readJson(trace).at("processes").at(0);
+    ASSERT_EQ(p.at("control").size(), 2u);
+    EXPECT_EQ(p.at("control").at(0).at("action"), "yield");
+    EXPECT_EQ(p.at("control").at(0).at("origin"), "api");
+    EXPECT_EQ(p.at("control").at(0).at("bytes"), 64 * MiB);
+}
+
+TEST(Courtesy, WithoutPausableAllThereIsNothingToYield) {
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", tempDir() + "/t.json", "--", PYTHON_BIN,
+                     script("courtesy_api.py")},
+                    "", controlEnv());
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out.substr(0, o.out.find('\n') + 1), "yield True False 0 0 False\n");
+    EXPECT_NE(o.out.find("again nothing to yield: no region holds resident memory (under `memtool "
+                         "run --pausable all` every allocation is in one)\n"),
+              std::string::npos)
+        << o.out;
+}
+
+// A C++ program: refused unless it marks safe points through the C API; with
+// them, it is parked at one and its memory yielded and restored.
+TEST(Courtesy, ACppProgramIsYieldedOnlyAtTheSafePointsItMarks) {
+    if (std::string(COURTESY_USER_BIN).empty()) GTEST_SKIP() << "built without LibTorch";
+    for (const std::string mode : {"plain", "marks"}) {
+        Outcome y, r;
+        uint64_t rssBefore = 0, rssYielded = 0;
+        Outcome o = run({MEMTOOL_BIN, "run", "-q", "--pausable", "all", "-o",
+                         tempDir() + "/t.json", "--", COURTESY_USER_BIN, mode},
+                        "", controlEnv(), [&](pid_t, const std::string& first) {
+                            const std::string pid = first.substr(6);
+                            rssBefore = rssOf(std::stoi(pid));
+                            y = ctl({pid, "yield"}, controlEnv());
+                            rssYielded = rssOf(std::stoi(pid));
+                            r = ctl({pid, "restore"}, controlEnv());
+                            kill(std::stoi(pid), SIGUSR1);
+                        });
+        ASSERT_EQ(o.exitCode, 0) << mode << o.err;
+        EXPECT_EQ(o.out.substr(o.out.find('\n') + 1), "intact 1\n") << mode;
+        if (mode == "plain") {
+            EXPECT_EQ(y.exitCode, 1);
+            EXPECT_EQ(y.err,
+                      "memtool: yield failed: this program runs no Python interpreter and marks no "
+                      "safe points (memtool_safe_point() in the collector's C API); yield is "
+                      "refused\n");
+            EXPECT_EQ(r.out, "restore: the program has not yielded; nothing to restore\n");
+        } else {
+            EXPECT_EQ(y.exitCode, 0) << y.err;
+            EXPECT_EQ(y.out.rfind("yield: 64.00 MiB (67108864 bytes) in ", 0), 0u) << y.out;
+            EXPECT_GE(rssBefore - rssYielded, 64 * MiB);
+            EXPECT_EQ(r.exitCode, 0) << r.err;
+            EXPECT_EQ(r.out.rfind("restore: 64.00 MiB (67108864 bytes) in ", 0), 0u) << r.out;
+        }
+    }
+}
