@@ -46,12 +46,17 @@ struct CPythonApi {
     // Schedules a call on the main thread, between bytecodes (the GIL held); callable
     // from any thread without the GIL (Py_AddPendingCall). -1 when its queue is full.
     int (*AddPendingCall)(int (*)(void*), void*) = nullptr;
+    void (*ErrFetch)(PyObjectPtr*, PyObjectPtr*, PyObjectPtr*) = nullptr;
+    PyObjectPtr (*ObjectStr)(PyObjectPtr) = nullptr;
 
     // Resolves every symbol from the global scope; true when an interpreter is
     // linked into this process and all required functions were found.
     bool resolve();
     // Resolves only what safe points need (Py_IsInitialized, Py_AddPendingCall).
     bool resolvePendingCalls();
+    // Resolves what calling a Python function from C needs (the GIL held):
+    // import, call, strings, errors.
+    bool resolveCalls();
 };
 
 }  // namespace memtool::collectors

@@ -84,25 +84,33 @@ void Engine::free(uint64_t key) {
     freeGuarded(guard, key);
 }
 
+void Engine::captureStacks(Stacks& s) {
+    s.thread = threadState();
+    s.python = options_.pythonStacks ? currentShadowStack() : nullptr;
+    s.hasPython = s.python && s.python->depth > 0;
+    s.depth = options_.nativeStacks && s.thread
+                  ? capture_.native(*s.thread, s.ips, options_.maxNativeDepth, s.hasPython)
+                  : 0;
+    s.firstStale = s.hasPython
+                       ? refreshLines(*s.python, streamGeneration_.load(std::memory_order_relaxed))
+                       : 0;
+}
+
+void Engine::internLocked(Stacks& s, uint64_t* nativeNode, uint64_t* pyNode) {
+    // A new stream began while this thread was unwinding (a fork child reconnecting).
+    if (s.hasPython && s.python->generation != interner_.generation())
+        s.firstStale = refreshLines(*s.python, interner_.generation());
+    *nativeNode = s.thread ? interner_.native(*s.thread, s.ips, s.depth, writer_) : 0;
+    *pyNode = s.hasPython ? interner_.python(*s.python, s.firstStale, writer_) : 0;
+}
+
 void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size,
                           FlushPolicy flush, uint32_t region) {
-    // Stacks first, outside the lock: unwinding is the costly part, and the Python
-    // lines are read from this thread's own frames.
-    ThreadState* ts = threadState();
-    ShadowStack* py = options_.pythonStacks ? currentShadowStack() : nullptr;
-    const bool hasPython = py && py->depth > 0;
-    uint64_t ips[kMaxNativeDepth];
-    const int depth = options_.nativeStacks && ts
-                          ? capture_.native(*ts, ips, options_.maxNativeDepth, hasPython)
-                          : 0;
-    uint32_t firstStale =
-        hasPython ? refreshLines(*py, streamGeneration_.load(std::memory_order_relaxed)) : 0;
+    Stacks stacks;
+    captureStacks(stacks);
 
     LockGuard lock(mu_);
     if (!active_.load(std::memory_order_relaxed)) return;
-    // A new stream began while this thread was unwinding (a fork child reconnecting).
-    if (hasPython && py->generation != interner_.generation())
-        firstStale = refreshLines(*py, interner_.generation());
     if (!live_.insert(key, (static_cast<uint64_t>(device) << 56) | (size & kSizeMask))) {
         deactivateLocked("out of memory for the table of live blocks; profiling stopped");
         return;
@@ -111,8 +119,7 @@ void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, u
     a.device = device;
     a.address = key;
     a.size = size;
-    a.nativeNode = ts ? interner_.native(*ts, ips, depth, writer_) : 0;
-    a.pyNode = hasPython ? interner_.python(*py, firstStale, writer_) : 0;
+    internLocked(stacks, &a.nativeNode, &a.pyNode);
     a.timeDeltaNs = clockDeltaLocked();
     a.region = region;
     if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
@@ -120,6 +127,27 @@ void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, u
     ++counters_.allocCount;
     counters_.allocatedBytes += size;
     writer_.flushIfDue(lastClockNs_, flush);
+    healthyLocked();
+}
+
+void Engine::oom(uint8_t device, uint64_t size, core::OomSource source, uint64_t deviceFree,
+                 uint64_t deviceTotal) {
+    if (!active() || OwnDeviceCalls::active) return;
+    if (RecursionGuard::active) return missed();
+    RecursionGuard guard;
+    Stacks stacks;
+    captureStacks(stacks);
+    LockGuard lock(mu_);
+    if (!active_.load(std::memory_order_relaxed)) return;
+    core::OomFields o;
+    o.device = device;
+    o.size = size;
+    internLocked(stacks, &o.nativeNode, &o.pyNode);
+    o.timeDeltaNs = clockDeltaLocked();
+    o.source = source;
+    o.deviceFree = deviceFree;
+    o.deviceTotal = deviceTotal;
+    sendNowLocked(core::kMaxFixedRecordBytes, [&](uint8_t* p) { return core::encodeOom(p, o); });
     healthyLocked();
 }
 
@@ -239,7 +267,7 @@ void Engine::flushIfStale() {
     healthyLocked();
 }
 
-void Engine::flushForTest() {
+void Engine::flush() {
     RecursionGuard guard;
     LockGuard lock(mu_);
     if (!active_.load()) return;

@@ -1,5 +1,7 @@
 #include "core/Aggregator.h"
 
+#include <algorithm>
+
 namespace memtool::core {
 
 void Aggregator::onHandshake(const Handshake& h) {
@@ -50,6 +52,32 @@ void Aggregator::onControl(const ControlRecord& c) {
 void Aggregator::onReply(const ReplyRecord& r) {
     replies_.push_back(r);
     ++records_;
+}
+
+void Aggregator::onOom(const OomRecord& o) {
+    ++records_;
+    lastTimeNs_ = o.timeNs;
+    if (oomCount_++ >= kMaxOomEvents) return;
+    OomEvent e;
+    e.record = o;
+    e.stack = stackIndex(o.f.device, o.f.nativeNode, o.f.pyNode);
+    e.heldDevice = o.f.device;
+    // On CUDA, PyTorch's blocks say which tensors held the device, when the bridge
+    // reports them; the driver-level row holds whole segments.
+    const int ordinal = cudaOrdinal(o.f.device);
+    if (ordinal >= 0) {
+        const uint8_t active = cudaDevice(ordinal, DevicePool::Active);
+        if (!live_[active].empty()) e.heldDevice = active;
+    }
+    for (uint32_t i = 0; i < stacks_.size(); ++i)
+        if (stacks_[i].device == e.heldDevice && stacks_[i].liveBytes > 0)
+            e.consumers.emplace_back(i, stacks_[i].liveBytes);
+    std::sort(e.consumers.begin(), e.consumers.end(), [](const auto& a, const auto& b) {
+        return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
+    auto d = devices_.find(e.heldDevice);
+    e.liveBytes = d == devices_.end() ? 0 : d->second.currentBytes;
+    ooms_.push_back(std::move(e));
 }
 
 void Aggregator::onEnd(const EndFields& e) { end_ = e; }

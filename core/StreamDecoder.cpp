@@ -166,6 +166,28 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             sink_.onAlloc(a);
             break;
         }
+        case RecordTag::Oom: {
+            OomRecord o;
+            o.f.device = c.byte();
+            o.f.size = c.varint();
+            o.f.nativeNode = c.varint();
+            o.f.pyNode = c.varint();
+            o.f.timeDeltaNs = c.varint();
+            const uint8_t source = c.byte();
+            o.f.deviceFree = c.varint();
+            o.f.deviceTotal = c.varint();
+            if (!c.ok) return 0;
+            if (o.f.nativeNode >= nextNativeId_ || o.f.pyNode >= nextPyNodeId_)
+                throw ProtocolError("out-of-memory record refers to an unknown stack");
+            if (source < static_cast<uint8_t>(OomSource::Allocator) ||
+                source > static_cast<uint8_t>(OomSource::Torch))
+                throw ProtocolError("unknown out-of-memory source");
+            o.f.source = static_cast<OomSource>(source);
+            clockNs_ += o.f.timeDeltaNs;
+            o.timeNs = clockNs_;
+            sink_.onOom(o);
+            break;
+        }
         case RecordTag::Free: {
             FreeRecord f;
             f.f.device = c.byte();

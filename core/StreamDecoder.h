@@ -26,6 +26,7 @@ public:
     virtual void onRegion(const RegionRecord&) = 0;
     virtual void onControl(const ControlRecord&) = 0;
     virtual void onReply(const ReplyRecord&) = 0;
+    virtual void onOom(const OomRecord&) {}
     virtual void onEnd(const EndFields&) = 0;
 };
 

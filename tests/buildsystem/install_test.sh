@@ -17,7 +17,8 @@ trap 'rm -rf "$prefix"' EXIT
 
 # Exactly these files: memtool and, beside each other, the libraries it injects.
 expected=(bin/memtool lib/memtool/libmemtool_collector.so lib/memtool/python/memtool/__init__.py
-          lib/memtool/python/memtool/_collector.py lib/memtool/python/memtool/torch_memory_saver.py)
+          lib/memtool/python/memtool/_collector.py lib/memtool/python/memtool/_live.py
+          lib/memtool/python/memtool/_run.py lib/memtool/python/memtool/torch_memory_saver.py)
 [ -z "$cupti_dir" ] || expected+=(lib/memtool/libmemtool_cupti.so)
 [ "$bridge_built" = 0 ] || expected+=(lib/memtool/libmemtool_torch_bridge.so)
 want=$(printf '%s\n' "${expected[@]}" | sort)

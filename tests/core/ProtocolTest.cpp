@@ -219,3 +219,43 @@ TEST(Protocol, AggregatorVerifiesTheEndCounters) {
     d2.feed(trimmed.data(), trimmed.size());
     EXPECT_FALSE(lossy.streamVerified());
 }
+
+TEST(Protocol, AnOutOfMemoryRecordRoundTrips) {
+    struct OomOnly : Recorder {
+        std::vector<OomRecord> ooms;
+        void onOom(const OomRecord& o) override { ooms.push_back(o), log.push_back("O"); }
+    } r;
+    Handshake h;
+    h.pid = 7;
+    std::vector<uint8_t> s = encodeHandshake(h);
+    uint8_t buf[256];
+    s.insert(s.end(), buf, encodeNativeNode(buf, 0, 0x1234));
+    OomFields o;
+    o.device = cudaDevice(2);
+    o.size = 3ull << 30;
+    o.nativeNode = 1;
+    o.timeDeltaNs = 40;
+    o.source = OomSource::Torch;
+    o.deviceFree = 123456789;
+    o.deviceTotal = 80ull << 30;
+    uint8_t* end = encodeOom(buf, o);
+    EXPECT_LE(static_cast<size_t>(end - buf), kMaxFixedRecordBytes);
+    s.insert(s.end(), buf, end);
+    StreamDecoder d(r);
+    d.feed(s.data(), s.size());
+    ASSERT_EQ(r.ooms.size(), 1u);
+    EXPECT_EQ(r.ooms[0].f.device, cudaDevice(2));
+    EXPECT_EQ(r.ooms[0].f.size, 3ull << 30);
+    EXPECT_EQ(r.ooms[0].f.nativeNode, 1u);
+    EXPECT_EQ(r.ooms[0].f.source, OomSource::Torch);
+    EXPECT_EQ(r.ooms[0].f.deviceFree, 123456789u);
+    EXPECT_EQ(r.ooms[0].f.deviceTotal, 80ull << 30);
+    EXPECT_EQ(r.ooms[0].timeNs, 40u);
+    // A stack not yet declared, or an unknown source, is not a stream.
+    std::vector<uint8_t> bad = encodeHandshake(h);
+    o.nativeNode = 5;
+    bad.insert(bad.end(), buf, encodeOom(buf, o));
+    Recorder quiet;
+    StreamDecoder d2(quiet);
+    EXPECT_THROW(d2.feed(bad.data(), bad.size()), ProtocolError);
+}
