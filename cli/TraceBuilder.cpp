@@ -337,6 +337,15 @@ void regionsAndControl(const core::Aggregator& agg, core::ProcessTrace& p) {
 
 }  // namespace
 
+std::vector<core::Frame> stackFrames(const core::Aggregator& agg, Symbolizer& symbolizer,
+                                     const core::StackState& stack) {
+    return mergedStack(agg, symbolizer, stack);
+}
+
+std::optional<size_t> siteOf(const std::vector<core::Frame>& stack, SiteMode mode) {
+    return chooseSite(stack, mode);
+}
+
 core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
                                      const ProcessOutcome& outcome, SiteMode siteMode) {
     core::ProcessTrace p = processHeader(agg, outcome);

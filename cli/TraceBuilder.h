@@ -31,4 +31,11 @@ class Symbolizer;
 core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
                                      const ProcessOutcome& outcome, SiteMode siteMode);
 
+// One stack as trace.json shows it, innermost frame first: the native frames
+// (symbolized) with the Python frames where the interpreter's were.
+std::vector<core::Frame> stackFrames(const core::Aggregator& agg, Symbolizer& symbolizer,
+                                     const core::StackState& stack);
+// The position of the frame a stack is named after (its site); none when empty.
+std::optional<size_t> siteOf(const std::vector<core::Frame>& stack, SiteMode mode);
+
 }  // namespace memtool::cli

@@ -38,7 +38,9 @@ void replyPythonError(const Call& c) {
             // Kept JSON-safe: quotes, backslashes and control bytes become spaces.
             size_t i = 0;
             for (; i + 1 < sizeof why && i < static_cast<size_t>(n); ++i)
-                why[i] = s[i] == '"' || s[i] == '\\' || static_cast<unsigned char>(s[i]) < 0x20 ? ' ' : s[i];
+                why[i] = s[i] == '"' || s[i] == '\\' || static_cast<unsigned char>(s[i]) < 0x20
+                             ? ' '
+                             : s[i];
             why[i] = '\0';
         }
         gPython.DecRef(text);
@@ -59,7 +61,8 @@ void listOnMainThread(void* context) {
     if (!module) return replyPythonError(c);
     PyObjectPtr name = gPython.UnicodeFromString("visible_tensors_json");
     PyObjectPtr device = gPython.UnicodeFromString(c.device ? c.device : "");
-    PyObjectPtr result = name && device ? gPython.ObjectCallMethodObjArgs(module, name, device, nullptr) : nullptr;
+    PyObjectPtr result =
+        name && device ? gPython.ObjectCallMethodObjArgs(module, name, device, nullptr) : nullptr;
     for (PyObjectPtr o : {module, name, device})
         if (o) gPython.DecRef(o);
     if (!result) return replyPythonError(c);
@@ -84,25 +87,28 @@ void LiveTensors::command(size_t argc, const char* const* argv, Engine& engine, 
         } else if (std::strcmp(argv[i], "--wait") == 0 && hasValue && std::atof(argv[i + 1]) > 0) {
             waitS = std::atof(argv[++i]);
         } else {
-            return replyText(engine, id, core::ReplyStatus::Refused,
-                             "{\"error\":\"tensors takes [--device cpu|cuda:N] [--wait SECONDS]\"}");
+            return replyText(
+                engine, id, core::ReplyStatus::Refused,
+                "{\"error\":\"tensors takes [--device cpu|cuda:N] [--wait SECONDS]\"}");
         }
     }
     if (!gResolved) gResolved = gPython.resolveCalls();
     if (!gResolved)
-        return replyText(engine, id, core::ReplyStatus::Refused,
-                         "{\"error\":\"this program runs no Python interpreter: there are no Python "
-                         "tensors to list\"}");
+        return replyText(
+            engine, id, core::ReplyStatus::Refused,
+            "{\"error\":\"this program runs no Python interpreter: there are no Python "
+            "tensors to list\"}");
     Call call{&engine, id, device};
     char out[512];
     switch (safePoint_.run(listOnMainThread, &call, static_cast<uint64_t>(waitS * 1e9))) {
         case SafePoint::Outcome::Ran:
             return;  // it replied
         case SafePoint::Outcome::TimedOut:
-            std::snprintf(out, sizeof out,
-                          "{\"error\":\"the program's main thread did not reach a safe point within %g s "
-                          "(it may be blocked in a system call: a sleep, I/O, a lock)\"}",
-                          waitS);
+            std::snprintf(
+                out, sizeof out,
+                "{\"error\":\"the program's main thread did not reach a safe point within %g s "
+                "(it may be blocked in a system call: a sleep, I/O, a lock)\"}",
+                waitS);
             return replyText(engine, id, core::ReplyStatus::Failed, out);
         case SafePoint::Outcome::NoSafePoints:
             return replyText(engine, id, core::ReplyStatus::Refused,
