@@ -85,6 +85,20 @@ std::map<std::string, core::DeviceTotals> deviceTotals(const core::Aggregator& a
     return devices;
 }
 
+// A series per device and pool, named as `memtool check` names them ("cuda:0.active").
+std::map<std::string, core::TimelineSeries> timelines(const core::Aggregator& agg) {
+    std::map<std::string, core::TimelineSeries> series;
+    for (const auto& [code, d] : agg.devices()) {
+        if (d.timeline.empty()) continue;
+        core::TimelineSeries& s = series[core::deviceName(code)];
+        s.bucketS = static_cast<double>(d.timeline.bucketNs()) / 1e9;
+        // The same conversion as peak_time_s: the peak's point carries that very number.
+        for (const core::TimelineSample& sample : d.timeline.samples())
+            s.points.push_back({static_cast<double>(sample.timeNs) / 1e9, sample.bytes});
+    }
+    return series;
+}
+
 // ---- one stack ---------------------------------------------------------------------
 
 Stack pythonFrames(const core::Aggregator& agg, uint64_t pyNode) {
@@ -341,6 +355,7 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
                                      const ProcessOutcome& outcome, SiteMode siteMode) {
     core::ProcessTrace p = processHeader(agg, outcome);
     p.devices = deviceTotals(agg);
+    p.timeline = timelines(agg);
 
     HotspotTable hotspots;
     LineTable lines;
