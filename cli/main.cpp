@@ -15,6 +15,7 @@
 #include "cli/RunCommand.h"
 #include "core/Error.h"
 #include "reporters/Check.h"
+#include "reporters/CollapsedReporter.h"
 #include "reporters/Diff.h"
 #include "reporters/JsonReporter.h"
 #include "reporters/LineReporter.h"
@@ -25,20 +26,6 @@ namespace {
 
 using namespace memtool;
 
-int reportCommand(const std::string& path, const reporters::ReportOptions& options,
-                  const std::string& format, bool lines,
-                  const reporters::LineReportOptions& lineOptions) {
-    core::Trace trace = reporters::loadTrace(path);
-    if (lines && format == "text") {
-        reporters::renderLines(trace, lineOptions, std::cout);
-    } else if (format == "json") {
-        std::cout << reporters::renderJson(trace, options).dump(2) << '\n';
-    } else {
-        reporters::renderTable(trace, options, std::cout);
-    }
-    return 0;
-}
-
 // Writes to the file, or stdout when the path is empty.
 void emit(const std::string& path, const std::string& text) {
     if (path.empty()) {
@@ -48,6 +35,35 @@ void emit(const std::string& path, const std::string& text) {
     std::ofstream out(path, std::ios::trunc);
     out << text;
     if (!out) throw core::Error(core::kExitBadInput, "cannot write " + path);
+}
+
+struct ReportArgs {
+    std::string path;
+    std::string format = "text";
+    std::string output;  // stdout when empty
+    std::string metric;  // collapsed only; empty: peak
+    bool lines = false;
+    reporters::ReportOptions options;
+    reporters::LineReportOptions lineOptions;
+};
+
+int reportCommand(const ReportArgs& a) {
+    if (!a.metric.empty() && a.format != "collapsed")
+        throw core::Error(core::kExitBadInput, "--metric goes with --format collapsed");
+    core::Trace trace = reporters::loadTrace(a.path);
+    std::ostringstream out;
+    if (a.format == "collapsed") {
+        reporters::renderCollapsed(
+            trace, reporters::parseMetric(a.metric.empty() ? "peak" : a.metric), out);
+    } else if (a.lines && a.format == "text") {
+        reporters::renderLines(trace, a.lineOptions, out);
+    } else if (a.format == "json") {
+        out << reporters::renderJson(trace, a.options).dump(2) << '\n';
+    } else {
+        reporters::renderTable(trace, a.options, out);
+    }
+    emit(a.output, out.str());
+    return 0;
 }
 
 int checkCommand(const std::string& tracePath, const std::vector<std::string>& limits,
@@ -153,28 +169,36 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     ctlCmd->add_option("words", ctl.words, "list, or PID and a command")->required();
 
-    std::string tracePath, format = "text", sort = "peak";
-    reporters::ReportOptions reportOptions;
+    ReportArgs report;
+    std::string sort = "peak";
     CLI::App* reportCmd = app.add_subcommand("report", "Print a report of a trace.json");
-    reportCmd->add_option("trace", tracePath, "trace.json written by memtool run")->required();
-    reportCmd->add_option("--top", reportOptions.top, "How many hotspots per device")
+    reportCmd->add_option("trace", report.path, "trace.json written by memtool run")->required();
+    reportCmd->add_option("--top", report.options.top, "How many hotspots per device")
         ->capture_default_str();
     reportCmd
         ->add_option("--sort", sort,
                      "Order hotspots by peak, allocated, count, leaked, or (CUDA with the torch "
                      "bridge) active or reserved peak")
         ->capture_default_str();
-    reportCmd->add_option("--format", format, "text or json")
-        ->check(CLI::IsMember({"text", "json"}))
+    reportCmd
+        ->add_option("--format", report.format,
+                     "text, json, or collapsed (folded stacks for flame graph tools)")
+        ->check(CLI::IsMember({"text", "json", "collapsed"}))
         ->capture_default_str();
+    reportCmd->add_option("-o,--output", report.output, "Write the report here instead of stdout");
+    reportCmd
+        ->add_option("--metric", report.metric,
+                     "With --format collapsed: the bytes each stack counts, peak (default), "
+                     "allocated or leaked")
+        ->check(CLI::IsMember({"peak", "allocated", "leaked"}));
 
-    bool lines = false;
-    reporters::LineReportOptions lineOptions;
-    reportCmd->add_flag("--lines", lines, "Line table: peak and allocated bytes per source line");
-    reportCmd->add_option("--file", lineOptions.file,
+    reportCmd->add_flag("--lines", report.lines,
+                        "Line table: peak and allocated bytes per source line");
+    reportCmd->add_option("--file", report.lineOptions.file,
                           "With --lines: only files whose path ends with this");
-    reportCmd->add_option("--function", lineOptions.function, "With --lines: only this function");
-    reportCmd->add_flag("--all-files", lineOptions.allFiles,
+    reportCmd->add_option("--function", report.lineOptions.function,
+                          "With --lines: only this function");
+    reportCmd->add_flag("--all-files", report.lineOptions.allFiles,
                         "With --lines: include library files (standard library, site-packages)");
 
     std::string checkTrace, baseline, maxIncrease, metric = "peak", checkFormat = "text",
@@ -254,8 +278,8 @@ int main(int argc, char** argv) {
     if (reportCmd->parsed()) {
         return cli::runGuarded(
             [&] {
-                reportOptions.sort = reporters::parseSortKey(sort);
-                return reportCommand(tracePath, reportOptions, format, lines, lineOptions);
+                report.options.sort = reporters::parseSortKey(sort);
+                return reportCommand(report);
             },
             core::kExitInternal, std::cerr);
     }

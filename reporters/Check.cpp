@@ -37,18 +37,6 @@ std::vector<std::string> devicesFor(const DeviceSelector& s, const core::Process
     return out;
 }
 
-uint64_t metricOf(const core::PoolTotals& d, Metric m) {
-    switch (m) {
-        case Metric::Peak:
-            return d.peakBytes;
-        case Metric::Allocated:
-            return d.allocatedBytes;
-        case Metric::Leaked:
-            return d.currentBytes;
-    }
-    return 0;
-}
-
 uint64_t measure(const core::ProcessTrace& p, const std::string& device, const std::string& pool,
                  Metric m) {
     auto it = p.devices.find(device);
@@ -57,9 +45,9 @@ uint64_t measure(const core::ProcessTrace& p, const std::string& device, const s
             usage(fmt::format(
                 "the trace has no {} figures for {} (the torch bridge was not attached)", pool,
                 device));
-        return metricOf(it->second.pools.at(pool), m);
+        return metricTotal(it->second.pools.at(pool), m);
     }
-    return it == p.devices.end() ? 0 : metricOf(it->second, m);
+    return it == p.devices.end() ? 0 : metricTotal(it->second, m);
 }
 
 std::string xmlEscape(const std::string& s) {
@@ -89,25 +77,6 @@ std::string xmlEscape(const std::string& s) {
 }
 
 }  // namespace
-
-Metric parseMetric(const std::string& text) {
-    if (text == "peak") return Metric::Peak;
-    if (text == "allocated") return Metric::Allocated;
-    if (text == "leaked") return Metric::Leaked;
-    usage("unknown metric '" + text + "' (use peak, allocated or leaked)");
-}
-
-const char* metricName(Metric m) {
-    switch (m) {
-        case Metric::Peak:
-            return "peak";
-        case Metric::Allocated:
-            return "allocated";
-        case Metric::Leaked:
-            return "leaked";
-    }
-    return "peak";
-}
 
 DeviceSelector parseDeviceSelector(const std::string& text) {
     static const std::regex form(R"((cpu|pinned|cuda|cuda:\d+)(\.(active|reserved))?)");

@@ -10,10 +10,9 @@
 #include <vector>
 
 #include "core/TraceModel.h"
+#include "reporters/Metric.h"
 
 namespace memtool::reporters {
-
-enum class Metric { Peak, Allocated, Leaked };
 
 // "cpu", "cuda" (every CUDA device), "cuda:0", "cuda:0.active", "cuda:0.reserved".
 struct DeviceSelector {
@@ -54,8 +53,6 @@ struct CheckResult {
 };
 
 // Parsers for the command line; each throws core::Error (exit 2) naming the bad token.
-Metric parseMetric(const std::string& text);
-const char* metricName(Metric m);
 DeviceSelector parseDeviceSelector(const std::string& text);
 PeakLimit parsePeakLimit(const std::string& text);  // DEVICE=SIZE
 Increase parseIncrease(const std::string& text);    // 10%, 2.5%, 64MiB, 1000
