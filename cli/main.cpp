@@ -19,6 +19,7 @@
 #include "reporters/Diff.h"
 #include "reporters/JsonReporter.h"
 #include "reporters/LineReporter.h"
+#include "reporters/PerfettoReporter.h"
 #include "reporters/TableReporter.h"
 #include "reporters/TraceJson.h"
 
@@ -59,6 +60,8 @@ int reportCommand(const ReportArgs& a) {
         reporters::renderLines(trace, a.lineOptions, out);
     } else if (a.format == "json") {
         out << reporters::renderJson(trace, a.options).dump(2) << '\n';
+    } else if (a.format == "perfetto") {
+        out << reporters::renderPerfetto(trace).dump(1) << '\n';
     } else {
         reporters::renderTable(trace, a.options, out);
     }
@@ -182,8 +185,9 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     reportCmd
         ->add_option("--format", report.format,
-                     "text, json, or collapsed (folded stacks for flame graph tools)")
-        ->check(CLI::IsMember({"text", "json", "collapsed"}))
+                     "text, json, collapsed (folded stacks for flame graph tools) or perfetto "
+                     "(Chrome trace-event JSON for ui.perfetto.dev)")
+        ->check(CLI::IsMember({"text", "json", "collapsed", "perfetto"}))
         ->capture_default_str();
     reportCmd->add_option("-o,--output", report.output, "Write the report here instead of stdout");
     reportCmd

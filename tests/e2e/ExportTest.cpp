@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "tests/e2e/E2eSupport.h"
@@ -61,4 +62,28 @@ TEST(Export, MetricIsForFoldedStacksOnly) {
     Outcome unknown =
         run({MEMTOOL_BIN, "report", storagesTrace(), "--format", "collapsed", "--metric", "count"});
     EXPECT_EQ(unknown.exitCode, 2);
+}
+
+TEST(Export, PerfettoJsonOfARealRun) {
+    const std::string out = tempDir() + "/trace.perfetto.json";
+    Outcome o = run({MEMTOOL_BIN, "report", storagesTrace(), "--format", "perfetto", "-o", out});
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out, "");
+    const nlohmann::json j = readJson(out);  // parses as JSON
+    const nlohmann::json trace = readJson(storagesTrace());
+    const auto& cpu = trace.at("processes").at(0).at("devices").at("cpu");
+    std::set<std::string> counters;
+    uint64_t highest = 0;
+    double highestAt = -1;
+    for (const auto& e : j.at("traceEvents")) {
+        if (e.at("ph") != "C") continue;
+        counters.insert(e.at("name"));
+        if (e.at("args").at("bytes") > highest) {
+            highest = e.at("args").at("bytes");
+            highestAt = e.at("ts");
+        }
+    }
+    EXPECT_EQ(counters, std::set<std::string>{"cpu"});
+    EXPECT_EQ(highest, cpu.at("peak_bytes").get<uint64_t>());
+    EXPECT_EQ(highestAt, cpu.at("peak_time_s").get<double>() * 1e6);
 }
