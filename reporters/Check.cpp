@@ -10,6 +10,7 @@
 
 #include "core/Error.h"
 #include "core/Units.h"
+#include "reporters/Markup.h"
 
 namespace memtool::reporters {
 
@@ -50,33 +51,26 @@ uint64_t measure(const core::ProcessTrace& p, const std::string& device, const s
     return it == p.devices.end() ? 0 : metricTotal(it->second, m);
 }
 
-std::string xmlEscape(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        switch (c) {
-            case '&':
-                out += "&amp;";
-                break;
-            case '<':
-                out += "&lt;";
-                break;
-            case '>':
-                out += "&gt;";
-                break;
-            case '"':
-                out += "&quot;";
-                break;
-            case '\'':
-                out += "&apos;";
-                break;
-            default:
-                out += c;
-        }
-    }
-    return out;
+}  // namespace
+
+Metric parseMetric(const std::string& text) {
+    if (text == "peak") return Metric::Peak;
+    if (text == "allocated") return Metric::Allocated;
+    if (text == "leaked") return Metric::Leaked;
+    usage("unknown metric '" + text + "' (use peak, allocated or leaked)");
 }
 
-}  // namespace
+const char* metricName(Metric m) {
+    switch (m) {
+        case Metric::Peak:
+            return "peak";
+        case Metric::Allocated:
+            return "allocated";
+        case Metric::Leaked:
+            return "leaked";
+    }
+    return "peak";
+}
 
 DeviceSelector parseDeviceSelector(const std::string& text) {
     static const std::regex form(R"((cpu|pinned|cuda|cuda:\d+)(\.(active|reserved))?)");
@@ -264,17 +258,17 @@ void renderCheckJunit(const std::vector<CheckResult>& results, const std::string
                        results.size(), failures);
     out << fmt::format(
         "  <testsuite name=\"memtool check {}\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n",
-        xmlEscape(tracePath), results.size(), failures);
+        escapeMarkup(tracePath), results.size(), failures);
     for (const auto& r : results) {
         out << fmt::format("    <testcase classname=\"memtool.check\" name=\"{}\"",
-                           xmlEscape(r.name));
+                           escapeMarkup(r.name));
         if (r.passed) {
             out << fmt::format(">\n      <system-out>{}</system-out>\n    </testcase>\n",
-                               xmlEscape(r.message));
+                               escapeMarkup(r.message));
         } else {
             out << fmt::format(
                 ">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
-                xmlEscape(r.message), r.kind, xmlEscape(r.message));
+                escapeMarkup(r.message), r.kind, escapeMarkup(r.message));
         }
     }
     out << "  </testsuite>\n</testsuites>\n";

@@ -53,6 +53,8 @@ struct CheckResult {
 };
 
 // Parsers for the command line; each throws core::Error (exit 2) naming the bad token.
+Metric parseMetric(const std::string& text);
+const char* metricName(Metric m);
 DeviceSelector parseDeviceSelector(const std::string& text);
 PeakLimit parsePeakLimit(const std::string& text);  // DEVICE=SIZE
 Increase parseIncrease(const std::string& text);    // 10%, 2.5%, 64MiB, 1000

@@ -1,7 +1,7 @@
 #pragma once
 // The byte figures a report can count by: what was held at the peak, allocated over
 // the run, or still held at the end. `memtool check --metric` and `memtool report
-// --format collapsed --metric` name them alike.
+// --format collapsed --metric` name them alike (parseMetric, in Check.h).
 
 #include <cstdint>
 #include <string>
@@ -11,10 +11,6 @@
 namespace memtool::reporters {
 
 enum class Metric { Peak, Allocated, Leaked };
-
-// "peak" | "allocated" | "leaked"; throws core::Error (exit 2) otherwise.
-Metric parseMetric(const std::string& text);
-const char* metricName(Metric m);
 
 // A device's (or pool's) figure: peak_bytes, allocated_bytes, or current_bytes for leaked.
 uint64_t metricTotal(const core::PoolTotals& d, Metric m);

@@ -38,8 +38,13 @@ void counters(const core::ProcessTrace& p, json& events) {
 }
 
 json instant(const core::ProcessTrace& p, const std::string& name, double timeS, json args) {
-    return {{"ph", "i"}, {"s", "p"},           {"name", name},          {"pid", p.pid},
-            {"tid", p.pid}, {"ts", micros(timeS)}, {"args", std::move(args)}};
+    return {{"ph", "i"},
+            {"s", "p"},
+            {"name", name},
+            {"pid", p.pid},
+            {"tid", p.pid},
+            {"ts", micros(timeS)},
+            {"args", std::move(args)}};
 }
 
 void peaks(const core::ProcessTrace& p, json& events) {

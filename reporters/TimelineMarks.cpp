@@ -17,7 +17,8 @@ std::vector<TimelineMark> timelineMarks(const core::ProcessTrace& p) {
         m.device = e.device;
         m.bytes = e.bytes;
         m.failed = !e.ok;
-        m.label = fmt::format("{} {} ({}) {}", e.action, e.tag, e.origin, core::formatBytes(e.bytes));
+        m.label =
+            fmt::format("{} {} ({}) {}", e.action, e.tag, e.origin, core::formatBytes(e.bytes));
         if (!e.ok) m.label += " FAILED: " + e.message;
         marks.push_back(std::move(m));
     }
@@ -30,8 +31,9 @@ std::vector<TimelineMark> timelineMarks(const core::ProcessTrace& p) {
         m.label = fmt::format("OOM {} requested", core::formatBytes(e.requestedBytes));
         marks.push_back(std::move(m));
     }
-    std::stable_sort(marks.begin(), marks.end(),
-                     [](const TimelineMark& a, const TimelineMark& b) { return a.timeS < b.timeS; });
+    std::stable_sort(marks.begin(), marks.end(), [](const TimelineMark& a, const TimelineMark& b) {
+        return a.timeS < b.timeS;
+    });
     return marks;
 }
 

@@ -13,10 +13,10 @@ namespace memtool::reporters {
 
 struct TimelineMark {
     double timeS = 0;
-    std::string kind;    // "pause", "resume", "yield", "restore", "oom"
-    std::string device;  // the device it concerned: "cpu", "cuda:0"
-    std::string label;   // one line: "pause kv_cache (ctl) 1.00 GiB", "OOM 2.00 GiB requested"
-    uint64_t bytes = 0;  // released or restored; requested for an OOM
+    std::string kind;     // "pause", "resume", "yield", "restore", "oom"
+    std::string device;   // the device it concerned: "cpu", "cuda:0"
+    std::string label;    // one line: "pause kv_cache (ctl) 1.00 GiB", "OOM 2.00 GiB requested"
+    uint64_t bytes = 0;   // released or restored; requested for an OOM
     bool failed = false;  // a control action that failed and changed nothing
 };
 

@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "reporters/Check.h"
 #include "reporters/CollapsedReporter.h"
 #include "reporters/StackTree.h"
 #include "tests/TestFrames.h"

@@ -74,11 +74,11 @@ TEST(Perfetto, PeaksControlAndOomAreInstantsOfTheProcess) {
         EXPECT_EQ(i.at("s"), "p");
         got.emplace_back(i.at("name"), i.at("ts"));
     }
-    EXPECT_EQ(got, (std::vector<std::pair<std::string, double>>{
-                       {"cpu peak 300 B", 250000},
-                       {"cuda:0.active peak 64 B", 500000},
-                       {"pause kv (ctl) 4.00 KiB", 375000},
-                       {"OOM 1.00 MiB requested", 625000}}));
+    EXPECT_EQ(got,
+              (std::vector<std::pair<std::string, double>>{{"cpu peak 300 B", 250000},
+                                                           {"cuda:0.active peak 64 B", 500000},
+                                                           {"pause kv (ctl) 4.00 KiB", 375000},
+                                                           {"OOM 1.00 MiB requested", 625000}}));
     EXPECT_EQ(instants[2].at("args"),
               json({{"kind", "pause"}, {"device", "cpu"}, {"bytes", 4096}, {"ok", true}}));
     EXPECT_EQ(instants[3].at("args"),
