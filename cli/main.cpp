@@ -3,6 +3,7 @@
 // one line; exit codes are listed in README.md.
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@
 #include "reporters/Check.h"
 #include "reporters/CollapsedReporter.h"
 #include "reporters/Diff.h"
+#include "reporters/HtmlReporter.h"
 #include "reporters/JsonReporter.h"
 #include "reporters/LineReporter.h"
 #include "reporters/PerfettoReporter.h"
@@ -38,12 +40,24 @@ void emit(const std::string& path, const std::string& text) {
     if (!out) throw core::Error(core::kExitBadInput, "cannot write " + path);
 }
 
+// The code the HTML report's line table shows beside its numbers: regular files of
+// at most 16 MiB only (a trace naming a FIFO or a device must not hang the report).
+std::vector<std::string> readSourceLines(const std::string& path, const std::string& /*traceCwd*/) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (16 << 20)) return {};
+    std::vector<std::string> lines;
+    std::ifstream in(path);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    return lines;
+}
+
 struct ReportArgs {
     std::string path;
     std::string format = "text";
     std::string output;  // stdout when empty
     std::string metric;  // collapsed only; empty: peak
     bool lines = false;
+    bool topGiven = false;
     reporters::ReportOptions options;
     reporters::LineReportOptions lineOptions;
 };
@@ -60,6 +74,15 @@ int reportCommand(const ReportArgs& a) {
         reporters::renderLines(trace, a.lineOptions, out);
     } else if (a.format == "json") {
         out << reporters::renderJson(trace, a.options).dump(2) << '\n';
+    } else if (a.format == "html") {
+        reporters::HtmlOptions html;
+        html.hotspots = a.options;
+        // A page has room for more rows than a terminal, and sorts them itself.
+        if (!a.topGiven) html.hotspots.top = 100;
+        html.lines = a.lineOptions;
+        html.source = a.path;
+        html.readSource = readSourceLines;
+        reporters::renderHtml(trace, html, out);
     } else if (a.format == "perfetto") {
         out << reporters::renderPerfetto(trace).dump(1) << '\n';
     } else {
@@ -176,8 +199,11 @@ int main(int argc, char** argv) {
     std::string sort = "peak";
     CLI::App* reportCmd = app.add_subcommand("report", "Print a report of a trace.json");
     reportCmd->add_option("trace", report.path, "trace.json written by memtool run")->required();
-    reportCmd->add_option("--top", report.options.top, "How many hotspots per device")
-        ->capture_default_str();
+    CLI::Option* topOption =
+        reportCmd
+            ->add_option("--top", report.options.top,
+                         "How many hotspots per device (html: 100 unless given)")
+            ->capture_default_str();
     reportCmd
         ->add_option("--sort", sort,
                      "Order hotspots by peak, allocated, count, leaked, or (CUDA with the torch "
@@ -185,9 +211,10 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     reportCmd
         ->add_option("--format", report.format,
-                     "text, json, collapsed (folded stacks for flame graph tools) or perfetto "
-                     "(Chrome trace-event JSON for ui.perfetto.dev)")
-        ->check(CLI::IsMember({"text", "json", "collapsed", "perfetto"}))
+                     "text, json, html (one self-contained page with charts), collapsed "
+                     "(folded stacks for flame graph tools) or perfetto (Chrome trace-event "
+                     "JSON for ui.perfetto.dev)")
+        ->check(CLI::IsMember({"text", "json", "html", "collapsed", "perfetto"}))
         ->capture_default_str();
     reportCmd->add_option("-o,--output", report.output, "Write the report here instead of stdout");
     reportCmd
@@ -283,6 +310,7 @@ int main(int argc, char** argv) {
         return cli::runGuarded(
             [&] {
                 report.options.sort = reporters::parseSortKey(sort);
+                report.topGiven = topOption->count() > 0;
                 return reportCommand(report);
             },
             core::kExitInternal, std::cerr);

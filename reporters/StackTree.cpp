@@ -11,6 +11,7 @@ namespace {
 
 // Children by text while the tree grows; sorted by bytes once it is whole.
 struct Growing {
+    const core::Frame* frame = nullptr;
     std::string label;
     uint64_t bytes = 0;
     std::map<std::string, Growing> children;
@@ -18,6 +19,7 @@ struct Growing {
 
 StackNode finish(const std::string& text, Growing&& g) {
     StackNode n;
+    n.frame = g.frame;
     n.text = text;
     n.label = std::move(g.label);
     n.bytes = g.bytes;
@@ -48,14 +50,16 @@ StackNode stackTree(const core::ProcessTrace& p, const std::string& device, Metr
         if (bytes == 0) continue;
         root.bytes += bytes;
         Growing* at = &root;
-        auto step = [&](const std::string& text, const std::string& label) {
+        auto step = [&](const std::string& text, const std::string& label,
+                        const core::Frame* frame) {
             at = &at->children[text];
+            at->frame = frame;
             at->label = label;
             at->bytes += bytes;
         };
-        if (h.frames.empty()) step(core::kNoStackSite, core::kNoStackSite);
+        if (h.frames.empty()) step(core::kNoStackSite, core::kNoStackSite, nullptr);
         for (auto id = h.frames.rbegin(); id != h.frames.rend(); ++id)
-            step(texts.at(*id), labels.at(*id));
+            step(texts.at(*id), labels.at(*id), &p.frames.at(*id));
     }
     return finish("", std::move(root));
 }

@@ -14,6 +14,9 @@
 namespace memtool::reporters {
 
 struct StackNode {
+    // One of the frames it stands for (those that read alike are one node); null at
+    // the root and for "(no stack)". Points into the ProcessTrace's frames.
+    const core::Frame* frame = nullptr;
     std::string text;                 // core::formatFrame of the frame; "" at the root
     std::string label;                // shortFrame: what a chart has room for
     uint64_t bytes = 0;               // inclusive: this frame and everything it called
