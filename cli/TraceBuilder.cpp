@@ -11,6 +11,7 @@
 #include "core/FrameClassifier.h"
 #include "core/FrameTable.h"
 #include "core/Protocol.h"
+#include "reporters/HotspotSelection.h"
 
 namespace memtool::cli {
 
@@ -379,6 +380,13 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
         p.warnings.push_back(fmt::format(
             "{} allocations reused a live address (a free went unseen)", agg.doubleAllocs()));
     return p;
+}
+
+std::string siteText(const core::Aggregator& agg, Symbolizer& symbolizer, const core::StackState& s,
+                     SiteMode siteMode) {
+    const Stack stack = mergedStack(agg, symbolizer, s);
+    const std::optional<size_t> site = chooseSite(stack, siteMode);
+    return site ? reporters::shortFrame(stack[*site]) : core::kNoStackSite;
 }
 
 }  // namespace memtool::cli

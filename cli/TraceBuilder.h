@@ -31,4 +31,9 @@ class Symbolizer;
 core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
                                      const ProcessOutcome& outcome, SiteMode siteMode);
 
+// The site of one stack as the report's tables show it ("step (train.py:7)"), or
+// "(no stack)": what the live view lists while the program runs.
+std::string siteText(const core::Aggregator& agg, Symbolizer& symbolizer, const core::StackState& s,
+                     SiteMode siteMode);
+
 }  // namespace memtool::cli

@@ -171,7 +171,12 @@ int main(int argc, char** argv) {
                      "Hotspot site: innermost frame of user code, or innermost of all")
         ->check(CLI::IsMember({"user", "all"}))
         ->capture_default_str();
-    runCmd->add_flag("-q,--quiet", run.quiet, "Print nothing of memtool's own");
+    CLI::Option* quietFlag =
+        runCmd->add_flag("-q,--quiet", run.quiet, "Print nothing of memtool's own");
+    runCmd
+        ->add_flag("--live", run.live,
+                   "Show memory on the terminal while the program runs (q leaves the view)")
+        ->excludes(quietFlag);
     runCmd
         ->add_option("--cuda", run.cuda,
                      "How CUDA memory is recorded: auto (CUPTI, else runtime hooks), cupti, "
