@@ -11,6 +11,7 @@
 #include "core/FrameClassifier.h"
 #include "core/FrameTable.h"
 #include "core/Protocol.h"
+#include "reporters/HotspotSelection.h"
 
 namespace memtool::cli {
 
@@ -83,6 +84,20 @@ std::map<std::string, core::DeviceTotals> deviceTotals(const core::Aggregator& a
         }
     }
     return devices;
+}
+
+// A series per device and pool, named as `memtool check` names them ("cuda:0.active").
+std::map<std::string, core::TimelineSeries> timelines(const core::Aggregator& agg) {
+    std::map<std::string, core::TimelineSeries> series;
+    for (const auto& [code, d] : agg.devices()) {
+        if (d.timeline.empty()) continue;
+        core::TimelineSeries& s = series[core::deviceName(code)];
+        s.bucketS = static_cast<double>(d.timeline.bucketNs()) / 1e9;
+        // The same conversion as peak_time_s: the peak's point carries that very number.
+        for (const core::TimelineSample& sample : d.timeline.samples())
+            s.points.push_back({static_cast<double>(sample.timeNs) / 1e9, sample.bytes});
+    }
+    return series;
 }
 
 // ---- one stack ---------------------------------------------------------------------
@@ -350,6 +365,7 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
                                      const ProcessOutcome& outcome, SiteMode siteMode) {
     core::ProcessTrace p = processHeader(agg, outcome);
     p.devices = deviceTotals(agg);
+    p.timeline = timelines(agg);
 
     HotspotTable hotspots;
     LineTable lines;
@@ -373,6 +389,13 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
         p.warnings.push_back(fmt::format(
             "{} allocations reused a live address (a free went unseen)", agg.doubleAllocs()));
     return p;
+}
+
+std::string siteText(const core::Aggregator& agg, Symbolizer& symbolizer, const core::StackState& s,
+                     SiteMode siteMode) {
+    const Stack stack = mergedStack(agg, symbolizer, s);
+    const std::optional<size_t> site = chooseSite(stack, siteMode);
+    return site ? reporters::shortFrame(stack[*site]) : core::kNoStackSite;
 }
 
 }  // namespace memtool::cli

@@ -37,5 +37,9 @@ std::vector<core::Frame> stackFrames(const core::Aggregator& agg, Symbolizer& sy
                                      const core::StackState& stack);
 // The position of the frame a stack is named after (its site); none when empty.
 std::optional<size_t> siteOf(const std::vector<core::Frame>& stack, SiteMode mode);
+// The site of one stack as the report's tables show it ("step (train.py:7)"), or
+// "(no stack)": what the live view lists while the program runs.
+std::string siteText(const core::Aggregator& agg, Symbolizer& symbolizer, const core::StackState& s,
+                     SiteMode siteMode);
 
 }  // namespace memtool::cli

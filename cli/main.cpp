@@ -3,6 +3,7 @@
 // one line; exit codes are listed in README.md.
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -15,29 +16,18 @@
 #include "cli/RunCommand.h"
 #include "core/Error.h"
 #include "reporters/Check.h"
+#include "reporters/CollapsedReporter.h"
 #include "reporters/Diff.h"
+#include "reporters/HtmlReporter.h"
 #include "reporters/JsonReporter.h"
 #include "reporters/LineReporter.h"
+#include "reporters/PerfettoReporter.h"
 #include "reporters/TableReporter.h"
 #include "reporters/TraceJson.h"
 
 namespace {
 
 using namespace memtool;
-
-int reportCommand(const std::string& path, const reporters::ReportOptions& options,
-                  const std::string& format, bool lines,
-                  const reporters::LineReportOptions& lineOptions) {
-    core::Trace trace = reporters::loadTrace(path);
-    if (lines && format == "text") {
-        reporters::renderLines(trace, lineOptions, std::cout);
-    } else if (format == "json") {
-        std::cout << reporters::renderJson(trace, options).dump(2) << '\n';
-    } else {
-        reporters::renderTable(trace, options, std::cout);
-    }
-    return 0;
-}
 
 // Writes to the file, or stdout when the path is empty.
 void emit(const std::string& path, const std::string& text) {
@@ -48,6 +38,58 @@ void emit(const std::string& path, const std::string& text) {
     std::ofstream out(path, std::ios::trunc);
     out << text;
     if (!out) throw core::Error(core::kExitBadInput, "cannot write " + path);
+}
+
+// The code the HTML report's line table shows beside its numbers: regular files of
+// at most 16 MiB only (a trace naming a FIFO or a device must not hang the report).
+std::vector<std::string> readSourceLines(const std::string& path, const std::string& /*traceCwd*/) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (16 << 20)) return {};
+    std::vector<std::string> lines;
+    std::ifstream in(path);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    return lines;
+}
+
+struct ReportArgs {
+    std::string path;
+    std::string format = "text";
+    std::string output;  // stdout when empty
+    std::string metric;  // collapsed only; empty: peak
+    bool lines = false;
+    bool topGiven = false;
+    reporters::ReportOptions options;
+    reporters::LineReportOptions lineOptions;
+};
+
+int reportCommand(const ReportArgs& a) {
+    if (!a.metric.empty() && a.format != "collapsed")
+        throw core::Error(core::kExitBadInput, "--metric goes with --format collapsed");
+    core::Trace trace = reporters::loadTrace(a.path);
+    std::ostringstream out;
+    if (a.format == "collapsed") {
+        reporters::renderCollapsed(
+            trace, reporters::parseMetric(a.metric.empty() ? "peak" : a.metric), out);
+    } else if (a.lines && a.format == "text") {
+        reporters::renderLines(trace, a.lineOptions, out);
+    } else if (a.format == "json") {
+        out << reporters::renderJson(trace, a.options).dump(2) << '\n';
+    } else if (a.format == "html") {
+        reporters::HtmlOptions html;
+        html.hotspots = a.options;
+        // A page has room for more rows than a terminal, and sorts them itself.
+        if (!a.topGiven) html.hotspots.top = 100;
+        html.lines = a.lineOptions;
+        html.source = a.path;
+        html.readSource = readSourceLines;
+        reporters::renderHtml(trace, html, out);
+    } else if (a.format == "perfetto") {
+        out << reporters::renderPerfetto(trace).dump(1) << '\n';
+    } else {
+        reporters::renderTable(trace, a.options, out);
+    }
+    emit(a.output, out.str());
+    return 0;
 }
 
 int checkCommand(const std::string& tracePath, const std::vector<std::string>& limits,
@@ -129,7 +171,12 @@ int main(int argc, char** argv) {
                      "Hotspot site: innermost frame of user code, or innermost of all")
         ->check(CLI::IsMember({"user", "all"}))
         ->capture_default_str();
-    runCmd->add_flag("-q,--quiet", run.quiet, "Print nothing of memtool's own");
+    CLI::Option* quietFlag =
+        runCmd->add_flag("-q,--quiet", run.quiet, "Print nothing of memtool's own");
+    runCmd
+        ->add_flag("--live", run.live,
+                   "Show memory on the terminal while the program runs (q leaves the view)")
+        ->excludes(quietFlag);
     std::string pausable = "none";
     runCmd
         ->add_option(
@@ -168,28 +215,41 @@ int main(int argc, char** argv) {
         "Words: list | PID status | PID pause [TAG...] | PID resume [TAG...] | "
         "PID yield [--to host|disk] [--wait S] | PID restore");
 
-    std::string tracePath, format = "text", sort = "peak";
-    reporters::ReportOptions reportOptions;
+    ReportArgs report;
+    std::string sort = "peak";
     CLI::App* reportCmd = app.add_subcommand("report", "Print a report of a trace.json");
-    reportCmd->add_option("trace", tracePath, "trace.json written by memtool run")->required();
-    reportCmd->add_option("--top", reportOptions.top, "How many hotspots per device")
-        ->capture_default_str();
+    reportCmd->add_option("trace", report.path, "trace.json written by memtool run")->required();
+    CLI::Option* topOption =
+        reportCmd
+            ->add_option("--top", report.options.top,
+                         "How many hotspots per device (html: 100 unless given)")
+            ->capture_default_str();
     reportCmd
         ->add_option("--sort", sort,
                      "Order hotspots by peak, allocated, count, leaked, or (CUDA with the torch "
                      "bridge) active or reserved peak")
         ->capture_default_str();
-    reportCmd->add_option("--format", format, "text or json")
-        ->check(CLI::IsMember({"text", "json"}))
+    reportCmd
+        ->add_option("--format", report.format,
+                     "text, json, html (one self-contained page with charts), collapsed "
+                     "(folded stacks for flame graph tools) or perfetto (Chrome trace-event "
+                     "JSON for ui.perfetto.dev)")
+        ->check(CLI::IsMember({"text", "json", "html", "collapsed", "perfetto"}))
         ->capture_default_str();
+    reportCmd->add_option("-o,--output", report.output, "Write the report here instead of stdout");
+    reportCmd
+        ->add_option("--metric", report.metric,
+                     "With --format collapsed: the bytes each stack counts, peak (default), "
+                     "allocated or leaked")
+        ->check(CLI::IsMember({"peak", "allocated", "leaked"}));
 
-    bool lines = false;
-    reporters::LineReportOptions lineOptions;
-    reportCmd->add_flag("--lines", lines, "Line table: peak and allocated bytes per source line");
-    reportCmd->add_option("--file", lineOptions.file,
+    reportCmd->add_flag("--lines", report.lines,
+                        "Line table: peak and allocated bytes per source line");
+    reportCmd->add_option("--file", report.lineOptions.file,
                           "With --lines: only files whose path ends with this");
-    reportCmd->add_option("--function", lineOptions.function, "With --lines: only this function");
-    reportCmd->add_flag("--all-files", lineOptions.allFiles,
+    reportCmd->add_option("--function", report.lineOptions.function,
+                          "With --lines: only this function");
+    reportCmd->add_flag("--all-files", report.lineOptions.allFiles,
                         "With --lines: include library files (standard library, site-packages)");
 
     std::string checkTrace, baseline, maxIncrease, metric = "peak", checkFormat = "text",
@@ -275,8 +335,9 @@ int main(int argc, char** argv) {
     if (reportCmd->parsed()) {
         return cli::runGuarded(
             [&] {
-                reportOptions.sort = reporters::parseSortKey(sort);
-                return reportCommand(tracePath, reportOptions, format, lines, lineOptions);
+                report.options.sort = reporters::parseSortKey(sort);
+                report.topGiven = topOption->count() > 0;
+                return reportCommand(report);
             },
             core::kExitInternal, std::cerr);
     }

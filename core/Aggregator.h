@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/StreamDecoder.h"
+#include "core/Timeline.h"
 
 namespace memtool::core {
 
@@ -31,6 +32,8 @@ struct DeviceState {
     uint64_t freeCount = 0;
     uint64_t peakTimeNs = 0;
     uint64_t peakVersion = 0;  // bumped each time peakBytes rises
+    // currentBytes over time: one sample after every event that changed it.
+    Timeline timeline;
 };
 
 struct StackState {
@@ -133,8 +136,10 @@ public:
 private:
     uint32_t stackIndex(uint8_t device, uint64_t nativeNode, uint64_t pyNode);
     void touch(StackState& s, const DeviceState& d);
-    void release(uint8_t device, uint64_t address, uint64_t timeNs, bool counted);
-    // A region's blocks leave (pause) or rejoin (resume) the resident bytes.
+    // The device it left; null when the address was not live (nothing changed).
+    DeviceState* release(uint8_t device, uint64_t address, uint64_t timeNs, bool counted);
+    // A region's blocks leave (pause) or rejoin (resume) the resident bytes; each
+    // device whose bytes changed gets a timeline sample.
     void setPaused(uint64_t region, bool paused, uint64_t timeNs);
     void addResident(DeviceState& d, StackState& s, uint64_t size, uint64_t timeNs);
 

@@ -107,6 +107,28 @@ struct ControlEvent {
     std::string message;
 };
 
+// Live bytes right after an event.
+struct TimelinePoint {
+    double timeS = 0;  // on the allocations' clock: seconds since the collector connected
+    uint64_t bytes = 0;
+};
+
+// A device's (or pool's) live bytes over the run, reduced to at most a few thousand
+// points: per time bucket its first, lowest, highest and last (core/Timeline.h). The
+// highest point is the device's peak_bytes at its peak_time_s.
+struct TimelineSeries {
+    double bucketS = 0;  // the width of the buckets it was reduced to
+    std::vector<TimelinePoint> points;
+};
+
+// An allocation the device refused for want of memory. memtool does not capture
+// these yet; the shape is fixed so that the reports draw them where a trace has them.
+struct OomEvent {
+    double timeS = 0;  // on the allocations' clock
+    std::string device;
+    uint64_t requestedBytes = 0;
+};
+
 struct ProcessTrace {
     int64_t pid = 0;
     int64_t ppid = 0;
@@ -127,6 +149,10 @@ struct ProcessTrace {
     StreamCheck stream;
     std::vector<RegionTotals> regions;
     std::vector<ControlEvent> control;
+    std::vector<OomEvent> oom;
+    // Per device and pool, by name: "cpu", "cuda:0", "cuda:0.active", ... (control
+    // and oom events stand on the same clock).
+    std::map<std::string, TimelineSeries> timeline;
     std::vector<std::string> warnings;
 };
 

@@ -10,6 +10,7 @@
 
 #include "core/Error.h"
 #include "core/Units.h"
+#include "reporters/Markup.h"
 
 namespace memtool::reporters {
 
@@ -37,18 +38,6 @@ std::vector<std::string> devicesFor(const DeviceSelector& s, const core::Process
     return out;
 }
 
-uint64_t metricOf(const core::PoolTotals& d, Metric m) {
-    switch (m) {
-        case Metric::Peak:
-            return d.peakBytes;
-        case Metric::Allocated:
-            return d.allocatedBytes;
-        case Metric::Leaked:
-            return d.currentBytes;
-    }
-    return 0;
-}
-
 uint64_t measure(const core::ProcessTrace& p, const std::string& device, const std::string& pool,
                  Metric m) {
     auto it = p.devices.find(device);
@@ -57,35 +46,9 @@ uint64_t measure(const core::ProcessTrace& p, const std::string& device, const s
             usage(fmt::format(
                 "the trace has no {} figures for {} (the torch bridge was not attached)", pool,
                 device));
-        return metricOf(it->second.pools.at(pool), m);
+        return metricTotal(it->second.pools.at(pool), m);
     }
-    return it == p.devices.end() ? 0 : metricOf(it->second, m);
-}
-
-std::string xmlEscape(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        switch (c) {
-            case '&':
-                out += "&amp;";
-                break;
-            case '<':
-                out += "&lt;";
-                break;
-            case '>':
-                out += "&gt;";
-                break;
-            case '"':
-                out += "&quot;";
-                break;
-            case '\'':
-                out += "&apos;";
-                break;
-            default:
-                out += c;
-        }
-    }
-    return out;
+    return it == p.devices.end() ? 0 : metricTotal(it->second, m);
 }
 
 }  // namespace
@@ -295,17 +258,17 @@ void renderCheckJunit(const std::vector<CheckResult>& results, const std::string
                        results.size(), failures);
     out << fmt::format(
         "  <testsuite name=\"memtool check {}\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n",
-        xmlEscape(tracePath), results.size(), failures);
+        escapeMarkup(tracePath), results.size(), failures);
     for (const auto& r : results) {
         out << fmt::format("    <testcase classname=\"memtool.check\" name=\"{}\"",
-                           xmlEscape(r.name));
+                           escapeMarkup(r.name));
         if (r.passed) {
             out << fmt::format(">\n      <system-out>{}</system-out>\n    </testcase>\n",
-                               xmlEscape(r.message));
+                               escapeMarkup(r.message));
         } else {
             out << fmt::format(
                 ">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
-                xmlEscape(r.message), r.kind, xmlEscape(r.message));
+                escapeMarkup(r.message), r.kind, escapeMarkup(r.message));
         }
     }
     out << "  </testsuite>\n</testsuites>\n";

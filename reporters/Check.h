@@ -10,10 +10,9 @@
 #include <vector>
 
 #include "core/TraceModel.h"
+#include "reporters/Metric.h"
 
 namespace memtool::reporters {
-
-enum class Metric { Peak, Allocated, Leaked };
 
 // "cpu", "cuda" (every CUDA device), "cuda:0", "cuda:0.active", "cuda:0.reserved".
 struct DeviceSelector {

@@ -314,6 +314,49 @@ core::ControlEvent controlFromJson(const json& j) {
     return e;
 }
 
+json oomToJson(const std::vector<core::OomEvent>& events) {
+    json out = json::array();
+    for (const auto& e : events)
+        out.push_back(
+            {{"time_s", e.timeS}, {"device", e.device}, {"requested_bytes", e.requestedBytes}});
+    return out;
+}
+
+core::OomEvent oomFromJson(const json& j) {
+    core::OomEvent e;
+    e.timeS = j.at("time_s").get<double>();
+    e.device = j.at("device").get<std::string>();
+    e.requestedBytes = unsignedField(j, "requested_bytes");
+    return e;
+}
+
+// Points as [time_s, bytes] pairs: a series is a few thousand of them.
+json timelineToJson(const std::map<std::string, core::TimelineSeries>& timeline) {
+    json out = json::object();
+    for (const auto& [name, series] : timeline) {
+        json points = json::array();
+        for (const auto& p : series.points) points.push_back(json::array({p.timeS, p.bytes}));
+        out[name] = {{"bucket_s", series.bucketS}, {"points", std::move(points)}};
+    }
+    return out;
+}
+
+core::TimelineSeries timelineSeriesFromJson(const json& j) {
+    core::TimelineSeries series;
+    series.bucketS = j.at("bucket_s").get<double>();
+    for (const json& p : j.at("points")) {
+        if (!p.is_array() || p.size() != 2 || !p[0].is_number())
+            throw MalformedTrace("a timeline point is " + p.dump() + ", not [time_s, bytes]");
+        const double t = p[0].get<double>();
+        // Reports draw the points in order; a series that goes back in time is not one memtool
+        // wrote.
+        if (!series.points.empty() && t < series.points.back().timeS)
+            throw MalformedTrace("timeline points go back in time");
+        series.points.push_back({t, unsignedValue(p[1], "a timeline point's bytes")});
+    }
+    return series;
+}
+
 json processToJson(const core::ProcessTrace& p) {
     json devices = json::object();
     for (const auto& [name, d] : p.devices) devices[name] = deviceToJson(d);
@@ -347,6 +390,8 @@ json processToJson(const core::ProcessTrace& p) {
                 {"missed_events", p.stream.missedEvents}}},
               {"regions", regionsToJson(p.regions)},
               {"control", controlToJson(p.control)},
+              {"oom", oomToJson(p.oom)},
+              {"timeline", timelineToJson(p.timeline)},
               {"warnings", p.warnings}};
     if (!p.complete) j["incomplete_reason"] = p.incompleteReason;
     return j;
@@ -390,6 +435,11 @@ core::ProcessTrace processFromJson(const json& j) {
         for (const auto& r : j.at("regions")) p.regions.push_back(regionFromJson(r));
     if (j.contains("control"))
         for (const auto& c : j.at("control")) p.control.push_back(controlFromJson(c));
+    if (j.contains("oom"))
+        for (const auto& e : j.at("oom")) p.oom.push_back(oomFromJson(e));
+    if (j.contains("timeline"))
+        for (const auto& [name, series] : j.at("timeline").items())
+            p.timeline[name] = timelineSeriesFromJson(series);
     if (j.contains("warnings")) p.warnings = j["warnings"].get<std::vector<std::string>>();
     return p;
 }

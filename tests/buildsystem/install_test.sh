@@ -34,10 +34,14 @@ for f in "${expected[@]}"; do
 done
 if [ -n "$cupti_dir" ]; then
     injection=$prefix/lib/memtool/libmemtool_cupti.so
-    readelf -d "$injection" | grep -q "RUNPATH.*\[$cupti_dir\]" ||
-        fail "libmemtool_cupti.so's RUNPATH is not $cupti_dir: $(readelf -d "$injection" | grep PATH)"
-    env -i /usr/bin/ldd "$injection" | grep -q "libcupti.so.* => $cupti_dir/" ||
-        fail "libmemtool_cupti.so does not resolve libcupti in $cupti_dir: $(env -i /usr/bin/ldd "$injection")"
+    # Read whole before grep -q: under pipefail, grep leaving early could fail the
+    # pipe with the writer's SIGPIPE, and did under load.
+    dynamic=$(readelf -d "$injection")
+    grep -q "RUNPATH.*\[$cupti_dir\]" <<<"$dynamic" ||
+        fail "libmemtool_cupti.so's RUNPATH is not $cupti_dir: $(grep PATH <<<"$dynamic")"
+    resolved=$(env -i /usr/bin/ldd "$injection")
+    grep -q "libcupti.so.* => $cupti_dir/" <<<"$resolved" ||
+        fail "libmemtool_cupti.so does not resolve libcupti in $cupti_dir: $resolved"
 fi
 
 # The installed memtool profiles a Python program, exactly.

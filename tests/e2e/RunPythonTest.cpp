@@ -43,6 +43,25 @@ TEST(RunPython, CountsEveryStorageToTheByte) {
     EXPECT_EQ(c.at("peak_bytes"), 2000000);
 }
 
+TEST(RunPython, TheTimelinePeaksAtThePeak) {
+    Profiled p = profile({PYTHON_BIN, script("storages.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    const auto& cpu = p.process().at("devices").at("cpu");
+    const auto& points = p.process().at("timeline").at("cpu").at("points");
+    ASSERT_GE(points.size(), 2u);
+    // The first event (a) and the last (the interpreter's final free) are always kept;
+    // b may share a bucket with its neighbours and be left out.
+    EXPECT_EQ(points.front().at(1), 3000000);
+    EXPECT_EQ(points.back().at(1), 0);
+    nlohmann::json peak = points.front();
+    for (const auto& point : points) {
+        if (point.at(1) > peak.at(1)) peak = point;
+        EXPECT_GE(point.at(0).get<double>(), 0.0);
+    }
+    EXPECT_EQ(peak.at(1), cpu.at("peak_bytes"));
+    EXPECT_EQ(peak.at(0).get<double>(), cpu.at("peak_time_s").get<double>());
+}
+
 TEST(RunPython, NativeFramesSitInsideThePythonOnes) {
     Profiled p = profile({PYTHON_BIN, script("storages.py")});
     auto a = hotspotWithSite(p.process(), "storages.py:4");

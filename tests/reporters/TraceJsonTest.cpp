@@ -121,6 +121,34 @@ TEST(TraceJson, ATraceWithoutFramesIsReadFromItsText) {
     EXPECT_EQ(core::formatFrame(p.frames[6]), "?? (?+0x10)");
 }
 
+TEST(TraceJson, TimelineAndOomEventsRoundTrip) {
+    core::Trace t = traceWithFrames();
+    core::TimelineSeries series;
+    series.bucketS = 2048e-9;
+    series.points = {{0.25, 100}, {0.5, 3000000}, {0.75, 0}};
+    t.processes[0].timeline["cuda:0.active"] = series;
+    t.processes[0].oom.push_back(core::OomEvent{0.6, "cuda:0", 1u << 30});
+    json j = reporters::traceToJson(t);
+    const json& p = j.at("processes").at(0);
+    EXPECT_EQ(p.at("timeline"), json::parse(R"json({"cuda:0.active": {"bucket_s": 2.048e-06,
+        "points": [[0.25, 100], [0.5, 3000000], [0.75, 0]]}})json"));
+    EXPECT_EQ(p.at("oom"), json::parse(R"json([{"time_s": 0.6, "device": "cuda:0",
+        "requested_bytes": 1073741824}])json"));
+    const core::ProcessTrace back = reporters::traceFromJson(j, "t.json").processes.at(0);
+    ASSERT_EQ(back.timeline.size(), 1u);
+    const core::TimelineSeries& s = back.timeline.at("cuda:0.active");
+    EXPECT_EQ(s.bucketS, 2048e-9);
+    ASSERT_EQ(s.points.size(), 3u);
+    EXPECT_EQ(s.points[1].timeS, 0.5);
+    EXPECT_EQ(s.points[1].bytes, 3000000u);
+    ASSERT_EQ(back.oom.size(), 1u);
+    EXPECT_EQ(back.oom[0].device, "cuda:0");
+    EXPECT_EQ(back.oom[0].requestedBytes, 1u << 30);
+    // A trace from before the timeline has none, and no OOM events.
+    EXPECT_TRUE(read(process(json::array())).processes.at(0).timeline.empty());
+    EXPECT_TRUE(read(process(json::array())).processes.at(0).oom.empty());
+}
+
 TEST(TraceJson, MalformedFieldsAreBadInput) {
     json good = process({hotspot("f (/a.py:1)", {"f (/a.py:1)"})});
     good["hotspots"][0]["frames"] = {0};
@@ -150,6 +178,21 @@ TEST(TraceJson, MalformedFieldsAreBadInput) {
          "t.json: malformed trace: unknown frame kind 'java'"},
         {"exit code out of range", [](json& p) { p["exit_code"] = 1e12; },
          "t.json: malformed trace: \"exit_code\" is 1000000000000.0, not an integer or null"},
+        {"timeline point not a pair",
+         [](json& p) {
+             p["timeline"] = {{"cpu", {{"bucket_s", 1e-6}, {"points", {{0.5, 1, 2}}}}}};
+         },
+         "t.json: malformed trace: a timeline point is [0.5,1,2], not [time_s, bytes]"},
+        {"timeline going back in time",
+         [](json& p) {
+             p["timeline"] = {{"cpu", {{"bucket_s", 1e-6}, {"points", {{0.5, 1}, {0.25, 2}}}}}};
+         },
+         "t.json: malformed trace: timeline points go back in time"},
+        {"negative timeline bytes",
+         [](json& p) {
+             p["timeline"] = {{"cpu", {{"bucket_s", 1e-6}, {"points", {{0.5, -1}}}}}};
+         },
+         "t.json: malformed trace: a timeline point's bytes is -1, not a whole number >= 0"},
     };
     for (const Case& c : cases) {
         json p = good;
