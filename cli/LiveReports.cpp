@@ -208,7 +208,8 @@ json deviceReport(const core::Aggregator& agg, SiteNames& sites, const std::stri
     json invisible = json::array();
     if (verbose) {
         std::sort(blocks.begin(), blocks.end(), [](const auto& a, const auto& b) {
-            return a.second->size != b.second->size ? a.second->size > b.second->size : a.first < b.first;
+            return a.second->size != b.second->size ? a.second->size > b.second->size
+                                                    : a.first < b.first;
         });
         if (blocks.size() > kMaxVerboseStorages) blocks.resize(kMaxVerboseStorages);
         for (const auto& [key, block] : blocks) {
@@ -221,8 +222,9 @@ json deviceReport(const core::Aggregator& agg, SiteNames& sites, const std::stri
         }
     } else {
         std::vector<std::pair<std::string, Group>> groups(bySite.begin(), bySite.end());
-        std::stable_sort(groups.begin(), groups.end(),
-                         [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
+        std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
+            return a.second.bytes > b.second.bytes;
+        });
         for (const auto& [site, g] : groups)
             invisible.push_back({{"site", site}, {"bytes", g.bytes}, {"storages", g.storages}});
     }
@@ -244,7 +246,8 @@ json tensorsReport(const core::Aggregator& agg, Symbolizer& symbolizer, const js
     json devices = json::array();
     for (const std::string& device : devicesToReport(agg, rows, query))
         devices.push_back(deviceReport(agg, sites, device, rows, query.verbose));
-    json out{{"time_s", static_cast<double>(agg.lastTimeNs()) / 1e9}, {"devices", std::move(devices)}};
+    json out{{"time_s", static_cast<double>(agg.lastTimeNs()) / 1e9},
+             {"devices", std::move(devices)}};
     if (const auto& h = agg.handshake()) {
         out["pid"] = h->pid;
         out["command"] = h->command;

@@ -44,24 +44,26 @@ void renderDevice(const json& d, std::string& out) {
     out += fmt::format("{:<52} {:>20} {:>15}\n", "Tensor", "Shape", "Bytes");
     for (const json& t : d.value("tensors", json::array())) {
         std::string name = str(t, "name");
-        if (t.contains("owner") && t["owner"].is_string()) name += "(->" + t["owner"].get<std::string>() + ")";
-        out += fmt::format("{:<52} {:>20} {:>15}\n", name, shapeText(t.value("shape", json::array())),
-                           grouped(u64(t, "bytes")));
+        if (t.contains("owner") && t["owner"].is_string())
+            name += "(->" + t["owner"].get<std::string>() + ")";
+        out += fmt::format("{:<52} {:>20} {:>15}\n", name,
+                           shapeText(t.value("shape", json::array())), grouped(u64(t, "bytes")));
     }
     out += std::string(89, '-') + "\n";
     out += fmt::format("Total Tensors: {}   Used Memory: {} B (visible from Python, {} tensor{})\n",
                        grouped(u64(d, "visible_elements")), grouped(u64(d, "visible_bytes")),
                        u64(d, "visible_tensors"), plural(u64(d, "visible_tensors")));
     if (d.contains("note")) {
-        out += fmt::format("Live on {}: {} B. {}\n\n", device, grouped(u64(d, "live_bytes")), str(d, "note"));
+        out += fmt::format("Live on {}: {} B. {}\n\n", device, grouped(u64(d, "live_bytes")),
+                           str(d, "note"));
         return;
     }
     const uint64_t invisible = u64(d, "invisible_bytes"), storages = u64(d, "invisible_storages");
-    out += fmt::format("Not visible from Python: {} B in {} storage{}\n", grouped(invisible), grouped(storages),
-                       plural(storages));
+    out += fmt::format("Not visible from Python: {} B in {} storage{}\n", grouped(invisible),
+                       grouped(storages), plural(storages));
     for (const json& g : d.value("invisible", json::array())) {
-        out += fmt::format("  {:>15} B  {:>6} storage{:<1}  {}\n", grouped(u64(g, "bytes")), grouped(u64(g, "storages")),
-                           plural(u64(g, "storages")), str(g, "site"));
+        out += fmt::format("  {:>15} B  {:>6} storage{:<1}  {}\n", grouped(u64(g, "bytes")),
+                           grouped(u64(g, "storages")), plural(u64(g, "storages")), str(g, "site"));
         if (g.contains("stack") && g["stack"].is_array())
             for (const json& f : g["stack"])
                 if (f.is_string()) out += fmt::format("  {:>34}{}\n", "", f.get<std::string>());
@@ -73,9 +75,11 @@ void renderDevice(const json& d, std::string& out) {
         for (const json& t : d.value("outside_allocator", json::array()))
             out += fmt::format("  {:>15} B  {}\n", grouped(u64(t, "bytes")), str(t, "name"));
     }
-    out += fmt::format("Live on {}: {} found from Python + {} not visible = {} B{}\n\n", device,
-                       grouped(u64(d, "matched_bytes")), grouped(invisible), grouped(u64(d, "live_bytes")),
-                       d.value("exact", false) ? " (exact)" : " (a visible storage's size differs from its block's)");
+    out += fmt::format(
+        "Live on {}: {} found from Python + {} not visible = {} B{}\n\n", device,
+        grouped(u64(d, "matched_bytes")), grouped(invisible), grouped(u64(d, "live_bytes")),
+        d.value("exact", false) ? " (exact)"
+                                : " (a visible storage's size differs from its block's)");
 }
 
 }  // namespace
@@ -87,8 +91,8 @@ std::string renderTensors(const json& report) {
         for (const json& a : report.value("command", json::array()))
             if (a.is_string()) command += (command.empty() ? "" : " ") + a.get<std::string>();
         out += fmt::format("Tensors of process {} ({}), {:.3f} s into the run\n\n",
-                           report["pid"].is_number_integer() ? report["pid"].get<int64_t>() : 0, command,
-                           report.value("time_s", 0.0));
+                           report["pid"].is_number_integer() ? report["pid"].get<int64_t>() : 0,
+                           command, report.value("time_s", 0.0));
     }
     const json devices = report.value("devices", json::array());
     if (devices.empty()) out += "No tensors, and no live storage.\n";
