@@ -80,6 +80,14 @@ ElfSymbolizer& CollectorConnection::symbolizer() {
     return symbolizer_;
 }
 
+void CollectorConnection::drain(std::vector<uint8_t>& buffer) {
+    for (;;) {
+        pollfd p{fd_, POLLIN, 0};
+        if (!open() || poll(&p, 1, 0) <= 0) return;
+        readAvailable(buffer);
+    }
+}
+
 void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
     if (!open()) return;
     ssize_t r = read(fd_, buffer.data(), buffer.size());

@@ -216,7 +216,7 @@ json deviceReport(const core::Aggregator& agg, SiteNames& sites, const std::stri
             const auto& site = sites.of(block->stack);
             invisible.push_back({{"site", site.first},
                                  {"bytes", block->size},
-                                 {"storages", 1},
+                                 {"storages", uint64_t{1}},
                                  {"address", key & ~holder->keyBits},
                                  {"stack", site.second}});
         }
@@ -248,6 +248,10 @@ json tensorsReport(const core::Aggregator& agg, Symbolizer& symbolizer, const js
         devices.push_back(deviceReport(agg, sites, device, rows, query.verbose));
     json out{{"time_s", static_cast<double>(agg.lastTimeNs()) / 1e9},
              {"devices", std::move(devices)}};
+    // memtool.report_tensors(model): only the model's tensors are named; the rest of
+    // what is live is "not in the model", not "invisible".
+    if (visible.is_object() && visible.value("named_from_model", false) == true)
+        out["named_from_model"] = true;
     if (const auto& h = agg.handshake()) {
         out["pid"] = h->pid;
         out["command"] = h->command;

@@ -66,12 +66,15 @@ private:
 // where `import memtool` is found, where paused regions' backups go.
 std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std::string& collector,
                                            const CudaPlan& cuda, const std::string& socketPath,
-                                           const std::string& backupDir) {
+                                           const std::string& backupDir,
+                                           const std::string& controlSocket) {
     const char* existing = std::getenv("LD_PRELOAD");
     std::vector<EnvVariable> env{
         {"LD_PRELOAD", existing && *existing ? collector + ":" + existing : collector},
         {core::kEnvSocket, socketPath},
         {core::kEnvBackupDir, backupDir},
+        // Where the program asks memtool run about itself (memtool.snapshot, ...).
+        {core::kEnvControlSocket, controlSocket},
         {core::kEnvOptions, fmt::format("native={},python={},cudahooks={},pausable={}",
                                         options.nativeStacks ? 1 : 0, options.pythonStacks ? 1 : 0,
                                         cuda.runtimeHooks ? 1 : 0, options.pausableAll ? 1 : 0)},
@@ -190,7 +193,7 @@ RunResult runCommand(const RunOptions& options) {
     const std::string collector = locateCollector();
     const CudaPlan cuda = planCuda(options.cuda, collector, options.quiet);
     CollectorListener listener;
-    ControlServer control(listener, options.command);
+    ControlServer control(listener, options.command, options.siteMode);
     BackupDirectory backups(options.backupDir);
     SignalRouter signals;
     // Before the live view, which unwatches its keys when it goes.
@@ -199,10 +202,11 @@ RunResult runCommand(const RunOptions& options) {
     std::unique_ptr<LiveView> live =
         options.live ? LiveView::open(std::cerr, options.siteMode, joinCommand(options.command))
                      : nullptr;
-    TargetProcess target = launchTarget(
-        options.command,
-        targetEnvironment(options, collector, cuda, listener.socketPath(), backups.path()),
-        signals.originalMask());
+    TargetProcess target =
+        launchTarget(options.command,
+                     targetEnvironment(options, collector, cuda, listener.socketPath(),
+                                       backups.path(), control.socketPath()),
+                     signals.originalMask());
 
     signals.attach(loop, target);
     listener.attach(loop);

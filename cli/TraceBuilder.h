@@ -22,6 +22,7 @@ struct ProcessOutcome {
     std::optional<int> exitSignal;
     double durationS = 0;
     std::string streamError;  // set when the stream broke (protocol error, read error)
+    bool snapshot = false;    // the process runs on: its stream has no end yet
 };
 
 class Symbolizer;

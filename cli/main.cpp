@@ -95,7 +95,7 @@ int reportCommand(const ReportArgs& a) {
 int checkCommand(const std::string& tracePath, const std::vector<std::string>& limits,
                  const std::string& baseline, const std::string& maxIncrease,
                  const std::string& metric, const std::string& format, bool allowIncomplete,
-                 const std::string& output) {
+                 bool allowOom, const std::string& output) {
     reporters::CheckOptions o;
     o.metric = reporters::parseMetric(metric);
     for (const auto& l : limits) o.limits.push_back(reporters::parsePeakLimit(l));
@@ -105,10 +105,10 @@ int checkCommand(const std::string& tracePath, const std::vector<std::string>& l
                           "--baseline needs --max-increase (e.g. --max-increase 5%)");
     if (baseline.empty() && o.maxIncrease)
         throw core::Error(core::kExitBadInput, "--max-increase needs --baseline");
-    if (o.limits.empty() && baseline.empty())
-        throw core::Error(core::kExitBadInput,
-                          "nothing to check: give --max-peak and/or --baseline");
+    // Without limits or a baseline, check still asks that the trace be complete and
+    // that no process ran out of memory.
     o.allowIncomplete = allowIncomplete;
+    o.allowOom = allowOom;
     core::Trace trace = reporters::loadTrace(tracePath);
     if (!baseline.empty()) {
         o.baseline = reporters::loadTrace(baseline);
@@ -201,7 +201,8 @@ int main(int argc, char** argv) {
     cli::CtlOptions ctl;
     CLI::App* ctlCmd = app.add_subcommand("ctl",
                                           "Command a process under memtool: list | PID status | "
-                                          "PID pause [TAG...] | PID resume [TAG...]");
+                                          "PID pause [TAG...] | PID resume [TAG...] | PID tensors "
+                                          "| PID snapshot");
     ctlCmd->add_option("--format", ctl.format, "text or json")
         ->check(CLI::IsMember({"text", "json"}))
         ->capture_default_str();
@@ -213,7 +214,8 @@ int main(int argc, char** argv) {
     ctlCmd->prefix_command();
     ctlCmd->footer(
         "Words: list | PID status | PID pause [TAG...] | PID resume [TAG...] | "
-        "PID yield [--to host|disk] [--wait S] | PID restore");
+        "PID yield [--to host|disk] [--wait S] | PID restore | "
+        "PID tensors [--device D] [--verbose] [--wait S] | PID snapshot [-o FILE]");
 
     ReportArgs report;
     std::string sort = "peak";
@@ -255,7 +257,7 @@ int main(int argc, char** argv) {
     std::string checkTrace, baseline, maxIncrease, metric = "peak", checkFormat = "text",
                                                    checkOutput;
     std::vector<std::string> limits;
-    bool allowIncomplete = false;
+    bool allowIncomplete = false, allowOom = false;
     CLI::App* checkCmd = app.add_subcommand(
         "check", "Fail (exit 1) when memory passes a limit or grows past a baseline");
     checkCmd->add_option("trace", checkTrace, "trace.json written by memtool run")->required();
@@ -271,6 +273,8 @@ int main(int argc, char** argv) {
     checkCmd->add_option("-o,--output", checkOutput, "write the result here instead of stdout");
     checkCmd->add_flag("--allow-incomplete", allowIncomplete,
                        "do not fail on a trace whose target was killed");
+    checkCmd->add_flag("--allow-oom", allowOom,
+                       "do not fail on a trace in which a process ran out of memory");
 
     std::string diffBase, diffNew, diffFormat = "text";
     size_t diffTop = 10;
@@ -325,7 +329,7 @@ int main(int argc, char** argv) {
         return cli::runGuarded(
             [&] {
                 return checkCommand(checkTrace, limits, baseline, maxIncrease, metric, checkFormat,
-                                    allowIncomplete, checkOutput);
+                                    allowIncomplete, allowOom, checkOutput);
             },
             core::kExitInternal, std::cerr);
     }

@@ -25,6 +25,8 @@ inline constexpr const char* kEnvTorchBridge =
     "MEMTOOL_TORCH_BRIDGE";  // path of the torch bridge library
 inline constexpr const char* kEnvBackupDir =
     "MEMTOOL_BACKUP_DIR";  // where paused regions' disk backups go
+inline constexpr const char* kEnvControlSocket =
+    "MEMTOOL_CONTROL_SOCKET";  // memtool run's socket for memtool ctl (and the program itself)
 
 enum class RecordTag : uint8_t {
     Handshake = 'H',

@@ -133,6 +133,41 @@ std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions&
         results.push_back(r);
     }
 
+    // A run that hit out-of-memory failed, whatever its peaks say (any process's).
+    for (const core::ProcessTrace& q : trace.processes) {
+        if (q.oom.empty()) continue;
+        const core::OomEvent& e = q.oom.front();
+        CheckResult r;
+        r.kind = "oom";
+        r.name = "no out-of-memory";
+        r.device = e.device;
+        r.value = e.requestedBytes;
+        r.passed = options.allowOom;
+        r.message = fmt::format(
+            "process {} ran out of memory on {}: {} requested at {} while {} were held{}{}", q.pid,
+            e.device, core::formatBytes(e.requestedBytes),
+            e.site.empty() ? core::kNoStackSite : e.site, core::formatBytes(e.liveBytes),
+            q.oomCount > 1 ? fmt::format(" ({} out-of-memory events)", q.oomCount) : "",
+            options.allowOom ? " (allowed by --allow-oom)" : "");
+        results.push_back(r);
+    }
+
+    // Asked for nothing else, check says that these two held.
+    if (options.limits.empty() && !options.baseline) {
+        bool oom = false;
+        for (const core::ProcessTrace& q : trace.processes) oom |= !q.oom.empty();
+        auto held = [&](const char* kind, const char* name, const char* message) {
+            CheckResult r;
+            r.kind = kind;
+            r.name = name;
+            r.passed = true;
+            r.message = message;
+            results.push_back(r);
+        };
+        if (p.complete) held("complete", "trace complete", "the trace is complete");
+        if (!oom) held("oom", "no out-of-memory", "no process ran out of memory");
+    }
+
     for (const PeakLimit& l : options.limits) {
         std::vector<std::string> devices = devicesFor(l.selector, p);
         if (devices.empty()) {  // "cuda" with no CUDA device: say so, it holds
@@ -238,7 +273,12 @@ void renderCheckJson(const std::vector<CheckResult>& results, std::ostream& out)
         passed &= r.passed;
         nlohmann::json c = {
             {"name", r.name}, {"kind", r.kind}, {"passed", r.passed}, {"message", r.message}};
-        if (r.kind != "complete") {
+        if (r.kind == "oom") {
+            if (!r.device.empty()) {  // one happened (and may be allowed)
+                c["device"] = r.device;
+                c["requested_bytes"] = r.value;
+            }
+        } else if (r.kind != "complete") {
             c["device"] = r.device;
             c["value_bytes"] = r.value;
             c["limit_bytes"] = r.limit;

@@ -38,7 +38,9 @@ std::string shapeText(const json& shape) {
 
 const char* plural(uint64_t n) { return n == 1 ? "" : "s"; }
 
-void renderDevice(const json& d, std::string& out) {
+void renderDevice(const json& d, bool fromModel, std::string& out) {
+    const char* seen = fromModel ? "the model's" : "visible from Python";
+    const char* unseen = fromModel ? "Not the model's" : "Not visible from Python";
     const std::string device = str(d, "device");
     out += fmt::format("Storage on {}\n", device);
     out += fmt::format("{:<52} {:>20} {:>15}\n", "Tensor", "Shape", "Bytes");
@@ -50,8 +52,8 @@ void renderDevice(const json& d, std::string& out) {
                            shapeText(t.value("shape", json::array())), grouped(u64(t, "bytes")));
     }
     out += std::string(89, '-') + "\n";
-    out += fmt::format("Total Tensors: {}   Used Memory: {} B (visible from Python, {} tensor{})\n",
-                       grouped(u64(d, "visible_elements")), grouped(u64(d, "visible_bytes")),
+    out += fmt::format("Total Tensors: {}   Used Memory: {} B ({}, {} tensor{})\n",
+                       grouped(u64(d, "visible_elements")), grouped(u64(d, "visible_bytes")), seen,
                        u64(d, "visible_tensors"), plural(u64(d, "visible_tensors")));
     if (d.contains("note")) {
         out += fmt::format("Live on {}: {} B. {}\n\n", device, grouped(u64(d, "live_bytes")),
@@ -59,8 +61,8 @@ void renderDevice(const json& d, std::string& out) {
         return;
     }
     const uint64_t invisible = u64(d, "invisible_bytes"), storages = u64(d, "invisible_storages");
-    out += fmt::format("Not visible from Python: {} B in {} storage{}\n", grouped(invisible),
-                       grouped(storages), plural(storages));
+    out += fmt::format("{}: {} B in {} storage{}\n", unseen, grouped(invisible), grouped(storages),
+                       plural(storages));
     for (const json& g : d.value("invisible", json::array())) {
         out += fmt::format("  {:>15} B  {:>6} storage{:<1}  {}\n", grouped(u64(g, "bytes")),
                            grouped(u64(g, "storages")), plural(u64(g, "storages")), str(g, "site"));
@@ -76,8 +78,9 @@ void renderDevice(const json& d, std::string& out) {
             out += fmt::format("  {:>15} B  {}\n", grouped(u64(t, "bytes")), str(t, "name"));
     }
     out += fmt::format(
-        "Live on {}: {} found from Python + {} not visible = {} B{}\n\n", device,
-        grouped(u64(d, "matched_bytes")), grouped(invisible), grouped(u64(d, "live_bytes")),
+        "Live on {}: {} {} + {} {} = {} B{}\n\n", device, grouped(u64(d, "matched_bytes")),
+        fromModel ? "the model's" : "found from Python", grouped(invisible),
+        fromModel ? "other" : "not visible", grouped(u64(d, "live_bytes")),
         d.value("exact", false) ? " (exact)"
                                 : " (a visible storage's size differs from its block's)");
 }
@@ -96,8 +99,9 @@ std::string renderTensors(const json& report) {
     }
     const json devices = report.value("devices", json::array());
     if (devices.empty()) out += "No tensors, and no live storage.\n";
+    const bool fromModel = report.value("named_from_model", false) == true;
     for (const json& d : devices)
-        if (d.is_object()) renderDevice(d, out);
+        if (d.is_object()) renderDevice(d, fromModel, out);
     return out;
 }
 

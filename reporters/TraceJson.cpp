@@ -316,9 +316,28 @@ core::ControlEvent controlFromJson(const json& j) {
 
 json oomToJson(const std::vector<core::OomEvent>& events) {
     json out = json::array();
-    for (const auto& e : events)
-        out.push_back(
-            {{"time_s", e.timeS}, {"device", e.device}, {"requested_bytes", e.requestedBytes}});
+    for (const auto& e : events) {
+        json bySite = json::array(), byLine = json::array();
+        for (const auto& s : e.bySite) bySite.push_back({{"site", s.site}, {"bytes", s.bytes}});
+        for (const auto& l : e.byLine)
+            byLine.push_back(
+                {{"file", l.file}, {"line", l.line}, {"function", l.function}, {"bytes", l.bytes}});
+        out.push_back({{"time_s", e.timeS},
+                       {"device", e.device},
+                       {"requested_bytes", e.requestedBytes},
+                       {"source", e.source},
+                       {"site", e.site},
+                       {"stack", e.stack},
+                       {"file", e.file},
+                       {"line", e.line},
+                       {"function", e.function},
+                       {"held_on", e.heldOn},
+                       {"live_bytes", e.liveBytes},
+                       {"device_free_bytes", e.deviceFreeBytes},
+                       {"device_total_bytes", e.deviceTotalBytes},
+                       {"by_site", std::move(bySite)},
+                       {"by_line", std::move(byLine)}});
+    }
     return out;
 }
 
@@ -327,6 +346,22 @@ core::OomEvent oomFromJson(const json& j) {
     e.timeS = j.at("time_s").get<double>();
     e.device = j.at("device").get<std::string>();
     e.requestedBytes = unsignedField(j, "requested_bytes");
+    if (!j.contains("source")) return e;  // a trace from before capture
+    e.source = j.at("source").get<std::string>();
+    e.site = j.at("site").get<std::string>();
+    e.stack = j.at("stack").get<std::vector<std::string>>();
+    e.file = j.at("file").get<std::string>();
+    e.line = unsignedField(j, "line");
+    e.function = j.at("function").get<std::string>();
+    e.heldOn = j.at("held_on").get<std::string>();
+    e.liveBytes = unsignedField(j, "live_bytes");
+    e.deviceFreeBytes = unsignedField(j, "device_free_bytes");
+    e.deviceTotalBytes = unsignedField(j, "device_total_bytes");
+    for (const auto& s : j.at("by_site"))
+        e.bySite.push_back({s.at("site").get<std::string>(), unsignedField(s, "bytes")});
+    for (const auto& l : j.at("by_line"))
+        e.byLine.push_back({l.at("file").get<std::string>(), unsignedField(l, "line"),
+                            l.at("function").get<std::string>(), unsignedField(l, "bytes")});
     return e;
 }
 
@@ -391,9 +426,11 @@ json processToJson(const core::ProcessTrace& p) {
               {"regions", regionsToJson(p.regions)},
               {"control", controlToJson(p.control)},
               {"oom", oomToJson(p.oom)},
+              {"oom_count", p.oomCount},
               {"timeline", timelineToJson(p.timeline)},
               {"warnings", p.warnings}};
     if (!p.complete) j["incomplete_reason"] = p.incompleteReason;
+    if (p.snapshot) j["snapshot"] = true;
     return j;
 }
 
@@ -406,6 +443,7 @@ core::ProcessTrace processFromJson(const json& j) {
     p.exitCode = optionalInt(j, "exit_code");
     p.exitSignal = optionalInt(j, "exit_signal");
     p.complete = j.at("complete").get<bool>();
+    p.snapshot = j.value("snapshot", false) == true;
     p.incompleteReason = j.value("incomplete_reason", std::string());
     p.durationS = j.at("duration_s").get<double>();
     p.maxRssBytes = optionalUnsigned(j, "max_rss_bytes");
@@ -437,6 +475,7 @@ core::ProcessTrace processFromJson(const json& j) {
         for (const auto& c : j.at("control")) p.control.push_back(controlFromJson(c));
     if (j.contains("oom"))
         for (const auto& e : j.at("oom")) p.oom.push_back(oomFromJson(e));
+    p.oomCount = j.contains("oom_count") ? unsignedField(j, "oom_count") : p.oom.size();
     if (j.contains("timeline"))
         for (const auto& [name, series] : j.at("timeline").items())
             p.timeline[name] = timelineSeriesFromJson(series);

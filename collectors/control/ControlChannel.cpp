@@ -197,6 +197,11 @@ uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, 
         out[headBytes + n + 1] = '\0';
         return static_cast<uint8_t>(core::ReplyStatus::Ok);
     }
+    if (std::strcmp(command, "ping") == 0 &&
+        argc == 1) {  // memtool run's barrier: all records so far precede it
+        std::snprintf(out, size, "{\"ok\":true}");
+        return static_cast<uint8_t>(core::ReplyStatus::Ok);
+    }
     if (courtesy_ && std::strcmp(command, "yield") == 0)
         return courtesy_->yieldCommand(argc, argv, out, size);
     if (courtesy_ && std::strcmp(command, "restore") == 0 && argc == 1)

@@ -11,6 +11,8 @@ Names, without being told the model:
     buffers, and `.grad` as `name.grad`; a module bound to a variable of
     `__main__` takes that name as prefix, any other its class name;
   - optimizer state as `Opt.param.state` (e.g. `Adam.model.0.weight.exp_avg`);
+  - a tensor bound to a variable of `__main__` takes its name (memlab says
+    `TensorN` there), and its gradient `name.grad`;
   - every other tensor is `Tensor0`, `Tensor1`, ... in the garbage collector's order.
 `model=` names one module's tensors only, without prefix, as memlab does.
 """
@@ -85,6 +87,16 @@ def _named(torch, model):
                         out.append((f"{type(opt).__name__}.{pname}.{key}", value))
     named_ids = {id(t) for _, t in out}
     if model is None:
+        main = sys.modules.get("__main__")
+        for name, value in (list(vars(main).items()) if main is not None else ()):
+            if name.startswith("__") or not isinstance(value, torch.Tensor) or id(value) in named_ids:
+                continue
+            out.append((name, value))
+            named_ids.add(id(value))
+            grad = value.grad if value.requires_grad else None
+            if grad is not None and id(grad) not in named_ids:
+                out.append((name + ".grad", grad))
+                named_ids.add(id(grad))
         n = 0
         for o in gc.get_objects():
             if isinstance(o, torch.Tensor) and id(o) not in named_ids:

@@ -29,7 +29,11 @@ core::Trace trace() {
     pause.device = "cpu";
     pause.bytes = 4096;
     p.control.push_back(pause);
-    p.oom.push_back(core::OomEvent{0.625, "cuda:0", 1 << 20});
+    core::OomEvent oom;
+    oom.timeS = 0.625;
+    oom.device = "cuda:0";
+    oom.requestedBytes = 1 << 20;
+    p.oom.push_back(oom);
     core::Trace t;
     t.processes.push_back(p);
     return t;

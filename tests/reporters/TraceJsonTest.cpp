@@ -127,13 +127,37 @@ TEST(TraceJson, TimelineAndOomEventsRoundTrip) {
     series.bucketS = 2048e-9;
     series.points = {{0.25, 100}, {0.5, 3000000}, {0.75, 0}};
     t.processes[0].timeline["cuda:0.active"] = series;
-    t.processes[0].oom.push_back(core::OomEvent{0.6, "cuda:0", 1u << 30});
+    core::OomEvent oom;
+    oom.timeS = 0.6;
+    oom.device = "cuda:0";
+    oom.requestedBytes = 1u << 30;
+    oom.source = "torch";
+    oom.site = "grow (/w/oom.py:16)";
+    oom.stack = {"grow (/w/oom.py:16)", "<module> (/w/oom.py:20)"};
+    oom.file = "/w/oom.py";
+    oom.line = 16;
+    oom.function = "grow";
+    oom.heldOn = "cuda:0.active";
+    oom.liveBytes = 3000;
+    oom.deviceFreeBytes = 512;
+    oom.deviceTotalBytes = 4096;
+    oom.bySite = {{"grow (/w/oom.py:16)", 2000}, {"(1 other site)", 1000}};
+    oom.byLine = {{"/w/oom.py", 16, "grow", 3000}};
+    t.processes[0].oom.push_back(oom);
+    t.processes[0].oomCount = 3;
     json j = reporters::traceToJson(t);
     const json& p = j.at("processes").at(0);
     EXPECT_EQ(p.at("timeline"), json::parse(R"json({"cuda:0.active": {"bucket_s": 2.048e-06,
         "points": [[0.25, 100], [0.5, 3000000], [0.75, 0]]}})json"));
     EXPECT_EQ(p.at("oom"), json::parse(R"json([{"time_s": 0.6, "device": "cuda:0",
-        "requested_bytes": 1073741824}])json"));
+        "requested_bytes": 1073741824, "source": "torch", "site": "grow (/w/oom.py:16)",
+        "stack": ["grow (/w/oom.py:16)", "<module> (/w/oom.py:20)"], "file": "/w/oom.py",
+        "line": 16, "function": "grow", "held_on": "cuda:0.active", "live_bytes": 3000,
+        "device_free_bytes": 512, "device_total_bytes": 4096,
+        "by_site": [{"site": "grow (/w/oom.py:16)", "bytes": 2000},
+                    {"site": "(1 other site)", "bytes": 1000}],
+        "by_line": [{"file": "/w/oom.py", "line": 16, "function": "grow", "bytes": 3000}]}])json"));
+    EXPECT_EQ(p.at("oom_count"), 3);
     const core::ProcessTrace back = reporters::traceFromJson(j, "t.json").processes.at(0);
     ASSERT_EQ(back.timeline.size(), 1u);
     const core::TimelineSeries& s = back.timeline.at("cuda:0.active");
@@ -142,8 +166,19 @@ TEST(TraceJson, TimelineAndOomEventsRoundTrip) {
     EXPECT_EQ(s.points[1].timeS, 0.5);
     EXPECT_EQ(s.points[1].bytes, 3000000u);
     ASSERT_EQ(back.oom.size(), 1u);
-    EXPECT_EQ(back.oom[0].device, "cuda:0");
-    EXPECT_EQ(back.oom[0].requestedBytes, 1u << 30);
+    EXPECT_EQ(back.oomCount, 3u);
+    EXPECT_EQ(reporters::traceToJson(reporters::traceFromJson(j, "t.json")), j);
+    // A trace from before the capture of stacks: three fields, still read.
+    json old = j;
+    old["processes"][0]["oom"] = json::parse(R"json([{"time_s": 0.6, "device": "cuda:0",
+        "requested_bytes": 1073741824}])json");
+    old["processes"][0].erase("oom_count");
+    const core::ProcessTrace oldBack = reporters::traceFromJson(old, "t.json").processes.at(0);
+    ASSERT_EQ(oldBack.oom.size(), 1u);
+    EXPECT_EQ(oldBack.oom[0].device, "cuda:0");
+    EXPECT_EQ(oldBack.oom[0].requestedBytes, 1u << 30);
+    EXPECT_EQ(oldBack.oom[0].liveBytes, 0u);
+    EXPECT_EQ(oldBack.oomCount, 1u);
     // A trace from before the timeline has none, and no OOM events.
     EXPECT_TRUE(read(process(json::array())).processes.at(0).timeline.empty());
     EXPECT_TRUE(read(process(json::array())).processes.at(0).oom.empty());
