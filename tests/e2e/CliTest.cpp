@@ -1,5 +1,7 @@
 // Exit codes and one-line errors of the CLI itself.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -167,4 +169,59 @@ TEST(Cli, CtlOptionsAreTakenAnywhereAndTheirValuesChecked) {
     EXPECT_EQ(yield.exitCode, 3);
     EXPECT_EQ(yield.err,
               "memtool: process 1 does not run under memtool (see `memtool ctl list`)\n");
+}
+
+// A trace is a regular file of bounded size: anything else is refused before it
+// is read (a FIFO would block, /dev/zero never end, a huge file take all memory).
+TEST(Cli, TraceMustBeARegularFileOfBoundedSize) {
+    const std::string dir = tempDir();
+    ASSERT_EQ(mkfifo((dir + "/fifo").c_str(), 0600), 0);
+    Outcome fifo = run({MEMTOOL_BIN, "report", dir + "/fifo"});
+    EXPECT_EQ(fifo.exitCode, 2);
+    EXPECT_EQ(fifo.err,
+              "memtool: cannot open " + dir + "/fifo: it is a FIFO, not a regular file\n");
+    Outcome zero = run({MEMTOOL_BIN, "diff", "/dev/zero", "/dev/zero"});
+    EXPECT_EQ(zero.exitCode, 2);
+    EXPECT_EQ(zero.err,
+              "memtool: cannot open /dev/zero: it is a character device, not a regular file\n");
+    // Sparse: 300 GiB that take no disk.
+    const std::string huge = dir + "/huge.json";
+    { std::ofstream(huge) << ""; }
+    ASSERT_EQ(truncate(huge.c_str(), off_t{300} << 30), 0);
+    Outcome big = run({MEMTOOL_BIN, "check", huge, "--max-peak", "cpu=1"});
+    EXPECT_EQ(big.exitCode, 2);
+    EXPECT_EQ(big.err, "memtool: cannot open " + huge +
+                           ": it is larger than 256.00 MiB (322122547200 bytes); "
+                           "MEMTOOL_MAX_TRACE_BYTES raises the limit\n");
+    // The limit is the environment's to change.
+    const std::string t = traceWith(kCpu);
+    Outcome lowered = run({MEMTOOL_BIN, "report", t}, "", {"MEMTOOL_MAX_TRACE_BYTES=100"});
+    EXPECT_EQ(lowered.exitCode, 2);
+    EXPECT_EQ(lowered.err.rfind("memtool: cannot open " + t + ": it is larger than 100 B (", 0), 0u)
+        << lowered.err;
+    Outcome raised = run({MEMTOOL_BIN, "report", t}, "", {"MEMTOOL_MAX_TRACE_BYTES=1KiB"});
+    EXPECT_EQ(raised.exitCode, 0) << raised.err;
+    Outcome nonsense = run({MEMTOOL_BIN, "report", t}, "", {"MEMTOOL_MAX_TRACE_BYTES=lots"});
+    EXPECT_EQ(nonsense.exitCode, 2);
+    EXPECT_EQ(nonsense.err, "memtool: MEMTOOL_MAX_TRACE_BYTES='lots' is not a size (e.g. 2GiB)\n");
+}
+
+// JSON nested a million deep parses, but printing or copying it would overflow
+// the stack: such a file is no trace.
+TEST(Cli, DeeplyNestedJsonIsBadInput) {
+    const std::string deep = write(R"({"schema": "memtool.trace/1", "processes": )" +
+                                   std::string(1000000, '[') + std::string(1000000, ']') + "}");
+    Outcome o = run({MEMTOOL_BIN, "report", deep});
+    EXPECT_EQ(o.exitCode, 2);
+    EXPECT_EQ(o.err, "memtool: " + deep + ": not a memtool trace (nested deeper than 64 levels)\n");
+    // Within the limit, the malformed field is quoted briefly.
+    const std::string wrong = traceWith(
+        R"json({"peak_bytes": [[[[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]]]],
+        "current_bytes": 0, "allocated_bytes": 0, "freed_bytes": 0, "alloc_count": 0,
+        "free_count": 0})json");
+    Outcome quoted = run({MEMTOOL_BIN, "report", wrong});
+    EXPECT_EQ(quoted.exitCode, 2);
+    EXPECT_EQ(quoted.err, "memtool: " + wrong +
+                              ": malformed trace: \"peak_bytes\" is [[[[1,2,3,4,5,6,7,8,9,10,11,12,"
+                              "13,14,15,..., not a whole number >= 0\n");
 }
