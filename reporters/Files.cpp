@@ -28,6 +28,20 @@ std::string notRegular(mode_t mode) {
     return fmt::format("it is {}, not a regular file", what);
 }
 
+// A pipe without a name (pipe(2), what a shell hands over as /dev/fd/N), not a
+// FIFO in the file system: it lives on the kernel's pipe file system, the device
+// of any pipe's inode. Told before anything is opened.
+bool isAnonymousPipe(const struct stat& st) {
+    if (!S_ISFIFO(st.st_mode)) return false;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return false;
+    struct stat own {};
+    const bool same = fstat(fds[0], &own) == 0 && own.st_dev == st.st_dev;
+    close(fds[0]);
+    close(fds[1]);
+    return same;
+}
+
 std::string tooLarge(uint64_t bytes, uint64_t maxBytes) {
     return fmt::format("it is larger than {} ({} bytes)", core::formatBytes(maxBytes), bytes);
 }
@@ -56,7 +70,7 @@ private:
 }  // namespace
 
 std::optional<std::string> readRegularFile(const std::string& path, uint64_t maxBytes,
-                                           std::string* why) {
+                                           std::string* why, bool anonymousPipes) {
     // stat before open: opening a device can do things (a tape rewinds), and
     // opening a FIFO waits for a writer.
     struct stat st {};
@@ -64,13 +78,14 @@ std::optional<std::string> readRegularFile(const std::string& path, uint64_t max
         *why = std::strerror(errno);
         return std::nullopt;
     }
-    if (*why = notRegular(st.st_mode); !why->empty()) return std::nullopt;
+    const bool pipe = anonymousPipes && isAnonymousPipe(st);
+    if (*why = notRegular(st.st_mode); !why->empty() && !pipe) return std::nullopt;
     if (static_cast<uint64_t>(st.st_size) > maxBytes) {
         *why = tooLarge(static_cast<uint64_t>(st.st_size), maxBytes);
         return std::nullopt;
     }
-    // O_NONBLOCK: should the name have become a FIFO since, open returns at once
-    // and fstat refuses it.
+    // O_NONBLOCK: a FIFO (or a name that has become one since) opens at once, and
+    // fstat refuses it.
     Fd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
     if (fd.get() < 0) {
         *why = std::strerror(errno);
@@ -80,7 +95,12 @@ std::optional<std::string> readRegularFile(const std::string& path, uint64_t max
         *why = std::strerror(errno);
         return std::nullopt;
     }
-    if (*why = notRegular(st.st_mode); !why->empty()) return std::nullopt;
+    if (*why = notRegular(st.st_mode); !why->empty()) {
+        if (!pipe || !isAnonymousPipe(st)) return std::nullopt;
+        why->clear();
+        // Its writer is the user's command: wait for what it writes.
+        fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+    }
     std::string text;
     text.reserve(static_cast<size_t>(st.st_size));
     char buf[1 << 16];

@@ -13,8 +13,13 @@ namespace memtool::reporters {
 // The whole of a regular file of at most `maxBytes` bytes. nullopt, with `why` set
 // to a reason that completes "cannot read PATH: ...", for anything else: a missing
 // file, a directory, a FIFO or device (never opened), a larger file.
+//
+// With `anonymousPipes`, also a pipe that a shell hands over as /dev/stdin or
+// /dev/fd/N (`memtool diff <(git show ...) new.json`), read to its end or to the
+// limit. Its writer is the user's own command; a FIFO in the file system is still
+// refused, as one without a writer would block.
 std::optional<std::string> readRegularFile(const std::string& path, uint64_t maxBytes,
-                                           std::string* why);
+                                           std::string* why, bool anonymousPipes = false);
 
 // Replaces `path` with `text` atomically: written to a fresh temporary file in the
 // same directory (created exclusively, so a symbolic link planted there is never

@@ -532,7 +532,8 @@ core::Trace traceFromText(const std::string& text, const std::string& origin) {
 core::Trace loadTrace(const std::string& path) {
     const uint64_t limit = maxTraceBytes();
     std::string why;
-    const std::optional<std::string> text = readRegularFile(path, limit, &why);
+    const std::optional<std::string> text =
+        readRegularFile(path, limit, &why, /*anonymousPipes=*/true);
     if (!text) {
         if (why.rfind("it is larger", 0) == 0) why += "; MEMTOOL_MAX_TRACE_BYTES raises the limit";
         throw core::Error(core::kExitBadInput, "cannot open " + path + ": " + why);

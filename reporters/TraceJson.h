@@ -31,8 +31,9 @@ bool nestingWithin(std::string_view text, size_t maxDepth);
 // trace.json's text -> the model; `origin` names it in messages. Throws core::Error
 // (2) for anything that is not a trace of this schema.
 core::Trace traceFromText(const std::string& text, const std::string& origin);
-// Reads a regular file of at most maxTraceBytes(): a FIFO, a device or a larger
-// file is bad input (2), refused before it is read.
+// Reads a regular file (or a shell's pipe, see readRegularFile) of at most
+// maxTraceBytes(): a FIFO, a device or a larger file is bad input (2), refused
+// before it is read.
 core::Trace loadTrace(const std::string& path);
 // Writes atomically through a temporary file no one else can have planted (see
 // replaceFile); bytes that are not UTF-8 become U+FFFD.

@@ -2,10 +2,9 @@
 // file is replaced through a temporary no one else can have planted.
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <fstream>
 #include <set>
@@ -135,4 +134,30 @@ TEST(Files, ReplacingFailsWithAClearErrorAndLeavesNothing) {
         EXPECT_EQ(std::string(e.what()), "cannot write " + dir + "/taken: Is a directory");
     }
     EXPECT_EQ(entries(dir), (std::set<std::string>{"taken"}));
+}
+
+TEST(Files, APipeFromTheShellIsReadWhenAskedForAndBounded) {
+    // What `memtool diff <(git show ...) new.json` hands over: /dev/fd/N, a pipe.
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    ASSERT_EQ(write(fds[1], "{\"a\": 1}", 8), 8);
+    close(fds[1]);
+    const std::string path = "/dev/fd/" + std::to_string(fds[0]);
+    EXPECT_EQ(readError(path, 100), "it is a FIFO, not a regular file");  // not asked for
+    std::string why;
+    EXPECT_EQ(reporters::readRegularFile(path, 100, &why, true), "{\"a\": 1}");
+    close(fds[0]);
+    // Bounded like a file.
+    ASSERT_EQ(pipe(fds), 0);
+    ASSERT_EQ(write(fds[1], "123456", 6), 6);
+    close(fds[1]);
+    EXPECT_EQ(reporters::readRegularFile("/dev/fd/" + std::to_string(fds[0]), 5, &why, true),
+              std::nullopt);
+    EXPECT_EQ(why, "it is larger than 5 B (6 bytes)");
+    close(fds[0]);
+    // A FIFO in the file system is refused all the same, unopened.
+    const std::string fifo = tempDir() + "/fifo";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    EXPECT_EQ(reporters::readRegularFile(fifo, 100, &why, true), std::nullopt);
+    EXPECT_EQ(why, "it is a FIFO, not a regular file");
 }
