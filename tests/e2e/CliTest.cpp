@@ -55,7 +55,8 @@ TEST(Cli, ProgramWithoutTorchGetsAnEmptyCompleteTrace) {
 }
 
 TEST(Cli, ReportRendersTextAndJson) {
-    Profiled p = profile({PYTHON_BIN, script("storages.py")});
+    // Run where the script is, so that --lines reads it (SourceFiles.h).
+    Profiled p = profile({PYTHON_BIN, script("storages.py")}, {}, SCRIPTS_DIR);
     std::string trace = tempDir() + "/t.json";
     std::ofstream(trace) << p.trace.dump();
     Outcome text = run({MEMTOOL_BIN, "report", trace, "--top", "2"});
@@ -74,7 +75,7 @@ TEST(Cli, ReportRendersTextAndJson) {
     ASSERT_EQ(top.size(), 1u);
     EXPECT_EQ(top.at(0).at("allocated_bytes"), 3000000);
 
-    Outcome lines = run({MEMTOOL_BIN, "report", trace, "--lines"});
+    Outcome lines = run({MEMTOOL_BIN, "report", trace, "--lines"}, "", {}, nullptr, SCRIPTS_DIR);
     ASSERT_EQ(lines.exitCode, 0);
     // Source text beside the numbers (3,000,000 + 1,000,000 live at line 10); the
     // def line of scratch shown, blank.
@@ -224,4 +225,47 @@ TEST(Cli, DeeplyNestedJsonIsBadInput) {
     EXPECT_EQ(quoted.err, "memtool: " + wrong +
                               ": malformed trace: \"peak_bytes\" is [[[[1,2,3,4,5,6,7,8,9,10,11,12,"
                               "13,14,15,..., not a whole number >= 0\n");
+}
+
+// A trace names its source files, and may come from someone else: --lines reads
+// only regular files inside both its cwd and the directory report runs in, unless
+// --all-files (this printed /etc/passwd, and read /dev/zero until memory ran out).
+TEST(Cli, LineReportReadsOnlyTheProgramsOwnFiles) {
+    const std::string here = tempDir();
+    ASSERT_EQ(mkfifo((here + "/fifo.py").c_str(), 0600), 0);
+    auto row = [](const std::string& file) {
+        return R"json({"file": ")json" + file +
+               R"json(", "line": 1, "function": "f", "device": "cpu", "peak_bytes": 10,
+               "allocated_bytes": 10, "self_allocated_bytes": 10, "count": 1})json";
+    };
+    // A crafted cwd of "/" puts every file inside it.
+    std::string t = write(
+        R"json({"schema": "memtool.trace/1", "processes": [{"pid": 1, "command": ["x"],
+        "cwd": "/", "complete": true, "duration_s": 1.0, "devices": {"cpu": )json" +
+        std::string(kCpu) + R"json(}, "hotspots": [], "lines": [)json" + row("/etc/passwd") + "," +
+        row("/dev/zero") + "," + row(here + "/fifo.py") + "]}]}");
+    Outcome o = run({MEMTOOL_BIN, "report", t, "--lines"}, "", {}, nullptr, here);
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    const std::string header = "  Line          Peak     Allocated    Self alloc    Count  Code\n";
+    const std::string outside =
+        "        (source not read: outside the directory the trace was recorded in or the one "
+        "memtool runs in; --all-files reads it)\n";
+    const std::string numbers = "     1          10 B          10 B          10 B        1  \n";
+    EXPECT_EQ(o.out, "\n## f — /dev/zero [cpu] (pid 1)\n" + header + outside + numbers +
+                         "\n## f — /etc/passwd [cpu] (pid 1)\n" + header + outside + numbers +
+                         "\n## f — " + here + "/fifo.py [cpu] (pid 1)\n" + header +
+                         "        (source not read: it is a FIFO, not a regular file)\n" + numbers);
+    // --all-files reads any regular file; a device or FIFO still is none.
+    Outcome all = run({MEMTOOL_BIN, "report", t, "--lines", "--all-files"}, "", {}, nullptr, here);
+    ASSERT_EQ(all.exitCode, 0) << all.err;
+    EXPECT_NE(all.out.find("\n## f — /dev/zero [cpu] (pid 1)\n" + header +
+                           "        (source not read: it is a character device, not a regular "
+                           "file)\n" +
+                           numbers),
+              std::string::npos)
+        << all.out;
+    EXPECT_NE(all.out.find("\n## f — /etc/passwd [cpu] (pid 1)\n" + header +
+                           "     1          10 B          10 B          10 B        1  root:"),
+              std::string::npos)
+        << all.out;
 }

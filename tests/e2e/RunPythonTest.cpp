@@ -279,9 +279,8 @@ TEST(RunPython, BytesThatAreNotUtf8CostNoTrace) {
                               "x = torch.empty(1000, dtype=torch.uint8)\n"
                               "sys.exit(3)\n";
     const std::string trace = tempDir() + "/t.json";
-    // memtool started in that directory.
-    Outcome o = run({"/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", dir, MEMTOOL_BIN, "run", "-q",
-                     "-o", trace, "--", PYTHON_BIN, program, "\xfd"});
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, program, "\xfd"}, "",
+                    {}, nullptr, dir);
     EXPECT_EQ(o.exitCode, 3);
     EXPECT_EQ(o.err, "");
     const nlohmann::json p = readJson(trace).at("processes").at(0);
