@@ -5,7 +5,6 @@
 #include <charconv>
 #include <cstdlib>
 #include <limits>
-#include <regex>
 #include <stdexcept>
 
 #include "core/Error.h"
@@ -165,6 +164,24 @@ core::Frame frameFromJson(const json& j) {
     return f;
 }
 
+// `text` is BEFORE, `separator`, then a number in `base` that fits 64 bits (lower-
+// case hex digits or decimal ones, nothing else). By hand, not std::regex: its
+// matcher recurses per character, and a long frame text overflowed the stack.
+bool splitNumber(const std::string& text, const std::string& separator, int base,
+                 std::string* before, uint64_t* number) {
+    const size_t at = text.rfind(separator);
+    if (at == std::string::npos) return false;
+    const char* first = text.data() + at + separator.size();
+    const char* last = text.data() + text.size();
+    if (first == last) return false;
+    for (const char* c = first; c != last; ++c)
+        if (!((*c >= '0' && *c <= '9') || (base == 16 && *c >= 'a' && *c <= 'f'))) return false;
+    const auto [end, error] = std::from_chars(first, last, *number, base);
+    if (error != std::errc() || end != last) return false;  // past 64 bits
+    *before = text.substr(0, at);
+    return true;
+}
+
 // A frame as memtool wrote it before trace.json kept frames, as text only:
 // "function (file:line)", "function (module)" or "?? (module+0x1a)" (what
 // core::formatFrame writes). The one place that reads a frame back from text. A
@@ -179,22 +196,14 @@ core::Frame parseLegacyFrame(const std::string& text) {
     }
     f.function = text.substr(0, open);
     const std::string where = text.substr(open + 2, text.size() - open - 3);
-    // Digit counts keep both numbers within 64 bits.
-    static const std::regex unnamed(R"((.*)\+0x([0-9a-f]{1,16}))"),
-        sourceLine(R"((.*):(\d{1,19}))");
-    auto number = [](const std::ssub_match& digits, int base) {
-        uint64_t v = 0;
-        const char* first = &*digits.first;
-        std::from_chars(first, first + digits.length(), v, base);
-        return v;
-    };
-    std::smatch m;
-    if (f.function == "??" && std::regex_match(where, m, unnamed)) {
-        f.module = m[1] == "?" ? "" : m[1].str();
-        f.offset = number(m[2], 16);
-    } else if (std::regex_match(where, m, sourceLine)) {
-        f.file = m[1];
-        f.line = number(m[2], 10);
+    uint64_t number = 0;
+    std::string before;
+    if (f.function == "??" && splitNumber(where, "+0x", 16, &before, &number)) {
+        f.module = before == "?" ? "" : before;
+        f.offset = number;
+    } else if (splitNumber(where, ":", 10, &before, &number)) {
+        f.file = before;
+        f.line = number;
         const bool python = f.file.size() >= 3 && f.file.compare(f.file.size() - 3, 3, ".py") == 0;
         f.kind = python ? core::FrameKind::Python : core::FrameKind::Native;
         f.user = python && !core::isLibraryPythonFile(f.file);

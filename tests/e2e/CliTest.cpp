@@ -135,6 +135,18 @@ TEST(Cli, OddButValidInputIsNoInternalError) {
     EXPECT_EQ(increase.exitCode, 2);
     EXPECT_EQ(increase.err,
               "memtool: bad increase '" + huge + "' (use a percentage like 5% or a size)\n");
+    // Arguments long enough to overflow std::regex's recursion (SIGSEGV before).
+    const std::string longer = std::string(100000, '9');
+    Outcome percent =
+        run({MEMTOOL_BIN, "check", t, "--baseline", t, "--max-increase", longer + "%"});
+    EXPECT_EQ(percent.exitCode, 2);
+    EXPECT_EQ(percent.err,
+              "memtool: bad increase '" + longer + "%' (use a percentage like 5% or a size)\n");
+    Outcome device = run({MEMTOOL_BIN, "check", t, "--max-peak", "cuda:" + longer + "=1"});
+    EXPECT_EQ(device.exitCode, 2);
+    EXPECT_EQ(device.err, "memtool: bad device 'cuda:" + longer +
+                              "' (use cpu, pinned, cuda, cuda:N, cuda:N.active or "
+                              "cuda:N.reserved)\n");
     // A function name that is no Python identifier: the line report renders it.
     std::string odd = traceWith(
         kCpu, R"json({"file": "/nonexistent/a.py", "line": 2, "function": "f(", "device": "cpu",

@@ -43,9 +43,8 @@ std::string render(std::vector<core::LineStat> lines, std::vector<std::string> c
 }  // namespace
 
 TEST(LineReporter, ShowsTheFunctionFromItsDef) {
-    EXPECT_EQ(render({row("Model.step", 4, 10)},
-                     {"class Model:", "    async  def step (self):", "        x = 1",
-                      "        y = alloc()"}),
+    EXPECT_EQ(render({row("Model.step", 4, 10)}, {"class Model:", "    async  def step (self):",
+                                                  "        x = 1", "        y = alloc()"}),
               "\n## Model.step — /src/t.py [cpu] (pid 3)\n"
               "  Line          Peak     Allocated    Self alloc    Count  Code\n"
               "     2                                                         async  def step "
@@ -56,14 +55,14 @@ TEST(LineReporter, ShowsTheFunctionFromItsDef) {
 
 TEST(LineReporter, LineNumbersNearTwoToTheSixtyFourDoNotLoop) {
     const uint64_t max = std::numeric_limits<uint64_t>::max();
-    EXPECT_EQ(render({row("f", 1, 1), row("f", max - 1, 2), row("f", max, 3)},
-                     {"def f():", "    pass"}),
-              "\n## f — /src/t.py [cpu] (pid 3)\n"
-              "  Line          Peak     Allocated    Self alloc    Count  Code\n"
-              "     1           1 B           1 B           1 B        1  def f():\n"
-              "     2                                                         pass\n"
-              "18446744073709551614           2 B           2 B           2 B        1  \n"
-              "18446744073709551615           3 B           3 B           3 B        1  \n");
+    EXPECT_EQ(
+        render({row("f", 1, 1), row("f", max - 1, 2), row("f", max, 3)}, {"def f():", "    pass"}),
+        "\n## f — /src/t.py [cpu] (pid 3)\n"
+        "  Line          Peak     Allocated    Self alloc    Count  Code\n"
+        "     1           1 B           1 B           1 B        1  def f():\n"
+        "     2                                                         pass\n"
+        "18446744073709551614           2 B           2 B           2 B        1  \n"
+        "18446744073709551615           3 B           3 B           3 B        1  \n");
 }
 
 TEST(LineReporter, AFunctionNameIsNoPattern) {

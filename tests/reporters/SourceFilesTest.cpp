@@ -1,10 +1,9 @@
 // Which files `report --lines` reads: inside both the trace's cwd and the current
 // directory (a trace recorded elsewhere: relative to its cwd, from here), regular
 // files only, unless --all-files.
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <fstream>
 
@@ -74,8 +73,9 @@ TEST(SourceFiles, NeverReadsOutsideTheTracesDirectory) {
     InDirectory here(fx.project);
     const SourceFiles files(fx.project, false);
     const std::string sibling = fx.elsewhere.substr(fx.elsewhere.rfind('/') + 1);
-    for (const std::string& name : {std::string("/etc/passwd"), fx.elsewhere + "/secret",
-                                     "../" + sibling + "/secret", "src/../../" + sibling + "/secret"}) {
+    for (const std::string& name :
+         {std::string("/etc/passwd"), fx.elsewhere + "/secret", "../" + sibling + "/secret",
+          "src/../../" + sibling + "/secret"}) {
         const auto r = files.read(name);
         EXPECT_FALSE(r.found) << name;
         EXPECT_TRUE(r.lines.empty()) << name;
