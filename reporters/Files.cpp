@@ -56,6 +56,11 @@ public:
     Fd(const Fd&) = delete;
     Fd& operator=(const Fd&) = delete;
     int get() const { return fd_; }
+    int release() {
+        const int fd = fd_;
+        fd_ = -1;
+        return fd;
+    }
     // Closes it now; false (errno set) when close reports a failed write.
     bool close() {
         const int fd = fd_;
@@ -67,39 +72,53 @@ private:
     int fd_;
 };
 
-}  // namespace
-
-std::optional<std::string> readRegularFile(const std::string& path, uint64_t maxBytes,
-                                           std::string* why, bool anonymousPipes) {
+// A descriptor for reading `path` when it is a regular file (or, with
+// `anonymousPipes`, a pipe without a name); -1 with `why` set otherwise.
+int openChecked(const std::string& path, std::string* why, bool anonymousPipes) {
     // stat before open: opening a device can do things (a tape rewinds), and
     // opening a FIFO waits for a writer.
     struct stat st {};
     if (stat(path.c_str(), &st) != 0) {
         *why = std::strerror(errno);
-        return std::nullopt;
+        return -1;
     }
     const bool pipe = anonymousPipes && isAnonymousPipe(st);
-    if (*why = notRegular(st.st_mode); !why->empty() && !pipe) return std::nullopt;
-    if (static_cast<uint64_t>(st.st_size) > maxBytes) {
-        *why = tooLarge(static_cast<uint64_t>(st.st_size), maxBytes);
-        return std::nullopt;
-    }
+    if (*why = notRegular(st.st_mode); !why->empty() && !pipe) return -1;
     // O_NONBLOCK: a FIFO (or a name that has become one since) opens at once, and
     // fstat refuses it.
     Fd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    if (fd.get() < 0) {
+    if (fd.get() < 0 || fstat(fd.get(), &st) != 0) {
         *why = std::strerror(errno);
-        return std::nullopt;
+        return -1;
     }
+    if (*why = notRegular(st.st_mode); !why->empty()) {
+        if (!pipe || !isAnonymousPipe(st)) return -1;
+        why->clear();
+        // Its writer is the user's command: wait for what it writes.
+        fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+    }
+    return fd.release();
+}
+
+}  // namespace
+
+int openRegularFile(const std::string& path, std::string* why) {
+    return openChecked(path, why, false);
+}
+
+std::optional<std::string> readRegularFile(const std::string& path, uint64_t maxBytes,
+                                           std::string* why, bool anonymousPipes) {
+    Fd fd(openChecked(path, why, anonymousPipes));
+    struct stat st {};
+    if (fd.get() < 0) return std::nullopt;
     if (fstat(fd.get(), &st) != 0) {
         *why = std::strerror(errno);
         return std::nullopt;
     }
-    if (*why = notRegular(st.st_mode); !why->empty()) {
-        if (!pipe || !isAnonymousPipe(st)) return std::nullopt;
-        why->clear();
-        // Its writer is the user's command: wait for what it writes.
-        fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+    // A pipe's size is 0: the read below keeps to the limit.
+    if (static_cast<uint64_t>(st.st_size) > maxBytes) {
+        *why = tooLarge(static_cast<uint64_t>(st.st_size), maxBytes);
+        return std::nullopt;
     }
     std::string text;
     text.reserve(static_cast<size_t>(st.st_size));

@@ -21,6 +21,11 @@ namespace memtool::reporters {
 std::optional<std::string> readRegularFile(const std::string& path, uint64_t maxBytes,
                                            std::string* why, bool anonymousPipes = false);
 
+// Opens a regular file for reading without waiting (O_NONBLOCK | O_CLOEXEC), after
+// checking that it is one: a FIFO or a device is never opened. -1 with `why` set
+// (as readRegularFile) otherwise.
+int openRegularFile(const std::string& path, std::string* why);
+
 // Replaces `path` with `text` atomically: written to a fresh temporary file in the
 // same directory (created exclusively, so a symbolic link planted there is never
 // followed), given the mode a new file gets (0666 less the umask), then renamed

@@ -281,3 +281,18 @@ TEST(Cli, LineReportReadsOnlyTheProgramsOwnFiles) {
               std::string::npos)
         << all.out;
 }
+
+// A stream from a broken or hostile process of the run: memtool run neither
+// hangs nor loses the trace.
+TEST(Cli, RunSymbolizesAroundAModuleThatIsAFifo) {
+    // libdw used to open the FIFO and wait for a writer for ever, signals blocked.
+    const std::string dir = tempDir();
+    Profiled p = profile({"/usr/bin/python3", script("hostile_stream.py"), "fifo", dir});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.outcome.out, "sent\n");
+    EXPECT_TRUE(p.process().at("complete").get<bool>()) << p.process().dump();
+    EXPECT_EQ(p.process().at("command"), nlohmann::json({"hostile"}));
+    const auto& h = p.process().at("hotspots").at(0);
+    EXPECT_EQ(h.at("stack"), nlohmann::json({"?? (libfifo.so+0x100)"}));
+    EXPECT_EQ(h.at("allocated_bytes"), 100);
+}
