@@ -2,10 +2,9 @@
 // never waits on one (a FIFO opened by libdw blocked memtool run for good).
 #include <errno.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include "cli/ElfSymbolizer.h"
 

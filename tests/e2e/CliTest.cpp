@@ -287,7 +287,7 @@ TEST(Cli, LineReportReadsOnlyTheProgramsOwnFiles) {
 TEST(Cli, RunSymbolizesAroundAModuleThatIsAFifo) {
     // libdw used to open the FIFO and wait for a writer for ever, signals blocked.
     const std::string dir = tempDir();
-    Profiled p = profile({"/usr/bin/python3", script("hostile_stream.py"), "fifo", dir});
+    Profiled p = profile({"/usr/bin/python3", script("fake_collector.py"), "fifo", dir});
     ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
     EXPECT_EQ(p.outcome.out, "sent\n");
     EXPECT_TRUE(p.process().at("complete").get<bool>()) << p.process().dump();

@@ -1,9 +1,12 @@
-# Plays a collector that sends what no collector sends, on the socket memtool run
-# names in MEMTOOL_SOCKET (this script loads no torch, so the real collector never
-# connects). The wire format is core/PROTOCOL.md's.
+# Plays a collector on the socket memtool run names in MEMTOOL_SOCKET (this script
+# loads no torch, so the real collector never connects). The wire format is
+# core/PROTOCOL.md's.
 #   fifo DIR:  a module that is a FIFO in DIR, one allocation inside it, a clean end
 #   endless:   a handshake-sized record that never ends, until memtool hangs up
+#   orphan:    a grandchild whose parent has exited sends a stream of its own
+#   wait:      prints "PID SOCKET", connects nothing, exits 0 on SIGUSR1
 import os
+import signal
 import socket
 import struct
 import sys
@@ -27,9 +30,45 @@ def handshake(argc):
             varint(os.getppid()) + varint(0) + varint(0) + varint(argc))
 
 
-sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-sock.connect(os.environ["MEMTOOL_SOCKET"])
+def connect():
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(os.environ["MEMTOOL_SOCKET"])
+    return sock
+
+
+# A handshake naming `name`, and an end that counts it: a stream with nothing in it.
+def empty_stream(name):
+    return (handshake(1) + string(name) + b"E" + varint(0) + varint(0) + varint(0) +
+            varint(0) + varint(1) + varint(0) + varint(0))
+
+
 mode = sys.argv[1]
+if mode == "wait":
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    print(os.getpid(), os.environ["MEMTOOL_SOCKET"], flush=True)
+    signal.sigwait({signal.SIGUSR1})
+    sys.exit(0)
+if mode == "orphan":
+    go_r, go_w = os.pipe()
+    done_r, done_w = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        if os.fork() == 0:
+            os.close(go_w)
+            os.close(done_r)
+            os.read(go_r, 1)  # its parent is gone: memtool, the subreaper, adopted it
+            sock = connect()
+            sock.sendall(empty_stream(b"orphan"))
+            sock.close()
+            os._exit(0)  # done_w closes with it
+        os._exit(0)
+    os.close(done_w)
+    os.waitpid(middle, 0)
+    os.write(go_w, b"x")
+    os.read(done_r, 1)  # end of file: the grandchild has sent all and exited
+    print("orphan sent")
+    sys.exit(0)
+sock = connect()
 if mode == "fifo":
     fifo = os.path.join(sys.argv[2], "libfifo.so")
     os.mkfifo(fifo)
