@@ -14,6 +14,7 @@
 #include "cli/ControlDirectory.h"
 #include "cli/EventLoop.h"
 #include "core/Error.h"
+#include "reporters/TraceJson.h"
 
 namespace memtool::cli {
 
@@ -157,8 +158,13 @@ void ControlServer::handle(std::list<Client>::iterator client, const std::string
         const auto client = it->second;
         pending_.erase(it);
         client->waiting = false;
-        nlohmann::json body = nlohmann::json::parse(r.body, nullptr, false);
-        if (body.is_discarded()) body = r.body;  // a collector's answer is data, not trusted JSON
+        // A collector's answer is data, not trusted JSON: what does not parse, or
+        // nests deep enough to overflow the stack when dumped, goes on as text.
+        nlohmann::json body = r.body;
+        if (reporters::nestingWithin(r.body, reporters::kMaxTraceNesting)) {
+            nlohmann::json parsed = nlohmann::json::parse(r.body, nullptr, false);
+            if (!parsed.is_discarded()) body = std::move(parsed);
+        }
         answer(client, {{"status", statusName(r.status)}, {"body", body}});
     });
     client->waiting = true;

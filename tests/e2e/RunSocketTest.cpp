@@ -79,12 +79,12 @@ TEST(RunSocket, AProcessThatIsNotTheProgramsCannotJoin) {
     EXPECT_TRUE(refused);
     const nlohmann::json t = readJson(trace);
     ASSERT_EQ(t.at("processes").size(), 1u) << t.dump();  // the intruder's stream is not in it
-    EXPECT_EQ(t.at("processes").at(0).at("warnings"),
-              nlohmann::json({"the program loaded no allocator memtool tracks (no libc10 CPU "
-                              "allocator)",
-                              "refused a collector connection from pid " +
-                                  std::to_string(getpid()) +
-                                  ", which does not descend from the program"}));
+    EXPECT_EQ(
+        t.at("processes").at(0).at("warnings"),
+        nlohmann::json({"the program loaded no allocator memtool tracks (no libc10 CPU "
+                        "allocator)",
+                        "refused a collector connection from pid " + std::to_string(getpid()) +
+                            ", which does not descend from the program"}));
 }
 
 TEST(RunSocket, AnOrphanedDescendantStillJoins) {
@@ -116,35 +116,34 @@ TEST(RunSocket, TheDirectoryOfAKilledRunGoesWithTheNextRun) {
     // Something else's, shaped like a run directory but without a pid file: kept.
     ASSERT_EQ(mkdir((tmp + "/memtool-run-foreign").c_str(), 0700), 0);
     std::string killedDir;
-    Outcome killed = run({MEMTOOL_BIN, "run", "-q", "-o", tmp + "/t.json", "--",
-                          "/usr/bin/python3", script("fake_collector.py"), "wait"},
-                         "", {env}, [&](pid_t memtool, const std::string& first) {
-                             const Waiting w = parseWaiting(first);
-                             killedDir = w.socket.substr(0, w.socket.rfind('/'));
-                             // A second run while this one lives leaves its directory.
-                             Outcome meanwhile = run({MEMTOOL_BIN, "run", "-q", "-o",
-                                                      tmp + "/t2.json", "--", "/bin/true"},
-                                                     "", {env});
-                             EXPECT_EQ(meanwhile.exitCode, 0) << meanwhile.err;
-                             EXPECT_EQ(entries(killedDir),
-                                       (std::set<std::string>{"collector.sock", "run.pid"}));
-                             kill(memtool, SIGKILL);
-                             int status;
-                             waitpid(memtool, &status, 0);
-                             kill(w.pid, SIGUSR1);
-                         });
+    Outcome killed = run(
+        {MEMTOOL_BIN, "run", "-q", "-o", tmp + "/t.json", "--", "/usr/bin/python3",
+         script("fake_collector.py"), "wait"},
+        "", {env}, [&](pid_t memtool, const std::string& first) {
+            const Waiting w = parseWaiting(first);
+            killedDir = w.socket.substr(0, w.socket.rfind('/'));
+            // A second run while this one lives leaves its directory.
+            Outcome meanwhile = run(
+                {MEMTOOL_BIN, "run", "-q", "-o", tmp + "/t2.json", "--", "/bin/true"}, "", {env});
+            EXPECT_EQ(meanwhile.exitCode, 0) << meanwhile.err;
+            EXPECT_EQ(entries(killedDir), (std::set<std::string>{"collector.sock", "run.pid"}));
+            kill(memtool, SIGKILL);
+            int status;
+            waitpid(memtool, &status, 0);
+            kill(w.pid, SIGUSR1);
+        });
     EXPECT_EQ(killed.signal, 0);  // reaped in the callback
     const std::string name = killedDir.substr(tmp.size() + 1);
     // Its backup directory stays too (the program may outlive memtool and use it).
     std::set<std::string> left;
     for (const std::string& e : entries(tmp))
         left.insert(e.rfind("memtool-backup-", 0) == 0 ? "memtool-backup-*" : e);
-    EXPECT_EQ(left, (std::set<std::string>{"memtool-backup-*", "memtool-run-foreign", name,
-                                           "t2.json"}))
+    EXPECT_EQ(left,
+              (std::set<std::string>{"memtool-backup-*", "memtool-run-foreign", name, "t2.json"}))
         << "left behind by the killed run";
     // The next run finds that run gone and removes its directory.
-    Outcome next = run({MEMTOOL_BIN, "run", "-q", "-o", tmp + "/t3.json", "--", "/bin/true"}, "",
-                       {env});
+    Outcome next =
+        run({MEMTOOL_BIN, "run", "-q", "-o", tmp + "/t3.json", "--", "/bin/true"}, "", {env});
     EXPECT_EQ(next.exitCode, 0) << next.err;
     EXPECT_EQ(entries(tmp).count(name), 0u);
     EXPECT_EQ(entries(tmp).count("memtool-run-foreign"), 1u);
@@ -165,4 +164,26 @@ TEST(RunSocket, ASocketPathTooLongLeavesNothingBehind) {
               std::string::npos)
         << o.err;
     EXPECT_EQ(entries(tmp), std::set<std::string>{});
+}
+
+TEST(RunSocket, AReplyNestedTooDeeplyReachesCtlAsText) {
+    // Parsed and passed on as JSON, a million levels overflowed memtool run's stack
+    // when it wrote them to memtool ctl, and the whole run was lost.
+    const std::string control = "MEMTOOL_CONTROL_DIR=" + tempDir() + "/ctl";
+    const std::string trace = tempDir() + "/t.json";
+    Outcome ctl;
+    Outcome o =
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", "/usr/bin/python3",
+             script("fake_collector.py"), "deep-reply"},
+            "", {control}, [&](pid_t, const std::string& first) {
+                ctl = run({MEMTOOL_BIN, "ctl", "--format", "json", first, "status"}, "", {control});
+                kill(std::stoi(first), SIGUSR1);
+            });
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    ASSERT_EQ(ctl.exitCode, 0) << ctl.err;
+    const nlohmann::json answer = nlohmann::json::parse(ctl.out);
+    EXPECT_EQ(answer.at("status"), "ok");
+    EXPECT_EQ(answer.at("body"), std::string(1000000, '[') + std::string(1000000, ']'));
+    const nlohmann::json t = readJson(trace);
+    EXPECT_TRUE(t.at("processes").at(0).at("complete").get<bool>()) << t.dump();
 }

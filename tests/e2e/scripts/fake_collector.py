@@ -5,6 +5,8 @@
 #   endless:   a handshake-sized record that never ends, until memtool hangs up
 #   orphan:    a grandchild whose parent has exited sends a stream of its own
 #   wait:      prints "PID SOCKET", connects nothing, exits 0 on SIGUSR1
+#   deep-reply: prints its pid once connected, answers one request (memtool ctl)
+#              with JSON nested a million deep, ends its stream on SIGUSR1
 import os
 import signal
 import socket
@@ -69,6 +71,20 @@ if mode == "orphan":
     print("orphan sent")
     sys.exit(0)
 sock = connect()
+if mode == "deep-reply":
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    sock.sendall(handshake(1) + string(b"deep"))
+    print(os.getpid(), flush=True)
+    request = b""
+    while b"Q" not in request or len(request) < request.index(b"Q") + 2:
+        request += sock.recv(4096)
+    request_id = request[request.index(b"Q") + 1]  # ids this small take one byte
+    deep = b"[" * 1000000 + b"]" * 1000000
+    sock.sendall(b"Y" + varint(request_id) + bytes([0]) + string(deep))
+    signal.sigwait({signal.SIGUSR1})
+    sock.sendall(b"E" + varint(0) + varint(0) + varint(0) + varint(0) + varint(2) + varint(0) +
+                 varint(0))
+    sys.exit(0)
 if mode == "fifo":
     fifo = os.path.join(sys.argv[2], "libfifo.so")
     os.mkfifo(fifo)
