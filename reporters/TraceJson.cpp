@@ -550,11 +550,14 @@ core::Trace loadTrace(const std::string& path) {
     return traceFromText(*text, path);
 }
 
-void saveTrace(const core::Trace& trace, const std::string& path) {
+std::string traceToText(const core::Trace& trace) {
     // Strings come from the program (argv, file and function names) and the working
     // directory: bytes that are not UTF-8 become U+FFFD rather than cost the trace.
-    replaceFile(path, traceToJson(trace).dump(1, ' ', false, json::error_handler_t::replace) + '\n',
-                core::kExitRunFailed);
+    return traceToJson(trace).dump(1, ' ', false, json::error_handler_t::replace) + '\n';
+}
+
+void saveTrace(const core::Trace& trace, const std::string& path) {
+    replaceFile(path, traceToText(trace), core::kExitRunFailed);
 }
 
 }  // namespace memtool::reporters

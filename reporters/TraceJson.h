@@ -35,8 +35,10 @@ core::Trace traceFromText(const std::string& text, const std::string& origin);
 // maxTraceBytes(): a FIFO, a device or a larger file is bad input (2), refused
 // before it is read.
 core::Trace loadTrace(const std::string& path);
-// Writes atomically through a temporary file no one else can have planted (see
-// replaceFile); bytes that are not UTF-8 become U+FFFD.
+// trace.json's text; bytes of strings that are not UTF-8 become U+FFFD.
+std::string traceToText(const core::Trace& trace);
+// Writes traceToText atomically, through a temporary file no one else can have
+// planted (see replaceFile).
 void saveTrace(const core::Trace& trace, const std::string& path);
 
 }  // namespace memtool::reporters

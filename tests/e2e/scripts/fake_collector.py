@@ -10,26 +10,13 @@
 import os
 import signal
 import socket
-import struct
 import sys
 
-
-def varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def string(s):
-    return varint(len(s)) + s
+from wire import PREAMBLE, record, string, u8
 
 
 def handshake(argc):
-    return (b"MEMTOOL\0" + struct.pack("<I", 4) + b"H" + varint(os.getpid()) +
-            varint(os.getppid()) + varint(0) + varint(0) + varint(argc))
+    return PREAMBLE + record(b"H", os.getpid(), os.getppid(), 0, 0, argc)
 
 
 def connect():
@@ -40,8 +27,7 @@ def connect():
 
 # A handshake naming `name`, and an end that counts it: a stream with nothing in it.
 def empty_stream(name):
-    return (handshake(1) + string(name) + b"E" + varint(0) + varint(0) + varint(0) +
-            varint(0) + varint(1) + varint(0) + varint(0))
+    return handshake(1) + string(name) + record(b"E", 0, 0, 0, 0, 1, 0, 0)
 
 
 mode = sys.argv[1]
@@ -80,22 +66,18 @@ if mode == "deep-reply":
         request += sock.recv(4096)
     request_id = request[request.index(b"Q") + 1]  # ids this small take one byte
     deep = b"[" * 1000000 + b"]" * 1000000
-    sock.sendall(b"Y" + varint(request_id) + bytes([0]) + string(deep))
+    sock.sendall(record(b"Y", request_id, u8(0), string(deep)))
     signal.sigwait({signal.SIGUSR1})
-    sock.sendall(b"E" + varint(0) + varint(0) + varint(0) + varint(0) + varint(2) + varint(0) +
-                 varint(0))
+    sock.sendall(record(b"E", 0, 0, 0, 0, 2, 0, 0))
     sys.exit(0)
 if mode == "fifo":
     fifo = os.path.join(sys.argv[2], "libfifo.so")
     os.mkfifo(fifo)
     sock.sendall(handshake(1) + string(b"hostile") +
-                 b"M" + varint(1) + string(fifo.encode()) + varint(0x10000) + varint(1) +
-                 varint(0x10000) + varint(0x10000) +
-                 b"N" + varint(0) + varint(0x10101) +
-                 b"A" + bytes([0]) + varint(0x1000) + varint(100) + varint(1) + varint(0) +
-                 varint(0) + varint(0) +
-                 b"E" + varint(1) + varint(0) + varint(100) + varint(0) + varint(4) +
-                 varint(0) + varint(0))
+                 record(b"M", 1, string(fifo.encode()), 0x10000, 1, 0x10000, 0x10000) +
+                 record(b"N", 0, 0x10101) +
+                 record(b"A", u8(0), 0x1000, 100, 1, 0, 0, 0) +
+                 record(b"E", 1, 0, 100, 0, 4, 0, 0))
     sock.close()
     print("sent")
 elif mode == "endless":
