@@ -108,6 +108,9 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool d
     if (!c.ok) return 0;
     if ((tag == RecordTag::Handshake) == sawHandshake_)
         throw ProtocolError(sawHandshake_ ? "a second handshake" : "a record before the handshake");
+    // Each case reads its fields, then `if (!c.ok) return 0; if (dry) break;`, and
+    // only after that checks them against the stream so far, changes any state and
+    // calls the sink: a dry run measures the record and leaves no trace.
     switch (tag) {
         case RecordTag::Handshake: {
             Handshake h;

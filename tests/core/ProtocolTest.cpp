@@ -149,6 +149,33 @@ TEST(Protocol, RoundTripsEveryRecord) {
     EXPECT_EQ(d.pendingBytes(), 0u);
 }
 
+TEST(Protocol, ARecordMeasuredWhileIncompleteIsPassedOnOnce) {
+    // Byte at a time, every record is incomplete first, so measured (a dry run)
+    // before it is decoded: the sink sees each once, on the same clock.
+    struct Timed : Recorder {
+        void onAlloc(const AllocRecord& a) override {
+            Recorder::onAlloc(a), log.push_back(std::to_string(a.timeNs));
+        }
+        void onOom(const OomRecord& o) override { log.push_back("O" + std::to_string(o.timeNs)); }
+    } whole, split;
+    std::vector<uint8_t> bytes = encodeHandshake(Handshake{});
+    uint8_t buf[128];
+    auto put = [&](uint8_t* end) { bytes.insert(bytes.end(), buf, end); };
+    put(encodeNativeNode(buf, 0, 0x1234));
+    OomFields o;
+    o.nativeNode = 1;
+    o.timeDeltaNs = 7;
+    put(encodeOom(buf, o));
+    put(encodeAlloc(buf, AllocFields{kDeviceCpu, 0xa000, 1, 1, 0, 3}));
+    put(encodeFree(buf, FreeFields{kDeviceCpu, 0xa000, 5}));
+    put(encodeOom(buf, o));
+    StreamDecoder a(whole), b(split);
+    a.feed(bytes.data(), bytes.size());
+    for (uint8_t byte : bytes) b.feed(&byte, 1);
+    EXPECT_EQ(whole.log, split.log);
+    EXPECT_EQ(split.log, (std::vector<std::string>{"H", "N1<0:4660", "O7", "A", "10", "F", "O22"}));
+}
+
 TEST(Protocol, ByteAtATimeGivesTheSameRecords) {
     Recorder whole, split;
     StreamDecoder a(whole), b(split);
