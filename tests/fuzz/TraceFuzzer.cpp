@@ -35,7 +35,8 @@ void report(const core::Trace& trace) {
     lines.readSource = [](const std::string& file, const std::string&) {
         reporters::SourceText s;
         s.found = file.size() % 2 == 0;
-        if (s.found) s.lines = {"import torch", "def f(x):", "    y = torch.empty(x)", "    return y"};
+        if (s.found)
+            s.lines = {"import torch", "def f(x):", "    y = torch.empty(x)", "    return y"};
         return s;
     };
     reporters::renderLines(trace, lines, out);

@@ -1,6 +1,6 @@
 # Writes the hand-made seeds of tests/fuzz/corpus/stream: streams with the records
 # a short Python run does not send (regions, pauses, replies, notes, CUDA pools,
-# frees of unknown addresses, an address allocated twice). The recorded seeds
+# frees of unknown addresses, an address allocated twice, an out-of-memory). The recorded seeds
 # (c10-*.bin) are the collector's own bytes for tests/e2e/scripts/c10_ctypes.py.
 # Usage: make_stream_seeds.py DIR
 import os
@@ -49,6 +49,7 @@ seeds = {
         record(b"F", u8(80), 0x7F00FFFF0000 | (1 << 62), 3),
         record(b"F", u8(0), 0xDEAD, 3),
         record(b"A", u8(16), (1 << 63) | 7, 1 << 21, 0, 0, 2, 0),
+        record(b"O", u8(16), 3 << 30, 2, 0, 9, u8(2), 123456789, 80 << 30),
     ),
 }
 for name, data in seeds.items():
