@@ -1,7 +1,7 @@
 // libFuzzer harness: a trace.json from someone else, through everything that reads
-// one: the loader, report (table, JSON, lines), check against limits and against
-// itself as a baseline, diff. core::Error (bad input, exit 2) is the expected answer
-// to a bad trace; anything else that escapes, and any sanitizer report, is a bug.
+// one: the loader, report (table, JSON, lines, collapsed, perfetto, HTML), check
+// against limits and against itself as a baseline, diff. core::Error (bad input, exit 2) is the
+// expected answer to a bad trace; anything else that escapes, and any sanitizer report, is a bug.
 // Sources for --lines come from a fixed text here, not from the file system.
 #include <cstddef>
 #include <cstdint>
@@ -10,9 +10,12 @@
 
 #include "core/Error.h"
 #include "reporters/Check.h"
+#include "reporters/CollapsedReporter.h"
 #include "reporters/Diff.h"
+#include "reporters/HtmlReporter.h"
 #include "reporters/JsonReporter.h"
 #include "reporters/LineReporter.h"
+#include "reporters/PerfettoReporter.h"
 #include "reporters/TableReporter.h"
 #include "reporters/TraceJson.h"
 
@@ -40,6 +43,16 @@ void report(const core::Trace& trace) {
         return s;
     };
     reporters::renderLines(trace, lines, out);
+    for (reporters::Metric m :
+         {reporters::Metric::Peak, reporters::Metric::Allocated, reporters::Metric::Leaked})
+        reporters::renderCollapsed(trace, m, out);
+    reporters::renderPerfetto(trace).dump();
+    reporters::HtmlOptions html;
+    html.lines = lines;
+    html.readSource = [](const std::string& file, const std::string& cwd) {
+        return std::vector<std::string>{"def f(x):", file, cwd};
+    };
+    reporters::renderHtml(trace, html, out);
 }
 
 void check(const core::Trace& trace) {
