@@ -100,6 +100,12 @@ void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
             deliverReplies();  // those that arrived whole before the bad bytes
             error_ = std::string("the stream broke: ") + e.what();
             close();
+        } catch (const std::exception& e) {
+            // A fault of memtool's own in folding this stream (or memory running
+            // out): this process's stream ends here; the run and the other streams go on.
+            deliverReplies();
+            error_ = std::string("the stream broke: internal error: ") + e.what();
+            close();
         }
     } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
         if (r < 0) error_ = std::string("reading the stream failed: ") + std::strerror(errno);

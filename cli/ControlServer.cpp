@@ -156,7 +156,7 @@ void ControlServer::handle(std::list<Client>::iterator client, const std::string
         TensorsQuery query;
         if (request.contains("device") && request["device"].is_string())
             query.device = request["device"].get<std::string>();
-        query.verbose = request.value("verbose", false) == true;
+        query.verbose = request.contains("verbose") && request["verbose"] == true;
         return answer(client, tensorsAnswer(*c, request, query));
     }
     if (op != "request" || !request.contains("argv") || !request["argv"].is_array() ||
@@ -210,9 +210,13 @@ void ControlServer::onReply(CollectorConnection& c, const core::ReplyRecord& r) 
     const Pending p = it->second;
     pending_.erase(it);
     p.client->waiting = false;
-    // A collector's answer is data, not trusted JSON: what does not parse goes on as text.
-    nlohmann::json body = nlohmann::json::parse(r.body, nullptr, false);
-    if (body.is_discarded()) body = r.body;
+    // A collector's answer is data, not trusted JSON: what does not parse, or nests
+    // deep enough to overflow the stack when dumped, goes on as text.
+    nlohmann::json body = r.body;
+    if (reporters::nestingWithin(r.body, reporters::kMaxTraceNesting)) {
+        nlohmann::json parsed = nlohmann::json::parse(r.body, nullptr, false);
+        if (!parsed.is_discarded()) body = std::move(parsed);
+    }
     if (r.status == core::ReplyStatus::Ok && p.kind == Kind::Tensors)
         return answer(p.client, tensorsAnswer(c, body, p.query));
     if (r.status == core::ReplyStatus::Ok && p.kind == Kind::Snapshot)

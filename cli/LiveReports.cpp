@@ -250,7 +250,8 @@ json tensorsReport(const core::Aggregator& agg, Symbolizer& symbolizer, const js
              {"devices", std::move(devices)}};
     // memtool.report_tensors(model): only the model's tensors are named; the rest of
     // what is live is "not in the model", not "invisible".
-    if (visible.is_object() && visible.value("named_from_model", false) == true)
+    if (visible.is_object() && visible.contains("named_from_model") &&
+        visible["named_from_model"] == true)
         out["named_from_model"] = true;
     if (const auto& h = agg.handshake()) {
         out["pid"] = h->pid;

@@ -155,6 +155,13 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         trace.processes.push_back(untrackedTarget(target, options));
         trace.processes.back().maxRssBytes = target.maxRssBytes();
     }
+    // What never became a process of the trace: connections refused, streams that
+    // broke before their handshake.
+    std::vector<std::string>& warnings = trace.processes.front().warnings;
+    warnings.insert(warnings.end(), listener.refusals().begin(), listener.refusals().end());
+    for (const auto& c : listener.connections())
+        if (!c->aggregator().handshake() && !c->error().empty())
+            warnings.push_back("a collector's stream broke before its handshake: " + c->error());
     for (const auto& c : listener.connections()) {
         if (c.get() == launched || !c->aggregator().handshake()) continue;
         ProcessOutcome o;
@@ -208,8 +215,11 @@ RunResult runCommand(const RunOptions& options) {
                                        backups.path(), control.socketPath()),
                      signals.originalMask());
 
+    // Connections are accepted (and their peers' descent checked) before SIGCHLD
+    // reaps anyone: a descendant that connected and exited stays a zombie, its
+    // parent chain readable, until memtool or its parent reaps it.
+    listener.attach(loop, target.pid());
     signals.attach(loop, target);
-    listener.attach(loop);
     control.attach(loop);
     if (live) live->attach(loop);
     collectStreams(loop, listener, target, live.get());

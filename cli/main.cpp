@@ -3,11 +3,11 @@
 // one line; exit codes are listed in README.md.
 
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
 
@@ -22,6 +22,7 @@
 #include "reporters/JsonReporter.h"
 #include "reporters/LineReporter.h"
 #include "reporters/PerfettoReporter.h"
+#include "reporters/SourceFiles.h"
 #include "reporters/TableReporter.h"
 #include "reporters/TraceJson.h"
 
@@ -40,15 +41,14 @@ void emit(const std::string& path, const std::string& text) {
     if (!out) throw core::Error(core::kExitBadInput, "cannot write " + path);
 }
 
-// The code the HTML report's line table shows beside its numbers: regular files of
-// at most 16 MiB only (a trace naming a FIFO or a device must not hang the report).
-std::vector<std::string> readSourceLines(const std::string& path, const std::string& /*traceCwd*/) {
-    struct stat st {};
-    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (16 << 20)) return {};
-    std::vector<std::string> lines;
-    std::ifstream in(path);
-    for (std::string l; std::getline(in, l);) lines.push_back(l);
-    return lines;
+// The code the HTML report's line table shows beside its numbers, read by the rule
+// of `--lines` (reporters/SourceFiles.h): regular files inside the trace's
+// directory and this one, unless --all-files.
+std::function<std::vector<std::string>(const std::string&, const std::string&)> sourceReader(
+    bool allFiles) {
+    return [allFiles](const std::string& file, const std::string& traceCwd) {
+        return reporters::SourceFiles(traceCwd, allFiles).read(file).lines;
+    };
 }
 
 struct ReportArgs {
@@ -81,7 +81,7 @@ int reportCommand(const ReportArgs& a) {
         if (!a.topGiven) html.hotspots.top = 100;
         html.lines = a.lineOptions;
         html.source = a.path;
-        html.readSource = readSourceLines;
+        html.readSource = sourceReader(a.lineOptions.allFiles);
         reporters::renderHtml(trace, html, out);
     } else if (a.format == "perfetto") {
         out << reporters::renderPerfetto(trace).dump(1) << '\n';
@@ -252,7 +252,8 @@ int main(int argc, char** argv) {
     reportCmd->add_option("--function", report.lineOptions.function,
                           "With --lines: only this function");
     reportCmd->add_flag("--all-files", report.lineOptions.allFiles,
-                        "With --lines: include library files (standard library, site-packages)");
+                        "With --lines or --format html: include library files (standard "
+                        "library, site-packages) and read source files anywhere");
 
     std::string checkTrace, baseline, maxIncrease, metric = "peak", checkFormat = "text",
                                                    checkOutput;

@@ -72,11 +72,16 @@ const char* metricName(Metric m) {
     return "peak";
 }
 
+// std::regex recurses per character: a long argument overflowed the stack. No
+// device, percentage or size is longer than this.
+constexpr size_t kMaxArgumentBytes = 64;
+
 DeviceSelector parseDeviceSelector(const std::string& text) {
     static const std::regex form(R"((cpu|pinned|cuda|cuda:\d+)(\.(active|reserved))?)");
     std::smatch m;
-    if (!std::regex_match(text, m, form) || (m[1] == "cpu" && m[3].matched) ||
-        (m[1] == "pinned" && m[3].matched) || (m[1] == "cuda" && m[3].matched)) {
+    if (text.size() > kMaxArgumentBytes || !std::regex_match(text, m, form) ||
+        (m[1] == "cpu" && m[3].matched) || (m[1] == "pinned" && m[3].matched) ||
+        (m[1] == "cuda" && m[3].matched)) {
         usage("bad device '" + text +
               "' (use cpu, pinned, cuda, cuda:N, cuda:N.active or cuda:N.reserved)");
     }
@@ -102,7 +107,7 @@ Increase parseIncrease(const std::string& text) {
     if (!text.empty() && text.back() == '%') {
         std::string num = text.substr(0, text.size() - 1);
         static const std::regex decimal(R"(\d+(\.\d+)?)");
-        if (!std::regex_match(num, decimal))
+        if (num.size() > kMaxArgumentBytes || !std::regex_match(num, decimal))
             usage("bad increase '" + text + "' (use a percentage like 5% or a size)");
         inc.percent = true;
         // strtod, not stod: a percentage past double's range is bad input, not an exception.

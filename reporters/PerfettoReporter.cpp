@@ -24,7 +24,8 @@ std::string commandText(const core::ProcessTrace& p) {
 void counters(const core::ProcessTrace& p, json& events) {
     for (const auto& [name, series] : p.timeline) {
         if (series.points.empty()) continue;
-        auto counter = [&](double timeS, uint64_t bytes) {
+        // The binding by name: clang before 16 cannot capture a structured binding.
+        auto counter = [&, &name = name](double timeS, uint64_t bytes) {
             events.push_back({{"ph", "C"},
                               {"name", name},
                               {"pid", p.pid},

@@ -99,7 +99,8 @@ std::string renderTensors(const json& report) {
     }
     const json devices = report.value("devices", json::array());
     if (devices.empty()) out += "No tensors, and no live storage.\n";
-    const bool fromModel = report.value("named_from_model", false) == true;
+    const bool fromModel =
+        report.contains("named_from_model") && report["named_from_model"] == true;
     for (const json& d : devices)
         if (d.is_object()) renderDevice(d, fromModel, out);
     return out;

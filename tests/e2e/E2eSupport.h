@@ -54,9 +54,11 @@ struct Outcome {
 // Runs argv with `input` on stdin; `extraEnv` entries are NAME=VALUE. `onStart`
 // (if given) gets the pid and the first line the program printed, before the rest
 // is read: tests use it to signal the program at a known point without sleeping.
+// `cwd`: the directory it runs in (empty: this one).
 Outcome run(const std::vector<std::string>& argv, const std::string& input = "",
             const std::vector<std::string>& extraEnv = {},
-            const std::function<void(pid_t, const std::string&)>& onStart = nullptr);
+            const std::function<void(pid_t, const std::string&)>& onStart = nullptr,
+            const std::string& cwd = "");
 
 // A fresh directory for one test's files.
 std::string tempDir();
@@ -68,7 +70,9 @@ struct Profiled {
     nlohmann::json trace;
     const nlohmann::json& process() const { return trace.at("processes").at(0); }
 };
-Profiled profile(const std::vector<std::string>& argv, const std::vector<std::string>& flags = {});
+// `cwd`: the directory memtool runs in (empty: this one).
+Profiled profile(const std::vector<std::string>& argv, const std::vector<std::string>& flags = {},
+                 const std::string& cwd = "");
 
 std::string script(const std::string& name);  // path of tests/e2e/scripts/<name>
 

@@ -30,11 +30,13 @@ size_t occurrences(const std::string& text, const std::string& what) {
     return n;
 }
 
-// memtool report TRACE --format html, run in `dir` (where the trace's relative
-// source paths lead); the page's text.
-std::string renderHtml(const std::string& dir, const std::string& trace, const std::string& out) {
-    Outcome o =
-        run({"env", "-C", dir, MEMTOOL_BIN, "report", trace, "--format", "html", "-o", out});
+// memtool report TRACE --format html [extra], run in `dir` (where the trace's
+// relative source paths lead); the page's text.
+std::string renderHtml(const std::string& dir, const std::string& trace, const std::string& out,
+                       const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv{MEMTOOL_BIN, "report", trace, "--format", "html", "-o", out};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    Outcome o = run(argv, "", {}, nullptr, dir);
     EXPECT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out, "");
     return readFile(out);
@@ -172,10 +174,11 @@ TEST(HtmlReport, EveryPartOfTheTimelineFixtureShowsInABrowser) {
 
 TEST(HtmlReport, AProfiledProgramsReportShowsItsFigures) {
     const std::string dir = tempDir();
-    Profiled p = profile({PYTHON_BIN, script("storages.py")});
+    // Run and report where the script is, so that the line table reads it (SourceFiles.h).
+    Profiled p = profile({PYTHON_BIN, script("storages.py")}, {}, SCRIPTS_DIR);
     ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
     std::ofstream(dir + "/trace.json") << p.trace.dump();
-    const std::string page = renderHtml(dir, "trace.json", dir + "/report.html");
+    const std::string page = renderHtml(SCRIPTS_DIR, dir + "/trace.json", dir + "/report.html");
     const json r = openInBrowser(page, dir);
     ASSERT_FALSE(r.is_null());
 
@@ -196,4 +199,48 @@ TEST(HtmlReport, AProfiledProgramsReportShowsItsFigures) {
             EXPECT_EQ(row.at(8), "a = torch.empty(3_000_000, dtype=torch.uint8)  # line 4");
         }
     EXPECT_TRUE(line4) << lines.dump();
+}
+
+// The line table's code column reads sources by the rule of `report --lines`
+// (reporters/SourceFiles.h): a trace naming a file outside both its cwd and the
+// directory report runs in shows no code for it unless --all-files, and a device is
+// never read (this page used to show any regular file the trace named).
+TEST(HtmlReport, TheLineTableShowsOnlyTheProgramsOwnCodeUnlessAllFiles) {
+    const std::string here = tempDir(), elsewhere = tempDir(), dir = tempDir();
+    std::ofstream(here + "/a.py") << "x = 1\n";
+    std::ofstream(elsewhere + "/secret.py") << "password = hunter2\n";
+    auto row = [](const std::string& file) {
+        return R"json({"file": ")json" + file +
+               R"json(", "line": 1, "function": "f", "device": "cpu", "peak_bytes": 10,
+               "allocated_bytes": 10, "self_allocated_bytes": 10, "count": 1})json";
+    };
+    // A crafted cwd of "/" puts every file inside it.
+    std::ofstream(dir + "/trace.json")
+        << R"json({"schema": "memtool.trace/1", "processes": [{"pid": 1, "command": ["x"],
+        "cwd": "/", "complete": true, "duration_s": 1.0, "devices": {"cpu": {"peak_bytes": 10,
+        "current_bytes": 0, "allocated_bytes": 10, "freed_bytes": 10, "alloc_count": 1,
+        "free_count": 1}}, "hotspots": [], "lines": [)json"
+        << row(here + "/a.py") << "," << row(elsewhere + "/secret.py") << "," << row("/dev/zero")
+        << "]}]}";
+    auto lineTable = [](const std::string& page) {
+        const size_t table = page.find("<table class=\"lines sortable\">");
+        const size_t from = page.find("<tbody>\n", table), to = page.find("</tbody>", from);
+        return table == std::string::npos ? std::string() : page.substr(from, to - from);
+    };
+    auto tr = [](const std::string& file, const std::string& code) {
+        const std::string one = "<td class=\"num\" data-v=\"1\">1</td>";
+        const std::string ten = "<td class=\"num\" data-v=\"10\">10 B</td>";
+        return "<tr><td>cpu</td><td title=\"" + file + "\">" + file.substr(file.rfind('/') + 1) +
+               "</td>" + one + "<td>f</td>" + ten + ten + ten + one + "<td class=\"code\">" + code +
+               "</td></tr>\n";
+    };
+
+    const std::string page = renderHtml(here, dir + "/trace.json", dir + "/report.html");
+    EXPECT_EQ(lineTable(page), "<tbody>\n" + tr(here + "/a.py", "x = 1") +
+                                   tr(elsewhere + "/secret.py", "") + tr("/dev/zero", ""));
+    const std::string all =
+        renderHtml(here, dir + "/trace.json", dir + "/all.html", {"--all-files"});
+    EXPECT_EQ(lineTable(all), "<tbody>\n" + tr(here + "/a.py", "x = 1") +
+                                  tr(elsewhere + "/secret.py", "password = hunter2") +
+                                  tr("/dev/zero", ""));
 }

@@ -128,15 +128,16 @@ TEST(LiveInsight, TensorsNamesWhatPythonSeesAndFindsWhatItCannot) {
 
     // From inside, memtool.report_tensors(linear): the model's four tensors, memlab's
     // names without prefix; the rest (inp and its gradient) by line.
-    EXPECT_NE(o.out.find("weight                                                       (1024, 1024)  "
-                         "     4,194,304\n"
-                         "weight.grad                                                  (1024, 1024)  "
-                         "     4,194,304\n"
-                         "bias                                                               (1024)  "
-                         "         4,096\n"
-                         "bias.grad                                                          (1024)  "
-                         "         4,096\n"),
-              std::string::npos)
+    EXPECT_NE(
+        o.out.find("weight                                                       (1024, 1024)  "
+                   "     4,194,304\n"
+                   "weight.grad                                                  (1024, 1024)  "
+                   "     4,194,304\n"
+                   "bias                                                               (1024)  "
+                   "         4,096\n"
+                   "bias.grad                                                          (1024)  "
+                   "         4,096\n"),
+        std::string::npos)
         << o.out;
     EXPECT_NE(o.out.find("Not the model's: 4,194,304 B in 2 storages\n"
                          "        2,097,152 B       1 storage   <module> (" +
@@ -210,8 +211,8 @@ TEST(LiveInsight, OutOfMemoryIsCapturedWithWhatHeldTheMemory) {
     Outcome report = run({MEMTOOL_BIN, "report", trace});
     ASSERT_EQ(report.exitCode, 0) << report.err;
     const std::string first = report.out.substr(0, report.out.find('\n'));
-    EXPECT_EQ(first.rfind("Out of memory on cpu: 64.00 MiB requested at grow (oom.py:16) while ", 0),
-              0u)
+    EXPECT_EQ(
+        first.rfind("Out of memory on cpu: 64.00 MiB requested at grow (oom.py:16) while ", 0), 0u)
         << report.out;
     EXPECT_NE(first.find(" were held; held by:"), std::string::npos) << first;
 

@@ -1,8 +1,11 @@
 // Real Python + torch (Debian's /usr/bin/python3) under the real `memtool run`.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <fstream>
 
 #include "tests/e2e/E2eSupport.h"
 
@@ -263,3 +266,35 @@ INSTANTIATE_TEST_SUITE_P(Interpreters, PythonVersions,
                                  if (!isalnum(static_cast<unsigned char>(c))) c = '_';
                              return n;
                          });
+
+// argv, the working directory and file names are bytes, and need not be UTF-8;
+// trace.json is JSON. Such bytes become U+FFFD: the trace is written and the
+// program's exit code returned (this used to be "internal error", 125, no trace).
+TEST(RunPython, BytesThatAreNotUtf8CostNoTrace) {
+    const std::string base = tempDir();
+    const std::string dir = base + "/dir\xff";
+    ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+    const std::string program = dir + "/bad\xfe.py";
+    std::ofstream(program) << "import sys, torch\n"
+                              "x = torch.empty(1000, dtype=torch.uint8)\n"
+                              "sys.exit(3)\n";
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, program, "\xfd"}, "",
+                    {}, nullptr, dir);
+    EXPECT_EQ(o.exitCode, 3);
+    EXPECT_EQ(o.err, "");
+    const nlohmann::json p = readJson(trace).at("processes").at(0);
+    const std::string r = "\xef\xbf\xbd";  // U+FFFD, in UTF-8
+    EXPECT_EQ(p.at("command"),
+              nlohmann::json({PYTHON_BIN, base + "/dir" + r + "/bad" + r + ".py", r}));
+    EXPECT_EQ(p.at("cwd"), base + "/dir" + r);
+    EXPECT_EQ(p.at("exit_code"), 3);
+    EXPECT_EQ(p.at("devices").at("cpu").at("allocated_bytes"), 1000);
+    // The script's frame, by function and line. Its file name cannot be told yet:
+    // the collector gets no UTF-8 for it from CPython and sends it empty.
+    int scriptFrames = 0;
+    for (const auto& f : p.at("frames"))
+        scriptFrames +=
+            f.at("kind") == "python" && f.at("function") == "<module>" && f.at("line") == 2;
+    EXPECT_EQ(scriptFrames, 1) << p.at("frames").dump();
+}

@@ -184,6 +184,23 @@ TEST(TraceJson, TimelineAndOomEventsRoundTrip) {
     EXPECT_TRUE(read(process(json::array())).processes.at(0).oom.empty());
 }
 
+TEST(TraceJson, OldFrameTextOfAnyLengthIsReadWithoutRecursion) {
+    // std::regex recursed per character: a frame text of a few hundred kilobytes
+    // overflowed the stack (SIGSEGV).
+    const std::string file = "/src/" + std::string(300000, 'a') + ".py";
+    core::Trace t = read(process({hotspot("f (" + file + ":12)", {"f (" + file + ":12)"}),
+                                  hotspot("g (m.so:99999999999999999999)", json::array()),
+                                  hotspot("?? (m.so+0x10000000000000000)", json::array()),
+                                  hotspot("?? (m.so+0xfA)", json::array())}));
+    const core::ProcessTrace& p = t.processes.at(0);
+    ASSERT_EQ(p.frames.size(), 4u);
+    EXPECT_EQ(p.frames[0], pythonFrame("f", file, 12, true));
+    // Numbers past 64 bits, or not in the form memtool wrote, are part of the name.
+    EXPECT_EQ(p.frames[1], nativeFrame("g", "m.so:99999999999999999999"));
+    EXPECT_EQ(p.frames[2], nativeFrame("", "m.so+0x10000000000000000"));
+    EXPECT_EQ(p.frames[3], nativeFrame("", "m.so+0xfA"));
+}
+
 TEST(TraceJson, MalformedFieldsAreBadInput) {
     json good = process({hotspot("f (/a.py:1)", {"f (/a.py:1)"})});
     good["hotspots"][0]["frames"] = {0};
