@@ -128,6 +128,7 @@ core::ProcessTrace untrackedTarget(const TargetProcess& target, const RunOptions
     p.nativeStacks = options.nativeStacks;
     p.pythonStacks = options.pythonStacks;
     p.complete = true;
+    p.tracked = false;
     p.stream.verified = true;
     p.warnings.push_back(
         "the program loaded no allocator memtool tracks (no libc10 CPU allocator)");

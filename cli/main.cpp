@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "cli/CommandGuard.h"
@@ -92,37 +93,44 @@ int reportCommand(const ReportArgs& a) {
     return 0;
 }
 
-int checkCommand(const std::string& tracePath, const std::vector<std::string>& limits,
-                 const std::string& baseline, const std::string& maxIncrease,
-                 const std::string& metric, const std::string& format, bool allowIncomplete,
-                 bool allowOom, const std::string& output) {
+struct CheckArgs {
+    std::string trace, baseline, maxIncrease, metric = "peak", format = "text", output, command;
+    std::vector<std::string> limits;
+    std::optional<int64_t> pid;
+    bool allowIncomplete = false, allowOom = false, allowEmpty = false;
+};
+
+int checkCommand(const CheckArgs& a) {
     reporters::CheckOptions o;
-    o.metric = reporters::parseMetric(metric);
-    for (const auto& l : limits) o.limits.push_back(reporters::parsePeakLimit(l));
-    if (!maxIncrease.empty()) o.maxIncrease = reporters::parseIncrease(maxIncrease);
-    if (!baseline.empty() && !o.maxIncrease)
+    o.pid = a.pid;
+    o.command = a.command;
+    o.allowEmpty = a.allowEmpty;
+    o.metric = reporters::parseMetric(a.metric);
+    for (const auto& l : a.limits) o.limits.push_back(reporters::parsePeakLimit(l));
+    if (!a.maxIncrease.empty()) o.maxIncrease = reporters::parseIncrease(a.maxIncrease);
+    if (!a.baseline.empty() && !o.maxIncrease)
         throw core::Error(core::kExitBadInput,
                           "--baseline needs --max-increase (e.g. --max-increase 5%)");
-    if (baseline.empty() && o.maxIncrease)
+    if (a.baseline.empty() && o.maxIncrease)
         throw core::Error(core::kExitBadInput, "--max-increase needs --baseline");
     // Without limits or a baseline, check still asks that the trace be complete and
     // that no process ran out of memory.
-    o.allowIncomplete = allowIncomplete;
-    o.allowOom = allowOom;
-    core::Trace trace = reporters::loadTrace(tracePath);
-    if (!baseline.empty()) {
-        o.baseline = reporters::loadTrace(baseline);
-        o.baselinePath = baseline;
+    o.allowIncomplete = a.allowIncomplete;
+    o.allowOom = a.allowOom;
+    core::Trace trace = reporters::loadTrace(a.trace);
+    if (!a.baseline.empty()) {
+        o.baseline = reporters::loadTrace(a.baseline);
+        o.baselinePath = a.baseline;
     }
     std::vector<reporters::CheckResult> results = reporters::runChecks(trace, o);
     std::ostringstream text;
-    if (format == "json")
+    if (a.format == "json")
         reporters::renderCheckJson(results, text);
-    else if (format == "junit")
-        reporters::renderCheckJunit(results, tracePath, text);
+    else if (a.format == "junit")
+        reporters::renderCheckJunit(results, a.trace, text);
     else
         reporters::renderCheckText(results, text);
-    emit(output, text.str());
+    emit(a.output, text.str());
     for (const auto& r : results)
         if (!r.passed) return core::kExitCheckFailed;
     return 0;
@@ -255,27 +263,32 @@ int main(int argc, char** argv) {
                         "With --lines or --format html: include library files (standard "
                         "library, site-packages) and read source files anywhere");
 
-    std::string checkTrace, baseline, maxIncrease, metric = "peak", checkFormat = "text",
-                                                   checkOutput;
-    std::vector<std::string> limits;
-    bool allowIncomplete = false, allowOom = false;
+    CheckArgs check;
     CLI::App* checkCmd = app.add_subcommand(
         "check", "Fail (exit 1) when memory passes a limit or grows past a baseline");
-    checkCmd->add_option("trace", checkTrace, "trace.json written by memtool run")->required();
-    checkCmd->add_option("--max-peak", limits,
+    checkCmd->add_option("trace", check.trace, "trace.json written by memtool run")->required();
+    checkCmd->add_option("--max-peak", check.limits,
                          "DEVICE=SIZE, e.g. cpu=512MiB, cuda=2GB, cuda:0=1.5GiB (repeatable)");
-    checkCmd->add_option("--baseline", baseline, "a trace.json to compare against");
-    checkCmd->add_option("--max-increase", maxIncrease,
+    checkCmd->add_option("--baseline", check.baseline, "a trace.json to compare against");
+    checkCmd->add_option("--max-increase", check.maxIncrease,
                          "growth allowed over the baseline: PCT% or SIZE");
-    checkCmd->add_option("--metric", metric, "peak, allocated or leaked")->capture_default_str();
-    checkCmd->add_option("--format", checkFormat, "text, json or junit")
+    checkCmd->add_option("--metric", check.metric, "peak, allocated or leaked")
+        ->capture_default_str();
+    checkCmd->add_option("--pid", check.pid,
+                         "check only this process (default: every process that allocated)");
+    checkCmd->add_option("--command", check.command,
+                         "check only processes whose command line contains this");
+    checkCmd->add_option("--format", check.format, "text, json or junit")
         ->check(CLI::IsMember({"text", "json", "junit"}))
         ->capture_default_str();
-    checkCmd->add_option("-o,--output", checkOutput, "write the result here instead of stdout");
-    checkCmd->add_flag("--allow-incomplete", allowIncomplete,
+    checkCmd->add_option("-o,--output", check.output, "write the result here instead of stdout");
+    checkCmd->add_flag("--allow-incomplete", check.allowIncomplete,
                        "do not fail on a trace whose target was killed");
-    checkCmd->add_flag("--allow-oom", allowOom,
+    checkCmd->add_flag("--allow-oom", check.allowOom,
                        "do not fail on a trace in which a process ran out of memory");
+    checkCmd->add_flag("--allow-empty", check.allowEmpty,
+                       "do not fail limits and baselines when no process allocated memory memtool "
+                       "tracks (the program never loaded torch)");
 
     std::string diffBase, diffNew, diffFormat = "text";
     size_t diffTop = 10;
@@ -327,12 +340,7 @@ int main(int argc, char** argv) {
         return cli::runGuarded([&] { return cli::ctlCommand(ctl); }, core::kExitInternal,
                                std::cerr);
     if (checkCmd->parsed()) {
-        return cli::runGuarded(
-            [&] {
-                return checkCommand(checkTrace, limits, baseline, maxIncrease, metric, checkFormat,
-                                    allowIncomplete, allowOom, checkOutput);
-            },
-            core::kExitInternal, std::cerr);
+        return cli::runGuarded([&] { return checkCommand(check); }, core::kExitInternal, std::cerr);
     }
     if (diffCmd->parsed())
         return cli::runGuarded([&] { return diffCommand(diffBase, diffNew, diffTop, diffFormat); },

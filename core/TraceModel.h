@@ -164,6 +164,9 @@ struct ProcessTrace {
     bool complete = false;
     std::string incompleteReason;
     bool snapshot = false;  // taken while the process ran (memtool ctl PID snapshot): no exit yet
+    // Its collector connected: it loaded an allocator memtool tracks (libc10's CPU
+    // allocator, CUDA). False only for processes[0] when the program never did.
+    bool tracked = true;
     double durationS = 0;
     uint64_t maxRssBytes = 0;  // the launched process only: its peak resident memory (0: unknown)
     bool nativeStacks = true;

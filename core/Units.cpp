@@ -84,6 +84,10 @@ std::optional<uint64_t> parseSize(std::string_view text) {
     }
     if (!found) return std::nullopt;
     bool fractional = number.find('.') != std::string_view::npos;
+    // Bytes come whole: "1.5" or "1.5B" is a typo for a unit, not 2 bytes.
+    if (fractional && found->factor == 1 &&
+        number.find_first_not_of('0', number.find('.') + 1) != std::string_view::npos)
+        return std::nullopt;
     if (!fractional) {
         uint64_t v = 0;
         for (char c : number) {

@@ -14,7 +14,8 @@ std::string formatBytes(uint64_t bytes);
 // Signed variant for deltas: "+1.50 KiB", "-512 B", "0 B".
 std::string formatBytesDelta(int64_t bytes);
 
-// nullopt when the text is not a size. Fractional values are rounded to the nearest byte.
+// nullopt when the text is not a size, or a fraction of a byte without a unit
+// ("1.5", "1.5B"). Fractions of a unit are rounded to the nearest byte.
 std::optional<uint64_t> parseSize(std::string_view text);
 
 }  // namespace memtool::core

@@ -424,6 +424,7 @@ json processToJson(const core::ProcessTrace& p) {
               {"exit_code", p.exitCode ? json(*p.exitCode) : json(nullptr)},
               {"exit_signal", p.exitSignal ? json(*p.exitSignal) : json(nullptr)},
               {"complete", p.complete},
+              {"tracked", p.tracked},
               {"duration_s", p.durationS},
               {"max_rss_bytes", p.maxRssBytes},
               {"native_stacks", p.nativeStacks},
@@ -496,6 +497,10 @@ core::ProcessTrace processFromJson(const json& j) {
         for (const auto& [name, series] : j.at("timeline").items())
             p.timeline[name] = timelineSeriesFromJson(series);
     if (j.contains("warnings")) p.warnings = j["warnings"].get<std::vector<std::string>>();
+    // Older traces say it by what they hold: a collector's stream has at least its
+    // handshake; the untracked program has no stream and no device.
+    p.tracked = j.contains("tracked") ? j.at("tracked").get<bool>()
+                                      : !p.devices.empty() || p.stream.recordsReceived > 0;
     return p;
 }
 

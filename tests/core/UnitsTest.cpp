@@ -27,8 +27,10 @@ TEST(Units, ParsesSizes) {
     EXPECT_EQ(parseSize("1.5GiB"), 3ull << 29);
     EXPECT_EQ(parseSize("10KB"), 10000u);
     EXPECT_EQ(parseSize("7B"), 7u);
-    for (const char* bad :
-         {"", "MiB", "1.5.2GB", "12 MiB", "-5", "5XB", ".5GB", "5.", "99999999999999999999"})
+    EXPECT_EQ(parseSize("7.0"), 7u);
+    EXPECT_EQ(parseSize("1.5KB"), 1500u);
+    for (const char* bad : {"", "MiB", "1.5.2GB", "12 MiB", "-5", "5XB", ".5GB", "5.",
+                            "99999999999999999999", "1.5", "1.5B", "0.001"})
         EXPECT_FALSE(parseSize(bad).has_value()) << bad;
 }
 
