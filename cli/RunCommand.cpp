@@ -22,6 +22,7 @@
 #include "cli/TargetProcess.h"
 #include "core/Error.h"
 #include "core/Units.h"
+#include "reporters/Files.h"
 #include "reporters/TraceJson.h"
 
 namespace memtool::cli {
@@ -31,6 +32,9 @@ namespace {
 // After the target exits, processes it left running get this long to finish
 // their streams; then they are written as incomplete.
 constexpr double kGraceS = 10.0;
+
+// -o -: the trace goes to stdout, after whatever the program printed there.
+constexpr const char* kStdoutPath = "-";
 
 // A private directory for this run's disk backups of paused regions, inside the
 // one the user named (or $TMPDIR): made before the program starts, removed with
@@ -181,14 +185,53 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
     return trace;
 }
 
+// Writes the trace where -o said (stdout for "-"); returns how to name where it
+// went. Should that fail now (the disk filled, the directory went), the trace is
+// kept in the temporary directory, and the error says where.
+std::string writeTrace(const core::Trace& trace, const std::string& output) {
+    if (output == kStdoutPath) {
+        const std::string text = reporters::traceToText(trace);
+        std::cout << text << std::flush;
+        if (!std::cout) throw core::Error(core::kExitRunFailed, "cannot write the trace to stdout");
+        return "the trace to stdout";
+    }
+    try {
+        reporters::saveTrace(trace, output);
+        return output;
+    } catch (const core::Error& e) {
+        const char* tmp = std::getenv("TMPDIR");
+        const std::string kept =
+            fmt::format("{}/memtool-{}.trace.json", tmp && *tmp ? tmp : "/tmp", getpid());
+        reporters::saveTrace(trace, kept);
+        throw core::Error(core::kExitRunFailed,
+                          std::string(e.what()) + "; the trace was written to " + kept);
+    }
+}
+
 void printSummary(const core::Trace& trace, const std::string& output) {
     const core::ProcessTrace& p = trace.processes[0];
+    // The program's peaks; a wrapper's (a shell that ran python as a child) are its
+    // first child's that allocated, named by pid.
+    const core::ProcessTrace* shown = &p;
+    if (p.devices.empty())
+        for (const core::ProcessTrace& q : trace.processes)
+            if (!q.devices.empty()) {
+                shown = &q;
+                break;
+            }
     std::string peaks;
-    for (const auto& [name, d] : p.devices)
+    if (shown != &p) peaks = fmt::format(", pid {}", shown->pid);
+    for (const auto& [name, d] : shown->devices)
         peaks += fmt::format(", {} peak {}", name, core::formatBytes(d.peakBytes));
     std::cerr << fmt::format("memtool: wrote {} ({} process{}{}{})\n", output,
                              trace.processes.size(), trace.processes.size() == 1 ? "" : "es", peaks,
                              p.complete ? "" : ", INCOMPLETE: " + p.incompleteReason);
+    bool tracked = false;
+    for (const core::ProcessTrace& q : trace.processes) tracked |= q.tracked;
+    if (!tracked)
+        std::cerr << "memtool: nothing was measured: the program loaded no allocator memtool "
+                     "tracks (PyTorch's libc10, CUDA); does it import torch, under a python that "
+                     "has it?\n";
 }
 
 }  // namespace
@@ -196,8 +239,10 @@ void printSummary(const core::Trace& trace, const std::string& output) {
 RunResult runCommand(const RunOptions& options) {
     if (options.command.empty())
         throw core::Error(core::kExitBadInput, "run: no command given (memtool run -- CMD ...)");
-    // Everything that can refuse the run does so before the program starts (a
-    // check that -o can be written belongs here too).
+    // Everything that can refuse the run does so before the program starts: a run
+    // is never thrown away at the end for a path that could not have worked.
+    if (options.output != kStdoutPath)
+        reporters::checkReplaceable(options.output, core::kExitRunFailed);
     const std::string collector = locateCollector();
     const CudaPlan cuda = planCuda(options.cuda, collector, options.quiet);
     CollectorListener listener;
@@ -229,8 +274,8 @@ RunResult runCommand(const RunOptions& options) {
 
     // One trace file for every process; a file per process would be written here.
     const core::Trace trace = assembleTrace(listener, target, options, cuda);
-    reporters::saveTrace(trace, options.output);
-    if (!options.quiet) printSummary(trace, options.output);
+    const std::string written = writeTrace(trace, options.output);
+    if (!options.quiet) printSummary(trace, written);
 
     const ProcessOutcome outcome = target.outcome();
     return RunResult{outcome.exitCode.value_or(0), outcome.exitSignal.value_or(0)};

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "cli/CommandGuard.h"
 #include "cli/CtlCommand.h"
@@ -148,6 +149,22 @@ int diffCommand(const std::string& basePath, const std::string& newPath, size_t 
     return 0;
 }
 
+// memtool run's command: the words CLI11 left from the first that is not an
+// option of memtool's on, then what followed the first "--" (`tail`, with that
+// "--"). CLI11 is not shown the "--" and what follows it: it would take those
+// words as its own. An unknown option before the command is a usage error, not
+// the command's name.
+std::vector<std::string> runCommandWords(std::vector<std::string> words,
+                                         const std::vector<std::string>& tail) {
+    if (words.empty()) return tail.empty() ? tail : std::vector(tail.begin() + 1, tail.end());
+    if (words[0].size() > 1 && words[0][0] == '-')
+        throw core::Error(core::kExitBadInput,
+                          "run: unknown option " + words[0] +
+                              " (memtool's options go before the command; see memtool run --help)");
+    words.insert(words.end(), tail.begin(), tail.end());
+    return words;
+}
+
 [[noreturn]] void dieLike(int sig) {
     signal(sig, SIG_DFL);
     sigset_t only;
@@ -203,8 +220,13 @@ int main(int argc, char** argv) {
     runCmd->add_option("--backup-dir", run.backupDir,
                        "Where paused regions' disk backups go (a private directory is made inside; "
                        "default $TMPDIR or /tmp)");
-    runCmd->add_option("command", run.command, "The command to profile (after --)")->required();
+    // No positional: with prefix_command, CLI11 hands the command and everything after
+    // it to remaining() untouched, so options after the command are the command's
+    // (memtool run python train.py -o out.pt), with or without "--", as in time and nice.
     runCmd->prefix_command();
+    runCmd->footer(
+        "COMMAND [ARGS...]: the program to profile, with its own options; "
+        "memtool's options go before it (a \"--\" before it is optional)");
 
     cli::CtlOptions ctl;
     CLI::App* ctlCmd = app.add_subcommand("ctl",
@@ -301,8 +323,20 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"text", "json"}))
         ->capture_default_str();
 
+    // `memtool run [options] [--] COMMAND...`: from the first "--" on, every word is
+    // the command's (runCommandWords).
+    int parsedArgc = argc;
+    std::vector<std::string> runTail;
+    if (argc > 1 && std::string_view(argv[1]) == "run") {
+        for (int i = 2; i < argc; ++i) {
+            if (std::string_view(argv[i]) != "--") continue;
+            parsedArgc = i;
+            runTail.assign(argv + i, argv + argc);
+            break;
+        }
+    }
     try {
-        app.parse(argc, argv);
+        app.parse(parsedArgc, argv);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
     } catch (const CLI::CallForAllHelp& e) {
@@ -323,8 +357,7 @@ int main(int argc, char** argv) {
                 run.nativeStacks = !noNative;
                 run.pythonStacks = !noPython;
                 run.siteMode = siteMode == "all" ? cli::SiteMode::All : cli::SiteMode::User;
-                if (!run.command.empty() && run.command[0] == "--")
-                    run.command.erase(run.command.begin());
+                run.command = runCommandWords(runCmd->remaining(), runTail);
                 cli::RunResult r = cli::runCommand(run);
                 if (r.signal) dieLike(r.signal);
                 return r.exitCode;
