@@ -49,6 +49,14 @@ core::ProcessTrace processHeader(const core::Aggregator& agg, const ProcessOutco
     p.durationS = outcome.durationS;
     for (const core::NoteRecord& n : agg.notes())
         if (n.key == core::kNoteWarning) p.warnings.push_back(n.text);
+    if (const auto& end = agg.programEnd()) {
+        p.leakMoment =
+            end->how == core::kProgramEndPython ? core::kLeakAtPython : core::kLeakAtExit;
+        p.leakTimeS = static_cast<double>(end->timeNs) / 1e9;
+    } else {
+        p.leakMoment = core::kLeakAtEnd;
+        p.leakTimeS = static_cast<double>(agg.lastTimeNs()) / 1e9;
+    }
     return p;
 }
 
@@ -67,8 +75,12 @@ std::map<std::string, core::DeviceTotals> deviceTotals(const core::Aggregator& a
     for (const auto& [code, d] : agg.devices()) {
         core::PoolTotals totals;
         totals.peakBytes = d.peakBytes;
-        // Leaked: everything live at the end, whether a pause had released it or not.
+        // Everything live at the end, whether a pause had released it or not; leaked
+        // is what was live when the program's own code finished, where that is known.
         totals.currentBytes = d.currentBytes + d.pausedBytes;
+        totals.leakedBytes = agg.programEnd() ? d.liveAtProgramEnd : totals.currentBytes;
+        totals.teardownFreedBytes = d.teardownFreedBytes;
+        totals.teardownFreeCount = d.teardownFreeCount;
         totals.pausedBytes = d.pausedBytes;
         totals.allocatedBytes = d.allocatedBytes;
         totals.freedBytes = d.freedBytes;
@@ -476,8 +488,9 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
         const std::string device = deviceRow(s.device);
         const std::string pool = core::poolKey(s.device);
         hotspots.add(device, pool, stack, chooseSite(stack, siteMode),
-                     core::HotspotFigures{s.allocatedBytes, s.count, agg.liveAtPeak(s),
-                                          s.liveBytes + s.pausedBytes});
+                     core::HotspotFigures{
+                         s.allocatedBytes, s.count, agg.liveAtPeak(s),
+                         agg.programEnd() ? s.liveAtProgramEnd : s.liveBytes + s.pausedBytes});
         lines.add(device, pool, stack, s);
     }
     std::move(hotspots).moveInto(p);

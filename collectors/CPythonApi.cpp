@@ -42,4 +42,6 @@ bool CPythonApi::resolvePendingCalls() {
     return find(IsInitialized, "Py_IsInitialized") && find(AddPendingCall, "Py_AddPendingCall");
 }
 
+bool CPythonApi::resolveExit() { return find(AtExit, "Py_AtExit"); }
+
 }  // namespace memtool::collectors

@@ -27,6 +27,7 @@ inline constexpr int kMethVarargs = 0x0001;
 struct CPythonApi {
     int (*IsInitialized)() = nullptr;
     int (*GILStateCheck)() = nullptr;
+    int (*AtExit)(void (*)()) = nullptr;  // Py_AtExit: run last in Py_FinalizeEx
     void (*EvalSetProfile)(ProfileFunc, PyObjectPtr) = nullptr;
     void (*EvalSetProfileAllThreads)(ProfileFunc, PyObjectPtr) = nullptr;  // 3.12+
     PyFramePtr (*EvalGetFrame)() = nullptr;                                // borrowed
@@ -57,6 +58,8 @@ struct CPythonApi {
     // Resolves what calling a Python function from C needs (the GIL held):
     // import, call, strings, errors.
     bool resolveCalls();
+    // Resolves Py_AtExit (collectors/ProgramEnd).
+    bool resolveExit();
 };
 
 }  // namespace memtool::collectors

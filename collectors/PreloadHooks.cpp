@@ -1,5 +1,6 @@
-// The LD_PRELOAD front end: the library constructor and destructor, dlopen and
-// _exit interposition, and the exported C surface (collectors/CollectorApi.h).
+// The LD_PRELOAD front end: the library constructor and destructor, dlopen,
+// _exit and __libc_start_main interposition, and the exported C surface
+// (collectors/CollectorApi.h).
 // Everything here calls the collector (Collector.h) and nothing else.
 
 #include <dlfcn.h>
@@ -11,6 +12,7 @@
 #include "collectors/CollectorApi.h"
 #include "collectors/CudaRuntimeHooks.h"
 #include "collectors/NativeUnwinder.h"
+#include "collectors/ProgramEnd.h"
 #include "collectors/TorchBridgeLoader.h"
 #include "collectors/control/Courtesy.h"
 #include "collectors/control/Regions.h"
@@ -44,6 +46,20 @@ __attribute__((visibility("default"), noreturn)) void _exit(int status) {
     memtool::collectors::finishCollector(memtool::core::ExitKind::Immediate);
     real(status);
     __builtin_unreachable();
+}
+
+// The program's start (the executable's _start calls it through its PLT): main is
+// wrapped so that its return marks the end of the program's own code for leaks
+// (collectors/ProgramEnd.h). Everything else passes through unchanged.
+using MainFunction = int (*)(int, char**, char**);
+__attribute__((visibility("default"))) int __libc_start_main(MainFunction main, int argc,
+                                                             char** argv, void (*init)(),
+                                                             void (*fini)(), void (*rtldFini)(),
+                                                             void* stackEnd) {
+    using Fn = int (*)(MainFunction, int, char**, void (*)(), void (*)(), void (*)(), void*);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "__libc_start_main"));
+    return real(memtool::collectors::programEnd::wrapMain(main), argc, argv, init, fini, rtldFini,
+                stackEnd);
 }
 
 __attribute__((visibility("default"))) int memtool_collector_api_version(void) {

@@ -58,7 +58,7 @@ TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t
             x.device = name;
             (base ? x.basePeak : x.newPeak) = t.peakBytes;
             (base ? x.baseAllocated : x.newAllocated) = t.allocatedBytes;
-            (base ? x.baseLeaked : x.newLeaked) = t.currentBytes;
+            (base ? x.baseLeaked : x.newLeaked) = t.leakedBytes;
         };
         for (const auto& [name, t] : p.devices) {
             fold(name, t);

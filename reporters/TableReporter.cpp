@@ -145,11 +145,27 @@ void renderOutOfMemory(const core::ProcessTrace& p, std::ostream& out) {
     out << '\n';
 }
 
+// Which moment "Leaked" counts at, and what the teardown after it freed.
+void renderLeakMoment(const core::ProcessTrace& p, std::ostream& out) {
+    if (p.leakMoment == core::kLeakAtEnd) return;  // what is live at the end: no more to say
+    std::string freed;
+    for (const auto& [name, d] : p.devices)
+        if (d.teardownFreeCount > 0)
+            freed += fmt::format("{}{} {} in {} free{}", freed.empty() ? "" : ", ", name,
+                                 core::formatBytes(d.teardownFreedBytes), d.teardownFreeCount,
+                                 d.teardownFreeCount == 1 ? "" : "s");
+    out << fmt::format("Leaks:    live when {}, at {:.3f} s{}\n",
+                       p.leakMoment == core::kLeakAtPython ? "the interpreter began to finalize"
+                                                           : "main returned or exit was called",
+                       p.leakTimeS, freed.empty() ? "" : "; teardown then freed " + freed);
+}
+
 void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, std::ostream& out) {
     renderOutOfMemory(p, out);
     out << fmt::format("Command:  {}\n", joinCommand(p.command));
     out << fmt::format("Process:  pid {} · {} · {:.3f} s · {}\n", p.pid, exitText(p), p.durationS,
                        p.complete ? "trace complete" : "trace INCOMPLETE: " + p.incompleteReason);
+    renderLeakMoment(p, out);
     for (const auto& w : p.warnings) out << "Warning:  " << w << '\n';
     if (p.devices.empty()) {
         out << "\nNo tracked allocations (the program loaded no allocator memtool tracks).\n";
@@ -161,7 +177,7 @@ void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, st
                        "Leaked", "Allocated", "Freed", "Allocs", "Frees");
     auto row = [&](const std::string& name, const auto& d) {
         out << fmt::format("{:<24} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", name,
-                           core::formatBytes(d.peakBytes), core::formatBytes(d.currentBytes),
+                           core::formatBytes(d.peakBytes), core::formatBytes(d.leakedBytes),
                            core::formatBytes(d.allocatedBytes), core::formatBytes(d.freedBytes),
                            d.allocCount, d.freeCount);
     };

@@ -72,16 +72,27 @@ void poolsFromJson(const json& j, std::map<std::string, Figures>& pools, FromJso
 }
 
 json poolTotalsToJson(const core::PoolTotals& d) {
-    return json{{"peak_bytes", d.peakBytes},     {"current_bytes", d.currentBytes},
-                {"paused_bytes", d.pausedBytes}, {"allocated_bytes", d.allocatedBytes},
-                {"freed_bytes", d.freedBytes},   {"alloc_count", d.allocCount},
-                {"free_count", d.freeCount},     {"peak_time_s", d.peakTimeS}};
+    return json{{"peak_bytes", d.peakBytes},
+                {"current_bytes", d.currentBytes},
+                {"leaked_bytes", d.leakedBytes},
+                {"teardown_freed_bytes", d.teardownFreedBytes},
+                {"teardown_free_count", d.teardownFreeCount},
+                {"paused_bytes", d.pausedBytes},
+                {"allocated_bytes", d.allocatedBytes},
+                {"freed_bytes", d.freedBytes},
+                {"alloc_count", d.allocCount},
+                {"free_count", d.freeCount},
+                {"peak_time_s", d.peakTimeS}};
 }
 
 core::PoolTotals poolTotalsFromJson(const json& j) {
     core::PoolTotals d;
     d.peakBytes = unsignedField(j, "peak_bytes");
     d.currentBytes = unsignedField(j, "current_bytes");
+    // Older traces counted leaks at the stream's end.
+    d.leakedBytes = j.contains("leaked_bytes") ? unsignedField(j, "leaked_bytes") : d.currentBytes;
+    d.teardownFreedBytes = optionalUnsigned(j, "teardown_freed_bytes");
+    d.teardownFreeCount = optionalUnsigned(j, "teardown_free_count");
     d.pausedBytes = optionalUnsigned(j, "paused_bytes");
     d.allocatedBytes = unsignedField(j, "allocated_bytes");
     d.freedBytes = unsignedField(j, "freed_bytes");
@@ -426,6 +437,8 @@ json processToJson(const core::ProcessTrace& p) {
               {"complete", p.complete},
               {"tracked", p.tracked},
               {"duration_s", p.durationS},
+              {"leak_moment", p.leakMoment},
+              {"leak_time_s", p.leakTimeS},
               {"max_rss_bytes", p.maxRssBytes},
               {"native_stacks", p.nativeStacks},
               {"python_stacks", p.pythonStacks},
@@ -463,6 +476,11 @@ core::ProcessTrace processFromJson(const json& j) {
     p.snapshot = j.value("snapshot", false) == true;
     p.incompleteReason = j.value("incomplete_reason", std::string());
     p.durationS = j.at("duration_s").get<double>();
+    p.leakMoment = j.value("leak_moment", std::string(core::kLeakAtEnd));
+    if (p.leakMoment != core::kLeakAtPython && p.leakMoment != core::kLeakAtExit &&
+        p.leakMoment != core::kLeakAtEnd)
+        throw MalformedTrace("unknown leak_moment '" + p.leakMoment + "'");
+    p.leakTimeS = j.value("leak_time_s", 0.0);
     p.maxRssBytes = optionalUnsigned(j, "max_rss_bytes");
     p.nativeStacks = j.value("native_stacks", true);
     p.pythonStacks = j.value("python_stacks", true);

@@ -39,8 +39,7 @@ TEST(RunOptions, AnUnwritableOutputIsRefusedBeforeTheProgramRuns) {
 }
 
 TEST(RunOptions, DashWritesTheTraceToStdout) {
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", "-", "--", PYTHON_BIN,
-                     script("storages.py")});
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", "-", "--", PYTHON_BIN, script("storages.py")});
     ASSERT_EQ(o.exitCode, 0) << o.err;
     const std::string programOutput = "views 10 (1000, 3000)\n";
     ASSERT_EQ(o.out.substr(0, programOutput.size()), programOutput);
@@ -64,8 +63,8 @@ TEST(RunOptions, OptionsAfterTheCommandAreTheCommands) {
     Outcome dashes = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN,
                           script("args.py"), "--", "-o", "x"});
     EXPECT_EQ(dashes.out, "-- -o x\n") << dashes.err;
-    Outcome inner = run({MEMTOOL_BIN, "run", "-q", "-o", trace, PYTHON_BIN, script("args.py"),
-                         "--", "y"});
+    Outcome inner =
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, PYTHON_BIN, script("args.py"), "--", "y"});
     EXPECT_EQ(inner.out, "-- y\n") << inner.err;
     // An option memtool does not know, before the command, is not the command.
     Outcome unknown = run({MEMTOOL_BIN, "run", "--bogus", PYTHON_BIN, script("args.py")});
