@@ -186,17 +186,6 @@ Stack mergedStack(const core::Aggregator& agg, Symbolizer& symbolizer, const cor
     return mergeStacks(std::move(native), std::move(python));
 }
 
-// The position of the frame a hotspot is named after; none for an empty stack.
-std::optional<size_t> chooseSite(const Stack& stack, SiteMode mode) {
-    if (stack.empty()) return std::nullopt;
-    if (mode == SiteMode::All) return 0;
-    auto user = std::find_if(stack.begin(), stack.end(), [](const Frame& f) { return f.user; });
-    if (user != stack.end()) return static_cast<size_t>(user - stack.begin());
-    auto outside = std::find_if(stack.begin(), stack.end(),
-                                [](const Frame& f) { return !core::isAllocatorModule(f.module); });
-    return outside != stack.end() ? static_cast<size_t>(outside - stack.begin()) : 0;
-}
-
 // ---- tables over all stacks --------------------------------------------------------
 
 // Hotspots, one per (device, stack as printed): stacks that read alike are one
@@ -408,7 +397,7 @@ void outOfMemory(const core::Aggregator& agg, Symbolizer& symbolizer, SiteMode s
         e.requestedBytes = o.record.f.size;
         e.source = torch ? "torch" : "allocator";
         const Stack& request = stackOf(o.stack);
-        const auto site = chooseSite(request, siteMode);
+        const auto site = core::chooseSite(request, siteMode);
         e.site = site ? core::formatFrame(request[*site]) : core::kNoStackSite;
         for (const Frame& f : request) e.stack.push_back(core::formatFrame(f));
         if (const Frame* f = innermostLine(request)) {
@@ -425,7 +414,7 @@ void outOfMemory(const core::Aggregator& agg, Symbolizer& symbolizer, SiteMode s
         std::map<std::tuple<std::string, uint64_t, std::string>, uint64_t> byLine;
         for (const auto& [index, bytes] : o.consumers) {
             const Stack& s = stackOf(index);
-            const auto at = chooseSite(s, siteMode);
+            const auto at = core::chooseSite(s, siteMode);
             bySite[at ? core::formatFrame(s[*at]) : core::kNoStackSite] += bytes;
             const Frame* f = innermostLine(s);
             byLine[f ? std::make_tuple(f->file, f->line, f->function)
@@ -471,7 +460,7 @@ std::vector<core::Frame> stackFrames(const core::Aggregator& agg, Symbolizer& sy
 }
 
 std::optional<size_t> siteOf(const std::vector<core::Frame>& stack, SiteMode mode) {
-    return chooseSite(stack, mode);
+    return core::chooseSite(stack, mode);
 }
 
 core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
@@ -487,7 +476,7 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
         const Stack stack = mergedStack(agg, symbolizer, s);
         const std::string device = deviceRow(s.device);
         const std::string pool = core::poolKey(s.device);
-        hotspots.add(device, pool, stack, chooseSite(stack, siteMode),
+        hotspots.add(device, pool, stack, core::chooseSite(stack, siteMode),
                      core::HotspotFigures{
                          s.allocatedBytes, s.count, agg.liveAtPeak(s),
                          agg.programEnd() ? s.liveAtProgramEnd : s.liveBytes + s.pausedBytes});
@@ -510,7 +499,7 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
 std::string siteText(const core::Aggregator& agg, Symbolizer& symbolizer, const core::StackState& s,
                      SiteMode siteMode) {
     const Stack stack = mergedStack(agg, symbolizer, s);
-    const std::optional<size_t> site = chooseSite(stack, siteMode);
+    const std::optional<size_t> site = core::chooseSite(stack, siteMode);
     return site ? reporters::shortFrame(stack[*site]) : core::kNoStackSite;
 }
 

@@ -17,6 +17,7 @@
 #include "cli/CtlCommand.h"
 #include "cli/RunCommand.h"
 #include "core/Error.h"
+#include "core/SiteChoice.h"
 #include "reporters/Check.h"
 #include "reporters/CollapsedReporter.h"
 #include "reporters/Diff.h"
@@ -193,8 +194,9 @@ int main(int argc, char** argv) {
     runCmd->add_flag("--no-python", noPython, "Do not record Python call stacks");
     runCmd
         ->add_option("--site", siteMode,
-                     "Hotspot site: innermost frame of user code, or innermost of all")
-        ->check(CLI::IsMember({"user", "all"}))
+                     "Hotspot site: innermost frame of user code, innermost of all, or the library "
+                     "call the user's code made (wrappers skipped)")
+        ->check(CLI::IsMember({"user", "all", "library"}))
         ->capture_default_str();
     CLI::Option* quietFlag =
         runCmd->add_flag("-q,--quiet", run.quiet, "Print nothing of memtool's own");
@@ -275,6 +277,25 @@ int main(int argc, char** argv) {
                      "allocated or leaked")
         ->check(CLI::IsMember({"peak", "allocated", "leaked"}));
 
+    std::string reportSite, groupBy = "site";
+    reportCmd
+        ->add_option("--site", reportSite,
+                     "Choose hotspot sites again: user (innermost user frame), all (innermost "
+                     "frame) or library (what the user's code called, wrappers skipped); default: "
+                     "as recorded")
+        ->check(CLI::IsMember({"user", "all", "library"}));
+    CLI::Option* depthOption =
+        reportCmd
+            ->add_option("--depth", report.options.depth,
+                         "How many frames below each site to show (wrappers skipped)")
+            ->capture_default_str();
+    CLI::Option* groupOption =
+        reportCmd
+            ->add_option("--group-by", groupBy,
+                         "Rows of the hotspot table: site, function (the site's function), module "
+                         "(the innermost nn.Module forward) or op (the torch operator)")
+            ->check(CLI::IsMember({"site", "function", "module", "op"}))
+            ->capture_default_str();
     reportCmd->add_flag("--lines", report.lines,
                         "Line table: peak and allocated bytes per source line");
     reportCmd->add_option("--file", report.lineOptions.file,
@@ -356,7 +377,7 @@ int main(int argc, char** argv) {
                 run.pausableAll = pausable == "all";
                 run.nativeStacks = !noNative;
                 run.pythonStacks = !noPython;
-                run.siteMode = siteMode == "all" ? cli::SiteMode::All : cli::SiteMode::User;
+                run.siteMode = *core::parseSiteMode(siteMode);
                 run.command = runCommandWords(runCmd->remaining(), runTail);
                 cli::RunResult r = cli::runCommand(run);
                 if (r.signal) dieLike(r.signal);
@@ -382,6 +403,18 @@ int main(int argc, char** argv) {
         return cli::runGuarded(
             [&] {
                 report.options.sort = reporters::parseSortKey(sort);
+                if (!reportSite.empty()) report.options.site = core::parseSiteMode(reportSite);
+                report.options.groupBy = reporters::parseGroupBy(groupBy);
+                const bool table = report.format == "text" && !report.lines;
+                for (const auto& [given, flag] :
+                     {std::pair{!reportSite.empty(), "--site"},
+                      std::pair{depthOption->count() > 0, "--depth"},
+                      std::pair{groupOption->count() > 0, "--group-by"}})
+                    if (given && !table)
+                        throw core::Error(core::kExitBadInput,
+                                          std::string(flag) +
+                                              " shapes the hotspot table of the text report (not "
+                                              "--lines or another --format)");
                 report.topGiven = topOption->count() > 0;
                 return reportCommand(report);
             },

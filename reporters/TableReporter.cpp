@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "core/SiteChoice.h"
 #include "core/Units.h"
 
 namespace memtool::reporters {
@@ -23,26 +24,99 @@ std::string exitText(const core::ProcessTrace& p) {
     return "exit status unknown";
 }
 
-// Position of the site in the stack (the frame the hotspot is named after).
-size_t sitePosition(const core::Hotspot& h) {
-    for (size_t i = 0; i < h.frames.size(); ++i)
-        if (h.frames[i] == h.siteFrame) return i;
-    return 0;
+// The hotspot's frames, innermost first.
+std::vector<core::Frame> framesOf(const core::ProcessTrace& p, const core::Hotspot& h) {
+    std::vector<core::Frame> stack;
+    stack.reserve(h.frames.size());
+    for (uint32_t id : h.frames) stack.push_back(p.frames.at(id));
+    return stack;
 }
 
-// What the table shows of a hotspot: its site, the nearest named frame the site
-// called (stripped static functions show as ??), and up to three callers.
-std::vector<std::string> shownLines(const core::ProcessTrace& p, const core::Hotspot& h) {
-    const core::Frame* site = siteFrame(p, h);
-    std::vector<std::string> lines{site ? shortFrame(*site) : core::kNoStackSite};
-    const size_t at = sitePosition(h);
-    auto frame = [&](size_t i) -> const core::Frame& { return p.frames.at(h.frames[i]); };
-    size_t via = at;
-    while (via > 0 && (via == at || frame(via).isUnnamed())) --via;
-    if (via < at) lines.push_back("via " + shortFrame(frame(via)));
-    for (size_t i = at + 1; i < h.frames.size() && i <= at + 3; ++i)
-        lines.push_back("from " + shortFrame(frame(i)));
+// Position of the site in the stack: as recorded, or chosen again (--site).
+std::optional<size_t> sitePosition(const core::Hotspot& h, const std::vector<core::Frame>& stack,
+                                   const ReportOptions& options) {
+    if (options.site) return core::chooseSite(stack, *options.site);
+    if (!h.siteFrame) return std::nullopt;
+    for (size_t i = 0; i < h.frames.size(); ++i)
+        if (h.frames[i] == h.siteFrame) return i;
+    return std::nullopt;
+}
+
+// "Conv2d.forward (conv.py)": a frame's function and file, without the line.
+std::string functionOf(const core::Frame& f) {
+    const std::string shown = shortFrame(f);  // "f (x.py:3)", "ns::g (lib.so)"
+    const size_t colon = shown.rfind(':');
+    const size_t open = shown.rfind(" (");
+    if (f.line == 0 || colon == std::string::npos || open == std::string::npos || colon < open)
+        return shown;
+    return shown.substr(0, colon) + ")";
+}
+
+// The innermost nn.Module forward on the stack ("Linear.forward (linear.py)").
+std::string moduleOf(const std::vector<core::Frame>& stack) {
+    for (const core::Frame& f : stack) {
+        const std::string& q = f.function;
+        if (f.isPython() && q.size() > 8 && q.compare(q.size() - 8, 8, ".forward") == 0)
+            return functionOf(f);
+    }
+    return "(no module's forward)";
+}
+
+// The torch operator the stack's caller asked for: the outermost one.
+std::string operatorOf(const std::vector<core::Frame>& stack) {
+    for (size_t i = stack.size(); i > 0; --i)
+        if (std::string op = core::torchOperator(stack[i - 1]); !op.empty()) return op;
+    return "(no torch operator)";
+}
+
+// What the table shows of a hotspot: its site, the frames below it that say what
+// happened there (--depth of them), and up to three callers, wrappers and unnamed
+// frames skipped; or, grouped, the one name its group goes by.
+std::vector<std::string> shownLines(const core::ProcessTrace& p, const core::Hotspot& h,
+                                    const ReportOptions& options) {
+    const std::vector<core::Frame> stack = framesOf(p, h);
+    const std::optional<size_t> at = sitePosition(h, stack, options);
+    switch (options.groupBy) {
+        case GroupBy::Site:
+            break;
+        case GroupBy::Function:
+            return {at ? functionOf(stack[*at]) : core::kNoStackSite};
+        case GroupBy::Module:
+            return {moduleOf(stack)};
+        case GroupBy::Op:
+            return {operatorOf(stack)};
+    }
+    if (!at) return {core::kNoStackSite};
+    std::vector<std::string> lines{shortFrame(stack[*at])};
+    for (size_t i : core::framesBelow(stack, *at, options.depth))
+        lines.push_back("via " + shortFrame(stack[i]));
+    // Up to three callers, wrappers skipped as below.
+    size_t callers = 0;
+    for (size_t i = *at + 1; i < stack.size() && callers < 3; ++i) {
+        if (core::isPassThroughFrame(stack[i])) continue;
+        lines.push_back("from " + shortFrame(stack[i]));
+        ++callers;
+    }
     return lines;
+}
+
+// How the table names its rows, and their column: "hotspots"/"Site", ...
+struct GroupNames {
+    const char* rows;
+    const char* column;
+};
+GroupNames namesOf(GroupBy g) {
+    switch (g) {
+        case GroupBy::Site:
+            break;
+        case GroupBy::Function:
+            return {"functions", "Function"};
+        case GroupBy::Module:
+            return {"modules", "Module"};
+        case GroupBy::Op:
+            return {"torch operators", "Operator"};
+    }
+    return {"hotspots", "Site"};
 }
 
 struct DisplayRow {
@@ -58,10 +132,12 @@ std::vector<DisplayRow> displayRows(const core::ProcessTrace& p, const std::stri
     core::ProcessTrace merged;
     for (const auto& h : p.hotspots) {
         if (h.device != device) continue;
-        auto lines = shownLines(p, h);
+        auto lines = shownLines(p, h, options);
         auto [it, fresh] = index.try_emplace(lines, rows.size());
         if (fresh) {
             rows.push_back(DisplayRow{h, lines});
+            // A group's ties are broken by its name.
+            if (options.groupBy != GroupBy::Site) rows.back().h.site = lines[0];
             continue;
         }
         core::Hotspot& m = rows[it->second].h;
@@ -197,12 +273,12 @@ void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, st
             auto it = h.pools.find(pool);
             return core::formatBytes(it == h.pools.end() ? 0 : it->second.peakBytes);
         };
-        out << fmt::format("\nTop {} hotspots on {} by {}\n", rows.size(), name,
-                           sortKeyName(deviceOptions.sort));
+        out << fmt::format("\nTop {} {} on {} by {}\n", rows.size(), namesOf(options.groupBy).rows,
+                           name, sortKeyName(deviceOptions.sort));
         out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}", "#", "Peak", "Allocated", "Count",
                            "Leaked");
         if (pools) out << fmt::format(" {:>12} {:>12}", "Active peak", "Reserv. peak");
-        out << "  Site\n";
+        out << "  " << namesOf(options.groupBy).column << '\n';
         const size_t indent = pools ? 77 : 51;
         size_t rank = 0;
         for (const DisplayRow& r : rows) {

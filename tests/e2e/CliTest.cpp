@@ -296,3 +296,32 @@ TEST(Cli, RunSymbolizesAroundAModuleThatIsAFifo) {
     EXPECT_EQ(h.at("stack"), nlohmann::json({"?? (libfifo.so+0x100)"}));
     EXPECT_EQ(h.at("allocated_bytes"), 100);
 }
+
+TEST(Cli, ReportSitesSkipWrappersAndGroup) {
+    Profiled p = profile({PYTHON_BIN, script("optimizer.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    std::string trace = tempDir() + "/t.json";
+    std::ofstream(trace) << p.trace.dump();
+    // The optimizer's state: made in Adam.step, reached through torch's wrappers.
+    Outcome text = run({MEMTOOL_BIN, "report", trace, "--top", "20"});
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_NE(text.out.find("     1.91 MiB  train (optimizer.py:13)\n"
+                            "                                                   via Adam.step "
+                            "(adam.py:"),
+              std::string::npos)
+        << text.out;
+    EXPECT_EQ(text.out.find("wrapper"), std::string::npos) << text.out;
+    Outcome library = run({MEMTOOL_BIN, "report", trace, "--top", "20", "--site", "library"});
+    EXPECT_NE(library.out.find("     1.91 MiB  Adam.step (adam.py:"), std::string::npos)
+        << library.out;
+    Outcome ops = run({MEMTOOL_BIN, "report", trace, "--group-by", "op", "--sort", "leaked"});
+    EXPECT_NE(ops.out.find("  Operator\n  1     3.82 MiB     3.82 MiB        4     3.82 MiB  "
+                           "aten::zeros_like\n"),
+              std::string::npos)
+        << ops.out;
+    Outcome misplaced = run({MEMTOOL_BIN, "report", trace, "--group-by", "op", "--format", "json"});
+    EXPECT_EQ(misplaced.exitCode, 2);
+    EXPECT_EQ(misplaced.err,
+              "memtool: --group-by shapes the hotspot table of the text report (not --lines or "
+              "another --format)\n");
+}

@@ -48,7 +48,8 @@ TEST(Leaks, AGlobalListHoldingTensorsUntilExitLeaks) {
     EXPECT_NE(report.out.find("cpu                          3.34 MiB     1.43 MiB"),
               std::string::npos)
         << report.out;
-    Outcome check = run({MEMTOOL_BIN, "check", trace, "--metric", "leaked", "--max-peak", "cpu=1MB"});
+    Outcome check =
+        run({MEMTOOL_BIN, "check", trace, "--metric", "leaked", "--max-peak", "cpu=1MB"});
     EXPECT_EQ(check.exitCode, 1) << check.out;
     EXPECT_EQ(check.out,
               "FAIL  cpu leaked 1.43 MiB (1500000 bytes) exceeds 976.56 KiB (1000000 bytes) by "
@@ -58,12 +59,12 @@ TEST(Leaks, AGlobalListHoldingTensorsUntilExitLeaks) {
 
 TEST(Leaks, AProgramThatDiesOfCtrlCLeavesAWholeTrace) {
     const std::string trace = tempDir() + "/trace.json";
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN,
-                     script("interrupted.py")},
-                    "", {}, [](pid_t, const std::string& line) {
-                        // Ctrl-C reaches the program itself from the terminal.
-                        kill(std::stoi(line.substr(line.find(' ') + 1)), SIGINT);
-                    });
+    Outcome o =
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("interrupted.py")}, "",
+            {}, [](pid_t, const std::string& line) {
+                // Ctrl-C reaches the program itself from the terminal.
+                kill(std::stoi(line.substr(line.find(' ') + 1)), SIGINT);
+            });
     EXPECT_EQ(o.signal, SIGINT) << o.err;  // memtool dies of it too, after the trace
     EXPECT_NE(o.err.find("KeyboardInterrupt"), std::string::npos) << o.err;
     const json proc = readJson(trace).at("processes").at(0);
@@ -113,8 +114,8 @@ TEST(Leaks, WithoutAMomentTheStreamsEndCounts) {
     cpu.erase("leaked_bytes");
     cpu["current_bytes"] = 123;
     old["processes"][0].erase("leak_moment");
-    Outcome check = run(
-        {MEMTOOL_BIN, "check", writeJson(old), "--metric", "leaked", "--max-peak", "cpu=122"});
+    Outcome check =
+        run({MEMTOOL_BIN, "check", writeJson(old), "--metric", "leaked", "--max-peak", "cpu=122"});
     EXPECT_EQ(check.exitCode, 1);
     EXPECT_NE(check.out.find("cpu leaked 123 B (123 bytes) exceeds"), std::string::npos)
         << check.out;
