@@ -18,6 +18,7 @@
 #include "cli/RunCommand.h"
 #include "core/Error.h"
 #include "core/SiteChoice.h"
+#include "core/Units.h"
 #include "reporters/Check.h"
 #include "reporters/CollapsedReporter.h"
 #include "reporters/Diff.h"
@@ -296,6 +297,14 @@ int main(int argc, char** argv) {
                          "(the innermost nn.Module forward) or op (the torch operator)")
             ->check(CLI::IsMember({"site", "function", "module", "op"}))
             ->capture_default_str();
+    std::string bytesUnits = "iec";
+    CLI::Option* bytesOption =
+        reportCmd
+            ->add_option("--bytes", bytesUnits,
+                         "How sizes are written: iec (1 KiB = 1,024 B), si (1 kB = 1,000 B) or "
+                         "exact (40,000 B)")
+            ->check(CLI::IsMember({"iec", "si", "exact"}))
+            ->capture_default_str();
     reportCmd->add_flag("--lines", report.lines,
                         "Line table: peak and allocated bytes per source line");
     reportCmd->add_option("--file", report.lineOptions.file,
@@ -405,6 +414,12 @@ int main(int argc, char** argv) {
                 report.options.sort = reporters::parseSortKey(sort);
                 if (!reportSite.empty()) report.options.site = core::parseSiteMode(reportSite);
                 report.options.groupBy = reporters::parseGroupBy(groupBy);
+                report.options.bytes = *core::parseByteUnits(bytesUnits);
+                report.lineOptions.bytes = report.options.bytes;
+                if (bytesOption->count() > 0 && report.format != "text")
+                    throw core::Error(core::kExitBadInput,
+                                      "--bytes is for the text report and --lines; --format " +
+                                          report.format + " writes exact bytes");
                 const bool table = report.format == "text" && !report.lines;
                 for (const auto& [given, flag] :
                      {std::pair{!reportSite.empty(), "--site"},

@@ -39,7 +39,7 @@ bool isPassThroughFrame(const Frame& f) {
     // call and what it does (torch 1.13 to 2.5: nn.Module's call, the optimizer's
     // profiling hook and no-grad decorator, torch.utils._contextlib).
     static const char* const kWrappers[] = {
-        "_call_impl", "_wrapped_call_impl", "wrapper", "_wrapper", "wrapped", "inner",
+        "_call_impl", "_wrapped_call_impl", "wrapper",   "_wrapper",         "wrapped", "inner",
         "_fn",        "decorate_context",   "_use_grad", "profile_hook_step"};
     const std::string last = lastPart(f.function);
     return std::find(std::begin(kWrappers), std::end(kWrappers), last) != std::end(kWrappers);

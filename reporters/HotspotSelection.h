@@ -8,6 +8,7 @@
 
 #include "core/SiteChoice.h"
 #include "core/TraceModel.h"
+#include "core/Units.h"
 
 namespace memtool::reporters {
 
@@ -26,6 +27,7 @@ struct ReportOptions {
     std::optional<core::SiteMode> site;  // choose sites again; none: as recorded
     size_t depth = 1;                    // frames shown below the site ("via")
     GroupBy groupBy = GroupBy::Site;
+    core::ByteUnits bytes = core::ByteUnits::Iec;  // how sizes are written
 };
 
 // Parses "site" | "function" | "module" | "op"; throws core::Error (exit 2) otherwise.

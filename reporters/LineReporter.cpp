@@ -11,6 +11,7 @@
 
 #include "core/FrameClassifier.h"
 #include "core/Units.h"
+#include "reporters/ByteText.h"
 
 namespace memtool::reporters {
 
@@ -78,23 +79,23 @@ std::map<BlockKey, Rows> selectBlocks(const core::ProcessTrace& p,
 // Lines that allocated nothing are shown only where there is code to show, so the
 // work is bounded by the rows and the source, whatever the line numbers.
 void renderBlock(const BlockKey& key, const Rows& rows, const SourceText& source, int64_t pid,
-                 std::ostream& out) {
+                 const ByteText& b, std::ostream& out) {
     const auto& [device, file, function] = key;
     const std::vector<std::string>& src = source.lines;
     // CUDA lines with the torch bridge attached also show PyTorch's active and
     // reserved peaks (memlab's active_bytes / reserved_bytes columns).
     bool pools = false;
     for (const auto& [n, s] : rows) pools |= !s->pools.empty();
-    auto poolPeak = [](const core::LineStat& s, const char* pool) {
+    auto poolPeak = [&](const core::LineStat& s, const char* pool) {
         auto it = s.pools.find(pool);
-        return it == s.pools.end() ? std::string() : core::formatBytes(it->second.peakBytes);
+        return b.column(it == s.pools.end() ? std::string() : b(it->second.peakBytes));
     };
     auto code = [&](uint64_t n) { return n >= 1 && n <= src.size() ? src[n - 1] : ""; };
 
     out << fmt::format("\n## {} — {} [{}] (pid {})\n", function, file, device, pid);
-    out << fmt::format("{:>6}  {:>12}  {:>12}  {:>12}  {:>7}", "Line", "Peak", "Allocated",
-                       "Self alloc", "Count");
-    if (pools) out << fmt::format("  {:>12}  {:>12}", "Active peak", "Reserv. peak");
+    out << fmt::format("{:>6}  {}  {}  {}  {:>7}", "Line", b.column("Peak"), b.column("Allocated"),
+                       b.column("Self alloc"), "Count");
+    if (pools) out << fmt::format("  {}  {}", b.column("Active peak"), b.column("Reserv. peak"));
     out << "  Code\n";
     if (!source.found)
         out << (source.why.empty() ? "        (source not found; line numbers only)\n"
@@ -104,16 +105,16 @@ void renderBlock(const BlockKey& key, const Rows& rows, const SourceText& source
     for (const auto& [n, row] : rows) {
         for (uint64_t blank = std::max<uint64_t>(next, 1); blank < n && blank <= src.size();
              ++blank) {
-            out << fmt::format("{:>6}  {:>12}  {:>12}  {:>12}  {:>7}", blank, "", "", "", "");
-            if (pools) out << fmt::format("  {:>12}  {:>12}", "", "");
+            out << fmt::format("{:>6}  {}  {}  {}  {:>7}", blank, b.column(""), b.column(""),
+                               b.column(""), "");
+            if (pools) out << fmt::format("  {}  {}", b.column(""), b.column(""));
             out << "  " << code(blank) << '\n';
         }
         const core::LineStat& s = *row;
-        out << fmt::format("{:>6}  {:>12}  {:>12}  {:>12}  {:>7}", n,
-                           core::formatBytes(s.peakBytes), core::formatBytes(s.allocatedBytes),
-                           core::formatBytes(s.selfAllocatedBytes), s.count);
+        out << fmt::format("{:>6}  {}  {}  {}  {:>7}", n, b.column(s.peakBytes),
+                           b.column(s.allocatedBytes), b.column(s.selfAllocatedBytes), s.count);
         if (pools)
-            out << fmt::format("  {:>12}  {:>12}", poolPeak(s, core::kPoolActive),
+            out << fmt::format("  {}  {}", poolPeak(s, core::kPoolActive),
                                poolPeak(s, core::kPoolReserved));
         out << "  " << code(n) << '\n';
         next = n + 1;  // wraps only past the last line number, which no row follows
@@ -123,6 +124,7 @@ void renderBlock(const BlockKey& key, const Rows& rows, const SourceText& source
 }  // namespace
 
 void renderLines(const core::Trace& trace, const LineReportOptions& options, std::ostream& out) {
+    const ByteText b(options.bytes);
     bool any = false;
     for (const core::ProcessTrace& p : trace.processes) {
         const SourceFiles files(p.cwd, options.allFiles);
@@ -136,12 +138,17 @@ void renderLines(const core::Trace& trace, const LineReportOptions& options, std
                 loadedFile = file;
             }
             any = true;
-            renderBlock(key, rows, source, p.pid, out);
+            renderBlock(key, rows, source, p.pid, b, out);
         }
     }
-    if (!any)
+    if (!any) {
         out << "No line statistics match (run with Python stacks on, or check "
                "--file/--function).\n";
+        return;
+    }
+    // Not what the line held: what the device held while it ran (memlab's reading).
+    out << "\nPeak: the device's total, at most, while the line ran (what it called included) · "
+           "Allocated: while it was on the stack · Self alloc: by the line itself\n";
 }
 
 }  // namespace memtool::reporters

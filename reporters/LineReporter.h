@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/TraceModel.h"
+#include "core/Units.h"
 #include "reporters/SourceFiles.h"
 
 namespace memtool::reporters {
@@ -17,6 +18,7 @@ struct LineReportOptions {
     std::string function;   // only this function (empty: all)
     bool allFiles = false;  // also library files (stdlib, site-packages); implied by `file`.
                             // And read sources anywhere (SourceFiles.h says where not)
+    core::ByteUnits bytes = core::ByteUnits::Iec;  // how sizes are written
     // The code of `file` for a process whose cwd was `traceCwd`. Empty: SourceFiles.
     std::function<SourceText(const std::string& file, const std::string& traceCwd)> readSource;
 };

@@ -6,6 +6,7 @@
 
 #include "core/SiteChoice.h"
 #include "core/Units.h"
+#include "reporters/ByteText.h"
 
 namespace memtool::reporters {
 
@@ -15,6 +16,13 @@ std::string joinCommand(const std::vector<std::string>& cmd) {
     std::string s;
     for (const auto& a : cmd) s += (s.empty() ? "" : " ") + a;
     return s;
+}
+
+// When "Leaked" was counted, as a legend says it.
+const char* leakWhen(const core::ProcessTrace& p) {
+    if (p.leakMoment == core::kLeakAtPython) return "when the interpreter began to finalize";
+    if (p.leakMoment == core::kLeakAtExit) return "when main returned or exit was called";
+    return "at the end of the run";
 }
 
 std::string exitText(const core::ProcessTrace& p) {
@@ -104,19 +112,20 @@ std::vector<std::string> shownLines(const core::ProcessTrace& p, const core::Hot
 struct GroupNames {
     const char* rows;
     const char* column;
+    const char* one;  // a row, in the legend
 };
 GroupNames namesOf(GroupBy g) {
     switch (g) {
         case GroupBy::Site:
             break;
         case GroupBy::Function:
-            return {"functions", "Function"};
+            return {"functions", "Function", "function"};
         case GroupBy::Module:
-            return {"modules", "Module"};
+            return {"modules", "Module", "module"};
         case GroupBy::Op:
-            return {"torch operators", "Operator"};
+            return {"torch operators", "Operator", "operator"};
     }
-    return {"hotspots", "Site"};
+    return {"hotspots", "Site", "site"};
 }
 
 struct DisplayRow {
@@ -158,24 +167,23 @@ std::vector<DisplayRow> displayRows(const core::ProcessTrace& p, const std::stri
 }
 
 // Pausable regions and every pause and resume, when the program had any.
-void renderRegions(const core::ProcessTrace& p, std::ostream& out) {
+void renderRegions(const core::ProcessTrace& p, const ByteText& b, std::ostream& out) {
     if (!p.regions.empty()) {
-        out << fmt::format("\n{:<24} {:<10} {:<7} {:>12} {:>12}\n", "Region", "Device", "Backup",
-                           "Live", "Paused");
+        out << fmt::format("\n{:<24} {:<10} {:<7} {} {}\n", "Region", "Device", "Backup",
+                           b.column("Live"), b.column("Paused"));
         for (const auto& r : p.regions)
-            out << fmt::format("{:<24} {:<10} {:<7} {:>12} {:>12}\n", r.tag, r.device, r.backup,
-                               core::formatBytes(r.bytes), core::formatBytes(r.pausedBytes));
+            out << fmt::format("{:<24} {:<10} {:<7} {} {}\n", r.tag, r.device, r.backup,
+                               b.column(r.bytes), b.column(r.pausedBytes));
     }
     if (!p.control.empty()) {
         out << fmt::format("\nMemory control ({} event{})\n", p.control.size(),
                            p.control.size() == 1 ? "" : "s");
-        out << fmt::format("{:>10} {:<8} {:<4} {:<16} {:<8} {:>12} {:<6} {:>9}  {}\n", "At",
-                           "Action", "By", "Region", "Device", "Bytes", "Backup", "Took", "Result");
+        out << fmt::format("{:>10} {:<8} {:<4} {:<16} {:<8} {} {:<6} {:>9}  {}\n", "At", "Action",
+                           "By", "Region", "Device", b.column("Bytes"), "Backup", "Took", "Result");
         for (const auto& e : p.control)
-            out << fmt::format("{:>8.3f} s {:<8} {:<4} {:<16} {:<8} {:>12} {:<6} {:>7.3f} s  {}\n",
-                               e.timeS, e.action, e.origin, e.tag, e.device,
-                               core::formatBytes(e.bytes), e.backup, e.durationS,
-                               e.ok ? "ok" : "FAILED: " + e.message);
+            out << fmt::format("{:>8.3f} s {:<8} {:<4} {:<16} {:<8} {} {:<6} {:>7.3f} s  {}\n",
+                               e.timeS, e.action, e.origin, e.tag, e.device, b.column(e.bytes),
+                               e.backup, e.durationS, e.ok ? "ok" : "FAILED: " + e.message);
     }
 }
 
@@ -198,23 +206,22 @@ std::string shortSite(const std::string& site) {
 }
 
 // What users most need from a profiler comes first: the out-of-memory moment.
-void renderOutOfMemory(const core::ProcessTrace& p, std::ostream& out) {
+void renderOutOfMemory(const core::ProcessTrace& p, const ByteText& b, std::ostream& out) {
     if (p.oom.empty()) return;
     const core::OomEvent& e = p.oom.front();
-    std::string held = fmt::format("{} were held", core::formatBytes(e.liveBytes));
+    std::string held = fmt::format("{} were held", b(e.liveBytes));
     if (!e.heldOn.empty() && e.heldOn != e.device) held += " on " + e.heldOn;
     if (e.deviceTotalBytes > 0 || e.deviceFreeBytes > 0)
-        held +=
-            fmt::format(" ({} free on the device{})", core::formatBytes(e.deviceFreeBytes),
-                        e.deviceTotalBytes ? " of " + core::formatBytes(e.deviceTotalBytes) : "");
+        held += fmt::format(" ({} free on the device{})", b(e.deviceFreeBytes),
+                            e.deviceTotalBytes ? " of " + b(e.deviceTotalBytes) : "");
     // An older trace names only time, device and size.
     const std::string where = e.site.empty() && e.file.empty() ? "" : " at " + oomWhere(e);
     if (e.heldOn.empty()) held.clear();
-    out << fmt::format("Out of memory on {}: {} requested{}{}{}\n", e.device,
-                       core::formatBytes(e.requestedBytes), where,
-                       held.empty() ? "" : " while " + held, e.bySite.empty() ? "" : "; held by:");
+    out << fmt::format("Out of memory on {}: {} requested{}{}{}\n", e.device, b(e.requestedBytes),
+                       where, held.empty() ? "" : " while " + held,
+                       e.bySite.empty() ? "" : "; held by:");
     for (const auto& s : e.bySite)
-        out << fmt::format("  {:>12}  {}\n", core::formatBytes(s.bytes), shortSite(s.site));
+        out << fmt::format("  {}  {}\n", b.column(s.bytes), shortSite(s.site));
     if (p.oomCount > 1)
         out << fmt::format("  ({} out-of-memory events in all: trace.json's oom lists them)\n",
                            p.oomCount);
@@ -222,40 +229,42 @@ void renderOutOfMemory(const core::ProcessTrace& p, std::ostream& out) {
 }
 
 // Which moment "Leaked" counts at, and what the teardown after it freed.
-void renderLeakMoment(const core::ProcessTrace& p, std::ostream& out) {
+void renderLeakMoment(const core::ProcessTrace& p, const ByteText& b, std::ostream& out) {
     if (p.leakMoment == core::kLeakAtEnd) return;  // what is live at the end: no more to say
     std::string freed;
     for (const auto& [name, d] : p.devices)
         if (d.teardownFreeCount > 0)
             freed += fmt::format("{}{} {} in {} free{}", freed.empty() ? "" : ", ", name,
-                                 core::formatBytes(d.teardownFreedBytes), d.teardownFreeCount,
+                                 b(d.teardownFreedBytes), d.teardownFreeCount,
                                  d.teardownFreeCount == 1 ? "" : "s");
-    out << fmt::format("Leaks:    live when {}, at {:.3f} s{}\n",
-                       p.leakMoment == core::kLeakAtPython ? "the interpreter began to finalize"
-                                                           : "main returned or exit was called",
-                       p.leakTimeS, freed.empty() ? "" : "; teardown then freed " + freed);
+    out << fmt::format("Leaks:    live {}, at {:.3f} s{}\n", leakWhen(p), p.leakTimeS,
+                       freed.empty() ? "" : "; teardown then freed " + freed);
 }
 
-void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, std::ostream& out) {
-    renderOutOfMemory(p, out);
-    out << fmt::format("Command:  {}\n", joinCommand(p.command));
-    out << fmt::format("Process:  pid {} · {} · {:.3f} s · {}\n", p.pid, exitText(p), p.durationS,
-                       p.complete ? "trace complete" : "trace INCOMPLETE: " + p.incompleteReason);
-    renderLeakMoment(p, out);
-    for (const auto& w : p.warnings) out << "Warning:  " << w << '\n';
-    if (p.devices.empty()) {
-        out << "\nNo tracked allocations (the program loaded no allocator memtool tracks).\n";
-        return;
+// Which sizes the table's unit words stand for, for its legend.
+const char* unitsLegend(core::ByteUnits units) {
+    switch (units) {
+        case core::ByteUnits::Iec:
+            return " · 1 KiB = 1,024 B (--bytes exact for bytes)";
+        case core::ByteUnits::Si:
+            return " · 1 kB = 1,000 B";
+        case core::ByteUnits::Exact:
+            break;
     }
+    return "";
+}
+
+void renderDevices(const core::ProcessTrace& p, const ReportOptions& options, const ByteText& b,
+                   std::ostream& out) {
     // Device rows, then the caching allocator's pools of a CUDA device beneath it
     // (PyTorch's active and reserved bytes, where the torch bridge was attached).
-    out << fmt::format("\n{:<24} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", "Device", "Peak",
-                       "Leaked", "Allocated", "Freed", "Allocs", "Frees");
+    out << fmt::format("\n{:<24} {} {} {} {} {:>10} {:>10}\n", "Device", b.column("Peak"),
+                       b.column("Leaked"), b.column("Allocated"), b.column("Freed"), "Allocs",
+                       "Frees");
     auto row = [&](const std::string& name, const auto& d) {
-        out << fmt::format("{:<24} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", name,
-                           core::formatBytes(d.peakBytes), core::formatBytes(d.leakedBytes),
-                           core::formatBytes(d.allocatedBytes), core::formatBytes(d.freedBytes),
-                           d.allocCount, d.freeCount);
+        out << fmt::format("{:<24} {} {} {} {} {:>10} {:>10}\n", name, b.column(d.peakBytes),
+                           b.column(d.leakedBytes), b.column(d.allocatedBytes),
+                           b.column(d.freedBytes), d.allocCount, d.freeCount);
     };
     for (const auto& [name, d] : p.devices) {
         row(d.source.empty() || name == "cpu" ? name : name + " (" + d.source + ")", d);
@@ -263,37 +272,63 @@ void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, st
             if (auto it = d.pools.find(pool); it != d.pools.end())
                 row("  " + std::string(pool), it->second);
     }
-    renderRegions(p, out);
-    for (const auto& [name, d] : p.devices) {
-        const ReportOptions deviceOptions = optionsFor(p, name, options);
-        auto rows = displayRows(p, name, deviceOptions);
-        if (rows.empty()) continue;
-        const bool pools = !d.pools.empty();
-        auto poolPeak = [](const core::Hotspot& h, const char* pool) {
-            auto it = h.pools.find(pool);
-            return core::formatBytes(it == h.pools.end() ? 0 : it->second.peakBytes);
-        };
-        out << fmt::format("\nTop {} {} on {} by {}\n", rows.size(), namesOf(options.groupBy).rows,
-                           name, sortKeyName(deviceOptions.sort));
-        out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}", "#", "Peak", "Allocated", "Count",
-                           "Leaked");
-        if (pools) out << fmt::format(" {:>12} {:>12}", "Active peak", "Reserv. peak");
-        out << "  " << namesOf(options.groupBy).column << '\n';
-        const size_t indent = pools ? 77 : 51;
-        size_t rank = 0;
-        for (const DisplayRow& r : rows) {
-            out << fmt::format("{:>3} {:>12} {:>12} {:>8} {:>12}", ++rank,
-                               core::formatBytes(r.h.peakBytes),
-                               core::formatBytes(r.h.allocatedBytes), r.h.count,
-                               core::formatBytes(r.h.leakedBytes));
-            if (pools)
-                out << fmt::format(" {:>12} {:>12}", poolPeak(r.h, core::kPoolActive),
-                                   poolPeak(r.h, core::kPoolReserved));
-            out << "  " << r.lines[0] << '\n';
-            for (size_t i = 1; i < r.lines.size(); ++i)
-                out << std::string(indent, ' ') << r.lines[i] << '\n';
-        }
+    out << fmt::format("Peak: the most held at once · Leaked: still held {}{}\n", leakWhen(p),
+                       unitsLegend(options.bytes));
+}
+
+void renderHotspots(const core::ProcessTrace& p, const std::string& name,
+                    const core::DeviceTotals& d, const ReportOptions& options, const ByteText& b,
+                    std::ostream& out) {
+    const ReportOptions deviceOptions = optionsFor(p, name, options);
+    auto rows = displayRows(p, name, deviceOptions);
+    if (rows.empty()) return;
+    const bool pools = !d.pools.empty();
+    auto poolPeak = [&](const core::Hotspot& h, const char* pool) {
+        auto it = h.pools.find(pool);
+        return b.column(it == h.pools.end() ? 0 : it->second.peakBytes);
+    };
+    const GroupNames names = namesOf(options.groupBy);
+    out << fmt::format("\nTop {} {} on {} by {}\n", rows.size(), names.rows, name,
+                       sortKeyName(deviceOptions.sort));
+    out << fmt::format("{:>3} {} {} {:>8} {}", "#", b.column("Peak"), b.column("Allocated"),
+                       "Count", b.column("Leaked"));
+    if (pools) out << fmt::format(" {} {}", b.column("Active peak"), b.column("Reserv. peak"));
+    out << "  " << names.column << '\n';
+    // Below the row's figures, two columns left of its site.
+    const size_t indent = 3 + 1 + b.width() + 1 + b.width() + 1 + 8 + 1 + b.width() +
+                          (pools ? 2 * (b.width() + 1) : 0);
+    size_t rank = 0;
+    for (const DisplayRow& r : rows) {
+        out << fmt::format("{:>3} {} {} {:>8} {}", ++rank, b.column(r.h.peakBytes),
+                           b.column(r.h.allocatedBytes), r.h.count, b.column(r.h.leakedBytes));
+        if (pools)
+            out << fmt::format(" {} {}", poolPeak(r.h, core::kPoolActive),
+                               poolPeak(r.h, core::kPoolReserved));
+        out << "  " << r.lines[0] << '\n';
+        for (size_t i = 1; i < r.lines.size(); ++i)
+            out << std::string(indent, ' ') << r.lines[i] << '\n';
     }
+    out << fmt::format(
+        "Peak: what each {} held at {}'s peak (they add up to it) · Leaked: still "
+        "held {}\n",
+        names.one, name, leakWhen(p));
+}
+
+void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, std::ostream& out) {
+    const ByteText b(options.bytes);
+    renderOutOfMemory(p, b, out);
+    out << fmt::format("Command:  {}\n", joinCommand(p.command));
+    out << fmt::format("Process:  pid {} · {} · {:.3f} s · {}\n", p.pid, exitText(p), p.durationS,
+                       p.complete ? "trace complete" : "trace INCOMPLETE: " + p.incompleteReason);
+    renderLeakMoment(p, b, out);
+    for (const auto& w : p.warnings) out << "Warning:  " << w << '\n';
+    if (p.devices.empty()) {
+        out << "\nNo tracked allocations (the program loaded no allocator memtool tracks).\n";
+        return;
+    }
+    renderDevices(p, options, b, out);
+    renderRegions(p, b, out);
+    for (const auto& [name, d] : p.devices) renderHotspots(p, name, d, options, b, out);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-#include "core/SiteChoice.h"
-
 #include <gtest/gtest.h>
+
+#include "core/SiteChoice.h"
 
 using namespace memtool::core;
 

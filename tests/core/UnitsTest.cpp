@@ -20,6 +20,20 @@ TEST(Units, FormatsIec) {
     EXPECT_EQ(formatBytesDelta(0), "0 B");
 }
 
+TEST(Units, ExactAndSiBytes) {
+    EXPECT_EQ(formatBytes(40000, ByteUnits::Exact), "40,000 B");
+    EXPECT_EQ(formatBytes(999, ByteUnits::Exact), "999 B");
+    EXPECT_EQ(formatBytes(1000, ByteUnits::Exact), "1,000 B");
+    EXPECT_EQ(formatBytes(11534336, ByteUnits::Exact), "11,534,336 B");
+    EXPECT_EQ(formatBytes(UINT64_MAX, ByteUnits::Exact), "18,446,744,073,709,551,615 B");
+    EXPECT_EQ(formatBytes(40000, ByteUnits::Si), "40.00 kB");
+    EXPECT_EQ(formatBytes(999, ByteUnits::Si), "999 B");
+    EXPECT_EQ(formatBytes(2500000000, ByteUnits::Si), "2.50 GB");
+    EXPECT_EQ(formatBytes(40000, ByteUnits::Iec), "39.06 KiB");
+    EXPECT_EQ(parseByteUnits("exact"), ByteUnits::Exact);
+    EXPECT_EQ(parseByteUnits("bytes"), std::nullopt);
+}
+
 TEST(Units, ParsesSizes) {
     EXPECT_EQ(parseSize("123456"), 123456u);
     EXPECT_EQ(parseSize("512MiB"), 512ull << 20);

@@ -10,6 +10,12 @@
 using namespace memtool::e2e;
 
 namespace {
+
+// What closes every line report.
+constexpr const char* kLineLegend =
+    "\nPeak: the device's total, at most, while the line ran (what it called included) · "
+    "Allocated: while it was on the stack · Self alloc: by the line itself\n";
+
 std::string write(const std::string& text) {
     std::string path = tempDir() + "/file.json";
     std::ofstream(path) << text;
@@ -157,7 +163,8 @@ TEST(Cli, OddButValidInputIsNoInternalError) {
               "\n## f( — /nonexistent/a.py [cpu] (pid 1)\n"
               "  Line          Peak     Allocated    Self alloc    Count  Code\n"
               "        (source not found; line numbers only)\n"
-              "     2          10 B          10 B          10 B        1  \n");
+              "     2          10 B          10 B          10 B        1  \n" +
+                  std::string(kLineLegend));
 }
 
 // ctl's own options work before or after the PID; every other word is the
@@ -266,7 +273,8 @@ TEST(Cli, LineReportReadsOnlyTheProgramsOwnFiles) {
     EXPECT_EQ(o.out, "\n## f — /dev/zero [cpu] (pid 1)\n" + header + outside + numbers +
                          "\n## f — /etc/passwd [cpu] (pid 1)\n" + header + outside + numbers +
                          "\n## f — " + here + "/fifo.py [cpu] (pid 1)\n" + header +
-                         "        (source not read: it is a FIFO, not a regular file)\n" + numbers);
+                         "        (source not read: it is a FIFO, not a regular file)\n" + numbers +
+                         kLineLegend);
     // --all-files reads any regular file; a device or FIFO still is none.
     Outcome all = run({MEMTOOL_BIN, "report", t, "--lines", "--all-files"}, "", {}, nullptr, here);
     ASSERT_EQ(all.exitCode, 0) << all.err;
