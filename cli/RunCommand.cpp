@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 
 #include "cli/CollectorListener.h"
 #include "cli/CollectorLocator.h"
@@ -23,6 +24,7 @@
 #include "core/Error.h"
 #include "core/Units.h"
 #include "reporters/Files.h"
+#include "reporters/SourceFiles.h"
 #include "reporters/TraceJson.h"
 
 namespace memtool::cli {
@@ -208,6 +210,27 @@ std::string writeTrace(const core::Trace& trace, const std::string& output) {
     }
 }
 
+// The code of every line of the user's own Python code the trace names, as it is
+// now: an archived trace still says which line was which (memtool diff matches
+// sites by it when lines move). Read where the program read it; only regular files.
+void keepSourceText(core::Trace& trace) {
+    std::map<std::string, reporters::SourceText> files;
+    for (core::ProcessTrace& p : trace.processes) {
+        const reporters::SourceFiles reader(p.cwd, true);
+        for (core::Frame& f : p.frames) {
+            if (!f.isPython() || !f.user || f.line == 0) continue;
+            auto it = files.find(f.file);
+            if (it == files.end()) it = files.emplace(f.file, reader.read(f.file)).first;
+            const std::vector<std::string>& lines = it->second.lines;
+            if (f.line > lines.size()) continue;
+            const std::string& code = lines[f.line - 1];
+            const size_t first = code.find_first_not_of(" \t");
+            const size_t last = code.find_last_not_of(" \t\r");
+            f.source = first == std::string::npos ? "" : code.substr(first, last - first + 1);
+        }
+    }
+}
+
 void printSummary(const core::Trace& trace, const std::string& output) {
     const core::ProcessTrace& p = trace.processes[0];
     // The program's peaks; a wrapper's (a shell that ran python as a child) are its
@@ -273,7 +296,8 @@ RunResult runCommand(const RunOptions& options) {
     if (live) live->finish(listener);
 
     // One trace file for every process; a file per process would be written here.
-    const core::Trace trace = assembleTrace(listener, target, options, cuda);
+    core::Trace trace = assembleTrace(listener, target, options, cuda);
+    keepSourceText(trace);
     const std::string written = writeTrace(trace, options.output);
     if (!options.quiet) printSummary(trace, written);
 

@@ -157,6 +157,7 @@ json frameToJson(const core::Frame& f) {
               {"user", f.user}};
     if (!f.isPython()) j["module"] = f.module;
     if (f.isUnnamed()) j["offset"] = f.offset;
+    if (f.isPython() && !f.source.empty()) j["source"] = f.source;
     return j;
 }
 
@@ -172,6 +173,7 @@ core::Frame frameFromJson(const json& j) {
     f.user = j.at("user").get<bool>();
     f.module = j.value("module", std::string());
     f.offset = optionalUnsigned(j, "offset");
+    if (f.isPython()) f.source = j.value("source", std::string());
     return f;
 }
 

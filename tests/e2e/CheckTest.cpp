@@ -397,3 +397,90 @@ TEST(Check, ARealWrapperScriptIsCheckedByItsPython) {
         << o.out;
     EXPECT_NE(o.out.find("memtool check: 1 check, 1 failed\n"), std::string::npos) << o.out;
 }
+
+namespace {
+
+// A trace whose Python sites keep their line's code: (function, line, code, peak).
+std::string traceWithSources(const std::vector<std::tuple<std::string, int, std::string, int>>& s) {
+    json frames = json::array(), hotspots = json::array();
+    uint64_t peak = 0;
+    for (const auto& [function, line, code, bytes] : s) {
+        json frame = {{"kind", "python"}, {"function", function}, {"file", "/src/train.py"},
+                      {"line", line},     {"user", true},         {"source", code}};
+        frames.push_back(frame);
+        const std::string site = function + " (/src/train.py:" + std::to_string(line) + ")";
+        hotspots.push_back({{"device", "cpu"},
+                            {"site", site},
+                            {"stack", {site}},
+                            {"frames", {frames.size() - 1}},
+                            {"site_frame", frames.size() - 1},
+                            {"allocated_bytes", bytes},
+                            {"count", 1},
+                            {"peak_bytes", bytes},
+                            {"leaked_bytes", 0}});
+        peak += static_cast<uint64_t>(bytes);
+    }
+    json proc = process(1, {"python3", "train.py"}, peak);
+    proc["frames"] = frames;
+    proc["hotspots"] = hotspots;
+    return writeProcesses(json::array({proc}));
+}
+
+}  // namespace
+
+TEST(Diff, LinesMovedByAnEditStillMatchByTheirCode) {
+    // A comment inserted above: every line moved down by one; load grew, step went.
+    std::string base = traceWithSources({{"load", 10, "x = torch.empty(n)", 1000},
+                                         {"step", 20, "g = model(x)", 500},
+                                         {"step", 21, "h = g * 2", 300}});
+    std::string next = traceWithSources(
+        {{"load", 11, "x = torch.empty(n)", 1500}, {"step", 21, "g = model(x)", 500}});
+    Outcome o = run({MEMTOOL_BIN, "diff", base, next});
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_NE(
+        o.out.find("Call sites whose contribution to the peak grew most\n"
+                   "Device           Base          New             Δ  Site\n"
+                   "cpu            1000 B     1.46 KiB        +500 B  load (train.py:11)\n\n"),
+        std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("Call sites whose contribution to the peak shrank most, or that are gone\n"
+                         "Device           Base          New             Δ  Site\n"
+                         "cpu             300 B          0 B        -300 B  step (train.py:21)  "
+                         "[gone]\n"),
+              std::string::npos)
+        << o.out;
+    json j = json::parse(run({MEMTOOL_BIN, "diff", base, next, "--format", "json"}).out);
+    ASSERT_EQ(j.at("sites").size(), 1u);
+    EXPECT_FALSE(j.at("sites")[0].at("new").get<bool>());
+    ASSERT_EQ(j.at("shrunk_sites").size(), 1u);
+    EXPECT_TRUE(j.at("shrunk_sites")[0].at("gone").get<bool>());
+    EXPECT_EQ(j.at("shrunk_sites")[0].at("peak_delta_bytes"), -300);
+}
+
+TEST(Diff, ARealRunKeepsItsLinesCode) {
+    // The same program twice, the second time with a comment at its top.
+    const std::string dir = tempDir();
+    const std::string program =
+        "import torch\n"
+        "a = torch.empty(3_000_000, dtype=torch.uint8)\n"
+        "b = torch.empty(1_000_000, dtype=torch.uint8)\n";
+    std::ofstream(dir + "/prog.py") << program;
+    Profiled first = profile({PYTHON_BIN, "prog.py"}, {}, dir);
+    ASSERT_EQ(first.outcome.exitCode, 0) << first.outcome.err;
+    std::ofstream(dir + "/prog.py") << "# a comment moves every line\n" + program;
+    Profiled second = profile({PYTHON_BIN, "prog.py"}, {}, dir);
+    ASSERT_EQ(second.outcome.exitCode, 0) << second.outcome.err;
+    const json frames = second.process().at("frames");
+    bool kept = false;
+    for (const auto& f : frames)
+        kept |= f.value("source", "") == "a = torch.empty(3_000_000, dtype=torch.uint8)";
+    EXPECT_TRUE(kept) << frames.dump(1);
+    std::ofstream(dir + "/first.json") << first.trace.dump();
+    std::ofstream(dir + "/second.json") << second.trace.dump();
+    Outcome o = run({MEMTOOL_BIN, "diff", dir + "/first.json", dir + "/second.json"});
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_NE(o.out.find("No call site's contribution to the peak grew.\n"), std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("No call site's contribution to the peak shrank.\n"), std::string::npos)
+        << o.out;
+}
