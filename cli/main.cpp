@@ -66,10 +66,31 @@ struct ReportArgs {
     reporters::LineReportOptions lineOptions;
 };
 
+// --sort active or reserved needs PyTorch's caching-allocator figures somewhere in
+// the trace; a device without them is sorted by its peak, and the table says so.
+void checkSortKey(const core::Trace& trace, reporters::SortKey sort) {
+    if (sort != reporters::SortKey::Active && sort != reporters::SortKey::Reserved) return;
+    for (const core::ProcessTrace& p : trace.processes)
+        for (const auto& [name, d] : p.devices)
+            if (!d.pools.empty()) return;
+    throw core::Error(core::kExitBadInput,
+                      std::string("--sort ") +
+                          (sort == reporters::SortKey::Active ? "active" : "reserved") +
+                          ": the trace has no active or reserved figures (PyTorch's CUDA caching "
+                          "allocator, seen through the torch bridge); sort by peak, allocated, "
+                          "count or leaked");
+}
+
 int reportCommand(const ReportArgs& a) {
     if (!a.metric.empty() && a.format != "collapsed")
         throw core::Error(core::kExitBadInput, "--metric goes with --format collapsed");
+    if ((!a.lineOptions.file.empty() || !a.lineOptions.function.empty()) && !a.lines &&
+        a.format != "html")
+        throw core::Error(core::kExitBadInput,
+                          std::string(a.lineOptions.file.empty() ? "--function" : "--file") +
+                              " selects rows of the line table: add --lines");
     core::Trace trace = reporters::loadTrace(a.path);
+    checkSortKey(trace, a.options.sort);
     std::ostringstream out;
     if (a.format == "collapsed") {
         reporters::renderCollapsed(
@@ -77,7 +98,8 @@ int reportCommand(const ReportArgs& a) {
     } else if (a.lines && a.format == "text") {
         reporters::renderLines(trace, a.lineOptions, out);
     } else if (a.format == "json") {
-        out << reporters::renderJson(trace, a.options).dump(2) << '\n';
+        out << reporters::renderJson(trace, a.options, a.lines ? &a.lineOptions : nullptr).dump(2)
+            << '\n';
     } else if (a.format == "html") {
         reporters::HtmlOptions html;
         html.hotspots = a.options;

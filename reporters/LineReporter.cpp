@@ -62,16 +62,23 @@ uint64_t findDefinition(const std::vector<std::string>& src, uint64_t from,
 using Rows = std::map<uint64_t, const core::LineStat*>;              // line -> its row
 using BlockKey = std::tuple<std::string, std::string, std::string>;  // device, file, function
 
+// What --file and --function ask for.
+bool matchesFilters(const core::LineStat& l, const LineReportOptions& options) {
+    return (options.file.empty() || endsWith(l.file, options.file)) &&
+           (options.function.empty() || l.function == options.function);
+}
+
+// Library files are left out unless --all-files, or --file names them.
+bool libraryLeftOut(const core::LineStat& l, const LineReportOptions& options) {
+    return options.file.empty() && !options.allFiles && core::isLibraryPythonFile(l.file);
+}
+
 std::map<BlockKey, Rows> selectBlocks(const core::ProcessTrace& p,
                                       const LineReportOptions& options) {
     std::map<BlockKey, Rows> blocks;
-    for (const auto& l : p.lines) {
-        if (!options.file.empty() && !endsWith(l.file, options.file)) continue;
-        if (options.file.empty() && !options.allFiles && core::isLibraryPythonFile(l.file))
-            continue;
-        if (!options.function.empty() && l.function != options.function) continue;
-        blocks[{l.device, l.file, l.function}][l.line] = &l;
-    }
+    for (const auto& l : p.lines)
+        if (matchesFilters(l, options) && !libraryLeftOut(l, options))
+            blocks[{l.device, l.file, l.function}][l.line] = &l;
     return blocks;
 }
 
@@ -123,6 +130,46 @@ void renderBlock(const BlockKey& key, const Rows& rows, const SourceText& source
 
 }  // namespace
 
+std::vector<const core::LineStat*> selectLineRows(const core::ProcessTrace& p,
+                                                  const LineReportOptions& options) {
+    std::vector<const core::LineStat*> rows;
+    for (const auto& [key, block] : selectBlocks(p, options))
+        for (const auto& [n, row] : block) rows.push_back(row);
+    return rows;
+}
+
+std::string noLinesReason(const core::Trace& trace, const LineReportOptions& options) {
+    size_t rows = 0, matching = 0, python = 0;
+    std::string libraryFile;
+    for (const core::ProcessTrace& p : trace.processes) {
+        rows += p.lines.size();
+        python += p.pythonStacks;
+        for (const auto& l : p.lines) {
+            if (!matchesFilters(l, options)) continue;
+            ++matching;
+            if (libraryLeftOut(l, options) && libraryFile.empty()) libraryFile = l.file;
+        }
+    }
+    if (rows == 0)
+        return python == 0 ? "No line statistics: the trace was recorded without Python stacks "
+                             "(--no-python)."
+                           : "No line statistics: no allocation had a Python line or a line of "
+                             "native code with debug info on its stack.";
+    std::string asked;
+    if (!options.function.empty()) asked += " --function " + options.function;
+    if (!options.file.empty()) asked += " --file " + options.file;
+    if (matching > 0 && !libraryFile.empty() && asked.empty())
+        return fmt::format(
+            "Every line with allocations is in library files ({}, ...); --all-files shows them.",
+            libraryFile);
+    if (matching > 0 && !libraryFile.empty())
+        return fmt::format(
+            "No line of your own code matches{}: it is in library files ({}); --all-files shows "
+            "them.",
+            asked, libraryFile);
+    return fmt::format("No line matches{}.", asked);
+}
+
 void renderLines(const core::Trace& trace, const LineReportOptions& options, std::ostream& out) {
     const ByteText b(options.bytes);
     bool any = false;
@@ -142,8 +189,7 @@ void renderLines(const core::Trace& trace, const LineReportOptions& options, std
         }
     }
     if (!any) {
-        out << "No line statistics match (run with Python stacks on, or check "
-               "--file/--function).\n";
+        out << noLinesReason(trace, options) << '\n';
         return;
     }
     // Not what the line held: what the device held while it ran (memlab's reading).

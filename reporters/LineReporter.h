@@ -6,6 +6,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "core/TraceModel.h"
 #include "core/Units.h"
@@ -24,5 +25,14 @@ struct LineReportOptions {
 };
 
 void renderLines(const core::Trace& trace, const LineReportOptions& options, std::ostream& out);
+
+// The rows the line table shows for one process (--file, --function and the
+// library-file rule applied), by device, file, function and line.
+std::vector<const core::LineStat*> selectLineRows(const core::ProcessTrace& p,
+                                                  const LineReportOptions& options);
+
+// Why no row was selected, as one sentence: no line statistics at all (and why),
+// a filter that matched nothing, or rows left out as library files.
+std::string noLinesReason(const core::Trace& trace, const LineReportOptions& options);
 
 }  // namespace memtool::reporters

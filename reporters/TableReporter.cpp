@@ -288,8 +288,14 @@ void renderHotspots(const core::ProcessTrace& p, const std::string& name,
         return b.column(it == h.pools.end() ? 0 : it->second.peakBytes);
     };
     const GroupNames names = namesOf(options.groupBy);
-    out << fmt::format("\nTop {} {} on {} by {}\n", rows.size(), names.rows, name,
-                       sortKeyName(deviceOptions.sort));
+    // An active or reserved sort on a device without those figures: by peak, said so.
+    const std::string fallback =
+        deviceOptions.sort != options.sort
+            ? fmt::format(" ({} has no {} figures)", name,
+                          options.sort == SortKey::Active ? "active" : "reserved")
+            : "";
+    out << fmt::format("\nTop {} {} on {} by {}{}\n", rows.size(), names.rows, name,
+                       sortKeyName(deviceOptions.sort), fallback);
     out << fmt::format("{:>3} {} {} {:>8} {}", "#", b.column("Peak"), b.column("Allocated"),
                        "Count", b.column("Leaked"));
     if (pools) out << fmt::format(" {} {}", b.column("Active peak"), b.column("Reserv. peak"));

@@ -255,6 +255,8 @@ core::Hotspot hotspotFromJson(const json& j, core::FrameTable& frames, size_t ta
     return h;
 }
 
+}  // namespace
+
 json lineToJson(const core::LineStat& l) {
     json e = lineFiguresToJson(l);
     e["file"] = l.file;
@@ -264,6 +266,8 @@ json lineToJson(const core::LineStat& l) {
     poolsToJson(e, l.pools, lineFiguresToJson);
     return e;
 }
+
+namespace {
 
 core::LineStat lineFromJson(const json& j) {
     core::LineStat l;

@@ -333,3 +333,34 @@ TEST(Cli, ReportSitesSkipWrappersAndGroup) {
               "memtool: --group-by shapes the hotspot table of the text report (not --lines or "
               "another --format)\n");
 }
+
+TEST(Cli, ReportSaysWhyInsteadOfIgnoring) {
+    const std::string train = GOLDEN_DIR + "/traces/train.json";
+    // --function without --lines was ignored.
+    Outcome function = run({MEMTOOL_BIN, "report", train, "--function", "train_step"});
+    EXPECT_EQ(function.exitCode, 2);
+    EXPECT_EQ(function.err, "memtool: --function selects rows of the line table: add --lines\n");
+    // --sort active on a trace without caching-allocator figures sorted by peak, silently.
+    Outcome active = run({MEMTOOL_BIN, "report", train, "--sort", "active"});
+    EXPECT_EQ(active.exitCode, 2);
+    EXPECT_EQ(active.err,
+              "memtool: --sort active: the trace has no active or reserved figures (PyTorch's "
+              "CUDA caching allocator, seen through the torch bridge); sort by peak, allocated, "
+              "count or leaked\n");
+    // A function in a library file was blamed on missing Python stacks.
+    Outcome library = run({MEMTOOL_BIN, "report", train, "--lines", "--function", "Thread.run"});
+    EXPECT_EQ(library.exitCode, 0);
+    EXPECT_EQ(library.out,
+              "No line of your own code matches --function Thread.run: it is in library files "
+              "(/usr/lib/python3.11/threading.py); --all-files shows them.\n");
+    Outcome none = run({MEMTOOL_BIN, "report", train, "--lines", "--function", "nope"});
+    EXPECT_EQ(none.out, "No line matches --function nope.\n");
+    // --format json took no notice of --lines.
+    Outcome json = run(
+        {MEMTOOL_BIN, "report", train, "--lines", "--function", "make_batch", "--format", "json"});
+    ASSERT_EQ(json.exitCode, 0) << json.err;
+    const nlohmann::json table = nlohmann::json::parse(json.out)["processes"][0]["line_table"];
+    ASSERT_EQ(table.size(), 1u) << table.dump(1);
+    EXPECT_EQ(table[0].at("line"), 8);
+    EXPECT_EQ(table[0].at("peak_bytes"), 9437184);
+}
