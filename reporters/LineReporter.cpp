@@ -73,13 +73,22 @@ bool libraryLeftOut(const core::LineStat& l, const LineReportOptions& options) {
     return options.file.empty() && !options.allFiles && core::isLibraryPythonFile(l.file);
 }
 
-std::map<BlockKey, Rows> selectBlocks(const core::ProcessTrace& p,
-                                      const LineReportOptions& options) {
+// Blocks per device and file in source order: by the first line each function
+// shows (its def when the source is read, so by that order too).
+std::vector<std::pair<BlockKey, Rows>> selectBlocks(const core::ProcessTrace& p,
+                                                    const LineReportOptions& options) {
     std::map<BlockKey, Rows> blocks;
     for (const auto& l : p.lines)
         if (matchesFilters(l, options) && !libraryLeftOut(l, options))
             blocks[{l.device, l.file, l.function}][l.line] = &l;
-    return blocks;
+    std::vector<std::pair<BlockKey, Rows>> ordered(blocks.begin(), blocks.end());
+    std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
+        const auto& [deviceA, fileA, functionA] = a.first;
+        const auto& [deviceB, fileB, functionB] = b.first;
+        return std::tie(deviceA, fileA, a.second.begin()->first) <
+               std::tie(deviceB, fileB, b.second.begin()->first);
+    });
+    return ordered;
 }
 
 // One function's table: the def line, then every line to its last allocating one.

@@ -258,13 +258,14 @@ void renderDevices(const core::ProcessTrace& p, const ReportOptions& options, co
                    std::ostream& out) {
     // Device rows, then the caching allocator's pools of a CUDA device beneath it
     // (PyTorch's active and reserved bytes, where the torch bridge was attached).
-    out << fmt::format("\n{:<24} {} {} {} {} {:>10} {:>10}\n", "Device", b.column("Peak"),
-                       b.column("Leaked"), b.column("Allocated"), b.column("Freed"), "Allocs",
-                       "Frees");
+    out << fmt::format("\n{:<24} {} {:>10} {} {} {} {:>10} {:>10}\n", "Device", b.column("Peak"),
+                       "Peak at", b.column("Leaked"), b.column("Allocated"), b.column("Freed"),
+                       "Allocs", "Frees");
     auto row = [&](const std::string& name, const auto& d) {
-        out << fmt::format("{:<24} {} {} {} {} {:>10} {:>10}\n", name, b.column(d.peakBytes),
-                           b.column(d.leakedBytes), b.column(d.allocatedBytes),
-                           b.column(d.freedBytes), d.allocCount, d.freeCount);
+        out << fmt::format("{:<24} {} {:>8.3f} s {} {} {} {:>10} {:>10}\n", name,
+                           b.column(d.peakBytes), d.peakTimeS, b.column(d.leakedBytes),
+                           b.column(d.allocatedBytes), b.column(d.freedBytes), d.allocCount,
+                           d.freeCount);
     };
     for (const auto& [name, d] : p.devices) {
         row(d.source.empty() || name == "cpu" ? name : name + " (" + d.source + ")", d);
@@ -272,8 +273,10 @@ void renderDevices(const core::ProcessTrace& p, const ReportOptions& options, co
             if (auto it = d.pools.find(pool); it != d.pools.end())
                 row("  " + std::string(pool), it->second);
     }
-    out << fmt::format("Peak: the most held at once · Leaked: still held {}{}\n", leakWhen(p),
-                       unitsLegend(options.bytes));
+    out << fmt::format(
+        "Peak: the most held at once, and when (seconds after tracking began) · Leaked: still "
+        "held {}{}\n",
+        leakWhen(p), unitsLegend(options.bytes));
 }
 
 void renderHotspots(const core::ProcessTrace& p, const std::string& name,
