@@ -303,10 +303,33 @@ TEST(Processes, TorchrunRanks) {
     const std::string dir = tempDir();
     const std::string pattern = dir + "/rank%r.json";
     // torch 1.13's torchrun parses its --redirects/--tee defaults wrongly under
-    // Python 3.11 (an IntFlag of 0 is no member there): pass values it reads.
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", pattern, "--", PYTHON_BIN, "-m",
-                     "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                     "--redirects", "1", "--tee", "1", script("ddp.py")});
+    // Python 3.11 (an IntFlag of 0 is no member there): pass values it reads. Its
+    // rendezvous listens on a free port (--standalone's is fixed, 29400: two runs at
+    // once would join each other's job).
+    Outcome o = run({MEMTOOL_BIN,
+                     "run",
+                     "-q",
+                     "-o",
+                     pattern,
+                     "--",
+                     PYTHON_BIN,
+                     "-m",
+                     "torch.distributed.run",
+                     "--nnodes",
+                     "1",
+                     "--nproc_per_node",
+                     "2",
+                     "--rdzv_backend",
+                     "c10d",
+                     "--rdzv_endpoint",
+                     "localhost:0",
+                     "--rdzv_id",
+                     "memtool-e2e",
+                     "--redirects",
+                     "1",
+                     "--tee",
+                     "1",
+                     script("ddp.py")});
     ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
     // The agent (no rank) and each rank in a file of its own.
     ASSERT_TRUE(std::filesystem::exists(dir + "/ranknone.json")) << o.err;
