@@ -89,7 +89,12 @@ void CollectorConnection::drain(std::vector<uint8_t>& buffer) {
 }
 
 void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
-    if (!open()) return;
+    if (!open() || busy_) return;
+    struct Busy {
+        bool& flag;
+        explicit Busy(bool& f) : flag(f) { flag = true; }
+        ~Busy() { flag = false; }
+    } busy(busy_);
     ssize_t r = read(fd_, buffer.data(), buffer.size());
     if (r > 0) {
         try {
@@ -108,7 +113,11 @@ void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
             close();
         }
     } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-        if (r < 0) error_ = std::string("reading the stream failed: ") + std::strerror(errno);
+        // A Unix socket's peer that closes with bytes of ours unread (the admission
+        // byte, a request) ends our reading with ECONNRESET once everything it sent
+        // was read: an end like any.
+        if (r < 0 && errno != ECONNRESET)
+            error_ = std::string("reading the stream failed: ") + std::strerror(errno);
         close();
     }
 }

@@ -46,6 +46,15 @@ public:
     void onReply(ReplyHandler handler) { onReply_ = std::move(handler); }
 
     const core::Aggregator& aggregator() const { return aggregator_; }
+    // Its handshake arrived and it is a process's stream (not a notice about one).
+    bool isStream() const { return aggregator_.handshake() && !aggregator_.handshake()->notice; }
+    // Finds the stream a continuing stream (a fork child's) continues (Aggregator.h).
+    void setStreamLookup(core::Aggregator::StreamLookup lookup) {
+        aggregator_.setStreamLookup(std::move(lookup));
+    }
+    // Inside readAvailable(): its bytes are being folded, so it must not be read again
+    // (a lookup made while folding another stream's handshake skips it).
+    bool busy() const { return busy_; }
     // Knows every module and node received so far.
     ElfSymbolizer& symbolizer();
     // Why the stream broke; empty when it ended (or runs) normally.
@@ -67,6 +76,7 @@ private:
     std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point closed_;
     std::string error_;
+    bool busy_ = false;
     ReplyHandler onReply_;
     size_t repliesSeen_ = 0;
     std::set<uint64_t> outstanding_;

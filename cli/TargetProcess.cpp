@@ -32,7 +32,9 @@ void TargetProcess::reapChildren() {
             reapIfExited();
             if (!exited_) return;
         } else {
-            waitpid(info.si_pid, nullptr, WNOHANG);
+            int status = 0;
+            if (waitpid(info.si_pid, &status, WNOHANG) == info.si_pid)
+                orphans_[info.si_pid] = status;
         }
     }
 }
@@ -48,6 +50,15 @@ void TargetProcess::forward(int signal) {
 
 double TargetProcess::secondsSinceExit() const {
     return exited_ ? secondsBetween(exitedAt_, Clock::now()) : 0;
+}
+
+ProcessOutcome TargetProcess::orphanOutcome(pid_t pid) const {
+    ProcessOutcome o;
+    auto it = orphans_.find(pid);
+    if (it == orphans_.end()) return o;
+    if (WIFEXITED(it->second)) o.exitCode = WEXITSTATUS(it->second);
+    if (WIFSIGNALED(it->second)) o.exitSignal = WTERMSIG(it->second);
+    return o;
 }
 
 ProcessOutcome TargetProcess::outcome() const {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 
 #include "cli/TraceBuilder.h"
 
@@ -34,6 +35,9 @@ public:
     void forward(int signal);
 
     double secondsSinceExit() const;
+    // How a descendant memtool reaped (its parent had exited) ended: exit code or
+    // signal; nothing for the target itself and for those their parents reaped.
+    ProcessOutcome orphanOutcome(pid_t pid) const;
     // How it ended: exit code or signal, and the time from fork to exit.
     ProcessOutcome outcome() const;
     uint64_t maxRssBytes() const;
@@ -47,6 +51,7 @@ private:
     bool exited_ = false;
     int status_ = 0;
     rusage usage_{};
+    std::map<pid_t, int> orphans_;  // wait statuses of reaped descendants, by pid
 };
 
 }  // namespace memtool::cli

@@ -13,6 +13,7 @@
 
 #include "cli/CommandGuard.h"
 #include "cli/CtlCommand.h"
+#include "cli/OutputPattern.h"
 #include "cli/RunCommand.h"
 #include "core/Error.h"
 #include "reporters/Check.h"
@@ -22,6 +23,7 @@
 #include "reporters/JsonReporter.h"
 #include "reporters/LineReporter.h"
 #include "reporters/PerfettoReporter.h"
+#include "reporters/ProcessSelection.h"
 #include "reporters/SourceFiles.h"
 #include "reporters/TableReporter.h"
 #include "reporters/TraceJson.h"
@@ -58,14 +60,13 @@ struct ReportArgs {
     std::string metric;  // collapsed only; empty: peak
     bool lines = false;
     bool topGiven = false;
+    reporters::ProcessFilter processes;
     reporters::ReportOptions options;
     reporters::LineReportOptions lineOptions;
 };
 
-int reportCommand(const ReportArgs& a) {
-    if (!a.metric.empty() && a.format != "collapsed")
-        throw core::Error(core::kExitBadInput, "--metric goes with --format collapsed");
-    core::Trace trace = reporters::loadTrace(a.path);
+// One report of `trace` into `output` (stdout when empty).
+void renderReport(const core::Trace& trace, const ReportArgs& a, const std::string& output) {
     std::ostringstream out;
     if (a.format == "collapsed") {
         reporters::renderCollapsed(
@@ -88,14 +89,24 @@ int reportCommand(const ReportArgs& a) {
     } else {
         reporters::renderTable(trace, a.options, out);
     }
-    emit(a.output, out.str());
+    emit(output, out.str());
+}
+
+int reportCommand(const ReportArgs& a) {
+    if (!a.metric.empty() && a.format != "collapsed")
+        throw core::Error(core::kExitBadInput, "--metric goes with --format collapsed");
+    core::Trace trace = reporters::selectProcesses(reporters::loadTrace(a.path), a.processes);
+    // -o with %p or %r: a report per process (or per rank), as `memtool run -o` writes traces.
+    for (const auto& [path, part] : cli::splitByOutputPattern(trace, a.output))
+        renderReport(part, a, path);
     return 0;
 }
 
 int checkCommand(const std::string& tracePath, const std::vector<std::string>& limits,
                  const std::string& baseline, const std::string& maxIncrease,
                  const std::string& metric, const std::string& format, bool allowIncomplete,
-                 bool allowOom, const std::string& output) {
+                 bool allowOom, const std::string& output,
+                 const reporters::ProcessFilter& processes) {
     reporters::CheckOptions o;
     o.metric = reporters::parseMetric(metric);
     for (const auto& l : limits) o.limits.push_back(reporters::parsePeakLimit(l));
@@ -109,9 +120,12 @@ int checkCommand(const std::string& tracePath, const std::vector<std::string>& l
     // that no process ran out of memory.
     o.allowIncomplete = allowIncomplete;
     o.allowOom = allowOom;
-    core::Trace trace = reporters::loadTrace(tracePath);
+    core::Trace trace = reporters::selectProcesses(reporters::loadTrace(tracePath), processes);
     if (!baseline.empty()) {
-        o.baseline = reporters::loadTrace(baseline);
+        // A rank is compared with the same rank; a pid names a process of TRACE only.
+        o.baseline = reporters::selectProcesses(
+            reporters::loadTrace(baseline), reporters::ProcessFilter{std::nullopt, processes.rank},
+            "the baseline");
         o.baselinePath = baseline;
     }
     std::vector<reporters::CheckResult> results = reporters::runChecks(trace, o);
@@ -129,15 +143,27 @@ int checkCommand(const std::string& tracePath, const std::vector<std::string>& l
 }
 
 int diffCommand(const std::string& basePath, const std::string& newPath, size_t top,
-                const std::string& format) {
-    core::Trace base = reporters::loadTrace(basePath);
-    core::Trace current = reporters::loadTrace(newPath);
+                const std::string& format, const reporters::ProcessFilter& processes) {
+    core::Trace base =
+        reporters::selectProcesses(reporters::loadTrace(basePath), processes, "the base trace");
+    core::Trace current =
+        reporters::selectProcesses(reporters::loadTrace(newPath), processes, "the new trace");
     reporters::TraceDiff d = reporters::diffTraces(base, current, top);
     if (format == "json")
         reporters::renderDiffJson(d, std::cout);
     else
         reporters::renderDiffText(d, std::cout);
     return 0;
+}
+
+// --pid and --rank of report, check and diff.
+void addProcessOptions(CLI::App* command, reporters::ProcessFilter& filter, const char* what) {
+    command->add_option_function<int64_t>(
+        "--pid", [&filter](const int64_t& pid) { filter.pid = pid; },
+        std::string("Only the process with this pid ") + what);
+    command->add_option_function<int64_t>(
+        "--rank", [&filter](const int64_t& rank) { filter.rank = rank; },
+        std::string("Only the processes of this rank (RANK, SLURM_PROCID, ...) ") + what);
 }
 
 [[noreturn]] void dieLike(int sig) {
@@ -238,13 +264,16 @@ int main(int argc, char** argv) {
                      "JSON for ui.perfetto.dev)")
         ->check(CLI::IsMember({"text", "json", "html", "collapsed", "perfetto"}))
         ->capture_default_str();
-    reportCmd->add_option("-o,--output", report.output, "Write the report here instead of stdout");
+    reportCmd->add_option("-o,--output", report.output,
+                          "Write the report here instead of stdout (%p, %r: a file per process, "
+                          "per rank)");
     reportCmd
         ->add_option("--metric", report.metric,
                      "With --format collapsed: the bytes each stack counts, peak (default), "
                      "allocated or leaked")
         ->check(CLI::IsMember({"peak", "allocated", "leaked"}));
 
+    addProcessOptions(reportCmd, report.processes, "(a multi-process trace: all by default)");
     reportCmd->add_flag("--lines", report.lines,
                         "Line table: peak and allocated bytes per source line");
     reportCmd->add_option("--file", report.lineOptions.file,
@@ -276,6 +305,10 @@ int main(int argc, char** argv) {
                        "do not fail on a trace whose target was killed");
     checkCmd->add_flag("--allow-oom", allowOom,
                        "do not fail on a trace in which a process ran out of memory");
+    reporters::ProcessFilter checkProcesses;
+    addProcessOptions(checkCmd, checkProcesses,
+                      "is checked (default: the launched program; --rank: that rank in the "
+                      "baseline too)");
 
     std::string diffBase, diffNew, diffFormat = "text";
     size_t diffTop = 10;
@@ -287,6 +320,9 @@ int main(int argc, char** argv) {
     diffCmd->add_option("--format", diffFormat, "text or json")
         ->check(CLI::IsMember({"text", "json"}))
         ->capture_default_str();
+    reporters::ProcessFilter diffProcesses;
+    addProcessOptions(diffCmd, diffProcesses,
+                      "is compared, in both traces (default: the launched program)");
 
     try {
         app.parse(argc, argv);
@@ -330,13 +366,14 @@ int main(int argc, char** argv) {
         return cli::runGuarded(
             [&] {
                 return checkCommand(checkTrace, limits, baseline, maxIncrease, metric, checkFormat,
-                                    allowIncomplete, allowOom, checkOutput);
+                                    allowIncomplete, allowOom, checkOutput, checkProcesses);
             },
             core::kExitInternal, std::cerr);
     }
     if (diffCmd->parsed())
-        return cli::runGuarded([&] { return diffCommand(diffBase, diffNew, diffTop, diffFormat); },
-                               core::kExitInternal, std::cerr);
+        return cli::runGuarded(
+            [&] { return diffCommand(diffBase, diffNew, diffTop, diffFormat, diffProcesses); },
+            core::kExitInternal, std::cerr);
     if (reportCmd->parsed()) {
         return cli::runGuarded(
             [&] {

@@ -1,9 +1,13 @@
-// The LD_PRELOAD front end: the library constructor and destructor, dlopen and
-// _exit interposition, and the exported C surface (collectors/CollectorApi.h).
-// Everything here calls the collector (Collector.h) and nothing else.
+// The LD_PRELOAD front end: the library constructor and destructor, dlopen,
+// _exit and exec interposition, and the exported C surface
+// (collectors/CollectorApi.h). Everything here calls the collector (Collector.h)
+// and nothing else.
 
 #include <dlfcn.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdarg>
 #include <cstring>
 
 #include "collectors/CallerDlopen.h"
@@ -18,7 +22,50 @@
 namespace memtool::collectors {
 namespace {
 
+// The C library's exec functions, found before anything can call them: a vfork
+// child (subprocess) runs in its parent's memory and must not look them up then.
+struct ExecFunctions {
+    decltype(&::execve) execve = nullptr;
+    decltype(&::execv) execv = nullptr;
+    decltype(&::execvp) execvp = nullptr;
+    decltype(&::execvpe) execvpe = nullptr;
+    decltype(&::fexecve) fexecve = nullptr;
+};
+ExecFunctions gExec;
+
+void findExecFunctions() {
+    gExec.execve = reinterpret_cast<decltype(&::execve)>(dlsym(RTLD_NEXT, "execve"));
+    gExec.execv = reinterpret_cast<decltype(&::execv)>(dlsym(RTLD_NEXT, "execv"));
+    gExec.execvp = reinterpret_cast<decltype(&::execvp)>(dlsym(RTLD_NEXT, "execvp"));
+    gExec.execvpe = reinterpret_cast<decltype(&::execvpe)>(dlsym(RTLD_NEXT, "execvpe"));
+    gExec.fexecve = reinterpret_cast<decltype(&::fexecve)>(dlsym(RTLD_NEXT, "fexecve"));
+}
+
+// An exec ends this image's stream first (its memory goes with it, and its
+// collector's buffer would be lost); one that fails goes on with a stream that
+// continues it. errno is the exec's.
+template <typename Call>
+int aroundExec(Call call) {
+    beforeExec();
+    const int rc = call();
+    const int saved = errno;
+    afterFailedExec();
+    errno = saved;
+    return rc;
+}
+
+// execl's arguments up to its terminating null, into `argv` (room for `max`).
+size_t collectArgs(const char* first, va_list args, const char** argv, size_t max) {
+    size_t n = 0;
+    argv[n++] = first;
+    while (argv[n - 1] && n < max) argv[n++] = va_arg(args, const char*);
+    if (n == max) argv[max - 1] = nullptr;
+    return n;
+}
+constexpr size_t kMaxExeclArgs = 4096;
+
 __attribute__((constructor)) void collectorStart() {
+    findExecFunctions();
     if (startCollector()) refreshModules();
 }
 
@@ -41,9 +88,69 @@ __attribute__((visibility("default"), noinline)) void* dlopen(const char* file, 
 __attribute__((visibility("default"), noreturn)) void _exit(int status) {
     using Fn = void (*)(int);
     static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "_exit"));
-    memtool::collectors::finishCollector(memtool::core::ExitKind::Immediate);
+    memtool::collectors::finishCollector(memtool::core::ExitKind::Immediate, status);
     real(status);
     __builtin_unreachable();
+}
+
+__attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
+                                                  char* const envp[]) {
+    using namespace memtool::collectors;
+    if (!gExec.execve) return errno = ENOSYS, -1;
+    return aroundExec([&] { return gExec.execve(path, argv, envp); });
+}
+
+__attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) {
+    using namespace memtool::collectors;
+    if (!gExec.execv) return errno = ENOSYS, -1;
+    return aroundExec([&] { return gExec.execv(path, argv); });
+}
+
+__attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) {
+    using namespace memtool::collectors;
+    if (!gExec.execvp) return errno = ENOSYS, -1;
+    return aroundExec([&] { return gExec.execvp(file, argv); });
+}
+
+__attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[],
+                                                   char* const envp[]) {
+    using namespace memtool::collectors;
+    if (!gExec.execvpe) return errno = ENOSYS, -1;
+    return aroundExec([&] { return gExec.execvpe(file, argv, envp); });
+}
+
+__attribute__((visibility("default"))) int fexecve(int fd, char* const argv[], char* const envp[]) {
+    using namespace memtool::collectors;
+    if (!gExec.fexecve) return errno = ENOSYS, -1;
+    return aroundExec([&] { return gExec.fexecve(fd, argv, envp); });
+}
+
+__attribute__((visibility("default"))) int execl(const char* path, const char* arg, ...) {
+    const char* argv[memtool::collectors::kMaxExeclArgs];
+    va_list args;
+    va_start(args, arg);
+    memtool::collectors::collectArgs(arg, args, argv, memtool::collectors::kMaxExeclArgs);
+    va_end(args);
+    return execv(path, const_cast<char* const*>(argv));
+}
+
+__attribute__((visibility("default"))) int execlp(const char* file, const char* arg, ...) {
+    const char* argv[memtool::collectors::kMaxExeclArgs];
+    va_list args;
+    va_start(args, arg);
+    memtool::collectors::collectArgs(arg, args, argv, memtool::collectors::kMaxExeclArgs);
+    va_end(args);
+    return execvp(file, const_cast<char* const*>(argv));
+}
+
+__attribute__((visibility("default"))) int execle(const char* path, const char* arg, ...) {
+    const char* argv[memtool::collectors::kMaxExeclArgs];
+    va_list args;
+    va_start(args, arg);
+    memtool::collectors::collectArgs(arg, args, argv, memtool::collectors::kMaxExeclArgs);
+    char* const* envp = va_arg(args, char* const*);
+    va_end(args);
+    return execve(path, const_cast<char* const*>(argv), envp);
 }
 
 __attribute__((visibility("default"))) int memtool_collector_api_version(void) {

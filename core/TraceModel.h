@@ -164,6 +164,14 @@ struct ProcessTrace {
     bool complete = false;
     std::string incompleteReason;
     bool snapshot = false;  // taken while the process ran (memtool ctl PID snapshot): no exit yet
+    bool forked = false;    // forked from its parent without exec: what it inherited is not counted
+    bool exec = false;      // this image ended by exec'ing another: what it held went with it
+    // Where a launcher (torchrun, Slurm, MPI) set them: the process's rank, its rank
+    // on its node and the number of ranks; rankEnvironment has the variables as set.
+    std::optional<int64_t> rank;
+    std::optional<int64_t> localRank;
+    std::optional<int64_t> worldSize;
+    std::map<std::string, std::string> rankEnvironment;
     double durationS = 0;
     uint64_t maxRssBytes = 0;  // the launched process only: its peak resident memory (0: unknown)
     bool nativeStacks = true;

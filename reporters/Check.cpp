@@ -77,13 +77,13 @@ const char* metricName(Metric m) {
 constexpr size_t kMaxArgumentBytes = 64;
 
 DeviceSelector parseDeviceSelector(const std::string& text) {
-    static const std::regex form(R"((cpu|pinned|cuda|cuda:\d+)(\.(active|reserved))?)");
+    static const std::regex form(R"((cpu|pinned|shared|cuda|cuda:\d+)(\.(active|reserved))?)");
     std::smatch m;
     if (text.size() > kMaxArgumentBytes || !std::regex_match(text, m, form) ||
         (m[1] == "cpu" && m[3].matched) || (m[1] == "pinned" && m[3].matched) ||
-        (m[1] == "cuda" && m[3].matched)) {
+        (m[1] == "shared" && m[3].matched) || (m[1] == "cuda" && m[3].matched)) {
         usage("bad device '" + text +
-              "' (use cpu, pinned, cuda, cuda:N, cuda:N.active or cuda:N.reserved)");
+              "' (use cpu, pinned, shared, cuda, cuda:N, cuda:N.active or cuda:N.reserved)");
     }
     return DeviceSelector{m[1], m[3].matched ? m[3].str() : "", text};
 }

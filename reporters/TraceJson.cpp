@@ -447,6 +447,12 @@ json processToJson(const core::ProcessTrace& p) {
               {"warnings", p.warnings}};
     if (!p.complete) j["incomplete_reason"] = p.incompleteReason;
     if (p.snapshot) j["snapshot"] = true;
+    if (p.forked) j["forked"] = true;
+    if (p.exec) j["exec"] = true;
+    if (p.rank) j["rank"] = *p.rank;
+    if (p.localRank) j["local_rank"] = *p.localRank;
+    if (p.worldSize) j["world_size"] = *p.worldSize;
+    if (!p.rankEnvironment.empty()) j["rank_environment"] = p.rankEnvironment;
     return j;
 }
 
@@ -460,6 +466,14 @@ core::ProcessTrace processFromJson(const json& j) {
     p.exitSignal = optionalInt(j, "exit_signal");
     p.complete = j.at("complete").get<bool>();
     p.snapshot = j.value("snapshot", false) == true;
+    p.forked = j.value("forked", false) == true;
+    p.exec = j.value("exec", false) == true;
+    p.rank = optionalInt(j, "rank");
+    p.localRank = optionalInt(j, "local_rank");
+    p.worldSize = optionalInt(j, "world_size");
+    if (j.contains("rank_environment"))
+        for (const auto& [name, value] : j.at("rank_environment").items())
+            if (value.is_string()) p.rankEnvironment[name] = value.get<std::string>();
     p.incompleteReason = j.value("incomplete_reason", std::string());
     p.durationS = j.at("duration_s").get<double>();
     p.maxRssBytes = optionalUnsigned(j, "max_rss_bytes");

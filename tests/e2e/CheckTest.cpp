@@ -89,7 +89,7 @@ TEST(Check, BadTokensAreUsageErrors) {
     Outcome dev = check({t, "--max-peak", "gpu=1GB"});
     EXPECT_EQ(dev.exitCode, 2);
     EXPECT_EQ(dev.err,
-              "memtool: bad device 'gpu' (use cpu, pinned, cuda, cuda:N, cuda:N.active or "
+              "memtool: bad device 'gpu' (use cpu, pinned, shared, cuda, cuda:N, cuda:N.active or "
               "cuda:N.reserved)\n");
     Outcome inc = check({t, "--baseline", t, "--max-increase", "ten%"});
     EXPECT_EQ(inc.exitCode, 2);
