@@ -100,7 +100,7 @@ TEST(Processes, AForkPoolsWorkersAreRecorded) {
         allocated += deviceFigure(worker, "cpu", "allocated_bytes");
         count += deviceFigure(worker, "cpu", "alloc_count");
         for (const json& h : worker.at("hotspots"))
-            if (h.at("site").get<std::string>().find("pool_fork.py:8") != std::string::npos)
+            if (h.at("site").get<std::string>().find("pool_fork.py:17") != std::string::npos)
                 sizes.insert(h.at("allocated_bytes").get<uint64_t>() /
                              h.at("count").get<uint64_t>());
     }

@@ -25,8 +25,12 @@ def handshake(*args):
 
 
 def connect():
+    # As a collector does: nothing is sent before memtool run's admission byte
+    # (it checks that this process descends from the run while it still lives).
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(os.environ["MEMTOOL_SOCKET"])
+    if len(sock.recv(1)) != 1:
+        sys.exit("memtool run did not admit this process")
     return sock
 
 
