@@ -9,6 +9,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "cli/ModuleSymbols.h"
+
 namespace memtool::cli {
 
 namespace {
@@ -74,6 +76,13 @@ struct ElfSymbolizer::Impl {
     std::vector<core::ModuleRecord> modules;
     std::vector<bool> reported;  // per module: handed to libdw yet?
     std::unordered_map<uint64_t, core::Frame> cache;
+    std::unordered_map<Dwfl_Module*, std::unique_ptr<ModuleSymbols>> symbols;  // read on first use
+
+    const char* symbolName(Dwfl_Module* mod, uint64_t pc) {
+        auto& table = symbols[mod];
+        if (!table) table = std::make_unique<ModuleSymbols>(mod);
+        return table->name(pc);
+    }
 
     // A process maps hundreds of objects and a stack touches a few: open only those.
     void report(const core::ModuleRecord* m) {
@@ -123,10 +132,7 @@ const core::Frame& ElfSymbolizer::symbolize(uint64_t ip) {
     }
     if (impl_->dwfl) {
         if (Dwfl_Module* mod = dwfl_addrmodule(impl_->dwfl, pc)) {
-            GElf_Off off = 0;
-            GElf_Sym sym;
-            const char* name = dwfl_module_addrinfo(mod, pc, &off, &sym, nullptr, nullptr, nullptr);
-            f.function = demangle(name);
+            f.function = demangle(impl_->symbolName(mod, pc));
             if (inlinedCallSite(mod, pc, &f.file, &f.line)) {
                 // pc sits in code inlined into the symbol's function: report where
                 // that function made the (inlined) call, not the inlined body.
