@@ -43,6 +43,16 @@ TEST(RunPython, CountsEveryStorageToTheByte) {
     EXPECT_EQ(c.at("peak_bytes"), 2000000);
 }
 
+// What profiling cost on top of the program: the CLI's CPU time beside the target's.
+TEST(RunPython, TheTraceHasTheCpuTimeOfTheTargetAndOfTheCli) {
+    Profiled p = profile({PYTHON_BIN, script("storages.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    ASSERT_TRUE(p.trace.at("cli_cpu_s").is_number()) << p.trace.dump(1);
+    ASSERT_TRUE(p.process().at("cpu_s").is_number());
+    EXPECT_GT(p.trace.at("cli_cpu_s").get<double>(), 0);  // it read a stream
+    EXPECT_GT(p.process().at("cpu_s").get<double>(), 0);  // it imported torch
+}
+
 TEST(RunPython, NativeFramesSitInsideThePythonOnes) {
     Profiled p = profile({PYTHON_BIN, script("storages.py")});
     auto a = hotspotWithSite(p.process(), "storages.py:4");
