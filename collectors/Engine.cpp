@@ -87,22 +87,25 @@ void Engine::free(uint64_t key) {
 void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size,
                           FlushPolicy flush, uint32_t region) {
     // Stacks first, outside the lock: unwinding is the costly part, and the Python
-    // lines are read from this thread's own frames.
+    // frames are read from this thread's own (the Python stack first: native
+    // unwinding stops at the interpreter loop when there is one).
     ThreadState* ts = threadState();
-    ShadowStack* py = options_.pythonStacks ? currentShadowStack() : nullptr;
-    const bool hasPython = py && py->depth > 0;
+    uint32_t firstStale = 0;
+    ShadowStack* py =
+        options_.pythonStacks && ts
+            ? readPythonStack(*ts, streamGeneration_.load(std::memory_order_relaxed), &firstStale)
+            : nullptr;
+    bool hasPython = py != nullptr;
     uint64_t ips[kMaxNativeDepth];
     const int depth = options_.nativeStacks && ts
                           ? capture_.native(*ts, ips, options_.maxNativeDepth, hasPython)
                           : 0;
-    uint32_t firstStale =
-        hasPython ? refreshLines(*py, streamGeneration_.load(std::memory_order_relaxed)) : 0;
 
     LockGuard lock(mu_);
     if (!active_.load(std::memory_order_relaxed)) return;
-    // A new stream began while this thread was unwinding (a fork child reconnecting).
-    if (hasPython && py->generation != interner_.generation())
-        firstStale = refreshLines(*py, interner_.generation());
+    // A new stream began while this thread read its stacks: its Python frames'
+    // code ids are the old stream's.
+    if (hasPython && py->generation != interner_.generation()) hasPython = false;
     if (!live_.insert(key, (static_cast<uint64_t>(device) << 56) | (size & kSizeMask))) {
         deactivateLocked("out of memory for the table of live blocks; profiling stopped");
         return;

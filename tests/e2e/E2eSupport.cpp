@@ -91,14 +91,15 @@ nlohmann::json readJson(const std::string& path) {
     return nlohmann::json::parse(s.str());
 }
 
-Profiled profile(const std::vector<std::string>& argv, const std::vector<std::string>& flags) {
+Profiled profile(const std::vector<std::string>& argv, const std::vector<std::string>& flags,
+                 const std::vector<std::string>& extraEnv) {
     std::string trace = tempDir() + "/trace.json";
     std::vector<std::string> cmd{MEMTOOL_BIN, "run", "-q", "-o", trace};
     cmd.insert(cmd.end(), flags.begin(), flags.end());
     cmd.push_back("--");
     cmd.insert(cmd.end(), argv.begin(), argv.end());
     Profiled p;
-    p.outcome = run(cmd);
+    p.outcome = run(cmd, "", extraEnv);
     p.trace = readJson(trace);
     return p;
 }
