@@ -74,6 +74,14 @@ ElfSymbolizer& CollectorConnection::symbolizer() {
     return symbolizer_;
 }
 
+void CollectorConnection::drain(std::vector<uint8_t>& buffer) {
+    for (;;) {
+        pollfd p{fd_, POLLIN, 0};
+        if (!open() || poll(&p, 1, 0) <= 0) return;
+        readAvailable(buffer);
+    }
+}
+
 void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
     if (!open()) return;
     ssize_t r = read(fd_, buffer.data(), buffer.size());
@@ -84,6 +92,12 @@ void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
         } catch (const core::ProtocolError& e) {
             deliverReplies();  // those that arrived whole before the bad bytes
             error_ = std::string("the stream broke: ") + e.what();
+            close();
+        } catch (const std::exception& e) {
+            // A fault of memtool's own in folding this stream (or memory running
+            // out): this process's stream ends here; the run and the other streams go on.
+            deliverReplies();
+            error_ = std::string("the stream broke: internal error: ") + e.what();
             close();
         }
     } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {

@@ -36,6 +36,9 @@ public:
     // closes at the end of the stream, on a read error or on bytes that can never
     // be a stream; error() says which of the last two.
     void readAvailable(std::vector<uint8_t>& buffer);
+    // Reads and folds everything that has arrived by now (without waiting): what
+    // the process wrote before it asked memtool run a question is then counted.
+    void drain(std::vector<uint8_t>& buffer);
 
     // Sends a request down the stream; its reply comes to the reply handler. A
     // stream that ends first answers every outstanding request with a Failed reply

@@ -1,60 +1,75 @@
 #include "cli/CollectorListener.h"
 
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
 #include "cli/EventLoop.h"
+#include "cli/ProcStat.h"
 #include "core/Error.h"
 
 namespace memtool::cli {
 
 CollectorListener::CollectorListener() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/memtool-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (!mkdtemp(buf.data()))
-        throw core::Error(core::kExitRunFailed,
-                          "cannot create a directory in " + tmpl + ": " + std::strerror(errno));
-    dir_ = buf.data();
-    path_ = dir_ + "/collector.sock";
-    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    const std::string path = socketPath();
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
-    // The destructor does not run for a constructor that throws: clean up here.
-    auto fail = [&](const std::string& message) {
+    // On a throw the destructor does not run, but directory_'s does.
+    if (path.size() >= sizeof addr.sun_path)
+        throw core::Error(core::kExitRunFailed,
+                          fmt::format("the collector socket's path {} is too long ({} bytes, at "
+                                      "most {}): set TMPDIR to a shorter directory",
+                                      path, path.size(), sizeof addr.sun_path - 1));
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        listen(fd_, 128) != 0) {
+        const std::string why = std::strerror(errno);
         if (fd_ >= 0) close(fd_);
-        unlink(path_.c_str());
-        rmdir(dir_.c_str());
-        throw core::Error(core::kExitRunFailed, message);
-    };
-    if (fd_ < 0 || path_.size() >= sizeof addr.sun_path)
-        fail("cannot create the collector socket " + path_);
-    std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
-    if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd_, 128) != 0)
-        fail("cannot listen on " + path_ + ": " + std::strerror(errno));
+        throw core::Error(core::kExitRunFailed, "cannot listen on " + path + ": " + why);
+    }
 }
 
 CollectorListener::~CollectorListener() {
     if (fd_ >= 0) close(fd_);
-    unlink(path_.c_str());
-    rmdir(dir_.c_str());
 }
 
-void CollectorListener::attach(EventLoop& loop) {
+void CollectorListener::attach(EventLoop& loop, pid_t target) {
+    target_ = target;
     loop.watch(fd_, [this, &loop] { acceptWaiting(loop); });
+}
+
+std::string CollectorListener::refusal(int fd) const {
+    ucred peer{};
+    socklen_t len = sizeof peer;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0)
+        return fmt::format("a connection whose peer cannot be told ({})", std::strerror(errno));
+    if (peer.uid != geteuid())
+        return fmt::format("pid {}, which runs as uid {}", peer.pid, peer.uid);
+    // The chain is read now, while the peer is (normally) alive: one that connected
+    // and exited before it was accepted cannot be told from a stranger.
+    if (!descendsFrom(peer.pid, target_, getpid()))
+        return readProcStat(peer.pid)
+                   ? fmt::format("pid {}, which does not descend from the program", peer.pid)
+                   : fmt::format("pid {}, which exited before its descent could be checked",
+                                 peer.pid);
+    return {};
 }
 
 void CollectorListener::acceptWaiting(EventLoop& loop) {
     for (;;) {
         int fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) return;
+        if (std::string why = refusal(fd); !why.empty()) {
+            refusals_.push_back("refused a collector connection from " + why);
+            close(fd);
+            continue;
+        }
         connections_.push_back(std::make_unique<CollectorConnection>(fd));
         CollectorConnection* c = connections_.back().get();
         loop.watch(fd, [this, c, fd, &loop] {

@@ -1,14 +1,22 @@
 #pragma once
-// Where collectors meet `memtool run`: a private (0700) directory holding a
-// listening Unix socket, named to the target in MEMTOOL_SOCKET, and one
+// Where collectors meet `memtool run`: a listening Unix socket in the run's private
+// directory (RunDirectory), named to the target in MEMTOOL_SOCKET, and one
 // CollectorConnection per collector that connected, in connection order. Every
 // process that loads a tracked allocator connects once (exec'd children too).
+//
+// Only the target and its descendants may join: a connection from another user's
+// process, or from one of this user's that does not descend from the target, is
+// closed unread (SO_PEERCRED gives the peer's pid and uid; ProcStat.h how descent
+// is told). Each refusal is kept, for the trace's warnings.
+
+#include <sys/types.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/CollectorConnection.h"
+#include "cli/RunDirectory.h"
 
 namespace memtool::cli {
 
@@ -17,14 +25,15 @@ class EventLoop;
 class CollectorListener {
 public:
     CollectorListener();   // throws core::Error (125) when the socket cannot be made
-    ~CollectorListener();  // removes the socket and its directory
+    ~CollectorListener();  // closes the socket; the RunDirectory removes it
     CollectorListener(const CollectorListener&) = delete;
     CollectorListener& operator=(const CollectorListener&) = delete;
 
-    const std::string& socketPath() const { return path_; }
+    std::string socketPath() const { return directory_.socketPath(); }
 
-    // From now on the loop accepts collectors and reads their streams.
-    void attach(EventLoop& loop);
+    // From now on the loop accepts the collectors of `target` and its descendants
+    // and reads their streams.
+    void attach(EventLoop& loop, pid_t target);
 
     size_t openStreams() const;
     // A collector still waits in the listen queue (connected, not yet accepted).
@@ -32,13 +41,19 @@ public:
     const std::vector<std::unique_ptr<CollectorConnection>>& connections() const {
         return connections_;
     }
+    // One line per connection refused, saying whose and why.
+    const std::vector<std::string>& refusals() const { return refusals_; }
 
 private:
     void acceptWaiting(EventLoop& loop);
+    // Why the peer of `fd` may not join; empty when it may.
+    std::string refusal(int fd) const;
 
-    std::string dir_, path_;
+    RunDirectory directory_;  // first made, last removed
     int fd_ = -1;
+    pid_t target_ = 0;
     std::vector<std::unique_ptr<CollectorConnection>> connections_;
+    std::vector<std::string> refusals_;
     std::vector<uint8_t> buffer_ =
         std::vector<uint8_t>(1 << 20);  // one read's worth, shared by all streams
 };

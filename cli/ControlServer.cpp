@@ -14,6 +14,8 @@
 #include "cli/ControlDirectory.h"
 #include "cli/EventLoop.h"
 #include "core/Error.h"
+#include "reporters/TensorsReporter.h"
+#include "reporters/TraceJson.h"
 
 namespace memtool::cli {
 
@@ -49,8 +51,9 @@ std::string deviceText(uint8_t device) {
 
 }  // namespace
 
-ControlServer::ControlServer(CollectorListener& listener, std::vector<std::string> command)
-    : listener_(listener), command_(std::move(command)) {
+ControlServer::ControlServer(CollectorListener& listener, std::vector<std::string> command,
+                             SiteMode siteMode)
+    : listener_(listener), command_(std::move(command)), siteMode_(siteMode) {
     const std::string dir = controlDirectory(/*create=*/true, core::kExitRunFailed);
     path_ = fmt::format("{}/run-{}.sock", dir, getpid());
     sockaddr_un addr{};
@@ -140,34 +143,108 @@ void ControlServer::handle(std::list<Client>::iterator client, const std::string
     const nlohmann::json request = nlohmann::json::parse(line, nullptr, false);
     const std::string op = request.is_object() ? request.value("op", "") : "";
     if (op == "list") return answer(client, list());
-    if (op != "request" || !request.contains("pid") || !request["pid"].is_number_integer() ||
-        !request.contains("argv") || !request["argv"].is_array() || request["argv"].empty())
+    if (!request.is_object() || !request.contains("pid") || !request["pid"].is_number_integer())
+        return answer(client, {{"status", "bad_request"}});
+    CollectorConnection* c = connectionOf(request["pid"].get<int64_t>());
+    if (op == "tensors" || op == "snapshot") {
+        // Asked by the process about itself: the records it sent before asking are
+        // in the socket already; fold them first.
+        if (!c) return answer(client, {{"status", "no_such_process"}});
+        std::vector<uint8_t> buffer(64 * 1024);
+        c->drain(buffer);
+        if (op == "snapshot") return answer(client, snapshotAnswer(*c));
+        TensorsQuery query;
+        if (request.contains("device") && request["device"].is_string())
+            query.device = request["device"].get<std::string>();
+        query.verbose = request.contains("verbose") && request["verbose"] == true;
+        return answer(client, tensorsAnswer(*c, request, query));
+    }
+    if (op != "request" || !request.contains("argv") || !request["argv"].is_array() ||
+        request["argv"].empty())
         return answer(client, {{"status", "bad_request"}});
     std::vector<std::string> argv;
     for (const auto& a : request["argv"]) {
         if (!a.is_string()) return answer(client, {{"status", "bad_request"}});
         argv.push_back(a.get<std::string>());
     }
-    CollectorConnection* c = connectionOf(request["pid"].get<int64_t>());
     if (!c) return answer(client, {{"status", "no_such_process"}});
+    TensorsQuery query;
+    Kind kind = Kind::Forward;
+    if (argv[0] == "tensors") {
+        // --verbose is memtool run's to honour; --device is both sides'.
+        kind = Kind::Tensors;
+        std::vector<std::string> collectorArgv;
+        for (size_t i = 0; i < argv.size(); ++i) {
+            if (argv[i] == "--verbose") {
+                query.verbose = true;
+                continue;
+            }
+            if (argv[i] == "--device" && i + 1 < argv.size()) query.device = argv[i + 1];
+            collectorArgv.push_back(argv[i]);
+        }
+        argv = std::move(collectorArgv);
+    } else if (argv[0] == "snapshot") {
+        if (argv.size() != 1) return answer(client, {{"status", "bad_request"}});
+        kind = Kind::Snapshot;
+        argv = {"ping"};  // its reply follows every record the process sent before it
+    }
+    forward(client, *c, std::move(argv), kind, std::move(query));
+}
+
+void ControlServer::forward(std::list<Client>::iterator client, CollectorConnection& c,
+                            std::vector<std::string> argv, Kind kind, TensorsQuery query) {
     const uint64_t id = nextRequest_++;
-    c->onReply([this](const core::ReplyRecord& r) {
-        auto it = pending_.find(r.id);
-        if (it == pending_.end()) return;  // its client went away
-        const auto client = it->second;
-        pending_.erase(it);
-        client->waiting = false;
-        nlohmann::json body = nlohmann::json::parse(r.body, nullptr, false);
-        if (body.is_discarded()) body = r.body;  // a collector's answer is data, not trusted JSON
-        answer(client, {{"status", statusName(r.status)}, {"body", body}});
-    });
+    c.onReply([this, &c](const core::ReplyRecord& r) { onReply(c, r); });
     client->waiting = true;
-    pending_[id] = client;
-    if (!c->sendRequest(id, argv)) {
+    pending_[id] = Pending{client, kind, std::move(query)};
+    if (!c.sendRequest(id, argv)) {
         pending_.erase(id);
         client->waiting = false;
         answer(client, {{"status", "gone"}});
     }
+}
+
+void ControlServer::onReply(CollectorConnection& c, const core::ReplyRecord& r) {
+    auto it = pending_.find(r.id);
+    if (it == pending_.end()) return;  // its client went away
+    const Pending p = it->second;
+    pending_.erase(it);
+    p.client->waiting = false;
+    // A collector's answer is data, not trusted JSON: what does not parse, or nests
+    // deep enough to overflow the stack when dumped, goes on as text.
+    nlohmann::json body = r.body;
+    if (reporters::nestingWithin(r.body, reporters::kMaxTraceNesting)) {
+        nlohmann::json parsed = nlohmann::json::parse(r.body, nullptr, false);
+        if (!parsed.is_discarded()) body = std::move(parsed);
+    }
+    if (r.status == core::ReplyStatus::Ok && p.kind == Kind::Tensors)
+        return answer(p.client, tensorsAnswer(c, body, p.query));
+    if (r.status == core::ReplyStatus::Ok && p.kind == Kind::Snapshot)
+        return answer(p.client, snapshotAnswer(c));
+    answer(p.client, {{"status", statusName(r.status)}, {"body", body}});
+}
+
+nlohmann::json ControlServer::tensorsAnswer(CollectorConnection& c, const nlohmann::json& visible,
+                                            const TensorsQuery& query) {
+    nlohmann::json report =
+        tensorsReport(c.aggregator(), c.symbolizer(), visible, query, siteMode_);
+    const std::string text = reporters::renderTensors(report);
+    return {{"status", "ok"}, {"body", std::move(report)}, {"text", text}};
+}
+
+nlohmann::json ControlServer::snapshotAnswer(CollectorConnection& c) {
+    ProcessOutcome outcome;
+    outcome.durationS = c.connectedS();
+    outcome.snapshot = true;
+    core::Trace trace;
+    trace.memtoolVersion = MEMTOOL_VERSION;
+    trace.processes.push_back(
+        buildProcessTrace(c.aggregator(), c.symbolizer(), outcome, siteMode_));
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd)) trace.processes.back().cwd = cwd;
+    return {{"status", "ok"},
+            {"trace", reporters::traceToJson(trace).dump(
+                          2, ' ', false, nlohmann::json::error_handler_t::replace)}};
 }
 
 void ControlServer::answer(std::list<Client>::iterator client, const nlohmann::json& reply) {
@@ -190,7 +267,7 @@ void ControlServer::answer(std::list<Client>::iterator client, const nlohmann::j
 
 void ControlServer::dropClient(std::list<Client>::iterator client) {
     for (auto it = pending_.begin(); it != pending_.end();)
-        it = it->second == client ? pending_.erase(it) : std::next(it);
+        it = it->second.client == client ? pending_.erase(it) : std::next(it);
     if (loop_) loop_->unwatch(client->fd);
     close(client->fd);
     clients_.erase(client);

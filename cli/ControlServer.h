@@ -7,6 +7,13 @@
 //   {"op":"request","pid":P,"argv":[...]}    -> forwarded down P's stream to its
 //                                               collector; its reply comes back as
 //                                               {"status":..., "body":...}
+//       argv "tensors [--device D] [--verbose]": the collector lists the Python-
+//       visible tensors; the answer is the whole report, {"status", "body", "text"}
+//       argv "snapshot": a trace.json of P as of now, {"status", "trace": TEXT}
+//   {"op":"tensors","pid":P,"tensors":[...],"device":D,"verbose":B}
+//   {"op":"snapshot","pid":P}                -> the same, asked by the process itself
+//                                               (memtool.report_tensors, memtool.snapshot),
+//                                               which sent its records first
 //
 // and gets one JSON line back. Requests to one process are answered in order
 // (its collector runs them one at a time).
@@ -20,6 +27,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/LiveReports.h"
+#include "cli/TraceBuilder.h"
+
 namespace memtool::cli {
 
 class CollectorListener;
@@ -30,7 +40,8 @@ class ControlServer {
 public:
     // Throws core::Error (125) when the control directory is not private or the
     // socket cannot be made.
-    ControlServer(CollectorListener& listener, std::vector<std::string> command);
+    ControlServer(CollectorListener& listener, std::vector<std::string> command,
+                  SiteMode siteMode = SiteMode::User);
     ~ControlServer();  // removes the socket
     ControlServer(const ControlServer&) = delete;
     ControlServer& operator=(const ControlServer&) = delete;
@@ -51,15 +62,29 @@ private:
     CollectorConnection* connectionOf(int64_t pid) const;
     void answer(std::list<Client>::iterator client, const nlohmann::json& reply);
     void dropClient(std::list<Client>::iterator client);
+    // A request for P's collector; its reply goes to `kind`'s handling.
+    enum class Kind { Forward, Tensors, Snapshot };
+    struct Pending {
+        std::list<Client>::iterator client;
+        Kind kind = Kind::Forward;
+        TensorsQuery query;
+    };
+    void forward(std::list<Client>::iterator client, CollectorConnection& c,
+                 std::vector<std::string> argv, Kind kind, TensorsQuery query);
+    void onReply(CollectorConnection& c, const core::ReplyRecord& r);
+    nlohmann::json tensorsAnswer(CollectorConnection& c, const nlohmann::json& visible,
+                                 const TensorsQuery& query);
+    nlohmann::json snapshotAnswer(CollectorConnection& c);
 
     CollectorListener& listener_;
     std::vector<std::string> command_;
+    SiteMode siteMode_;
     EventLoop* loop_ = nullptr;
     std::string path_;
     int fd_ = -1;
     std::list<Client> clients_;
     uint64_t nextRequest_ = 1;
-    std::map<uint64_t, std::list<Client>::iterator> pending_;  // request id -> who asked
+    std::map<uint64_t, Pending> pending_;  // request id -> who asked, and for what
 };
 
 }  // namespace memtool::cli

@@ -18,6 +18,7 @@
 #include "cli/ControlDirectory.h"
 #include "core/Error.h"
 #include "core/Units.h"
+#include "reporters/TraceJson.h"
 
 namespace memtool::cli {
 
@@ -239,6 +240,26 @@ void printCourtesy(const json& body, bool ok) {
     if (!message.empty()) std::cout << "  " << message << '\n';
 }
 
+// The run answers with the trace's text; it is read back as any trace is (a run
+// is another program: what it sends is checked) and written by the trace writer.
+int writeSnapshot(const json& reply, const std::string& output) {
+    const json text = reply.value("trace", json(nullptr));
+    if (!text.is_string()) fail(1, "memtool run sent no snapshot");
+    const json trace = json::parse(text.get<std::string>(), nullptr, false);
+    if (trace.is_discarded()) fail(1, "memtool run sent a snapshot that is not JSON");
+    const core::Trace parsed = reporters::traceFromJson(trace, "the snapshot");
+    if (output.empty() || output == "-") {
+        std::cout << reporters::traceToJson(parsed).dump(2, ' ', false,
+                                                         nlohmann::json::error_handler_t::replace)
+                  << '\n';
+        return 0;
+    }
+    reporters::saveTrace(parsed, output);
+    std::cerr << fmt::format("memtool: snapshot of process {} written to {}\n",
+                             parsed.processes.empty() ? 0 : parsed.processes[0].pid, output);
+    return 0;
+}
+
 int processCommand(const CtlOptions& o) {
     char* end = nullptr;
     const long pid = std::strtol(o.words[0].c_str(), &end, 10);
@@ -248,6 +269,8 @@ int processCommand(const CtlOptions& o) {
         fail(core::kExitBadInput,
              "ctl: what should process " + o.words[0] + " do? (status, pause, resume)");
     const std::vector<std::string> argv(o.words.begin() + 1, o.words.end());
+    if (!o.output.empty() && argv[0] != "snapshot")
+        fail(core::kExitBadInput, "ctl: -o is for snapshot only");
     for (const Run& run : discoverRuns(o.timeoutS)) {
         bool owns = false;
         for (const auto& p : run.listing.at("processes")) owns |= p.at("pid").get<long>() == pid;
@@ -259,6 +282,11 @@ int processCommand(const CtlOptions& o) {
         if (status == "no_such_process" || status == "gone")
             fail(kExitNoSuchProcess, fmt::format("process {} ended before it answered", pid));
         const json body = stale ? json(nullptr) : reply.value("body", json(nullptr));
+        if (argv[0] == "snapshot" && status == "ok") return writeSnapshot(reply, o.output);
+        if (argv[0] == "tensors" && status == "ok" && o.format == "text") {
+            std::cout << reply.value("text", "");
+            return 0;
+        }
         if (o.format == "json") {
             std::cout << json{{"pid", pid}, {"status", status}, {"body", body}}.dump(2) << '\n';
         } else if (status == "unknown") {
@@ -292,7 +320,7 @@ CtlOptions withTrailingOptions(CtlOptions o) {
             value = name.substr(eq + 1);
             name.resize(eq);
         }
-        if (name != "--format" && name != "--timeout") {
+        if (name != "--format" && name != "--timeout" && name != "-o" && name != "--output") {
             words.push_back(o.words[i]);
             continue;
         }
@@ -301,7 +329,10 @@ CtlOptions withTrailingOptions(CtlOptions o) {
                 fail(core::kExitBadInput, "ctl: " + name + " needs a value");
             value = o.words[++i];
         }
-        if (name == "--format") {
+        if (name == "-o" || name == "--output") {
+            if (value.empty()) fail(core::kExitBadInput, "ctl: " + name + " needs a file name");
+            o.output = value;
+        } else if (name == "--format") {
             if (value != "text" && value != "json")
                 fail(core::kExitBadInput, "ctl: --format is text or json, not '" + value + "'");
             o.format = value;

@@ -5,6 +5,11 @@
 //   memtool ctl PID status                their regions by tag, bytes and state
 //   memtool ctl PID pause [TAG...]        release the memory of those tags (all: none named)
 //   memtool ctl PID resume [TAG...]       give it back
+//   memtool ctl PID yield / restore       Courtesy: all of its memory, to host or disk
+//   memtool ctl PID tensors [--device D] [--verbose] [--wait S]
+//                                         its live tensors (memlab's table), the rest of
+//                                         its memory by site, and how they add up
+//   memtool ctl PID snapshot [-o FILE]    a trace.json of it as of now (stdout: none or -)
 //
 // The command runs in the target (its collector's control thread) and the reply
 // says what it did. Exit codes: 0 done; 1 the command ran and failed (or is
@@ -20,6 +25,7 @@ struct CtlOptions {
     std::vector<std::string> words;  // "list", or PID then the command and its arguments
     std::string format = "text";     // "text" or "json"
     double timeoutS = 600;           // how long to wait for the answer
+    std::string output;              // snapshot: where the trace goes (empty or "-": stdout)
 };
 
 inline constexpr int kExitNoSuchProcess = 3;

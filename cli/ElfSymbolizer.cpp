@@ -4,12 +4,14 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 
 #include "cli/ModuleSymbols.h"
+#include "reporters/Files.h"
 
 namespace memtool::cli {
 
@@ -85,12 +87,20 @@ struct ElfSymbolizer::Impl {
     }
 
     // A process maps hundreds of objects and a stack touches a few: open only those.
+    // The path comes from the stream: only a regular file is opened, and without
+    // waiting (libdw's own open of a FIFO would block memtool run for good, with
+    // its signals blocked for the signalfd).
     void report(const core::ModuleRecord* m) {
         size_t i = static_cast<size_t>(m - modules.data());
         if (!dwfl || reported[i] || m->path.empty() || m->path[0] != '/') return;
         reported[i] = true;
+        std::string why;
+        const int fd = reporters::openRegularFile(m->path, &why);
+        if (fd < 0) return;
         dwfl_report_begin_add(dwfl);
-        dwfl_report_elf(dwfl, m->path.c_str(), m->path.c_str(), -1, m->loadBias, false);
+        // On success libdw owns the descriptor.
+        if (!dwfl_report_elf(dwfl, m->path.c_str(), m->path.c_str(), fd, m->loadBias, false))
+            close(fd);
         dwfl_report_end(dwfl, nullptr, nullptr);
     }
 

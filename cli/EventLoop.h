@@ -1,9 +1,9 @@
 #pragma once
 // The one thread of `memtool run` waits here: poll(2) over the descriptors that
 // something listens on (the signalfd, the collectors' socket, each collector's
-// stream), each with its handler. What comes next joins the same way: the control
-// socket `memtool ctl` connects to is one more descriptor, and a live view would
-// redraw between waits (waitOnce with a timeout).
+// stream, the control socket `memtool ctl` connects to, the live view's keys),
+// each with its handler. The live view redraws between waits (waitOnce with a
+// timeout).
 
 #include <cstdint>
 #include <functional>

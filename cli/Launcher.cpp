@@ -1,6 +1,7 @@
 #include "cli/Launcher.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,6 +60,8 @@ TargetProcess launchTarget(const std::vector<std::string>& command,
     int pipeFds[2];
     if (pipe2(pipeFds, O_CLOEXEC) != 0)
         throw core::Error(core::kExitRunFailed, std::string("pipe: ") + std::strerror(errno));
+    // Best effort: without it an orphaned descendant's collector is refused.
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     const auto started = TargetProcess::Clock::now();
     pid_t child = fork();
     if (child < 0) {

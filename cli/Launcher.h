@@ -1,6 +1,9 @@
 #pragma once
 // Starting the program to profile: fork, then in the child the signal mask memtool
-// started with and exec with the environment given. An exec that fails sends its
+// started with and exec with the environment given. memtool becomes a child
+// subreaper first, so that the program's descendants whose parents exit are
+// re-parented to memtool rather than to init, and stay recognisable as the
+// program's (CollectorListener). An exec that fails sends its
 // errno back through a close-on-exec pipe, so "not found" (127) and "not
 // executable" (126) are memtool's own errors, raised before it waits for a stream
 // that will never come.

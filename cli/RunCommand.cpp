@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "cli/CudaPlan.h"
 #include "cli/EventLoop.h"
 #include "cli/Launcher.h"
+#include "cli/LiveView.h"
 #include "cli/SignalRouter.h"
 #include "cli/TargetProcess.h"
 #include "core/Error.h"
@@ -64,12 +66,15 @@ private:
 // where `import memtool` is found, where paused regions' backups go.
 std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std::string& collector,
                                            const CudaPlan& cuda, const std::string& socketPath,
-                                           const std::string& backupDir) {
+                                           const std::string& backupDir,
+                                           const std::string& controlSocket) {
     const char* existing = std::getenv("LD_PRELOAD");
     std::vector<EnvVariable> env{
         {"LD_PRELOAD", existing && *existing ? collector + ":" + existing : collector},
         {core::kEnvSocket, socketPath},
         {core::kEnvBackupDir, backupDir},
+        // Where the program asks memtool run about itself (memtool.snapshot, ...).
+        {core::kEnvControlSocket, controlSocket},
         {core::kEnvOptions, fmt::format("native={},python={},cudahooks={},pausable={}",
                                         options.nativeStacks ? 1 : 0, options.pythonStacks ? 1 : 0,
                                         cuda.runtimeHooks ? 1 : 0, options.pausableAll ? 1 : 0)},
@@ -87,16 +92,27 @@ std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std:
 }
 
 // Runs the loop until the target has exited and every stream has ended (or the
-// grace time is up). A live view would redraw from listener.connections()'s
-// aggregators between waits; a control socket would be one more watched descriptor.
-void collectStreams(EventLoop& loop, const CollectorListener& listener,
-                    const TargetProcess& target) {
+// grace time is up), the live view (if any) redrawn between waits; a control
+// socket is one more watched descriptor.
+void collectStreams(EventLoop& loop, const CollectorListener& listener, const TargetProcess& target,
+                    LiveView* live) {
     for (;;) {
         // A collector may still sit in the listen queue: take it before leaving.
         if (target.exited() && listener.openStreams() == 0 && !listener.connectionWaiting()) return;
         if (target.exited() && target.secondsSinceExit() > kGraceS) return;
-        loop.waitOnce(target.exited() ? 100 : -1);
+        int timeoutMs = target.exited() ? 100 : -1;
+        if (live && live->showing()) {
+            const int untilFrame = live->refresh(listener);
+            timeoutMs = timeoutMs < 0 ? untilFrame : std::min(timeoutMs, untilFrame);
+        }
+        loop.waitOnce(timeoutMs);
     }
+}
+
+std::string joinCommand(const std::vector<std::string>& command) {
+    std::string s;
+    for (const auto& a : command) s += (s.empty() ? "" : " ") + a;
+    return s;
 }
 
 // processes[0] when no collector of the target connected: it loaded no tracked allocator.
@@ -141,6 +157,13 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         trace.processes.back().maxRssBytes = target.maxRssBytes();
         trace.processes.back().cpuS = target.cpuSeconds();
     }
+    // What never became a process of the trace: connections refused, streams that
+    // broke before their handshake.
+    std::vector<std::string>& warnings = trace.processes.front().warnings;
+    warnings.insert(warnings.end(), listener.refusals().begin(), listener.refusals().end());
+    for (const auto& c : listener.connections())
+        if (!c->aggregator().handshake() && !c->error().empty())
+            warnings.push_back("a collector's stream broke before its handshake: " + c->error());
     for (const auto& c : listener.connections()) {
         if (c.get() == launched || !c->aggregator().handshake()) continue;
         ProcessOutcome o;
@@ -182,20 +205,31 @@ RunResult runCommand(const RunOptions& options) {
     const std::string collector = locateCollector();
     const CudaPlan cuda = planCuda(options.cuda, collector, options.quiet);
     CollectorListener listener;
-    ControlServer control(listener, options.command);
+    ControlServer control(listener, options.command, options.siteMode);
     BackupDirectory backups(options.backupDir);
     SignalRouter signals;
-    TargetProcess target = launchTarget(
-        options.command,
-        targetEnvironment(options, collector, cuda, listener.socketPath(), backups.path()),
-        signals.originalMask());
-
+    // Before the live view, which unwatches its keys when it goes.
     EventLoop loop;
+    // The panel is made room for before the program prints anything.
+    std::unique_ptr<LiveView> live =
+        options.live ? LiveView::open(std::cerr, options.siteMode, joinCommand(options.command))
+                     : nullptr;
+    TargetProcess target =
+        launchTarget(options.command,
+                     targetEnvironment(options, collector, cuda, listener.socketPath(),
+                                       backups.path(), control.socketPath()),
+                     signals.originalMask());
+
+    // Connections are accepted (and their peers' descent checked) before SIGCHLD
+    // reaps anyone: a descendant that connected and exited stays a zombie, its
+    // parent chain readable, until memtool or its parent reaps it.
+    listener.attach(loop, target.pid());
     signals.attach(loop, target);
-    listener.attach(loop);
     control.attach(loop);
-    collectStreams(loop, listener, target);
+    if (live) live->attach(loop);
+    collectStreams(loop, listener, target, live.get());
     target.waitForExit();  // a no-op: the loop only ends after the target
+    if (live) live->finish(listener);
 
     // One trace file for every process; a file per process would be written here.
     const core::Trace trace = assembleTrace(listener, target, options, cuda);

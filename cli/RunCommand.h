@@ -16,6 +16,8 @@ struct RunOptions {
     bool pythonStacks = true;
     SiteMode siteMode = SiteMode::User;
     bool quiet = false;
+    // Show memory on the terminal while the program runs (cli/LiveView).
+    bool live = false;
     // How CUDA memory is recorded: "auto" (CUPTI where built and the driver's
     // injection slot is free, else runtime hooks), "cupti", "runtime-hooks", "off".
     std::string cuda = "auto";

@@ -40,7 +40,7 @@ void SignalRouter::route(TargetProcess& target) {
     while (read(fd_, &si, sizeof si) == sizeof si) {
         const int sig = static_cast<int>(si.ssi_signo);
         if (sig == SIGCHLD) {
-            target.reapIfExited();
+            target.reapChildren();
         } else if (si.ssi_code != SI_KERNEL) {
             // A terminal's Ctrl-C already went to the whole foreground group
             // (SI_KERNEL); anything sent to memtool alone is passed on.

@@ -1,9 +1,9 @@
 #pragma once
 // The signals `memtool run` handles arrive through a signalfd, read by the event
-// loop: SIGCHLD reaps the target when it exits; SIGINT, SIGTERM, SIGHUP, SIGQUIT,
-// SIGUSR1 and SIGUSR2 sent to memtool go on to the target. The signals are
-// blocked from construction until destruction, which restores the original mask;
-// the target gets the original mask before exec.
+// loop: SIGCHLD reaps the target when it exits (and the orphans memtool adopted); SIGINT, SIGTERM,
+// SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to memtool go on to the target. The signals are blocked
+// from construction until destruction, which restores the original mask; the target gets the
+// original mask before exec.
 
 #include <signal.h>
 

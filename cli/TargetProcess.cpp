@@ -22,6 +22,21 @@ void TargetProcess::reapIfExited() {
     if (!exited_ && wait4(pid_, &status, WNOHANG, &usage_) == pid_) reaped(status);
 }
 
+void TargetProcess::reapChildren() {
+    reapIfExited();
+    for (;;) {
+        // Looked at first (WNOWAIT): the target's own status is reapIfExited's to take.
+        siginfo_t info{};
+        if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+        if (info.si_pid == pid_) {
+            reapIfExited();
+            if (!exited_) return;
+        } else {
+            waitpid(info.si_pid, nullptr, WNOHANG);
+        }
+    }
+}
+
 void TargetProcess::waitForExit() {
     int status = 0;
     if (!exited_ && wait4(pid_, &status, 0, &usage_) == pid_) reaped(status);

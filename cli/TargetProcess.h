@@ -28,6 +28,9 @@ public:
 
     // Reaps it if it has exited; never blocks.
     void reapIfExited();
+    // The same, and every other child that exited: descendants of the target whose
+    // parents died, which memtool adopts as a child subreaper (Launcher.h).
+    void reapChildren();
     // Blocks until it has exited.
     void waitForExit();
     // Sends `signal` to it while it runs.

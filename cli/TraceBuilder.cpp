@@ -11,6 +11,7 @@
 #include "core/FrameClassifier.h"
 #include "core/FrameTable.h"
 #include "core/Protocol.h"
+#include "reporters/HotspotSelection.h"
 
 namespace memtool::cli {
 
@@ -43,6 +44,7 @@ core::ProcessTrace processHeader(const core::Aggregator& agg, const ProcessOutco
         p.pythonStacks = h->pythonStacks;
     }
     p.exitCode = outcome.exitCode;
+    p.snapshot = outcome.snapshot;
     p.exitSignal = outcome.exitSignal;
     p.durationS = outcome.durationS;
     for (const core::NoteRecord& n : agg.notes())
@@ -83,6 +85,20 @@ std::map<std::string, core::DeviceTotals> deviceTotals(const core::Aggregator& a
         }
     }
     return devices;
+}
+
+// A series per device and pool, named as `memtool check` names them ("cuda:0.active").
+std::map<std::string, core::TimelineSeries> timelines(const core::Aggregator& agg) {
+    std::map<std::string, core::TimelineSeries> series;
+    for (const auto& [code, d] : agg.devices()) {
+        if (d.timeline.empty()) continue;
+        core::TimelineSeries& s = series[core::deviceName(code)];
+        s.bucketS = static_cast<double>(d.timeline.bucketNs()) / 1e9;
+        // The same conversion as peak_time_s: the peak's point carries that very number.
+        for (const core::TimelineSample& sample : d.timeline.samples())
+            s.points.push_back({static_cast<double>(sample.timeNs) / 1e9, sample.bytes});
+    }
+    return series;
 }
 
 // ---- one stack ---------------------------------------------------------------------
@@ -269,6 +285,7 @@ core::StreamCheck streamCheck(const core::Aggregator& agg) {
 // Why the trace may not be whole; empty when it is.
 std::string incompleteReason(const core::Aggregator& agg, const ProcessOutcome& outcome) {
     if (!outcome.streamError.empty()) return outcome.streamError;
+    if (outcome.snapshot) return {};  // whole as far as it goes: the stream has not ended
     if (!agg.end()) {
         return outcome.exitSignal
                    ? fmt::format(
@@ -335,16 +352,126 @@ void regionsAndControl(const core::Aggregator& agg, core::ProcessTrace& p) {
     }
 }
 
+// ---- out of memory ------------------------------------------------------------------
+
+// The innermost frame with a source line of the user's own code or of Python: the
+// line a line table would charge (none when the stack has no such frame).
+const Frame* innermostLine(const Stack& stack) {
+    for (const Frame& f : stack)
+        if (!f.file.empty() && f.line != 0 && (f.isPython() || f.user)) return &f;
+    return nullptr;
+}
+
+constexpr size_t kOomRows = 10;  // per table; the rest in one row, so the rows add up
+
+bool torchBridgeAttached(const core::Aggregator& agg) {
+    for (const core::NoteRecord& n : agg.notes())
+        if (n.key == core::kNoteTorchBridge && n.text == "attached") return true;
+    return false;
+}
+
+// Each out-of-memory moment: the request (its site and line) and what held the
+// device then, by site and by line, adding up to the bytes held.
+void outOfMemory(const core::Aggregator& agg, Symbolizer& symbolizer, SiteMode siteMode,
+                 core::ProcessTrace& p) {
+    // With the torch bridge, a failed cudaMalloc is PyTorch's to retry after freeing
+    // its cache: only its own out-of-memory error (source torch) is the program's.
+    const bool bridge = torchBridgeAttached(agg);
+    p.oomCount = agg.oomCount();
+    std::map<uint32_t, Stack> stacks;
+    auto stackOf = [&](uint32_t i) -> const Stack& {
+        auto [it, inserted] = stacks.try_emplace(i);
+        if (inserted) it->second = mergedStack(agg, symbolizer, agg.stacks()[i]);
+        return it->second;
+    };
+    for (const auto& o : agg.ooms()) {
+        const bool torch = o.record.f.source == core::OomSource::Torch;
+        if (bridge && !torch && core::cudaOrdinal(o.record.f.device) >= 0) {
+            --p.oomCount;
+            continue;
+        }
+        core::OomEvent e;
+        e.timeS = static_cast<double>(o.record.timeNs) / 1e9;
+        e.device = deviceRow(o.record.f.device);
+        e.requestedBytes = o.record.f.size;
+        e.source = torch ? "torch" : "allocator";
+        const Stack& request = stackOf(o.stack);
+        const auto site = chooseSite(request, siteMode);
+        e.site = site ? core::formatFrame(request[*site]) : core::kNoStackSite;
+        for (const Frame& f : request) e.stack.push_back(core::formatFrame(f));
+        if (const Frame* f = innermostLine(request)) {
+            e.file = f->file;
+            e.line = f->line;
+            e.function = f->function;
+        }
+        e.heldOn = core::deviceName(o.heldDevice);
+        e.liveBytes = o.liveBytes;
+        e.deviceFreeBytes = o.record.f.deviceFree;
+        e.deviceTotalBytes = o.record.f.deviceTotal;
+
+        std::map<std::string, uint64_t> bySite;
+        std::map<std::tuple<std::string, uint64_t, std::string>, uint64_t> byLine;
+        for (const auto& [index, bytes] : o.consumers) {
+            const Stack& s = stackOf(index);
+            const auto at = chooseSite(s, siteMode);
+            bySite[at ? core::formatFrame(s[*at]) : core::kNoStackSite] += bytes;
+            const Frame* f = innermostLine(s);
+            byLine[f ? std::make_tuple(f->file, f->line, f->function)
+                     : std::make_tuple(std::string(), uint64_t{0},
+                                       std::string("(no source line)"))] += bytes;
+        }
+        std::vector<std::pair<std::string, uint64_t>> sites(bySite.begin(), bySite.end());
+        std::stable_sort(sites.begin(), sites.end(),
+                         [](const auto& a, const auto& b) { return a.second > b.second; });
+        uint64_t rest = 0;
+        for (size_t i = 0; i < sites.size(); ++i) {
+            if (i < kOomRows)
+                e.bySite.push_back({sites[i].first, sites[i].second});
+            else
+                rest += sites[i].second;
+        }
+        if (sites.size() > kOomRows)
+            e.bySite.push_back({fmt::format("({} other sites)", sites.size() - kOomRows), rest});
+        std::vector<std::pair<std::tuple<std::string, uint64_t, std::string>, uint64_t>> lines(
+            byLine.begin(), byLine.end());
+        std::stable_sort(lines.begin(), lines.end(),
+                         [](const auto& a, const auto& b) { return a.second > b.second; });
+        rest = 0;
+        for (size_t i = 0; i < lines.size(); ++i) {
+            const auto& [file, line, function] = lines[i].first;
+            if (i < kOomRows)
+                e.byLine.push_back({file, line, function, lines[i].second});
+            else
+                rest += lines[i].second;
+        }
+        if (lines.size() > kOomRows)
+            e.byLine.push_back(
+                {"", 0, fmt::format("({} other lines)", lines.size() - kOomRows), rest});
+        p.oom.push_back(std::move(e));
+    }
+}
+
 }  // namespace
+
+std::vector<core::Frame> stackFrames(const core::Aggregator& agg, Symbolizer& symbolizer,
+                                     const core::StackState& stack) {
+    return mergedStack(agg, symbolizer, stack);
+}
+
+std::optional<size_t> siteOf(const std::vector<core::Frame>& stack, SiteMode mode) {
+    return chooseSite(stack, mode);
+}
 
 core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
                                      const ProcessOutcome& outcome, SiteMode siteMode) {
     core::ProcessTrace p = processHeader(agg, outcome);
     p.devices = deviceTotals(agg);
+    p.timeline = timelines(agg);
 
     HotspotTable hotspots;
     LineTable lines;
     for (const core::StackState& s : agg.stacks()) {
+        if (s.count == 0) continue;  // an out-of-memory request's stack that never allocated
         const Stack stack = mergedStack(agg, symbolizer, s);
         const std::string device = deviceRow(s.device);
         const std::string pool = core::poolKey(s.device);
@@ -357,6 +484,7 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
     p.lines = std::move(lines).rows();
 
     regionsAndControl(agg, p);
+    outOfMemory(agg, symbolizer, siteMode, p);
     p.stream = streamCheck(agg);
     p.incompleteReason = incompleteReason(agg, outcome);
     p.complete = p.incompleteReason.empty();
@@ -364,6 +492,13 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
         p.warnings.push_back(fmt::format(
             "{} allocations reused a live address (a free went unseen)", agg.doubleAllocs()));
     return p;
+}
+
+std::string siteText(const core::Aggregator& agg, Symbolizer& symbolizer, const core::StackState& s,
+                     SiteMode siteMode) {
+    const Stack stack = mergedStack(agg, symbolizer, s);
+    const std::optional<size_t> site = chooseSite(stack, siteMode);
+    return site ? reporters::shortFrame(stack[*site]) : core::kNoStackSite;
 }
 
 }  // namespace memtool::cli

@@ -22,6 +22,7 @@ struct ProcessOutcome {
     std::optional<int> exitSignal;
     double durationS = 0;
     std::string streamError;  // set when the stream broke (protocol error, read error)
+    bool snapshot = false;    // the process runs on: its stream has no end yet
 };
 
 class Symbolizer;
@@ -30,5 +31,16 @@ class Symbolizer;
 // ElfSymbolizer: it knows the modules in agg.modules()).
 core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
                                      const ProcessOutcome& outcome, SiteMode siteMode);
+
+// One stack as trace.json shows it, innermost frame first: the native frames
+// (symbolized) with the Python frames where the interpreter's were.
+std::vector<core::Frame> stackFrames(const core::Aggregator& agg, Symbolizer& symbolizer,
+                                     const core::StackState& stack);
+// The position of the frame a stack is named after (its site); none when empty.
+std::optional<size_t> siteOf(const std::vector<core::Frame>& stack, SiteMode mode);
+// The site of one stack as the report's tables show it ("step (train.py:7)"), or
+// "(no stack)": what the live view lists while the program runs.
+std::string siteText(const core::Aggregator& agg, Symbolizer& symbolizer, const core::StackState& s,
+                     SiteMode siteMode);
 
 }  // namespace memtool::cli

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
 
@@ -15,29 +16,19 @@
 #include "cli/RunCommand.h"
 #include "core/Error.h"
 #include "reporters/Check.h"
+#include "reporters/CollapsedReporter.h"
 #include "reporters/Diff.h"
+#include "reporters/HtmlReporter.h"
 #include "reporters/JsonReporter.h"
 #include "reporters/LineReporter.h"
+#include "reporters/PerfettoReporter.h"
+#include "reporters/SourceFiles.h"
 #include "reporters/TableReporter.h"
 #include "reporters/TraceJson.h"
 
 namespace {
 
 using namespace memtool;
-
-int reportCommand(const std::string& path, const reporters::ReportOptions& options,
-                  const std::string& format, bool lines,
-                  const reporters::LineReportOptions& lineOptions) {
-    core::Trace trace = reporters::loadTrace(path);
-    if (lines && format == "text") {
-        reporters::renderLines(trace, lineOptions, std::cout);
-    } else if (format == "json") {
-        std::cout << reporters::renderJson(trace, options).dump(2) << '\n';
-    } else {
-        reporters::renderTable(trace, options, std::cout);
-    }
-    return 0;
-}
 
 // Writes to the file, or stdout when the path is empty.
 void emit(const std::string& path, const std::string& text) {
@@ -50,10 +41,61 @@ void emit(const std::string& path, const std::string& text) {
     if (!out) throw core::Error(core::kExitBadInput, "cannot write " + path);
 }
 
+// The code the HTML report's line table shows beside its numbers, read by the rule
+// of `--lines` (reporters/SourceFiles.h): regular files inside the trace's
+// directory and this one, unless --all-files.
+std::function<std::vector<std::string>(const std::string&, const std::string&)> sourceReader(
+    bool allFiles) {
+    return [allFiles](const std::string& file, const std::string& traceCwd) {
+        return reporters::SourceFiles(traceCwd, allFiles).read(file).lines;
+    };
+}
+
+struct ReportArgs {
+    std::string path;
+    std::string format = "text";
+    std::string output;  // stdout when empty
+    std::string metric;  // collapsed only; empty: peak
+    bool lines = false;
+    bool topGiven = false;
+    reporters::ReportOptions options;
+    reporters::LineReportOptions lineOptions;
+};
+
+int reportCommand(const ReportArgs& a) {
+    if (!a.metric.empty() && a.format != "collapsed")
+        throw core::Error(core::kExitBadInput, "--metric goes with --format collapsed");
+    core::Trace trace = reporters::loadTrace(a.path);
+    std::ostringstream out;
+    if (a.format == "collapsed") {
+        reporters::renderCollapsed(
+            trace, reporters::parseMetric(a.metric.empty() ? "peak" : a.metric), out);
+    } else if (a.lines && a.format == "text") {
+        reporters::renderLines(trace, a.lineOptions, out);
+    } else if (a.format == "json") {
+        out << reporters::renderJson(trace, a.options).dump(2) << '\n';
+    } else if (a.format == "html") {
+        reporters::HtmlOptions html;
+        html.hotspots = a.options;
+        // A page has room for more rows than a terminal, and sorts them itself.
+        if (!a.topGiven) html.hotspots.top = 100;
+        html.lines = a.lineOptions;
+        html.source = a.path;
+        html.readSource = sourceReader(a.lineOptions.allFiles);
+        reporters::renderHtml(trace, html, out);
+    } else if (a.format == "perfetto") {
+        out << reporters::renderPerfetto(trace).dump(1) << '\n';
+    } else {
+        reporters::renderTable(trace, a.options, out);
+    }
+    emit(a.output, out.str());
+    return 0;
+}
+
 int checkCommand(const std::string& tracePath, const std::vector<std::string>& limits,
                  const std::string& baseline, const std::string& maxIncrease,
                  const std::string& metric, const std::string& format, bool allowIncomplete,
-                 const std::string& output) {
+                 bool allowOom, const std::string& output) {
     reporters::CheckOptions o;
     o.metric = reporters::parseMetric(metric);
     for (const auto& l : limits) o.limits.push_back(reporters::parsePeakLimit(l));
@@ -63,10 +105,10 @@ int checkCommand(const std::string& tracePath, const std::vector<std::string>& l
                           "--baseline needs --max-increase (e.g. --max-increase 5%)");
     if (baseline.empty() && o.maxIncrease)
         throw core::Error(core::kExitBadInput, "--max-increase needs --baseline");
-    if (o.limits.empty() && baseline.empty())
-        throw core::Error(core::kExitBadInput,
-                          "nothing to check: give --max-peak and/or --baseline");
+    // Without limits or a baseline, check still asks that the trace be complete and
+    // that no process ran out of memory.
     o.allowIncomplete = allowIncomplete;
+    o.allowOom = allowOom;
     core::Trace trace = reporters::loadTrace(tracePath);
     if (!baseline.empty()) {
         o.baseline = reporters::loadTrace(baseline);
@@ -129,7 +171,12 @@ int main(int argc, char** argv) {
                      "Hotspot site: innermost frame of user code, or innermost of all")
         ->check(CLI::IsMember({"user", "all"}))
         ->capture_default_str();
-    runCmd->add_flag("-q,--quiet", run.quiet, "Print nothing of memtool's own");
+    CLI::Option* quietFlag =
+        runCmd->add_flag("-q,--quiet", run.quiet, "Print nothing of memtool's own");
+    runCmd
+        ->add_flag("--live", run.live,
+                   "Show memory on the terminal while the program runs (q leaves the view)")
+        ->excludes(quietFlag);
     std::string pausable = "none";
     runCmd
         ->add_option(
@@ -154,7 +201,8 @@ int main(int argc, char** argv) {
     cli::CtlOptions ctl;
     CLI::App* ctlCmd = app.add_subcommand("ctl",
                                           "Command a process under memtool: list | PID status | "
-                                          "PID pause [TAG...] | PID resume [TAG...]");
+                                          "PID pause [TAG...] | PID resume [TAG...] | PID tensors "
+                                          "| PID snapshot");
     ctlCmd->add_option("--format", ctl.format, "text or json")
         ->check(CLI::IsMember({"text", "json"}))
         ->capture_default_str();
@@ -166,36 +214,51 @@ int main(int argc, char** argv) {
     ctlCmd->prefix_command();
     ctlCmd->footer(
         "Words: list | PID status | PID pause [TAG...] | PID resume [TAG...] | "
-        "PID yield [--to host|disk] [--wait S] | PID restore");
+        "PID yield [--to host|disk] [--wait S] | PID restore | "
+        "PID tensors [--device D] [--verbose] [--wait S] | PID snapshot [-o FILE]");
 
-    std::string tracePath, format = "text", sort = "peak";
-    reporters::ReportOptions reportOptions;
+    ReportArgs report;
+    std::string sort = "peak";
     CLI::App* reportCmd = app.add_subcommand("report", "Print a report of a trace.json");
-    reportCmd->add_option("trace", tracePath, "trace.json written by memtool run")->required();
-    reportCmd->add_option("--top", reportOptions.top, "How many hotspots per device")
-        ->capture_default_str();
+    reportCmd->add_option("trace", report.path, "trace.json written by memtool run")->required();
+    CLI::Option* topOption =
+        reportCmd
+            ->add_option("--top", report.options.top,
+                         "How many hotspots per device (html: 100 unless given)")
+            ->capture_default_str();
     reportCmd
         ->add_option("--sort", sort,
                      "Order hotspots by peak, allocated, count, leaked, or (CUDA with the torch "
                      "bridge) active or reserved peak")
         ->capture_default_str();
-    reportCmd->add_option("--format", format, "text or json")
-        ->check(CLI::IsMember({"text", "json"}))
+    reportCmd
+        ->add_option("--format", report.format,
+                     "text, json, html (one self-contained page with charts), collapsed "
+                     "(folded stacks for flame graph tools) or perfetto (Chrome trace-event "
+                     "JSON for ui.perfetto.dev)")
+        ->check(CLI::IsMember({"text", "json", "html", "collapsed", "perfetto"}))
         ->capture_default_str();
+    reportCmd->add_option("-o,--output", report.output, "Write the report here instead of stdout");
+    reportCmd
+        ->add_option("--metric", report.metric,
+                     "With --format collapsed: the bytes each stack counts, peak (default), "
+                     "allocated or leaked")
+        ->check(CLI::IsMember({"peak", "allocated", "leaked"}));
 
-    bool lines = false;
-    reporters::LineReportOptions lineOptions;
-    reportCmd->add_flag("--lines", lines, "Line table: peak and allocated bytes per source line");
-    reportCmd->add_option("--file", lineOptions.file,
+    reportCmd->add_flag("--lines", report.lines,
+                        "Line table: peak and allocated bytes per source line");
+    reportCmd->add_option("--file", report.lineOptions.file,
                           "With --lines: only files whose path ends with this");
-    reportCmd->add_option("--function", lineOptions.function, "With --lines: only this function");
-    reportCmd->add_flag("--all-files", lineOptions.allFiles,
-                        "With --lines: include library files (standard library, site-packages)");
+    reportCmd->add_option("--function", report.lineOptions.function,
+                          "With --lines: only this function");
+    reportCmd->add_flag("--all-files", report.lineOptions.allFiles,
+                        "With --lines or --format html: include library files (standard "
+                        "library, site-packages) and read source files anywhere");
 
     std::string checkTrace, baseline, maxIncrease, metric = "peak", checkFormat = "text",
                                                    checkOutput;
     std::vector<std::string> limits;
-    bool allowIncomplete = false;
+    bool allowIncomplete = false, allowOom = false;
     CLI::App* checkCmd = app.add_subcommand(
         "check", "Fail (exit 1) when memory passes a limit or grows past a baseline");
     checkCmd->add_option("trace", checkTrace, "trace.json written by memtool run")->required();
@@ -211,6 +274,8 @@ int main(int argc, char** argv) {
     checkCmd->add_option("-o,--output", checkOutput, "write the result here instead of stdout");
     checkCmd->add_flag("--allow-incomplete", allowIncomplete,
                        "do not fail on a trace whose target was killed");
+    checkCmd->add_flag("--allow-oom", allowOom,
+                       "do not fail on a trace in which a process ran out of memory");
 
     std::string diffBase, diffNew, diffFormat = "text";
     size_t diffTop = 10;
@@ -265,7 +330,7 @@ int main(int argc, char** argv) {
         return cli::runGuarded(
             [&] {
                 return checkCommand(checkTrace, limits, baseline, maxIncrease, metric, checkFormat,
-                                    allowIncomplete, checkOutput);
+                                    allowIncomplete, allowOom, checkOutput);
             },
             core::kExitInternal, std::cerr);
     }
@@ -275,8 +340,9 @@ int main(int argc, char** argv) {
     if (reportCmd->parsed()) {
         return cli::runGuarded(
             [&] {
-                reportOptions.sort = reporters::parseSortKey(sort);
-                return reportCommand(tracePath, reportOptions, format, lines, lineOptions);
+                report.options.sort = reporters::parseSortKey(sort);
+                report.topGiven = topOption->count() > 0;
+                return reportCommand(report);
             },
             core::kExitInternal, std::cerr);
     }

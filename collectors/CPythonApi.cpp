@@ -41,6 +41,15 @@ bool CPythonApi::resolveFrameReading() {
            find(EvalGetBuiltins, "PyEval_GetBuiltins") && find(RunStringFlags, "PyRun_StringFlags");
 }
 
+bool CPythonApi::resolveCalls() {
+    return find(ImportModule, "PyImport_ImportModule") &&
+           find(ObjectCallMethodObjArgs, "PyObject_CallMethodObjArgs") &&
+           find(UnicodeFromString, "PyUnicode_FromString") &&
+           find(UnicodeAsUTF8AndSize, "PyUnicode_AsUTF8AndSize") && find(DecRef, "Py_DecRef") &&
+           find(ErrClear, "PyErr_Clear") && find(ErrFetch, "PyErr_Fetch") &&
+           find(ObjectStr, "PyObject_Str");
+}
+
 bool CPythonApi::resolvePendingCalls() {
     return find(IsInitialized, "Py_IsInitialized") && find(AddPendingCall, "Py_AddPendingCall");
 }

@@ -48,6 +48,8 @@ struct CPythonApi {
     // Schedules a call on the main thread, between bytecodes (the GIL held); callable
     // from any thread without the GIL (Py_AddPendingCall). -1 when its queue is full.
     int (*AddPendingCall)(int (*)(void*), void*) = nullptr;
+    void (*ErrFetch)(PyObjectPtr*, PyObjectPtr*, PyObjectPtr*) = nullptr;
+    PyObjectPtr (*ObjectStr)(PyObjectPtr) = nullptr;
 
     // ---- for reading frames directly (CPythonFrames); each may be missing -------
     // The calling thread's own thread state, GIL held or not: the gilstate TLS slot
@@ -75,6 +77,9 @@ struct CPythonApi {
     bool resolvePendingCalls();
     // Resolves what reading frames directly needs; false when any is missing.
     bool resolveFrameReading();
+    // Resolves what calling a Python function from C needs (the GIL held):
+    // import, call, strings, errors.
+    bool resolveCalls();
 };
 
 }  // namespace memtool::collectors

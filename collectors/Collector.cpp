@@ -23,6 +23,7 @@
 #include "collectors/control/ControlChannel.h"
 #include "collectors/control/Courtesy.h"
 #include "collectors/control/CpuPagesBackend.h"
+#include "collectors/control/LiveTensors.h"
 #if MEMTOOL_HAVE_CUDA_VMM
 #include "collectors/control/CudaVmmBackend.h"
 #endif
@@ -58,7 +59,9 @@ bool cudaVmmReady(control::Failure& why) { return gCudaVmm.value.load(why); }
 #endif
 constinit NoDestroy<control::SafePoint> gSafePoint;
 constinit NoDestroy<control::Courtesy> gCourtesy{gRegions.value, gSafePoint.value};
-constinit NoDestroy<control::RegionCommands> gCommands{gRegions.value, &gCourtesy.value};
+constinit NoDestroy<control::LiveTensors> gTensors{gSafePoint.value};
+constinit NoDestroy<control::RegionCommands> gCommands{gRegions.value, &gCourtesy.value,
+                                                       &gTensors.value};
 
 // ---- what the module scan keeps (under gScanMutex) --------------------------------
 // Keys are load bias + 1 (a non-PIE executable's bias is 0); the value is a hash of
@@ -90,13 +93,19 @@ int hookPosixMemalign(void** out, size_t alignment, size_t size) noexcept {
     if (gRegions.value.threadInRegionForCpu(size)) {
         control::Failure why;
         void* p = gRegions.value.serve(core::kDeviceCpu, size, alignment, why);
-        if (!p) return ENOMEM;  // torch raises its out-of-memory error
+        if (!p) {  // torch raises its out-of-memory error
+            engine().oom(core::kDeviceCpu, size, core::OomSource::Allocator);
+            return ENOMEM;
+        }
         control::installPausedAccessHandler(gRegions.value);
         *out = p;
         return 0;
     }
     int rc = posix_memalign(out, alignment, size);
-    if (rc == 0) engine().alloc(core::kDeviceCpu, reinterpret_cast<uint64_t>(*out), size);
+    if (rc == 0)
+        engine().alloc(core::kDeviceCpu, reinterpret_cast<uint64_t>(*out), size);
+    else if (rc == ENOMEM)  // torch raises its out-of-memory error with this size
+        engine().oom(core::kDeviceCpu, size, core::OomSource::Allocator);
     return rc;
 }
 

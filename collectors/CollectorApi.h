@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define MEMTOOL_COLLECTOR_API_VERSION 2
+#define MEMTOOL_COLLECTOR_API_VERSION 3
 
 // The version of this surface the loaded collector implements.
 int memtool_collector_api_version(void);
@@ -30,6 +30,14 @@ void memtool_record_alloc(uint8_t device, uint64_t key, uint64_t size);
 void memtool_record_free(uint64_t key);
 typedef void (*MemtoolRecordAllocFn)(uint8_t device, uint64_t key, uint64_t size);
 typedef void (*MemtoolRecordFreeFn)(uint64_t key);
+// An allocation of `size` bytes on `device` that failed for want of memory, with
+// the calling thread's stacks. `torch`: PyTorch's caching allocator raised its
+// out-of-memory error (1) rather than the allocation call failing (0);
+// `device_free`, `device_total`: the device's bytes then, 0 when unknown.
+void memtool_record_oom(uint8_t device, uint64_t size, int torch, uint64_t device_free,
+                        uint64_t device_total);
+typedef void (*MemtoolRecordOomFn)(uint8_t device, uint64_t size, int torch, uint64_t device_free,
+                                   uint64_t device_total);
 
 // ---- the CUDA injection (collectors/cuda/CuptiInjection.cpp)
 // CUPTI subscribed: CUDA memory is recorded from now on. 1 when the process is
@@ -78,6 +86,10 @@ size_t memtool_regions(char* out, size_t size);
 // as memtool_pause's; 0 when it worked (or there was nothing to do), 1 when not.
 int memtool_yield(int to_host, char* out, size_t size);
 int memtool_restore(char* out, size_t size);
+// Sends the records the collector holds to `memtool run` now: a program that asks
+// memtool run about itself (memtool.snapshot, memtool.report_tensors) calls it
+// first, so that the answer covers everything it did until then.
+void memtool_flush(void);
 // A safe point the program offers (programs without a Python interpreter: call it
 // in the main loop, between steps). While `memtool ctl PID yield` waits for one,
 // the call parks here until `memtool ctl PID restore`. Cheap otherwise.
@@ -98,6 +110,7 @@ void memtool_cuda_free(void* ptr, size_t size, int device, void* stream);
 #define MEMTOOL_SYM_API_VERSION "memtool_collector_api_version"
 #define MEMTOOL_SYM_RECORD_ALLOC "memtool_record_alloc"
 #define MEMTOOL_SYM_RECORD_FREE "memtool_record_free"
+#define MEMTOOL_SYM_RECORD_OOM "memtool_record_oom"
 #define MEMTOOL_SYM_CUDA_ATTACH "memtool_cuda_attach"
 #define MEMTOOL_SYM_CUDA_FALLBACK "memtool_cuda_fallback"
 #define MEMTOOL_SYM_TORCH_BRIDGE_TRY "memtool_torch_bridge_try"

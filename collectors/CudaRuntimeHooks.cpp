@@ -35,11 +35,15 @@ constexpr int kCudaErrorMemoryAllocation = 2;
 void recordDevice(int rc, void** out, size_t size) {
     if (rc == 0 && out && *out && cudaRuntimeRecording())
         engine().alloc(currentDevice(), reinterpret_cast<uint64_t>(*out), size);
+    else if (rc == kCudaErrorMemoryAllocation && cudaRuntimeRecording())
+        engine().oom(currentDevice(), size, core::OomSource::Allocator);
 }
 
 void recordPinned(int rc, void** out, size_t size) {
     if (rc == 0 && out && *out && cudaRuntimeRecording())
         engine().alloc(core::kDevicePinnedHost, reinterpret_cast<uint64_t>(*out), size);
+    else if (rc == kCudaErrorMemoryAllocation && cudaRuntimeRecording())
+        engine().oom(core::kDevicePinnedHost, size, core::OomSource::Allocator);
 }
 
 // Before the memory is released (see core/PROTOCOL.md, Frees).
@@ -52,7 +56,10 @@ void recordFree(void* p) {
 int serveRegion(void** out, size_t size) {
     control::Failure why;
     void* p = control::regions().serve(currentDevice(), size, 256, why);
-    if (!p) return kCudaErrorMemoryAllocation;
+    if (!p) {
+        engine().oom(currentDevice(), size, core::OomSource::Allocator);
+        return kCudaErrorMemoryAllocation;
+    }
     *out = p;
     return kCudaSuccess;
 }

@@ -84,28 +84,35 @@ void Engine::free(uint64_t key) {
     freeGuarded(guard, key);
 }
 
+void Engine::captureStacks(Stacks& s) {
+    // The Python stack first: native unwinding stops at the interpreter loop when
+    // there is one.
+    s.thread = threadState();
+    s.python = options_.pythonStacks && s.thread
+                   ? readPythonStack(*s.thread, streamGeneration_.load(std::memory_order_relaxed),
+                                     &s.firstStale)
+                   : nullptr;
+    s.hasPython = s.python != nullptr;
+    s.depth = options_.nativeStacks && s.thread
+                  ? capture_.native(*s.thread, s.ips, options_.maxNativeDepth, s.hasPython)
+                  : 0;
+}
+
+void Engine::internLocked(Stacks& s, uint64_t* nativeNode, uint64_t* pyNode) {
+    // A new stream began while this thread read its stacks (a fork child
+    // reconnecting): its Python frames' code ids are the old stream's.
+    if (s.hasPython && s.python->generation != interner_.generation()) s.hasPython = false;
+    *nativeNode = s.thread ? interner_.native(*s.thread, s.ips, s.depth, writer_) : 0;
+    *pyNode = s.hasPython ? interner_.python(*s.python, s.firstStale, writer_) : 0;
+}
+
 void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size,
                           FlushPolicy flush, uint32_t region) {
-    // Stacks first, outside the lock: unwinding is the costly part, and the Python
-    // frames are read from this thread's own (the Python stack first: native
-    // unwinding stops at the interpreter loop when there is one).
-    ThreadState* ts = threadState();
-    uint32_t firstStale = 0;
-    ShadowStack* py =
-        options_.pythonStacks && ts
-            ? readPythonStack(*ts, streamGeneration_.load(std::memory_order_relaxed), &firstStale)
-            : nullptr;
-    bool hasPython = py != nullptr;
-    uint64_t ips[kMaxNativeDepth];
-    const int depth = options_.nativeStacks && ts
-                          ? capture_.native(*ts, ips, options_.maxNativeDepth, hasPython)
-                          : 0;
+    Stacks stacks;
+    captureStacks(stacks);
 
     LockGuard lock(mu_);
     if (!active_.load(std::memory_order_relaxed)) return;
-    // A new stream began while this thread read its stacks: its Python frames'
-    // code ids are the old stream's.
-    if (hasPython && py->generation != interner_.generation()) hasPython = false;
     if (!live_.insert(key, (static_cast<uint64_t>(device) << 56) | (size & kSizeMask))) {
         deactivateLocked("out of memory for the table of live blocks; profiling stopped");
         return;
@@ -114,8 +121,7 @@ void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, u
     a.device = device;
     a.address = key;
     a.size = size;
-    a.nativeNode = ts ? interner_.native(*ts, ips, depth, writer_) : 0;
-    a.pyNode = hasPython ? interner_.python(*py, firstStale, writer_) : 0;
+    internLocked(stacks, &a.nativeNode, &a.pyNode);
     a.timeDeltaNs = clockDeltaLocked();
     a.region = region;
     if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
@@ -123,6 +129,27 @@ void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, u
     ++counters_.allocCount;
     counters_.allocatedBytes += size;
     writer_.flushIfDue(lastClockNs_, flush);
+    healthyLocked();
+}
+
+void Engine::oom(uint8_t device, uint64_t size, core::OomSource source, uint64_t deviceFree,
+                 uint64_t deviceTotal) {
+    if (!active() || OwnDeviceCalls::active) return;
+    if (RecursionGuard::active) return missed();
+    RecursionGuard guard;
+    Stacks stacks;
+    captureStacks(stacks);
+    LockGuard lock(mu_);
+    if (!active_.load(std::memory_order_relaxed)) return;
+    core::OomFields o;
+    o.device = device;
+    o.size = size;
+    internLocked(stacks, &o.nativeNode, &o.pyNode);
+    o.timeDeltaNs = clockDeltaLocked();
+    o.source = source;
+    o.deviceFree = deviceFree;
+    o.deviceTotal = deviceTotal;
+    sendNowLocked(core::kMaxFixedRecordBytes, [&](uint8_t* p) { return core::encodeOom(p, o); });
     healthyLocked();
 }
 
@@ -242,7 +269,7 @@ void Engine::flushIfStale() {
     healthyLocked();
 }
 
-void Engine::flushForTest() {
+void Engine::flush() {
     RecursionGuard guard;
     LockGuard lock(mu_);
     if (!active_.load()) return;

@@ -78,6 +78,11 @@ public:
     // another thread cannot reach the stream ahead of this free. Keys never
     // allocated through the engine are ignored.
     void free(uint64_t key);
+    // An allocation of `size` bytes on `device` that failed for want of memory,
+    // with the requesting thread's stacks; flushed at once (the program may be
+    // about to die of it).
+    void oom(uint8_t device, uint64_t size, core::OomSource source, uint64_t deviceFree = 0,
+             uint64_t deviceTotal = 0);
     // A note for the trace (core::kNote* keys): rare; flushed at once.
     void note(const char* key, const char* text);
 
@@ -112,10 +117,25 @@ public:
     // for its next allocation.
     void flushIfStale();
 
-    // Test support: sends what is buffered now.
-    void flushForTest();
+    // Sends what is buffered now (memtool_flush: before the program asks memtool
+    // run about its own state, which must include everything it did so far).
+    void flush();
 
 private:
+    // The calling thread's stacks, taken outside the lock (unwinding is the costly
+    // part, and the Python lines are read from the thread's own frames); then
+    // interned under it.
+    struct Stacks {
+        ThreadState* thread = nullptr;
+        ShadowStack* python = nullptr;
+        bool hasPython = false;
+        int depth = 0;
+        uint32_t firstStale = 0;
+        uint64_t ips[kMaxNativeDepth];
+    };
+    void captureStacks(Stacks& s);
+    // Under mu_: the node ids of captured stacks (sending new nodes first).
+    void internLocked(Stacks& s, uint64_t* nativeNode, uint64_t* pyNode);
     void allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size,
                       FlushPolicy flush, uint32_t region);
     // Under mu_: reserves, encodes with `encode(p)` (returning the record's end),

@@ -59,6 +59,14 @@ __attribute__((visibility("default"))) void memtool_record_free(uint64_t key) {
     memtool::collectors::engine().free(key);
 }
 
+__attribute__((visibility("default"))) void memtool_record_oom(uint8_t device, uint64_t size,
+                                                               int torch, uint64_t device_free,
+                                                               uint64_t device_total) {
+    memtool::collectors::engine().oom(
+        device, size, torch ? memtool::core::OomSource::Torch : memtool::core::OomSource::Allocator,
+        device_free, device_total);
+}
+
 __attribute__((visibility("default"))) int memtool_cuda_attach(void) {
     return memtool::collectors::attachCuda() ? 1 : 0;
 }
@@ -141,6 +149,10 @@ __attribute__((visibility("default"))) int memtool_restore(char* out, size_t siz
     control::OpResult r = control::courtesy().restoreHere();
     if (out && size) r.toJson("restore", out, size);
     return r.ok ? 0 : 1;
+}
+
+__attribute__((visibility("default"))) void memtool_flush(void) {
+    memtool::collectors::engine().flush();
 }
 
 __attribute__((visibility("default"))) void memtool_safe_point(void) {

@@ -91,6 +91,9 @@ void hostAlloc(uint8_t device, uint64_t key, uint64_t size) {
 }
 void hostFree(uint64_t key) { engine().free(key); }
 void hostWarn(const char* text) { engine().note(core::kNoteWarning, text); }
+void hostOom(uint8_t device, uint64_t size, uint64_t deviceFree) {
+    engine().oom(device, size, core::OomSource::Torch, deviceFree);
+}
 
 const char kDeviceOnly[] = "; cuda rows show driver-level figures only (no active/reserved)";
 
@@ -159,7 +162,8 @@ void tryAttachTorchBridge() {
     auto attach =
         reinterpret_cast<MemtoolBridgeAttachFn>(dlsym(gHandle, "memtool_torch_bridge_attach"));
     if (!attach) return settle("the torch bridge has no attach function");
-    static const MemtoolBridgeHost host{kMemtoolBridgeApiVersion, hostAlloc, hostFree, hostWarn};
+    static const MemtoolBridgeHost host{kMemtoolBridgeApiVersion, hostAlloc, hostFree, hostWarn,
+                                        hostOom};
     const int rc = attach(&host);
     if (rc == kMemtoolBridgeAttached) {
         engine().note(core::kNoteTorchBridge, "attached");

@@ -1,5 +1,8 @@
 #include "core/Aggregator.h"
 
+#include <algorithm>
+#include <bitset>
+
 namespace memtool::core {
 
 void Aggregator::onHandshake(const Handshake& h) {
@@ -52,6 +55,32 @@ void Aggregator::onReply(const ReplyRecord& r) {
     ++records_;
 }
 
+void Aggregator::onOom(const OomRecord& o) {
+    ++records_;
+    lastTimeNs_ = o.timeNs;
+    if (oomCount_++ >= kMaxOomEvents) return;
+    OomEvent e;
+    e.record = o;
+    e.stack = stackIndex(o.f.device, o.f.nativeNode, o.f.pyNode);
+    e.heldDevice = o.f.device;
+    // On CUDA, PyTorch's blocks say which tensors held the device, when the bridge
+    // reports them; the driver-level row holds whole segments.
+    const int ordinal = cudaOrdinal(o.f.device);
+    if (ordinal >= 0) {
+        const uint8_t active = cudaDevice(ordinal, DevicePool::Active);
+        if (!live_[active].empty()) e.heldDevice = active;
+    }
+    for (uint32_t i = 0; i < stacks_.size(); ++i)
+        if (stacks_[i].device == e.heldDevice && stacks_[i].liveBytes > 0)
+            e.consumers.emplace_back(i, stacks_[i].liveBytes);
+    std::sort(e.consumers.begin(), e.consumers.end(), [](const auto& a, const auto& b) {
+        return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
+    auto d = devices_.find(e.heldDevice);
+    e.liveBytes = d == devices_.end() ? 0 : d->second.currentBytes;
+    ooms_.push_back(std::move(e));
+}
+
 void Aggregator::onEnd(const EndFields& e) { end_ = e; }
 
 bool Aggregator::streamVerified() const {
@@ -87,12 +116,12 @@ uint64_t Aggregator::liveAtPeak(const StackState& s) const {
     return s.stamp == it->second.peakVersion ? s.liveAtPeak : s.liveBytes;
 }
 
-void Aggregator::release(uint8_t device, uint64_t address, uint64_t timeNs, bool counted) {
+DeviceState* Aggregator::release(uint8_t device, uint64_t address, uint64_t timeNs, bool counted) {
     auto& live = live_[device];
     auto it = live.find(address);
     if (it == live.end()) {
         if (counted) ++unmatchedFrees_;
-        return;
+        return nullptr;
     }
     DeviceState& d = devices_[device];
     StackState& s = stacks_[it->second.stack];
@@ -116,6 +145,7 @@ void Aggregator::release(uint8_t device, uint64_t address, uint64_t timeNs, bool
     ++d.freeCount;
     live.erase(it);
     lastTimeNs_ = timeNs;
+    return &d;
 }
 
 void Aggregator::onAlloc(const AllocRecord& a) {
@@ -137,6 +167,7 @@ void Aggregator::onAlloc(const AllocRecord& a) {
     d.allocatedBytes += a.f.size;
     ++d.allocCount;
     addResident(d, s, a.f.size, a.timeNs);
+    d.timeline.record(a.timeNs, d.currentBytes);
     if (d.currentBytes > s.maxDeviceBytesAtAlloc) s.maxDeviceBytesAtAlloc = d.currentBytes;
     const uint32_t region = static_cast<uint32_t>(a.f.region);
     live_[dev].emplace(a.f.address, LiveBlock{a.f.size, idx, region, false});
@@ -163,6 +194,7 @@ void Aggregator::setPaused(uint64_t regionId, bool paused, uint64_t timeNs) {
     auto blocks = regionBlocks_.find(regionId);
     if (blocks == regionBlocks_.end()) return;
     Region& r = regions_[regionId];
+    std::bitset<256> changed;
     for (const auto& [address, device] : blocks->second) {
         LiveBlock& b = live_[device].at(address);
         if (b.paused == paused) continue;
@@ -170,6 +202,7 @@ void Aggregator::setPaused(uint64_t regionId, bool paused, uint64_t timeNs) {
         StackState& s = stacks_[b.stack];
         touch(s, d);
         b.paused = paused;
+        changed.set(device);
         if (paused) {
             s.liveBytes -= b.size;
             d.currentBytes -= b.size;
@@ -183,12 +216,18 @@ void Aggregator::setPaused(uint64_t regionId, bool paused, uint64_t timeNs) {
             addResident(d, s, b.size, timeNs);
         }
     }
+    for (size_t device = 0; device < changed.size(); ++device) {
+        if (!changed.test(device)) continue;
+        DeviceState& d = devices_[static_cast<uint8_t>(device)];
+        d.timeline.record(timeNs, d.currentBytes);
+    }
 }
 
 void Aggregator::onFree(const FreeRecord& f) {
     ++records_;
     ++frees_;
-    release(f.f.device, f.f.address, f.timeNs, true);
+    if (DeviceState* d = release(f.f.device, f.f.address, f.timeNs, true))
+        d->timeline.record(f.timeNs, d->currentBytes);
 }
 
 }  // namespace memtool::core

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/StreamDecoder.h"
+#include "core/Timeline.h"
 
 namespace memtool::core {
 
@@ -31,6 +32,8 @@ struct DeviceState {
     uint64_t freeCount = 0;
     uint64_t peakTimeNs = 0;
     uint64_t peakVersion = 0;  // bumped each time peakBytes rises
+    // currentBytes over time: one sample after every event that changed it.
+    Timeline timeline;
 };
 
 struct StackState {
@@ -63,6 +66,7 @@ public:
     void onRegion(const RegionRecord& r) override;
     void onControl(const ControlRecord& c) override;
     void onReply(const ReplyRecord& r) override;
+    void onOom(const OomRecord& o) override;
     void onEnd(const EndFields& e) override;
 
     // Live bytes of a stack at its device's peak.
@@ -92,6 +96,32 @@ public:
     const std::vector<ReplyRecord>& replies() const { return replies_; }
     uint64_t lastTimeNs() const { return lastTimeNs_; }
 
+    // An out-of-memory moment: the failed request, and what was live then. The
+    // consumers are every stack that held bytes on `heldDevice` (largest first);
+    // they add up to liveBytes exactly. For CUDA, heldDevice is cuda:N.active when
+    // the torch bridge reports PyTorch's blocks (tensors), else cuda:N.
+    struct OomEvent {
+        OomRecord record;
+        uint32_t stack = 0;  // the request's stack (stacks()[stack]; it may own no bytes)
+        uint8_t heldDevice = kDeviceCpu;
+        uint64_t liveBytes = 0;
+        std::vector<std::pair<uint32_t, uint64_t>> consumers;  // stack index, live bytes
+    };
+    static constexpr size_t kMaxOomEvents = 16;  // kept in full; the rest are counted
+    const std::vector<OomEvent>& ooms() const { return ooms_; }
+    uint64_t oomCount() const { return oomCount_; }
+
+    // The live blocks of a device now, by address (or key): size and stack.
+    struct LiveBlock {
+        uint64_t size;
+        uint32_t stack;
+        uint32_t region;  // 0: none
+        bool paused;
+    };
+    const std::unordered_map<uint64_t, LiveBlock>& liveBlocks(uint8_t device) const {
+        return live_[device];
+    }
+
     // Records received before End (the handshake included).
     uint64_t recordsReceived() const { return records_; }
     uint64_t allocsReceived() const { return allocs_; }
@@ -104,16 +134,12 @@ public:
     bool streamVerified() const;
 
 private:
-    struct LiveBlock {
-        uint64_t size;
-        uint32_t stack;
-        uint32_t region;  // 0: none
-        bool paused;
-    };
     uint32_t stackIndex(uint8_t device, uint64_t nativeNode, uint64_t pyNode);
     void touch(StackState& s, const DeviceState& d);
-    void release(uint8_t device, uint64_t address, uint64_t timeNs, bool counted);
-    // A region's blocks leave (pause) or rejoin (resume) the resident bytes.
+    // The device it left; null when the address was not live (nothing changed).
+    DeviceState* release(uint8_t device, uint64_t address, uint64_t timeNs, bool counted);
+    // A region's blocks leave (pause) or rejoin (resume) the resident bytes; each
+    // device whose bytes changed gets a timeline sample.
     void setPaused(uint64_t region, bool paused, uint64_t timeNs);
     void addResident(DeviceState& d, StackState& s, uint64_t size, uint64_t timeNs);
 
@@ -133,6 +159,8 @@ private:
     std::map<uint64_t, Region> regions_;
     std::vector<ControlRecord> controls_;
     std::vector<ReplyRecord> replies_;
+    std::vector<OomEvent> ooms_;
+    uint64_t oomCount_ = 0;
     uint64_t lastTimeNs_ = 0;
     uint64_t records_ = 0;
     uint64_t allocs_ = 0;

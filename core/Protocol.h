@@ -16,7 +16,7 @@
 namespace memtool::core {
 
 inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'O', 'O', 'L', '\0'};
-inline constexpr uint32_t kProtocolVersion = 4;
+inline constexpr uint32_t kProtocolVersion = 5;
 
 // Environment variables shared by the CLI and the collectors.
 inline constexpr const char* kEnvSocket = "MEMTOOL_SOCKET";    // path of the CLI's Unix socket
@@ -25,6 +25,8 @@ inline constexpr const char* kEnvTorchBridge =
     "MEMTOOL_TORCH_BRIDGE";  // path of the torch bridge library
 inline constexpr const char* kEnvBackupDir =
     "MEMTOOL_BACKUP_DIR";  // where paused regions' disk backups go
+inline constexpr const char* kEnvControlSocket =
+    "MEMTOOL_CONTROL_SOCKET";  // memtool run's socket for memtool ctl (and the program itself)
 
 enum class RecordTag : uint8_t {
     Handshake = 'H',
@@ -38,6 +40,7 @@ enum class RecordTag : uint8_t {
     Region = 'R',   // a pausable region (tag, device, backup)
     Control = 'X',  // a pause or resume that happened
     Reply = 'Y',    // the answer to a request
+    Oom = 'O',      // an allocation that failed for want of memory
     End = 'E',
     // Down-stream, from `memtool run` to the collector, on the same socket:
     Request = 'Q',
@@ -189,6 +192,37 @@ inline uint8_t* encodeFree(uint8_t* p, const FreeFields& f) {
     *p++ = f.device;
     p = putVarint(p, f.address);
     return putVarint(p, f.timeDeltaNs);
+}
+
+// Oom: an allocation the program asked for and did not get (the CPU allocator's
+// posix_memalign failed; cudaMalloc returned out-of-memory; PyTorch's caching
+// allocator raised its out-of-memory error). The stack is the failed request's;
+// the reader keeps what was live at that moment.
+enum class OomSource : uint8_t {
+    Allocator = 1,  // the allocation call itself failed (the program sees the error)
+    Torch = 2,      // PyTorch's caching allocator gave up (after freeing its cache)
+};
+struct OomFields {
+    uint8_t device = kDeviceCpu;
+    uint64_t size = 0;  // bytes requested
+    uint64_t nativeNode = 0;
+    uint64_t pyNode = 0;
+    uint64_t timeDeltaNs = 0;  // on the same clock as Alloc/Free
+    OomSource source = OomSource::Allocator;
+    uint64_t deviceFree = 0;   // the device's free bytes then, where known (0: unknown)
+    uint64_t deviceTotal = 0;  // its total bytes (0: unknown)
+};
+
+inline uint8_t* encodeOom(uint8_t* p, const OomFields& o) {
+    *p++ = static_cast<uint8_t>(RecordTag::Oom);
+    *p++ = o.device;
+    p = putVarint(p, o.size);
+    p = putVarint(p, o.nativeNode);
+    p = putVarint(p, o.pyNode);
+    p = putVarint(p, o.timeDeltaNs);
+    *p++ = static_cast<uint8_t>(o.source);
+    p = putVarint(p, o.deviceFree);
+    return putVarint(p, o.deviceTotal);
 }
 
 // The collector's own counters, sent last. The CLI compares them with what it

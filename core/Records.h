@@ -58,6 +58,11 @@ struct FreeRecord {
     uint64_t timeNs = 0;
 };
 
+struct OomRecord {
+    OomFields f;
+    uint64_t timeNs = 0;  // since stream start, on the Alloc/Free clock
+};
+
 struct RegionRecord {
     uint64_t id = 0;
     std::string tag;

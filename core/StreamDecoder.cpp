@@ -1,5 +1,6 @@
 #include "core/StreamDecoder.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -7,10 +8,12 @@ namespace memtool::core {
 
 namespace {
 
-// Reads from [p, end); `ok` turns false when the input ends first.
+// Reads from [p, end); `ok` turns false when the input ends first. A `dry` cursor
+// only measures: strings are skipped, not copied.
 struct Cursor {
     const uint8_t* p;
     const uint8_t* end;
+    bool dry = false;
     bool ok = true;
 
     uint64_t varint() {
@@ -21,6 +24,8 @@ struct Cursor {
                 return 0;
             }
             uint8_t b = *p++;
+            // The tenth byte holds bit 63 alone.
+            if (shift == 63 && (b & 0x7f) > 1) throw ProtocolError("varint past 64 bits");
             v |= static_cast<uint64_t>(b & 0x7f) << shift;
             if (!(b & 0x80)) return v;
         }
@@ -36,14 +41,22 @@ struct Cursor {
     std::string string() {
         uint64_t n = varint();
         if (!ok) return {};
-        if (n > (1u << 24)) throw ProtocolError("string of " + std::to_string(n) + " bytes");
+        if (n > kMaxStringBytes) throw ProtocolError("string of " + std::to_string(n) + " bytes");
         if (static_cast<uint64_t>(end - p) < n) {
             ok = false;
             return {};
         }
-        std::string s(reinterpret_cast<const char*>(p), n);
+        const char* at = reinterpret_cast<const char*>(p);
         p += n;
-        return s;
+        return dry ? std::string() : std::string(at, n);
+    }
+    // A count of items that follow, each at least one byte.
+    uint64_t count(const char* what) {
+        const uint64_t n = varint();
+        if (n > kMaxCount)
+            throw ProtocolError(std::to_string(n) + " " + what + ", more than " +
+                                std::to_string(kMaxCount));
+        return n;
     }
 };
 
@@ -67,10 +80,18 @@ void StreamDecoder::feed(const uint8_t* data, size_t len) {
         sawPreamble_ = true;
     }
     while (consumed_ < pending_.size()) {
-        size_t used = decodeOne(base + consumed_, end);
+        // A record that was incomplete is measured before it is decoded again:
+        // one that keeps coming costs a scan per read, not a copy of all it holds.
+        if (measureFirst_ && decodeOne(base + consumed_, end, /*dry=*/true) == 0) break;
+        size_t used = decodeOne(base + consumed_, end, /*dry=*/false);
+        measureFirst_ = used == 0;
         if (used == 0) break;
         consumed_ += used;
     }
+    // What is left is one record, incomplete: a record that never ends (a string
+    // or a run of fields that keeps coming) must not hold memory without bound.
+    if (pendingBytes() > kMaxRecordBytes)
+        throw ProtocolError("a record longer than " + std::to_string(kMaxRecordBytes) + " bytes");
     // Compact once the consumed prefix dominates, so the buffer stays small.
     if (consumed_ > 0 && consumed_ * 2 >= pending_.size()) {
         pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(consumed_));
@@ -78,11 +99,18 @@ void StreamDecoder::feed(const uint8_t* data, size_t len) {
     }
 }
 
-size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
+size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool dry) {
     if (sawEnd_) throw ProtocolError("record after end of stream");
-    Cursor c{start, end};
+    // A record past the limit reads as incomplete, and feed() refuses it.
+    Cursor c{start, start + std::min<size_t>(static_cast<size_t>(end - start), kMaxRecordBytes),
+             dry};
     auto tag = static_cast<RecordTag>(c.byte());
     if (!c.ok) return 0;
+    if ((tag == RecordTag::Handshake) == sawHandshake_)
+        throw ProtocolError(sawHandshake_ ? "a second handshake" : "a record before the handshake");
+    // Each case reads its fields, then `if (!c.ok) return 0; if (dry) break;`, and
+    // only after that checks them against the stream so far, changes any state and
+    // calls the sink: a dry run measures the record and leaves no trace.
     switch (tag) {
         case RecordTag::Handshake: {
             Handshake h;
@@ -93,9 +121,14 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             uint64_t flags = c.varint();
             h.nativeStacks = flags & kHandshakeNativeStacks;
             h.pythonStacks = flags & kHandshakePythonStacks;
-            uint64_t argc = c.varint();
-            for (uint64_t i = 0; c.ok && i < argc; ++i) h.command.push_back(c.string());
+            const uint64_t argc = c.count("arguments in a handshake");
+            for (uint64_t i = 0; c.ok && i < argc; ++i) {
+                std::string arg = c.string();
+                if (!dry) h.command.push_back(std::move(arg));
+            }
             if (!c.ok) return 0;
+            if (dry) break;
+            sawHandshake_ = true;
             sink_.onHandshake(h);
             break;
         }
@@ -104,13 +137,14 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             m.id = c.varint();
             m.path = c.string();
             m.loadBias = c.varint();
-            uint64_t n = c.varint();
+            const uint64_t n = c.count("ranges in a module");
             for (uint64_t i = 0; c.ok && i < n; ++i) {
                 uint64_t s = c.varint();
                 uint64_t l = c.varint();
-                m.ranges.emplace_back(s, s + l);
+                if (!dry) m.ranges.emplace_back(s, s + l);
             }
             if (!c.ok) return 0;
+            if (dry) break;
             sink_.onModule(m);
             break;
         }
@@ -119,6 +153,7 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             n.parent = c.varint();
             n.ip = c.varint();
             if (!c.ok) return 0;
+            if (dry) break;
             n.id = nextNativeId_++;
             if (n.parent >= n.id) throw ProtocolError("native node refers to a later parent");
             sink_.onNativeNode(n);
@@ -130,6 +165,7 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             r.name = c.string();
             r.firstLine = c.varint();
             if (!c.ok) return 0;
+            if (dry) break;
             r.id = nextPyCodeId_++;
             sink_.onPyCode(r);
             break;
@@ -140,6 +176,7 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             n.codeId = c.varint();
             n.line = c.varint();
             if (!c.ok) return 0;
+            if (dry) break;
             n.id = nextPyNodeId_++;
             if (n.parent >= n.id) throw ProtocolError("python node refers to a later parent");
             if (n.codeId == 0 || n.codeId >= nextPyCodeId_)
@@ -157,6 +194,7 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             a.f.timeDeltaNs = c.varint();
             a.f.region = c.varint();
             if (!c.ok) return 0;
+            if (dry) break;
             if (a.f.nativeNode >= nextNativeId_ || a.f.pyNode >= nextPyNodeId_)
                 throw ProtocolError("allocation refers to an unknown stack");
             if (a.f.region != 0 && !regions_.count(a.f.region))
@@ -166,12 +204,36 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             sink_.onAlloc(a);
             break;
         }
+        case RecordTag::Oom: {
+            OomRecord o;
+            o.f.device = c.byte();
+            o.f.size = c.varint();
+            o.f.nativeNode = c.varint();
+            o.f.pyNode = c.varint();
+            o.f.timeDeltaNs = c.varint();
+            const uint8_t source = c.byte();
+            o.f.deviceFree = c.varint();
+            o.f.deviceTotal = c.varint();
+            if (!c.ok) return 0;
+            if (dry) break;
+            if (o.f.nativeNode >= nextNativeId_ || o.f.pyNode >= nextPyNodeId_)
+                throw ProtocolError("out-of-memory record refers to an unknown stack");
+            if (source < static_cast<uint8_t>(OomSource::Allocator) ||
+                source > static_cast<uint8_t>(OomSource::Torch))
+                throw ProtocolError("unknown out-of-memory source");
+            o.f.source = static_cast<OomSource>(source);
+            clockNs_ += o.f.timeDeltaNs;
+            o.timeNs = clockNs_;
+            sink_.onOom(o);
+            break;
+        }
         case RecordTag::Free: {
             FreeRecord f;
             f.f.device = c.byte();
             f.f.address = c.varint();
             f.f.timeDeltaNs = c.varint();
             if (!c.ok) return 0;
+            if (dry) break;
             clockNs_ += f.f.timeDeltaNs;
             f.timeNs = clockNs_;
             sink_.onFree(f);
@@ -184,8 +246,9 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             r.device = c.byte();
             const uint8_t backup = c.byte();
             if (!c.ok) return 0;
-            if (r.id == 0 || regions_.count(r.id))
-                throw ProtocolError("region id 0 or declared twice");
+            if (dry) break;
+            if (r.id == 0 || r.id > kMaxRegionId || regions_.count(r.id))
+                throw ProtocolError("region id 0, past 2^32 - 1 or declared twice");
             if (r.tag.size() > kMaxTagBytes) throw ProtocolError("region tag longer than 63 bytes");
             if (backup > static_cast<uint8_t>(BackupKind::Disk))
                 throw ProtocolError("unknown backup kind");
@@ -206,6 +269,7 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             x.f.ok = c.byte() != 0;
             x.message = c.string();
             if (!c.ok) return 0;
+            if (dry) break;
             if (!regions_.count(x.f.region))
                 throw ProtocolError("control event for an unknown region");
             if (action < 1 || action > 4 || origin < 1 || origin > 2 || backup > 2)
@@ -224,6 +288,7 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             const uint8_t status = c.byte();
             r.body = c.string();
             if (!c.ok) return 0;
+            if (dry) break;
             if (status > static_cast<uint8_t>(ReplyStatus::Refused))
                 throw ProtocolError("unknown reply status");
             r.status = static_cast<ReplyStatus>(status);
@@ -235,6 +300,7 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             n.key = c.string();
             n.text = c.string();
             if (!c.ok) return 0;
+            if (dry) break;
             sink_.onNote(n);
             break;
         }
@@ -248,6 +314,7 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
             e.missedEvents = c.varint();
             e.exitKind = c.varint();
             if (!c.ok) return 0;
+            if (dry) break;
             sawEnd_ = true;
             sink_.onEnd(e);
             break;
@@ -255,7 +322,7 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end) {
         default:
             throw ProtocolError("unknown record tag " + std::to_string(static_cast<int>(tag)));
     }
-    ++records_;
+    if (!dry) ++records_;
     return static_cast<size_t>(c.p - start);
 }
 

@@ -26,15 +26,27 @@ public:
     virtual void onRegion(const RegionRecord&) = 0;
     virtual void onControl(const ControlRecord&) = 0;
     virtual void onReply(const ReplyRecord&) = 0;
+    virtual void onOom(const OomRecord&) {}
     virtual void onEnd(const EndFields&) = 0;
 };
 
 // Thrown on bytes that can never become a valid stream (bad magic, version,
-// unknown tag, a record after End).
+// unknown tag, a record before the handshake or after End, a limit passed).
 class ProtocolError : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
 };
+
+// Limits of what a reader accepts (PROTOCOL.md, "Limits"): a stream from a
+// broken or hostile process cannot make the CLI hold memory without bound.
+inline constexpr uint64_t kMaxStringBytes = uint64_t{1} << 24;  // 16 MiB
+// One record whole: two strings at their limit and room to spare; a handshake's
+// argv is bounded by the kernel's ARG_MAX (a quarter of the stack limit) first.
+// An incomplete record is parsed again from its start as bytes arrive, so this
+// also bounds the work one read can cause.
+inline constexpr size_t kMaxRecordBytes = size_t{1} << 26;  // 64 MiB
+inline constexpr uint64_t kMaxCount = uint64_t{1} << 20;    // arguments, a module's ranges
+inline constexpr uint64_t kMaxRegionId = UINT32_MAX;        // the aggregator keeps 32 bits
 
 class StreamDecoder {
 public:
@@ -48,13 +60,16 @@ public:
     uint64_t recordCount() const { return records_; }
 
 private:
-    // Returns bytes used, or 0 when the record is not complete yet.
-    size_t decodeOne(const uint8_t* p, const uint8_t* end);
+    // Returns bytes used, or 0 when the record is not complete yet. `dry`: only
+    // measures (and validates what needs no state), passing nothing on.
+    size_t decodeOne(const uint8_t* p, const uint8_t* end, bool dry);
 
     RecordSink& sink_;
     std::vector<uint8_t> pending_;
     size_t consumed_ = 0;
     bool sawPreamble_ = false;
+    bool sawHandshake_ = false;
+    bool measureFirst_ = false;  // the record at the front was incomplete last time
     bool sawEnd_ = false;
     uint64_t records_ = 0;
     uint64_t nextNativeId_ = 1;

@@ -107,6 +107,53 @@ struct ControlEvent {
     std::string message;
 };
 
+// Live bytes right after an event.
+struct TimelinePoint {
+    double timeS = 0;  // on the allocations' clock: seconds since the collector connected
+    uint64_t bytes = 0;
+};
+
+// A device's (or pool's) live bytes over the run, reduced to at most a few thousand
+// points: per time bucket its first, lowest, highest and last (core/Timeline.h). The
+// highest point is the device's peak_bytes at its peak_time_s.
+struct TimelineSeries {
+    double bucketS = 0;  // the width of the buckets it was reduced to
+    std::vector<TimelinePoint> points;
+};
+
+// What held a device at an out-of-memory moment: one call site, or one source
+// line (the innermost line of the user's own code or of Python on the stack).
+struct OomSiteBytes {
+    std::string site;  // formatFrame() of the site; "(N other sites)" for the rest
+    uint64_t bytes = 0;
+};
+struct OomLineBytes {
+    std::string file;  // empty: the stacks with no such line, or the rest
+    uint64_t line = 0;
+    std::string function;  // or "(no source line)", "(N other lines)"
+    uint64_t bytes = 0;
+};
+
+// An allocation the device refused for want of memory, and what was live then.
+// Traces from before capture existed carry only the first three fields.
+struct OomEvent {
+    double timeS = 0;  // on the allocations' clock
+    std::string device;
+    uint64_t requestedBytes = 0;
+    std::string source;  // "allocator" (the call failed), "torch" (PyTorch's allocator gave up)
+    std::string site;    // the request's site (kNoStackSite without a stack)
+    std::vector<std::string> stack;  // the request's frames, innermost first, as text
+    std::string file;                // the request's innermost user/Python line, when it has one
+    uint64_t line = 0;
+    std::string function;
+    std::string heldOn;            // the device or pool the held bytes are counted on
+    uint64_t liveBytes = 0;        // held then on heldOn
+    uint64_t deviceFreeBytes = 0;  // the device's free and total bytes then (0: unknown)
+    uint64_t deviceTotalBytes = 0;
+    std::vector<OomSiteBytes> bySite;  // largest first; they add up to liveBytes
+    std::vector<OomLineBytes> byLine;  // likewise
+};
+
 struct ProcessTrace {
     int64_t pid = 0;
     int64_t ppid = 0;
@@ -116,6 +163,7 @@ struct ProcessTrace {
     std::optional<int> exitSignal;  // set when a signal ended it
     bool complete = false;
     std::string incompleteReason;
+    bool snapshot = false;  // taken while the process ran (memtool ctl PID snapshot): no exit yet
     double durationS = 0;
     uint64_t maxRssBytes = 0;  // the launched process only: its peak resident memory (0: unknown)
     // The launched process only: CPU seconds (user + system) it and the children it
@@ -130,6 +178,11 @@ struct ProcessTrace {
     StreamCheck stream;
     std::vector<RegionTotals> regions;
     std::vector<ControlEvent> control;
+    std::vector<OomEvent> oom;
+    uint64_t oomCount = 0;  // out-of-memory events in all (oom keeps the first 16 in full)
+    // Per device and pool, by name: "cpu", "cuda:0", "cuda:0.active", ... (control
+    // and oom events stand on the same clock).
+    std::map<std::string, TimelineSeries> timeline;
     std::vector<std::string> warnings;
 };
 

@@ -10,6 +10,7 @@
 
 #include "core/Error.h"
 #include "core/Units.h"
+#include "reporters/Markup.h"
 
 namespace memtool::reporters {
 
@@ -37,18 +38,6 @@ std::vector<std::string> devicesFor(const DeviceSelector& s, const core::Process
     return out;
 }
 
-uint64_t metricOf(const core::PoolTotals& d, Metric m) {
-    switch (m) {
-        case Metric::Peak:
-            return d.peakBytes;
-        case Metric::Allocated:
-            return d.allocatedBytes;
-        case Metric::Leaked:
-            return d.currentBytes;
-    }
-    return 0;
-}
-
 uint64_t measure(const core::ProcessTrace& p, const std::string& device, const std::string& pool,
                  Metric m) {
     auto it = p.devices.find(device);
@@ -57,35 +46,9 @@ uint64_t measure(const core::ProcessTrace& p, const std::string& device, const s
             usage(fmt::format(
                 "the trace has no {} figures for {} (the torch bridge was not attached)", pool,
                 device));
-        return metricOf(it->second.pools.at(pool), m);
+        return metricTotal(it->second.pools.at(pool), m);
     }
-    return it == p.devices.end() ? 0 : metricOf(it->second, m);
-}
-
-std::string xmlEscape(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        switch (c) {
-            case '&':
-                out += "&amp;";
-                break;
-            case '<':
-                out += "&lt;";
-                break;
-            case '>':
-                out += "&gt;";
-                break;
-            case '"':
-                out += "&quot;";
-                break;
-            case '\'':
-                out += "&apos;";
-                break;
-            default:
-                out += c;
-        }
-    }
-    return out;
+    return it == p.devices.end() ? 0 : metricTotal(it->second, m);
 }
 
 }  // namespace
@@ -109,11 +72,16 @@ const char* metricName(Metric m) {
     return "peak";
 }
 
+// std::regex recurses per character: a long argument overflowed the stack. No
+// device, percentage or size is longer than this.
+constexpr size_t kMaxArgumentBytes = 64;
+
 DeviceSelector parseDeviceSelector(const std::string& text) {
     static const std::regex form(R"((cpu|pinned|cuda|cuda:\d+)(\.(active|reserved))?)");
     std::smatch m;
-    if (!std::regex_match(text, m, form) || (m[1] == "cpu" && m[3].matched) ||
-        (m[1] == "pinned" && m[3].matched) || (m[1] == "cuda" && m[3].matched)) {
+    if (text.size() > kMaxArgumentBytes || !std::regex_match(text, m, form) ||
+        (m[1] == "cpu" && m[3].matched) || (m[1] == "pinned" && m[3].matched) ||
+        (m[1] == "cuda" && m[3].matched)) {
         usage("bad device '" + text +
               "' (use cpu, pinned, cuda, cuda:N, cuda:N.active or cuda:N.reserved)");
     }
@@ -139,7 +107,7 @@ Increase parseIncrease(const std::string& text) {
     if (!text.empty() && text.back() == '%') {
         std::string num = text.substr(0, text.size() - 1);
         static const std::regex decimal(R"(\d+(\.\d+)?)");
-        if (!std::regex_match(num, decimal))
+        if (num.size() > kMaxArgumentBytes || !std::regex_match(num, decimal))
             usage("bad increase '" + text + "' (use a percentage like 5% or a size)");
         inc.percent = true;
         // strtod, not stod: a percentage past double's range is bad input, not an exception.
@@ -168,6 +136,41 @@ std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions&
         r.message = fmt::format("the trace is incomplete: {}{}", p.incompleteReason,
                                 options.allowIncomplete ? " (allowed by --allow-incomplete)" : "");
         results.push_back(r);
+    }
+
+    // A run that hit out-of-memory failed, whatever its peaks say (any process's).
+    for (const core::ProcessTrace& q : trace.processes) {
+        if (q.oom.empty()) continue;
+        const core::OomEvent& e = q.oom.front();
+        CheckResult r;
+        r.kind = "oom";
+        r.name = "no out-of-memory";
+        r.device = e.device;
+        r.value = e.requestedBytes;
+        r.passed = options.allowOom;
+        r.message = fmt::format(
+            "process {} ran out of memory on {}: {} requested at {} while {} were held{}{}", q.pid,
+            e.device, core::formatBytes(e.requestedBytes),
+            e.site.empty() ? core::kNoStackSite : e.site, core::formatBytes(e.liveBytes),
+            q.oomCount > 1 ? fmt::format(" ({} out-of-memory events)", q.oomCount) : "",
+            options.allowOom ? " (allowed by --allow-oom)" : "");
+        results.push_back(r);
+    }
+
+    // Asked for nothing else, check says that these two held.
+    if (options.limits.empty() && !options.baseline) {
+        bool oom = false;
+        for (const core::ProcessTrace& q : trace.processes) oom |= !q.oom.empty();
+        auto held = [&](const char* kind, const char* name, const char* message) {
+            CheckResult r;
+            r.kind = kind;
+            r.name = name;
+            r.passed = true;
+            r.message = message;
+            results.push_back(r);
+        };
+        if (p.complete) held("complete", "trace complete", "the trace is complete");
+        if (!oom) held("oom", "no out-of-memory", "no process ran out of memory");
     }
 
     for (const PeakLimit& l : options.limits) {
@@ -275,7 +278,12 @@ void renderCheckJson(const std::vector<CheckResult>& results, std::ostream& out)
         passed &= r.passed;
         nlohmann::json c = {
             {"name", r.name}, {"kind", r.kind}, {"passed", r.passed}, {"message", r.message}};
-        if (r.kind != "complete") {
+        if (r.kind == "oom") {
+            if (!r.device.empty()) {  // one happened (and may be allowed)
+                c["device"] = r.device;
+                c["requested_bytes"] = r.value;
+            }
+        } else if (r.kind != "complete") {
             c["device"] = r.device;
             c["value_bytes"] = r.value;
             c["limit_bytes"] = r.limit;
@@ -295,17 +303,17 @@ void renderCheckJunit(const std::vector<CheckResult>& results, const std::string
                        results.size(), failures);
     out << fmt::format(
         "  <testsuite name=\"memtool check {}\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n",
-        xmlEscape(tracePath), results.size(), failures);
+        escapeMarkup(tracePath), results.size(), failures);
     for (const auto& r : results) {
         out << fmt::format("    <testcase classname=\"memtool.check\" name=\"{}\"",
-                           xmlEscape(r.name));
+                           escapeMarkup(r.name));
         if (r.passed) {
             out << fmt::format(">\n      <system-out>{}</system-out>\n    </testcase>\n",
-                               xmlEscape(r.message));
+                               escapeMarkup(r.message));
         } else {
             out << fmt::format(
                 ">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
-                xmlEscape(r.message), r.kind, xmlEscape(r.message));
+                escapeMarkup(r.message), r.kind, escapeMarkup(r.message));
         }
     }
     out << "  </testsuite>\n</testsuites>\n";

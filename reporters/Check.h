@@ -10,10 +10,9 @@
 #include <vector>
 
 #include "core/TraceModel.h"
+#include "reporters/Metric.h"
 
 namespace memtool::reporters {
-
-enum class Metric { Peak, Allocated, Leaked };
 
 // "cpu", "cuda" (every CUDA device), "cuda:0", "cuda:0.active", "cuda:0.reserved".
 struct DeviceSelector {
@@ -41,12 +40,13 @@ struct CheckOptions {
     std::optional<Increase> maxIncrease;
     Metric metric = Metric::Peak;
     bool allowIncomplete = false;
+    bool allowOom = false;  // an out-of-memory event in any process fails the check otherwise
 };
 
 struct CheckResult {
     std::string name;    // e.g. "cpu peak <= 5.00 MiB"
     std::string device;  // as measured, e.g. "cuda:0.reserved"
-    std::string kind;    // "limit", "baseline", "complete"
+    std::string kind;    // "limit", "baseline", "complete", "oom"
     uint64_t value = 0;
     uint64_t limit = 0;
     bool passed = true;

@@ -19,6 +19,7 @@ std::string joinCommand(const std::vector<std::string>& cmd) {
 std::string exitText(const core::ProcessTrace& p) {
     if (p.exitCode) return fmt::format("exit code {}", *p.exitCode);
     if (p.exitSignal) return fmt::format("killed by signal {}", *p.exitSignal);
+    if (p.snapshot) return "running (a snapshot)";
     return "exit status unknown";
 }
 
@@ -102,7 +103,50 @@ void renderRegions(const core::ProcessTrace& p, std::ostream& out) {
     }
 }
 
+// "grow (oom.py:16)": the request's line with the file's name, or its site.
+std::string oomWhere(const core::OomEvent& e) {
+    if (e.file.empty()) return e.site.empty() ? core::kNoStackSite : e.site;
+    const size_t slash = e.file.rfind('/');
+    return fmt::format("{} ({}:{})", e.function,
+                       slash == std::string::npos ? e.file : e.file.substr(slash + 1), e.line);
+}
+
+// "grow (/home/u/oom.py:16)" -> "grow (oom.py:16)", as the hotspot tables show sites.
+std::string shortSite(const std::string& site) {
+    const size_t open = site.rfind(" (");
+    if (open == std::string::npos || site.back() != ')') return site;
+    const std::string inside = site.substr(open + 2, site.size() - open - 3);
+    const size_t slash = inside.rfind('/', inside.find(':'));
+    if (slash == std::string::npos) return site;
+    return site.substr(0, open + 2) + inside.substr(slash + 1) + ")";
+}
+
+// What users most need from a profiler comes first: the out-of-memory moment.
+void renderOutOfMemory(const core::ProcessTrace& p, std::ostream& out) {
+    if (p.oom.empty()) return;
+    const core::OomEvent& e = p.oom.front();
+    std::string held = fmt::format("{} were held", core::formatBytes(e.liveBytes));
+    if (!e.heldOn.empty() && e.heldOn != e.device) held += " on " + e.heldOn;
+    if (e.deviceTotalBytes > 0 || e.deviceFreeBytes > 0)
+        held +=
+            fmt::format(" ({} free on the device{})", core::formatBytes(e.deviceFreeBytes),
+                        e.deviceTotalBytes ? " of " + core::formatBytes(e.deviceTotalBytes) : "");
+    // An older trace names only time, device and size.
+    const std::string where = e.site.empty() && e.file.empty() ? "" : " at " + oomWhere(e);
+    if (e.heldOn.empty()) held.clear();
+    out << fmt::format("Out of memory on {}: {} requested{}{}{}\n", e.device,
+                       core::formatBytes(e.requestedBytes), where,
+                       held.empty() ? "" : " while " + held, e.bySite.empty() ? "" : "; held by:");
+    for (const auto& s : e.bySite)
+        out << fmt::format("  {:>12}  {}\n", core::formatBytes(s.bytes), shortSite(s.site));
+    if (p.oomCount > 1)
+        out << fmt::format("  ({} out-of-memory events in all: trace.json's oom lists them)\n",
+                           p.oomCount);
+    out << '\n';
+}
+
 void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, std::ostream& out) {
+    renderOutOfMemory(p, out);
     out << fmt::format("Command:  {}\n", joinCommand(p.command));
     out << fmt::format("Process:  pid {} · {} · {:.3f} s · {}\n", p.pid, exitText(p), p.durationS,
                        p.complete ? "trace complete" : "trace INCOMPLETE: " + p.incompleteReason);

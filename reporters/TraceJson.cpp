@@ -1,18 +1,17 @@
 #include "reporters/TraceJson.h"
 
-#include <cerrno>
+#include <fmt/format.h>
+
 #include <charconv>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
+#include <cstdlib>
 #include <limits>
-#include <regex>
-#include <sstream>
 #include <stdexcept>
 
 #include "core/Error.h"
 #include "core/FrameClassifier.h"
 #include "core/FrameTable.h"
+#include "core/Units.h"
+#include "reporters/Files.h"
 
 namespace memtool::reporters {
 
@@ -27,11 +26,18 @@ public:
     using std::runtime_error::runtime_error;
 };
 
+// A value quoted in a message: the start of it, on one line.
+std::string brief(const json& v) {
+    std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    constexpr size_t kMax = 40;
+    return text.size() <= kMax ? text : text.substr(0, kMax) + "...";
+}
+
 // Byte counts, event counts, ids and line numbers: whole numbers, never negative
 // (nlohmann would wrap -1 round to 2^64 - 1 without a word).
 uint64_t unsignedValue(const json& v, const std::string& what) {
     if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
-        throw MalformedTrace(what + " is " + v.dump() + ", not a whole number >= 0");
+        throw MalformedTrace(what + " is " + brief(v) + ", not a whole number >= 0");
     return v.get<uint64_t>();
 }
 
@@ -48,7 +54,7 @@ std::optional<int> optionalInt(const json& j, const char* key) {
     const json& v = j.at(key);
     if (!v.is_number_integer() || v.get<int64_t>() < std::numeric_limits<int>::min() ||
         v.get<int64_t>() > std::numeric_limits<int>::max())
-        throw MalformedTrace(std::string("\"") + key + "\" is " + v.dump() +
+        throw MalformedTrace(std::string("\"") + key + "\" is " + brief(v) +
                              ", not an integer or null");
     return v.get<int>();
 }
@@ -158,6 +164,24 @@ core::Frame frameFromJson(const json& j) {
     return f;
 }
 
+// `text` is BEFORE, `separator`, then a number in `base` that fits 64 bits (lower-
+// case hex digits or decimal ones, nothing else). By hand, not std::regex: its
+// matcher recurses per character, and a long frame text overflowed the stack.
+bool splitNumber(const std::string& text, const std::string& separator, int base,
+                 std::string* before, uint64_t* number) {
+    const size_t at = text.rfind(separator);
+    if (at == std::string::npos) return false;
+    const char* first = text.data() + at + separator.size();
+    const char* last = text.data() + text.size();
+    if (first == last) return false;
+    for (const char* c = first; c != last; ++c)
+        if (!((*c >= '0' && *c <= '9') || (base == 16 && *c >= 'a' && *c <= 'f'))) return false;
+    const auto [end, error] = std::from_chars(first, last, *number, base);
+    if (error != std::errc() || end != last) return false;  // past 64 bits
+    *before = text.substr(0, at);
+    return true;
+}
+
 // A frame as memtool wrote it before trace.json kept frames, as text only:
 // "function (file:line)", "function (module)" or "?? (module+0x1a)" (what
 // core::formatFrame writes). The one place that reads a frame back from text. A
@@ -172,22 +196,14 @@ core::Frame parseLegacyFrame(const std::string& text) {
     }
     f.function = text.substr(0, open);
     const std::string where = text.substr(open + 2, text.size() - open - 3);
-    // Digit counts keep both numbers within 64 bits.
-    static const std::regex unnamed(R"((.*)\+0x([0-9a-f]{1,16}))"),
-        sourceLine(R"((.*):(\d{1,19}))");
-    auto number = [](const std::ssub_match& digits, int base) {
-        uint64_t v = 0;
-        const char* first = &*digits.first;
-        std::from_chars(first, first + digits.length(), v, base);
-        return v;
-    };
-    std::smatch m;
-    if (f.function == "??" && std::regex_match(where, m, unnamed)) {
-        f.module = m[1] == "?" ? "" : m[1].str();
-        f.offset = number(m[2], 16);
-    } else if (std::regex_match(where, m, sourceLine)) {
-        f.file = m[1];
-        f.line = number(m[2], 10);
+    uint64_t number = 0;
+    std::string before;
+    if (f.function == "??" && splitNumber(where, "+0x", 16, &before, &number)) {
+        f.module = before == "?" ? "" : before;
+        f.offset = number;
+    } else if (splitNumber(where, ":", 10, &before, &number)) {
+        f.file = before;
+        f.line = number;
         const bool python = f.file.size() >= 3 && f.file.compare(f.file.size() - 3, 3, ".py") == 0;
         f.kind = python ? core::FrameKind::Python : core::FrameKind::Native;
         f.user = python && !core::isLibraryPythonFile(f.file);
@@ -314,6 +330,84 @@ core::ControlEvent controlFromJson(const json& j) {
     return e;
 }
 
+json oomToJson(const std::vector<core::OomEvent>& events) {
+    json out = json::array();
+    for (const auto& e : events) {
+        json bySite = json::array(), byLine = json::array();
+        for (const auto& s : e.bySite) bySite.push_back({{"site", s.site}, {"bytes", s.bytes}});
+        for (const auto& l : e.byLine)
+            byLine.push_back(
+                {{"file", l.file}, {"line", l.line}, {"function", l.function}, {"bytes", l.bytes}});
+        out.push_back({{"time_s", e.timeS},
+                       {"device", e.device},
+                       {"requested_bytes", e.requestedBytes},
+                       {"source", e.source},
+                       {"site", e.site},
+                       {"stack", e.stack},
+                       {"file", e.file},
+                       {"line", e.line},
+                       {"function", e.function},
+                       {"held_on", e.heldOn},
+                       {"live_bytes", e.liveBytes},
+                       {"device_free_bytes", e.deviceFreeBytes},
+                       {"device_total_bytes", e.deviceTotalBytes},
+                       {"by_site", std::move(bySite)},
+                       {"by_line", std::move(byLine)}});
+    }
+    return out;
+}
+
+core::OomEvent oomFromJson(const json& j) {
+    core::OomEvent e;
+    e.timeS = j.at("time_s").get<double>();
+    e.device = j.at("device").get<std::string>();
+    e.requestedBytes = unsignedField(j, "requested_bytes");
+    if (!j.contains("source")) return e;  // a trace from before capture
+    e.source = j.at("source").get<std::string>();
+    e.site = j.at("site").get<std::string>();
+    e.stack = j.at("stack").get<std::vector<std::string>>();
+    e.file = j.at("file").get<std::string>();
+    e.line = unsignedField(j, "line");
+    e.function = j.at("function").get<std::string>();
+    e.heldOn = j.at("held_on").get<std::string>();
+    e.liveBytes = unsignedField(j, "live_bytes");
+    e.deviceFreeBytes = unsignedField(j, "device_free_bytes");
+    e.deviceTotalBytes = unsignedField(j, "device_total_bytes");
+    for (const auto& s : j.at("by_site"))
+        e.bySite.push_back({s.at("site").get<std::string>(), unsignedField(s, "bytes")});
+    for (const auto& l : j.at("by_line"))
+        e.byLine.push_back({l.at("file").get<std::string>(), unsignedField(l, "line"),
+                            l.at("function").get<std::string>(), unsignedField(l, "bytes")});
+    return e;
+}
+
+// Points as [time_s, bytes] pairs: a series is a few thousand of them.
+json timelineToJson(const std::map<std::string, core::TimelineSeries>& timeline) {
+    json out = json::object();
+    for (const auto& [name, series] : timeline) {
+        json points = json::array();
+        for (const auto& p : series.points) points.push_back(json::array({p.timeS, p.bytes}));
+        out[name] = {{"bucket_s", series.bucketS}, {"points", std::move(points)}};
+    }
+    return out;
+}
+
+core::TimelineSeries timelineSeriesFromJson(const json& j) {
+    core::TimelineSeries series;
+    series.bucketS = j.at("bucket_s").get<double>();
+    for (const json& p : j.at("points")) {
+        if (!p.is_array() || p.size() != 2 || !p[0].is_number())
+            throw MalformedTrace("a timeline point is " + p.dump() + ", not [time_s, bytes]");
+        const double t = p[0].get<double>();
+        // Reports draw the points in order; a series that goes back in time is not one memtool
+        // wrote.
+        if (!series.points.empty() && t < series.points.back().timeS)
+            throw MalformedTrace("timeline points go back in time");
+        series.points.push_back({t, unsignedValue(p[1], "a timeline point's bytes")});
+    }
+    return series;
+}
+
 json processToJson(const core::ProcessTrace& p) {
     json devices = json::object();
     for (const auto& [name, d] : p.devices) devices[name] = deviceToJson(d);
@@ -347,9 +441,13 @@ json processToJson(const core::ProcessTrace& p) {
                 {"missed_events", p.stream.missedEvents}}},
               {"regions", regionsToJson(p.regions)},
               {"control", controlToJson(p.control)},
+              {"oom", oomToJson(p.oom)},
+              {"oom_count", p.oomCount},
+              {"timeline", timelineToJson(p.timeline)},
               {"warnings", p.warnings}};
     if (!p.complete) j["incomplete_reason"] = p.incompleteReason;
     if (p.cpuS) j["cpu_s"] = *p.cpuS;
+    if (p.snapshot) j["snapshot"] = true;
     return j;
 }
 
@@ -362,6 +460,7 @@ core::ProcessTrace processFromJson(const json& j) {
     p.exitCode = optionalInt(j, "exit_code");
     p.exitSignal = optionalInt(j, "exit_signal");
     p.complete = j.at("complete").get<bool>();
+    p.snapshot = j.value("snapshot", false) == true;
     p.incompleteReason = j.value("incomplete_reason", std::string());
     p.durationS = j.at("duration_s").get<double>();
     p.maxRssBytes = optionalUnsigned(j, "max_rss_bytes");
@@ -392,6 +491,12 @@ core::ProcessTrace processFromJson(const json& j) {
         for (const auto& r : j.at("regions")) p.regions.push_back(regionFromJson(r));
     if (j.contains("control"))
         for (const auto& c : j.at("control")) p.control.push_back(controlFromJson(c));
+    if (j.contains("oom"))
+        for (const auto& e : j.at("oom")) p.oom.push_back(oomFromJson(e));
+    p.oomCount = j.contains("oom_count") ? unsignedField(j, "oom_count") : p.oom.size();
+    if (j.contains("timeline"))
+        for (const auto& [name, series] : j.at("timeline").items())
+            p.timeline[name] = timelineSeriesFromJson(series);
     if (j.contains("warnings")) p.warnings = j["warnings"].get<std::vector<std::string>>();
     return p;
 }
@@ -434,32 +539,69 @@ core::Trace traceFromJson(const json& j, const std::string& origin) {
     }
 }
 
+uint64_t maxTraceBytes() {
+    const char* env = std::getenv("MEMTOOL_MAX_TRACE_BYTES");
+    if (!env || !*env) return kDefaultMaxTraceBytes;
+    const std::optional<uint64_t> bytes = core::parseSize(env);
+    if (!bytes || *bytes == 0)
+        throw core::Error(core::kExitBadInput, std::string("MEMTOOL_MAX_TRACE_BYTES='") + env +
+                                                   "' is not a size (e.g. 2GiB)");
+    return *bytes;
+}
+
+bool nestingWithin(std::string_view text, size_t maxDepth) {
+    size_t depth = 0;
+    bool inString = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (inString) {
+            if (c == '\\')
+                ++i;  // the escaped character, a quote included
+            else if (c == '"')
+                inString = false;
+        } else if (c == '"') {
+            inString = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > maxDepth) return false;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            --depth;
+        }
+    }
+    return true;
+}
+
+core::Trace traceFromText(const std::string& text, const std::string& origin) {
+    // nlohmann parses iteratively, but dumps, copies and compares recursively: a
+    // deep enough document would overflow the stack later. A trace is 6 deep.
+    if (!nestingWithin(text, kMaxTraceNesting))
+        throw core::Error(core::kExitBadInput,
+                          fmt::format("{}: not a memtool trace (nested deeper than {} levels)",
+                                      origin, kMaxTraceNesting));
+    json j = json::parse(text, nullptr, false);
+    if (j.is_discarded()) throw core::Error(core::kExitBadInput, origin + ": not valid JSON");
+    return traceFromJson(j, origin);
+}
+
 core::Trace loadTrace(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        throw core::Error(core::kExitBadInput, "cannot open " + path + ": " + std::strerror(errno));
-    std::stringstream buf;
-    buf << in.rdbuf();
-    json j = json::parse(buf.str(), nullptr, false);
-    if (j.is_discarded()) throw core::Error(core::kExitBadInput, path + ": not valid JSON");
-    return traceFromJson(j, path);
+    const uint64_t limit = maxTraceBytes();
+    std::string why;
+    const std::optional<std::string> text =
+        readRegularFile(path, limit, &why, /*anonymousPipes=*/true);
+    if (!text) {
+        if (why.rfind("it is larger", 0) == 0) why += "; MEMTOOL_MAX_TRACE_BYTES raises the limit";
+        throw core::Error(core::kExitBadInput, "cannot open " + path + ": " + why);
+    }
+    return traceFromText(*text, path);
+}
+
+std::string traceToText(const core::Trace& trace) {
+    // Strings come from the program (argv, file and function names) and the working
+    // directory: bytes that are not UTF-8 become U+FFFD rather than cost the trace.
+    return traceToJson(trace).dump(1, ' ', false, json::error_handler_t::replace) + '\n';
 }
 
 void saveTrace(const core::Trace& trace, const std::string& path) {
-    std::string tmp = path + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out)
-            throw core::Error(core::kExitRunFailed,
-                              "cannot write " + tmp + ": " + std::strerror(errno));
-        out << traceToJson(trace).dump(1) << '\n';
-        if (!out)
-            throw core::Error(core::kExitRunFailed,
-                              "cannot write " + tmp + ": " + std::strerror(errno));
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
-        throw core::Error(core::kExitRunFailed,
-                          "cannot write " + path + ": " + std::strerror(errno));
+    replaceFile(path, traceToText(trace), core::kExitRunFailed);
 }
 
 }  // namespace memtool::reporters

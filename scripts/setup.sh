@@ -15,6 +15,9 @@ PACKAGES=(
   heaptrack
   clang-format  # scripts/check-format.sh
   patchelf      # scripts/gpu-pack.sh
+  chromium      # the HTML report's browser test (tests/e2e/HtmlReportTest.cpp)
+  tmux          # the live view's terminal test
+  clang libclang-rt-dev  # tests/fuzz: libFuzzer (the fuzz test skips without them)
 )
 
 missing=()

@@ -16,6 +16,7 @@
 #include "collectors/SocketSink.h"
 #include "collectors/control/Courtesy.h"
 #include "collectors/control/JsonWriter.h"
+#include "collectors/control/LiveTensors.h"
 #include "collectors/control/Regions.h"
 #include "core/Protocol.h"
 
@@ -50,6 +51,7 @@ struct Channel {
 
 void answer(void* context, uint64_t id, size_t argc, const char* const* argv) {
     auto* c = static_cast<Channel*>(context);
+    if (c->handler->replies(argc, argv, *c->engine, id)) return;
     const uint8_t status = c->handler->handle(argc, argv, c->answer, kAnswerBytes);
     c->engine->reply(id, static_cast<core::ReplyStatus>(status), c->answer, std::strlen(c->answer));
 }
@@ -195,6 +197,11 @@ uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, 
         out[headBytes + n + 1] = '\0';
         return static_cast<uint8_t>(core::ReplyStatus::Ok);
     }
+    if (std::strcmp(command, "ping") == 0 &&
+        argc == 1) {  // memtool run's barrier: all records so far precede it
+        std::snprintf(out, size, "{\"ok\":true}");
+        return static_cast<uint8_t>(core::ReplyStatus::Ok);
+    }
     if (courtesy_ && std::strcmp(command, "yield") == 0)
         return courtesy_->yieldCommand(argc, argv, out, size);
     if (courtesy_ && std::strcmp(command, "restore") == 0 && argc == 1)
@@ -208,6 +215,12 @@ uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, 
     j.key("command").value(command);
     j.close('}');
     return static_cast<uint8_t>(core::ReplyStatus::Unknown);
+}
+
+bool RegionCommands::replies(size_t argc, const char* const* argv, Engine& engine, uint64_t id) {
+    if (!tensors_ || std::strcmp(argv[0], "tensors") != 0) return false;
+    tensors_->command(argc, argv, engine, id);
+    return true;
 }
 
 void RegionCommands::streamEnded() {

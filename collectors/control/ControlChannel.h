@@ -20,6 +20,7 @@ class SocketSink;
 namespace memtool::collectors::control {
 
 class Courtesy;
+class LiveTensors;
 class Regions;
 
 // What a request asks for, and how to answer it. Commands are argv-like:
@@ -29,6 +30,11 @@ public:
     virtual ~CommandHandler() = default;
     // Writes the JSON answer into `out` (at most `size` bytes) and returns its status.
     virtual uint8_t handle(size_t argc, const char* const* argv, char* out, size_t size) = 0;
+    // A command whose answer has no size bound replies to request `id` itself
+    // (through `engine`) and returns true; false leaves it to handle().
+    virtual bool replies(size_t argc, const char* const* argv, Engine& engine, uint64_t id) {
+        return false;
+    }
     // The stream ended: no more requests, and no one left to answer.
     virtual void streamEnded() {}
 };
@@ -37,15 +43,19 @@ public:
 // and restore of the whole program (Courtesy).
 class RegionCommands final : public CommandHandler {
 public:
-    constexpr RegionCommands(Regions& regions, Courtesy* courtesy = nullptr)
-        : regions_(regions), courtesy_(courtesy) {}
+    constexpr RegionCommands(Regions& regions, Courtesy* courtesy = nullptr,
+                             LiveTensors* tensors = nullptr)
+        : regions_(regions), courtesy_(courtesy), tensors_(tensors) {}
     uint8_t handle(size_t argc, const char* const* argv, char* out, size_t size) override;
+    // "tensors": listed by the program's Python, answered whatever its size.
+    bool replies(size_t argc, const char* const* argv, Engine& engine, uint64_t id) override;
     // A program yielded from outside is not left parked for good.
     void streamEnded() override;
 
 private:
     Regions& regions_;
     Courtesy* courtesy_;
+    LiveTensors* tensors_;
 };
 
 // Starts the thread for one stream. False when it cannot be started (the

@@ -32,7 +32,9 @@ uint64_t residentBytes() {
     if (n <= 0) return 0;
     buf[n] = '\0';
     const char* resident = std::strchr(buf, ' ');
-    return resident ? std::strtoull(resident + 1, nullptr, 10) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
+    return resident ? std::strtoull(resident + 1, nullptr, 10) *
+                          static_cast<uint64_t>(sysconf(_SC_PAGESIZE))
+                    : 0;
 }
 
 }  // namespace
@@ -51,7 +53,8 @@ OpResult Courtesy::yieldLocked(core::BackupKind cudaTarget, core::ControlOrigin 
     return r;
 }
 
-void Courtesy::describe(const OpResult& r, const char* action, double parkS, char* out, size_t size) {
+void Courtesy::describe(const OpResult& r, const char* action, double parkS, char* out,
+                        size_t size) {
     JsonWriter j(out, size);
     j.open('{');
     j.key("ok").value(r.ok);
@@ -92,22 +95,27 @@ uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, 
     double waitS = kDefaultWaitS;
     for (size_t i = 1; i < argc; ++i) {
         const bool hasValue = i + 1 < argc;
-        if (std::strcmp(argv[i], "--to") == 0 && hasValue && std::strcmp(argv[i + 1], "host") == 0) {
+        if (std::strcmp(argv[i], "--to") == 0 && hasValue &&
+            std::strcmp(argv[i + 1], "host") == 0) {
             target = core::BackupKind::Host;
             ++i;
-        } else if (std::strcmp(argv[i], "--to") == 0 && hasValue && std::strcmp(argv[i + 1], "disk") == 0) {
+        } else if (std::strcmp(argv[i], "--to") == 0 && hasValue &&
+                   std::strcmp(argv[i + 1], "disk") == 0) {
             ++i;
         } else if (std::strcmp(argv[i], "--wait") == 0 && hasValue && std::atof(argv[i + 1]) > 0) {
             waitS = std::atof(argv[++i]);
         } else {
-            std::snprintf(out, size, "{\"ok\":false,\"message\":\"yield takes [--to host|disk] [--wait SECONDS]\"}");
+            std::snprintf(
+                out, size,
+                "{\"ok\":false,\"message\":\"yield takes [--to host|disk] [--wait SECONDS]\"}");
             return static_cast<uint8_t>(core::ReplyStatus::Refused);
         }
     }
     LockGuard lock(mu_);
     if (yielded_) {
         std::snprintf(out, size,
-                      "{\"ok\":true,\"action\":\"yield\",\"changed\":false,\"message\":\"the program has yielded "
+                      "{\"ok\":true,\"action\":\"yield\",\"changed\":false,\"message\":\"the "
+                      "program has yielded "
                       "already; nothing done (restore gives its memory back)\"}");
         return static_cast<uint8_t>(core::ReplyStatus::Ok);
     }
@@ -117,21 +125,27 @@ uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, 
             break;
         case SafePoint::Outcome::TimedOut:
             std::snprintf(out, size,
-                          "{\"ok\":false,\"action\":\"yield\",\"changed\":false,\"message\":\"the program's main "
-                          "thread did not reach a safe point within %g s (it may be blocked in a system call: a "
+                          "{\"ok\":false,\"action\":\"yield\",\"changed\":false,\"message\":\"the "
+                          "program's main "
+                          "thread did not reach a safe point within %g s (it may be blocked in a "
+                          "system call: a "
                           "sleep, I/O, a lock); nothing was yielded\"}",
                           waitS);
             return static_cast<uint8_t>(core::ReplyStatus::Failed);
         case SafePoint::Outcome::NoSafePoints:
             std::snprintf(out, size,
-                          "{\"ok\":false,\"action\":\"yield\",\"changed\":false,\"message\":\"this program runs no "
-                          "Python interpreter and marks no safe points (memtool_safe_point() in the collector's C "
+                          "{\"ok\":false,\"action\":\"yield\",\"changed\":false,\"message\":\"this "
+                          "program runs no "
+                          "Python interpreter and marks no safe points (memtool_safe_point() in "
+                          "the collector's C "
                           "API); yield is refused\"}");
             return static_cast<uint8_t>(core::ReplyStatus::Refused);
         case SafePoint::Outcome::Busy:
-            std::snprintf(out, size,
-                          "{\"ok\":false,\"action\":\"yield\",\"changed\":false,\"message\":\"the program is "
-                          "being parked already\"}");
+        case SafePoint::Outcome::Ran:  // not an outcome of park()
+            std::snprintf(
+                out, size,
+                "{\"ok\":false,\"action\":\"yield\",\"changed\":false,\"message\":\"the program is "
+                "being parked already\"}");
             return static_cast<uint8_t>(core::ReplyStatus::Failed);
     }
     parkedByUs_ = true;
@@ -152,7 +166,8 @@ uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, 
     for (int i = 0; i < r.deviceCount; ++i) cuda |= core::cudaOrdinal(r.devices[i].device) >= 0;
     const size_t used = std::strlen(r.message);
     if (r.changed)
-        std::snprintf(r.message + used, sizeof r.message - used, "; content backed up: CPU memory to disk%s%s",
+        std::snprintf(r.message + used, sizeof r.message - used,
+                      "; content backed up: CPU memory to disk%s%s",
                       cuda ? ", CUDA memory to " : "", cuda ? backupName(target) : "");
     describe(r, "yield", parkS, out, size);
     return static_cast<uint8_t>(r.ok ? core::ReplyStatus::Ok : core::ReplyStatus::Failed);
@@ -162,7 +177,8 @@ uint8_t Courtesy::restoreCommand(char* out, size_t size) {
     LockGuard lock(mu_);
     if (!yielded_) {
         std::snprintf(out, size,
-                      "{\"ok\":true,\"action\":\"restore\",\"changed\":false,\"message\":\"the program has not "
+                      "{\"ok\":true,\"action\":\"restore\",\"changed\":false,\"message\":\"the "
+                      "program has not "
                       "yielded; nothing to restore\"}");
         return static_cast<uint8_t>(core::ReplyStatus::Ok);
     }
@@ -196,12 +212,14 @@ OpResult Courtesy::restoreHere() {
     LockGuard lock(mu_);
     OpResult r;
     if (!yielded_) {
-        std::snprintf(r.message, sizeof r.message, "the program has not yielded; nothing to restore");
+        std::snprintf(r.message, sizeof r.message,
+                      "the program has not yielded; nothing to restore");
         return r;
     }
     if (parkedByUs_) {  // it yielded from outside: only memtool ctl restore ends that
         r.ok = false;
-        std::snprintf(r.message, sizeof r.message, "the program was yielded by memtool ctl; restore it from there");
+        std::snprintf(r.message, sizeof r.message,
+                      "the program was yielded by memtool ctl; restore it from there");
         return r;
     }
     r = regions_.resume(nullptr, core::ControlOrigin::Api, core::ControlAction::Restore);

@@ -22,7 +22,8 @@ namespace memtool::collectors::control {
 
 class Courtesy {
 public:
-    constexpr Courtesy(Regions& regions, SafePoint& safePoint) : regions_(regions), safePoint_(safePoint) {}
+    constexpr Courtesy(Regions& regions, SafePoint& safePoint)
+        : regions_(regions), safePoint_(safePoint) {}
     Courtesy(const Courtesy&) = delete;
     Courtesy& operator=(const Courtesy&) = delete;
 
@@ -51,8 +52,8 @@ private:
     SafePoint& safePoint_;
     void (*emptyCache_)() = nullptr;
     Mutex mu_;
-    bool yielded_ = false;      // everything is away (from outside or in-process)
-    bool parkedByUs_ = false;   // the program waits at a safe point for our restore
+    bool yielded_ = false;     // everything is away (from outside or in-process)
+    bool parkedByUs_ = false;  // the program waits at a safe point for our restore
 };
 
 // The process's courtesy (the preload collector's).

@@ -28,24 +28,35 @@ timespec deadlineAfter(uint64_t ns) {
 
 }  // namespace
 
+bool SafePoint::requestLocked(Outcome* refused) {
+    const bool python = pythonRuns();
+    const bool canPark = !task_ && programMarks_;  // the program's own marks only park
+    if (!python && !canPark) {
+        *refused = Outcome::NoSafePoints;
+        return false;
+    }
+    ++generation_;
+    state_ = State::Requested;
+    if (python && gPython.AddPendingCall(onMainThread, reinterpret_cast<void*>(generation_)) != 0 &&
+        !canPark) {
+        state_ = State::Idle;  // the interpreter's queue is full: as good as not coming
+        *refused = Outcome::TimedOut;
+        return false;
+    }
+    return true;
+}
+
 SafePoint::Outcome SafePoint::park(uint64_t timeoutNs) {
     pthread_mutex_lock(&mu_);
     if (state_ != State::Idle) {
         pthread_mutex_unlock(&mu_);
         return Outcome::Busy;
     }
-    const uintptr_t generation = ++generation_;
-    state_ = State::Requested;
-    const bool python = pythonRuns();
-    if (!python && !programMarks_) {
-        state_ = State::Idle;
+    task_ = nullptr;
+    Outcome refused;
+    if (!requestLocked(&refused)) {
         pthread_mutex_unlock(&mu_);
-        return Outcome::NoSafePoints;
-    }
-    if (python && gPython.AddPendingCall(onMainThread, reinterpret_cast<void*>(generation)) != 0 && !programMarks_) {
-        state_ = State::Idle;  // the interpreter's queue is full: as good as not coming
-        pthread_mutex_unlock(&mu_);
-        return Outcome::TimedOut;
+        return refused;
     }
     const timespec deadline = deadlineAfter(timeoutNs);
     while (state_ == State::Requested)
@@ -54,6 +65,32 @@ SafePoint::Outcome SafePoint::park(uint64_t timeoutNs) {
     if (!parked) state_ = State::Idle;  // withdrawn: a late arrival goes on at once
     pthread_mutex_unlock(&mu_);
     return parked ? Outcome::Parked : Outcome::TimedOut;
+}
+
+SafePoint::Outcome SafePoint::run(void (*fn)(void*), void* context, uint64_t timeoutNs) {
+    pthread_mutex_lock(&mu_);
+    if (state_ != State::Idle) {
+        pthread_mutex_unlock(&mu_);
+        return Outcome::Busy;
+    }
+    task_ = fn;
+    taskContext_ = context;
+    Outcome refused;
+    if (!requestLocked(&refused)) {
+        task_ = nullptr;
+        pthread_mutex_unlock(&mu_);
+        return refused;
+    }
+    const timespec deadline = deadlineAfter(timeoutNs);
+    while (state_ == State::Requested)
+        if (pthread_cond_timedwait(&changed_, &mu_, &deadline) != 0) break;
+    // Once it started, it runs to its end: its context must outlive it.
+    while (state_ == State::Running) pthread_cond_wait(&changed_, &mu_);
+    const bool ran = state_ == State::Done;
+    state_ = State::Idle;  // done, or withdrawn before it started
+    task_ = nullptr;
+    pthread_mutex_unlock(&mu_);
+    return ran ? Outcome::Ran : Outcome::TimedOut;
 }
 
 bool SafePoint::release() {
@@ -84,8 +121,18 @@ int SafePoint::onMainThread(void* generation) {
     SafePoint& s = safePoint();
     pthread_mutex_lock(&s.mu_);
     // Only the request that scheduled this call, and only while it stands.
-    if (s.state_ == State::Requested && s.generation_ == reinterpret_cast<uintptr_t>(generation))
-        s.parkHereLocked();
+    if (s.state_ == State::Requested && s.generation_ == reinterpret_cast<uintptr_t>(generation)) {
+        if (s.task_) {
+            s.state_ = State::Running;
+            pthread_mutex_unlock(&s.mu_);
+            s.task_(s.taskContext_);  // the GIL held, the lock not
+            pthread_mutex_lock(&s.mu_);
+            s.state_ = State::Done;
+            pthread_cond_broadcast(&s.changed_);
+        } else {
+            s.parkHereLocked();
+        }
+    }
     pthread_mutex_unlock(&s.mu_);
     return 0;
 }
@@ -93,7 +140,7 @@ int SafePoint::onMainThread(void* generation) {
 void SafePoint::reached() {
     pthread_mutex_lock(&mu_);
     programMarks_ = true;
-    if (state_ == State::Requested) parkHereLocked();
+    if (state_ == State::Requested && !task_) parkHereLocked();
     pthread_mutex_unlock(&mu_);
 }
 

@@ -25,7 +25,8 @@ public:
         Parked,        // the program waits at a safe point until release()
         TimedOut,      // it did not come within the time given; the request is withdrawn
         NoSafePoints,  // no Python interpreter, and the program marks no safe points
-        Busy,          // a park is asked for or held already
+        Busy,          // a park (or a run) is asked for or held already
+        Ran,           // run(): the function ran on the main thread
     };
 
     constexpr SafePoint() = default;
@@ -34,6 +35,10 @@ public:
 
     // From the control thread: asks for a park and waits up to `timeoutNs` for it.
     Outcome park(uint64_t timeoutNs);
+    // From the control thread: runs fn(context) on the program's main thread at its
+    // next safe point, the GIL held (Python programs only: C++ programs' own marks
+    // only park). Waits up to `timeoutNs` for it to start, then until it ends.
+    Outcome run(void (*fn)(void*), void* context, uint64_t timeoutNs);
     // Lets the parked program go on. False when none was parked.
     bool release();
     bool parked();
@@ -43,15 +48,20 @@ public:
     void reached();
 
 private:
-    enum class State { Idle, Requested, Parked };
+    enum class State { Idle, Requested, Parked, Running, Done };
     static int onMainThread(void* generation);
     void parkHereLocked();
+    // Asks the interpreter for a pending call; false (state back to Idle) when it
+    // cannot be asked. Under mu_.
+    bool requestLocked(Outcome* refused);
 
     pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t changed_ = PTHREAD_COND_INITIALIZER;
     State state_ = State::Idle;
-    uintptr_t generation_ = 0;   // tells a late pending call its request is gone
-    bool programMarks_ = false;  // the program called memtool_safe_point at least once
+    uintptr_t generation_ = 0;       // tells a late pending call its request is gone
+    bool programMarks_ = false;      // the program called memtool_safe_point at least once
+    void (*task_)(void*) = nullptr;  // run(): what the pending call runs instead of parking
+    void* taskContext_ = nullptr;
 };
 
 // The process's safe point (the preload collector's).

@@ -42,6 +42,9 @@ void translateAllocatorEvent(const AllocatorEvent& e, AllocationSink& sink) {
         case AllocatorAction::SegmentUnmap:
             forEachPage(e, [&](uint64_t key, uint64_t) { sink.free(key); });
             break;
+        case AllocatorAction::Oom:
+            sink.oom(core::cudaDevice(e.device), e.size, true, e.address);
+            break;
         case AllocatorAction::FreeCompleted:
         case AllocatorAction::Other:
             break;

@@ -13,7 +13,11 @@
 //                                                      reserved peak is what
 //                                                      torch.cuda.max_memory_reserved()
 //                                                      reports
-//   FREE_COMPLETED, SNAPSHOT, OOM -> nothing
+//   OOM                           -> an out-of-memory event on cuda:N: the allocator
+//                                                      raised OutOfMemoryError for
+//                                                      `size` bytes (its `addr` is the
+//                                                      device's free bytes then)
+//   FREE_COMPLETED, SNAPSHOT      -> nothing
 //
 // No torch header here: the bridge (collectors/torch/TorchBridge.cpp) fills
 // AllocatorEvent from torch's TraceEntry, and tests feed recorded sequences.
@@ -33,6 +37,7 @@ enum class AllocatorAction : uint8_t {
     SegmentFree,
     SegmentMap,
     SegmentUnmap,
+    Oom,
     Other,
 };
 

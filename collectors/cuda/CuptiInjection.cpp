@@ -28,6 +28,7 @@ namespace {
 
 MemtoolRecordAllocFn recordAlloc = nullptr;
 MemtoolRecordFreeFn recordFree = nullptr;
+MemtoolRecordOomFn recordOom = nullptr;
 MemtoolTorchBridgeTryFn bridgeTry = nullptr;
 
 struct CollectorSink : AllocationSink {
@@ -35,6 +36,9 @@ struct CollectorSink : AllocationSink {
         recordAlloc(device, key, size);
     }
     void free(uint64_t key) override { recordFree(key); }
+    void oom(uint8_t device, uint64_t size, bool torch, uint64_t deviceFree) override {
+        if (recordOom) recordOom(device, size, torch ? 1 : 0, deviceFree, 0);
+    }
 };
 
 void CUPTIAPI onDriverCall(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id,
@@ -80,6 +84,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
         reinterpret_cast<MemtoolRecordAllocFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_RECORD_ALLOC));
     recordFree =
         reinterpret_cast<MemtoolRecordFreeFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_RECORD_FREE));
+    recordOom = reinterpret_cast<MemtoolRecordOomFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_RECORD_OOM));
     auto fallback =
         reinterpret_cast<MemtoolCudaFallbackFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_CUDA_FALLBACK));
     bridgeTry = reinterpret_cast<MemtoolTorchBridgeTryFn>(

@@ -15,16 +15,22 @@ void translateDriverCall(const DriverCall& c, AllocationSink& sink) {
         case DriverApi::MemAllocFromPoolAsync:
             if (c.exit && c.result == 0 && c.pointer != 0)
                 sink.alloc(core::cudaDeviceOrFirst(c.device), c.pointer, c.size);
+            else if (c.exit && c.result == kCudaErrorOutOfMemory)
+                sink.oom(core::cudaDeviceOrFirst(c.device), c.size, false, 0);
             break;
         case DriverApi::MemHostAlloc:
         case DriverApi::MemAllocHost:
             if (c.exit && c.result == 0 && c.pointer != 0)
                 sink.alloc(core::kDevicePinnedHost, c.pointer, c.size);
+            else if (c.exit && c.result == kCudaErrorOutOfMemory)
+                sink.oom(core::kDevicePinnedHost, c.size, false, 0);
             break;
         case DriverApi::MemCreate:
             if (c.exit && c.result == 0 && c.handle != 0)
                 sink.alloc(core::cudaDeviceOrFirst(c.device), c.handle | core::kKeyVmmHandle,
                            c.size);
+            else if (c.exit && c.result == kCudaErrorOutOfMemory)
+                sink.oom(core::cudaDeviceOrFirst(c.device), c.size, false, 0);
             break;
         case DriverApi::MemFree:
         case DriverApi::MemFreeAsync:

@@ -11,7 +11,8 @@
 //                                               the handle (cuMemMap) adds nothing
 //   cuMemFree, cuMemFreeAsync, cuMemFreeHost, cuMemRelease -> free
 // Allocations count when the call returns CUDA_SUCCESS; frees are reported when
-// the call begins, before the memory can be handed out again.
+// the call begins, before the memory can be handed out again. An allocation that
+// returns CUDA_ERROR_OUT_OF_MEMORY is an out-of-memory event for its device.
 
 #include <cstdint>
 
@@ -48,7 +49,13 @@ public:
     virtual ~AllocationSink() = default;
     virtual void alloc(uint8_t device, uint64_t key, uint64_t size) = 0;
     virtual void free(uint64_t key) = 0;
+    // An allocation of `size` bytes that failed for want of memory. `torch`: the
+    // caching allocator's own out-of-memory error (deviceFree as it reported).
+    virtual void oom(uint8_t device, uint64_t size, bool torch, uint64_t deviceFree) {}
 };
+
+inline constexpr int kCudaErrorOutOfMemory =
+    2;  // CUDA_ERROR_OUT_OF_MEMORY, cudaErrorMemoryAllocation
 
 void translateDriverCall(const DriverCall& call, AllocationSink& sink);
 

@@ -14,6 +14,9 @@ public:
         host_.alloc(device, key, size);
     }
     void free(uint64_t key) override { host_.free(key); }
+    void oom(uint8_t device, uint64_t size, bool, uint64_t deviceFree) override {
+        host_.oom(device, size, deviceFree);
+    }
 
 private:
     const MemtoolBridgeHost& host_;

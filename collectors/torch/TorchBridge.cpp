@@ -72,6 +72,8 @@ AllocatorAction actionOf(const TraceEntry& e) {
             return AllocatorAction::SegmentMap;
         case TraceEntry::SEGMENT_UNMAP:
             return AllocatorAction::SegmentUnmap;
+        case TraceEntry::OOM:
+            return AllocatorAction::Oom;
         default:
             return AllocatorAction::Other;
     }

@@ -15,6 +15,9 @@ struct MemtoolBridgeHost {
     void (*alloc)(uint8_t device, uint64_t key, uint64_t size);
     void (*free)(uint64_t key);
     void (*warn)(const char* text);
+    // The caching allocator raised its out-of-memory error for `size` bytes on
+    // `device` (a wire code) with `deviceFree` bytes free (version 2).
+    void (*oom)(uint8_t device, uint64_t size, uint64_t deviceFree);
 };
 
 // Results of memtool_torch_bridge_attach.
@@ -33,4 +36,4 @@ typedef int (*MemtoolBridgeAttachFn)(const MemtoolBridgeHost* host);
 typedef void (*MemtoolBridgeEmptyCacheFn)(void);
 }
 
-inline constexpr uint32_t kMemtoolBridgeApiVersion = 1;
+inline constexpr uint32_t kMemtoolBridgeApiVersion = 2;

@@ -16,10 +16,10 @@ import threading
 import warnings
 from dataclasses import dataclass
 
-from . import _collector
+from . import _collector, _live, _run
 
 __all__ = ["enabled", "region", "outside_regions", "pause", "resume", "regions", "yield_memory", "restore",
-           "hook_mode", "set_hook_mode", "Result", "Region"]
+           "report_tensors", "snapshot", "hook_mode", "set_hook_mode", "Result", "Region"]
 
 _BACKUPS = {"none": 0, "host": 1, "disk": 2}
 _collector_handle = _collector.find()
@@ -212,3 +212,38 @@ def regions():
     if not enabled:
         return []
     return [Region(**r) for r in _collector_handle.regions()]
+
+
+def report_tensors(model=None, device=None, verbose=False, file=None):
+    """Prints pytorch_memlab's MemReporter table for this process: per device,
+    the tensors Python can reach (named from the live modules and optimizers,
+    or from `model` alone), each storage counted once; then, under `memtool run`,
+    the storages no such tensor owns (autograd's saved tensors, C++ buffers) with
+    where they were allocated, and the reconciliation with the device's live
+    bytes. `verbose` lists those one by one. Returns the report as a dict."""
+    visible = _live.visible_tensors(model=model, device=device)
+    if not enabled:
+        _disabled("report_tensors")
+        report = {"tensors": visible}
+        text = _live.format_visible(visible)
+    else:
+        answer = _run.ask(_collector_handle, {"op": "tensors", "tensors": visible, "device": device,
+                                              "verbose": bool(verbose), "named_from_model": model is not None})
+        report, text = answer["body"], answer["text"]
+    print(text, end="", file=file if file is not None else sys.stdout)
+    return report
+
+
+def snapshot(path):
+    """Writes a trace.json of this process as of now (devices, hotspots, lines;
+    what is live counted as current) to `path`, readable by memtool report, check
+    and diff. The program runs on. Returns the path."""
+    if not enabled:
+        _disabled("snapshot")
+        raise RuntimeError("memtool.snapshot needs `memtool run`")
+    answer = _run.ask(_collector_handle, {"op": "snapshot"})
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(answer["trace"])
+    os.replace(tmp, path)
+    return path

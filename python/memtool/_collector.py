@@ -7,7 +7,7 @@ program's handle without ever loading a second copy of the library.
 import ctypes
 import json
 
-API_VERSION = 2
+API_VERSION = 3
 _ANSWER_BYTES = 1 << 20
 
 
@@ -76,6 +76,12 @@ class Collector:
                 return json.loads(out.value[:n].decode("utf-8", "replace"))
             size *= 4
         raise RuntimeError("memtool: the list of regions does not fit in memory")
+
+    def flush(self):
+        """Sends the collector's buffered records to memtool run now."""
+        self._lib.memtool_flush.argtypes = []
+        self._lib.memtool_flush.restype = None
+        self._lib.memtool_flush()
 
     def path(self):
         out = ctypes.create_string_buffer(4096)

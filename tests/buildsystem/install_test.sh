@@ -17,7 +17,8 @@ trap 'rm -rf "$prefix"' EXIT
 
 # Exactly these files: memtool and, beside each other, the libraries it injects.
 expected=(bin/memtool lib/memtool/libmemtool_collector.so lib/memtool/python/memtool/__init__.py
-          lib/memtool/python/memtool/_collector.py lib/memtool/python/memtool/torch_memory_saver.py)
+          lib/memtool/python/memtool/_collector.py lib/memtool/python/memtool/_live.py
+          lib/memtool/python/memtool/_run.py lib/memtool/python/memtool/torch_memory_saver.py)
 [ -z "$cupti_dir" ] || expected+=(lib/memtool/libmemtool_cupti.so)
 [ "$bridge_built" = 0 ] || expected+=(lib/memtool/libmemtool_torch_bridge.so)
 want=$(printf '%s\n' "${expected[@]}" | sort)
@@ -33,10 +34,14 @@ for f in "${expected[@]}"; do
 done
 if [ -n "$cupti_dir" ]; then
     injection=$prefix/lib/memtool/libmemtool_cupti.so
-    readelf -d "$injection" | grep -q "RUNPATH.*\[$cupti_dir\]" ||
-        fail "libmemtool_cupti.so's RUNPATH is not $cupti_dir: $(readelf -d "$injection" | grep PATH)"
-    env -i /usr/bin/ldd "$injection" | grep -q "libcupti.so.* => $cupti_dir/" ||
-        fail "libmemtool_cupti.so does not resolve libcupti in $cupti_dir: $(env -i /usr/bin/ldd "$injection")"
+    # Read whole before grep -q: under pipefail, grep leaving early could fail the
+    # pipe with the writer's SIGPIPE, and did under load.
+    dynamic=$(readelf -d "$injection")
+    grep -q "RUNPATH.*\[$cupti_dir\]" <<<"$dynamic" ||
+        fail "libmemtool_cupti.so's RUNPATH is not $cupti_dir: $(grep PATH <<<"$dynamic")"
+    resolved=$(env -i /usr/bin/ldd "$injection")
+    grep -q "libcupti.so.* => $cupti_dir/" <<<"$resolved" ||
+        fail "libmemtool_cupti.so does not resolve libcupti in $cupti_dir: $resolved"
 fi
 
 # The installed memtool profiles a Python program, exactly.

@@ -9,6 +9,7 @@
 #include "cli/Symbolizer.h"
 #include "cli/TraceBuilder.h"
 #include "core/Aggregator.h"
+#include "reporters/TraceJson.h"
 #include "tests/TestFrames.h"
 
 using namespace memtool;
@@ -353,6 +354,40 @@ TEST(TraceBuilder, LineRowsAreInclusiveAndCountRecursionOnce) {
         EXPECT_EQ(l.selfAllocatedBytes, e.self) << i;
         EXPECT_EQ(l.count, e.count) << i;
     }
+}
+
+TEST(TraceBuilder, TheTimelineHoldsEveryChangeOfAShortRun) {
+    PythonRun run;
+    core::ProcessTrace p = run.build();
+    ASSERT_EQ(p.timeline.size(), 1u);
+    const core::TimelineSeries& cpu = p.timeline.at("cpu");
+    // 7 ms in at most 1024 buckets: 8.192 µs each, one event in each.
+    EXPECT_EQ(cpu.bucketS, 8192e-9);
+    std::vector<std::pair<double, uint64_t>> points;
+    for (const auto& point : cpu.points) points.emplace_back(point.timeS, point.bytes);
+    EXPECT_EQ(points, (std::vector<std::pair<double, uint64_t>>{{0.001, 1000},
+                                                                {0.002, 4000},
+                                                                {0.003, 3000},
+                                                                {0.004, 3500},
+                                                                {0.005, 5500},
+                                                                {0.006, 3500},
+                                                                {0.007, 500}}));
+}
+
+TEST(TraceBuilder, TheTimelinesPeakIsThePeakExactlyThroughTraceJson) {
+    PythonRun run;
+    core::Trace written;
+    written.processes.push_back(run.build());
+    const core::Trace t = reporters::traceFromJson(
+        nlohmann::json::parse(reporters::traceToJson(written).dump(1)), "t.json");
+    const core::ProcessTrace& p = t.processes.at(0);
+    const core::TimelinePoint* peak = nullptr;
+    for (const auto& point : p.timeline.at("cpu").points)
+        if (!peak || point.bytes > peak->bytes) peak = &point;
+    ASSERT_TRUE(peak);
+    EXPECT_EQ(peak->bytes, p.devices.at("cpu").peakBytes);
+    EXPECT_EQ(peak->timeS, p.devices.at("cpu").peakTimeS);  // the same double, not a near one
+    EXPECT_EQ(p.timeline.at("cpu").points.size(), 7u);
 }
 
 TEST(TraceBuilder, VerifiedStreamIsComplete) {

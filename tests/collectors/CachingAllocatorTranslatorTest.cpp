@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <tuple>
+#include <vector>
 
 #include "collectors/cuda/CachingAllocatorTranslator.h"
 #include "core/Aggregator.h"
@@ -134,4 +136,20 @@ TEST(CachingAllocatorTranslator, UnknownDevicesAreIgnored) {
     TrackerLike t;
     feed(t, {{AllocatorAction::Alloc, -1, 0x1000, 10}, {AllocatorAction::Alloc, 64, 0x2000, 10}});
     EXPECT_TRUE(t.agg.devices().empty());
+}
+
+// torch raised OutOfMemoryError: its OOM entry carries the request's size and,
+// in its address, the device's free bytes.
+TEST(CachingAllocatorTranslator, TheAllocatorsOutOfMemoryErrorIsAnEvent) {
+    struct Log : AllocationSink {
+        std::vector<std::tuple<uint8_t, uint64_t, bool, uint64_t>> ooms;
+        void alloc(uint8_t, uint64_t, uint64_t) override {}
+        void free(uint64_t) override {}
+        void oom(uint8_t device, uint64_t size, bool torch, uint64_t deviceFree) override {
+            ooms.emplace_back(device, size, torch, deviceFree);
+        }
+    } log;
+    translateAllocatorEvent({AllocatorAction::Oom, 1, 300 * MiB, 4096 * MiB}, log);
+    ASSERT_EQ(log.ooms.size(), 1u);
+    EXPECT_EQ(log.ooms[0], std::make_tuple(core::cudaDevice(1), 4096 * MiB, true, 300 * MiB));
 }

@@ -4,6 +4,7 @@
 
 #include "collectors/cuda/DriverCallTranslator.h"
 #include "core/Aggregator.h"
+#include "core/TraceModel.h"
 
 using namespace memtool::collectors;
 using namespace memtool::core;
@@ -30,6 +31,11 @@ struct AggregatingSink : AllocationSink {
         agg.onFree(f);
     }
     const DeviceState& dev(uint8_t d) { return agg.devices().at(d); }
+    std::vector<std::string> ooms;
+    void oom(uint8_t device, uint64_t size, bool torch, uint64_t deviceFree) override {
+        ooms.push_back(deviceName(device) + " " + std::to_string(size) +
+                       (torch ? " torch " : " call ") + std::to_string(deviceFree));
+    }
 };
 
 DriverCall enter(DriverApi api, uint64_t pointer = 0, uint64_t handle = 0) {
@@ -80,6 +86,12 @@ TEST(DriverCallTranslator, FailedCallsAndNullFreesCountNothing) {
     call(s, enter(DriverApi::MemAlloc), oom);
     call(s, enter(DriverApi::MemFree, 0), exitOk(DriverApi::MemFree, 0, 0, 0));
     EXPECT_TRUE(s.agg.devices().empty());
+    // The out-of-memory failure is an event of its own; other failures are not.
+    EXPECT_EQ(s.ooms, std::vector<std::string>{"cuda:0 85899345920 call 0"});
+    DriverCall invalid = exitOk(DriverApi::MemAlloc, 0, 0, 100);
+    invalid.result = 1;  // CUDA_ERROR_INVALID_VALUE
+    call(s, enter(DriverApi::MemAlloc), invalid);
+    EXPECT_EQ(s.ooms.size(), 1u);
 }
 
 TEST(DriverCallTranslator, VmmCountsPhysicalMemoryOnceHoweverMapped) {

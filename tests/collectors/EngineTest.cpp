@@ -251,9 +251,9 @@ TEST(Engine, DeactivatesOnceWhenThePeerGoesAway) {
     s.fds[1] = -1;
     std::string said = stderrOf([&] {
         s.engine.alloc(core::kDeviceCpu, 0x10, 1);
-        s.engine.flushForTest();  // the send fails: the peer is gone
+        s.engine.flush();  // the send fails: the peer is gone
         s.engine.alloc(core::kDeviceCpu, 0x20, 2);
-        s.engine.flushForTest();
+        s.engine.flush();
         s.engine.finish(core::ExitKind::Normal);
     });
     EXPECT_FALSE(s.engine.active());
@@ -271,7 +271,7 @@ TEST(Engine, StopsWhenItsDescriptorIsTakenOver) {
     close(pipeFds[1]);
     std::string said = stderrOf([&] {
         s.engine.alloc(core::kDeviceCpu, 0x10, 1);
-        s.engine.flushForTest();
+        s.engine.flush();
     });
     EXPECT_FALSE(s.engine.active());
     EXPECT_EQ(said,

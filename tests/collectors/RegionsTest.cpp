@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -363,7 +364,23 @@ TEST(ControlChannel, AnswersRequestsFromTheStream) {
     Fixture f;
     f.allocate("w", core::BackupKind::None, MiB, 0);
     RegionCommands commands(*f.regions);
-    ASSERT_TRUE(startControlThread(f.sink, f.engine, commands));
+    // The control thread is detached (in a target it lives as long as the process);
+    // here it must be over before the fixture it reads goes away: closing the CLI's
+    // end ends its stream, and streamEnded() is the last thing it does with them.
+    struct EndAware final : CommandHandler {
+        CommandHandler& inner;
+        std::promise<void> ended;
+        explicit EndAware(CommandHandler& h) : inner(h) {}
+        uint8_t handle(size_t argc, const char* const* argv, char* out, size_t size) override {
+            return inner.handle(argc, argv, out, size);
+        }
+        void streamEnded() override {
+            inner.streamEnded();
+            ended.set_value();
+        }
+    } handler(commands);
+    std::future<void> ended = handler.ended.get_future();
+    ASSERT_TRUE(startControlThread(f.sink, f.engine, handler));
     auto request = [&](uint64_t id, std::vector<std::string> argv) {
         size_t bytes = 0;
         for (const auto& a : argv) bytes += a.size();
@@ -398,6 +415,8 @@ TEST(ControlChannel, AnswersRequestsFromTheStream) {
     EXPECT_EQ(agg.replies()[2].status, core::ReplyStatus::Unknown);
     ASSERT_EQ(agg.controls().size(), 1u);
     EXPECT_EQ(agg.controls()[0].f.origin, core::ControlOrigin::Ctl);
+    shutdown(f.fds[1], SHUT_RDWR);
+    ended.wait();
 }
 
 TEST(ControlChannel, RejectsBytesThatAreNoRequests) {

@@ -101,3 +101,53 @@ TEST(Aggregator, UnpairedEventsAreCountedNotFatal) {
     EXPECT_EQ(f.agg.devices().at(kDeviceCpu).currentBytes, 30u);
     EXPECT_EQ(f.agg.devices().at(kDeviceCpu).peakBytes, 30u);
 }
+
+// The out-of-memory moment: the failed request, and every stack that held bytes
+// then, largest first, adding up to the device's live bytes.
+TEST(Aggregator, AnOutOfMemoryKeepsWhatWasLiveThen) {
+    Feed f;
+    f.alloc(0x10, 100, 1);
+    f.alloc(0x20, 300, 2);
+    f.alloc(0x30, 50, 1);
+    f.release(0x10);                       // stack 1 holds 50, stack 2 holds 300
+    f.alloc(0x40, 7, 3, kDeviceCpu + 16);  // another device: not counted
+    OomRecord o;
+    o.f.device = kDeviceCpu;
+    o.f.size = 1 << 30;
+    o.f.nativeNode = 3;
+    o.f.source = OomSource::Allocator;
+    o.timeNs = 99;
+    f.agg.onOom(o);
+    f.release(0x20);  // later frees change nothing kept
+    ASSERT_EQ(f.agg.ooms().size(), 1u);
+    const auto& e = f.agg.ooms()[0];
+    EXPECT_EQ(e.record.f.size, 1u << 30);
+    EXPECT_EQ(e.record.timeNs, 99u);
+    EXPECT_EQ(e.heldDevice, kDeviceCpu);
+    EXPECT_EQ(e.liveBytes, 350u);
+    ASSERT_EQ(e.consumers.size(), 2u);
+    EXPECT_EQ(f.agg.stacks()[e.consumers[0].first].nativeNode, 2u);
+    EXPECT_EQ(e.consumers[0].second, 300u);
+    EXPECT_EQ(f.agg.stacks()[e.consumers[1].first].nativeNode, 1u);
+    EXPECT_EQ(e.consumers[1].second, 50u);
+    EXPECT_EQ(f.agg.stacks()[e.stack].nativeNode, 3u);
+    EXPECT_EQ(f.agg.oomCount(), 1u);
+}
+
+// On CUDA with the torch bridge, the tensors' blocks (cuda:N.active) say who
+// held the device.
+TEST(Aggregator, ACudaOutOfMemoryCountsPytorchsBlocksWhenTheBridgeReportsThem) {
+    Feed f;
+    const uint8_t cuda0 = cudaDevice(0), active0 = cudaDevice(0, DevicePool::Active);
+    f.alloc(0x1000, 2 << 20, 1, cuda0);                     // a segment
+    f.alloc(0x1000 | kKeyActivePool, 1 << 20, 2, active0);  // a tensor in it
+    OomRecord o;
+    o.f.device = cuda0;
+    o.f.size = 5 << 20;
+    o.f.source = OomSource::Torch;
+    f.agg.onOom(o);
+    ASSERT_EQ(f.agg.ooms().size(), 1u);
+    EXPECT_EQ(f.agg.ooms()[0].heldDevice, active0);
+    EXPECT_EQ(f.agg.ooms()[0].liveBytes, 1u << 20);
+    ASSERT_EQ(f.agg.ooms()[0].consumers.size(), 1u);
+}

@@ -149,6 +149,33 @@ TEST(Protocol, RoundTripsEveryRecord) {
     EXPECT_EQ(d.pendingBytes(), 0u);
 }
 
+TEST(Protocol, ARecordMeasuredWhileIncompleteIsPassedOnOnce) {
+    // Byte at a time, every record is incomplete first, so measured (a dry run)
+    // before it is decoded: the sink sees each once, on the same clock.
+    struct Timed : Recorder {
+        void onAlloc(const AllocRecord& a) override {
+            Recorder::onAlloc(a), log.push_back(std::to_string(a.timeNs));
+        }
+        void onOom(const OomRecord& o) override { log.push_back("O" + std::to_string(o.timeNs)); }
+    } whole, split;
+    std::vector<uint8_t> bytes = encodeHandshake(Handshake{});
+    uint8_t buf[128];
+    auto put = [&](uint8_t* end) { bytes.insert(bytes.end(), buf, end); };
+    put(encodeNativeNode(buf, 0, 0x1234));
+    OomFields o;
+    o.nativeNode = 1;
+    o.timeDeltaNs = 7;
+    put(encodeOom(buf, o));
+    put(encodeAlloc(buf, AllocFields{kDeviceCpu, 0xa000, 1, 1, 0, 3}));
+    put(encodeFree(buf, FreeFields{kDeviceCpu, 0xa000, 5}));
+    put(encodeOom(buf, o));
+    StreamDecoder a(whole), b(split);
+    a.feed(bytes.data(), bytes.size());
+    for (uint8_t byte : bytes) b.feed(&byte, 1);
+    EXPECT_EQ(whole.log, split.log);
+    EXPECT_EQ(split.log, (std::vector<std::string>{"H", "N1<0:4660", "O7", "A", "10", "F", "O22"}));
+}
+
 TEST(Protocol, ByteAtATimeGivesTheSameRecords) {
     Recorder whole, split;
     StreamDecoder a(whole), b(split);
@@ -218,4 +245,151 @@ TEST(Protocol, AggregatorVerifiesTheEndCounters) {
     trimmed.erase(at, at + static_cast<long>(allocLen));
     d2.feed(trimmed.data(), trimmed.size());
     EXPECT_FALSE(lossy.streamVerified());
+}
+
+TEST(Protocol, AnOutOfMemoryRecordRoundTrips) {
+    struct OomOnly : Recorder {
+        std::vector<OomRecord> ooms;
+        void onOom(const OomRecord& o) override { ooms.push_back(o), log.push_back("O"); }
+    } r;
+    Handshake h;
+    h.pid = 7;
+    std::vector<uint8_t> s = encodeHandshake(h);
+    uint8_t buf[256];
+    s.insert(s.end(), buf, encodeNativeNode(buf, 0, 0x1234));
+    OomFields o;
+    o.device = cudaDevice(2);
+    o.size = 3ull << 30;
+    o.nativeNode = 1;
+    o.timeDeltaNs = 40;
+    o.source = OomSource::Torch;
+    o.deviceFree = 123456789;
+    o.deviceTotal = 80ull << 30;
+    uint8_t* end = encodeOom(buf, o);
+    EXPECT_LE(static_cast<size_t>(end - buf), kMaxFixedRecordBytes);
+    s.insert(s.end(), buf, end);
+    StreamDecoder d(r);
+    d.feed(s.data(), s.size());
+    ASSERT_EQ(r.ooms.size(), 1u);
+    EXPECT_EQ(r.ooms[0].f.device, cudaDevice(2));
+    EXPECT_EQ(r.ooms[0].f.size, 3ull << 30);
+    EXPECT_EQ(r.ooms[0].f.nativeNode, 1u);
+    EXPECT_EQ(r.ooms[0].f.source, OomSource::Torch);
+    EXPECT_EQ(r.ooms[0].f.deviceFree, 123456789u);
+    EXPECT_EQ(r.ooms[0].f.deviceTotal, 80ull << 30);
+    EXPECT_EQ(r.ooms[0].timeNs, 40u);
+    // A stack not yet declared, or an unknown source, is not a stream.
+    std::vector<uint8_t> bad = encodeHandshake(h);
+    o.nativeNode = 5;
+    bad.insert(bad.end(), buf, encodeOom(buf, o));
+    Recorder quiet;
+    StreamDecoder d2(quiet);
+    EXPECT_THROW(d2.feed(bad.data(), bad.size()), ProtocolError);
+}
+
+namespace {
+
+// Feeds `bytes`; the message of the ProtocolError it throws, "" when none.
+std::string refusal(StreamDecoder& d, const std::vector<uint8_t>& bytes) {
+    try {
+        d.feed(bytes.data(), bytes.size());
+    } catch (const ProtocolError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+std::vector<uint8_t> afterHandshake(std::initializer_list<uint8_t> record) {
+    std::vector<uint8_t> bytes = encodeHandshake(Handshake{});
+    bytes.insert(bytes.end(), record);
+    return bytes;
+}
+
+}  // namespace
+
+TEST(Protocol, RecordsThatNeverEndAreRefusedAtOnce) {
+    Recorder r;
+    // A note whose key is 2^60 bytes long: refused on its length, nothing waits for it.
+    StreamDecoder huge(r);
+    EXPECT_EQ(
+        refusal(huge, afterHandshake({'W', 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10})),
+        "string of 1152921504606846976 bytes");
+    // A varint that keeps saying "more follows".
+    StreamDecoder endless(r);
+    EXPECT_EQ(refusal(endless, afterHandshake({'F', 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                               0xff, 0xff, 0x80})),
+              "varint longer than 10 bytes");
+    // Ten bytes whose last one carries bits past 64.
+    StreamDecoder wide(r);
+    EXPECT_EQ(refusal(wide, afterHandshake({'F', 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                            0xff, 0x02})),
+              "varint past 64 bits");
+    StreamDecoder widest(r);  // 2^64 - 1 itself is fine
+    EXPECT_EQ(refusal(widest, afterHandshake({'F', 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                              0xff, 0xff, 0x01, 0})),
+              "");
+}
+
+TEST(Protocol, ARecordThatKeepsComingIsRefusedPastItsLimit) {
+    Recorder r;
+    // A handshake announcing 2^40 arguments: refused on the count.
+    std::vector<uint8_t> head = encodeHandshake(Handshake{});
+    head.resize(kPreambleBytes);
+    head.insert(head.end(), {'H', 1, 1, 1, 0});
+    std::vector<uint8_t> many = head;
+    many.insert(many.end(), {0x80, 0x80, 0x80, 0x80, 0x80, 0x20});
+    StreamDecoder counted(r);
+    EXPECT_EQ(refusal(counted, many), "1099511627776 arguments in a handshake, more than 1048576");
+    // As many arguments as allowed, each 64 bytes: each is whole, the record
+    // passes its limit first. The buffer stops there.
+    head.insert(head.end(), {0x80, 0x80, 0x40});
+    StreamDecoder d(r);
+    EXPECT_EQ(refusal(d, head), "");
+    std::vector<uint8_t> chunk;
+    for (int i = 0; i < (1 << 14); ++i) {
+        chunk.push_back(64);
+        chunk.insert(chunk.end(), 64, 'a');
+    }
+    std::string error;
+    size_t fed = 0;
+    while (error.empty() && fed <= 2 * kMaxRecordBytes) {
+        error = refusal(d, chunk);
+        fed += chunk.size();
+        EXPECT_LE(d.pendingBytes(), kMaxRecordBytes + chunk.size());
+    }
+    EXPECT_EQ(error, "a record longer than 67108864 bytes");
+    // Refused with the chunk that takes it past 64 MiB, the 64th (8 bytes came first).
+    EXPECT_EQ(fed, 64 * chunk.size());
+    EXPECT_TRUE(r.log.empty());
+}
+
+TEST(Protocol, TheHandshakeComesFirstAndOnce) {
+    Recorder r;
+    std::vector<uint8_t> first = encodeHandshake(Handshake{});
+    first.resize(kPreambleBytes);
+    uint8_t buf[64];
+    uint8_t* end = encodeFree(buf, FreeFields{kDeviceCpu, 1, 0});
+    first.insert(first.end(), buf, end);
+    StreamDecoder before(r);
+    EXPECT_EQ(refusal(before, first), "a record before the handshake");
+    std::vector<uint8_t> twice = encodeHandshake(Handshake{});
+    std::vector<uint8_t> again = encodeHandshake(Handshake{});
+    twice.insert(twice.end(), again.begin() + kPreambleBytes, again.end());
+    StreamDecoder second(r);
+    EXPECT_EQ(refusal(second, twice), "a second handshake");
+}
+
+TEST(Protocol, RegionIdsFitThirtyTwoBits) {
+    Recorder r;
+    uint8_t buf[128];
+    std::vector<uint8_t> bytes = encodeHandshake(Handshake{});
+    uint8_t* end = encodeRegion(buf, uint64_t{1} << 32, "t", 1, kDeviceCpu, BackupKind::None);
+    bytes.insert(bytes.end(), buf, end);
+    StreamDecoder d(r);
+    EXPECT_EQ(refusal(d, bytes), "region id 0, past 2^32 - 1 or declared twice");
+    std::vector<uint8_t> fits = encodeHandshake(Handshake{});
+    end = encodeRegion(buf, UINT32_MAX, "t", 1, kDeviceCpu, BackupKind::None);
+    fits.insert(fits.end(), buf, end);
+    StreamDecoder ok(r);
+    EXPECT_EQ(refusal(ok, fits), "");
 }

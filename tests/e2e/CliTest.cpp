@@ -1,5 +1,7 @@
 // Exit codes and one-line errors of the CLI itself.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -53,7 +55,8 @@ TEST(Cli, ProgramWithoutTorchGetsAnEmptyCompleteTrace) {
 }
 
 TEST(Cli, ReportRendersTextAndJson) {
-    Profiled p = profile({PYTHON_BIN, script("storages.py")});
+    // Run where the script is, so that --lines reads it (SourceFiles.h).
+    Profiled p = profile({PYTHON_BIN, script("storages.py")}, {}, SCRIPTS_DIR);
     std::string trace = tempDir() + "/t.json";
     std::ofstream(trace) << p.trace.dump();
     Outcome text = run({MEMTOOL_BIN, "report", trace, "--top", "2"});
@@ -72,7 +75,7 @@ TEST(Cli, ReportRendersTextAndJson) {
     ASSERT_EQ(top.size(), 1u);
     EXPECT_EQ(top.at(0).at("allocated_bytes"), 3000000);
 
-    Outcome lines = run({MEMTOOL_BIN, "report", trace, "--lines"});
+    Outcome lines = run({MEMTOOL_BIN, "report", trace, "--lines"}, "", {}, nullptr, SCRIPTS_DIR);
     ASSERT_EQ(lines.exitCode, 0);
     // Source text beside the numbers (3,000,000 + 1,000,000 live at line 10); the
     // def line of scratch shown, blank.
@@ -132,6 +135,18 @@ TEST(Cli, OddButValidInputIsNoInternalError) {
     EXPECT_EQ(increase.exitCode, 2);
     EXPECT_EQ(increase.err,
               "memtool: bad increase '" + huge + "' (use a percentage like 5% or a size)\n");
+    // Arguments long enough to overflow std::regex's recursion (SIGSEGV before).
+    const std::string longer = std::string(100000, '9');
+    Outcome percent =
+        run({MEMTOOL_BIN, "check", t, "--baseline", t, "--max-increase", longer + "%"});
+    EXPECT_EQ(percent.exitCode, 2);
+    EXPECT_EQ(percent.err,
+              "memtool: bad increase '" + longer + "%' (use a percentage like 5% or a size)\n");
+    Outcome device = run({MEMTOOL_BIN, "check", t, "--max-peak", "cuda:" + longer + "=1"});
+    EXPECT_EQ(device.exitCode, 2);
+    EXPECT_EQ(device.err, "memtool: bad device 'cuda:" + longer +
+                              "' (use cpu, pinned, cuda, cuda:N, cuda:N.active or "
+                              "cuda:N.reserved)\n");
     // A function name that is no Python identifier: the line report renders it.
     std::string odd = traceWith(
         kCpu, R"json({"file": "/nonexistent/a.py", "line": 2, "function": "f(", "device": "cpu",
@@ -167,4 +182,117 @@ TEST(Cli, CtlOptionsAreTakenAnywhereAndTheirValuesChecked) {
     EXPECT_EQ(yield.exitCode, 3);
     EXPECT_EQ(yield.err,
               "memtool: process 1 does not run under memtool (see `memtool ctl list`)\n");
+}
+
+// A trace is a regular file of bounded size: anything else is refused before it
+// is read (a FIFO would block, /dev/zero never end, a huge file take all memory).
+TEST(Cli, TraceMustBeARegularFileOfBoundedSize) {
+    const std::string dir = tempDir();
+    ASSERT_EQ(mkfifo((dir + "/fifo").c_str(), 0600), 0);
+    Outcome fifo = run({MEMTOOL_BIN, "report", dir + "/fifo"});
+    EXPECT_EQ(fifo.exitCode, 2);
+    EXPECT_EQ(fifo.err,
+              "memtool: cannot open " + dir + "/fifo: it is a FIFO, not a regular file\n");
+    Outcome zero = run({MEMTOOL_BIN, "diff", "/dev/zero", "/dev/zero"});
+    EXPECT_EQ(zero.exitCode, 2);
+    EXPECT_EQ(zero.err,
+              "memtool: cannot open /dev/zero: it is a character device, not a regular file\n");
+    // Sparse: 300 GiB that take no disk.
+    const std::string huge = dir + "/huge.json";
+    { std::ofstream(huge) << ""; }
+    ASSERT_EQ(truncate(huge.c_str(), off_t{300} << 30), 0);
+    Outcome big = run({MEMTOOL_BIN, "check", huge, "--max-peak", "cpu=1"});
+    EXPECT_EQ(big.exitCode, 2);
+    EXPECT_EQ(big.err, "memtool: cannot open " + huge +
+                           ": it is larger than 256.00 MiB (322122547200 bytes); "
+                           "MEMTOOL_MAX_TRACE_BYTES raises the limit\n");
+    // The limit is the environment's to change.
+    const std::string t = traceWith(kCpu);
+    Outcome lowered = run({MEMTOOL_BIN, "report", t}, "", {"MEMTOOL_MAX_TRACE_BYTES=100"});
+    EXPECT_EQ(lowered.exitCode, 2);
+    EXPECT_EQ(lowered.err.rfind("memtool: cannot open " + t + ": it is larger than 100 B (", 0), 0u)
+        << lowered.err;
+    Outcome raised = run({MEMTOOL_BIN, "report", t}, "", {"MEMTOOL_MAX_TRACE_BYTES=1KiB"});
+    EXPECT_EQ(raised.exitCode, 0) << raised.err;
+    Outcome nonsense = run({MEMTOOL_BIN, "report", t}, "", {"MEMTOOL_MAX_TRACE_BYTES=lots"});
+    EXPECT_EQ(nonsense.exitCode, 2);
+    EXPECT_EQ(nonsense.err, "memtool: MEMTOOL_MAX_TRACE_BYTES='lots' is not a size (e.g. 2GiB)\n");
+}
+
+// JSON nested a million deep parses, but printing or copying it would overflow
+// the stack: such a file is no trace.
+TEST(Cli, DeeplyNestedJsonIsBadInput) {
+    const std::string deep = write(R"({"schema": "memtool.trace/1", "processes": )" +
+                                   std::string(1000000, '[') + std::string(1000000, ']') + "}");
+    Outcome o = run({MEMTOOL_BIN, "report", deep});
+    EXPECT_EQ(o.exitCode, 2);
+    EXPECT_EQ(o.err, "memtool: " + deep + ": not a memtool trace (nested deeper than 64 levels)\n");
+    // Within the limit, the malformed field is quoted briefly.
+    const std::string wrong = traceWith(
+        R"json({"peak_bytes": [[[[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]]]],
+        "current_bytes": 0, "allocated_bytes": 0, "freed_bytes": 0, "alloc_count": 0,
+        "free_count": 0})json");
+    Outcome quoted = run({MEMTOOL_BIN, "report", wrong});
+    EXPECT_EQ(quoted.exitCode, 2);
+    EXPECT_EQ(quoted.err, "memtool: " + wrong +
+                              ": malformed trace: \"peak_bytes\" is [[[[1,2,3,4,5,6,7,8,9,10,11,12,"
+                              "13,14,15,..., not a whole number >= 0\n");
+}
+
+// A trace names its source files, and may come from someone else: --lines reads
+// only regular files inside both its cwd and the directory report runs in, unless
+// --all-files (this printed /etc/passwd, and read /dev/zero until memory ran out).
+TEST(Cli, LineReportReadsOnlyTheProgramsOwnFiles) {
+    const std::string here = tempDir();
+    ASSERT_EQ(mkfifo((here + "/fifo.py").c_str(), 0600), 0);
+    auto row = [](const std::string& file) {
+        return R"json({"file": ")json" + file +
+               R"json(", "line": 1, "function": "f", "device": "cpu", "peak_bytes": 10,
+               "allocated_bytes": 10, "self_allocated_bytes": 10, "count": 1})json";
+    };
+    // A crafted cwd of "/" puts every file inside it.
+    std::string t = write(
+        R"json({"schema": "memtool.trace/1", "processes": [{"pid": 1, "command": ["x"],
+        "cwd": "/", "complete": true, "duration_s": 1.0, "devices": {"cpu": )json" +
+        std::string(kCpu) + R"json(}, "hotspots": [], "lines": [)json" + row("/etc/passwd") + "," +
+        row("/dev/zero") + "," + row(here + "/fifo.py") + "]}]}");
+    Outcome o = run({MEMTOOL_BIN, "report", t, "--lines"}, "", {}, nullptr, here);
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    const std::string header = "  Line          Peak     Allocated    Self alloc    Count  Code\n";
+    const std::string outside =
+        "        (source not read: outside the directory the trace was recorded in or the one "
+        "memtool runs in; --all-files reads it)\n";
+    const std::string numbers = "     1          10 B          10 B          10 B        1  \n";
+    EXPECT_EQ(o.out, "\n## f — /dev/zero [cpu] (pid 1)\n" + header + outside + numbers +
+                         "\n## f — /etc/passwd [cpu] (pid 1)\n" + header + outside + numbers +
+                         "\n## f — " + here + "/fifo.py [cpu] (pid 1)\n" + header +
+                         "        (source not read: it is a FIFO, not a regular file)\n" + numbers);
+    // --all-files reads any regular file; a device or FIFO still is none.
+    Outcome all = run({MEMTOOL_BIN, "report", t, "--lines", "--all-files"}, "", {}, nullptr, here);
+    ASSERT_EQ(all.exitCode, 0) << all.err;
+    EXPECT_NE(all.out.find("\n## f — /dev/zero [cpu] (pid 1)\n" + header +
+                           "        (source not read: it is a character device, not a regular "
+                           "file)\n" +
+                           numbers),
+              std::string::npos)
+        << all.out;
+    EXPECT_NE(all.out.find("\n## f — /etc/passwd [cpu] (pid 1)\n" + header +
+                           "     1          10 B          10 B          10 B        1  root:"),
+              std::string::npos)
+        << all.out;
+}
+
+// A stream from a broken or hostile process of the run: memtool run neither
+// hangs nor loses the trace.
+TEST(Cli, RunSymbolizesAroundAModuleThatIsAFifo) {
+    // libdw used to open the FIFO and wait for a writer for ever, signals blocked.
+    const std::string dir = tempDir();
+    Profiled p = profile({"/usr/bin/python3", script("fake_collector.py"), "fifo", dir});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.outcome.out, "sent\n");
+    EXPECT_TRUE(p.process().at("complete").get<bool>()) << p.process().dump();
+    EXPECT_EQ(p.process().at("command"), nlohmann::json({"hostile"}));
+    const auto& h = p.process().at("hotspots").at(0);
+    EXPECT_EQ(h.at("stack"), nlohmann::json({"?? (libfifo.so+0x100)"}));
+    EXPECT_EQ(h.at("allocated_bytes"), 100);
 }

@@ -33,7 +33,7 @@ TEST(CollectorLibrary, LoadsIntoARunningProcess) {
                      "print(lib.memtool_collector_api_version())",
                      COLLECTOR_LIB});
     EXPECT_EQ(o.exitCode, 0) << o.err;
-    EXPECT_EQ(o.out, "2\n");
+    EXPECT_EQ(o.out, "3\n");
     EXPECT_EQ(o.err, "");  // outside memtool run it stays silent and inactive
 }
 

@@ -49,28 +49,28 @@ TEST(Courtesy, CtlYieldsATrainingRunToDiskAndItGoesOnUnchanged) {
     int yieldCode = -1, yieldAgainCode = -1, restoreCode = -1, restoreAgainCode = -1,
         restoreFirstCode = -1;
     std::string yieldText, restoreText;
-    Outcome o = run(
-        {MEMTOOL_BIN, "run", "-q", "--pausable", "all", "-o", trace, "--", PYTHON_BIN,
-         script("courtesy_train.py"), "4", losses, flag},
-        "", controlEnv(), [&](pid_t, const std::string& first) {
-            std::istringstream words(first);
-            std::string ready;
-            pid_t target = 0;
-            words >> ready >> target >> params;
-            ASSERT_EQ(ready, "ready") << first;
-            const std::string pid = std::to_string(target);
-            restoreFirst = ctlJson(pid, {"restore"}, &restoreFirstCode);
-            rssBefore = rssOf(target);
-            Outcome y = ctl({pid, "yield", "--to", "disk"}, controlEnv());
-            yieldCode = y.exitCode;
-            yieldText = y.out + y.err;
-            rssYielded = rssOf(target);
-            yieldedAgain = ctlJson(pid, {"yield"}, &yieldAgainCode);
-            restored = ctlJson(pid, {"restore"}, &restoreCode);
-            rssRestored = rssOf(target);
-            restoredAgain = ctlJson(pid, {"restore"}, &restoreAgainCode);
-            std::ofstream(flag) << "go\n";  // the program was waiting for this at step 2
-        });
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "--pausable", "all", "-o", trace, "--", PYTHON_BIN,
+                     script("courtesy_train.py"), "4", losses, flag},
+                    "", controlEnv(), [&](pid_t, const std::string& first) {
+                        std::istringstream words(first);
+                        std::string ready;
+                        pid_t target = 0;
+                        words >> ready >> target >> params;
+                        ASSERT_EQ(ready, "ready") << first;
+                        const std::string pid = std::to_string(target);
+                        restoreFirst = ctlJson(pid, {"restore"}, &restoreFirstCode);
+                        rssBefore = rssOf(target);
+                        Outcome y = ctl({pid, "yield", "--to", "disk"}, controlEnv());
+                        yieldCode = y.exitCode;
+                        yieldText = y.out + y.err;
+                        rssYielded = rssOf(target);
+                        yieldedAgain = ctlJson(pid, {"yield"}, &yieldAgainCode);
+                        restored = ctlJson(pid, {"restore"}, &restoreCode);
+                        rssRestored = rssOf(target);
+                        restoredAgain = ctlJson(pid, {"restore"}, &restoreAgainCode);
+                        std::ofstream(flag)
+                            << "go\n";  // the program was waiting for this at step 2
+                    });
     ASSERT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out.substr(o.out.find(' ', 6)), " 100712448\ndone\n") << o.out;
     // Six 2048x2048 Linear layers with biases, float32.
@@ -78,20 +78,23 @@ TEST(Courtesy, CtlYieldsATrainingRunToDiskAndItGoesOnUnchanged) {
 
     // Restore before any yield, and yield twice, restore twice: said plainly.
     EXPECT_EQ(restoreFirstCode, 0);
-    EXPECT_EQ(restoreFirst.at("body").at("message"), "the program has not yielded; nothing to restore");
+    EXPECT_EQ(restoreFirst.at("body").at("message"),
+              "the program has not yielded; nothing to restore");
     EXPECT_EQ(yieldAgainCode, 0);
     EXPECT_FALSE(yieldedAgain.at("body").at("changed").get<bool>());
     EXPECT_EQ(yieldedAgain.at("body").at("message"),
               "the program has yielded already; nothing done (restore gives its memory back)");
     EXPECT_EQ(restoreAgainCode, 0);
-    EXPECT_EQ(restoredAgain.at("body").at("message"), "the program has not yielded; nothing to restore");
+    EXPECT_EQ(restoredAgain.at("body").at("message"),
+              "the program has not yielded; nothing to restore");
 
     // The yield: parameters, gradients and Adam's two moments at least; the
     // process's resident memory fell by no less than what memtool says it took.
     ASSERT_EQ(yieldCode, 0) << yieldText;
     EXPECT_EQ(yieldText.rfind("yield: ", 0), 0u) << yieldText;
     EXPECT_NE(yieldText.find("  cpu "), std::string::npos) << yieldText;
-    EXPECT_NE(yieldText.find("content backed up: CPU memory to disk"), std::string::npos) << yieldText;
+    EXPECT_NE(yieldText.find("content backed up: CPU memory to disk"), std::string::npos)
+        << yieldText;
     const std::string bytesText = yieldText.substr(yieldText.find('(') + 1);
     const uint64_t yieldedBytes = std::stoull(bytesText);
     EXPECT_GE(yieldedBytes, 4 * params);
@@ -187,7 +190,7 @@ TEST(Courtesy, WithoutPausableAllThereIsNothingToYield) {
                      script("courtesy_api.py")},
                     "", controlEnv());
     ASSERT_EQ(o.exitCode, 0) << o.err;
-    EXPECT_EQ(o.out.substr(0, o.out.find('\n') + 1), "yield True False 0 0 False\n");
+    EXPECT_EQ(o.out.substr(0, o.out.find('\n') + 1), "yield True False 0 0 True\n");
     EXPECT_NE(o.out.find("again nothing to yield: no region holds resident memory (under `memtool "
                          "run --pausable all` every allocation is in one)\n"),
               std::string::npos)
@@ -201,8 +204,8 @@ TEST(Courtesy, ACppProgramIsYieldedOnlyAtTheSafePointsItMarks) {
     for (const std::string mode : {"plain", "marks"}) {
         Outcome y, r;
         uint64_t rssBefore = 0, rssYielded = 0;
-        Outcome o = run({MEMTOOL_BIN, "run", "-q", "--pausable", "all", "-o",
-                         tempDir() + "/t.json", "--", COURTESY_USER_BIN, mode},
+        Outcome o = run({MEMTOOL_BIN, "run", "-q", "--pausable", "all", "-o", tempDir() + "/t.json",
+                         "--", COURTESY_USER_BIN, mode},
                         "", controlEnv(), [&](pid_t, const std::string& first) {
                             const std::string pid = first.substr(6);
                             rssBefore = rssOf(std::stoi(pid));

@@ -18,7 +18,7 @@ namespace memtool::e2e {
 
 Outcome run(const std::vector<std::string>& argv, const std::string& input,
             const std::vector<std::string>& extraEnv,
-            const std::function<void(pid_t, const std::string&)>& onStart) {
+            const std::function<void(pid_t, const std::string&)>& onStart, const std::string& cwd) {
     int in[2], out[2], err[2];
     if (pipe(in) || pipe(out) || pipe(err)) throw std::runtime_error("pipe");
     pid_t pid = fork();
@@ -28,6 +28,7 @@ Outcome run(const std::vector<std::string>& argv, const std::string& input,
         dup2(err[1], 2);
         for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) close(fd);
         for (const auto& e : extraEnv) putenv(strdup(e.c_str()));
+        if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
         std::vector<char*> args;
         for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
         args.push_back(nullptr);
@@ -92,14 +93,14 @@ nlohmann::json readJson(const std::string& path) {
 }
 
 Profiled profile(const std::vector<std::string>& argv, const std::vector<std::string>& flags,
-                 const std::vector<std::string>& extraEnv) {
+                 const std::string& cwd, const std::vector<std::string>& extraEnv) {
     std::string trace = tempDir() + "/trace.json";
     std::vector<std::string> cmd{MEMTOOL_BIN, "run", "-q", "-o", trace};
     cmd.insert(cmd.end(), flags.begin(), flags.end());
     cmd.push_back("--");
     cmd.insert(cmd.end(), argv.begin(), argv.end());
     Profiled p;
-    p.outcome = run(cmd, "", extraEnv);
+    p.outcome = run(cmd, "", extraEnv, nullptr, cwd);
     p.trace = readJson(trace);
     return p;
 }

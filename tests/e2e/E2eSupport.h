@@ -31,6 +31,10 @@ std::string configured(const char* envName, const char* compiledDefault);
 #define CUDA_REGION_USER_BIN E2E_PATH(CUDA_REGION_USER_BIN)  // empty without the CUDA parts
 #define FAKE_CUDA_DRIVER E2E_PATH(FAKE_CUDA_DRIVER)
 #define COURTESY_USER_BIN E2E_PATH(COURTESY_USER_BIN)  // empty without LibTorch
+#define CHROMIUM_BIN E2E_PATH(CHROMIUM_BIN)
+#define TMUX_BIN E2E_PATH(TMUX_BIN)
+#define HTML_PROBE E2E_PATH(HTML_PROBE)
+#define GOLDEN_DIR E2E_PATH(GOLDEN_DIR)
 #ifdef E2E_DEFAULT_LIBTORCH_SAMPLE_BIN
 #define LIBTORCH_SAMPLE_BIN E2E_PATH(LIBTORCH_SAMPLE_BIN)
 #endif
@@ -50,9 +54,11 @@ struct Outcome {
 // Runs argv with `input` on stdin; `extraEnv` entries are NAME=VALUE. `onStart`
 // (if given) gets the pid and the first line the program printed, before the rest
 // is read: tests use it to signal the program at a known point without sleeping.
+// `cwd`: the directory it runs in (empty: this one).
 Outcome run(const std::vector<std::string>& argv, const std::string& input = "",
             const std::vector<std::string>& extraEnv = {},
-            const std::function<void(pid_t, const std::string&)>& onStart = nullptr);
+            const std::function<void(pid_t, const std::string&)>& onStart = nullptr,
+            const std::string& cwd = "");
 
 // A fresh directory for one test's files.
 std::string tempDir();
@@ -65,8 +71,10 @@ struct Profiled {
     nlohmann::json trace;
     const nlohmann::json& process() const { return trace.at("processes").at(0); }
 };
+// `cwd`: the directory memtool runs in (empty: this one); `extraEnv`: NAME=VALUE
+// entries added to its environment.
 Profiled profile(const std::vector<std::string>& argv, const std::vector<std::string>& flags = {},
-                 const std::vector<std::string>& extraEnv = {});
+                 const std::string& cwd = "", const std::vector<std::string>& extraEnv = {});
 
 std::string script(const std::string& name);  // path of tests/e2e/scripts/<name>
 

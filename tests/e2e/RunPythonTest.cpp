@@ -1,8 +1,11 @@
 // Real Python + torch (Debian's /usr/bin/python3) under the real `memtool run`.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <fstream>
 
 #include "tests/e2e/E2eSupport.h"
 
@@ -51,6 +54,25 @@ TEST(RunPython, TheTraceHasTheCpuTimeOfTheTargetAndOfTheCli) {
     ASSERT_TRUE(p.process().at("cpu_s").is_number());
     EXPECT_GT(p.trace.at("cli_cpu_s").get<double>(), 0);  // it read a stream
     EXPECT_GT(p.process().at("cpu_s").get<double>(), 0);  // it imported torch
+}
+
+TEST(RunPython, TheTimelinePeaksAtThePeak) {
+    Profiled p = profile({PYTHON_BIN, script("storages.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    const auto& cpu = p.process().at("devices").at("cpu");
+    const auto& points = p.process().at("timeline").at("cpu").at("points");
+    ASSERT_GE(points.size(), 2u);
+    // The first event (a) and the last (the interpreter's final free) are always kept;
+    // b may share a bucket with its neighbours and be left out.
+    EXPECT_EQ(points.front().at(1), 3000000);
+    EXPECT_EQ(points.back().at(1), 0);
+    nlohmann::json peak = points.front();
+    for (const auto& point : points) {
+        if (point.at(1) > peak.at(1)) peak = point;
+        EXPECT_GE(point.at(0).get<double>(), 0.0);
+    }
+    EXPECT_EQ(peak.at(1), cpu.at("peak_bytes"));
+    EXPECT_EQ(peak.at(0).get<double>(), cpu.at("peak_time_s").get<double>());
 }
 
 TEST(RunPython, NativeFramesSitInsideThePythonOnes) {
@@ -155,7 +177,7 @@ TEST(RunPython, AThreadStartedBeforeImportingTorchHasItsFrames) {
 TEST(RunPython, AFrameLayoutThatFailsTheSelfCheckFallsBackToAProfileFunction) {
     Profiled read = profile({PYTHON_BIN, script("lines.py")});
     Profiled fallback =
-        profile({PYTHON_BIN, script("lines.py")}, {}, {"MEMTOOL_TEST_PYTHON_LAYOUT=broken"});
+        profile({PYTHON_BIN, script("lines.py")}, {}, "", {"MEMTOOL_TEST_PYTHON_LAYOUT=broken"});
     ASSERT_EQ(fallback.outcome.exitCode, 0) << fallback.outcome.err;
     EXPECT_EQ(read.process().at("warnings"), nlohmann::json::array());
     const auto& warnings = fallback.process().at("warnings");
@@ -337,4 +359,36 @@ TEST(RunPython, AnUnknownFrameLayoutIsProfiledTheOldWayAndSaidSo) {
     };
     EXPECT_EQ(scriptRows(old.process()).size(), 5u) << old.process().at("lines").dump(1);
     EXPECT_EQ(scriptRows(old.process()), scriptRows(read.process()));
+}
+
+// argv, the working directory and file names are bytes, and need not be UTF-8;
+// trace.json is JSON. Such bytes become U+FFFD: the trace is written and the
+// program's exit code returned (this used to be "internal error", 125, no trace).
+TEST(RunPython, BytesThatAreNotUtf8CostNoTrace) {
+    const std::string base = tempDir();
+    const std::string dir = base + "/dir\xff";
+    ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+    const std::string program = dir + "/bad\xfe.py";
+    std::ofstream(program) << "import sys, torch\n"
+                              "x = torch.empty(1000, dtype=torch.uint8)\n"
+                              "sys.exit(3)\n";
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, program, "\xfd"}, "",
+                    {}, nullptr, dir);
+    EXPECT_EQ(o.exitCode, 3);
+    EXPECT_EQ(o.err, "");
+    const nlohmann::json p = readJson(trace).at("processes").at(0);
+    const std::string r = "\xef\xbf\xbd";  // U+FFFD, in UTF-8
+    EXPECT_EQ(p.at("command"),
+              nlohmann::json({PYTHON_BIN, base + "/dir" + r + "/bad" + r + ".py", r}));
+    EXPECT_EQ(p.at("cwd"), base + "/dir" + r);
+    EXPECT_EQ(p.at("exit_code"), 3);
+    EXPECT_EQ(p.at("devices").at("cpu").at("allocated_bytes"), 1000);
+    // The script's frame, by function and line. Its file name cannot be told yet:
+    // the collector gets no UTF-8 for it from CPython and sends it empty.
+    int scriptFrames = 0;
+    for (const auto& f : p.at("frames"))
+        scriptFrames +=
+            f.at("kind") == "python" && f.at("function") == "<module>" && f.at("line") == 2;
+    EXPECT_EQ(scriptFrames, 1) << p.at("frames").dump();
 }

@@ -121,6 +121,86 @@ TEST(TraceJson, ATraceWithoutFramesIsReadFromItsText) {
     EXPECT_EQ(core::formatFrame(p.frames[6]), "?? (?+0x10)");
 }
 
+TEST(TraceJson, TimelineAndOomEventsRoundTrip) {
+    core::Trace t = traceWithFrames();
+    core::TimelineSeries series;
+    series.bucketS = 2048e-9;
+    series.points = {{0.25, 100}, {0.5, 3000000}, {0.75, 0}};
+    t.processes[0].timeline["cuda:0.active"] = series;
+    core::OomEvent oom;
+    oom.timeS = 0.6;
+    oom.device = "cuda:0";
+    oom.requestedBytes = 1u << 30;
+    oom.source = "torch";
+    oom.site = "grow (/w/oom.py:16)";
+    oom.stack = {"grow (/w/oom.py:16)", "<module> (/w/oom.py:20)"};
+    oom.file = "/w/oom.py";
+    oom.line = 16;
+    oom.function = "grow";
+    oom.heldOn = "cuda:0.active";
+    oom.liveBytes = 3000;
+    oom.deviceFreeBytes = 512;
+    oom.deviceTotalBytes = 4096;
+    oom.bySite = {{"grow (/w/oom.py:16)", 2000}, {"(1 other site)", 1000}};
+    oom.byLine = {{"/w/oom.py", 16, "grow", 3000}};
+    t.processes[0].oom.push_back(oom);
+    t.processes[0].oomCount = 3;
+    json j = reporters::traceToJson(t);
+    const json& p = j.at("processes").at(0);
+    EXPECT_EQ(p.at("timeline"), json::parse(R"json({"cuda:0.active": {"bucket_s": 2.048e-06,
+        "points": [[0.25, 100], [0.5, 3000000], [0.75, 0]]}})json"));
+    EXPECT_EQ(p.at("oom"), json::parse(R"json([{"time_s": 0.6, "device": "cuda:0",
+        "requested_bytes": 1073741824, "source": "torch", "site": "grow (/w/oom.py:16)",
+        "stack": ["grow (/w/oom.py:16)", "<module> (/w/oom.py:20)"], "file": "/w/oom.py",
+        "line": 16, "function": "grow", "held_on": "cuda:0.active", "live_bytes": 3000,
+        "device_free_bytes": 512, "device_total_bytes": 4096,
+        "by_site": [{"site": "grow (/w/oom.py:16)", "bytes": 2000},
+                    {"site": "(1 other site)", "bytes": 1000}],
+        "by_line": [{"file": "/w/oom.py", "line": 16, "function": "grow", "bytes": 3000}]}])json"));
+    EXPECT_EQ(p.at("oom_count"), 3);
+    const core::ProcessTrace back = reporters::traceFromJson(j, "t.json").processes.at(0);
+    ASSERT_EQ(back.timeline.size(), 1u);
+    const core::TimelineSeries& s = back.timeline.at("cuda:0.active");
+    EXPECT_EQ(s.bucketS, 2048e-9);
+    ASSERT_EQ(s.points.size(), 3u);
+    EXPECT_EQ(s.points[1].timeS, 0.5);
+    EXPECT_EQ(s.points[1].bytes, 3000000u);
+    ASSERT_EQ(back.oom.size(), 1u);
+    EXPECT_EQ(back.oomCount, 3u);
+    EXPECT_EQ(reporters::traceToJson(reporters::traceFromJson(j, "t.json")), j);
+    // A trace from before the capture of stacks: three fields, still read.
+    json old = j;
+    old["processes"][0]["oom"] = json::parse(R"json([{"time_s": 0.6, "device": "cuda:0",
+        "requested_bytes": 1073741824}])json");
+    old["processes"][0].erase("oom_count");
+    const core::ProcessTrace oldBack = reporters::traceFromJson(old, "t.json").processes.at(0);
+    ASSERT_EQ(oldBack.oom.size(), 1u);
+    EXPECT_EQ(oldBack.oom[0].device, "cuda:0");
+    EXPECT_EQ(oldBack.oom[0].requestedBytes, 1u << 30);
+    EXPECT_EQ(oldBack.oom[0].liveBytes, 0u);
+    EXPECT_EQ(oldBack.oomCount, 1u);
+    // A trace from before the timeline has none, and no OOM events.
+    EXPECT_TRUE(read(process(json::array())).processes.at(0).timeline.empty());
+    EXPECT_TRUE(read(process(json::array())).processes.at(0).oom.empty());
+}
+
+TEST(TraceJson, OldFrameTextOfAnyLengthIsReadWithoutRecursion) {
+    // std::regex recursed per character: a frame text of a few hundred kilobytes
+    // overflowed the stack (SIGSEGV).
+    const std::string file = "/src/" + std::string(300000, 'a') + ".py";
+    core::Trace t = read(process({hotspot("f (" + file + ":12)", {"f (" + file + ":12)"}),
+                                  hotspot("g (m.so:99999999999999999999)", json::array()),
+                                  hotspot("?? (m.so+0x10000000000000000)", json::array()),
+                                  hotspot("?? (m.so+0xfA)", json::array())}));
+    const core::ProcessTrace& p = t.processes.at(0);
+    ASSERT_EQ(p.frames.size(), 4u);
+    EXPECT_EQ(p.frames[0], pythonFrame("f", file, 12, true));
+    // Numbers past 64 bits, or not in the form memtool wrote, are part of the name.
+    EXPECT_EQ(p.frames[1], nativeFrame("g", "m.so:99999999999999999999"));
+    EXPECT_EQ(p.frames[2], nativeFrame("", "m.so+0x10000000000000000"));
+    EXPECT_EQ(p.frames[3], nativeFrame("", "m.so+0xfA"));
+}
+
 TEST(TraceJson, MalformedFieldsAreBadInput) {
     json good = process({hotspot("f (/a.py:1)", {"f (/a.py:1)"})});
     good["hotspots"][0]["frames"] = {0};
@@ -150,6 +230,21 @@ TEST(TraceJson, MalformedFieldsAreBadInput) {
          "t.json: malformed trace: unknown frame kind 'java'"},
         {"exit code out of range", [](json& p) { p["exit_code"] = 1e12; },
          "t.json: malformed trace: \"exit_code\" is 1000000000000.0, not an integer or null"},
+        {"timeline point not a pair",
+         [](json& p) {
+             p["timeline"] = {{"cpu", {{"bucket_s", 1e-6}, {"points", {{0.5, 1, 2}}}}}};
+         },
+         "t.json: malformed trace: a timeline point is [0.5,1,2], not [time_s, bytes]"},
+        {"timeline going back in time",
+         [](json& p) {
+             p["timeline"] = {{"cpu", {{"bucket_s", 1e-6}, {"points", {{0.5, 1}, {0.25, 2}}}}}};
+         },
+         "t.json: malformed trace: timeline points go back in time"},
+        {"negative timeline bytes",
+         [](json& p) {
+             p["timeline"] = {{"cpu", {{"bucket_s", 1e-6}, {"points", {{0.5, -1}}}}}};
+         },
+         "t.json: malformed trace: a timeline point's bytes is -1, not a whole number >= 0"},
     };
     for (const Case& c : cases) {
         json p = good;

@@ -1,0 +1,33 @@
+#pragma once
+// `memtool ctl PID tensors [--device D] [--wait S]`: the tensors Python can reach,
+// named (python/memtool/_live.py), listed on the program's main thread at a safe
+// point (SafePoint::run), never in a hook, a signal handler or under an allocator
+// lock. The answer is the Python function's JSON text, sent up the stream as the
+// request's reply whatever its size; `memtool run` adds what Python cannot see
+// before `memtool ctl` prints it.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace memtool::collectors {
+class Engine;
+}
+
+namespace memtool::collectors::control {
+
+class SafePoint;
+
+class LiveTensors {
+public:
+    constexpr explicit LiveTensors(SafePoint& safePoint) : safePoint_(safePoint) {}
+    LiveTensors(const LiveTensors&) = delete;
+    LiveTensors& operator=(const LiveTensors&) = delete;
+
+    // Answers request `id` itself (a reply of any size through `engine`).
+    void command(size_t argc, const char* const* argv, Engine& engine, uint64_t id);
+
+private:
+    SafePoint& safePoint_;
+};
+
+}  // namespace memtool::collectors::control

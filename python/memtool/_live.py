@@ -1,0 +1,154 @@
+"""The tensors Python can reach, named as pytorch_memlab's MemReporter names them.
+
+Runs on the main thread with the GIL held: from `memtool ctl PID tensors` (the
+collector calls visible_tensors_json() from the interpreter's pending-call
+mechanism, between two bytecodes) and from memtool.report_tensors(). The caller
+(memtool run) adds what Python cannot see: the storages the allocator holds that
+no tensor here owns, with their allocation sites.
+
+Names, without being told the model:
+  - every live nn.Module that is no other module's child is walked: parameters,
+    buffers, and `.grad` as `name.grad`; a module bound to a variable of
+    `__main__` takes that name as prefix, any other its class name;
+  - optimizer state as `Opt.param.state` (e.g. `Adam.model.0.weight.exp_avg`);
+  - a tensor bound to a variable of `__main__` takes its name (memlab says
+    `TensorN` there), and its gradient `name.grad`;
+  - every other tensor is `Tensor0`, `Tensor1`, ... in the garbage collector's order.
+`model=` names one module's tensors only, without prefix, as memlab does.
+"""
+import gc
+import json
+import sys
+import warnings
+
+
+def _storage(t):
+    """(address, bytes) of a tensor's storage; None when it has none (sparse, meta)."""
+    try:
+        s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+        return s.data_ptr(), s.nbytes()
+    except Exception:  # sparse and other storage-less layouts
+        return None
+
+
+def _main_names():
+    """id(object) -> the first name `__main__` binds it to."""
+    names = {}
+    main = sys.modules.get("__main__")
+    for name, value in (vars(main).items() if main is not None else ()):
+        if not name.startswith("__"):
+            names.setdefault(id(value), name)
+    return names
+
+
+def _named(torch, model):
+    """[(name, tensor)] in naming order; one tensor may have several names."""
+    out = []
+    if model is not None:
+        roots = [("", model)]
+    else:
+        modules = [o for o in gc.get_objects() if isinstance(o, torch.nn.Module)]
+        children = set()
+        for m in modules:
+            for c in m.children():
+                children.add(id(c))
+        bound = _main_names()
+        roots = [(bound.get(id(m), type(m).__name__), m) for m in modules if id(m) not in children]
+        # Bound modules first, in the order __main__ binds them; then the rest as gc found them.
+        order = {k: i for i, k in enumerate(bound)}
+        roots.sort(key=lambda r: order.get(id(r[1]), len(order)))
+    seen_modules = set()
+    for prefix, root in roots:
+        for mod_name, m in root.named_modules(prefix=prefix):
+            if id(m) in seen_modules:
+                continue
+            seen_modules.add(id(m))
+            for kind in ("_parameters", "_buffers"):
+                for name, t in getattr(m, kind, {}).items():
+                    if t is None:
+                        continue
+                    full = f"{mod_name}.{name}" if mod_name else name
+                    out.append((full, t))
+                    if kind == "_parameters" and t.grad is not None:
+                        out.append((full + ".grad", t.grad))
+    first_name = {}
+    for name, t in out:
+        first_name.setdefault(id(t), name)
+    for opt in (o for o in gc.get_objects() if isinstance(o, torch.optim.Optimizer)):
+        i = 0
+        for group in opt.param_groups:
+            for p in group["params"]:
+                pname = first_name.get(id(p), f"param{i}")
+                i += 1
+                if model is not None and id(p) not in first_name:
+                    continue  # another model's parameter
+                for key, value in opt.state.get(p, {}).items():
+                    if isinstance(value, torch.Tensor):
+                        out.append((f"{type(opt).__name__}.{pname}.{key}", value))
+    named_ids = {id(t) for _, t in out}
+    if model is None:
+        main = sys.modules.get("__main__")
+        for name, value in (list(vars(main).items()) if main is not None else ()):
+            if name.startswith("__") or not isinstance(value, torch.Tensor) or id(value) in named_ids:
+                continue
+            out.append((name, value))
+            named_ids.add(id(value))
+            grad = value.grad if value.requires_grad else None
+            if grad is not None and id(grad) not in named_ids:
+                out.append((name + ".grad", grad))
+                named_ids.add(id(grad))
+        n = 0
+        for o in gc.get_objects():
+            if isinstance(o, torch.Tensor) and id(o) not in named_ids:
+                out.append((f"Tensor{n}", o))
+                named_ids.add(id(o))
+                n += 1
+    return out
+
+
+def visible_tensors(model=None, device=None):
+    """Python-visible tensors: a list of dicts (name, device, shape, dtype, storage
+    address, storage bytes, bytes counted here, owner when the storage is another's)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    with warnings.catch_warnings():  # isinstance() on every object wakes deprecation warnings
+        warnings.simplefilter("ignore")
+        named = _named(torch, model)
+    rows, owners = [], {}
+    for name, t in named:
+        where = str(t.device)
+        if device is not None and where != device:
+            continue
+        storage = _storage(t)
+        if storage is None:
+            continue
+        address, nbytes = storage
+        owner = owners.get((where, address)) if address else None
+        if address and owner is None:
+            owners[(where, address)] = name
+        rows.append({"name": name, "device": where, "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
+                     "address": address, "storage_bytes": nbytes, "bytes": 0 if owner else nbytes,
+                     "owner": owner})
+    return rows
+
+
+def visible_tensors_json(device=None):
+    """What the collector calls for `memtool ctl PID tensors`: compact JSON text."""
+    return json.dumps({"tensors": visible_tensors(device=device or None)}, separators=(",", ":"))
+
+
+def format_visible(rows):
+    """The Python-visible part alone, as text (outside `memtool run`, where what
+    Python cannot see is unknown)."""
+    lines = []
+    for device in sorted({r["device"] for r in rows}):
+        lines.append(f"Storage on {device}")
+        total = 0
+        for r in (r for r in rows if r["device"] == device):
+            name = f"{r['name']}(->{r['owner']})" if r["owner"] else r["name"]
+            shape = "(" + ", ".join(str(n) for n in r["shape"]) + ")"
+            lines.append(f"  {name:<50} {shape:>20} {r['bytes']:>14,} B")
+            total += r["bytes"]
+        lines.append(f"  Python-visible: {total:,} B (what Python cannot see needs `memtool run`)")
+    return "\n".join(lines) + "\n" if lines else "No tensors.\n"

@@ -1,0 +1,18 @@
+#pragma once
+// `memtool report --format collapsed`: folded stacks, one line per stack,
+// outermost frame first, `frame;frame;frame bytes`, the format flamegraph.pl,
+// inferno and speedscope read. Each stack starts with its device (`cpu`,
+// `cuda:0`); stacks of a process other than the launched one start with `pid N`.
+
+#include <ostream>
+
+#include "core/TraceModel.h"
+#include "reporters/Metric.h"
+
+namespace memtool::reporters {
+
+// Under `metric`, the lines of each device add up to the device's figure:
+// peak_bytes, allocated_bytes or, for leaked, current_bytes.
+void renderCollapsed(const core::Trace& trace, Metric metric, std::ostream& out);
+
+}  // namespace memtool::reporters

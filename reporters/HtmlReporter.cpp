@@ -1,0 +1,408 @@
+#include "reporters/HtmlReporter.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/FrameClassifier.h"
+#include "core/Units.h"
+#include "reporters/Check.h"
+#include "reporters/HtmlAssets.h"
+#include "reporters/Markup.h"
+#include "reporters/StackTree.h"
+#include "reporters/TimelineMarks.h"
+
+namespace memtool::reporters {
+
+namespace {
+
+using nlohmann::json;
+
+// Text from the trace (commands, paths, function names, source code) is input.
+std::string esc(const std::string& text) { return escapeMarkup(text); }
+
+std::string joinCommand(const std::vector<std::string>& cmd) {
+    std::string s;
+    for (const auto& a : cmd) s += (s.empty() ? "" : " ") + a;
+    return s;
+}
+
+// A table cell sorted by its number, shown as bytes.
+std::string bytesCell(uint64_t bytes) {
+    return fmt::format("<td class=\"num\" data-v=\"{}\">{}</td>", bytes, core::formatBytes(bytes));
+}
+
+std::string countCell(uint64_t n) {
+    return fmt::format("<td class=\"num\" data-v=\"{0}\">{0}</td>", n);
+}
+
+// Column headers; "num" columns sort as numbers, the others as text.
+std::string headerRow(const std::vector<std::pair<std::string, bool>>& columns) {
+    std::string row = "<tr>";
+    for (const auto& [name, numeric] : columns)
+        row += fmt::format("<th{}>{}</th>", numeric ? " class=\"num\"" : "", esc(name));
+    return row + "</tr>";
+}
+
+// ---- the charts' data ------------------------------------------------------------
+
+// Frames the flame graphs name, once each: [label, text, kind]; kind: "py" the
+// user's Python, "pylib" library Python, "c" the user's native code, "clib"
+// library native code, "none" no stack.
+class FrameNames {
+public:
+    size_t id(const StackNode& n) {
+        auto [it, fresh] = ids_.try_emplace(n.text, names_.size());
+        if (fresh) names_.push_back(json::array({n.label, n.text, kind(n.frame)}));
+        return it->second;
+    }
+    json release() && { return std::move(names_); }
+
+private:
+    static const char* kind(const core::Frame* f) {
+        if (!f) return "none";
+        if (f->isPython()) return f->user ? "py" : "pylib";
+        return f->user ? "c" : "clib";
+    }
+    std::map<std::string, size_t> ids_;
+    json names_ = json::array();
+};
+
+// [name id, bytes, [children...]]; the root's name id is -1.
+json treeToJson(const StackNode& n, FrameNames& names, bool root) {
+    json children = json::array();
+    for (const StackNode& c : n.children) children.push_back(treeToJson(c, names, false));
+    return json::array({root ? -1 : static_cast<int64_t>(names.id(n)), n.bytes, children});
+}
+
+json peakToJson(const core::PoolTotals& d) {
+    return {
+        {"bytes", d.peakBytes}, {"time_s", d.peakTimeS}, {"text", core::formatBytes(d.peakBytes)}};
+}
+
+json processData(const core::ProcessTrace& p) {
+    json devices = json::object();
+    for (const auto& [name, d] : p.devices) {
+        devices[name] = peakToJson(d);
+        for (const auto& [pool, totals] : d.pools) devices[name + "." + pool] = peakToJson(totals);
+    }
+    json timeline = json::object();
+    for (const auto& [name, series] : p.timeline) {
+        json points = json::array();
+        for (const auto& point : series.points)
+            points.push_back(json::array({point.timeS, point.bytes}));
+        timeline[name] = std::move(points);
+    }
+    json marks = json::array();
+    for (const TimelineMark& m : timelineMarks(p))
+        marks.push_back({{"time_s", m.timeS},
+                         {"kind", m.kind},
+                         {"device", m.device},
+                         {"label", m.label},
+                         {"failed", m.failed}});
+    FrameNames names;
+    json flames = json::object();
+    for (const auto& [name, d] : p.devices)
+        for (Metric metric : {Metric::Peak, Metric::Allocated})
+            flames[name][metricName(metric)] = treeToJson(stackTree(p, name, metric), names, true);
+    return {{"devices", devices},
+            {"timeline", timeline},
+            {"marks", marks},
+            {"flames", flames},
+            {"names", std::move(names).release()}};
+}
+
+// JSON inside a <script> element: "</script>" would end it early and "<!--" change
+// how the browser reads it, so no '<' is left as it is (JSON reads \u003c the same).
+std::string scriptSafe(const std::string& text) {
+    std::string out;
+    out.reserve(text.size());
+    for (char c : text) {
+        if (c == '<')
+            out += "\\u003c";
+        else
+            out += c;
+    }
+    return out;
+}
+
+// ---- the page, section by section ----------------------------------------------
+
+std::string exitText(const core::ProcessTrace& p) {
+    if (p.exitCode) return fmt::format("exit code {}", *p.exitCode);
+    if (p.exitSignal) return fmt::format("killed by signal {}", *p.exitSignal);
+    return "exit status unknown";
+}
+
+void header(const core::ProcessTrace& p, size_t index, std::ostream& out) {
+    const std::string command = joinCommand(p.command);
+    if (index == 0)
+        out << "<h1>" << esc(command) << "</h1>\n";
+    else
+        out << fmt::format("<h1 class=\"child\">Child process {}: {}</h1>\n", p.pid, esc(command));
+    out << "<p class=\"facts\">"
+        << esc(fmt::format("pid {} · {} · {:.3f} s", p.pid, exitText(p), p.durationS)) << " · "
+        << (p.complete
+                ? "<span class=\"ok\">trace complete</span>"
+                : "<span class=\"bad\">trace INCOMPLETE: " + esc(p.incompleteReason) + "</span>")
+        << "</p>\n";
+    for (const auto& w : p.warnings) out << "<p class=\"warning\">Warning: " << esc(w) << "</p>\n";
+}
+
+void deviceTable(const core::ProcessTrace& p, std::ostream& out) {
+    out << "<h2>Devices</h2>\n<table class=\"devices\">\n<thead>"
+        << headerRow({{"Device", false},
+                      {"Peak", true},
+                      {"At", true},
+                      {"Leaked", true},
+                      {"Allocated", true},
+                      {"Freed", true},
+                      {"Allocs", true},
+                      {"Frees", true}})
+        << "</thead>\n<tbody>\n";
+    auto row = [&](const std::string& name, const std::string& cls, const core::PoolTotals& d) {
+        out << fmt::format(
+            "<tr class=\"{}\"><td>{}</td>{}<td class=\"num\">{:.3f} s</td>{}{}{}{}{}</tr>\n", cls,
+            esc(name), bytesCell(d.peakBytes), d.peakTimeS, bytesCell(d.currentBytes),
+            bytesCell(d.allocatedBytes), bytesCell(d.freedBytes), countCell(d.allocCount),
+            countCell(d.freeCount));
+    };
+    for (const auto& [name, d] : p.devices) {
+        row(d.source.empty() || name == "cpu" ? name : name + " (" + d.source + ")", "device", d);
+        for (const auto& [pool, totals] : d.pools) row(pool, "pool", totals);
+    }
+    out << "</tbody></table>\n";
+}
+
+void timelineSection(const core::ProcessTrace& p, size_t index, std::ostream& out) {
+    out << "<h2>Timeline</h2>\n";
+    if (p.timeline.empty()) {
+        out << "<p class=\"none\">This trace has no timeline (it was written by an older "
+               "memtool).</p>\n";
+        return;
+    }
+    out << "<p class=\"hint\">Live bytes over time, seconds since the process's collector "
+           "connected. "
+           "Hover for the figures at a moment.</p>\n";
+    for (const auto& [name, d] : p.devices)
+        if (p.timeline.count(name))
+            out << fmt::format(
+                "<figure class=\"timeline\" data-process=\"{}\" data-device=\"{}\">"
+                "<figcaption>{}</figcaption></figure>\n",
+                index, esc(name), esc(name));
+}
+
+void flameSection(const core::ProcessTrace& p, size_t index, std::ostream& out) {
+    out << "<h2>Flame graphs</h2>\n<p class=\"hint\">Outermost frame at the top. Click a frame "
+           "to zoom in, the top row to zoom out; hover for its bytes.</p>\n";
+    for (const auto& [name, d] : p.devices) {
+        out << fmt::format(
+            "<figure class=\"flame\" data-process=\"{0}\" data-device=\"{1}\" data-metric=\"peak\">"
+            "<figcaption>{1}: held at the peak ({2})</figcaption></figure>\n"
+            "<figure class=\"flame\" data-process=\"{0}\" data-device=\"{1}\" "
+            "data-metric=\"allocated\"><figcaption>{1}: allocated over the run ({3})</figcaption>"
+            "</figure>\n",
+            index, esc(name), core::formatBytes(d.peakBytes), core::formatBytes(d.allocatedBytes));
+    }
+}
+
+// A hotspot's stack as the table shows it: its site, then every frame in a
+// <details> that opens on click.
+std::string stackCell(const core::ProcessTrace& p, const core::Hotspot& h) {
+    const core::Frame* site = siteFrame(p, h);
+    const std::string siteText = esc(site ? shortFrame(*site) : core::kNoStackSite);
+    std::string cell = fmt::format("<td class=\"site\" data-v=\"{}\">", siteText);
+    if (h.frames.empty()) return cell + siteText + "</td>";
+    cell += "<details><summary>" + siteText + "</summary><ol>";
+    for (uint32_t id : h.frames) {
+        const core::Frame& f = p.frames.at(id);
+        cell += fmt::format("<li{}>{}</li>", &f == site ? " class=\"at\"" : "",
+                            esc(core::formatFrame(f)));
+    }
+    return cell + "</ol></details></td>";
+}
+
+void hotspotTables(const core::ProcessTrace& p, const HtmlOptions& options, std::ostream& out) {
+    out << "<h2>Hotspots</h2>\n<p class=\"hint\">Per call stack: what it held at the device's "
+           "peak, allocated over the run, and still held at the end. Click a heading to sort, a "
+           "site for its stack.</p>\n";
+    for (const auto& [name, d] : p.devices) {
+        const ReportOptions deviceOptions = optionsFor(p, name, options.hotspots);
+        const auto rows = selectHotspots(p, name, deviceOptions);
+        if (rows.empty()) continue;
+        const bool pools = !d.pools.empty();
+        out << fmt::format("<h3>{} <span class=\"sub\">top {} by {}</span></h3>\n", esc(name),
+                           rows.size(), sortKeyName(deviceOptions.sort));
+        std::vector<std::pair<std::string, bool>> columns{{"#", true},     {"Site", false},
+                                                          {"Peak", true},  {"Allocated", true},
+                                                          {"Count", true}, {"Leaked", true}};
+        if (pools) {
+            columns.push_back({"Active peak", true});
+            columns.push_back({"Reserved peak", true});
+        }
+        out << "<table class=\"hotspots sortable\" data-device=\"" << esc(name) << "\">\n<thead>"
+            << headerRow(columns) << "</thead>\n<tbody>\n";
+        size_t rank = 0;
+        for (const core::Hotspot* h : rows) {
+            out << "<tr>" << countCell(++rank) << stackCell(p, *h) << bytesCell(h->peakBytes)
+                << bytesCell(h->allocatedBytes) << countCell(h->count) << bytesCell(h->leakedBytes);
+            if (pools)
+                for (const char* pool : {core::kPoolActive, core::kPoolReserved}) {
+                    auto it = h->pools.find(pool);
+                    out << bytesCell(it == h->pools.end() ? 0 : it->second.peakBytes);
+                }
+            out << "</tr>\n";
+        }
+        out << "</tbody></table>\n";
+    }
+}
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The rows `memtool report --lines` shows, with their code, in file and line order.
+void lineTable(const core::ProcessTrace& p, const HtmlOptions& options, std::ostream& out) {
+    const LineReportOptions& filter = options.lines;
+    std::vector<const core::LineStat*> rows;
+    for (const core::LineStat& l : p.lines) {
+        if (!filter.file.empty() && !endsWith(l.file, filter.file)) continue;
+        if (filter.file.empty() && !filter.allFiles && core::isLibraryPythonFile(l.file)) continue;
+        if (!filter.function.empty() && l.function != filter.function) continue;
+        rows.push_back(&l);
+    }
+    if (rows.empty()) return;
+    out << "<h2>Lines</h2>\n<p class=\"hint\">Per source line: the most the device held while it "
+           "ran, and what was allocated while it was on the stack (inclusive) or as its innermost "
+           "line (self).</p>\n<table class=\"lines sortable\">\n<thead>"
+        << headerRow({{"Device", false},
+                      {"File", false},
+                      {"Line", true},
+                      {"Function", false},
+                      {"Peak", true},
+                      {"Allocated", true},
+                      {"Self", true},
+                      {"Count", true},
+                      {"Code", false}})
+        << "</thead>\n<tbody>\n";
+    std::map<std::string, std::vector<std::string>> sources;
+    for (const core::LineStat* l : rows) {
+        auto [it, fresh] = sources.try_emplace(l->file);
+        if (fresh && options.readSource) it->second = options.readSource(l->file, p.cwd);
+        const std::vector<std::string>& src = it->second;
+        const std::string code = l->line >= 1 && l->line <= src.size() ? src[l->line - 1] : "";
+        out << "<tr><td>" << esc(l->device) << "</td><td title=\"" << esc(l->file) << "\">"
+            << esc(l->file.substr(l->file.rfind('/') == std::string::npos ? 0
+                                                                          : l->file.rfind('/') + 1))
+            << "</td>" << countCell(l->line) << "<td>" << esc(l->function) << "</td>"
+            << bytesCell(l->peakBytes) << bytesCell(l->allocatedBytes)
+            << bytesCell(l->selfAllocatedBytes) << countCell(l->count) << "<td class=\"code\">"
+            << esc(code) << "</td></tr>\n";
+    }
+    out << "</tbody></table>\n";
+}
+
+void regionSections(const core::ProcessTrace& p, std::ostream& out) {
+    if (!p.regions.empty()) {
+        out << "<h2>Regions</h2>\n<table class=\"regions sortable\">\n<thead>"
+            << headerRow({{"Region", false},
+                          {"Device", false},
+                          {"Backup", false},
+                          {"Live", true},
+                          {"Paused", true}})
+            << "</thead>\n<tbody>\n";
+        for (const auto& r : p.regions)
+            out << "<tr><td>" << esc(r.tag) << "</td><td>" << esc(r.device) << "</td><td>"
+                << esc(r.backup) << "</td>" << bytesCell(r.bytes) << bytesCell(r.pausedBytes)
+                << "</tr>\n";
+        out << "</tbody></table>\n";
+    }
+    if (!p.control.empty()) {
+        out << "<h2>Memory control</h2>\n<table class=\"control sortable\">\n<thead>"
+            << headerRow({{"At", true},
+                          {"Action", false},
+                          {"By", false},
+                          {"Region", false},
+                          {"Device", false},
+                          {"Bytes", true},
+                          {"Backup", false},
+                          {"Took", true},
+                          {"Result", false}})
+            << "</thead>\n<tbody>\n";
+        for (const auto& e : p.control)
+            out << fmt::format(
+                "<tr><td class=\"num\" data-v=\"{0}\">{0:.3f} "
+                "s</td><td>{1}</td><td>{2}</td><td>{3}</td><td>{4}</td>{5}<td>{6}</td><td "
+                "class=\"num\" data-v=\"{7}\">{7:.3f} s</td><td class=\"{8}\">{9}</td></tr>\n",
+                e.timeS, esc(e.action), esc(e.origin), esc(e.tag), esc(e.device),
+                bytesCell(e.bytes), esc(e.backup), e.durationS, e.ok ? "ok" : "bad",
+                e.ok ? "ok" : "FAILED: " + esc(e.message));
+        out << "</tbody></table>\n";
+    }
+    if (!p.oom.empty()) {
+        out << "<h2>Out of memory</h2>\n<table class=\"oom sortable\">\n<thead>"
+            << headerRow({{"At", true}, {"Device", false}, {"Requested", true}})
+            << "</thead>\n<tbody>\n";
+        for (const auto& e : p.oom)
+            out << fmt::format(
+                "<tr><td class=\"num\" data-v=\"{0}\">{0:.3f} s</td><td>{1}</td>{2}</tr>\n",
+                e.timeS, esc(e.device), bytesCell(e.requestedBytes));
+        out << "</tbody></table>\n";
+    }
+}
+
+void processSection(const core::ProcessTrace& p, size_t index, const HtmlOptions& options,
+                    std::ostream& out) {
+    out << fmt::format("<section class=\"process\" id=\"process-{}\">\n", index);
+    header(p, index, out);
+    if (p.devices.empty()) {
+        out << "<p class=\"none\">No tracked allocations (the program loaded no allocator memtool "
+               "tracks).</p>\n</section>\n";
+        return;
+    }
+    deviceTable(p, out);
+    timelineSection(p, index, out);
+    flameSection(p, index, out);
+    hotspotTables(p, options, out);
+    lineTable(p, options, out);
+    regionSections(p, out);
+    out << "</section>\n";
+}
+
+}  // namespace
+
+void renderHtml(const core::Trace& trace, const HtmlOptions& options, std::ostream& out) {
+    json data = {{"processes", json::array()}};
+    for (const auto& p : trace.processes) data["processes"].push_back(processData(p));
+    const std::string title =
+        trace.processes.empty() ? "empty trace" : joinCommand(trace.processes[0].command);
+
+    out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        // Nothing leaves the page: no request of any kind is allowed.
+        << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+           "script-src 'unsafe-inline'; style-src 'unsafe-inline'\">\n"
+        << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+        << "<title>memtool: " << esc(title) << "</title>\n"
+        << "<style>\n"
+        << kHtmlStyle
+        << "</style>\n"
+        // First of all scripts: a script error or a refused fetch anywhere after this is
+        // written on the page's root element, where a test (or a reader) finds it.
+        << "<script>" << kHtmlErrorCatcher << "</script>\n"
+        << "</head>\n<body>\n<header class=\"top\"><span class=\"brand\">memtool</span> memory "
+           "report</header>\n<main>\n";
+    for (size_t i = 0; i < trace.processes.size(); ++i)
+        processSection(trace.processes[i], i, options, out);
+    if (trace.processes.empty()) out << "<p class=\"none\">The trace holds no process.</p>\n";
+    out << "</main>\n<footer>"
+        << esc(fmt::format("memtool {} · {} · {}", trace.memtoolVersion, trace.schema,
+                           options.source))
+        << "</footer>\n<div id=\"tip\" role=\"tooltip\"></div>\n"
+        << "<script type=\"application/json\" id=\"memtool-data\">" << scriptSafe(data.dump())
+        << "</script>\n<script>\n"
+        << kHtmlScript << "</script>\n</body>\n</html>\n";
+}
+
+}  // namespace memtool::reporters

@@ -1,0 +1,33 @@
+#pragma once
+// `memtool report --format html`: one self-contained page that works offline. The
+// reporter writes the tables as HTML and the charts' data as JSON; a small script
+// of our own (reporters/html/report.js, inlined with its style sheet) draws a
+// timeline per device with its peak and its control and OOM events, and a flame
+// graph (icicle) of the stacks holding memory at the peak and one of the bytes
+// allocated over the run, zoomable by click; it also sorts the tables and shows
+// tooltips. A Content-Security-Policy in the page forbids fetching anything.
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/TraceModel.h"
+#include "reporters/HotspotSelection.h"
+#include "reporters/LineReporter.h"
+
+namespace memtool::reporters {
+
+struct HtmlOptions {
+    ReportOptions hotspots;   // order and number of each device's hotspot rows
+    LineReportOptions lines;  // which line rows: as `--lines` chooses them
+    std::string source;       // where the trace came from, for the page's footer
+    // The code of a source file, line n at [n - 1], for the line table; empty when
+    // it cannot be read. `traceCwd` is the process's cwd as the trace has it.
+    std::function<std::vector<std::string>(const std::string& file, const std::string& traceCwd)>
+        readSource;
+};
+
+void renderHtml(const core::Trace& trace, const HtmlOptions& options, std::ostream& out);
+
+}  // namespace memtool::reporters

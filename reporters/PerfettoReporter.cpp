@@ -1,0 +1,93 @@
+#include "reporters/PerfettoReporter.h"
+
+#include "core/Units.h"
+#include "reporters/TimelineMarks.h"
+
+namespace memtool::reporters {
+
+namespace {
+
+using nlohmann::json;
+
+// The trace-event format counts time in microseconds.
+double micros(double seconds) { return seconds * 1e6; }
+
+std::string commandText(const core::ProcessTrace& p) {
+    std::string s;
+    for (const auto& a : p.command) s += (s.empty() ? "" : " ") + a;
+    return s.empty() ? "pid " + std::to_string(p.pid) : s;
+}
+
+// The series' points as counter events: a counter holds its value until the next
+// event, which is how the points read (the bytes right after each event). The
+// device held nothing before its first point.
+void counters(const core::ProcessTrace& p, json& events) {
+    for (const auto& [name, series] : p.timeline) {
+        if (series.points.empty()) continue;
+        // The binding by name: clang before 16 cannot capture a structured binding.
+        auto counter = [&, &name = name](double timeS, uint64_t bytes) {
+            events.push_back({{"ph", "C"},
+                              {"name", name},
+                              {"pid", p.pid},
+                              {"tid", p.pid},
+                              {"ts", micros(timeS)},
+                              {"args", {{"bytes", bytes}}}});
+        };
+        if (series.points.front().timeS > 0) counter(0, 0);
+        for (const auto& point : series.points) counter(point.timeS, point.bytes);
+    }
+}
+
+json instant(const core::ProcessTrace& p, const std::string& name, double timeS, json args) {
+    return {{"ph", "i"},
+            {"s", "p"},
+            {"name", name},
+            {"pid", p.pid},
+            {"tid", p.pid},
+            {"ts", micros(timeS)},
+            {"args", std::move(args)}};
+}
+
+void peaks(const core::ProcessTrace& p, json& events) {
+    auto peak = [&](const std::string& name, const core::PoolTotals& d) {
+        if (d.allocCount == 0) return;
+        events.push_back(instant(p, name + " peak " + core::formatBytes(d.peakBytes), d.peakTimeS,
+                                 {{"device", name}, {"bytes", d.peakBytes}}));
+    };
+    for (const auto& [name, d] : p.devices) {
+        peak(name, d);
+        for (const auto& [pool, totals] : d.pools) peak(name + "." + pool, totals);
+    }
+}
+
+void marks(const core::ProcessTrace& p, json& events) {
+    for (const TimelineMark& m : timelineMarks(p)) {
+        json args = {{"kind", m.kind}, {"device", m.device}};
+        if (m.kind == "oom") {
+            args["requested_bytes"] = m.bytes;
+        } else {
+            args["bytes"] = m.bytes;
+            args["ok"] = !m.failed;
+        }
+        events.push_back(instant(p, m.label, m.timeS, std::move(args)));
+    }
+}
+
+}  // namespace
+
+json renderPerfetto(const core::Trace& trace) {
+    json events = json::array();
+    for (const core::ProcessTrace& p : trace.processes) {
+        events.push_back({{"ph", "M"},
+                          {"name", "process_name"},
+                          {"pid", p.pid},
+                          {"tid", p.pid},
+                          {"args", {{"name", commandText(p)}}}});
+        counters(p, events);
+        peaks(p, events);
+        marks(p, events);
+    }
+    return {{"displayTimeUnit", "ms"}, {"traceEvents", std::move(events)}};
+}
+
+}  // namespace memtool::reporters

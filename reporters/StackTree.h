@@ -1,0 +1,34 @@
+#pragma once
+// A device's call stacks as one tree, outermost frame at the root: what flame
+// graphs draw and folded stacks list. Built from a process's hotspots under one
+// metric; frames that read alike (core::formatFrame) are one node, so the tree is
+// the one a reader of the folded text would build.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/TraceModel.h"
+#include "reporters/Metric.h"
+
+namespace memtool::reporters {
+
+struct StackNode {
+    // One of the frames it stands for (those that read alike are one node); null at
+    // the root and for "(no stack)". Points into the ProcessTrace's frames.
+    const core::Frame* frame = nullptr;
+    std::string text;                 // core::formatFrame of the frame; "" at the root
+    std::string label;                // shortFrame: what a chart has room for
+    uint64_t bytes = 0;               // inclusive: this frame and everything it called
+    std::vector<StackNode> children;  // largest first, then by text
+
+    // What the frame itself held, its callees' bytes left out.
+    uint64_t selfBytes() const;
+};
+
+// The root's bytes are the sum over the device's hotspots; stacks that held
+// nothing under the metric are left out. A hotspot without a stack is one
+// "(no stack)" child of the root.
+StackNode stackTree(const core::ProcessTrace& p, const std::string& device, Metric metric);
+
+}  // namespace memtool::reporters

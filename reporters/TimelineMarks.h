@@ -1,0 +1,25 @@
+#pragma once
+// What happened on a process's timeline besides allocations: every pause, resume,
+// yield and restore (`control`) and every OOM (`oom`), on the allocations' clock, in
+// time order. The HTML and Perfetto reporters draw the same marks.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/TraceModel.h"
+
+namespace memtool::reporters {
+
+struct TimelineMark {
+    double timeS = 0;
+    std::string kind;     // "pause", "resume", "yield", "restore", "oom"
+    std::string device;   // the device it concerned: "cpu", "cuda:0"
+    std::string label;    // one line: "pause kv_cache (ctl) 1.00 GiB", "OOM 2.00 GiB requested"
+    uint64_t bytes = 0;   // released or restored; requested for an OOM
+    bool failed = false;  // a control action that failed and changed nothing
+};
+
+std::vector<TimelineMark> timelineMarks(const core::ProcessTrace& p);
+
+}  // namespace memtool::reporters

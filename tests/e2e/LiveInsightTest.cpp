@@ -1,0 +1,225 @@
+// Live insight: `memtool ctl PID tensors` and `snapshot` asked of a running
+// program, memtool.report_tensors() and memtool.snapshot() from inside it, and an
+// out-of-memory error captured with what held the memory then (Debian's torch, CPU).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "tests/e2e/E2eSupport.h"
+
+using namespace memtool::e2e;
+using nlohmann::json;
+
+namespace {
+
+constexpr uint64_t kWeight = 1024 * 1024 * 4, kBias = 1024 * 4, kInput = 512 * 1024 * 4;
+
+json ctlJson(const std::string& pid, std::vector<std::string> words, int* exitCode) {
+    words.insert(words.begin(), {"--format", "json", pid});
+    Outcome o = ctl(words, controlEnv());
+    *exitCode = o.exitCode;
+    return json::parse(o.out.empty() ? "null" : o.out, nullptr, false);
+}
+
+// name -> bytes counted for it, of one device of a tensors report.
+std::map<std::string, uint64_t> tensorBytes(const json& device) {
+    std::map<std::string, uint64_t> out;
+    for (const auto& t : device.at("tensors")) out[t.at("name")] = t.at("bytes");
+    return out;
+}
+
+std::string lineOf(const std::string& text, const std::string& start) {
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind(start, 0) == 0) return line;
+    return "";
+}
+
+}  // namespace
+
+// pytorch_memlab's MemReporter example (a Linear(1024, 1024) and its input), asked
+// from outside before and after backward, and from inside with the model named.
+TEST(LiveInsight, TensorsNamesWhatPythonSeesAndFindsWhatItCannot) {
+    const std::string dir = tempDir();
+    const std::string trace = dir + "/t.json", inside = dir + "/inside.json",
+                      outside = dir + "/outside.json", fifo = dir + "/ready";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    const std::string py = script("live_tensors.py");
+    json before, after;
+    std::string beforeText, snapshotErr, secondReady;
+    int beforeCode = -1, afterCode = -1, textCode = -1, snapshotCode = -1;
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, py, dir, inside}, "",
+                    controlEnv(), [&](pid_t, const std::string& first) {
+                        std::istringstream words(first);
+                        std::string ready, n, pid;
+                        words >> ready >> n >> pid;
+                        ASSERT_EQ(ready + n, "ready1") << first;
+                        before = ctlJson(pid, {"tensors"}, &beforeCode);
+                        Outcome text = ctl({pid, "tensors", "--verbose"}, controlEnv());
+                        textCode = text.exitCode;
+                        beforeText = text.out;
+                        Outcome snap = ctl({pid, "snapshot", "-o", outside}, controlEnv());
+                        snapshotCode = snap.exitCode;
+                        snapshotErr = snap.err;
+                        std::ofstream(dir + "/1") << "go\n";
+                        std::getline(std::ifstream(fifo), secondReady);  // point 2
+                        after = ctlJson(pid, {"tensors", "--device", "cpu"}, &afterCode);
+                        std::ofstream(dir + "/2") << "go\n";
+                    });
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+
+    // 1. Before backward. Visible: the parameters, inp, dropout's output (kept by
+    // autograd, its Python object preserved) and out. Not visible: dropout's noise,
+    // made inside torch at line 40 and held by the graph. They add up exactly.
+    ASSERT_EQ(beforeCode, 0) << before.dump();
+    ASSERT_EQ(before.at("status"), "ok");
+    const json& cpu = before.at("body").at("devices").at(0);
+    EXPECT_EQ(cpu.at("device"), "cpu");
+    EXPECT_EQ(tensorBytes(cpu), (std::map<std::string, uint64_t>{{"linear.weight", kWeight},
+                                                                 {"linear.bias", kBias},
+                                                                 {"inp", kInput},
+                                                                 {"out", 4},
+                                                                 {"Tensor0", kInput}}));
+    EXPECT_EQ(cpu.at("visible_bytes"), kWeight + kBias + 2 * kInput + 4);
+    EXPECT_EQ(cpu.at("invisible_bytes"), kInput);
+    EXPECT_EQ(cpu.at("invisible_storages"), 1);
+    ASSERT_EQ(cpu.at("invisible").size(), 1u);
+    EXPECT_EQ(cpu.at("invisible").at(0).at("site"), "<module> (" + py + ":40)");
+    EXPECT_EQ(cpu.at("live_bytes"), kWeight + kBias + 3 * kInput + 4);
+    EXPECT_EQ(cpu.at("matched_bytes").get<uint64_t>() + cpu.at("invisible_bytes").get<uint64_t>(),
+              cpu.at("live_bytes").get<uint64_t>());
+    EXPECT_TRUE(cpu.at("exact").get<bool>());
+
+    // The same as text, memlab's layout, the invisible storage with its stack.
+    ASSERT_EQ(textCode, 0) << beforeText;
+    EXPECT_EQ(lineOf(beforeText, "linear.weight"),
+              "linear.weight                                                (1024, 1024)       "
+              "4,194,304");
+    EXPECT_EQ(lineOf(beforeText, "Not visible"),
+              "Not visible from Python: 2,097,152 B in 1 storage");
+    EXPECT_EQ(lineOf(beforeText, "Live on cpu"),
+              "Live on cpu: 8,392,708 found from Python + 2,097,152 not visible = 10,489,860 B "
+              "(exact)");
+    EXPECT_NE(beforeText.find("        2,097,152 B       1 storage   <module> (" + py + ":40)\n"),
+              std::string::npos)
+        << beforeText;
+    EXPECT_NE(beforeText.find("dropout"), std::string::npos) << beforeText;  // the stack
+
+    // The snapshot then: what is live is what the tensors report found live.
+    ASSERT_EQ(snapshotCode, 0) << snapshotErr;
+    const json snap = readJson(outside).at("processes").at(0);
+    EXPECT_TRUE(snap.at("snapshot").get<bool>());
+    EXPECT_EQ(snap.at("devices").at("cpu").at("current_bytes"), kWeight + kBias + 3 * kInput + 4);
+
+    // 2. After backward and `del out`: the graph is gone, the gradients are named.
+    EXPECT_EQ(secondReady.rfind("ready 2 ", 0), 0u) << secondReady;
+    ASSERT_EQ(afterCode, 0) << after.dump();
+    const json& cpu2 = after.at("body").at("devices").at(0);
+    EXPECT_EQ(tensorBytes(cpu2), (std::map<std::string, uint64_t>{{"linear.weight", kWeight},
+                                                                  {"linear.weight.grad", kWeight},
+                                                                  {"linear.bias", kBias},
+                                                                  {"linear.bias.grad", kBias},
+                                                                  {"inp", kInput},
+                                                                  {"inp.grad", kInput}}));
+    EXPECT_EQ(cpu2.at("invisible_bytes"), 0);
+    EXPECT_EQ(cpu2.at("live_bytes"), 2 * (kWeight + kBias + kInput));
+
+    // From inside, memtool.report_tensors(linear): the model's four tensors, memlab's
+    // names without prefix; the rest (inp and its gradient) by line.
+    EXPECT_NE(
+        o.out.find("weight                                                       (1024, 1024)  "
+                   "     4,194,304\n"
+                   "weight.grad                                                  (1024, 1024)  "
+                   "     4,194,304\n"
+                   "bias                                                               (1024)  "
+                   "         4,096\n"
+                   "bias.grad                                                          (1024)  "
+                   "         4,096\n"),
+        std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("Not the model's: 4,194,304 B in 2 storages\n"
+                         "        2,097,152 B       1 storage   <module> (" +
+                         py + ":39)\n"),
+              std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("Live on cpu: 8,396,800 the model's + 4,194,304 other = 12,591,104 B "
+                         "(exact)\n"),
+              std::string::npos)
+        << o.out;
+    // memtool.snapshot() wrote what was live then; the run's own trace says the same
+    // peak as the snapshot saw up to it.
+    const json in = readJson(inside).at("processes").at(0);
+    EXPECT_EQ(in.at("devices").at("cpu").at("current_bytes"), 2 * (kWeight + kBias + kInput));
+    EXPECT_EQ(in.at("exit_code"), nullptr);
+    const json whole = readJson(trace).at("processes").at(0);
+    EXPECT_EQ(whole.at("devices").at("cpu").at("peak_bytes"),
+              in.at("devices").at("cpu").at("peak_bytes"));
+    EXPECT_FALSE(whole.contains("snapshot"));
+}
+
+// ctl's own mistakes are usage errors; a snapshot needs a running process.
+TEST(LiveInsight, CtlSnapshotAndTensorsUsage) {
+    Outcome o = ctl({"999999999", "status", "-o", "x.json"}, controlEnv());
+    EXPECT_EQ(o.exitCode, 2);
+    EXPECT_EQ(o.err, "memtool: ctl: -o is for snapshot only\n");
+    o = ctl({"999999999", "snapshot", "-o"}, controlEnv());
+    EXPECT_EQ(o.exitCode, 2);
+    EXPECT_EQ(o.err, "memtool: ctl: -o needs a value\n");
+    o = ctl({"999999999", "snapshot"}, controlEnv());
+    EXPECT_EQ(o.exitCode, 3);
+    EXPECT_EQ(o.err, "memtool: there is no process 999999999\n");
+}
+
+// A program that runs out of memory: the trace names the request, its line, and
+// what held the memory then, by site, adding up to what was live; the report says
+// it first; check fails the run unless told it may.
+TEST(LiveInsight, OutOfMemoryIsCapturedWithWhatHeldTheMemory) {
+    const std::string dir = tempDir();
+    const std::string trace = dir + "/t.json", py = script("oom.py");
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, py});
+    EXPECT_EQ(o.exitCode, 1) << o.err;  // the program's own exit: torch raised
+    EXPECT_NE(o.err.find("RuntimeError"), std::string::npos) << o.err;
+    const json p = readJson(trace).at("processes").at(0);
+    EXPECT_TRUE(p.at("complete").get<bool>());
+    ASSERT_GE(p.at("oom").size(), 1u);
+    EXPECT_EQ(p.at("oom_count"), p.at("oom").size());
+    const json& e = p.at("oom").at(0);
+    EXPECT_EQ(e.at("device"), "cpu");
+    EXPECT_EQ(e.at("requested_bytes"), 64u << 20);
+    EXPECT_EQ(e.at("source"), "allocator");
+    EXPECT_EQ(e.at("file"), py);
+    EXPECT_EQ(e.at("line"), 16);
+    EXPECT_EQ(e.at("function"), "grow");
+    EXPECT_EQ(e.at("site"), "grow (" + py + ":16)");
+    EXPECT_EQ(e.at("held_on"), "cpu");
+    // Every 64 MiB storage made before the failure is held; whatever else torch
+    // holds is small. The rows add up to what was live.
+    const uint64_t live = e.at("live_bytes");
+    uint64_t bySite = 0, byLine = 0;
+    for (const auto& s : e.at("by_site")) bySite += s.at("bytes").get<uint64_t>();
+    for (const auto& l : e.at("by_line")) byLine += l.at("bytes").get<uint64_t>();
+    EXPECT_EQ(bySite, live);
+    EXPECT_EQ(byLine, live);
+    const json& top = e.at("by_site").at(0);
+    EXPECT_EQ(top.at("site"), "grow (" + py + ":16)");
+    EXPECT_EQ(top.at("bytes").get<uint64_t>() % (64u << 20), 0u);
+    EXPECT_GE(top.at("bytes").get<uint64_t>(), 10u * (64u << 20));  // 1 GiB of headroom, less
+    EXPECT_EQ(e.at("by_line").at(0).at("line"), 16);
+
+    Outcome report = run({MEMTOOL_BIN, "report", trace});
+    ASSERT_EQ(report.exitCode, 0) << report.err;
+    const std::string first = report.out.substr(0, report.out.find('\n'));
+    EXPECT_EQ(
+        first.rfind("Out of memory on cpu: 64.00 MiB requested at grow (oom.py:16) while ", 0), 0u)
+        << report.out;
+    EXPECT_NE(first.find(" were held; held by:"), std::string::npos) << first;
+
+    Outcome check = run({MEMTOOL_BIN, "check", trace});
+    EXPECT_EQ(check.exitCode, 1) << check.out << check.err;
+    EXPECT_NE((check.out + check.err).find("out of memory"), std::string::npos)
+        << check.out << check.err;
+    Outcome allowed = run({MEMTOOL_BIN, "check", "--allow-oom", trace});
+    EXPECT_EQ(allowed.exitCode, 0) << allowed.out << allowed.err;
+}

@@ -1,0 +1,100 @@
+// Appended to a copy of an HTML report by tests/e2e/HtmlReportTest.cpp, after the
+// report's own script: it reads what the page shows, clicks and hovers as a reader
+// would, and writes all of it as JSON into <script id="probe-result">, which
+// `chromium --dump-dom` prints with the rest of the page.
+(function () {
+  'use strict';
+  var result = {};
+  var root = document.documentElement;
+  result.rendered = root.getAttribute('data-rendered');
+  result.errors = root.getAttribute('data-errors') || '';
+
+  function all(selector, from) { return Array.prototype.slice.call((from || document).querySelectorAll(selector)); }
+  function text(e) { return e ? e.textContent.trim() : null; }
+  function tip() { var t = document.getElementById('tip'); return t.style.display === 'block' ? t.textContent : ''; }
+  function center(e) {
+    var b = e.getBoundingClientRect();
+    return { clientX: b.left + b.width / 2, clientY: b.top + b.height / 2, bubbles: true };
+  }
+
+  result.timelines = all('figure.timeline').map(function (f) {
+    return {
+      device: f.getAttribute('data-device'),
+      peak: text(f.querySelector('.peak text')),
+      series: all('path.line', f).map(function (p) {
+        return [p.getAttribute('data-series'), +p.getAttribute('data-points')];
+      }),
+      marks: all('g.mark', f).map(function (m) { return m.getAttribute('data-kind'); }),
+      legend: text(f.querySelector('.legend'))
+    };
+  });
+
+  result.flames = all('figure.flame').map(function (f) {
+    var frames = all('g.frame', f);
+    return {
+      device: f.getAttribute('data-device'),
+      metric: f.getAttribute('data-metric'),
+      frames: frames.length,
+      root: frames.length ? [frames[0].getAttribute('data-name'), +frames[0].getAttribute('data-bytes')] : null,
+      names: frames.map(function (g) { return g.getAttribute('data-name'); })
+    };
+  });
+
+  function table(t) {
+    return all('tbody tr', t).map(function (r) {
+      return all('td', r).map(function (c) {
+        var summary = c.querySelector('summary');
+        return summary ? text(summary) : text(c);
+      });
+    });
+  }
+  result.tables = {};
+  all('table').forEach(function (t) {
+    var key = t.className.replace(' sortable', '') + (t.getAttribute('data-device') ? ':' + t.getAttribute('data-device') : '');
+    result.tables[key] = table(t);
+  });
+
+  // Sorting: the hotspot table of the first CUDA device (or of cpu) by its "Allocated" column.
+  var hot = document.querySelector('table.hotspots[data-device^="cuda"]') || document.querySelector('table.hotspots');
+  if (hot) {
+    var allocated = all('th', hot).filter(function (th) { return th.textContent === 'Allocated'; })[0];
+    var column = all('th', hot).indexOf(allocated);
+    var order = function () { return all('tbody tr', hot).map(function (r) { return text(r.cells[column]); }); };
+    allocated.click();
+    result.sortedOnce = [allocated.getAttribute('aria-sort'), order()];
+    allocated.click();
+    result.sortedTwice = [allocated.getAttribute('aria-sort'), order()];
+  }
+
+  // Zoom and hover: the first flame graph's widest frame below the root.
+  var flame = document.querySelector('figure.flame');
+  if (flame && flame.querySelectorAll('g.frame').length > 2) {
+    var target = flame.querySelectorAll('g.frame')[2];
+    var name = target.getAttribute('data-name');
+    target.dispatchEvent(new MouseEvent('mousemove', center(target)));
+    result.hoverTip = tip();
+    target.dispatchEvent(new MouseEvent('click', center(target)));
+    var zoomed = all('g.frame', flame).filter(function (g) { return g.getAttribute('data-name') === name; })[0];
+    result.zoom = {
+      name: name,
+      width: +zoomed.querySelector('rect').getAttribute('width'),
+      ancestors: all('g.frame.ancestor', flame).length
+    };
+    all('g.frame', flame)[0].dispatchEvent(new MouseEvent('click', { bubbles: true }));
+    result.zoomedOut = all('g.frame.ancestor', flame).length;
+  }
+
+  // Hover on the first timeline, a tenth of the way into its plot.
+  var hover = document.querySelector('figure.timeline rect.hover');
+  if (hover) {
+    var b = hover.getBoundingClientRect();
+    hover.dispatchEvent(new MouseEvent('mousemove', { clientX: b.left + b.width * 0.1, clientY: b.top + 5, bubbles: true }));
+    result.timelineTip = tip();
+  }
+
+  var out = document.createElement('script');
+  out.type = 'application/json';
+  out.id = 'probe-result';
+  out.textContent = JSON.stringify(result).replace(/</g, '\\u003c');
+  document.body.appendChild(out);
+})();

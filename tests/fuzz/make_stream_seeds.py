@@ -1,0 +1,57 @@
+# Writes the hand-made seeds of tests/fuzz/corpus/stream: streams with the records
+# a short Python run does not send (regions, pauses, replies, notes, CUDA pools,
+# frees of unknown addresses, an address allocated twice, an out-of-memory). The recorded seeds
+# (c10-*.bin) are the collector's own bytes for tests/e2e/scripts/c10_ctypes.py.
+# Usage: make_stream_seeds.py DIR
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "e2e", "scripts"))
+from wire import PREAMBLE, record, string, u8  # noqa: E402
+
+
+def stream(*records):
+    head = PREAMBLE + record(b"H", 4242, 1, 1700000000, 3, 2, string(b"python3"), string(b"t.py"))
+    # The end's counters are the collector's: allocations, frees, their bytes (left
+    # 0: the reader does not compare them), records before End.
+    allocs = sum(r[:1] == b"A" for r in records)
+    frees = sum(r[:1] == b"F" for r in records)
+    return head + b"".join(records) + record(b"E", allocs, frees, 0, 0, 1 + len(records), 0, 0)
+
+
+seeds = {
+    "regions.bin": stream(
+        record(b"C", string(b"/src/t.py"), string(b"step"), 3),
+        record(b"P", 0, 1, 4),
+        record(b"R", 1, string(b"weights"), u8(0), u8(2)),
+        record(b"R", 2, string(b"kv"), u8(17), u8(1)),
+        record(b"A", u8(0), 0x1000, 4096, 0, 1, 10, 1),
+        record(b"A", u8(17), 0x7F0000000000, 1 << 21, 0, 1, 5, 2),
+        record(b"X", 40, 1, u8(1), u8(2), 4096, u8(2), 1000, u8(1), string(b"ok")),
+        record(b"X", 50, 2, u8(1), u8(1), 1 << 21, u8(1), 2000, u8(0), string(b"out of memory")),
+        record(b"Y", 1, u8(0), string(b'{"regions": [{"tag": "weights"}]}')),
+        record(b"X", 60, 1, u8(2), u8(1), 4096, u8(2), 1000, u8(1), string(b"")),
+        record(b"F", u8(0), 0x1000, 7),
+        record(b"W", string(b"warning"), string(b"something to know")),
+    ),
+    "cuda-pools.bin": stream(
+        record(b"W", string(b"cuda.source"), string(b"runtime-hooks")),
+        record(b"W", string(b"torch.bridge"), string(b"attached")),
+        record(b"M", 1, string(b"/usr/lib/libc10_cuda.so"), 0x7F0000000000, 2,
+               0x7F0000001000, 0x1000, 0x7F0000010000, 0x100),
+        record(b"N", 0, 0x7F0000001234),
+        record(b"N", 1, 0x7F0000010010),
+        record(b"A", u8(16), 0x7F00FFFF0000, 1 << 22, 2, 0, 1, 0),
+        record(b"A", u8(144), 0x7F00FFFF0000 | (1 << 61), 1 << 21, 2, 0, 1, 0),
+        record(b"A", u8(80), 0x7F00FFFF0000 | (1 << 62), 1000, 1, 0, 1, 0),
+        record(b"A", u8(80), 0x7F00FFFF0000 | (1 << 62), 2000, 1, 0, 1, 0),
+        record(b"A", u8(1), 0x9000, 512, 0, 0, 1, 0),
+        record(b"F", u8(80), 0x7F00FFFF0000 | (1 << 62), 3),
+        record(b"F", u8(0), 0xDEAD, 3),
+        record(b"A", u8(16), (1 << 63) | 7, 1 << 21, 0, 0, 2, 0),
+        record(b"O", u8(16), 3 << 30, 2, 0, 9, u8(2), 123456789, 80 << 30),
+    ),
+}
+for name, data in seeds.items():
+    with open(os.path.join(sys.argv[1], name), "wb") as f:
+        f.write(data)

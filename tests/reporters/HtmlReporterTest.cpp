@@ -1,0 +1,69 @@
+// The HTML report's text comes from the trace, and a trace is input: every name,
+// path and line of code lands in the page escaped, and the charts' JSON cannot end
+// its <script> element early. (What the page shows is checked in a browser:
+// tests/e2e/HtmlReportTest.cpp.)
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "reporters/HtmlReporter.h"
+#include "tests/TestFrames.h"
+
+using namespace memtool;
+using memtool::testing::pythonFrame;
+
+namespace {
+
+size_t occurrences(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+
+}  // namespace
+
+TEST(HtmlReporter, TraceTextIsEscapedEverywhere) {
+    const std::string evil = "</script><script>alert(1)</script><img src=x onerror=alert(2)>";
+    core::ProcessTrace p;
+    p.pid = 1;
+    p.command = {"python3", evil};
+    p.warnings = {evil};
+    p.frames = {pythonFrame(evil, "/src/" + evil + ".py", 3, true)};
+    core::Hotspot h;
+    h.device = "cpu";
+    h.frames = {0};
+    h.siteFrame = 0;
+    h.peakBytes = h.allocatedBytes = 10;
+    p.hotspots = {h};
+    p.devices["cpu"].peakBytes = 10;
+    p.devices["cpu"].allocatedBytes = 10;
+    p.timeline["cpu"] = core::TimelineSeries{1e-6, {{0.5, 10}}};
+    core::LineStat line;
+    line.file = "/src/t.py";
+    line.line = 1;
+    line.function = evil;
+    line.device = "cpu";
+    p.lines = {line};
+    core::ControlEvent e;
+    e.tag = evil;
+    e.message = evil;
+    e.ok = false;
+    p.control = {e};
+    core::Trace t;
+    t.processes = {p};
+
+    reporters::HtmlOptions options;
+    options.source = evil;
+    options.readSource = [&](const std::string&, const std::string&) {
+        return std::vector<std::string>{evil};
+    };
+    std::ostringstream out;
+    reporters::renderHtml(t, options, out);
+    const std::string page = out.str();
+    // The page's own three scripts (error catcher, chart data, report), nothing more.
+    EXPECT_EQ(occurrences(page, "<script"), 3u);
+    EXPECT_EQ(occurrences(page, "</script>"), 3u);
+    EXPECT_EQ(page.find("<img"), std::string::npos);
+    EXPECT_NE(page.find("&lt;/script&gt;&lt;script&gt;alert(1)"), std::string::npos);
+    EXPECT_NE(page.find("\\u003c/script>\\u003cscript>alert(1)"), std::string::npos);  // JSON
+}
