@@ -67,16 +67,10 @@ double CollectorConnection::connectedS() const {
         .count();
 }
 
-void CollectorConnection::symbolizeNew() {
+ElfSymbolizer& CollectorConnection::symbolizer() {
     const auto& modules = aggregator_.modules();
     for (; modulesSeen_ < modules.size(); ++modulesSeen_)
         symbolizer_.addModule(modules[modulesSeen_]);
-    const auto& nodes = aggregator_.nativeNodes();
-    for (; nodesSeen_ < nodes.size(); ++nodesSeen_) symbolizer_.symbolize(nodes[nodesSeen_].ip);
-}
-
-ElfSymbolizer& CollectorConnection::symbolizer() {
-    symbolizeNew();
     return symbolizer_;
 }
 
@@ -99,7 +93,6 @@ void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
     if (r > 0) {
         try {
             decoder_.feed(buffer.data(), static_cast<size_t>(r));
-            symbolizeNew();
             deliverReplies();
         } catch (const core::ProtocolError& e) {
             deliverReplies();  // those that arrived whole before the bad bytes

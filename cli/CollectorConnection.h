@@ -1,7 +1,9 @@
 #pragma once
 // One collector's stream, folded as it arrives: bytes -> StreamDecoder ->
-// Aggregator. Native frames are symbolized as their nodes arrive, on the CLI's
-// own core while the target runs, so only the trace is left to write once it exits.
+// Aggregator. Nothing else happens on this path, so the CLI drains the socket
+// as fast as the collector fills it and the target never waits on a full buffer.
+// Native frames are symbolized when the trace is built, only those it shows,
+// each distinct address once (ElfSymbolizer).
 //
 // The socket is a stream socket and so two-way: the control plane (`memtool ctl`
 // commands forwarded to one process's collector) would write its commands here,
@@ -55,7 +57,7 @@ public:
     // Inside readAvailable(): its bytes are being folded, so it must not be read again
     // (a lookup made while folding another stream's handshake skips it).
     bool busy() const { return busy_; }
-    // Knows every module and node received so far.
+    // Knows every module received so far.
     ElfSymbolizer& symbolizer();
     // Why the stream broke; empty when it ended (or runs) normally.
     const std::string& error() const { return error_; }
@@ -63,7 +65,6 @@ public:
     double connectedS() const;
 
 private:
-    void symbolizeNew();
     void deliverReplies();
     void close();
 
@@ -72,7 +73,6 @@ private:
     core::StreamDecoder decoder_{aggregator_};
     ElfSymbolizer symbolizer_;
     size_t modulesSeen_ = 0;
-    size_t nodesSeen_ = 1;  // node 0 is the root
     std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point closed_;
     std::string error_;

@@ -175,10 +175,12 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         trace.processes.push_back(
             buildProcessTrace(launched->aggregator(), launched->symbolizer(), o, options.siteMode));
         trace.processes.back().maxRssBytes = target.maxRssBytes();
+        trace.processes.back().cpuS = target.cpuSeconds();
         if (!cuda.warning.empty()) trace.processes.back().warnings.push_back(cuda.warning);
     } else {
         trace.processes.push_back(untrackedTarget(target, options));
         trace.processes.back().maxRssBytes = target.maxRssBytes();
+        trace.processes.back().cpuS = target.cpuSeconds();
     }
     // What never became a process of the trace: connections refused, streams that
     // broke before their handshake.
@@ -204,9 +206,12 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd))
         for (auto& p : trace.processes) p.cwd = cwd;
+    // Everything memtool run did up to here (reading the streams, symbolizing,
+    // building the trace); writing trace.json comes after.
     rusage self{};
     getrusage(RUSAGE_SELF, &self);
     trace.cliMaxRssBytes = static_cast<uint64_t>(self.ru_maxrss) * 1024;  // KiB on Linux
+    trace.cliCpuS = cpuSecondsOf(self);
     return trace;
 }
 

@@ -73,4 +73,13 @@ uint64_t TargetProcess::maxRssBytes() const {
     return static_cast<uint64_t>(usage_.ru_maxrss) * 1024;
 }  // KiB on Linux
 
+double TargetProcess::cpuSeconds() const { return cpuSecondsOf(usage_); }
+
+double cpuSecondsOf(const rusage& usage) {
+    auto seconds = [](const timeval& t) {
+        return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+    };
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 }  // namespace memtool::cli

@@ -15,6 +15,9 @@
 
 namespace memtool::cli {
 
+// User + system seconds of a getrusage/wait4 record.
+double cpuSecondsOf(const rusage& usage);
+
 class TargetProcess {
 public:
     using Clock = std::chrono::steady_clock;
@@ -41,6 +44,8 @@ public:
     // How it ended: exit code or signal, and the time from fork to exit.
     ProcessOutcome outcome() const;
     uint64_t maxRssBytes() const;
+    // CPU seconds (user + system) of the process and the children it waited for.
+    double cpuSeconds() const;
 
 private:
     void reaped(int status);

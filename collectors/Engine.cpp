@@ -121,21 +121,23 @@ void Engine::free(uint64_t key) {
 }
 
 void Engine::captureStacks(Stacks& s) {
+    // The Python stack first: native unwinding stops at the interpreter loop when
+    // there is one.
     s.thread = threadState();
-    s.python = options_.pythonStacks ? currentShadowStack() : nullptr;
-    s.hasPython = s.python && s.python->depth > 0;
+    s.python = options_.pythonStacks && s.thread
+                   ? readPythonStack(*s.thread, streamGeneration_.load(std::memory_order_relaxed),
+                                     &s.firstStale)
+                   : nullptr;
+    s.hasPython = s.python != nullptr;
     s.depth = options_.nativeStacks && s.thread
                   ? capture_.native(*s.thread, s.ips, options_.maxNativeDepth, s.hasPython)
                   : 0;
-    s.firstStale = s.hasPython
-                       ? refreshLines(*s.python, streamGeneration_.load(std::memory_order_relaxed))
-                       : 0;
 }
 
 void Engine::internLocked(Stacks& s, uint64_t* nativeNode, uint64_t* pyNode) {
-    // A new stream began while this thread was unwinding (a fork child reconnecting).
-    if (s.hasPython && s.python->generation != interner_.generation())
-        s.firstStale = refreshLines(*s.python, interner_.generation());
+    // A new stream began while this thread read its stacks (a fork child
+    // reconnecting): its Python frames' code ids are the old stream's.
+    if (s.hasPython && s.python->generation != interner_.generation()) s.hasPython = false;
     *nativeNode = s.thread ? interner_.native(*s.thread, s.ips, s.depth, writer_) : 0;
     *pyNode = s.hasPython ? interner_.python(*s.python, s.firstStale, writer_) : 0;
 }

@@ -174,6 +174,9 @@ struct ProcessTrace {
     std::map<std::string, std::string> rankEnvironment;
     double durationS = 0;
     uint64_t maxRssBytes = 0;  // the launched process only: its peak resident memory (0: unknown)
+    // The launched process only: CPU seconds (user + system) it and the children it
+    // waited for used, from wait4; unset when not known.
+    std::optional<double> cpuS;
     bool nativeStacks = true;
     bool pythonStacks = true;
     std::map<std::string, DeviceTotals> devices;
@@ -194,7 +197,8 @@ struct ProcessTrace {
 struct Trace {
     std::string schema = kTraceSchema;
     std::string memtoolVersion;
-    uint64_t cliMaxRssBytes = 0;  // memtool run's own peak resident memory
+    uint64_t cliMaxRssBytes = 0;    // memtool run's own peak resident memory
+    std::optional<double> cliCpuS;  // memtool run's own CPU seconds (user + system); unset: unknown
     std::vector<ProcessTrace> processes;
 };
 

@@ -446,6 +446,7 @@ json processToJson(const core::ProcessTrace& p) {
               {"timeline", timelineToJson(p.timeline)},
               {"warnings", p.warnings}};
     if (!p.complete) j["incomplete_reason"] = p.incompleteReason;
+    if (p.cpuS) j["cpu_s"] = *p.cpuS;
     if (p.snapshot) j["snapshot"] = true;
     if (p.forked) j["forked"] = true;
     if (p.exec) j["exec"] = true;
@@ -477,6 +478,7 @@ core::ProcessTrace processFromJson(const json& j) {
     p.incompleteReason = j.value("incomplete_reason", std::string());
     p.durationS = j.at("duration_s").get<double>();
     p.maxRssBytes = optionalUnsigned(j, "max_rss_bytes");
+    if (j.contains("cpu_s")) p.cpuS = j.at("cpu_s").get<double>();
     p.nativeStacks = j.value("native_stacks", true);
     p.pythonStacks = j.value("python_stacks", true);
     for (const auto& [name, d] : j.at("devices").items()) p.devices[name] = deviceFromJson(d);
@@ -518,10 +520,12 @@ core::ProcessTrace processFromJson(const json& j) {
 json traceToJson(const core::Trace& trace) {
     json processes = json::array();
     for (const auto& p : trace.processes) processes.push_back(processToJson(p));
-    return {{"schema", trace.schema},
-            {"memtool_version", trace.memtoolVersion},
-            {"cli_max_rss_bytes", trace.cliMaxRssBytes},
-            {"processes", processes}};
+    json j = {{"schema", trace.schema},
+              {"memtool_version", trace.memtoolVersion},
+              {"cli_max_rss_bytes", trace.cliMaxRssBytes},
+              {"processes", processes}};
+    if (trace.cliCpuS) j["cli_cpu_s"] = *trace.cliCpuS;
+    return j;
 }
 
 core::Trace traceFromJson(const json& j, const std::string& origin) {
@@ -539,6 +543,7 @@ core::Trace traceFromJson(const json& j, const std::string& origin) {
         t.schema = schema;
         t.memtoolVersion = j.value("memtool_version", std::string());
         t.cliMaxRssBytes = optionalUnsigned(j, "cli_max_rss_bytes");
+        if (j.contains("cli_cpu_s")) t.cliCpuS = j.at("cli_cpu_s").get<double>();
         for (const auto& p : j.at("processes")) t.processes.push_back(processFromJson(p));
         return t;
     } catch (const json::exception& e) {

@@ -630,7 +630,8 @@ TEST(TraceBuilder, RanksComeFromTheLaunchersVariables) {
     EXPECT_TRUE(p.complete);
     const core::ProcessTrace back =
         reporters::traceFromJson(
-            reporters::traceToJson(core::Trace{core::kTraceSchema, "0", 0, {p}}), "t.json")
+            reporters::traceToJson(core::Trace{core::kTraceSchema, "0", 0, std::nullopt, {p}}),
+            "t.json")
             .processes.at(0);
     EXPECT_EQ(back.rank, 3);
     EXPECT_EQ(back.localRank, 1);
@@ -660,7 +661,8 @@ TEST(TraceBuilder, AnImageThatExecdLeaksNothing) {
     for (const core::Hotspot& h : p.hotspots) EXPECT_EQ(h.leakedBytes, 0u);
     const core::ProcessTrace back =
         reporters::traceFromJson(
-            reporters::traceToJson(core::Trace{core::kTraceSchema, "0", 0, {p}}), "t.json")
+            reporters::traceToJson(core::Trace{core::kTraceSchema, "0", 0, std::nullopt, {p}}),
+            "t.json")
             .processes.at(0);
     EXPECT_TRUE(back.exec);
 }

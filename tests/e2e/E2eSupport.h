@@ -65,15 +65,17 @@ Outcome run(const std::vector<std::string>& argv, const std::string& input = "",
 std::string tempDir();
 nlohmann::json readJson(const std::string& path);
 
-// memtool run -q -o <dir>/trace.json [flags] -- argv; returns the outcome and the trace.
+// memtool run -q -o <dir>/trace.json [flags] -- argv, with `extraEnv` entries
+// NAME=VALUE; returns the outcome and the trace.
 struct Profiled {
     Outcome outcome;
     nlohmann::json trace;
     const nlohmann::json& process() const { return trace.at("processes").at(0); }
 };
-// `cwd`: the directory memtool runs in (empty: this one).
+// `cwd`: the directory memtool runs in (empty: this one); `extraEnv`: NAME=VALUE
+// entries added to its environment.
 Profiled profile(const std::vector<std::string>& argv, const std::vector<std::string>& flags = {},
-                 const std::string& cwd = "");
+                 const std::string& cwd = "", const std::vector<std::string>& extraEnv = {});
 
 std::string script(const std::string& name);  // path of tests/e2e/scripts/<name>
 
