@@ -4,9 +4,13 @@
 In one invocation, for each workload, runs round after round of: bare, memtool
 (default, --no-native, --no-python, --pausable all), PyTorch's profiler (profile_memory=True,
 with_stack=True) and heaptrack, in turn, so that machine noise hits every mode
-alike. Reports the median wall time of the whole process, the ratio to bare, the
-nanoseconds added per tracked allocation, and memtool's own memory: the target's
-peak RSS over bare, and the CLI's peak RSS.
+alike. Reports, as medians of the rounds: the wall time of the whole process and
+its CPU time (user + system of the process and every child it reaped: for
+memtool, the CLI and the target together), each with its ratio to bare; the
+CLI's own CPU time as a share of the target's (trace.json's cli_cpu_s and
+cpu_s); the nanoseconds added per tracked allocation (from wall and from CPU
+time); and memtool's own memory: the target's peak RSS over bare, and the CLI's
+peak RSS.
 
     bench/run.py [--runs 7] [--quick] [--workloads small_tensors,training] [--modes ...]
                  [--baseline OTHER_BUILD] [--markdown FILE]
@@ -14,16 +18,22 @@ peak RSS over bare, and the CLI's peak RSS.
 --quick: tiny sizes, one round, no timing conclusions: it only proves the
 scripts and every mode still work, and checks memtool's exact allocation counts
 (CI runs this). Needs a build in ./build (or --build DIR).
+
+A comparison tool (torch.profiler, heaptrack) that fails or hangs on a workload
+is reported as failed in its row and not run again on it; bare or memtool
+failing ends the bench.
 """
 import argparse
 import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,6 +54,12 @@ def workloads(build, quick):
         "libtorch_loop": ([f"{build}/bin/libtorch_sample", str(n)], False, n + 3),
         "alloc_stress_10M": ([f"{build}/bin/alloc_stress", str(20_000 if quick else 10_000_000)], False,
                              20_000 if quick else 10_000_000),
+        # Real programs nobody here wrote the loops of (torchvision, torch.nn, DataLoader).
+        # The DataLoader's workers are forked: memtool records the main process only,
+        # but the run's time and CPU count them all.
+        "resnet18": ([PY, f"{w}/resnet18.py"] + (["1", "2", "32"] if quick else []), True, None),
+        "transformer": ([PY, f"{w}/transformer.py"] + (["1", "2", "16"] if quick else []), True, None),
+        "dataloader": ([PY, f"{w}/dataloader.py"] + (["2", "4"] if quick else []), True, None),
     }
 
 
@@ -68,17 +84,79 @@ def modes(build, python, have_heaptrack, tmp, compare=True, baseline=""):
     return m, trace
 
 
-def run_once(argv):
+class RunFailed(Exception):
+    """A run exited non-zero; `reason` is its last line of stderr."""
+
+    def __init__(self, argv, err):
+        lines = [line for line in err.splitlines() if line.strip()]
+        self.reason = lines[-1].strip() if lines else "no message"
+        super().__init__(f"bench: {' '.join(argv)} failed:\n{err}")
+
+
+def is_comparison(mode):
+    """Another tool, run for comparison: its failure is reported, not fatal."""
+    return mode != "bare" and not mode.startswith("memtool")
+
+
+def descendants(pid):
+    """The process ids under `pid`, from /proc (children before their own)."""
+    parent = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    # pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
+                    parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out += kids
+        todo += kids
+    return out
+
+
+def run_once(argv, limit_s=None):
+    """(wall s, peak RSS bytes, CPU s) of one run. With `limit_s`, a run still going
+    then is killed with everything it started, and fails as timed out."""
     start = time.perf_counter()
     # close_fds=False lets subprocess use posix_spawn, the cheapest way to start it.
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, close_fds=False)
+    timed_out, reaped = threading.Event(), threading.Event()
+
+    def kill_tree():
+        timed_out.set()
+        # The deepest first, and the run itself a moment later, so that every
+        # process is reaped by its own parent (none is left a zombie of init's).
+        for pid in reversed(descendants(proc.pid)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.5)
+        if not reaped.is_set():  # Popen.kill() would poll, and could reap it before wait4
+            os.kill(proc.pid, signal.SIGKILL)
+
+    timer = threading.Timer(limit_s, kill_tree) if limit_s else None
+    if timer:
+        timer.start()
+    # wait4's usage includes the children the process reaped: memtool's target,
+    # the DataLoader's workers.
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
+    reaped.set()
+    if timer:
+        timer.cancel()
+        timer.join()
     err = proc.stderr.read().decode(errors="replace")
     proc.stderr.close()
+    if timed_out.is_set():
+        raise RunFailed(argv, err + f"\ntimed out after {limit_s:.0f} s (killed)")
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"bench: {' '.join(argv)} failed:\n{err}")
-    return wall, usage.ru_maxrss * 1024
+        raise RunFailed(argv, err)
+    return wall, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
 
 def main():
@@ -107,19 +185,42 @@ def main():
             keep = set(args.modes.split(",")) | {"bare"}
             mode_table = {k: v for k, v in mode_table.items() if k in keep}
         walls = {m: [] for m in mode_table}
+        cpus = {m: [] for m in mode_table}
         rss = {m: [] for m in mode_table}
         extra = {}
+        failed = {}  # comparison mode -> why it failed (it is not run again)
         for _ in range(runs):
             for mode, wrap in mode_table.items():
-                wall, maxrss = run_once(wrap(argv))
+                if mode in failed:
+                    continue
+                # A comparison tool may hang where memtool does not (heaptrack 1.4 on the
+                # DataLoader's forked workers: they block on a futex). It gets 200 times
+                # this round's bare run (torch.profiler is ~100x on deep_stack), or 30
+                # times under --quick, where start-up dominates; a minute at least.
+                factor = 30 if args.quick else 200
+                limit = max(60.0, factor * walls["bare"][-1]) if is_comparison(mode) else None
+                try:
+                    wall, maxrss, cpu = run_once(wrap(argv), limit)
+                except RunFailed as e:
+                    if not is_comparison(mode):
+                        raise SystemExit(str(e))
+                    # e.g. Debian's torch 1.13 profiler with_stack on resnet18: its
+                    # stack strings fail to decode (UnicodeDecodeError) after the run.
+                    # Or a time-out (see `limit`).
+                    print(f"bench: {name} under {mode} failed: {e.reason}", file=sys.stderr)
+                    failed[mode] = e.reason
+                    continue
                 walls[mode].append(wall)
+                cpus[mode].append(cpu)
                 if mode.startswith("memtool"):
                     trace = json.load(open(trace_path))
                     proc = trace["processes"][0]
                     allocs = proc["devices"].get("cpu", {}).get("alloc_count", 0)
-                    extra.setdefault(mode, {"allocs": allocs, "cli_rss": [], "target_rss": []})
+                    extra.setdefault(mode, {"allocs": allocs, "cli_rss": [], "target_rss": [], "cli_share": []})
                     extra[mode]["cli_rss"].append(trace["cli_max_rss_bytes"])
                     extra[mode]["target_rss"].append(proc["max_rss_bytes"])
+                    if "cli_cpu_s" in trace and proc.get("cpu_s"):  # builds from before have none
+                        extra[mode]["cli_share"].append(trace["cli_cpu_s"] / proc["cpu_s"])
                     if expected is not None and allocs != expected:
                         print(f"bench: {name} under {mode}: {allocs} allocations recorded, expected {expected}",
                               file=sys.stderr)
@@ -130,14 +231,25 @@ def main():
                 else:
                     rss[mode].append(maxrss)
         bare = statistics.median(walls["bare"])
+        bare_cpu = statistics.median(cpus["bare"])
         bare_rss = statistics.median(rss["bare"])
         for mode in mode_table:
+            if mode in failed:
+                row = {"workload": name, "mode": mode, "failed": failed[mode]}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                continue
             med = statistics.median(walls[mode])
-            row = {"workload": name, "mode": mode, "median_s": med, "ratio": med / bare, "runs": len(walls[mode])}
+            cpu = statistics.median(cpus[mode])
+            row = {"workload": name, "mode": mode, "median_s": med, "ratio": med / bare, "cpu_s": cpu,
+                   "cpu_ratio": cpu / bare_cpu, "runs": len(walls[mode])}
             if mode.startswith("memtool"):
                 e = extra[mode]
                 row["allocs"] = e["allocs"]
                 row["ns_per_alloc"] = (med - bare) / e["allocs"] * 1e9 if e["allocs"] else None
+                row["cpu_ns_per_alloc"] = (cpu - bare_cpu) / e["allocs"] * 1e9 if e["allocs"] else None
+                if e["cli_share"]:
+                    row["cli_cpu_share"] = statistics.median(e["cli_share"])
                 # At exec the kernel folds the old image's high-water mark into ru_maxrss,
                 # so the launcher (this runner, ~15 MiB; memtool's CLI, ~7 MiB) counts
                 # too: the difference only means something for targets far larger.
@@ -147,6 +259,7 @@ def main():
             elif mode != "bare" and extra:
                 allocs = next(iter(extra.values()))["allocs"]
                 row["ns_per_alloc"] = (med - bare) / allocs * 1e9 if allocs else None
+                row["cpu_ns_per_alloc"] = (cpu - bare_cpu) / allocs * 1e9 if allocs else None
             rows.append(row)
             print(json.dumps(row), flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
@@ -154,18 +267,29 @@ def main():
     def mib(b):
         return f"{b / 1048576:.1f}"
 
+    def ns(r, key):
+        return f"{r[key]:.0f}" if r.get(key) is not None else ""
+
     lines = [
         f"Machine: {platform.node()}, {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
-        f"Python {platform.python_version()} (runner); {runs} rounds, median wall time of the whole process.",
+        f"Python {platform.python_version()} (runner); {runs} rounds, medians; wall and CPU time of the whole "
+        "process (for memtool: the CLI and the target).",
         "",
-        "| workload | mode | median s | ratio to bare | ns added per tracked alloc | target RSS over bare, MiB | memtool CLI RSS, MiB |",
-        "|---|---|---|---|---|---|---|",
+        "| workload | mode | wall s | wall ratio | CPU s | CPU ratio | CLI CPU / target's | ns added per alloc, wall "
+        "| ns added per alloc, CPU | target RSS over bare, MiB | memtool CLI RSS, MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        ns = f"{r['ns_per_alloc']:.0f}" if r.get("ns_per_alloc") is not None else ""
+        if "failed" in r:
+            why = r["failed"].replace("|", "/")[:120]
+            lines.append(f"| {r['workload']} | {r['mode']} | failed: {why} | | | | | | | | |")
+            continue
+        share = f"{100 * r['cli_cpu_share']:.1f}%" if "cli_cpu_share" in r else ""
         trss = mib(r["target_rss_over_bare"]) if "target_rss_over_bare" in r else ("n/a" if "cli_rss" in r else "")
         crss = mib(r["cli_rss"]) if "cli_rss" in r else ""
-        lines.append(f"| {r['workload']} | {r['mode']} | {r['median_s']:.3f} | {r['ratio']:.3f} | {ns} | {trss} | {crss} |")
+        lines.append(f"| {r['workload']} | {r['mode']} | {r['median_s']:.3f} | {r['ratio']:.3f} | {r['cpu_s']:.3f} "
+                     f"| {r['cpu_ratio']:.3f} | {share} | {ns(r, 'ns_per_alloc')} | {ns(r, 'cpu_ns_per_alloc')} "
+                     f"| {trss} | {crss} |")
     table = "\n".join(lines)
     print(table)
     if args.markdown:

@@ -67,16 +67,10 @@ double CollectorConnection::connectedS() const {
         .count();
 }
 
-void CollectorConnection::symbolizeNew() {
+ElfSymbolizer& CollectorConnection::symbolizer() {
     const auto& modules = aggregator_.modules();
     for (; modulesSeen_ < modules.size(); ++modulesSeen_)
         symbolizer_.addModule(modules[modulesSeen_]);
-    const auto& nodes = aggregator_.nativeNodes();
-    for (; nodesSeen_ < nodes.size(); ++nodesSeen_) symbolizer_.symbolize(nodes[nodesSeen_].ip);
-}
-
-ElfSymbolizer& CollectorConnection::symbolizer() {
-    symbolizeNew();
     return symbolizer_;
 }
 
@@ -89,12 +83,16 @@ void CollectorConnection::drain(std::vector<uint8_t>& buffer) {
 }
 
 void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
-    if (!open()) return;
+    if (!open() || busy_) return;
+    struct Busy {
+        bool& flag;
+        explicit Busy(bool& f) : flag(f) { flag = true; }
+        ~Busy() { flag = false; }
+    } busy(busy_);
     ssize_t r = read(fd_, buffer.data(), buffer.size());
     if (r > 0) {
         try {
             decoder_.feed(buffer.data(), static_cast<size_t>(r));
-            symbolizeNew();
             deliverReplies();
         } catch (const core::ProtocolError& e) {
             deliverReplies();  // those that arrived whole before the bad bytes
@@ -108,7 +106,11 @@ void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
             close();
         }
     } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-        if (r < 0) error_ = std::string("reading the stream failed: ") + std::strerror(errno);
+        // A Unix socket's peer that closes with bytes of ours unread (the admission
+        // byte, a request) ends our reading with ECONNRESET once everything it sent
+        // was read: an end like any.
+        if (r < 0 && errno != ECONNRESET)
+            error_ = std::string("reading the stream failed: ") + std::strerror(errno);
         close();
     }
 }

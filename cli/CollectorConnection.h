@@ -1,7 +1,9 @@
 #pragma once
 // One collector's stream, folded as it arrives: bytes -> StreamDecoder ->
-// Aggregator. Native frames are symbolized as their nodes arrive, on the CLI's
-// own core while the target runs, so only the trace is left to write once it exits.
+// Aggregator. Nothing else happens on this path, so the CLI drains the socket
+// as fast as the collector fills it and the target never waits on a full buffer.
+// Native frames are symbolized when the trace is built, only those it shows,
+// each distinct address once (ElfSymbolizer).
 //
 // The socket is a stream socket and so two-way: the control plane (`memtool ctl`
 // commands forwarded to one process's collector) would write its commands here,
@@ -46,7 +48,16 @@ public:
     void onReply(ReplyHandler handler) { onReply_ = std::move(handler); }
 
     const core::Aggregator& aggregator() const { return aggregator_; }
-    // Knows every module and node received so far.
+    // Its handshake arrived and it is a process's stream (not a notice about one).
+    bool isStream() const { return aggregator_.handshake() && !aggregator_.handshake()->notice; }
+    // Finds the stream a continuing stream (a fork child's) continues (Aggregator.h).
+    void setStreamLookup(core::Aggregator::StreamLookup lookup) {
+        aggregator_.setStreamLookup(std::move(lookup));
+    }
+    // Inside readAvailable(): its bytes are being folded, so it must not be read again
+    // (a lookup made while folding another stream's handshake skips it).
+    bool busy() const { return busy_; }
+    // Knows every module received so far.
     ElfSymbolizer& symbolizer();
     // Why the stream broke; empty when it ended (or runs) normally.
     const std::string& error() const { return error_; }
@@ -54,7 +65,6 @@ public:
     double connectedS() const;
 
 private:
-    void symbolizeNew();
     void deliverReplies();
     void close();
 
@@ -63,10 +73,10 @@ private:
     core::StreamDecoder decoder_{aggregator_};
     ElfSymbolizer symbolizer_;
     size_t modulesSeen_ = 0;
-    size_t nodesSeen_ = 1;  // node 0 is the root
     std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point closed_;
     std::string error_;
+    bool busy_ = false;
     ReplyHandler onReply_;
     size_t repliesSeen_ = 0;
     std::set<uint64_t> outstanding_;

@@ -41,6 +41,7 @@ CollectorListener::~CollectorListener() {
 
 void CollectorListener::attach(EventLoop& loop, pid_t target) {
     target_ = target;
+    loop_ = &loop;
     loop.watch(fd_, [this, &loop] { acceptWaiting(loop); });
 }
 
@@ -70,13 +71,52 @@ void CollectorListener::acceptWaiting(EventLoop& loop) {
             close(fd);
             continue;
         }
+        // The collector waits for this byte before it records anything, so that a
+        // process cannot exit (and be reaped) before its descent was checked.
+        const char admitted = static_cast<char>(core::RecordTag::Admitted);
+        if (send(fd, &admitted, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+            refusals_.push_back(
+                fmt::format("a collector connection that closed before it was admitted ({})",
+                            std::strerror(errno)));
+            close(fd);
+            continue;
+        }
         connections_.push_back(std::make_unique<CollectorConnection>(fd));
         CollectorConnection* c = connections_.back().get();
+        c->setStreamLookup([this, c](const core::Handshake& h) { return continued(h, c); });
         loop.watch(fd, [this, c, fd, &loop] {
             c->readAvailable(buffer_);
             if (!c->open()) loop.unwatch(fd);
         });
     }
+}
+
+const core::Aggregator* CollectorListener::continued(const core::Handshake& h,
+                                                     const CollectorConnection* asking) {
+    // The stream continued connected first (so it was accepted first), and what it
+    // sent before the fork was in its socket before the child existed: reading what
+    // has arrived on it gives every record the child's ids may name. Streams whose
+    // handshake is still unread are read first: it may be among them.
+    for (const auto& c : connections_)
+        if (c.get() != asking && !c->aggregator().handshake()) drain(*c);
+    for (auto it = connections_.rbegin(); it != connections_.rend(); ++it) {
+        CollectorConnection& c = **it;
+        const auto& from = c.aggregator().handshake();
+        if (&c == asking || !from || from->notice ||
+            from->pid != static_cast<int64_t>(h.continues->pid) ||
+            from->startUnixNs != h.continues->startUnixNs)
+            continue;
+        drain(c);
+        return &c.aggregator();
+    }
+    return nullptr;
+}
+
+void CollectorListener::drain(CollectorConnection& c) {
+    if (!c.open() || c.busy()) return;
+    const int fd = c.fd();
+    c.drain(drainBuffer_);
+    if (!c.open() && loop_) loop_->unwatch(fd);
 }
 
 size_t CollectorListener::openStreams() const {

@@ -48,14 +48,22 @@ private:
     void acceptWaiting(EventLoop& loop);
     // Why the peer of `fd` may not join; empty when it may.
     std::string refusal(int fd) const;
+    // The stream a continuing stream continues (its handshake names it), with every
+    // record it sent so far read; null when there is none.
+    const core::Aggregator* continued(const core::Handshake& h, const CollectorConnection* asking);
+    // Reads what has arrived on `c` now, outside the loop's turn.
+    void drain(CollectorConnection& c);
 
     RunDirectory directory_;  // first made, last removed
     int fd_ = -1;
+    EventLoop* loop_ = nullptr;
     pid_t target_ = 0;
     std::vector<std::unique_ptr<CollectorConnection>> connections_;
     std::vector<std::string> refusals_;
     std::vector<uint8_t> buffer_ =
         std::vector<uint8_t>(1 << 20);  // one read's worth, shared by all streams
+    std::vector<uint8_t> drainBuffer_ =
+        std::vector<uint8_t>(1 << 16);  // for reads made while buffer_ is being folded
 };
 
 }  // namespace memtool::cli

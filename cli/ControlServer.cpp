@@ -44,9 +44,7 @@ const char* backupName(core::BackupKind k) {
 // "cpu", "cuda:0": a wire device code as the trace names it.
 std::string deviceText(uint8_t device) {
     const int ordinal = core::cudaOrdinal(device);
-    return ordinal >= 0                 ? fmt::format("cuda:{}", ordinal)
-           : device == core::kDeviceCpu ? "cpu"
-                                        : "pinned";
+    return ordinal >= 0 ? fmt::format("cuda:{}", ordinal) : core::deviceName(device);
 }
 
 }  // namespace
@@ -112,15 +110,14 @@ void ControlServer::readClient(EventLoop& loop, std::list<Client>::iterator clie
 
 CollectorConnection* ControlServer::connectionOf(int64_t pid) const {
     for (const auto& c : listener_.connections())
-        if (c->open() && c->aggregator().handshake() && c->aggregator().handshake()->pid == pid)
-            return c.get();
+        if (c->open() && c->isStream() && c->aggregator().handshake()->pid == pid) return c.get();
     return nullptr;
 }
 
 nlohmann::json ControlServer::list() const {
     nlohmann::json processes = nlohmann::json::array();
     for (const auto& c : listener_.connections()) {
-        if (!c->open() || !c->aggregator().handshake()) continue;
+        if (!c->open() || !c->isStream()) continue;
         const core::Handshake& h = *c->aggregator().handshake();
         nlohmann::json regions = nlohmann::json::array();
         for (const auto& [id, r] : c->aggregator().regions()) {

@@ -289,6 +289,10 @@ int processCommand(const CtlOptions& o) {
         }
         if (o.format == "json") {
             std::cout << json{{"pid", pid}, {"status", status}, {"body", body}}.dump(2) << '\n';
+        } else if (status != "ok" && body.is_object() && body.contains("error") &&
+                   body["error"].is_string()) {
+            std::cerr << fmt::format("memtool: {} failed: {}\n", argv[0],
+                                     body["error"].get<std::string>());
         } else if (status == "unknown") {
             std::cerr << fmt::format("memtool: process {} does not know the command '{}'\n", pid,
                                      argv[0]);

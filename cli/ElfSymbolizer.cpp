@@ -10,6 +10,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "cli/ModuleSymbols.h"
 #include "reporters/Files.h"
 
 namespace memtool::cli {
@@ -77,6 +78,13 @@ struct ElfSymbolizer::Impl {
     std::vector<core::ModuleRecord> modules;
     std::vector<bool> reported;  // per module: handed to libdw yet?
     std::unordered_map<uint64_t, core::Frame> cache;
+    std::unordered_map<Dwfl_Module*, std::unique_ptr<ModuleSymbols>> symbols;  // read on first use
+
+    const char* symbolName(Dwfl_Module* mod, uint64_t pc) {
+        auto& table = symbols[mod];
+        if (!table) table = std::make_unique<ModuleSymbols>(mod);
+        return table->name(pc);
+    }
 
     // A process maps hundreds of objects and a stack touches a few: open only those.
     // The path comes from the stream: only a regular file is opened, and without
@@ -134,10 +142,7 @@ const core::Frame& ElfSymbolizer::symbolize(uint64_t ip) {
     }
     if (impl_->dwfl) {
         if (Dwfl_Module* mod = dwfl_addrmodule(impl_->dwfl, pc)) {
-            GElf_Off off = 0;
-            GElf_Sym sym;
-            const char* name = dwfl_module_addrinfo(mod, pc, &off, &sym, nullptr, nullptr, nullptr);
-            f.function = demangle(name);
+            f.function = demangle(impl_->symbolName(mod, pc));
             if (inlinedCallSite(mod, pc, &f.file, &f.line)) {
                 // pc sits in code inlined into the symbol's function: report where
                 // that function made the (inlined) call, not the inlined body.

@@ -1,8 +1,9 @@
 #pragma once
 // Native return addresses -> function, file, line, with elfutils libdwfl over the
 // target's module map (as the collector announces it, module by module). Results
-// are cached per address; one ElfSymbolizer serves one process. `memtool run` feeds
-// it while the target runs, so little is left to do once the target exits.
+// are cached per address; one ElfSymbolizer serves one process. Only the modules
+// a stack touches are opened, and each one's symbols are sorted once
+// (ModuleSymbols): naming an address is then a binary search.
 
 #include <cstdint>
 #include <memory>

@@ -161,11 +161,11 @@ LiveSnapshot LiveView::snapshot(const CollectorListener& listener) {
     s.elapsedS = std::chrono::duration<double>(Clock::now() - started_).count();
     s.command = command_;
     size_t streams = 0;
-    for (const auto& c : listener.connections()) streams += c->aggregator().handshake() ? 1 : 0;
+    for (const auto& c : listener.connections()) streams += c->isStream() ? 1 : 0;
     std::map<std::pair<std::string, std::string>, uint64_t> held;  // (device, site) -> bytes
     for (const auto& c : listener.connections()) {
         const core::Aggregator& agg = c->aggregator();
-        if (!agg.handshake()) continue;
+        if (!c->isStream()) continue;
         const std::string prefix = streams > 1 ? fmt::format("pid {} ", agg.handshake()->pid) : "";
         // The stream's clock started when the collector connected, as connectedS() did.
         const auto nowNs = static_cast<uint64_t>(c->connectedS() * 1e9);

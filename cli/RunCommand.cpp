@@ -19,6 +19,7 @@
 #include "cli/EventLoop.h"
 #include "cli/Launcher.h"
 #include "cli/LiveView.h"
+#include "cli/OutputPattern.h"
 #include "cli/SignalRouter.h"
 #include "cli/TargetProcess.h"
 #include "core/Error.h"
@@ -141,26 +142,51 @@ core::ProcessTrace untrackedTarget(const TargetProcess& target, const RunOptions
     return p;
 }
 
+// Why a collector stopped writing its stream, from its notice (a connection of its
+// own, kHandshakeNotice), by the stream's pid and start time.
+std::map<std::pair<int64_t, uint64_t>, std::string> lostStreams(const CollectorListener& listener) {
+    std::map<std::pair<int64_t, uint64_t>, std::string> lost;
+    for (const auto& c : listener.connections()) {
+        const auto& h = c->aggregator().handshake();
+        if (!h || !h->notice) continue;
+        for (const core::NoteRecord& n : c->aggregator().notes())
+            if (n.key == core::kNoteStreamLost) lost[{h->pid, h->startUnixNs}] = n.text;
+    }
+    return lost;
+}
+
 // processes[0] is the launched program (the last image it exec'd), then every
-// other process that connected, in connection order.
+// other process that connected, in connection order (an image that exec'd, then
+// the one it became; a fork child after its parent).
 core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess& target,
                           const RunOptions& options, const CudaPlan& cuda) {
     core::Trace trace;
     trace.memtoolVersion = MEMTOOL_VERSION;
-    CollectorConnection* launched = nullptr;
+    const auto lost = lostStreams(listener);
+    auto lostReason = [&](const CollectorConnection& c) -> std::string {
+        const auto& h = *c.aggregator().handshake();
+        auto it = lost.find({h.pid, h.startUnixNs});
+        return it == lost.end() ? std::string() : it->second;
+    };
+    // The last stream of each pid: the image that ran last, whose end the pid's end is.
+    std::map<int64_t, CollectorConnection*> lastOfPid;
     for (const auto& c : listener.connections())
-        if (c->aggregator().handshake() && c->aggregator().handshake()->pid == target.pid())
-            launched = c.get();
+        if (c->isStream()) lastOfPid[c->aggregator().handshake()->pid] = c.get();
+    auto launchedIt = lastOfPid.find(target.pid());
+    CollectorConnection* launched = launchedIt == lastOfPid.end() ? nullptr : launchedIt->second;
     if (launched) {
         ProcessOutcome o = target.outcome();
-        o.streamError = launched->error();
+        o.streamError = lostReason(*launched);
+        if (o.streamError.empty()) o.streamError = launched->error();
         trace.processes.push_back(
             buildProcessTrace(launched->aggregator(), launched->symbolizer(), o, options.siteMode));
         trace.processes.back().maxRssBytes = target.maxRssBytes();
+        trace.processes.back().cpuS = target.cpuSeconds();
         if (!cuda.warning.empty()) trace.processes.back().warnings.push_back(cuda.warning);
     } else {
         trace.processes.push_back(untrackedTarget(target, options));
         trace.processes.back().maxRssBytes = target.maxRssBytes();
+        trace.processes.back().cpuS = target.cpuSeconds();
     }
     // What never became a process of the trace: connections refused, streams that
     // broke before their handshake.
@@ -170,21 +196,38 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         if (!c->aggregator().handshake() && !c->error().empty())
             warnings.push_back("a collector's stream broke before its handshake: " + c->error());
     for (const auto& c : listener.connections()) {
-        if (c.get() == launched || !c->aggregator().handshake()) continue;
-        ProcessOutcome o;
+        if (c.get() == launched || !c->isStream()) continue;
+        const int64_t pid = c->aggregator().handshake()->pid;
+        // Its parent reaped it, or memtool did (an orphan): then memtool knows how it ended.
+        ProcessOutcome o = lastOfPid[pid] == c.get() ? target.orphanOutcome(static_cast<pid_t>(pid))
+                                                     : ProcessOutcome{};
         o.durationS = c->connectedS();
-        o.streamError =
-            c->open() ? "the process was still running when the target exited" : c->error();
+        o.streamError = lostReason(*c);
+        if (o.streamError.empty())
+            o.streamError =
+                c->open() ? "the process was still running when the target exited" : c->error();
         trace.processes.push_back(
             buildProcessTrace(c->aggregator(), c->symbolizer(), o, options.siteMode));
     }
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd))
         for (auto& p : trace.processes) p.cwd = cwd;
+    // Everything memtool run did up to here (reading the streams, symbolizing,
+    // building the trace); writing trace.json comes after.
     rusage self{};
     getrusage(RUSAGE_SELF, &self);
     trace.cliMaxRssBytes = static_cast<uint64_t>(self.ru_maxrss) * 1024;  // KiB on Linux
+    trace.cliCpuS = cpuSecondsOf(self);
     return trace;
+}
+
+// -o as one process's file would be named (%p and %r stand for a pid or a rank):
+// what is checked before the program starts.
+std::string sampleOutputPath(const std::string& pattern) {
+    if (!isPerProcessPattern(pattern)) return pattern;
+    core::ProcessTrace sample;
+    sample.pid = getpid();
+    return expandOutputPattern(pattern, sample);
 }
 
 // Writes the trace where -o said (stdout for "-"); returns how to name where it
@@ -231,7 +274,7 @@ void keepSourceText(core::Trace& trace) {
     }
 }
 
-void printSummary(const core::Trace& trace, const std::string& output) {
+void printSummary(const core::Trace& trace, const std::vector<std::string>& files) {
     const core::ProcessTrace& p = trace.processes[0];
     // The program's peaks; a wrapper's (a shell that ran python as a child) are its
     // first child's that allocated, named by pid.
@@ -246,7 +289,9 @@ void printSummary(const core::Trace& trace, const std::string& output) {
     if (shown != &p) peaks = fmt::format(", pid {}", shown->pid);
     for (const auto& [name, d] : shown->devices)
         peaks += fmt::format(", {} peak {}", name, core::formatBytes(d.peakBytes));
-    std::cerr << fmt::format("memtool: wrote {} ({} process{}{}{})\n", output,
+    const std::string written =
+        files.size() == 1 ? files[0] : fmt::format("{} files ({} ...)", files.size(), files[0]);
+    std::cerr << fmt::format("memtool: wrote {} ({} process{}{}{})\n", written,
                              trace.processes.size(), trace.processes.size() == 1 ? "" : "es", peaks,
                              p.complete ? "" : ", INCOMPLETE: " + p.incompleteReason);
     bool tracked = false;
@@ -265,7 +310,7 @@ RunResult runCommand(const RunOptions& options) {
     // Everything that can refuse the run does so before the program starts: a run
     // is never thrown away at the end for a path that could not have worked.
     if (options.output != kStdoutPath)
-        reporters::checkReplaceable(options.output, core::kExitRunFailed);
+        reporters::checkReplaceable(sampleOutputPath(options.output), core::kExitRunFailed);
     const std::string collector = locateCollector();
     const CudaPlan cuda = planCuda(options.cuda, collector, options.quiet);
     CollectorListener listener;
@@ -295,11 +340,13 @@ RunResult runCommand(const RunOptions& options) {
     target.waitForExit();  // a no-op: the loop only ends after the target
     if (live) live->finish(listener);
 
-    // One trace file for every process; a file per process would be written here.
+    // One trace file, or with %p or %r in its name one per process (or per rank).
     core::Trace trace = assembleTrace(listener, target, options, cuda);
     keepSourceText(trace);
-    const std::string written = writeTrace(trace, options.output);
-    if (!options.quiet) printSummary(trace, written);
+    std::vector<std::string> files;
+    for (const auto& [path, part] : splitByOutputPattern(trace, options.output))
+        files.push_back(writeTrace(part, path));
+    if (!options.quiet) printSummary(trace, files);
 
     const ProcessOutcome outcome = target.outcome();
     return RunResult{outcome.exitCode.value_or(0), outcome.exitSignal.value_or(0)};

@@ -32,7 +32,9 @@ void TargetProcess::reapChildren() {
             reapIfExited();
             if (!exited_) return;
         } else {
-            waitpid(info.si_pid, nullptr, WNOHANG);
+            int status = 0;
+            if (waitpid(info.si_pid, &status, WNOHANG) == info.si_pid)
+                orphans_[info.si_pid] = status;
         }
     }
 }
@@ -50,6 +52,15 @@ double TargetProcess::secondsSinceExit() const {
     return exited_ ? secondsBetween(exitedAt_, Clock::now()) : 0;
 }
 
+ProcessOutcome TargetProcess::orphanOutcome(pid_t pid) const {
+    ProcessOutcome o;
+    auto it = orphans_.find(pid);
+    if (it == orphans_.end()) return o;
+    if (WIFEXITED(it->second)) o.exitCode = WEXITSTATUS(it->second);
+    if (WIFSIGNALED(it->second)) o.exitSignal = WTERMSIG(it->second);
+    return o;
+}
+
 ProcessOutcome TargetProcess::outcome() const {
     ProcessOutcome o;
     if (WIFEXITED(status_)) o.exitCode = WEXITSTATUS(status_);
@@ -61,5 +72,14 @@ ProcessOutcome TargetProcess::outcome() const {
 uint64_t TargetProcess::maxRssBytes() const {
     return static_cast<uint64_t>(usage_.ru_maxrss) * 1024;
 }  // KiB on Linux
+
+double TargetProcess::cpuSeconds() const { return cpuSecondsOf(usage_); }
+
+double cpuSecondsOf(const rusage& usage) {
+    auto seconds = [](const timeval& t) {
+        return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+    };
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
 }  // namespace memtool::cli

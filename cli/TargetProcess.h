@@ -9,10 +9,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 
 #include "cli/TraceBuilder.h"
 
 namespace memtool::cli {
+
+// User + system seconds of a getrusage/wait4 record.
+double cpuSecondsOf(const rusage& usage);
 
 class TargetProcess {
 public:
@@ -34,9 +38,14 @@ public:
     void forward(int signal);
 
     double secondsSinceExit() const;
+    // How a descendant memtool reaped (its parent had exited) ended: exit code or
+    // signal; nothing for the target itself and for those their parents reaped.
+    ProcessOutcome orphanOutcome(pid_t pid) const;
     // How it ended: exit code or signal, and the time from fork to exit.
     ProcessOutcome outcome() const;
     uint64_t maxRssBytes() const;
+    // CPU seconds (user + system) of the process and the children it waited for.
+    double cpuSeconds() const;
 
 private:
     void reaped(int status);
@@ -47,6 +56,7 @@ private:
     bool exited_ = false;
     int status_ = 0;
     rusage usage_{};
+    std::map<pid_t, int> orphans_;  // wait statuses of reaped descendants, by pid
 };
 
 }  // namespace memtool::cli

@@ -34,6 +34,32 @@ std::string deviceRow(uint8_t code) {
 
 // ---- the process as a whole --------------------------------------------------------
 
+// A launcher's variable as a number: digits only (a value like "0,1" is no rank).
+std::optional<int64_t> wholeNumber(const std::string& text) {
+    if (text.empty() || text.size() > 9 ||
+        text.find_first_not_of("0123456789") != std::string::npos)
+        return std::nullopt;
+    return std::stoll(text);
+}
+
+// The first of `names` that the process had set to a number.
+std::optional<int64_t> firstSet(const std::map<std::string, std::string>& environment,
+                                std::initializer_list<const char*> names) {
+    for (const char* name : names)
+        if (auto it = environment.find(name); it != environment.end())
+            if (auto n = wholeNumber(it->second)) return n;
+    return std::nullopt;
+}
+
+// Rank, local rank and world size as torchrun, Slurm, Open MPI or MPICH set them.
+void rankOf(const core::Handshake& h, core::ProcessTrace& p) {
+    for (const auto& [name, value] : h.environment) p.rankEnvironment[name] = value;
+    const auto& env = p.rankEnvironment;
+    p.rank = firstSet(env, {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"});
+    p.localRank = firstSet(env, {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"});
+    p.worldSize = firstSet(env, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"});
+}
+
 core::ProcessTrace processHeader(const core::Aggregator& agg, const ProcessOutcome& outcome) {
     core::ProcessTrace p;
     if (const auto& h = agg.handshake()) {
@@ -42,13 +68,24 @@ core::ProcessTrace processHeader(const core::Aggregator& agg, const ProcessOutco
         p.command = h->command;
         p.nativeStacks = h->nativeStacks;
         p.pythonStacks = h->pythonStacks;
+        p.forked = h->forked;
+        rankOf(*h, p);
     }
+    const auto& end = agg.end();
+    p.exec = end && end->exitKind == static_cast<uint64_t>(core::ExitKind::Exec);
     p.exitCode = outcome.exitCode;
-    p.snapshot = outcome.snapshot;
     p.exitSignal = outcome.exitSignal;
+    // Seen from outside or not at all, the collector may know it: the status given
+    // to exit() or _exit(). An image that exec'd has none of its own.
+    if (!p.exitCode && !p.exitSignal && end && end->exitStatus > 0 && !p.exec)
+        p.exitCode = static_cast<int>(end->exitStatus - 1);
+    p.snapshot = outcome.snapshot;
     p.durationS = outcome.durationS;
     for (const core::NoteRecord& n : agg.notes())
         if (n.key == core::kNoteWarning) p.warnings.push_back(n.text);
+    if (!agg.continuationProblem().empty())
+        p.warnings.push_back("some frames its parent's stacks share with it are unknown: " +
+                             agg.continuationProblem());
     if (const auto& end = agg.programEnd()) {
         p.leakMoment =
             end->how == core::kProgramEndPython ? core::kLeakAtPython : core::kLeakAtExit;
@@ -58,6 +95,20 @@ core::ProcessTrace processHeader(const core::Aggregator& agg, const ProcessOutco
         p.leakTimeS = static_cast<double>(agg.lastTimeNs()) / 1e9;
     }
     return p;
+}
+
+// An image that exec'd leaked nothing: what it held went with it.
+void releasedByExec(core::ProcessTrace& p) {
+    for (auto& [name, d] : p.devices) {
+        d.currentBytes = d.pausedBytes = d.leakedBytes = 0;
+        for (auto& [pool, totals] : d.pools)
+            totals.currentBytes = totals.pausedBytes = totals.leakedBytes = 0;
+    }
+    for (core::Hotspot& h : p.hotspots) {
+        h.leakedBytes = 0;
+        for (auto& [pool, f] : h.pools) f.leakedBytes = 0;
+    }
+    for (core::RegionTotals& r : p.regions) r.bytes = r.pausedBytes = 0;
 }
 
 // What saw the CUDA events: CUPTI unless the collector said otherwise.
@@ -93,7 +144,9 @@ std::map<std::string, core::DeviceTotals> deviceTotals(const core::Aggregator& a
             t.pools[pool] = totals;
         } else {
             static_cast<core::PoolTotals&>(t) = totals;
-            t.source = code == core::kDeviceCpu ? "libc10" : cuda;
+            t.source = code == core::kDeviceCpu      ? "libc10"
+                       : code == core::kDeviceShared ? "shm"
+                                                     : cuda;
         }
     }
     return devices;
@@ -122,7 +175,8 @@ Stack pythonFrames(const core::Aggregator& agg, uint64_t pyNode) {
         const core::PyCodeRecord& code = agg.pyCodes()[node.codeId];
         Frame f;
         f.kind = core::FrameKind::Python;
-        f.function = code.name;
+        // Code 0: a frame of the stream this one continues that never arrived.
+        f.function = node.codeId == 0 ? "(a frame not received)" : code.name;
         f.file = code.file;
         f.line = node.line;
         f.user = !core::isLibraryPythonFile(code.file);
@@ -490,6 +544,7 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
     p.stream = streamCheck(agg);
     p.incompleteReason = incompleteReason(agg, outcome);
     p.complete = p.incompleteReason.empty();
+    if (p.exec) releasedByExec(p);
     if (agg.doubleAllocs() > 0)
         p.warnings.push_back(fmt::format(
             "{} allocations reused a live address (a free went unseen)", agg.doubleAllocs()));

@@ -15,6 +15,7 @@
 
 #include "cli/CommandGuard.h"
 #include "cli/CtlCommand.h"
+#include "cli/OutputPattern.h"
 #include "cli/RunCommand.h"
 #include "core/Error.h"
 #include "core/SiteChoice.h"
@@ -26,6 +27,7 @@
 #include "reporters/JsonReporter.h"
 #include "reporters/LineReporter.h"
 #include "reporters/PerfettoReporter.h"
+#include "reporters/ProcessSelection.h"
 #include "reporters/SourceFiles.h"
 #include "reporters/TableReporter.h"
 #include "reporters/TraceJson.h"
@@ -62,6 +64,7 @@ struct ReportArgs {
     std::string metric;  // collapsed only; empty: peak
     bool lines = false;
     bool topGiven = false;
+    reporters::ProcessFilter processes;
     reporters::ReportOptions options;
     reporters::LineReportOptions lineOptions;
 };
@@ -81,16 +84,8 @@ void checkSortKey(const core::Trace& trace, reporters::SortKey sort) {
                           "count or leaked");
 }
 
-int reportCommand(const ReportArgs& a) {
-    if (!a.metric.empty() && a.format != "collapsed")
-        throw core::Error(core::kExitBadInput, "--metric goes with --format collapsed");
-    if ((!a.lineOptions.file.empty() || !a.lineOptions.function.empty()) && !a.lines &&
-        a.format != "html")
-        throw core::Error(core::kExitBadInput,
-                          std::string(a.lineOptions.file.empty() ? "--function" : "--file") +
-                              " selects rows of the line table: add --lines");
-    core::Trace trace = reporters::loadTrace(a.path);
-    checkSortKey(trace, a.options.sort);
+// One report of `trace` into `output` (stdout when empty).
+void renderReport(const core::Trace& trace, const ReportArgs& a, const std::string& output) {
     std::ostringstream out;
     if (a.format == "collapsed") {
         reporters::renderCollapsed(
@@ -114,20 +109,35 @@ int reportCommand(const ReportArgs& a) {
     } else {
         reporters::renderTable(trace, a.options, out);
     }
-    emit(a.output, out.str());
+    emit(output, out.str());
+}
+
+int reportCommand(const ReportArgs& a) {
+    if (!a.metric.empty() && a.format != "collapsed")
+        throw core::Error(core::kExitBadInput, "--metric goes with --format collapsed");
+    if ((!a.lineOptions.file.empty() || !a.lineOptions.function.empty()) && !a.lines &&
+        a.format != "html")
+        throw core::Error(core::kExitBadInput,
+                          std::string(a.lineOptions.file.empty() ? "--function" : "--file") +
+                              " selects rows of the line table: add --lines");
+    core::Trace trace = reporters::selectProcesses(reporters::loadTrace(a.path), a.processes);
+    checkSortKey(trace, a.options.sort);
+    // -o with %p or %r: a report per process (or per rank), as `memtool run -o` writes traces.
+    for (const auto& [path, part] : cli::splitByOutputPattern(trace, a.output))
+        renderReport(part, a, path);
     return 0;
 }
 
 struct CheckArgs {
     std::string trace, baseline, maxIncrease, metric = "peak", format = "text", output, command;
     std::vector<std::string> limits;
-    std::optional<int64_t> pid;
+    reporters::ProcessFilter processes;
     bool allowIncomplete = false, allowOom = false, allowEmpty = false;
 };
 
 int checkCommand(const CheckArgs& a) {
     reporters::CheckOptions o;
-    o.pid = a.pid;
+    o.named = a.processes.any();
     o.command = a.command;
     o.allowEmpty = a.allowEmpty;
     o.metric = reporters::parseMetric(a.metric);
@@ -142,9 +152,12 @@ int checkCommand(const CheckArgs& a) {
     // that no process ran out of memory.
     o.allowIncomplete = a.allowIncomplete;
     o.allowOom = a.allowOom;
-    core::Trace trace = reporters::loadTrace(a.trace);
+    core::Trace trace = reporters::selectProcesses(reporters::loadTrace(a.trace), a.processes);
     if (!a.baseline.empty()) {
-        o.baseline = reporters::loadTrace(a.baseline);
+        // A rank is compared with the same rank; a pid names a process of TRACE only.
+        o.baseline = reporters::selectProcesses(
+            reporters::loadTrace(a.baseline),
+            reporters::ProcessFilter{std::nullopt, a.processes.rank}, "the baseline");
         o.baselinePath = a.baseline;
     }
     std::vector<reporters::CheckResult> results = reporters::runChecks(trace, o);
@@ -162,9 +175,11 @@ int checkCommand(const CheckArgs& a) {
 }
 
 int diffCommand(const std::string& basePath, const std::string& newPath, size_t top,
-                const std::string& format) {
-    core::Trace base = reporters::loadTrace(basePath);
-    core::Trace current = reporters::loadTrace(newPath);
+                const std::string& format, const reporters::ProcessFilter& processes) {
+    core::Trace base =
+        reporters::selectProcesses(reporters::loadTrace(basePath), processes, "the base trace");
+    core::Trace current =
+        reporters::selectProcesses(reporters::loadTrace(newPath), processes, "the new trace");
     reporters::TraceDiff d = reporters::diffTraces(base, current, top);
     if (format == "json")
         reporters::renderDiffJson(d, std::cout);
@@ -187,6 +202,16 @@ std::vector<std::string> runCommandWords(std::vector<std::string> words,
                               " (memtool's options go before the command; see memtool run --help)");
     words.insert(words.end(), tail.begin(), tail.end());
     return words;
+}
+
+// --pid and --rank of report, check and diff.
+void addProcessOptions(CLI::App* command, reporters::ProcessFilter& filter, const char* what) {
+    command->add_option_function<int64_t>(
+        "--pid", [&filter](const int64_t& pid) { filter.pid = pid; },
+        std::string("Only the process with this pid ") + what);
+    command->add_option_function<int64_t>(
+        "--rank", [&filter](const int64_t& rank) { filter.rank = rank; },
+        std::string("Only the processes of this rank (RANK, SLURM_PROCID, ...) ") + what);
 }
 
 [[noreturn]] void dieLike(int sig) {
@@ -293,7 +318,9 @@ int main(int argc, char** argv) {
                      "JSON for ui.perfetto.dev)")
         ->check(CLI::IsMember({"text", "json", "html", "collapsed", "perfetto"}))
         ->capture_default_str();
-    reportCmd->add_option("-o,--output", report.output, "Write the report here instead of stdout");
+    reportCmd->add_option("-o,--output", report.output,
+                          "Write the report here instead of stdout (%p, %r: a file per process, "
+                          "per rank)");
     reportCmd
         ->add_option("--metric", report.metric,
                      "With --format collapsed: the bytes each stack counts, peak (default), "
@@ -327,6 +354,7 @@ int main(int argc, char** argv) {
                          "exact (40,000 B)")
             ->check(CLI::IsMember({"iec", "si", "exact"}))
             ->capture_default_str();
+    addProcessOptions(reportCmd, report.processes, "(a multi-process trace: all by default)");
     reportCmd->add_flag("--lines", report.lines,
                         "Line table: peak and allocated bytes per source line");
     reportCmd->add_option("--file", report.lineOptions.file,
@@ -348,8 +376,6 @@ int main(int argc, char** argv) {
                          "growth allowed over the baseline: PCT% or SIZE");
     checkCmd->add_option("--metric", check.metric, "peak, allocated or leaked")
         ->capture_default_str();
-    checkCmd->add_option("--pid", check.pid,
-                         "check only this process (default: every process that allocated)");
     checkCmd->add_option("--command", check.command,
                          "check only processes whose command line contains this");
     checkCmd->add_option("--format", check.format, "text, json or junit")
@@ -363,6 +389,9 @@ int main(int argc, char** argv) {
     checkCmd->add_flag("--allow-empty", check.allowEmpty,
                        "do not fail limits and baselines when no process allocated memory memtool "
                        "tracks (the program never loaded torch)");
+    addProcessOptions(checkCmd, check.processes,
+                      "is checked (default: every process that allocated; --rank: that rank in "
+                      "the baseline too)");
 
     std::string diffBase, diffNew, diffFormat = "text";
     size_t diffTop = 10;
@@ -374,6 +403,9 @@ int main(int argc, char** argv) {
     diffCmd->add_option("--format", diffFormat, "text or json")
         ->check(CLI::IsMember({"text", "json"}))
         ->capture_default_str();
+    reporters::ProcessFilter diffProcesses;
+    addProcessOptions(diffCmd, diffProcesses,
+                      "is compared, in both traces (default: the launched program)");
 
     // `memtool run [options] [--] COMMAND...`: from the first "--" on, every word is
     // the command's (runCommandWords).
@@ -428,8 +460,9 @@ int main(int argc, char** argv) {
         return cli::runGuarded([&] { return checkCommand(check); }, core::kExitInternal, std::cerr);
     }
     if (diffCmd->parsed())
-        return cli::runGuarded([&] { return diffCommand(diffBase, diffNew, diffTop, diffFormat); },
-                               core::kExitInternal, std::cerr);
+        return cli::runGuarded(
+            [&] { return diffCommand(diffBase, diffNew, diffTop, diffFormat, diffProcesses); },
+            core::kExitInternal, std::cerr);
     if (reportCmd->parsed()) {
         return cli::runGuarded(
             [&] {

@@ -26,7 +26,19 @@ bool CPythonApi::resolve() {
               find(UnicodeFromString, "PyUnicode_FromString") &&
               find(BuildValue, "Py_BuildValue") && find(ErrClear, "PyErr_Clear");
     find(EvalSetProfileAllThreads, "PyEval_SetProfileAllThreads");  // optional
+    find(GetVersion, "Py_GetVersion");
     return ok && resolvePendingCalls();
+}
+
+bool CPythonApi::resolveFrameReading() {
+    if (!find(IsFinalizing, "Py_IsFinalizing")) find(IsFinalizing, "_Py_IsFinalizing");
+    codeType = dlsym(RTLD_DEFAULT, "PyCode_Type");
+    unicodeType = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+    return find(GILStateGetThisThreadState, "PyGILState_GetThisThreadState") &&
+           find(ThreadStateGet, "PyThreadState_Get") && IsFinalizing &&
+           find(CodeAddr2Line, "PyCode_Addr2Line") && codeType && unicodeType &&
+           find(DictNew, "PyDict_New") && find(DictSetItemString, "PyDict_SetItemString") &&
+           find(EvalGetBuiltins, "PyEval_GetBuiltins") && find(RunStringFlags, "PyRun_StringFlags");
 }
 
 bool CPythonApi::resolveCalls() {
@@ -41,7 +53,5 @@ bool CPythonApi::resolveCalls() {
 bool CPythonApi::resolvePendingCalls() {
     return find(IsInitialized, "Py_IsInitialized") && find(AddPendingCall, "Py_AddPendingCall");
 }
-
-bool CPythonApi::resolveExit() { return find(AtExit, "Py_AtExit"); }
 
 }  // namespace memtool::collectors

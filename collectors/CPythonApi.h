@@ -1,8 +1,9 @@
 #pragma once
-// The one seam to CPython. Functions are looked up at run time with dlsym, so
-// the collector carries no Python headers and serves 3.9 through 3.13 alike;
-// only the stable parts of the C API are used (opaque PyObject pointers, the
-// profile-function protocol, PyMethodDef's public layout).
+// The seam to CPython's API (its private layouts are CPythonFrames'). Functions
+// are looked up at run time with dlsym, so the collector carries no Python
+// headers and serves 3.9 through 3.13 alike; only public parts of the C API are
+// used (opaque PyObject pointers, the profile-function protocol, PyMethodDef's
+// public layout), and _Py_IsFinalizing where Py_IsFinalizing is not public yet.
 
 #include <sys/types.h>
 
@@ -23,11 +24,11 @@ struct PyMethodDefLayout {  // struct PyMethodDef
     const char* doc;
 };
 inline constexpr int kMethVarargs = 0x0001;
+inline constexpr int kPyFileInput = 257;  // Py_file_input, for PyRun_StringFlags
 
 struct CPythonApi {
     int (*IsInitialized)() = nullptr;
     int (*GILStateCheck)() = nullptr;
-    int (*AtExit)(void (*)()) = nullptr;  // Py_AtExit: run last in Py_FinalizeEx
     void (*EvalSetProfile)(ProfileFunc, PyObjectPtr) = nullptr;
     void (*EvalSetProfileAllThreads)(ProfileFunc, PyObjectPtr) = nullptr;  // 3.12+
     PyFramePtr (*EvalGetFrame)() = nullptr;                                // borrowed
@@ -50,16 +51,35 @@ struct CPythonApi {
     void (*ErrFetch)(PyObjectPtr*, PyObjectPtr*, PyObjectPtr*) = nullptr;
     PyObjectPtr (*ObjectStr)(PyObjectPtr) = nullptr;
 
+    // ---- for reading frames directly (CPythonFrames); each may be missing -------
+    // The calling thread's own thread state, GIL held or not: the gilstate TLS slot
+    // (PyGILState_GetThisThreadState reads it without locking, in 3.11 to 3.13).
+    PyObjectPtr (*GILStateGetThisThreadState)() = nullptr;
+    PyObjectPtr (*ThreadStateGet)() = nullptr;  // the GIL holder's (PyThreadState_Get)
+    int (*IsFinalizing)() = nullptr;            // Py_IsFinalizing (3.13) or _Py_IsFinalizing
+    // Line of a code object's instruction at byte offset `offset`; reads only the
+    // code object's immutable line table (the frame's line, as PyFrame_GetLineNumber
+    // computes it).
+    int (*CodeAddr2Line)(PyObjectPtr code, int offset) = nullptr;
+    const char* (*GetVersion)() = nullptr;  // Py_GetVersion: "3.11.2 (main, ...)"
+    const void* codeType = nullptr;         // &PyCode_Type
+    const void* unicodeType = nullptr;      // &PyUnicode_Type
+    // For the self-check, which runs a little Python code of its own.
+    PyObjectPtr (*DictNew)() = nullptr;
+    int (*DictSetItemString)(PyObjectPtr, const char*, PyObjectPtr) = nullptr;
+    PyObjectPtr (*EvalGetBuiltins)() = nullptr;  // borrowed
+    PyObjectPtr (*RunStringFlags)(const char*, int, PyObjectPtr, PyObjectPtr, void*) = nullptr;
+
     // Resolves every symbol from the global scope; true when an interpreter is
     // linked into this process and all required functions were found.
     bool resolve();
     // Resolves only what safe points need (Py_IsInitialized, Py_AddPendingCall).
     bool resolvePendingCalls();
+    // Resolves what reading frames directly needs; false when any is missing.
+    bool resolveFrameReading();
     // Resolves what calling a Python function from C needs (the GIL held):
     // import, call, strings, errors.
     bool resolveCalls();
-    // Resolves Py_AtExit (collectors/ProgramEnd).
-    bool resolveExit();
 };
 
 }  // namespace memtool::collectors

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,6 +49,11 @@ std::atomic<bool> gRuntimeHooks{false};
 std::atomic<bool> gCudaHooked{false};
 std::atomic<bool> gRuntimeSourceNoted{false};
 pthread_mutex_t gScanMutex = PTHREAD_MUTEX_INITIALIZER;
+bool gForkChild = false;           // the next stream is a fork child's first (under gScanMutex)
+bool gExitHandlerSet = false;      // on_exit registered in this process image
+std::atomic<int> gExitStatus{-1};  // what the process gave exit(), once it did
+// How long a collector waits for `memtool run` to admit its connection.
+constexpr int kAdmissionTimeoutMs = 10000;
 
 constinit NoDestroy<Engine> gEngine;
 constinit NoDestroy<SocketSink> gSink;
@@ -69,6 +76,7 @@ constinit NoDestroy<control::RegionCommands> gCommands{gRegions.value, &gCourtes
 // the path, so a different object loaded at a reused address is described again.
 struct ScanState {
     PointerMap allocatorPatched;  // libc10 objects whose posix_memalign/free are ours
+    PointerMap sharedPatched;     // libtorch_cpu objects whose shm_open/mmap/munmap are ours
     PointerMap runtimePatched;    // objects looked at for the CUDA runtime hooks
     PointerMap regionPatched;     // libc10_cuda objects given the region hooks
     PointerMap described;         // objects announced to the CLI
@@ -124,6 +132,55 @@ const GotHook kAllocatorHooks[] = {
 };
 
 bool isAllocatorLibrary(const char* path) { return fileNameStartsWith(path, "libc10.so"); }
+
+// ---- shared memory: PyTorch's MapAllocator (libtorch_cpu) --------------------------
+// share_memory_(), DataLoader batches and both sharing strategies make a storage's
+// memory with shm_open(O_CREAT | O_EXCL), ftruncate and mmap(MAP_SHARED) of that
+// descriptor; the processes it is passed to map it again (a descriptor received,
+// or the name opened without O_CREAT). Counting the mapping of a descriptor this
+// process created, on the `shared` row, counts each storage once, in its creator.
+// Descriptors are told apart from a reused number by their inode.
+constexpr int kMaxShmFds = 4096;
+std::atomic<uint64_t> gCreatedShm[kMaxShmFds];  // fd -> inode + 1 of a shm object made here
+
+int hookShmOpen(const char* name, int oflag, mode_t mode) noexcept {
+    const int fd = shm_open(name, oflag, mode);
+    if (fd >= 0 && fd < kMaxShmFds) {
+        struct stat st {};
+        const bool created = (oflag & O_CREAT) && fstat(fd, &st) == 0;
+        gCreatedShm[fd].store(created ? static_cast<uint64_t>(st.st_ino) + 1 : 0);
+    }
+    return fd;
+}
+
+bool createdHere(int fd) {
+    if (fd < 0 || fd >= kMaxShmFds) return false;
+    const uint64_t inode = gCreatedShm[fd].load(std::memory_order_relaxed);
+    struct stat st {};
+    return inode != 0 && fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_ino) + 1 == inode;
+}
+
+void* hookMmap64(void* address, size_t length, int prot, int flags, int fd,
+                 off64_t offset) noexcept {
+    void* p = mmap64(address, length, prot, flags, fd, offset);
+    if (p != MAP_FAILED && (flags & MAP_SHARED) && createdHere(fd))
+        engine().alloc(core::kDeviceShared, reinterpret_cast<uint64_t>(p), length);
+    return p;
+}
+
+int hookMunmap(void* address, size_t length) noexcept {
+    engine().free(reinterpret_cast<uint64_t>(address));  // before another mapping can take it
+    return munmap(address, length);
+}
+
+const GotHook kSharedMemoryHooks[] = {
+    MEMTOOL_GOT_HOOK(shm_open, &hookShmOpen),
+    MEMTOOL_GOT_HOOK(mmap64, &hookMmap64),
+    MEMTOOL_GOT_HOOK(mmap, &hookMmap64),
+    MEMTOOL_GOT_HOOK(munmap, &hookMunmap),
+};
+
+bool isSharedMemoryLibrary(const char* path) { return fileNameStartsWith(path, "libtorch_cpu.so"); }
 
 // ---- one scan of the loaded objects --------------------------------------------------
 // Module descriptions are gathered in memory of the scan's own (mmap), copied out
@@ -224,6 +281,9 @@ int scanModule(dl_phdr_info* info, size_t, void* data) {
         const GotHook* hooks = cudaRegionHooks(&count);
         patchModuleImports(info, hooks, count, "libcudart", &state.slots);
     }
+    if (isSharedMemoryLibrary(path) && !(state.sharedPatched.find(key, &seen) && seen == hash) &&
+        patchModuleImports(info, kSharedMemoryHooks, 4, nullptr, &state.slots) > 0)
+        state.sharedPatched.insert(key, hash);
     if (isAllocatorLibrary(path) && !(state.allocatorPatched.find(key, &seen) && seen == hash) &&
         patchModuleImports(info, kAllocatorHooks, 2, nullptr, &state.slots) > 0) {
         state.allocatorPatched.insert(key, hash);
@@ -280,13 +340,35 @@ struct CommandLine {
     }
 };
 
+// on_exit: the status exit() was given (a return from main too), for the end record.
+void rememberExitStatus(int status, void*) { gExitStatus.store(status); }
+
+// The launcher's variables this process has (core::kRankVariables), as name,
+// value pairs into `out`; returns the pairs.
+size_t rankEnvironment(const char** out) {
+    size_t n = 0;
+    for (const char* name : core::kRankVariables) {
+        if (const char* value = getenv(name)) {
+            out[2 * n] = name;
+            out[2 * n + 1] = value;
+            ++n;
+        }
+    }
+    return n;
+}
+
 // Under gScanMutex. Connects once; a process that never loads an allocator memtool
 // tracks (a shell, a compiler the script spawns) never appears in the trace.
 void ensureConnected() {
     Engine& e = engine();
     if (!gConfigured || gGaveUp || e.active()) return;
+    e.wantReopen(false);
     const char* why = nullptr;
-    if (!gSink.value.connect(gSocketPath, &why)) {
+    // Nothing is sent before memtool run admits the connection: a fork child that
+    // connected and exited at once would otherwise be gone (reaped by its parent)
+    // before memtool could check that it descends from the program.
+    if (!gSink.value.connect(gSocketPath, &why) ||
+        !gSink.value.awaitAdmission(kAdmissionTimeoutMs, &why)) {
         warn(why);
         gGaveUp = true;
         return;
@@ -301,27 +383,83 @@ void ensureConnected() {
         static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
     id.command = command.bytes;
     id.commandBytes = command.used;
+    const char* environment[2 * core::kRankVariableCount];
+    id.environment = environment;
+    id.environmentCount = rankEnvironment(environment);
+    id.forked = gForkChild;
     if (!e.connect(gSink.value, id)) {
         warn(gSink.value.failure());
         gGaveUp = true;
         return;
     }
+    gForkChild = false;
+    // A fork child inherits the registration with the rest of its parent's memory.
+    if (!gExitHandlerSet) {
+        gExitHandlerSet = true;
+        on_exit(rememberExitStatus, nullptr);
+    }
     // Commands from `memtool ctl` come down the same socket.
     control::startControlThread(gSink.value, e, gCommands.value);
 }
 
+// The engine's reopener: a fork child's first event (or the first after an exec
+// that failed) starts its stream, where the process tracks an allocator.
+void reopenStream() {
+    engine().wantReopen(false);
+    refreshModules();
+}
+
+// The writer found its descriptor taken over: a connection of its own tells
+// memtool run why this stream stops (the stream itself cannot say it any more).
+// Under the engine's lock: nothing here records.
+void sendLostNotice(const char* why) {
+    SocketSink notice;
+    const char* failed = nullptr;
+    if (!notice.connect(gSocketPath, &failed) ||
+        !notice.awaitAdmission(kAdmissionTimeoutMs, &failed))
+        return;
+    const Engine& e = engine();
+    const size_t whyBytes = std::strlen(why);
+    const size_t keyBytes = std::strlen(core::kNoteStreamLost);
+    uint8_t record[2048];
+    if (core::handshakeBytes(0, 0) + core::noteBytes(keyBytes, whyBytes) > sizeof record) return;
+    uint8_t* p = core::encodeHandshakeHead(record, e.streamPid(), static_cast<uint64_t>(getppid()),
+                                           e.streamStartNs(), core::kHandshakeNotice, 0);
+    p = core::encodeHandshakeEnvCount(p, 0);
+    p = core::encodeNote(p, core::kNoteStreamLost, keyBytes, why, whyBytes);
+    notice.write(record, static_cast<size_t>(p - record));
+    notice.close();
+}
+
+// Every lock a hook or a scan may take is held across fork(), in the one order
+// the collector takes them in (region operations and the CUDA backend's loading,
+// which may dlopen, before the module scan; the region table, then the engine,
+// after it): a child never starts with a lock some other thread of its parent held.
 void atForkPrepare() {
+    gRegions.value.lockOuterForFork();
     pthread_mutex_lock(&gScanMutex);
+    gRegions.value.lockTableForFork();
     engine().prepareFork();
 }
 void atForkParent() {
     engine().parentAfterFork();
+    gRegions.value.unlockTableAfterFork();
     pthread_mutex_unlock(&gScanMutex);
+    gRegions.value.unlockOuterAfterFork();
 }
 void atForkChild() {
-    engine().childAfterFork();
+    Engine& e = engine();
+    e.childAfterFork();
+    gRegions.value.childAfterFork();
+    gRegions.value.unlockTableAfterFork();
+    // The child gets a stream of its own at its first event: a child that execs at
+    // once (subprocess) never connects, its new image does if it tracks anything.
+    gForkChild = true;
+    if (gConfigured && !gGaveUp) e.wantReopen(true);
+    // Shared memory the parent created is the parent's, mapped in the child or not.
+    for (auto& inode : gCreatedShm) inode.store(0, std::memory_order_relaxed);
     pthread_mutex_unlock(&gScanMutex);
-    gGaveUp = true;  // the child runs on untracked
+    gRegions.value.unlockOuterAfterFork();
 }
 
 }  // namespace
@@ -356,6 +494,8 @@ bool startCollector() {
     r.setBackupDirectory(std::getenv(core::kEnvBackupDir));
     if (e.options().pausableAll) r.setPausableAll();
     gCourtesy.value.setCacheEmptier(emptyTorchCache);
+    e.setReopener(reopenStream);
+    gSink.value.onTakenOver(sendLostNotice);
     pthread_atfork(atForkPrepare, atForkParent, atForkChild);
     configureTorchBridge();
     gConfigured = true;
@@ -370,12 +510,22 @@ void refreshModules() {
     ScanState& state = scanState();
     dl_iterate_phdr(scanModule, &scan);
     const bool anyPatched = state.allocatorPatched.size() > 0;
+    const bool wasActive = e.active();
     if (anyPatched || gCudaAttached || gCudaHooked) ensureConnected();
     const bool active = e.active();
+    // A stream that starts afresh, after an earlier one of this process that it
+    // does not continue, knows no module yet: every one is announced again.
+    Scan again;
+    Scan* found = &scan;
+    if (active && !wasActive && !e.continuesIds() && state.described.size() > 0) {
+        state.described.clear();
+        dl_iterate_phdr(scanModule, &again);
+        found = &again;
+    }
     if (active) {
         // Until the engine connects, nothing is announced, so nothing may be marked described.
-        for (size_t i = 0; i < scan.modules.size(); ++i) {
-            ModuleEntry& m = scan.modules[i];
+        for (size_t i = 0; i < found->modules.size(); ++i) {
+            ModuleEntry& m = found->modules[i];
             m.info.ranges = m.ranges;
             e.announceModule(m.info);
             state.described.insert(m.key, m.hash);
@@ -407,6 +557,25 @@ void fallBackToCudaRuntimeHooks(const char* why) {
     if (why) engine().note(core::kNoteWarning, why);
 }
 
-void finishCollector(core::ExitKind kind) { engine().finish(kind); }
+void finishCollector(core::ExitKind kind, int exitStatus) {
+    Engine& e = engine();
+    // A vfork child (subprocess, posix_spawn) shares its parent's memory until it
+    // execs or exits: it must leave the parent's stream alone.
+    if (static_cast<uint64_t>(getpid()) != e.streamPid()) return;
+    if (exitStatus < 0 && kind == core::ExitKind::Normal) exitStatus = gExitStatus.load();
+    e.finish(kind, exitStatus);
+}
+
+void beforeExec() {
+    Engine& e = engine();
+    if (static_cast<uint64_t>(getpid()) != e.streamPid()) return;  // a vfork child
+    e.suspendForExec();
+}
+
+void afterFailedExec() {
+    Engine& e = engine();
+    if (static_cast<uint64_t>(getpid()) != e.streamPid()) return;
+    e.resumeAfterFailedExec();
+}
 
 }  // namespace memtool::collectors

@@ -31,7 +31,13 @@ bool cudaRuntimeRecording();
 bool attachCuda();
 void fallBackToCudaRuntimeHooks(const char* why);
 
-// Ends the stream (library destructor, _exit).
-void finishCollector(core::ExitKind kind);
+// Ends the stream (library destructor, _exit). `exitStatus`: what the process
+// gave _exit(); -1 for what exit() was given (when the collector saw it) or not known.
+void finishCollector(core::ExitKind kind, int exitStatus = -1);
+
+// Around an exec of this process: the stream says before it that the image ends
+// (and everything it held with it), and goes on if the exec failed.
+void beforeExec();
+void afterFailedExec();
 
 }  // namespace memtool::collectors

@@ -34,25 +34,45 @@ bool Engine::connect(Sink& sink, const StreamIdentity& id) {
     RecursionGuard guard;
     LockGuard lock(mu_);
     if (active_.load()) return true;
+    // What the stream continues: the ids the stream before it ended with, which
+    // the CLI holds (a fork child's parent's stream, flushed before the fork).
+    core::StreamContinuation from;
+    const bool continues = continuable_;
+    if (continues) {
+        from.pid = streamPid_.load();
+        from.startUnixNs = streamStartNs_;
+        from.nativeNodes = interner_.nativeCount();
+        from.pyCodes = pyCodes_;
+        from.pyNodes = interner_.pythonCount();
+        from.modules = moduleIds_;
+    } else {
+        interner_.reset();
+        streamGeneration_.store(interner_.generation());
+        pyCodes_ = 0;
+        moduleIds_ = 0;
+    }
     sink_ = &sink;
+    streamPid_.store(id.pid);
+    streamStartNs_ = id.startUnixNs;
     lastClockNs_ = monotonicNs();
     writer_.open(&sink, lastClockNs_);
-    interner_.reset();
-    streamGeneration_.store(interner_.generation());
     live_.clear();
     counters_ = core::EndFields{};
     missedEvents_.store(0);
-    pyCodes_ = 0;
-    moduleIds_ = 0;
 
     // argv as /proc/self/cmdline has it: NUL-terminated arguments (the last one
     // may lack its NUL when the buffer cut it short).
     size_t argc = 0;
     for (size_t i = 0; i < id.commandBytes; ++i) argc += id.command[i] == '\0';
     if (id.commandBytes > 0 && id.command[id.commandBytes - 1] != '\0') ++argc;
+    size_t envBytes = 0;
+    for (size_t i = 0; i < 2 * id.environmentCount; ++i) envBytes += std::strlen(id.environment[i]);
     const uint64_t flags = (options_.nativeStacks ? core::kHandshakeNativeStacks : 0) |
-                           (options_.pythonStacks ? core::kHandshakePythonStacks : 0);
-    uint8_t* p = writer_.reserve(core::handshakeBytes(argc, id.commandBytes));
+                           (options_.pythonStacks ? core::kHandshakePythonStacks : 0) |
+                           (continues ? core::kHandshakeContinues : 0) |
+                           (id.forked ? core::kHandshakeForked : 0);
+    uint8_t* p =
+        writer_.reserve(core::handshakeBytes(argc, id.commandBytes, id.environmentCount, envBytes));
     if (!p) return false;
     p = core::encodeHandshakeHead(p, id.pid, id.ppid, id.startUnixNs, flags, argc);
     size_t start = 0;
@@ -63,7 +83,13 @@ bool Engine::connect(Sink& sink, const StreamIdentity& id) {
     }
     if (start < id.commandBytes)
         p = core::putString(p, id.command + start, id.commandBytes - start);
+    p = core::encodeHandshakeEnvCount(p, id.environmentCount);
+    for (size_t i = 0; i < 2 * id.environmentCount; ++i)
+        p = core::putString(p, id.environment[i], std::strlen(id.environment[i]));
+    if (continues) p = core::encodeHandshakeContinuation(p, from);
     writer_.commit(p);
+    continuable_ = true;
+    continuesIds_.store(continues);
     active_.store(true, std::memory_order_release);
     writer_.flush();
     return healthyLocked();
@@ -71,35 +97,47 @@ bool Engine::connect(Sink& sink, const StreamIdentity& id) {
 
 void Engine::alloc(uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush,
                    uint32_t region) {
-    if (!active() || OwnDeviceCalls::active) return;
+    if (OwnDeviceCalls::active) return;
+    if (!active() && !reopen()) return suspendedMiss();
     if (RecursionGuard::active) return missed();
     RecursionGuard guard;
     allocGuarded(guard, device, key, size, flush, region);
 }
 
+bool Engine::reopen() {
+    if (!reopenWanted_.load(std::memory_order_relaxed) || !reopener_ || RecursionGuard::active)
+        return false;
+    RecursionGuard guard;
+    reopener_();
+    return active();
+}
+
 void Engine::free(uint64_t key) {
-    if (!active() || OwnDeviceCalls::active) return;
+    if (OwnDeviceCalls::active) return;
+    if (!active()) return suspendedMiss();
     if (RecursionGuard::active) return missed();
     RecursionGuard guard;
     freeGuarded(guard, key);
 }
 
 void Engine::captureStacks(Stacks& s) {
+    // The Python stack first: native unwinding stops at the interpreter loop when
+    // there is one.
     s.thread = threadState();
-    s.python = options_.pythonStacks ? currentShadowStack() : nullptr;
-    s.hasPython = s.python && s.python->depth > 0;
+    s.python = options_.pythonStacks && s.thread
+                   ? readPythonStack(*s.thread, streamGeneration_.load(std::memory_order_relaxed),
+                                     &s.firstStale)
+                   : nullptr;
+    s.hasPython = s.python != nullptr;
     s.depth = options_.nativeStacks && s.thread
                   ? capture_.native(*s.thread, s.ips, options_.maxNativeDepth, s.hasPython)
                   : 0;
-    s.firstStale = s.hasPython
-                       ? refreshLines(*s.python, streamGeneration_.load(std::memory_order_relaxed))
-                       : 0;
 }
 
 void Engine::internLocked(Stacks& s, uint64_t* nativeNode, uint64_t* pyNode) {
-    // A new stream began while this thread was unwinding (a fork child reconnecting).
-    if (s.hasPython && s.python->generation != interner_.generation())
-        s.firstStale = refreshLines(*s.python, interner_.generation());
+    // A new stream began while this thread read its stacks (a fork child
+    // reconnecting): its Python frames' code ids are the old stream's.
+    if (s.hasPython && s.python->generation != interner_.generation()) s.hasPython = false;
     *nativeNode = s.thread ? interner_.native(*s.thread, s.ips, s.depth, writer_) : 0;
     *pyNode = s.hasPython ? interner_.python(*s.python, s.firstStale, writer_) : 0;
 }
@@ -132,7 +170,7 @@ void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, u
 
 void Engine::oom(uint8_t device, uint64_t size, core::OomSource source, uint64_t deviceFree,
                  uint64_t deviceTotal) {
-    if (!active() || OwnDeviceCalls::active) return;
+    if (OwnDeviceCalls::active || (!active() && !reopen())) return;
     if (RecursionGuard::active) return missed();
     RecursionGuard guard;
     Stacks stacks;
@@ -220,10 +258,15 @@ void Engine::reply(uint64_t requestId, core::ReplyStatus status, const char* bod
 
 uint32_t Engine::pyCode(const char* file, size_t fileBytes, const char* name, size_t nameBytes,
                         uint64_t firstLine) {
+    // A fork child's first new code object starts its stream: the id must be sent.
+    if (!active()) reopen();
     RecursionGuard guard;
     LockGuard lock(mu_);
     const uint32_t id = ++pyCodes_;
-    if (!active_.load(std::memory_order_relaxed)) return id;
+    if (!active_.load(std::memory_order_relaxed)) {
+        continuable_ = false;  // an id no stream received
+        return id;
+    }
     if (uint8_t* p = writer_.reserve(core::pyCodeBytes(fileBytes, nameBytes)))
         writer_.commit(core::encodePyCode(p, file, fileBytes, name, nameBytes, firstLine));
     healthyLocked();
@@ -243,14 +286,18 @@ void Engine::announceModule(const ModuleInfo& m) {
     writer_.commit(p);
 }
 
-void Engine::finish(core::ExitKind kind) {
+void Engine::finish(core::ExitKind kind, int exitStatus) {
     RecursionGuard guard;
     LockGuard lock(mu_);
+    reopenWanted_.store(false);
+    suspended_.store(false);
     if (!active_.load()) return;
     active_.store(false, std::memory_order_release);
     counters_.recordCount = writer_.records();  // every record before End
     counters_.missedEvents = missedEvents_.load();
     counters_.exitKind = static_cast<uint64_t>(kind);
+    // The status as wait() reports it (its low byte), plus one: 0 is "not known".
+    counters_.exitStatus = exitStatus >= 0 ? static_cast<uint64_t>(exitStatus & 0xff) + 1 : 0;
     if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
         writer_.commit(core::encodeEnd(p, counters_));
     writer_.flush();
@@ -275,18 +322,52 @@ void Engine::flush() {
     healthyLocked();
 }
 
-void Engine::prepareFork() { mu_.lock(); }
+void Engine::prepareFork() {
+    mu_.lock();
+    if (!active_.load(std::memory_order_relaxed)) return;
+    RecursionGuard guard;
+    writer_.flush();
+    healthyLocked();
+}
 
 void Engine::parentAfterFork() { mu_.unlock(); }
 
 void Engine::childAfterFork() {
-    mu_.unlock();
+    // Only this thread runs in the child, holding the lock since prepareFork().
     active_.store(false, std::memory_order_release);
     writer_.detach();
     if (sink_) sink_->abandon();
+    sink_ = nullptr;
+    live_.clear();
+    missedEvents_.store(0);
+    mu_.unlock();
+}
+
+void Engine::suspendForExec() {
+    RecursionGuard guard;
+    LockGuard lock(mu_);
+    if (!active_.load()) return;
+    active_.store(false, std::memory_order_release);
+    suspended_.store(true);
+    core::EndFields end = counters_;
+    end.recordCount = writer_.records();
+    end.missedEvents = missedEvents_.load();
+    end.exitKind = static_cast<uint64_t>(core::ExitKind::Exec);
+    if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
+        writer_.commit(core::encodeEnd(p, end));
+    writer_.flush();
+    healthyLocked();
+}
+
+void Engine::resumeAfterFailedExec() {
+    RecursionGuard guard;
+    LockGuard lock(mu_);
+    if (!suspended_.exchange(false) || !writer_.isOpen()) return;
+    active_.store(true, std::memory_order_release);
 }
 
 void Engine::deactivateLocked(const char* why) {
+    continuable_ = false;  // records may have been lost on the way
     const bool wasActive = active_.exchange(false);
     writer_.detach();
     if (sink_) sink_->close();

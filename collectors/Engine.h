@@ -38,6 +38,10 @@ struct StreamIdentity {
     const char* command =
         nullptr;  // argv as /proc/self/cmdline has it: each argument NUL-terminated
     size_t commandBytes = 0;
+    // The launcher's variables that are set (core::kRankVariables): name, value, name, ...
+    const char* const* environment = nullptr;
+    size_t environmentCount = 0;  // pairs
+    bool forked = false;          // a fork child's first stream
 };
 
 // One loaded ELF object, as announced to the CLI.
@@ -63,8 +67,16 @@ public:
 
     // Starts the stream on `sink` with its handshake; from then on events are
     // recorded. False when the sink failed at once (sink.failure() says why).
+    // Where an earlier stream of this engine can be continued (a fork child's
+    // parent's, or its own before an exec that failed), the new one continues its
+    // stack ids (core::kHandshakeContinues) instead of sending every stack again.
     bool connect(Sink& sink, const StreamIdentity& identity);
     bool active() const { return active_.load(std::memory_order_acquire); }
+    // The stream's pid and start time (the last stream's, once it ended).
+    uint64_t streamPid() const { return streamPid_.load(std::memory_order_relaxed); }
+    uint64_t streamStartNs() const { return streamStartNs_; }
+    // The stream continues the stack ids of an earlier one (core::kHandshakeContinues).
+    bool continuesIds() const { return continuesIds_.load(std::memory_order_relaxed); }
     // Stream generation: bumped for every new stream, so per-thread caches of wire
     // ids (stack nodes, code ids) know when they are stale.
     uint64_t generation() const { return streamGeneration_.load(std::memory_order_relaxed); }
@@ -102,14 +114,33 @@ public:
     // A loaded object, for the CLI's symbolizer; sent with the next flush (before
     // any node record that could need it, since the stream keeps its order).
     void announceModule(const ModuleInfo& module);
-    // Sends the end record and closes the stream.
-    void finish(core::ExitKind kind);
+    // Sends the end record and closes the stream. `exitStatus`: what the process
+    // gave exit() or _exit(), -1 when not known.
+    void finish(core::ExitKind kind, int exitStatus = -1);
 
-    // ---- fork (pthread_atfork) --------------------------------------------------
+    // ---- fork (pthread_atfork) and exec -----------------------------------------
+    // Takes the lock and sends what is buffered: every node a child's stacks may
+    // name is in the parent's stream before the child exists.
     void prepareFork();
     void parentAfterFork();
-    // The child must not write into the parent's stream: it runs on untracked.
+    // The child drops its copy of the parent's stream without ending it, and
+    // forgets the parent's live blocks (their frees in the child are not its own).
+    // Its own stream, started by the reopener at its first event, continues the
+    // parent's stack ids.
     void childAfterFork();
+    // Right before an exec: sends an end record of kind Exec (what the image
+    // held goes with it) and stops recording, leaving the stream open (the exec
+    // closes it). Events of other threads meanwhile are counted as missed.
+    void suspendForExec();
+    // The exec failed: the same stream goes on (the reader takes the Exec end
+    // back when records follow it).
+    void resumeAfterFailedExec();
+    // The collector's way to start a stream again (after a fork, a failed exec): an
+    // event that finds the engine inactive while a reopen is wanted calls it first.
+    using Reopener = void (*)();
+    void setReopener(Reopener reopener) { reopener_ = reopener; }
+    void wantReopen(bool wanted) { reopenWanted_.store(wanted, std::memory_order_relaxed); }
+    bool reopenWanted() const { return reopenWanted_.load(std::memory_order_relaxed); }
 
     // Sends what has waited in the buffer longer than the flush interval: the
     // control thread calls it while the program is quiet, so that what a program
@@ -134,6 +165,9 @@ private:
         uint64_t ips[kMaxNativeDepth];
     };
     void captureStacks(Stacks& s);
+    // Inactive: starts a stream when one is wanted (never from inside the
+    // collector's own work). True when the engine is active after it.
+    bool reopen();
     // Under mu_: the node ids of captured stacks (sending new nodes first).
     void internLocked(Stacks& s, uint64_t* nativeNode, uint64_t* pyNode);
     void allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size,
@@ -149,6 +183,10 @@ private:
     bool healthyLocked();
     uint64_t clockDeltaLocked();
     void missed() { missedEvents_.fetch_add(1, std::memory_order_relaxed); }
+    // An event while the stream waits for an exec: missed if the exec fails.
+    void suspendedMiss() {
+        if (suspended_.load(std::memory_order_relaxed)) missed();
+    }
 
     EngineOptions options_;
     StackCapture capture_;
@@ -156,9 +194,18 @@ private:
     std::atomic<uint64_t> missedEvents_{0};
     std::atomic<uint64_t> streamGeneration_{
         1};  // interner_.generation(), readable without the lock
+    std::atomic<uint64_t> streamPid_{0};
+    std::atomic<bool> reopenWanted_{false};
+    std::atomic<bool> suspended_{false};  // between suspendForExec() and the exec
+    std::atomic<bool> continuesIds_{false};
+    Reopener reopener_ = nullptr;
 
     Mutex mu_;  // everything below
     Sink* sink_ = nullptr;
+    uint64_t streamStartNs_ = 0;
+    // The interner, code and module ids are exactly what stream (streamPid_,
+    // streamStartNs_) received: a new stream may continue them.
+    bool continuable_ = false;
     StackInterner interner_;
     PointerMap live_;  // key -> device (top byte) | size
     core::EndFields counters_;

@@ -1,10 +1,15 @@
 // The LD_PRELOAD front end: the library constructor and destructor, dlopen,
-// _exit and __libc_start_main interposition, and the exported C surface
-// (collectors/CollectorApi.h).
-// Everything here calls the collector (Collector.h) and nothing else.
+// _exit, kill, exec and __libc_start_main interposition, and the exported C surface
+// (collectors/CollectorApi.h). Everything here calls the collector (Collector.h)
+// and nothing else.
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdarg>
 #include <cstring>
 
 #include "collectors/CallerDlopen.h"
@@ -20,7 +25,78 @@
 namespace memtool::collectors {
 namespace {
 
+// The C library's exec functions, found before anything can call them: a vfork
+// child (subprocess) runs in its parent's memory and must not look them up then.
+struct ExecFunctions {
+    decltype(&::execve) execve = nullptr;
+    decltype(&::execv) execv = nullptr;
+    decltype(&::execvp) execvp = nullptr;
+    decltype(&::execvpe) execvpe = nullptr;
+    decltype(&::fexecve) fexecve = nullptr;
+};
+ExecFunctions gExec;
+int (*gRealKill)(pid_t, int) = nullptr;
+
+// `sig` would end this process now: its default action terminates, that action is
+// in place, and the calling thread does not block it.
+bool endsTheProcess(int sig) {
+    switch (sig) {
+        case 0:
+        case SIGKILL:  // asks for no clean-up at all, as from outside
+        case SIGCHLD:
+        case SIGCONT:
+        case SIGURG:
+        case SIGWINCH:
+        case SIGSTOP:
+        case SIGTSTP:
+        case SIGTTIN:
+        case SIGTTOU:
+            return false;  // no signal, ignored or stopping by default
+        default:
+            break;
+    }
+    struct sigaction action {};
+    sigset_t blocked;
+    if (sigaction(sig, nullptr, &action) != 0 || pthread_sigmask(SIG_BLOCK, nullptr, &blocked) != 0)
+        return false;
+    return action.sa_handler == SIG_DFL && !(action.sa_flags & SA_SIGINFO) &&
+           !sigismember(&blocked, sig);
+}
+
+void findExecFunctions() {
+    gRealKill = reinterpret_cast<int (*)(pid_t, int)>(dlsym(RTLD_NEXT, "kill"));
+    gExec.execve = reinterpret_cast<decltype(&::execve)>(dlsym(RTLD_NEXT, "execve"));
+    gExec.execv = reinterpret_cast<decltype(&::execv)>(dlsym(RTLD_NEXT, "execv"));
+    gExec.execvp = reinterpret_cast<decltype(&::execvp)>(dlsym(RTLD_NEXT, "execvp"));
+    gExec.execvpe = reinterpret_cast<decltype(&::execvpe)>(dlsym(RTLD_NEXT, "execvpe"));
+    gExec.fexecve = reinterpret_cast<decltype(&::fexecve)>(dlsym(RTLD_NEXT, "fexecve"));
+}
+
+// An exec ends this image's stream first (its memory goes with it, and its
+// collector's buffer would be lost); one that fails goes on with a stream that
+// continues it. errno is the exec's.
+template <typename Call>
+int aroundExec(Call call) {
+    beforeExec();
+    const int rc = call();
+    const int saved = errno;
+    afterFailedExec();
+    errno = saved;
+    return rc;
+}
+
+// execl's arguments up to its terminating null, into `argv` (room for `max`).
+size_t collectArgs(const char* first, va_list args, const char** argv, size_t max) {
+    size_t n = 0;
+    argv[n++] = first;
+    while (argv[n - 1] && n < max) argv[n++] = va_arg(args, const char*);
+    if (n == max) argv[max - 1] = nullptr;
+    return n;
+}
+constexpr size_t kMaxExeclArgs = 4096;
+
 __attribute__((constructor)) void collectorStart() {
+    findExecFunctions();
     if (startCollector()) refreshModules();
 }
 
@@ -43,9 +119,80 @@ __attribute__((visibility("default"), noinline)) void* dlopen(const char* file, 
 __attribute__((visibility("default"), noreturn)) void _exit(int status) {
     using Fn = void (*)(int);
     static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "_exit"));
-    memtool::collectors::finishCollector(memtool::core::ExitKind::Immediate);
+    memtool::collectors::finishCollector(memtool::core::ExitKind::Immediate, status);
     real(status);
     __builtin_unreachable();
+}
+
+// A process that sends itself a signal whose default action ends it, with that
+// action in place and the signal not blocked, dies without running destructors:
+// Python re-raises an unhandled Ctrl-C this way once it has finalized. End the
+// stream first, so that its trace is whole (its exit_signal says how it ended).
+__attribute__((visibility("default"))) int kill(pid_t pid, int sig) {
+    using namespace memtool::collectors;
+    if (!gRealKill) return errno = ENOSYS, -1;
+    if (pid == getpid() && endsTheProcess(sig)) finishCollector(memtool::core::ExitKind::Immediate);
+    return gRealKill(pid, sig);
+}
+
+__attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
+                                                  char* const envp[]) {
+    using namespace memtool::collectors;
+    if (!gExec.execve) return errno = ENOSYS, -1;
+    return aroundExec([&] { return gExec.execve(path, argv, envp); });
+}
+
+__attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) {
+    using namespace memtool::collectors;
+    if (!gExec.execv) return errno = ENOSYS, -1;
+    return aroundExec([&] { return gExec.execv(path, argv); });
+}
+
+__attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) {
+    using namespace memtool::collectors;
+    if (!gExec.execvp) return errno = ENOSYS, -1;
+    return aroundExec([&] { return gExec.execvp(file, argv); });
+}
+
+__attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[],
+                                                   char* const envp[]) {
+    using namespace memtool::collectors;
+    if (!gExec.execvpe) return errno = ENOSYS, -1;
+    return aroundExec([&] { return gExec.execvpe(file, argv, envp); });
+}
+
+__attribute__((visibility("default"))) int fexecve(int fd, char* const argv[], char* const envp[]) {
+    using namespace memtool::collectors;
+    if (!gExec.fexecve) return errno = ENOSYS, -1;
+    return aroundExec([&] { return gExec.fexecve(fd, argv, envp); });
+}
+
+__attribute__((visibility("default"))) int execl(const char* path, const char* arg, ...) {
+    const char* argv[memtool::collectors::kMaxExeclArgs];
+    va_list args;
+    va_start(args, arg);
+    memtool::collectors::collectArgs(arg, args, argv, memtool::collectors::kMaxExeclArgs);
+    va_end(args);
+    return execv(path, const_cast<char* const*>(argv));
+}
+
+__attribute__((visibility("default"))) int execlp(const char* file, const char* arg, ...) {
+    const char* argv[memtool::collectors::kMaxExeclArgs];
+    va_list args;
+    va_start(args, arg);
+    memtool::collectors::collectArgs(arg, args, argv, memtool::collectors::kMaxExeclArgs);
+    va_end(args);
+    return execvp(file, const_cast<char* const*>(argv));
+}
+
+__attribute__((visibility("default"))) int execle(const char* path, const char* arg, ...) {
+    const char* argv[memtool::collectors::kMaxExeclArgs];
+    va_list args;
+    va_start(args, arg);
+    memtool::collectors::collectArgs(arg, args, argv, memtool::collectors::kMaxExeclArgs);
+    char* const* envp = va_arg(args, char* const*);
+    va_end(args);
+    return execve(path, const_cast<char* const*>(argv), envp);
 }
 
 // The program's start (the executable's _start calls it through its PLT): main is

@@ -25,8 +25,6 @@ PyObjectPtr atexitHook(PyObjectPtr, PyObjectPtr) {
 
 PyMethodDefLayout atexitDef{"_memtool_program_end", atexitHook, kMethVarargs, nullptr};
 
-void interpreterFinalized() { finishCollector(core::ExitKind::Normal); }
-
 void exitCalled() { mark(core::kProgramEndExit); }
 
 int mainThenMark(int argc, char** argv, char** envp) {
@@ -43,12 +41,11 @@ int mainThenMark(int argc, char** argv, char** envp) {
 void tryInstallPython(Engine& e) {
     if (installed || !e.active()) return;
     if (!resolved) {
-        if (!api.resolve() || !api.resolveExit()) return;  // no interpreter (yet)
+        if (!api.resolve()) return;  // no interpreter (yet)
         resolved = true;
     }
     if (!api.IsInitialized() || !api.GILStateCheck()) return;
     installed = true;
-    api.AtExit(interpreterFinalized);
     PyObjectPtr atexit = api.ImportModule("atexit");
     PyObjectPtr hook = api.CFunctionNewEx(&atexitDef, nullptr, nullptr);
     PyObjectPtr method = api.UnicodeFromString("register");

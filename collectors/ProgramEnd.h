@@ -5,10 +5,7 @@
 //
 // - Python: an atexit hook, registered when the collector first sees the
 //   interpreter, sends it as finalization begins (after the atexit hooks the
-//   program registered later, before those it registered earlier). A Py_AtExit
-//   callback, the last thing Py_FinalizeEx runs, then ends the stream: a program
-//   that Python kills with the SIGINT it was sent (an unhandled
-//   KeyboardInterrupt re-raises it after finalizing) leaves a whole stream.
+//   program registered later, before those it registered earlier).
 // - C and C++: main returning, or exit() called while main runs (an atexit
 //   handler registered as main starts), sends it before static destructors run.
 

@@ -3,12 +3,17 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 #include "collectors/CPythonApi.h"
+#include "collectors/CPythonFrames.h"
 #include "collectors/Engine.h"
 #include "collectors/MappedTable.h"
 #include "collectors/NoDestroy.h"
+#include "collectors/PythonFrameWalker.h"
 #include "collectors/ShadowStack.h"
 #include "collectors/ThreadState.h"
 
@@ -16,10 +21,15 @@ namespace memtool::collectors {
 
 namespace {
 
+// Test support: "broken" makes the frame layout read qualified names from the wrong
+// place, so that tests see the self-check catch it and the profile function take over.
+constexpr const char* kEnvTestLayout = "MEMTOOL_TEST_PYTHON_LAYOUT";
+
 CPythonApi api;
 bool resolved = false;
 bool installed = false;
 Engine* gEngine = nullptr;
+constinit NoDestroy<CPythonFrames> gFrames;
 
 // Code object -> (stream generation << 32 | wire id). Touched only with the GIL
 // held. Each interned code object keeps one reference, so its address is never
@@ -80,7 +90,7 @@ void push(ShadowStack* s, PyFramePtr frame) {
     // stale. Its line is read at the next allocation (most calls see none).
     if (s->depth > 0 && s->depth <= ShadowStack::kCapacity) s->frames[s->depth - 1].node = 0;
     if (s->depth < ShadowStack::kCapacity)
-        s->frames[s->depth] = ShadowFrame{frame, internCode(frame), 0, 0};
+        s->frames[s->depth] = ShadowFrame{frame, nullptr, nullptr, internCode(frame), 0, 0};
     ++s->depth;
 }
 
@@ -156,6 +166,169 @@ void findInterpreterLoop(Engine& engine) {
     engine.capture().setInterpreterLoop(start, start + sym->st_size);
 }
 
+// The profile function's stack, as an allocation reads it.
+ShadowStack* readShadowStack(ThreadState& ts, uint64_t generation, uint32_t* firstStale) {
+    if (!ts.pythonSeen || ts.python.depth == 0) return nullptr;
+    *firstStale = refreshLines(ts.python, generation);
+    return &ts.python;
+}
+
+// The fallback: a C profile function on this thread (seeded with the frames
+// running now) and, through threading.setprofile, on threads started later.
+void installProfileFunction() {
+    setLineReader(api.FrameGetLineNumber);
+    api.EvalSetProfile(profile, nullptr);
+    seedCurrentThread();
+    setPythonStackReader(readShadowStack);
+
+    PyObjectPtr threading = api.ImportModule("threading");
+    PyObjectPtr hook = api.CFunctionNewEx(&bootstrapDef, nullptr, nullptr);
+    PyObjectPtr method = api.UnicodeFromString("setprofile");
+    PyObjectPtr result = nullptr;
+    if (threading && hook && method)
+        result = api.ObjectCallMethodObjArgs(threading, method, hook, nullptr);
+    if (!result) api.ErrClear();
+    for (PyObjectPtr o : {result, method, hook, threading})
+        if (o) api.DecRef(o);
+}
+
+// ---- the self-check ------------------------------------------------------------------
+// Before frames are read at allocations, a chain of known frames is read both ways,
+// directly and through the C API (PyEval_GetFrame, PyFrame_GetBack, PyFrame_GetCode,
+// PyFrame_GetLineNumber, the code objects' attributes), and must agree frame by frame:
+// code object, line, file, qualified name and first line. The check's Python code
+// nests a method, a generator, a comprehension and a non-ASCII name.
+constexpr const char* kCheckSource =
+    "def _memtool_inner():\n"
+    "    return _memtool_probe()\n"
+    "\n"
+    "\n"
+    "def _memtool_\xc3\xbc"
+    "n\xc3\xaf"
+    "code():\n"
+    "    return [_memtool_inner() for _ in (0,)][0]\n"
+    "\n"
+    "\n"
+    "def _memtool_generator():\n"
+    "    yield _memtool_\xc3\xbc"
+    "n\xc3\xaf"
+    "code()\n"
+    "\n"
+    "\n"
+    "class _MemtoolCheck:\n"
+    "    def method(self):\n"
+    "        return next(_memtool_generator())\n"
+    "\n"
+    "\n"
+    "_MemtoolCheck().method()\n";
+
+bool gProbeRan = false;
+const char* gCheckFailure = nullptr;
+
+bool sameText(std::string_view expected, const char* got, size_t gotBytes) {
+    return expected.size() == gotBytes && std::memcmp(expected.data(), got, gotBytes) == 0;
+}
+
+// One frame, both ways; the reason when they differ.
+const char* compareFrame(PyFramePtr frame, const PyFrameRef& raw) {
+    const CPythonFrames& frames = gFrames.value;
+    PyObjectPtr code = api.FrameGetCode(frame);
+    if (!code) {
+        api.ErrClear();
+        return "a frame without a code object";
+    }
+    const char* failure = nullptr;
+    PyObjectPtr fileObj = nullptr, nameObj = nullptr, lineObj = nullptr;
+    static char file[4096], name[1024];
+    if (code != raw.code) {
+        failure = "the frames read are not the interpreter's";
+    } else if (static_cast<int>(frames.line(raw)) != api.FrameGetLineNumber(frame)) {
+        failure = "the lines read are not the interpreter's";
+    } else if (!sameText(utf8Attr(code, "co_filename", &fileObj), file,
+                         frames.filename(code, file, sizeof file))) {
+        failure = "the file names read are not the interpreter's";
+    } else if (!sameText(utf8Attr(code, "co_qualname", &nameObj), name,
+                         frames.qualname(code, name, sizeof name))) {
+        failure = "the qualified names read are not the interpreter's";
+    } else {
+        lineObj = api.ObjectGetAttrString(code, "co_firstlineno");
+        if (!lineObj) api.ErrClear();
+        if (!lineObj || api.LongAsLong(lineObj) != frames.firstLine(code))
+            failure = "the first lines read are not the interpreter's";
+    }
+    for (PyObjectPtr o : {lineObj, nameObj, fileObj, code})
+        if (o) api.DecRef(o);
+    return failure;
+}
+
+// Called by the check's Python code, GIL held, from its innermost frame.
+PyObjectPtr probe(PyObjectPtr, PyObjectPtr) {
+    gProbeRan = true;
+    static PyFrameRef raw[ShadowStack::kCapacity];
+    uint32_t n = 0;
+    gFrames.value.walk([&](const PyFrameRef& f) {
+        if (n < ShadowStack::kCapacity) raw[n] = f;
+        ++n;
+    });
+    uint32_t i = 0;
+    PyFramePtr f = api.EvalGetFrame();  // borrowed
+    static char innermost[64];
+    const size_t innermostBytes =
+        n > 0 ? gFrames.value.qualname(raw[0].code, innermost, sizeof innermost) : 0;
+    if (!sameText("_memtool_inner", innermost, innermostBytes))
+        gCheckFailure = "the innermost frame read is not the one running";
+    for (; f && !gCheckFailure; ++i) {
+        if (i >= n || i >= ShadowStack::kCapacity) {
+            gCheckFailure = "fewer frames read than the interpreter has";
+            break;
+        }
+        gCheckFailure = compareFrame(f, raw[i]);
+        PyFramePtr back = api.FrameGetBack(f);  // new reference; its frame holds another
+        if (back) api.DecRef(back);
+        f = back;
+    }
+    if (!gCheckFailure && i != n) gCheckFailure = "more frames read than the interpreter has";
+    return api.BuildValue("");
+}
+
+PyMethodDefLayout probeDef{"_memtool_probe", probe, kMethVarargs, nullptr};
+
+// GIL held: reads a known chain of frames both ways (see kCheckSource).
+bool selfCheck(const char** why) {
+    if (api.GILStateGetThisThreadState() != api.ThreadStateGet()) {
+        *why = "the thread state found without the GIL is not the interpreter's";
+        return false;
+    }
+    gProbeRan = false;
+    gCheckFailure = nullptr;
+    PyObjectPtr globals = api.DictNew();
+    PyObjectPtr probeFn = api.CFunctionNewEx(&probeDef, nullptr, nullptr);
+    PyObjectPtr result = nullptr;
+    if (globals && probeFn &&
+        api.DictSetItemString(globals, "__builtins__", api.EvalGetBuiltins()) == 0 &&
+        api.DictSetItemString(globals, "_memtool_probe", probeFn) == 0)
+        result = api.RunStringFlags(kCheckSource, kPyFileInput, globals, globals, nullptr);
+    if (!result) api.ErrClear();
+    for (PyObjectPtr o : {result, probeFn, globals})
+        if (o) api.DecRef(o);
+    if (!gProbeRan) {
+        *why = "the self-check of the frame layout could not run";
+        return false;
+    }
+    *why = gCheckFailure;
+    return !gCheckFailure;
+}
+
+// Frames are read directly when this interpreter's layout is known and reads as
+// its C API says.
+bool readFramesChecked(const char** why) {
+    api.resolveFrameReading();
+    if (!gFrames.value.configure(api, why)) return false;
+    const char* test = std::getenv(kEnvTestLayout);
+    if (test && std::strcmp(test, "broken") == 0) gFrames.value.breakLayoutForTest();
+    return selfCheck(why);
+}
+
 }  // namespace
 
 void PythonTracker::tryInstall(Engine& engine) {
@@ -167,21 +340,21 @@ void PythonTracker::tryInstall(Engine& engine) {
     if (!api.IsInitialized() || !api.GILStateCheck()) return;
     installed = true;
     gEngine = &engine;
-    setLineReader(api.FrameGetLineNumber);
     findInterpreterLoop(engine);
 
-    api.EvalSetProfile(profile, nullptr);
-    seedCurrentThread();
-
-    PyObjectPtr threading = api.ImportModule("threading");
-    PyObjectPtr hook = api.CFunctionNewEx(&bootstrapDef, nullptr, nullptr);
-    PyObjectPtr method = api.UnicodeFromString("setprofile");
-    PyObjectPtr result = nullptr;
-    if (threading && hook && method)
-        result = api.ObjectCallMethodObjArgs(threading, method, hook, nullptr);
-    if (!result) api.ErrClear();
-    for (PyObjectPtr o : {result, method, hook, threading})
-        if (o) api.DecRef(o);
+    const char* why = nullptr;
+    if (readFramesChecked(&why)) {
+        PythonFrameWalker::install(gFrames.value, engine);
+        return;
+    }
+    const char* version = api.GetVersion ? api.GetVersion() : "";
+    char warning[512];
+    std::snprintf(warning, sizeof warning,
+                  "Python stacks: %s (Python %.*s); they are recorded with a profile "
+                  "function instead, which costs time on every Python call",
+                  why, static_cast<int>(std::strcspn(version, " ")), version);
+    engine.note(core::kNoteWarning, warning);
+    installProfileFunction();
 }
 
 }  // namespace memtool::collectors

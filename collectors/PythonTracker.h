@@ -1,7 +1,10 @@
 #pragma once
-// The Python front end: keeps each Python thread's shadow stack (ShadowStack.h)
-// with a C profile function, installed once an interpreter is running and memtool
-// is recording, and interns code objects as wire ids through the engine.
+// The Python front end, started once an interpreter is running and memtool is
+// recording. Where the interpreter's frame layout is known (CPythonFrames) and
+// passes a self-check, allocations read their thread's frames directly
+// (PythonFrameWalker) and nothing runs between them. Elsewhere each Python
+// thread's shadow stack (ShadowStack.h) is kept by a C profile function, and the
+// trace says so in a warning.
 
 namespace memtool::collectors {
 
@@ -9,9 +12,10 @@ class Engine;
 
 class PythonTracker {
 public:
-    // Installs the profile function on this thread (seeding its shadow stack with
-    // the frames already running) and, through threading.setprofile, on threads
-    // started later. Needs the GIL; a no-op until then or without an interpreter.
+    // Chooses how Python stacks are read (see above) and starts it: for the profile
+    // function, on this thread (seeding its shadow stack with the frames already
+    // running) and, through threading.setprofile, on threads started later. Needs
+    // the GIL; a no-op until then or without an interpreter.
     static void tryInstall(Engine& engine);
 };
 

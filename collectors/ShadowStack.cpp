@@ -6,6 +6,14 @@ namespace memtool::collectors {
 
 namespace {
 std::atomic<LineReader> gLineReader{nullptr};
+std::atomic<PythonStackReader> gStackReader{nullptr};
+}  // namespace
+
+void setPythonStackReader(PythonStackReader reader) { gStackReader.store(reader); }
+
+ShadowStack* readPythonStack(ThreadState& ts, uint64_t generation, uint32_t* firstStale) {
+    PythonStackReader read = gStackReader.load(std::memory_order_acquire);
+    return read ? read(ts, generation, firstStale) : nullptr;
 }
 
 void setLineReader(LineReader reader) { gLineReader.store(reader); }

@@ -1,5 +1,8 @@
 #include "collectors/SocketSink.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -8,7 +11,31 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/Protocol.h"
+
 namespace memtool::collectors {
+
+namespace {
+
+// A number high in the descriptor table (three quarters up to the soft limit, at
+// most 767): a program that closes the descriptors it thinks are its own usually
+// closes a low range, and new descriptors take the lowest free number, so a
+// collision with a program's own socket gets unlikely. Kept below 1024 (select()'s
+// FD_SETSIZE matters to nobody here, but a huge number would grow the kernel's
+// descriptor table of every profiled process).
+int moveHigh(int fd) {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur < 64) return fd;
+    const rlim_t want = limit.rlim_cur / 4 * 3;
+    const int floor = static_cast<int>(want < 767 ? want : 767);
+    if (fd >= floor) return fd;
+    const int high = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+    if (high < 0) return fd;
+    ::close(fd);
+    return high;
+}
+
+}  // namespace
 
 SocketSink::~SocketSink() { close(); }
 
@@ -35,8 +62,29 @@ bool SocketSink::connect(const char* path, const char** why) {
         *why = "cannot reach `memtool run` (socket gone); this process is not profiled";
         return false;
     }
-    adopt(fd);
+    adopt(moveHigh(fd));
     return true;
+}
+
+bool SocketSink::awaitAdmission(int timeoutMs, const char** why) {
+    const int fd = fd_.load();
+    pollfd p{fd, POLLIN, 0};
+    int ready;
+    do {
+        ready = poll(&p, 1, timeoutMs);
+    } while (ready < 0 && errno == EINTR);
+    char byte = 0;
+    ssize_t n = 0;
+    if (ready > 0) {
+        do {
+            n = ::recv(fd, &byte, 1, 0);
+        } while (n < 0 && errno == EINTR);
+    }
+    if (n == 1 && byte == static_cast<char>(core::RecordTag::Admitted)) return true;
+    *why = ready == 0 ? "`memtool run` did not admit this process in time; it is not profiled"
+                      : "`memtool run` refused this process (see the trace's warnings)";
+    close();
+    return false;
 }
 
 void SocketSink::adopt(int fd) {
@@ -50,7 +98,7 @@ void SocketSink::adopt(int fd) {
     closed_.store(false);
 }
 
-bool SocketSink::stillOurs() {
+bool SocketSink::stillOurs() const {
     struct stat st {};
     return fstat(fd_.load(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == device_ &&
            st.st_ino == inode_;
@@ -69,6 +117,7 @@ bool SocketSink::write(const uint8_t* data, size_t len) {
         // Not ours any more: never shut down or close what the number now names.
         fd_.store(-1);
         closed_.store(true);
+        if (takenOver_) takenOver_(failure_);
         return false;
     }
     const int fd = fd_.load();
@@ -95,6 +144,7 @@ void SocketSink::close() {
 
 void SocketSink::abandon() {
     closed_.store(true);
+    readers_.store(0);  // a fork child: the parent's reading thread is not in it
     // shutdown() would end the parent's connection too: the descriptor is shared.
     releaseDescriptor();
 }

@@ -24,8 +24,15 @@ public:
     SocketSink& operator=(const SocketSink&) = delete;
 
     // Connects to the listening Unix socket at `path`. False, with the reason in
-    // *why, when it cannot.
+    // *why, when it cannot. The descriptor is moved to a high number, out of the
+    // way of a program that closes and reuses low ones.
     bool connect(const char* path, const char** why);
+    // Waits (at most `timeoutMs`) for `memtool run` to admit this connection (its
+    // one byte, core::RecordTag::Admitted): until then the CLI may not have checked
+    // that this process descends from the program, and a process that exited
+    // before that would be refused. False, with the reason in *why, when it
+    // refused or did not answer; the sink is then closed.
+    bool awaitAdmission(int timeoutMs, const char** why);
     // Takes a connected descriptor (tests: one end of a socketpair).
     void adopt(int fd);
 
@@ -38,9 +45,14 @@ public:
     // until release(); -1 once the sink is closed.
     int acquire();
     void release();
+    // The descriptor still names the socket this sink connected (the program did
+    // not close it and get the number back for something of its own).
+    bool stillOurs() const;
+    // Called once, under the writer's lock, when the sink finds its descriptor
+    // taken over: the collector tells `memtool run` why the stream stops.
+    void onTakenOver(void (*handler)(const char* why)) { takenOver_ = handler; }
 
 private:
-    bool stillOurs();
     void releaseDescriptor();
 
     std::atomic<int> fd_{-1};
@@ -49,6 +61,7 @@ private:
     dev_t device_ = 0;  // the socket's identity, to tell it from a reused number
     ino_t inode_ = 0;
     const char* failure_ = "";
+    void (*takenOver_)(const char* why) = nullptr;
 };
 
 }  // namespace memtool::collectors

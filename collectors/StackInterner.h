@@ -17,6 +17,9 @@ class StackInterner {
 public:
     uint64_t generation() const { return generation_; }
     void reset();
+    // Nodes defined so far in this generation (a continuing stream takes them over).
+    uint32_t nativeCount() const { return native_.size(); }
+    uint32_t pythonCount() const { return python_.size(); }
 
     // `ips` innermost first. 0 for no stack. On running out of memory, the node of
     // the outer part that could be interned.

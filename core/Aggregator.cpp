@@ -8,32 +8,58 @@ namespace memtool::core {
 void Aggregator::onHandshake(const Handshake& h) {
     if (handshake_) throw ProtocolError("second handshake in one stream");
     handshake_ = h;
-    ++records_;
+    countRecord();
+    if (!h.continues) return;
+    const Aggregator* from = lookup_ ? lookup_(h) : nullptr;
+    if (from && from->idsExact_) {
+        takeOver(*from, *h.continues);
+    } else {
+        continuationProblem_ = from ? "the stream it continues lost some of its stacks"
+                                    : "the stream it continues was not received";
+    }
+    idsExact_ = held_.nativeNodes == h.continues->nativeNodes &&
+                held_.pyCodes == h.continues->pyCodes && held_.pyNodes == h.continues->pyNodes;
+    if (!idsExact_ && continuationProblem_.empty())
+        continuationProblem_ = "the stream it continues ended before all its stacks arrived";
+}
+
+void Aggregator::takeOver(const Aggregator& from, const StreamContinuation& c) {
+    auto prefix = [](const auto& all, uint64_t n) {
+        // Entry 0 is the unused root: ids 1..n are entries 1..n.
+        const size_t count = std::min<uint64_t>(n + 1, all.size());
+        return std::vector(all.begin(), all.begin() + static_cast<ptrdiff_t>(count));
+    };
+    nativeNodes_ = prefix(from.nativeNodes_, c.nativeNodes);
+    pyCodes_ = prefix(from.pyCodes_, c.pyCodes);
+    pyNodes_ = prefix(from.pyNodes_, c.pyNodes);
+    held_ = IdCounts{nativeNodes_.size() - 1, pyCodes_.size() - 1, pyNodes_.size() - 1};
+    for (const ModuleRecord& m : from.modules_)
+        if (m.id <= c.modules) modules_.push_back(m);
 }
 
 void Aggregator::onModule(const ModuleRecord& m) {
     modules_.push_back(m);
-    ++records_;
+    countRecord();
 }
 
 void Aggregator::onPyCode(const PyCodeRecord& r) {
     pyCodes_.push_back(r);
-    ++records_;
+    countRecord();
 }
 
 void Aggregator::onNativeNode(const NativeNodeRecord& n) {
     nativeNodes_.push_back(n);
-    ++records_;
+    countRecord();
 }
 
 void Aggregator::onPyNode(const PyNodeRecord& n) {
     pyNodes_.push_back(n);
-    ++records_;
+    countRecord();
 }
 
 void Aggregator::onNote(const NoteRecord& n) {
     notes_.push_back(n);
-    ++records_;
+    countRecord();
     if (n.key == kNoteProgramEnd) markProgramEnd(n.text);
 }
 
@@ -48,12 +74,12 @@ void Aggregator::markProgramEnd(const std::string& how) {
 
 void Aggregator::onRegion(const RegionRecord& r) {
     regions_[r.id].record = r;
-    ++records_;
+    countRecord();
 }
 
 void Aggregator::onControl(const ControlRecord& c) {
     controls_.push_back(c);
-    ++records_;
+    countRecord();
     if (!c.f.ok) return;  // nothing changed
     const bool pause = c.f.action == ControlAction::Pause || c.f.action == ControlAction::Yield;
     setPaused(c.f.region, pause, c.timeNs);
@@ -62,11 +88,11 @@ void Aggregator::onControl(const ControlRecord& c) {
 
 void Aggregator::onReply(const ReplyRecord& r) {
     replies_.push_back(r);
-    ++records_;
+    countRecord();
 }
 
 void Aggregator::onOom(const OomRecord& o) {
-    ++records_;
+    countRecord();
     lastTimeNs_ = o.timeNs;
     if (oomCount_++ >= kMaxOomEvents) return;
     OomEvent e;
@@ -91,7 +117,23 @@ void Aggregator::onOom(const OomRecord& o) {
     ooms_.push_back(std::move(e));
 }
 
-void Aggregator::onEnd(const EndFields& e) { end_ = e; }
+void Aggregator::onEnd(const EndFields& e) {
+    // An earlier end before an exec that failed was one more record of the stream.
+    if (execEndPending_) ++records_;
+    end_ = e;
+    execEndPending_ = e.exitKind == static_cast<uint64_t>(ExitKind::Exec);
+}
+
+void Aggregator::countRecord() {
+    if (execEndPending_) {
+        // Records after an end before an exec: the exec failed and the stream went
+        // on; that end was one more record of it, not its end.
+        execEndPending_ = false;
+        end_.reset();
+        ++records_;
+    }
+    ++records_;
+}
 
 bool Aggregator::streamVerified() const {
     return end_ && end_->recordCount == records_ && end_->allocCount == allocs_ &&
@@ -163,7 +205,7 @@ DeviceState* Aggregator::release(uint8_t device, uint64_t address, uint64_t time
 }
 
 void Aggregator::onAlloc(const AllocRecord& a) {
-    ++records_;
+    countRecord();
     ++allocs_;
     const uint8_t dev = a.f.device;
     if (live_[dev].count(a.f.address)) {
@@ -238,7 +280,7 @@ void Aggregator::setPaused(uint64_t regionId, bool paused, uint64_t timeNs) {
 }
 
 void Aggregator::onFree(const FreeRecord& f) {
-    ++records_;
+    countRecord();
     ++frees_;
     if (DeviceState* d = release(f.f.device, f.f.address, f.timeNs, true))
         d->timeline.record(f.timeNs, d->currentBytes);

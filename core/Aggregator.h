@@ -8,6 +8,7 @@
 // device's peak version, refreshed lazily before the stack's next change.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -74,7 +75,15 @@ public:
     void onReply(const ReplyRecord& r) override;
     void onOom(const OomRecord& o) override;
     void onEnd(const EndFields& e) override;
+    IdCounts heldIds() const override { return held_; }
 
+    // A stream that continues another (a fork child's) starts with that stream's
+    // modules, nodes and code objects: `lookup` finds its aggregator, with every
+    // record the continued stream sent before the fork, or null.
+    using StreamLookup = std::function<const Aggregator*(const Handshake&)>;
+    void setStreamLookup(StreamLookup lookup) { lookup_ = std::move(lookup); }
+    // Why a continuation could not take over everything it claimed; empty when it did.
+    const std::string& continuationProblem() const { return continuationProblem_; }
     // Live bytes of a stack at its device's peak.
     uint64_t liveAtPeak(const StackState& s) const;
 
@@ -158,6 +167,14 @@ private:
     // Takes what is live now as what the program leaked.
     void markProgramEnd(const std::string& how);
 
+    void takeOver(const Aggregator& from, const StreamContinuation& c);
+    void countRecord();
+
+    StreamLookup lookup_;
+    IdCounts held_;                // of a continued stream's ids, those taken over
+    bool execEndPending_ = false;  // the last record was an end before an exec
+    bool idsExact_ = true;  // every id the stream used is held (false: a continuation fell short)
+    std::string continuationProblem_;
     std::optional<Handshake> handshake_;
     std::optional<EndFields> end_;
     std::map<uint8_t, DeviceState> devices_;

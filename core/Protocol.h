@@ -16,7 +16,7 @@
 namespace memtool::core {
 
 inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'O', 'O', 'L', '\0'};
-inline constexpr uint32_t kProtocolVersion = 5;
+inline constexpr uint32_t kProtocolVersion = 6;
 
 // Environment variables shared by the CLI and the collectors.
 inline constexpr const char* kEnvSocket = "MEMTOOL_SOCKET";    // path of the CLI's Unix socket
@@ -44,6 +44,7 @@ enum class RecordTag : uint8_t {
     End = 'E',
     // Down-stream, from `memtool run` to the collector, on the same socket:
     Request = 'Q',
+    Admitted = 'K',  // the CLI checked the peer and reads this stream (one byte, sent first)
 };
 
 // Device codes carried in alloc/free records. CUDA ordinals follow kDeviceCudaBase;
@@ -51,6 +52,9 @@ enum class RecordTag : uint8_t {
 // bridge: "active" (blocks handed to tensors) and "reserved" (segments it holds).
 inline constexpr uint8_t kDeviceCpu = 0;
 inline constexpr uint8_t kDevicePinnedHost = 1;  // CUDA page-locked host memory
+// POSIX shared memory this process created for PyTorch storages (share_memory_(),
+// DataLoader batches): counted here, never in the processes that map it.
+inline constexpr uint8_t kDeviceShared = 2;
 inline constexpr uint8_t kMaxCudaDevices = 64;
 inline constexpr uint8_t kDeviceCudaBase = 16;           // cuda:N is kDeviceCudaBase + N
 inline constexpr uint8_t kDeviceCudaActiveBase = 80;     // cuda:N.active
@@ -103,6 +107,7 @@ inline constexpr uint64_t kKeyReservedPool = 1ull << 61;
 enum class ExitKind : uint8_t {
     Normal = 0,     // exit() or a return from main: the collector's destructor ran
     Immediate = 1,  // _exit() (os._exit, a fork child's exit): destructors skipped
+    Exec = 2,       // the process image is being replaced (execve): its memory goes with it
 };
 
 // ---- varint (unsigned LEB128) ------------------------------------------------
@@ -235,6 +240,7 @@ struct EndFields {
     uint64_t recordCount = 0;   // every record before End, the handshake included
     uint64_t missedEvents = 0;  // events the collector saw while connected but could not record
     uint64_t exitKind = 0;      // an ExitKind
+    uint64_t exitStatus = 0;    // the status given to exit()/_exit(), plus one; 0: not known
 };
 
 inline uint8_t* encodeEnd(uint8_t* p, const EndFields& e) {
@@ -245,7 +251,8 @@ inline uint8_t* encodeEnd(uint8_t* p, const EndFields& e) {
     p = putVarint(p, e.freedBytes);
     p = putVarint(p, e.recordCount);
     p = putVarint(p, e.missedEvents);
-    return putVarint(p, e.exitKind);
+    p = putVarint(p, e.exitKind);
+    return putVarint(p, e.exitStatus);
 }
 
 // ---- string-carrying records -----------------------------------------------------
@@ -261,12 +268,56 @@ inline uint8_t* encodePreamble(uint8_t* p) {
 }
 
 // Handshake: the first record, right after the preamble. The caller writes the
-// head, then `argc` strings (putString), into a buffer of
-// handshakeBytes(argc, total argument bytes).
+// head, then `argc` strings (putString), then the launcher's variables
+// (encodeHandshakeEnv), then, with kHandshakeContinues, the continuation
+// (encodeHandshakeContinuation), into a buffer of handshakeBytes(...).
 inline constexpr uint64_t kHandshakeNativeStacks = 1;  // flags bit 0
 inline constexpr uint64_t kHandshakePythonStacks = 2;  // flags bit 1
-inline size_t handshakeBytes(size_t argc, size_t argBytes) {
-    return kPreambleBytes + 1 + 5 * kMaxVarintBytes + argc * kMaxVarintBytes + argBytes;
+// Bit 2: the stream continues the stack ids (native and Python nodes, code
+// objects, modules) of an earlier stream, named by its pid and start time: a
+// fork child's parent's, or this process's own before an exec that failed. The
+// reader starts from that stream's first `counts` of each.
+inline constexpr uint64_t kHandshakeContinues = 4;
+// Bit 3: a fork child (no exec): the memory it inherited is its parent's.
+inline constexpr uint64_t kHandshakeForked = 8;
+// Bit 4: not a stream of its own: a notice about the stream of this pid that
+// started at `start time`, which its collector had to stop (a Note follows, key
+// kNoteStreamLost, saying why); nothing else comes.
+inline constexpr uint64_t kHandshakeNotice = 16;
+inline constexpr uint64_t kHandshakeKnownFlags = 31;
+
+// The launcher's environment variables a process's rank is read from (torchrun,
+// Slurm, Open MPI, MPICH), as far as they are set: name and value, in this order.
+inline constexpr const char* kRankVariables[] = {
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NTASKS",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_RANK",
+    "PMI_SIZE",
+};
+inline constexpr size_t kRankVariableCount = sizeof kRankVariables / sizeof kRankVariables[0];
+
+// What a continuing stream takes over from the stream it continues.
+struct StreamContinuation {
+    uint64_t pid = 0;          // of the stream continued
+    uint64_t startUnixNs = 0;  // its handshake's start time
+    uint64_t nativeNodes = 0;  // its first N native nodes, code objects, ... are this stream's too
+    uint64_t pyCodes = 0;
+    uint64_t pyNodes = 0;
+    uint64_t modules = 0;
+};
+
+inline size_t handshakeBytes(size_t argc, size_t argBytes, size_t envc = 0, size_t envBytes = 0) {
+    return kPreambleBytes + 1 + 5 * kMaxVarintBytes + argc * kMaxVarintBytes + argBytes +
+           kMaxVarintBytes + 2 * envc * kMaxVarintBytes + envBytes + 6 * kMaxVarintBytes;
 }
 inline uint8_t* encodeHandshakeHead(uint8_t* p, uint64_t pid, uint64_t ppid, uint64_t startUnixNs,
                                     uint64_t flags, uint64_t argc) {
@@ -277,6 +328,16 @@ inline uint8_t* encodeHandshakeHead(uint8_t* p, uint64_t pid, uint64_t ppid, uin
     p = putVarint(p, startUnixNs);
     p = putVarint(p, flags);
     return putVarint(p, argc);
+}
+// After the arguments: envc, then envc pairs of strings (name, value).
+inline uint8_t* encodeHandshakeEnvCount(uint8_t* p, uint64_t envc) { return putVarint(p, envc); }
+inline uint8_t* encodeHandshakeContinuation(uint8_t* p, const StreamContinuation& c) {
+    p = putVarint(p, c.pid);
+    p = putVarint(p, c.startUnixNs);
+    p = putVarint(p, c.nativeNodes);
+    p = putVarint(p, c.pyCodes);
+    p = putVarint(p, c.pyNodes);
+    return putVarint(p, c.modules);
 }
 
 inline size_t pyCodeBytes(size_t fileLen, size_t nameLen) {
@@ -303,6 +364,8 @@ inline constexpr const char* kProgramEndPython = "python";
 inline constexpr const char* kProgramEndExit = "exit";
 inline constexpr const char* kNoteCudaSource = "cuda.source";
 inline constexpr const char* kNoteTorchBridge = "torch.bridge";
+//   "stream.lost"  (in a notice) why the collector stopped writing the stream
+inline constexpr const char* kNoteStreamLost = "stream.lost";
 inline size_t noteBytes(size_t keyLen, size_t textLen) {
     return 1 + stringBytes(keyLen) + stringBytes(textLen);
 }

@@ -3,6 +3,7 @@
 // allocation-free functions in Protocol.h; these are the reader's plain-data mirror.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,7 +19,12 @@ struct Handshake {
     uint64_t startUnixNs = 0;
     bool nativeStacks = true;
     bool pythonStacks = true;
+    bool forked = false;  // a fork child: what it inherited is its parent's
+    bool notice = false;  // not a stream: says why the stream of (pid, startUnixNs) stopped
     std::vector<std::string> command;
+    // The launcher's variables (kRankVariables) that were set, in that order.
+    std::vector<std::pair<std::string, std::string>> environment;
+    std::optional<StreamContinuation> continues;
 };
 
 struct ModuleRecord {
@@ -90,15 +96,25 @@ struct NoteRecord {
 // Handshake bytes (preamble included) for a reader-side Handshake: tests and tools
 // that write streams. The collector encodes with Protocol.h's functions directly.
 inline std::vector<uint8_t> encodeHandshake(const Handshake& h) {
-    size_t argBytes = 0;
+    size_t argBytes = 0, envBytes = 0;
     for (const auto& a : h.command) argBytes += a.size();
-    std::vector<uint8_t> out(handshakeBytes(h.command.size(), argBytes));
+    for (const auto& [name, value] : h.environment) envBytes += name.size() + value.size();
+    std::vector<uint8_t> out(
+        handshakeBytes(h.command.size(), argBytes, h.environment.size(), envBytes));
     const uint64_t flags = (h.nativeStacks ? kHandshakeNativeStacks : 0) |
-                           (h.pythonStacks ? kHandshakePythonStacks : 0);
+                           (h.pythonStacks ? kHandshakePythonStacks : 0) |
+                           (h.continues ? kHandshakeContinues : 0) |
+                           (h.forked ? kHandshakeForked : 0) | (h.notice ? kHandshakeNotice : 0);
     uint8_t* p =
         encodeHandshakeHead(out.data(), static_cast<uint64_t>(h.pid), static_cast<uint64_t>(h.ppid),
                             h.startUnixNs, flags, h.command.size());
     for (const auto& a : h.command) p = putString(p, a.data(), a.size());
+    p = encodeHandshakeEnvCount(p, h.environment.size());
+    for (const auto& [name, value] : h.environment) {
+        p = putString(p, name.data(), name.size());
+        p = putString(p, value.data(), value.size());
+    }
+    if (h.continues) p = encodeHandshakeContinuation(p, *h.continues);
     out.resize(static_cast<size_t>(p - out.data()));
     return out;
 }

@@ -118,18 +118,54 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool d
             h.pid = static_cast<int64_t>(c.varint());
             h.ppid = static_cast<int64_t>(c.varint());
             h.startUnixNs = c.varint();
-            uint64_t flags = c.varint();
+            const uint64_t flags = c.varint();
             h.nativeStacks = flags & kHandshakeNativeStacks;
             h.pythonStacks = flags & kHandshakePythonStacks;
+            h.forked = flags & kHandshakeForked;
+            h.notice = flags & kHandshakeNotice;
             const uint64_t argc = c.count("arguments in a handshake");
             for (uint64_t i = 0; c.ok && i < argc; ++i) {
                 std::string arg = c.string();
                 if (!dry) h.command.push_back(std::move(arg));
             }
+            const uint64_t envc = c.ok ? c.count("variables in a handshake") : 0;
+            for (uint64_t i = 0; c.ok && i < envc; ++i) {
+                std::string name = c.string();
+                std::string value = c.string();
+                if (!dry) h.environment.emplace_back(std::move(name), std::move(value));
+            }
+            StreamContinuation from;
+            if (flags & kHandshakeContinues) {
+                from.pid = c.varint();
+                from.startUnixNs = c.varint();
+                from.nativeNodes = c.varint();
+                from.pyCodes = c.varint();
+                from.pyNodes = c.varint();
+                from.modules = c.varint();
+            }
             if (!c.ok) return 0;
             if (dry) break;
+            if (flags & ~kHandshakeKnownFlags) throw ProtocolError("unknown handshake flags");
+            if (flags & kHandshakeContinues) {
+                // The collector numbers its nodes and code objects in 32 bits.
+                for (uint64_t n : {from.nativeNodes, from.pyCodes, from.pyNodes, from.modules})
+                    if (n >= kMaxContinuedIds)
+                        throw ProtocolError("a continuation past 2^32 - 1 ids");
+                h.continues = from;
+            }
             sawHandshake_ = true;
             sink_.onHandshake(h);
+            if (h.continues) {
+                // The reader may hold fewer of them than the stream takes over (the
+                // stream continued broke early): those read as unknown frames.
+                const IdCounts held = sink_.heldIds();
+                native_ = IdSpace{from.nativeNodes, std::min(held.nativeNodes, from.nativeNodes)};
+                pyCode_ = IdSpace{from.pyCodes, std::min(held.pyCodes, from.pyCodes)};
+                pyNode_ = IdSpace{from.pyNodes, std::min(held.pyNodes, from.pyNodes)};
+                nextNativeId_ = from.nativeNodes + 1;
+                nextPyCodeId_ = from.pyCodes + 1;
+                nextPyNodeId_ = from.pyNodes + 1;
+            }
             break;
         }
         case RecordTag::Module: {
@@ -156,6 +192,8 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool d
             if (dry) break;
             n.id = nextNativeId_++;
             if (n.parent >= n.id) throw ProtocolError("native node refers to a later parent");
+            n.id = native_.map(n.id);
+            n.parent = native_.map(n.parent);
             sink_.onNativeNode(n);
             break;
         }
@@ -166,7 +204,7 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool d
             r.firstLine = c.varint();
             if (!c.ok) return 0;
             if (dry) break;
-            r.id = nextPyCodeId_++;
+            r.id = pyCode_.map(nextPyCodeId_++);
             sink_.onPyCode(r);
             break;
         }
@@ -181,6 +219,9 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool d
             if (n.parent >= n.id) throw ProtocolError("python node refers to a later parent");
             if (n.codeId == 0 || n.codeId >= nextPyCodeId_)
                 throw ProtocolError("python node refers to an unknown code object");
+            n.id = pyNode_.map(n.id);
+            n.parent = pyNode_.map(n.parent);
+            n.codeId = pyCode_.map(n.codeId);
             sink_.onPyNode(n);
             break;
         }
@@ -199,6 +240,8 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool d
                 throw ProtocolError("allocation refers to an unknown stack");
             if (a.f.region != 0 && !regions_.count(a.f.region))
                 throw ProtocolError("allocation refers to an unknown region");
+            a.f.nativeNode = native_.map(a.f.nativeNode);
+            a.f.pyNode = pyNode_.map(a.f.pyNode);
             clockNs_ += a.f.timeDeltaNs;
             a.timeNs = clockNs_;
             sink_.onAlloc(a);
@@ -218,6 +261,8 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool d
             if (dry) break;
             if (o.f.nativeNode >= nextNativeId_ || o.f.pyNode >= nextPyNodeId_)
                 throw ProtocolError("out-of-memory record refers to an unknown stack");
+            o.f.nativeNode = native_.map(o.f.nativeNode);
+            o.f.pyNode = pyNode_.map(o.f.pyNode);
             if (source < static_cast<uint8_t>(OomSource::Allocator) ||
                 source > static_cast<uint8_t>(OomSource::Torch))
                 throw ProtocolError("unknown out-of-memory source");
@@ -313,9 +358,12 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool d
             e.recordCount = c.varint();
             e.missedEvents = c.varint();
             e.exitKind = c.varint();
+            e.exitStatus = c.varint();
             if (!c.ok) return 0;
             if (dry) break;
-            sawEnd_ = true;
+            // An end before an exec is the last record unless the exec failed:
+            // then the stream goes on.
+            sawEnd_ = e.exitKind != static_cast<uint64_t>(ExitKind::Exec);
             sink_.onEnd(e);
             break;
         }

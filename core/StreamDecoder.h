@@ -12,6 +12,13 @@
 
 namespace memtool::core {
 
+// How many of the ids a continuing stream takes over a reader holds.
+struct IdCounts {
+    uint64_t nativeNodes = 0;
+    uint64_t pyCodes = 0;
+    uint64_t pyNodes = 0;
+};
+
 class RecordSink {
 public:
     virtual ~RecordSink() = default;
@@ -28,6 +35,9 @@ public:
     virtual void onReply(const ReplyRecord&) = 0;
     virtual void onOom(const OomRecord&) {}
     virtual void onEnd(const EndFields&) = 0;
+    // Right after a handshake that continues an earlier stream: how many of its
+    // node and code ids the sink took over (it may find fewer, or none).
+    virtual IdCounts heldIds() const { return {}; }
 };
 
 // Thrown on bytes that can never become a valid stream (bad magic, version,
@@ -47,6 +57,7 @@ inline constexpr uint64_t kMaxStringBytes = uint64_t{1} << 24;  // 16 MiB
 inline constexpr size_t kMaxRecordBytes = size_t{1} << 26;  // 64 MiB
 inline constexpr uint64_t kMaxCount = uint64_t{1} << 20;    // arguments, a module's ranges
 inline constexpr uint64_t kMaxRegionId = UINT32_MAX;        // the aggregator keeps 32 bits
+inline constexpr uint64_t kMaxContinuedIds = UINT32_MAX;    // ids a continuation takes over
 
 class StreamDecoder {
 public:
@@ -72,6 +83,17 @@ private:
     bool measureFirst_ = false;  // the record at the front was incomplete last time
     bool sawEnd_ = false;
     uint64_t records_ = 0;
+    // Ids a continuing stream took over, and how many of them the sink holds: the
+    // ones it lacks are passed on as 0 (unknown), and the stream's own ids after
+    // them move down so that the sink's ids stay dense.
+    struct IdSpace {
+        uint64_t claimed = 0;
+        uint64_t held = 0;
+        uint64_t map(uint64_t id) const {
+            return id <= held ? id : id <= claimed ? 0 : id - (claimed - held);
+        }
+    };
+    IdSpace native_, pyCode_, pyNode_;
     uint64_t nextNativeId_ = 1;
     uint64_t nextPyNodeId_ = 1;
     uint64_t nextPyCodeId_ = 1;

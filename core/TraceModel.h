@@ -177,6 +177,14 @@ struct ProcessTrace {
     // Its collector connected: it loaded an allocator memtool tracks (libc10's CPU
     // allocator, CUDA). False only for processes[0] when the program never did.
     bool tracked = true;
+    bool forked = false;  // forked from its parent without exec: what it inherited is not counted
+    bool exec = false;    // this image ended by exec'ing another: what it held went with it
+    // Where a launcher (torchrun, Slurm, MPI) set them: the process's rank, its rank
+    // on its node and the number of ranks; rankEnvironment has the variables as set.
+    std::optional<int64_t> rank;
+    std::optional<int64_t> localRank;
+    std::optional<int64_t> worldSize;
+    std::map<std::string, std::string> rankEnvironment;
     double durationS = 0;
     // When leaks were counted: kLeakAtPython (interpreter finalization began),
     // kLeakAtExit (main returned, exit was called) or kLeakAtEnd (the stream's
@@ -184,6 +192,9 @@ struct ProcessTrace {
     std::string leakMoment = "end";
     double leakTimeS = 0;      // on the allocations' clock (the end: the last event's time)
     uint64_t maxRssBytes = 0;  // the launched process only: its peak resident memory (0: unknown)
+    // The launched process only: CPU seconds (user + system) it and the children it
+    // waited for used, from wait4; unset when not known.
+    std::optional<double> cpuS;
     bool nativeStacks = true;
     bool pythonStacks = true;
     std::map<std::string, DeviceTotals> devices;
@@ -204,7 +215,8 @@ struct ProcessTrace {
 struct Trace {
     std::string schema = kTraceSchema;
     std::string memtoolVersion;
-    uint64_t cliMaxRssBytes = 0;  // memtool run's own peak resident memory
+    uint64_t cliMaxRssBytes = 0;    // memtool run's own peak resident memory
+    std::optional<double> cliCpuS;  // memtool run's own CPU seconds (user + system); unset: unknown
     std::vector<ProcessTrace> processes;
 };
 

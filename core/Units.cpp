@@ -13,6 +13,7 @@ namespace memtool::core {
 std::string deviceName(uint8_t device) {
     if (device == kDeviceCpu) return "cpu";
     if (device == kDevicePinnedHost) return "pinned";
+    if (device == kDeviceShared) return "shared";
     int ordinal = cudaOrdinal(device);
     if (ordinal < 0) return "device" + std::to_string(device);
     std::string name = "cuda:" + std::to_string(ordinal);

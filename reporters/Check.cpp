@@ -47,26 +47,23 @@ std::string processLabel(const core::ProcessTrace& p) {
     return fmt::format("pid {} ({})", p.pid, command);
 }
 
-// The processes a limit or baseline is held against: those --pid and --command
-// name, else every process that allocated. A --pid or --command that names none
-// is a usage error (a typo must not pass).
-std::vector<const core::ProcessTrace*> selectProcesses(const core::Trace& t,
-                                                       const CheckOptions& o) {
+// The processes a limit or baseline is held against: those --pid/--rank (already
+// applied to the trace) and --command name, else every process that allocated. A
+// --command that names none is a usage error (a typo must not pass).
+std::vector<const core::ProcessTrace*> checkedProcesses(const core::Trace& t,
+                                                        const CheckOptions& o) {
     std::vector<const core::ProcessTrace*> out;
     for (const core::ProcessTrace& p : t.processes) {
-        if (o.pid && p.pid != *o.pid) continue;
         if (!o.command.empty() && commandLine(p).find(o.command) == std::string::npos) continue;
-        if (!o.pid && o.command.empty() && !allocated(p)) continue;
+        if (!o.named && o.command.empty() && !allocated(p)) continue;
         out.push_back(&p);
     }
-    if (out.empty() && (o.pid || !o.command.empty())) {
+    if (out.empty() && !o.command.empty()) {
         std::string known;
         for (const core::ProcessTrace& p : t.processes)
             known += (known.empty() ? "" : ", ") + processLabel(p);
-        usage(fmt::format(
-            "no process of the trace is {}{}{} (it holds {})",
-            o.pid ? fmt::format("pid {}", *o.pid) : "", o.pid && !o.command.empty() ? " with " : "",
-            o.command.empty() ? "" : "a command containing '" + o.command + "'", known));
+        usage(fmt::format("no process of the trace has a command containing '{}' (it holds {})",
+                          o.command, known));
     }
     return out;
 }
@@ -120,13 +117,13 @@ const char* metricName(Metric m) {
 constexpr size_t kMaxArgumentBytes = 64;
 
 DeviceSelector parseDeviceSelector(const std::string& text) {
-    static const std::regex form(R"((cpu|pinned|cuda|cuda:\d+)(\.(active|reserved))?)");
+    static const std::regex form(R"((cpu|pinned|shared|cuda|cuda:\d+)(\.(active|reserved))?)");
     std::smatch m;
     if (text.size() > kMaxArgumentBytes || !std::regex_match(text, m, form) ||
         (m[1] == "cpu" && m[3].matched) || (m[1] == "pinned" && m[3].matched) ||
-        (m[1] == "cuda" && m[3].matched)) {
+        (m[1] == "shared" && m[3].matched) || (m[1] == "cuda" && m[3].matched)) {
         usage("bad device '" + text +
-              "' (use cpu, pinned, cuda, cuda:N, cuda:N.active or cuda:N.reserved)");
+              "' (use cpu, pinned, shared, cuda, cuda:N, cuda:N.active or cuda:N.reserved)");
     }
     return DeviceSelector{m[1], m[3].matched ? m[3].str() : "", text};
 }
@@ -234,7 +231,7 @@ bool measuredCheck(const core::Trace& trace, const std::vector<const core::Proce
         r.message =
             "nothing was measured: no process loaded an allocator memtool tracks (PyTorch's "
             "libc10, CUDA); did the program import torch, under the python that has it?";
-    else if (options.pid || !options.command.empty())
+    else if (options.named || !options.command.empty())
         r.message =
             "nothing was measured: the processes checked allocated no memory memtool tracks";
     else
@@ -246,9 +243,11 @@ bool measuredCheck(const core::Trace& trace, const std::vector<const core::Proce
     return false;
 }
 
-// Shown before a check's figures when the trace holds more than one process.
-std::string labelFor(const core::Trace& trace, const core::ProcessTrace& p) {
-    return trace.processes.size() > 1 ? processLabel(p) + " " : "";
+// Shown before a check's figures when the trace holds (or held, before --pid or
+// --rank) more than one process.
+std::string labelFor(const core::Trace& trace, const core::ProcessTrace& p,
+                     const CheckOptions& options) {
+    return trace.processes.size() > 1 || options.named ? processLabel(p) + " " : "";
 }
 
 void limitChecks(const core::Trace& trace, const std::vector<const core::ProcessTrace*>& selected,
@@ -261,7 +260,7 @@ void limitChecks(const core::Trace& trace, const std::vector<const core::Process
                 seen = true;
                 std::string shown =
                     l.selector.pool.empty() ? device : device + "." + l.selector.pool;
-                std::string label = labelFor(trace, *p);
+                std::string label = labelFor(trace, *p, options);
                 CheckResult r;
                 r.kind = "limit";
                 r.device = shown;
@@ -352,7 +351,7 @@ void baselineChecks(const core::Trace& trace,
     for (size_t i = 0; i < selected.size(); ++i) {
         const core::ProcessTrace& p = *selected[i];
         const core::ProcessTrace& base = bases[i] ? *bases[i] : kNone;
-        const std::string label = labelFor(trace, p);
+        const std::string label = labelFor(trace, p, options);
         // Every device of either trace, and each caching-allocator pool that both have.
         std::map<std::string, std::pair<std::string, std::string>>
             devices;  // shown -> (device, pool)
@@ -411,7 +410,7 @@ void baselineChecks(const core::Trace& trace,
 std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions& options) {
     std::vector<CheckResult> results;
     launched(trace, "the trace");
-    const std::vector<const core::ProcessTrace*> selected = selectProcesses(trace, options);
+    const std::vector<const core::ProcessTrace*> selected = checkedProcesses(trace, options);
     completenessChecks(trace, selected, options, results);
     oomChecks(trace, options, results);
 

@@ -3,8 +3,9 @@
 // A check compares one figure of one device of one process with a limit; the
 // whole run passes when every check holds. The processes checked are those that
 // allocated memory memtool tracks (every one, each against the limit), or the
-// ones --pid/--command name: a shell or launcher in front of the program is not
-// what a limit is about, and a run that measured nothing passes nothing.
+// ones --pid, --rank or --command name: a shell or launcher in front of the
+// program is not what a limit is about, and a run that measured nothing passes
+// nothing.
 
 #include <cstdint>
 #include <optional>
@@ -46,8 +47,10 @@ struct CheckOptions {
     bool allowOom = false;  // an out-of-memory event in any process fails the check otherwise
     // Limits and baselines fail when no process checked allocated anything, unless this.
     bool allowEmpty = false;
-    std::optional<int64_t> pid;  // only this process
-    std::string command;         // only processes whose command line contains this
+    // The trace's processes were named (--pid, --rank: reporters/ProcessSelection):
+    // each is checked, allocated or not.
+    bool named = false;
+    std::string command;  // only processes whose command line contains this
 };
 
 struct CheckResult {

@@ -7,6 +7,7 @@
 #include "core/SiteChoice.h"
 #include "core/Units.h"
 #include "reporters/ByteText.h"
+#include "reporters/ProcessSelection.h"
 
 namespace memtool::reporters {
 
@@ -26,6 +27,7 @@ const char* leakWhen(const core::ProcessTrace& p) {
 }
 
 std::string exitText(const core::ProcessTrace& p) {
+    if (p.exec) return "exec'd another program";
     if (p.exitCode) return fmt::format("exit code {}", *p.exitCode);
     if (p.exitSignal) return fmt::format("killed by signal {}", *p.exitSignal);
     if (p.snapshot) return "running (a snapshot)";
@@ -327,7 +329,10 @@ void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, st
     const ByteText b(options.bytes);
     renderOutOfMemory(p, b, out);
     out << fmt::format("Command:  {}\n", joinCommand(p.command));
-    out << fmt::format("Process:  pid {} · {} · {:.3f} s · {}\n", p.pid, exitText(p), p.durationS,
+    std::string who = fmt::format("pid {}", p.pid);
+    if (p.rank) who += fmt::format(" · rank {}", *p.rank);
+    if (p.forked) who += fmt::format(" · forked from {}", p.ppid);
+    out << fmt::format("Process:  {} · {} · {:.3f} s · {}\n", who, exitText(p), p.durationS,
                        p.complete ? "trace complete" : "trace INCOMPLETE: " + p.incompleteReason);
     renderLeakMoment(p, b, out);
     for (const auto& w : p.warnings) out << "Warning:  " << w << '\n';
@@ -340,11 +345,32 @@ void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, st
     for (const auto& [name, d] : p.devices) renderHotspots(p, name, d, options, b, out);
 }
 
+// One line per process of a run: what each one was and the most it held.
+void renderProcessList(const core::Trace& trace, std::ostream& out) {
+    out << fmt::format("{} processes\n{:>8} {:>5}  {:<44} {}\n", trace.processes.size(), "pid",
+                       "rank", "peak per device", "command");
+    for (const core::ProcessTrace& p : trace.processes) {
+        std::string peaks;
+        for (const auto& [name, d] : p.devices)
+            peaks += fmt::format("{}{} {}", peaks.empty() ? "" : ", ", name,
+                                 core::formatBytes(d.peakBytes));
+        std::string how = p.forked ? fmt::format("  (forked from {})", p.ppid) : "";
+        if (p.exec) how += "  (exec'd)";
+        out << fmt::format("{:>8} {:>5}  {:<44} {}{}\n", p.pid, rankText(p),
+                           peaks.empty() ? "-" : peaks, joinCommand(p.command), how);
+    }
+    out << '\n';
+}
+
 }  // namespace
 
 void renderTable(const core::Trace& trace, const ReportOptions& options, std::ostream& out) {
+    if (trace.processes.size() > 1) renderProcessList(trace, out);
     for (size_t i = 0; i < trace.processes.size(); ++i) {
-        if (i > 0) out << "\n" << std::string(78, '-') << "\nChild process\n";
+        if (i > 0)
+            out << "\n"
+                << std::string(78, '-')
+                << fmt::format("\nProcess {} of {}\n", i + 1, trace.processes.size());
         renderProcess(trace.processes[i], options, out);
     }
     if (trace.processes.empty()) out << "The trace holds no process.\n";

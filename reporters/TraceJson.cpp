@@ -466,7 +466,14 @@ json processToJson(const core::ProcessTrace& p) {
               {"timeline", timelineToJson(p.timeline)},
               {"warnings", p.warnings}};
     if (!p.complete) j["incomplete_reason"] = p.incompleteReason;
+    if (p.cpuS) j["cpu_s"] = *p.cpuS;
     if (p.snapshot) j["snapshot"] = true;
+    if (p.forked) j["forked"] = true;
+    if (p.exec) j["exec"] = true;
+    if (p.rank) j["rank"] = *p.rank;
+    if (p.localRank) j["local_rank"] = *p.localRank;
+    if (p.worldSize) j["world_size"] = *p.worldSize;
+    if (!p.rankEnvironment.empty()) j["rank_environment"] = p.rankEnvironment;
     return j;
 }
 
@@ -480,6 +487,14 @@ core::ProcessTrace processFromJson(const json& j) {
     p.exitSignal = optionalInt(j, "exit_signal");
     p.complete = j.at("complete").get<bool>();
     p.snapshot = j.value("snapshot", false) == true;
+    p.forked = j.value("forked", false) == true;
+    p.exec = j.value("exec", false) == true;
+    p.rank = optionalInt(j, "rank");
+    p.localRank = optionalInt(j, "local_rank");
+    p.worldSize = optionalInt(j, "world_size");
+    if (j.contains("rank_environment"))
+        for (const auto& [name, value] : j.at("rank_environment").items())
+            if (value.is_string()) p.rankEnvironment[name] = value.get<std::string>();
     p.incompleteReason = j.value("incomplete_reason", std::string());
     p.durationS = j.at("duration_s").get<double>();
     p.leakMoment = j.value("leak_moment", std::string(core::kLeakAtEnd));
@@ -488,6 +503,7 @@ core::ProcessTrace processFromJson(const json& j) {
         throw MalformedTrace("unknown leak_moment '" + p.leakMoment + "'");
     p.leakTimeS = j.value("leak_time_s", 0.0);
     p.maxRssBytes = optionalUnsigned(j, "max_rss_bytes");
+    if (j.contains("cpu_s")) p.cpuS = j.at("cpu_s").get<double>();
     p.nativeStacks = j.value("native_stacks", true);
     p.pythonStacks = j.value("python_stacks", true);
     for (const auto& [name, d] : j.at("devices").items()) p.devices[name] = deviceFromJson(d);
@@ -533,10 +549,12 @@ core::ProcessTrace processFromJson(const json& j) {
 json traceToJson(const core::Trace& trace) {
     json processes = json::array();
     for (const auto& p : trace.processes) processes.push_back(processToJson(p));
-    return {{"schema", trace.schema},
-            {"memtool_version", trace.memtoolVersion},
-            {"cli_max_rss_bytes", trace.cliMaxRssBytes},
-            {"processes", processes}};
+    json j = {{"schema", trace.schema},
+              {"memtool_version", trace.memtoolVersion},
+              {"cli_max_rss_bytes", trace.cliMaxRssBytes},
+              {"processes", processes}};
+    if (trace.cliCpuS) j["cli_cpu_s"] = *trace.cliCpuS;
+    return j;
 }
 
 core::Trace traceFromJson(const json& j, const std::string& origin) {
@@ -554,6 +572,7 @@ core::Trace traceFromJson(const json& j, const std::string& origin) {
         t.schema = schema;
         t.memtoolVersion = j.value("memtool_version", std::string());
         t.cliMaxRssBytes = optionalUnsigned(j, "cli_max_rss_bytes");
+        if (j.contains("cli_cpu_s")) t.cliCpuS = j.at("cli_cpu_s").get<double>();
         for (const auto& p : j.at("processes")) t.processes.push_back(processFromJson(p));
         return t;
     } catch (const json::exception& e) {

@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libunwind-dev libdw-dev libelf-dev
   libtorch-dev python3-torch
+  python3-torchvision  # bench/workloads/resnet18.py
   heaptrack
   clang-format  # scripts/check-format.sh
   patchelf      # scripts/gpu-pack.sh

@@ -78,6 +78,9 @@ void* run(void* arg) {
     size_t used = 0;
     const int fd = c->sink->acquire();
     while (fd >= 0) {
+        // A program that closed the descriptor and got its number back for a
+        // socket of its own: never read its data (the writer stops too).
+        if (!c->sink->stillOurs()) break;
         // Between requests, records the program left in the buffer go out within
         // about the flush interval.
         pollfd p{fd, POLLIN, 0};

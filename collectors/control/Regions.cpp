@@ -103,13 +103,26 @@ MemoryBackend* Regions::backendFor(uint8_t device) {
 
 // ---- the calling thread's region ------------------------------------------------------
 
+void Regions::lockOuterForFork() {
+    opMu_.lock();
+    cudaMu_.lock();
+}
+void Regions::lockTableForFork() { tableMu_.lock(); }
+void Regions::unlockTableAfterFork() { tableMu_.unlock(); }
+void Regions::unlockOuterAfterFork() {
+    cudaMu_.unlock();
+    opMu_.unlock();
+}
+
 bool Regions::threadInRegion() const {
+    if (forkChild_) return false;
     ThreadState* ts = existingThreadState();
     if (ts && ts->regionDepth > 0) return ts->regionTags[ts->regionDepth - 1] != kNoRegion;
     return pausableAll_;
 }
 
 bool Regions::threadInRegionForCpu(uint64_t size) const {
+    if (forkChild_) return false;
     ThreadState* ts = existingThreadState();
     if (ts && ts->regionDepth > 0) return ts->regionTags[ts->regionDepth - 1] != kNoRegion;
     return pausableAll_ && size >= kImplicitMinCpuBytes;

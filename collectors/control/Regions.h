@@ -110,6 +110,17 @@ public:
     void setPausableAll();
     bool pausableAll() const { return pausableAll_; }
 
+    // ---- fork (the collector's pthread_atfork handlers) ------------------------------
+    // The locks, taken in the collector's order: the outer ones (operations, the
+    // CUDA backend's loading) before its module-scan lock, the table's after it.
+    void lockOuterForFork();
+    void lockTableForFork();
+    void unlockTableAfterFork();
+    void unlockOuterAfterFork();
+    // In the child: no region serves memory there (its streams name no region
+    // of its parent's); what the child inherited is freed the usual way.
+    void childAfterFork() { forkChild_ = true; }
+
     // ---- allocation routing (hooks) ---------------------------------------------------
     // Serves `size` bytes on `device` from the calling thread's region: page- (or
     // granularity-) rounded memory of the backend's own, recorded with its region.
@@ -272,6 +283,7 @@ private:
     void removePausedLocked(uint32_t slot);
     std::atomic<bool> anyServed_{false};  // release() skips the lock until a region served memory
     bool pausableAll_ = false;
+    bool forkChild_ = false;
     int defaultTag_ = -1;
     uint16_t regionIndex_[kMaxTags * 256] = {};  // (tag, device) -> region + 1: serve's fast lookup
     PointerMap cacheHeads_;  // cacheKey -> first cached slot + 1 (list via nextFree)

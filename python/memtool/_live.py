@@ -13,7 +13,12 @@ Names, without being told the model:
   - optimizer state as `Opt.param.state` (e.g. `Adam.model.0.weight.exp_avg`);
   - a tensor bound to a variable of `__main__` takes its name (memlab says
     `TensorN` there), and its gradient `name.grad`;
-  - every other tensor is `Tensor0`, `Tensor1`, ... in the garbage collector's order.
+  - every other tensor that Python code can reach (from a container, an object, a
+    variable of a running function) is `Tensor0`, `Tensor1`, ... in the garbage
+    collector's order.
+A tensor whose Python object only torch keeps (PyTorch preserves the object of a
+tensor autograd saved after Python let go of it) is not visible: no Python code
+can reach it, and it is reported with what Python cannot see, by allocation site.
 `model=` names one module's tensors only, without prefix, as memlab does.
 """
 import gc
@@ -97,13 +102,62 @@ def _named(torch, model):
             if grad is not None and id(grad) not in named_ids:
                 out.append((name + ".grad", grad))
                 named_ids.add(id(grad))
+        candidates = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and id(o) not in named_ids]
+        reachable = _reachable(candidates)
         n = 0
-        for o in gc.get_objects():
-            if isinstance(o, torch.Tensor) and id(o) not in named_ids:
-                out.append((f"Tensor{n}", o))
-                named_ids.add(id(o))
+        for t in candidates:
+            if id(t) in reachable:
+                out.append((f"Tensor{n}", t))
                 n += 1
     return out
+
+
+_CO_OPTIMIZED = 0x1  # a function's code: fast locals, not a namespace dict
+
+
+def _reachable(candidates):
+    """ids of the tensors among `candidates` that something of Python's refers to:
+    a container or object the garbage collector tracks, or a variable of a running
+    function (any thread's). What is left is held from C++ alone."""
+    if not candidates:
+        return set()
+    ids = {id(t) for t in candidates}
+    found = set()
+    here = __file__
+    frames = []
+    try:
+        for f in sys._current_frames().values():
+            while f is not None:
+                frames.append(f)
+                f = f.f_back
+        for f in frames:
+            if f.f_code.co_filename == here:
+                continue
+            # Before 3.13 a function's f_locals is a snapshot dict the frame keeps:
+            # left filled, it would hold the function's tensors past a `del`.
+            snapshot = sys.version_info < (3, 13) and f.f_code.co_flags & _CO_OPTIMIZED
+            values = f.f_locals
+            for v in values.values():
+                if id(v) in ids:
+                    found.add(id(v))
+            if snapshot:
+                values.clear()
+            values = None
+        first = candidates[0]
+        for r in gc.get_referrers(*candidates):
+            if r is candidates or r is frames or (type(r) is tuple and len(r) == len(candidates) and r[0] is first):
+                continue  # our own lists, and get_referrers' own arguments
+            if type(r).__name__ == "frame" and r.f_code.co_filename == here:
+                continue
+            for x in gc.get_referents(r):
+                if id(x) in ids:
+                    found.add(id(x))
+    finally:
+        # `frames` holds this very frame, whose locals hold `frames` and the
+        # candidates: a cycle that would keep tensors torch is about to free.
+        frames.clear()
+        f = r = x = v = first = values = None
+    return found
 
 
 def visible_tensors(model=None, device=None):

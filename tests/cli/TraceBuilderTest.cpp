@@ -608,3 +608,61 @@ TEST(TraceBuilder, NativeStacksStopAtMainAndNameTheUsersCode) {
     EXPECT_EQ(forwardOnCuda.pools.at("active").selfAllocatedBytes, 3072u);
     EXPECT_EQ(forwardOnCuda.pools.at("reserved").allocatedBytes, 4096u);
 }
+
+// A process torchrun (or Slurm) started: its rank, local rank and world size, as
+// its launcher set them; a value that is no number is kept but gives no rank.
+TEST(TraceBuilder, RanksComeFromTheLaunchersVariables) {
+    core::Aggregator agg;
+    core::Handshake h;
+    h.pid = 7;
+    h.environment = {
+        {"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "x8"}, {"SLURM_NTASKS", "8"}};
+    agg.onHandshake(h);
+    agg.onEnd(core::EndFields{0, 0, 0, 0, 1, 0, 0, 1});
+    FakeSymbolizer symbolizer;
+    core::ProcessTrace p = cli::buildProcessTrace(agg, symbolizer, {}, cli::SiteMode::User);
+    EXPECT_EQ(p.rank, 3);
+    EXPECT_EQ(p.localRank, 1);
+    EXPECT_EQ(p.worldSize, 8);  // WORLD_SIZE is no number: Slurm's count stands
+    EXPECT_EQ(p.rankEnvironment.at("WORLD_SIZE"), "x8");
+    // Not seen from outside: the status its collector saw it give exit().
+    EXPECT_EQ(p.exitCode, 0);
+    EXPECT_TRUE(p.complete);
+    const core::ProcessTrace back =
+        reporters::traceFromJson(
+            reporters::traceToJson(core::Trace{core::kTraceSchema, "0", 0, std::nullopt, {p}}),
+            "t.json")
+            .processes.at(0);
+    EXPECT_EQ(back.rank, 3);
+    EXPECT_EQ(back.localRank, 1);
+    EXPECT_EQ(back.worldSize, 8);
+    EXPECT_EQ(back.rankEnvironment, p.rankEnvironment);
+}
+
+// An image that exec'd: whole, no exit status of its own, and nothing leaked,
+// since what it held went with it.
+TEST(TraceBuilder, AnImageThatExecdLeaksNothing) {
+    Stream s;
+    s.handshake(9, {"python3", "first.py"});
+    s.alloc(kCpu, 0x10, 2000000, 0, 0);
+    s.alloc(kCpu, 0x20, 500000, 0, 0);
+    s.free(kCpu, 0x20, 500000);
+    core::EndFields end{2, 1, 2500000, 500000, 4, 0, static_cast<uint64_t>(core::ExitKind::Exec),
+                        0};
+    s.agg.onEnd(end);
+    FakeSymbolizer symbolizer;
+    core::ProcessTrace p = cli::buildProcessTrace(s.agg, symbolizer, {}, cli::SiteMode::User);
+    EXPECT_TRUE(p.exec);
+    EXPECT_TRUE(p.complete) << p.incompleteReason;
+    EXPECT_FALSE(p.exitCode);
+    const core::DeviceTotals& cpu = p.devices.at("cpu");
+    EXPECT_EQ(cpu.peakBytes, 2500000u);
+    EXPECT_EQ(cpu.currentBytes, 0u);
+    for (const core::Hotspot& h : p.hotspots) EXPECT_EQ(h.leakedBytes, 0u);
+    const core::ProcessTrace back =
+        reporters::traceFromJson(
+            reporters::traceToJson(core::Trace{core::kTraceSchema, "0", 0, std::nullopt, {p}}),
+            "t.json")
+            .processes.at(0);
+    EXPECT_TRUE(back.exec);
+}

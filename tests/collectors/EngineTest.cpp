@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
@@ -241,6 +242,111 @@ TEST(Engine, AForkChildNeverWritesIntoTheParentsStream) {
     s.readAll(r);
     EXPECT_EQ(r.log, (std::vector<std::string>{"H", "A", "A", "E"}));
     EXPECT_EQ(r.allocs.at(1).f.address, 0x30u);
+    EXPECT_TRUE(r.agg.streamVerified());
+}
+
+// Reads one end of a socketpair to end-of-file and decodes it.
+void decodeAll(int fd, Recorded& out) {
+    core::StreamDecoder decoder(out);
+    std::vector<uint8_t> buf(1 << 16);
+    for (ssize_t n; (n = read(fd, buf.data(), buf.size())) > 0;)
+        decoder.feed(buf.data(), static_cast<size_t>(n));
+}
+
+size_t nodeRecords(const Recorded& r) { return std::count(r.log.begin(), r.log.end(), "N"); }
+
+// The child's own stream (the collector starts it at the child's first event)
+// continues the parent's stack ids: the frames the parent already sent are not
+// sent again, the parent's live blocks are not the child's, and _exit's status
+// travels in its end.
+TEST(Engine, AForkChildsStreamContinuesItsParentsStacks) {
+    Stream s(/*nativeStacks=*/true);
+    ASSERT_TRUE(s.connect());
+    allocateHere(s.engine, 0x10);
+    s.engine.prepareFork();
+    pid_t child = fork();
+    if (child == 0) {
+        s.engine.childAfterFork();
+        int fds[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) _exit(10);
+        SocketSink sink;
+        sink.adopt(fds[0]);
+        StreamIdentity id;
+        id.pid = 4243;
+        id.ppid = 4242;
+        id.forked = true;
+        if (!s.engine.connect(sink, id)) _exit(11);
+        allocateHere(s.engine, 0x20);
+        s.engine.free(0x10);  // the parent's block: nothing to say
+        s.engine.finish(core::ExitKind::Immediate, 3);
+        Recorded r;
+        decodeAll(fds[1], r);
+        const auto& h = r.agg.handshake();
+        if (!h || !h->forked || !h->continues || h->continues->pid != 4242 ||
+            h->continues->startUnixNs != 1700000000000000000ull || h->continues->nativeNodes == 0)
+            _exit(12);
+        if (r.events() != std::vector<std::string>{"H", "A", "E"}) _exit(13);
+        if (r.end.exitStatus != 4 || r.end.freeCount != 0) _exit(14);
+        // Only the frames from this test's body inwards are new to the stream.
+        _exit(nodeRecords(r) < h->continues->nativeNodes ? 0 : 15);
+    }
+    s.engine.parentAfterFork();
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    s.engine.finish(core::ExitKind::Normal);
+    Recorded r;
+    s.readAll(r);
+    EXPECT_EQ(r.events(), (std::vector<std::string>{"H", "A", "E"}));
+    EXPECT_TRUE(r.agg.streamVerified());
+}
+
+// An exec ends the image's stream with an end of kind Exec, and leaves it open:
+// the exec closes it. One that fails goes on with the same stream.
+TEST(Engine, AnExecThatFailsLeavesTheStreamGoingOn) {
+    Stream s;
+    ASSERT_TRUE(s.connect());
+    s.engine.alloc(core::kDeviceCpu, 0x10, 1);
+    s.engine.suspendForExec();
+    EXPECT_FALSE(s.engine.active());
+    s.engine.resumeAfterFailedExec();
+    EXPECT_TRUE(s.engine.active());
+    s.engine.alloc(core::kDeviceCpu, 0x20, 2);
+    s.engine.finish(core::ExitKind::Normal, 0);
+    Recorded r;
+    s.readAll(r);
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "A", "E", "A", "E"}));
+    EXPECT_EQ(r.end.exitKind, static_cast<uint64_t>(core::ExitKind::Normal));
+    EXPECT_EQ(r.end.exitStatus, 1u);
+    EXPECT_TRUE(r.agg.streamVerified());
+}
+
+TEST(Engine, EventsWhileWaitingForAnExecAreMissed) {
+    Stream s;
+    ASSERT_TRUE(s.connect());
+    s.engine.suspendForExec();
+    s.engine.alloc(core::kDeviceCpu, 0x20, 2);  // another thread's, say
+    s.engine.resumeAfterFailedExec();
+    s.engine.finish(core::ExitKind::Normal);
+    Recorded r;
+    s.readAll(r);
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "E", "E"}));
+    EXPECT_EQ(r.end.missedEvents, 1u);
+    EXPECT_FALSE(r.agg.streamVerified());
+}
+
+TEST(Engine, AnExecThatSucceedsLeavesAnEndOfKindExec) {
+    Stream s;
+    ASSERT_TRUE(s.connect());
+    s.engine.alloc(core::kDeviceCpu, 0x10, 1);
+    s.engine.suspendForExec();
+    s.sink.abandon();  // what the exec does to the descriptor
+    Recorded r;
+    s.readAll(r);
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "A", "E"}));
+    EXPECT_EQ(r.end.exitKind, static_cast<uint64_t>(core::ExitKind::Exec));
+    EXPECT_EQ(r.end.exitStatus, 0u);  // an image that execs has no exit status
     EXPECT_TRUE(r.agg.streamVerified());
 }
 

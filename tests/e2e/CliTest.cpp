@@ -154,7 +154,7 @@ TEST(Cli, OddButValidInputIsNoInternalError) {
     Outcome device = run({MEMTOOL_BIN, "check", t, "--max-peak", "cuda:" + longer + "=1"});
     EXPECT_EQ(device.exitCode, 2);
     EXPECT_EQ(device.err, "memtool: bad device 'cuda:" + longer +
-                              "' (use cpu, pinned, cuda, cuda:N, cuda:N.active or "
+                              "' (use cpu, pinned, shared, cuda, cuda:N, cuda:N.active or "
                               "cuda:N.reserved)\n");
     // A function name that is no Python identifier: the line report renders it.
     std::string odd = traceWith(

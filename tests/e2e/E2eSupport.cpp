@@ -93,14 +93,14 @@ nlohmann::json readJson(const std::string& path) {
 }
 
 Profiled profile(const std::vector<std::string>& argv, const std::vector<std::string>& flags,
-                 const std::string& cwd) {
+                 const std::string& cwd, const std::vector<std::string>& extraEnv) {
     std::string trace = tempDir() + "/trace.json";
     std::vector<std::string> cmd{MEMTOOL_BIN, "run", "-q", "-o", trace};
     cmd.insert(cmd.end(), flags.begin(), flags.end());
     cmd.push_back("--");
     cmd.insert(cmd.end(), argv.begin(), argv.end());
     Profiled p;
-    p.outcome = run(cmd, "", {}, nullptr, cwd);
+    p.outcome = run(cmd, "", extraEnv, nullptr, cwd);
     p.trace = readJson(trace);
     return p;
 }

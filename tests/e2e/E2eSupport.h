@@ -28,6 +28,7 @@ std::string configured(const char* envName, const char* compiledDefault);
 #define CUDA_RUNTIME_USER_BIN E2E_PATH(CUDA_RUNTIME_USER_BIN)
 #define FAKE_TORCH_BRIDGE E2E_PATH(FAKE_TORCH_BRIDGE)
 #define DLOPEN_USER_BIN E2E_PATH(DLOPEN_USER_BIN)
+#define FORK_UNDER_LOCKS_BIN E2E_PATH(FORK_UNDER_LOCKS_BIN)
 #define CUDA_REGION_USER_BIN E2E_PATH(CUDA_REGION_USER_BIN)  // empty without the CUDA parts
 #define FAKE_CUDA_DRIVER E2E_PATH(FAKE_CUDA_DRIVER)
 #define COURTESY_USER_BIN E2E_PATH(COURTESY_USER_BIN)  // empty without LibTorch
@@ -65,15 +66,17 @@ Outcome run(const std::vector<std::string>& argv, const std::string& input = "",
 std::string tempDir();
 nlohmann::json readJson(const std::string& path);
 
-// memtool run -q -o <dir>/trace.json [flags] -- argv; returns the outcome and the trace.
+// memtool run -q -o <dir>/trace.json [flags] -- argv, with `extraEnv` entries
+// NAME=VALUE; returns the outcome and the trace.
 struct Profiled {
     Outcome outcome;
     nlohmann::json trace;
     const nlohmann::json& process() const { return trace.at("processes").at(0); }
 };
-// `cwd`: the directory memtool runs in (empty: this one).
+// `cwd`: the directory memtool runs in (empty: this one); `extraEnv`: NAME=VALUE
+// entries added to its environment.
 Profiled profile(const std::vector<std::string>& argv, const std::vector<std::string>& flags = {},
-                 const std::string& cwd = "");
+                 const std::string& cwd = "", const std::vector<std::string>& extraEnv = {});
 
 std::string script(const std::string& name);  // path of tests/e2e/scripts/<name>
 

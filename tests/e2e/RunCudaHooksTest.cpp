@@ -93,7 +93,7 @@ TEST(RunCudaHooks, BridgeFiguresBecomeActiveAndReserved) {
     EXPECT_EQ(reservedPeak, 26 * MiB);
     // Seen inside the first cudaMalloc, the bridge's events belong to its caller:
     // memtool's own frames are not the site.
-    auto first = hotspotWithSite(p, "CudaRuntimeUser.cpp:21", "cuda:0");
+    auto first = hotspotWithSite(p, "CudaRuntimeUser.cpp:24", "cuda:0");
     ASSERT_FALSE(first.is_null()) << p.at("hotspots").dump(1);
     EXPECT_EQ(first.at("site").get<std::string>().rfind("main (", 0), 0u) << first.dump(1);
     EXPECT_EQ(first.at("active").at("peak_bytes"), 14 * MiB) << first.dump(1);
@@ -124,7 +124,7 @@ TEST(RunCudaHooks, BridgeFiguresBecomeActiveAndReserved) {
     ASSERT_EQ(byActive.exitCode, 0) << byActive.err;
     EXPECT_NE(byActive.out.find("Top 1 hotspots on cuda:0 by active peak"), std::string::npos)
         << byActive.out;
-    EXPECT_NE(byActive.out.find("    14.00 MiB    26.00 MiB  main (CudaRuntimeUser.cpp:21)"),
+    EXPECT_NE(byActive.out.find("    14.00 MiB    26.00 MiB  main (CudaRuntimeUser.cpp:24)"),
               std::string::npos)
         << byActive.out;
     EXPECT_EQ(run({MEMTOOL_BIN, "check", trace, "--max-peak", "cuda:0.active=14680064"}).exitCode,
@@ -205,4 +205,27 @@ TEST(RunCudaHooks, OffRecordsNoCuda) {
     HookRun r = profileHooks({}, {"--cuda", "off"});
     ASSERT_EQ(r.outcome.exitCode, 0) << r.outcome.err;
     EXPECT_TRUE(r.process().at("devices").empty()) << r.process().dump(1);
+}
+
+// A CUDA allocation the device refuses is an out-of-memory event of the trace,
+// with what cuda:0 held then (no bridge here: the runtime's own figure).
+TEST(RunCudaHooks, ARefusedAllocationIsAnOutOfMemoryEvent) {
+    HookRun r = profileHooks({"FAKE_CUDA_OOM=1"});
+    ASSERT_EQ(r.outcome.exitCode, 0) << r.outcome.err;
+    EXPECT_EQ(r.outcome.out, "out of memory\ndone\n");
+    const auto& p = r.process();
+    EXPECT_EQ(p.at("oom_count"), 1);
+    ASSERT_EQ(p.at("oom").size(), 1u);
+    const auto& e = p.at("oom").at(0);
+    EXPECT_EQ(e.at("device"), "cuda:0");
+    EXPECT_EQ(e.at("requested_bytes"), 2u << 30);
+    EXPECT_EQ(e.at("source"), "allocator");
+    EXPECT_EQ(e.at("held_on"), "cuda:0");
+    EXPECT_EQ(e.at("live_bytes"), 5000000);
+    ASSERT_EQ(e.at("by_site").size(), 1u);
+    EXPECT_EQ(e.at("by_site").at(0).at("bytes"), 5000000);
+    EXPECT_NE(e.at("site").get<std::string>().find("main"), std::string::npos) << e.dump();
+    // The failed request is no allocation: the figures are the run's without it.
+    EXPECT_EQ(p.at("devices").at("cuda:0").at("peak_bytes"), 5000000);
+    EXPECT_EQ(p.at("devices").at("cuda:0").at("alloc_count"), 2);
 }

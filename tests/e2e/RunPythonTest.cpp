@@ -46,6 +46,16 @@ TEST(RunPython, CountsEveryStorageToTheByte) {
     EXPECT_EQ(c.at("peak_bytes"), 2000000);
 }
 
+// What profiling cost on top of the program: the CLI's CPU time beside the target's.
+TEST(RunPython, TheTraceHasTheCpuTimeOfTheTargetAndOfTheCli) {
+    Profiled p = profile({PYTHON_BIN, script("storages.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    ASSERT_TRUE(p.trace.at("cli_cpu_s").is_number()) << p.trace.dump(1);
+    ASSERT_TRUE(p.process().at("cpu_s").is_number());
+    EXPECT_GT(p.trace.at("cli_cpu_s").get<double>(), 0);  // it read a stream
+    EXPECT_GT(p.process().at("cpu_s").get<double>(), 0);  // it imported torch
+}
+
 TEST(RunPython, TheTimelinePeaksAtThePeak) {
     Profiled p = profile({PYTHON_BIN, script("storages.py")});
     ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
@@ -144,6 +154,47 @@ TEST(RunPython, LineTableHasExactInclusivePeaks) {
     EXPECT_EQ(proc.at("devices").at("cpu").at("peak_bytes"), 12 * MiB);
 }
 
+// Frames are read from the interpreter at each allocation, so a thread that was
+// running before torch was imported has its Python frames too (under a profile
+// function it had none), and an allocation made with the GIL released knows them.
+TEST(RunPython, AThreadStartedBeforeImportingTorchHasItsFrames) {
+    Profiled p = profile({PYTHON_BIN, script("early_thread_torch.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    const auto& proc = p.process();
+    EXPECT_EQ(proc.at("warnings"), nlohmann::json::array());
+    auto h = hotspotWithSite(proc, "early_thread_torch.py:11");
+    ASSERT_FALSE(h.is_null()) << proc.at("hotspots").dump(1);
+    EXPECT_EQ(h.at("site"), "early_worker (" + script("early_thread_torch.py") + ":11)");
+    EXPECT_EQ(h.at("allocated_bytes"), 5000000);
+    EXPECT_NE(h.at("stack").dump().find("threading.py"), std::string::npos);
+    EXPECT_EQ(lineRow(proc, "early_thread_torch.py", 11).at("peak_bytes"), 5000000);
+}
+
+// Where the frame layout does not read as the interpreter's C API says (here made
+// so on purpose), the self-check sends Python stacks back to a profile function,
+// the trace says why, and the stacks and lines are the very ones frame reading
+// gives (LineTableHasExactInclusivePeaks checks those).
+TEST(RunPython, AFrameLayoutThatFailsTheSelfCheckFallsBackToAProfileFunction) {
+    Profiled read = profile({PYTHON_BIN, script("lines.py")});
+    Profiled fallback =
+        profile({PYTHON_BIN, script("lines.py")}, {}, "", {"MEMTOOL_TEST_PYTHON_LAYOUT=broken"});
+    ASSERT_EQ(fallback.outcome.exitCode, 0) << fallback.outcome.err;
+    EXPECT_EQ(read.process().at("warnings"), nlohmann::json::array());
+    const auto& warnings = fallback.process().at("warnings");
+    ASSERT_EQ(warnings.size(), 1u) << warnings;
+    EXPECT_EQ(warnings[0].get<std::string>().rfind(
+                  "Python stacks: the innermost frame read is not the one running (Python 3.", 0),
+              0u)
+        << warnings[0];
+    EXPECT_NE(warnings[0].get<std::string>().find(
+                  "); they are recorded with a profile function instead, which costs time on "
+                  "every Python call"),
+              std::string::npos)
+        << warnings[0];
+    EXPECT_EQ(fallback.process().at("lines"), read.process().at("lines"));
+    EXPECT_EQ(fallback.process().at("hotspots"), read.process().at("hotspots"));
+}
+
 TEST(RunPython, ExitCodeAndOutputPassThrough) {
     Profiled p = profile({PYTHON_BIN, script("exit_code.py"), "3"});
     EXPECT_EQ(p.outcome.exitCode, 3);
@@ -215,7 +266,8 @@ TEST(RunPython, ForkNeitherDeadlocksNorCorruptsTheStream) {
     const auto& proc = p.process();
     EXPECT_TRUE(proc.at("complete").get<bool>());
     EXPECT_TRUE(proc.at("stream").at("verified").get<bool>());
-    ASSERT_EQ(p.trace.at("processes").size(), 1u);  // fork children do not write into the stream
+    // Each child is a process of its own (ProcessesTest.cpp): none wrote into this stream.
+    ASSERT_EQ(p.trace.at("processes").size(), 21u);
     const auto& cpu = proc.at("devices").at("cpu");
     // The churn thread allocates 1,000 bytes at a time; the 5 MB child storages never appear.
     uint64_t count = cpu.at("alloc_count");
@@ -256,6 +308,24 @@ TEST_P(PythonVersions, StacksLinesAndThreadsOnEveryInterpreter) {
     EXPECT_NE(thread.at("stack").dump().find("threading.py"), std::string::npos);
 }
 
+// Frames read without a profile function, on every interpreter whose layout
+// memtool knows: a thread started before libc10 was loaded has its frames.
+TEST_P(PythonVersions, ThreadsStartedBeforeTheCollectorHaveTheirFrames) {
+    const std::string python = GetParam();
+    if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << python << " is not installed here";
+    Profiled p = profile({python, script("early_thread.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.outcome.out, "profile hook none\n");  // nothing runs between allocations
+    const auto& proc = p.process();
+    EXPECT_EQ(proc.at("warnings"), nlohmann::json::array());
+    auto h = hotspotWithSite(proc, "early_thread.py:16");
+    ASSERT_FALSE(h.is_null()) << proc.at("hotspots").dump(1);
+    EXPECT_EQ(h.at("site"), "early_worker (" + script("early_thread.py") + ":16)");
+    EXPECT_EQ(h.at("allocated_bytes"), 3000000);
+    EXPECT_NE(h.at("stack").dump().find("threading.py"), std::string::npos);
+    EXPECT_EQ(lineRow(proc, "early_thread.py", 16).at("allocated_bytes"), 3000000);
+}
+
 INSTANTIATE_TEST_SUITE_P(Interpreters, PythonVersions,
                          ::testing::Values("/usr/bin/python3",
                                            "/root/.pyenv/versions/3.12.1/bin/python3.12",
@@ -266,6 +336,31 @@ INSTANTIATE_TEST_SUITE_P(Interpreters, PythonVersions,
                                  if (!isalnum(static_cast<unsigned char>(c))) c = '_';
                              return n;
                          });
+
+// An interpreter whose frame layout memtool does not know (3.10) is profiled with a
+// profile function, as before, and the trace says so: its lines are the ones frame
+// reading gives on Debian's 3.11.
+TEST(RunPython, AnUnknownFrameLayoutIsProfiledTheOldWayAndSaidSo) {
+    const std::string python = "/root/.pyenv/versions/3.10.13/bin/python3.10";
+    if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << python << " is not installed here";
+    Profiled old = profile({python, script("c10_ctypes.py")});
+    Profiled read = profile({PYTHON_BIN, script("c10_ctypes.py")});
+    ASSERT_EQ(old.outcome.exitCode, 0) << old.outcome.err;
+    EXPECT_EQ(old.outcome.out, "ok\n");
+    EXPECT_EQ(old.process().at("warnings"),
+              nlohmann::json::array(
+                  {"Python stacks: memtool does not know this Python version's frame layout "
+                   "(Python 3.10.13); they are recorded with a profile function instead, which "
+                   "costs time on every Python call"}));
+    auto scriptRows = [](const nlohmann::json& proc) {
+        nlohmann::json rows = nlohmann::json::array();
+        for (const auto& l : proc.at("lines"))
+            if (l.at("file") == script("c10_ctypes.py")) rows.push_back(l);
+        return rows;
+    };
+    EXPECT_EQ(scriptRows(old.process()).size(), 5u) << old.process().at("lines").dump(1);
+    EXPECT_EQ(scriptRows(old.process()), scriptRows(read.process()));
+}
 
 // argv, the working directory and file names are bytes, and need not be UTF-8;
 // trace.json is JSON. Such bytes become U+FFFD: the trace is written and the

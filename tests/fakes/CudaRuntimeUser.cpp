@@ -3,8 +3,11 @@
 //   cuda:0  3,000,000 (freed), then 5,000,000 (leaked): peak 5,000,000
 //   cuda:1  2,000,000 (freed)
 //   pinned  1,000,000 (freed)
+// With FAKE_CUDA_OOM=1 it then asks cuda:0 for 2 GiB, more than the fake device
+// has: cudaErrorMemoryAllocation, while the 5,000,000 bytes are held.
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 
 extern "C" {
 int cudaSetDevice(int);
@@ -26,6 +29,11 @@ int main() {
     cudaFree(b);
     cudaSetDevice(0);
     if (cudaMalloc(&c, 5000000)) return 1;  // leaked on purpose
+    if (std::getenv("FAKE_CUDA_OOM")) {
+        void* huge = nullptr;
+        if (cudaMalloc(&huge, size_t{2} << 30) != 2) return 1;
+        std::printf("out of memory\n");
+    }
     std::printf("done\n");
     return 0;
 }

@@ -10,7 +10,14 @@ thread_local int gDevice = 0;
 constexpr int kSuccess = 0;
 constexpr int kOutOfMemory = 2;  // cudaErrorMemoryAllocation
 
+// The fake device's memory: a larger request fails as a full GPU would.
+constexpr size_t kDeviceBytes = size_t{1} << 30;
+
 int hostAlloc(void** out, size_t size) {
+    if (size > kDeviceBytes) {
+        *out = nullptr;
+        return kOutOfMemory;
+    }
     *out = std::malloc(size ? size : 1);
     return *out ? kSuccess : kOutOfMemory;
 }

@@ -7,19 +7,53 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "e2e", "scripts"))
-from wire import PREAMBLE, record, string, u8  # noqa: E402
+from wire import PREAMBLE, record, string, u8, varint  # noqa: E402
+
+
+def end(records, kind=0, status=1):
+    allocs = sum(r[:1] == b"A" for r in records)
+    frees = sum(r[:1] == b"F" for r in records)
+    return record(b"E", allocs, frees, 0, 0, 1 + len(records), 0, kind, status)
+
+
+# A fork child's stream: it continues the stack ids of its parent's (pid 4000), which
+# a lone stream does not have (they read as unknown frames); shared memory; an end
+# before an exec that failed, then the real end.
+def fork_child():
+    head = PREAMBLE + record(b"H", 4242, 4000, 1700000001, 1 | 2 | 4 | 8, 1, string(b"python3"),
+                             0, 4000, 1700000000, 2, 1, 1, 1)
+    before = [
+        record(b"N", 2, 0x7F0000001000),
+        record(b"C", string(b"/src/t.py"), string(b"worker"), 9),
+        record(b"P", 1, 2, 10),
+        record(b"A", u8(2), 0x7F1000000000, 3000000, 3, 2, 5, 0),
+        record(b"A", u8(0), 0x1000, 64, 1, 1, 5, 0),
+    ]
+    after = [record(b"F", u8(2), 0x7F1000000000, 3), record(b"F", u8(0), 0x2000, 1)]
+    exec_end = end(before, kind=2, status=0)
+    return head + b"".join(before) + exec_end + b"".join(after) + record(
+        b"E", 2, 2, 0, 0, 2 + len(before) + len(after), 0, 1, 8)
+
+
+# A notice: the stream of pid 4242 that started at 1700000000 lost its descriptor.
+def notice():
+    return PREAMBLE + record(b"H", 4242, 1, 1700000000, 16, 0, 0) + record(
+        b"W", string(b"stream.lost"), string(b"the program closed memtool's socket"))
 
 
 def stream(*records):
-    head = PREAMBLE + record(b"H", 4242, 1, 1700000000, 3, 2, string(b"python3"), string(b"t.py"))
+    head = PREAMBLE + record(b"H", 4242, 1, 1700000000, 3, 2, string(b"python3"), string(b"t.py"),
+                             1, string(b"RANK"), string(b"0"))
     # The end's counters are the collector's: allocations, frees, their bytes (left
     # 0: the reader does not compare them), records before End.
     allocs = sum(r[:1] == b"A" for r in records)
     frees = sum(r[:1] == b"F" for r in records)
-    return head + b"".join(records) + record(b"E", allocs, frees, 0, 0, 1 + len(records), 0, 0)
+    return head + b"".join(records) + record(b"E", allocs, frees, 0, 0, 1 + len(records), 0, 0, 1)
 
 
 seeds = {
+    "fork-child.bin": fork_child(),
+    "notice.bin": notice(),
     "regions.bin": stream(
         record(b"C", string(b"/src/t.py"), string(b"step"), 3),
         record(b"P", 0, 1, 4),

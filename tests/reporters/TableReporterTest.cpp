@@ -4,6 +4,8 @@
 
 #include <sstream>
 
+#include "core/Error.h"
+#include "reporters/ProcessSelection.h"
 #include "reporters/TableReporter.h"
 #include "tests/TestFrames.h"
 
@@ -53,4 +55,62 @@ TEST(TableReporter, SiteLinesComeFromFrames) {
               "  2     1.00 KiB     1.00 KiB        1          0 B  (no stack)\n"
               "Peak: what each site held at cpu's peak (they add up to it) · Leaked: still held at "
               "the end of the run\n");
+}
+
+namespace {
+
+core::ProcessTrace process(int64_t pid, std::optional<int64_t> rank, uint64_t cpuPeak) {
+    core::ProcessTrace p;
+    p.pid = pid;
+    p.ppid = 1;
+    p.rank = rank;
+    p.command = {"python3", "train.py"};
+    p.exitCode = 0;
+    p.complete = true;
+    p.devices["cpu"].peakBytes = cpuPeak;
+    return p;
+}
+
+}  // namespace
+
+// A trace of several processes opens with one line each: pid, rank, the peak per
+// device and the command; --pid and --rank keep only the processes they name.
+TEST(TableReporter, ARunOfSeveralProcessesOpensWithOneLineEach) {
+    core::Trace t;
+    t.processes = {process(10, std::nullopt, 2048), process(11, 0, 3 << 20), process(12, 0, 1000)};
+    t.processes[2].ppid = 11;
+    t.processes[2].forked = true;
+    t.processes[2].devices["shared"].peakBytes = 4000000;
+    std::ostringstream out;
+    reporters::renderTable(t, reporters::ReportOptions{}, out);
+    const std::string text = out.str();
+    EXPECT_EQ(text.substr(0, text.find("\nCommand:")),
+              "3 processes\n"
+              "     pid  rank  peak per device                              command\n"
+              "      10     -  cpu 2.00 KiB                                 python3 train.py\n"
+              "      11     0  cpu 3.00 MiB                                 python3 train.py\n"
+              "      12     0  cpu 1000 B, shared 3.81 MiB                  python3 train.py  "
+              "(forked from 11)\n");
+    EXPECT_NE(text.find("Process:  pid 12 · rank 0 · forked from 11 · exit code 0"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("\nProcess 3 of 3\n"), std::string::npos);
+
+    const core::Trace rank0 = reporters::selectProcesses(t, {std::nullopt, 0});
+    ASSERT_EQ(rank0.processes.size(), 2u);
+    EXPECT_EQ(rank0.processes[0].pid, 11);
+    const core::Trace one = reporters::selectProcesses(t, {12, std::nullopt});
+    ASSERT_EQ(one.processes.size(), 1u);
+    std::ostringstream single;
+    reporters::renderTable(one, reporters::ReportOptions{}, single);
+    EXPECT_EQ(single.str().find("processes\n"), std::string::npos);  // one process: no list
+    try {
+        reporters::selectProcesses(t, {std::nullopt, 5});
+        ADD_FAILURE() << "rank 5 was found";
+    } catch (const core::Error& e) {
+        EXPECT_EQ(e.exitCode(), core::kExitBadInput);
+        EXPECT_STREQ(e.what(),
+                     "the trace has no process with rank 5 (it has: 10, 11 (rank 0), 12 "
+                     "(rank 0))");
+    }
 }

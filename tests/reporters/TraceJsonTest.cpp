@@ -273,3 +273,22 @@ TEST(TraceJson, MalformedFieldsAreBadInput) {
         }
     }
 }
+
+TEST(TraceJson, CpuTimesAreWrittenWhenKnownAndReadBack) {
+    core::Trace t = traceWithFrames();
+    json unknown = reporters::traceToJson(t);
+    EXPECT_FALSE(unknown.contains("cli_cpu_s"));  // traces of older memtools have none
+    EXPECT_FALSE(unknown.at("processes").at(0).contains("cpu_s"));
+    core::Trace back = reporters::traceFromJson(unknown, "t.json");
+    EXPECT_FALSE(back.cliCpuS);
+    EXPECT_FALSE(back.processes.at(0).cpuS);
+
+    t.cliCpuS = 0.25;
+    t.processes[0].cpuS = 5.5;
+    json known = reporters::traceToJson(t);
+    EXPECT_EQ(known.at("cli_cpu_s"), 0.25);
+    EXPECT_EQ(known.at("processes").at(0).at("cpu_s"), 5.5);
+    back = reporters::traceFromJson(known, "t.json");
+    EXPECT_EQ(back.cliCpuS, 0.25);
+    EXPECT_EQ(back.processes.at(0).cpuS, 5.5);
+}

@@ -1,8 +1,6 @@
 # memtool.yield_memory() / memtool.restore() from inside, under
 # `memtool run --pausable all` (CourtesyTest.cpp): 64 MiB of int64 counting up,
 # yielded to disk and restored, then checked.
-import os
-
 import torch
 
 import memtool
@@ -11,8 +9,15 @@ N = 64 * 2**20 // 8
 
 
 def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    """Anonymous resident bytes, where the storage lives. Not statm's resident
+    count: that includes file pages, and the first read of the collector's own
+    data can map a whole large folio of its .so at once (hundreds of KiB on Linux
+    6.18, depending on how the page cache holds the file)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no RssAnon in /proc/self/status")
 
 
 x = torch.arange(N, dtype=torch.int64)

@@ -12,22 +12,31 @@ import signal
 import socket
 import sys
 
-from wire import PREAMBLE, record, string, u8
+from wire import PREAMBLE, record, string, u8, varint
 
 
-def handshake(argc):
+def handshake_head(argc):
     return PREAMBLE + record(b"H", os.getpid(), os.getppid(), 0, 0, argc)
 
 
+# A whole handshake: its arguments, and no launcher variables.
+def handshake(*args):
+    return handshake_head(len(args)) + b"".join(string(a) for a in args) + varint(0)
+
+
 def connect():
+    # As a collector does: nothing is sent before memtool run's admission byte
+    # (it checks that this process descends from the run while it still lives).
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(os.environ["MEMTOOL_SOCKET"])
+    if len(sock.recv(1)) != 1:
+        sys.exit("memtool run did not admit this process")
     return sock
 
 
 # A handshake naming `name`, and an end that counts it: a stream with nothing in it.
 def empty_stream(name):
-    return handshake(1) + string(name) + record(b"E", 0, 0, 0, 0, 1, 0, 0)
+    return handshake(name) + record(b"E", 0, 0, 0, 0, 1, 0, 0, 0)
 
 
 mode = sys.argv[1]
@@ -59,7 +68,7 @@ if mode == "orphan":
 sock = connect()
 if mode == "deep-reply":
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
-    sock.sendall(handshake(1) + string(b"deep"))
+    sock.sendall(handshake(b"deep"))
     print(os.getpid(), flush=True)
     request = b""
     while b"Q" not in request or len(request) < request.index(b"Q") + 2:
@@ -68,22 +77,22 @@ if mode == "deep-reply":
     deep = b"[" * 1000000 + b"]" * 1000000
     sock.sendall(record(b"Y", request_id, u8(0), string(deep)))
     signal.sigwait({signal.SIGUSR1})
-    sock.sendall(record(b"E", 0, 0, 0, 0, 2, 0, 0))
+    sock.sendall(record(b"E", 0, 0, 0, 0, 2, 0, 0, 0))
     sys.exit(0)
 if mode == "fifo":
     fifo = os.path.join(sys.argv[2], "libfifo.so")
     os.mkfifo(fifo)
-    sock.sendall(handshake(1) + string(b"hostile") +
+    sock.sendall(handshake(b"hostile") +
                  record(b"M", 1, string(fifo.encode()), 0x10000, 1, 0x10000, 0x10000) +
                  record(b"N", 0, 0x10101) +
                  record(b"A", u8(0), 0x1000, 100, 1, 0, 0, 0) +
-                 record(b"E", 1, 0, 100, 0, 4, 0, 0))
+                 record(b"E", 1, 0, 100, 0, 4, 0, 0, 0))
     sock.close()
     print("sent")
 elif mode == "endless":
     # As many arguments as a handshake may have, 64 bytes each: more than a record
     # may hold. memtool must stop reading and hang up, not buffer it all.
-    sock.sendall(handshake(1 << 20))
+    sock.sendall(handshake_head(1 << 20))
     argument = string(b"a" * 64) * 1024
     sent = 0
     try:

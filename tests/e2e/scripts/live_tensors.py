@@ -1,13 +1,13 @@
 # pytorch_memlab's MemReporter examples, for memtool's tensors report
-# (LiveInsightTest.cpp). A Linear(1024, 1024) and a 512x1024 input that needs a
-# gradient. Dropout multiplies by a 2 MiB noise tensor made inside torch, which
-# autograd keeps for backward: no Python object ever held it (the temporaries a
-# Python expression makes keep theirs, which torch preserves while autograd holds
-# them, so the garbage collector still finds them). At two known points the
-# program says "ready N PID" and waits in pure Python for FLAG_DIR/N, so that
+# (LiveInsightTest.cpp): a Linear(1024, 1024) and a 512x1024 input that needs a
+# gradient; two Linear(16, 16) sharing one weight; a two-layer LSTM. While the
+# graph of `linear(inp * (inp + 2))` is alive, autograd holds its two 2 MiB
+# temporaries, which no Python code can reach (torch preserves their Python
+# objects, but only torch refers to them). At two known points the program says
+# "ready N PID" and waits in pure Python for FLAG_DIR/N, so that
 # `memtool ctl PID tensors` finds it at a safe point with nothing allocated
 # meanwhile:
-#   1. before backward: the parameters, inp, dropout's output, out, and the noise;
+#   1. before backward: the parameters, inp, out, and the graph's temporaries;
 #   2. after backward (the graph freed, the gradients made): it also reports
 #      itself with memtool.report_tensors(linear) and writes memtool.snapshot().
 #   live_tensors.py FLAG_DIR SNAPSHOT_PATH
@@ -36,8 +36,11 @@ def wait(n):
 
 
 linear = torch.nn.Linear(1024, 1024)
+shared = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Linear(16, 16))
+shared[1].weight = shared[0].weight
+lstm = torch.nn.LSTM(10, 20, 2)
 inp = torch.zeros(512, 1024, requires_grad=True)
-out = linear(torch.nn.functional.dropout(inp, p=0.5)).mean()  # the graph's line
+out = linear(inp * (inp + 2)).mean()  # the graph's line
 wait(1)
 out.backward()
 del out

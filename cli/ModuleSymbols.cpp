@@ -1,0 +1,144 @@
+#include "cli/ModuleSymbols.h"
+
+#include <elf.h>
+#include <gelf.h>
+
+#include <algorithm>
+
+namespace memtool::cli {
+
+namespace {
+
+uint8_t bindingRank(unsigned char info) {
+    switch (GELF_ST_BIND(info)) {
+        case STB_GLOBAL:
+            return 3;
+        case STB_WEAK:
+            return 2;
+        case STB_LOCAL:
+            return 1;
+        default:
+            return 0;
+    }
+}
+
+}  // namespace
+
+// What libdw's scan (libdwfl/dwfl_module_addrsym.c, __libdwfl_addrsym) keeps
+// between symbols: the best sized symbol containing the address, the sizeless
+// fallback, and the lowest address a sizeless label may have (the end of every
+// symbol that starts at or below the address).
+struct ModuleSymbols::Search {
+    uint64_t address;
+    const Symbol* closest = nullptr;
+    const Symbol* sizeless = nullptr;
+    uint64_t minLabel = 0;
+};
+
+void ModuleSymbols::Table::seal() {
+    std::sort(symbols.begin(), symbols.end(), [](const Symbol& a, const Symbol& b) {
+        return a.start != b.start ? a.start < b.start : a.index < b.index;
+    });
+    maxEndUpTo.resize(symbols.size());
+    uint64_t maxEnd = 0;
+    for (size_t i = 0; i < symbols.size(); ++i) {
+        maxEnd = std::max(maxEnd, symbols[i].start + symbols[i].size);
+        maxEndUpTo[i] = maxEnd;
+    }
+}
+
+ModuleSymbols::ModuleSymbols(Dwfl_Module* module) : module_(module) {
+    const int count = dwfl_module_getsymtab(module);
+    const int firstGlobal = dwfl_module_getsymtab_first_global(module);
+    if (count <= 0 || firstGlobal < 0) return;
+    // Locals come first in the table; 0 means a dynsym read from program headers,
+    // all of it searched as globals.
+    const int globalsFrom = firstGlobal == 0 ? 1 : firstGlobal;
+    hasLocalPass_ = firstGlobal > 1;
+    for (int i = 1; i < count; ++i) {
+        GElf_Sym sym;
+        GElf_Addr address = 0;
+        GElf_Word section = 0;
+        const char* name =
+            dwfl_module_getsym_info(module, i, &sym, &address, &section, nullptr, nullptr);
+        if (!name || !*name || sym.st_shndx == SHN_UNDEF) continue;
+        const int type = GELF_ST_TYPE(sym.st_info);
+        if (type == STT_SECTION || type == STT_FILE || type == STT_TLS) continue;
+        Symbol s{address, sym.st_size, static_cast<uint32_t>(i), bindingRank(sym.st_info),
+                 section, name};
+        (i >= globalsFrom ? globals_ : locals_).symbols.push_back(s);
+    }
+    globals_.seal();
+    locals_.seal();
+}
+
+uint32_t ModuleSymbols::sectionOf(uint64_t address) const {
+    Dwarf_Addr a = address, bias = 0;
+    Elf_Scn* scn = dwfl_module_address_section(module_, &a, &bias);
+    return scn ? static_cast<uint32_t>(elf_ndxscn(scn)) : SHN_UNDEF;
+}
+
+void ModuleSymbols::searchTable(const Table& t, Search& s) const {
+    const uint64_t address = s.address;
+    auto above = std::upper_bound(t.symbols.begin(), t.symbols.end(), address,
+                                  [](uint64_t a, const Symbol& sym) { return a < sym.start; });
+    const size_t end = static_cast<size_t>(above - t.symbols.begin());
+    if (end == 0) return;
+    s.minLabel = std::max(s.minLabel, t.maxEndUpTo[end - 1]);
+
+    // Sized symbols containing the address, taken in table order as libdw does:
+    // a closer start wins, or a stronger binding; at the same start a smaller
+    // size of no weaker binding, or a stronger binding of no larger size.
+    std::vector<const Symbol*> containing;
+    for (size_t k = end; k-- > 0 && t.maxEndUpTo[k] > address;) {
+        const Symbol& sym = t.symbols[k];
+        if (sym.size != 0 && address - sym.start < sym.size) containing.push_back(&sym);
+    }
+    std::sort(containing.begin(), containing.end(),
+              [](const Symbol* a, const Symbol* b) { return a->index < b->index; });
+    for (const Symbol* c : containing) {
+        const Symbol* best = s.closest;
+        if (!best || best->start < c->start || best->binding < c->binding) {
+            s.closest = c;
+        } else if (best->start == c->start &&
+                   ((best->size > c->size && best->binding <= c->binding) ||
+                    (best->size >= c->size && best->binding < c->binding))) {
+            s.closest = c;
+        }
+    }
+    if (s.closest) return;
+
+    // No sized symbol: an assembly label without a size, at or above every end
+    // below the address, in the address's section; the last one libdw meets.
+    const Symbol* label = nullptr;
+    uint32_t addressSection = 0;
+    bool sectionKnown = false;
+    for (size_t k = end; k-- > 0 && t.symbols[k].start >= s.minLabel;) {
+        const Symbol& sym = t.symbols[k];
+        if (sym.size != 0 || (label && label->index > sym.index)) continue;
+        bool sameSection;
+        if (sym.section >= SHN_LORESERVE) {
+            sameSection = sym.start == address;
+        } else {
+            if (!sectionKnown) {
+                addressSection = sectionOf(address);
+                sectionKnown = true;
+            }
+            sameSection = sectionOf(sym.start) == addressSection;
+        }
+        if (sameSection) label = &sym;
+    }
+    if (label) s.sizeless = label;
+}
+
+const char* ModuleSymbols::name(uint64_t address) const {
+    Search s{address};
+    searchTable(globals_, s);
+    if (!s.closest && hasLocalPass_ && (!s.sizeless || s.sizeless->start != address))
+        searchTable(locals_, s);
+    if (s.closest) return s.closest->name;
+    if (s.sizeless && s.sizeless->start >= s.minLabel) return s.sizeless->name;
+    return nullptr;
+}
+
+}  // namespace memtool::cli

@@ -1,0 +1,56 @@
+#pragma once
+// One module's ELF symbols, sorted once, so that naming an address is a binary
+// search. libdw's dwfl_module_addrinfo scans the whole symbol table on every call:
+// libtorch_cpu has ~250,000 symbols, and a training run's few hundred distinct
+// return addresses cost the CLI most of a CPU-second that way. The answer is the
+// same as dwfl_module_addrinfo's (its preference rules are reproduced here:
+// globals before locals, the closest start, binding, size; sizeless assembly labels
+// last), which tests/cli/ModuleSymbolsTest.cpp checks against libdw itself.
+
+#include <elfutils/libdwfl.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace memtool::cli {
+
+class ModuleSymbols {
+public:
+    // Reads the module's symbol table (.symtab where there is one, else .dynsym).
+    explicit ModuleSymbols(Dwfl_Module* module);
+    ModuleSymbols(const ModuleSymbols&) = delete;
+    ModuleSymbols& operator=(const ModuleSymbols&) = delete;
+
+    // The symbol dwfl_module_addrinfo names for `address` (an adjusted address,
+    // as libdwfl's): its name, valid while the Dwfl lives, or null.
+    const char* name(uint64_t address) const;
+
+private:
+    struct Symbol {
+        uint64_t start;
+        uint64_t size;
+        uint32_t index;    // in the symbol table: ties go to the earlier one
+        uint8_t binding;   // 3 global, 2 weak, 1 local, 0 other (libdw's order)
+        uint32_t section;  // section index, for sizeless labels
+        const char* name;
+    };
+    // Global or local symbols by start, with the largest end of any symbol at or
+    // before each position (so a backward walk knows when nothing further back
+    // can contain an address).
+    struct Table {
+        std::vector<Symbol> symbols;
+        std::vector<uint64_t> maxEndUpTo;
+        void seal();
+    };
+    struct Search;  // one lookup's state, as libdw's scan keeps it
+
+    void searchTable(const Table& table, Search& s) const;
+    uint32_t sectionOf(uint64_t address) const;
+
+    Dwfl_Module* module_;
+    Table globals_;
+    Table locals_;
+    bool hasLocalPass_ = false;  // libdw scans locals only when there are globals apart
+};
+
+}  // namespace memtool::cli
