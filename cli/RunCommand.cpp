@@ -24,6 +24,8 @@
 #include "cli/TargetProcess.h"
 #include "core/Error.h"
 #include "core/Units.h"
+#include "reporters/Files.h"
+#include "reporters/SourceFiles.h"
 #include "reporters/TraceJson.h"
 
 namespace memtool::cli {
@@ -33,6 +35,9 @@ namespace {
 // After the target exits, processes it left running get this long to finish
 // their streams; then they are written as incomplete.
 constexpr double kGraceS = 10.0;
+
+// -o -: the trace goes to stdout, after whatever the program printed there.
+constexpr const char* kStdoutPath = "-";
 
 // A private directory for this run's disk backups of paused regions, inside the
 // one the user named (or $TMPDIR): made before the program starts, removed with
@@ -130,6 +135,7 @@ core::ProcessTrace untrackedTarget(const TargetProcess& target, const RunOptions
     p.nativeStacks = options.nativeStacks;
     p.pythonStacks = options.pythonStacks;
     p.complete = true;
+    p.tracked = false;
     p.stream.verified = true;
     p.warnings.push_back(
         "the program loaded no allocator memtool tracks (no libc10 CPU allocator)");
@@ -215,16 +221,85 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
     return trace;
 }
 
+// -o as one process's file would be named (%p and %r stand for a pid or a rank):
+// what is checked before the program starts.
+std::string sampleOutputPath(const std::string& pattern) {
+    if (!isPerProcessPattern(pattern)) return pattern;
+    core::ProcessTrace sample;
+    sample.pid = getpid();
+    return expandOutputPattern(pattern, sample);
+}
+
+// Writes the trace where -o said (stdout for "-"); returns how to name where it
+// went. Should that fail now (the disk filled, the directory went), the trace is
+// kept in the temporary directory, and the error says where.
+std::string writeTrace(const core::Trace& trace, const std::string& output) {
+    if (output == kStdoutPath) {
+        const std::string text = reporters::traceToText(trace);
+        std::cout << text << std::flush;
+        if (!std::cout) throw core::Error(core::kExitRunFailed, "cannot write the trace to stdout");
+        return "the trace to stdout";
+    }
+    try {
+        reporters::saveTrace(trace, output);
+        return output;
+    } catch (const core::Error& e) {
+        const char* tmp = std::getenv("TMPDIR");
+        const std::string kept =
+            fmt::format("{}/memtool-{}.trace.json", tmp && *tmp ? tmp : "/tmp", getpid());
+        reporters::saveTrace(trace, kept);
+        throw core::Error(core::kExitRunFailed,
+                          std::string(e.what()) + "; the trace was written to " + kept);
+    }
+}
+
+// The code of every line of the user's own Python code the trace names, as it is
+// now: an archived trace still says which line was which (memtool diff matches
+// sites by it when lines move). Read where the program read it; only regular files.
+void keepSourceText(core::Trace& trace) {
+    std::map<std::string, reporters::SourceText> files;
+    for (core::ProcessTrace& p : trace.processes) {
+        const reporters::SourceFiles reader(p.cwd, true);
+        for (core::Frame& f : p.frames) {
+            if (!f.isPython() || !f.user || f.line == 0) continue;
+            auto it = files.find(f.file);
+            if (it == files.end()) it = files.emplace(f.file, reader.read(f.file)).first;
+            const std::vector<std::string>& lines = it->second.lines;
+            if (f.line > lines.size()) continue;
+            const std::string& code = lines[f.line - 1];
+            const size_t first = code.find_first_not_of(" \t");
+            const size_t last = code.find_last_not_of(" \t\r");
+            f.source = first == std::string::npos ? "" : code.substr(first, last - first + 1);
+        }
+    }
+}
+
 void printSummary(const core::Trace& trace, const std::vector<std::string>& files) {
     const core::ProcessTrace& p = trace.processes[0];
+    // The program's peaks; a wrapper's (a shell that ran python as a child) are its
+    // first child's that allocated, named by pid.
+    const core::ProcessTrace* shown = &p;
+    if (p.devices.empty())
+        for (const core::ProcessTrace& q : trace.processes)
+            if (!q.devices.empty()) {
+                shown = &q;
+                break;
+            }
     std::string peaks;
-    for (const auto& [name, d] : p.devices)
+    if (shown != &p) peaks = fmt::format(", pid {}", shown->pid);
+    for (const auto& [name, d] : shown->devices)
         peaks += fmt::format(", {} peak {}", name, core::formatBytes(d.peakBytes));
     const std::string written =
         files.size() == 1 ? files[0] : fmt::format("{} files ({} ...)", files.size(), files[0]);
     std::cerr << fmt::format("memtool: wrote {} ({} process{}{}{})\n", written,
                              trace.processes.size(), trace.processes.size() == 1 ? "" : "es", peaks,
                              p.complete ? "" : ", INCOMPLETE: " + p.incompleteReason);
+    bool tracked = false;
+    for (const core::ProcessTrace& q : trace.processes) tracked |= q.tracked;
+    if (!tracked)
+        std::cerr << "memtool: nothing was measured: the program loaded no allocator memtool "
+                     "tracks (PyTorch's libc10, CUDA); does it import torch, under a python that "
+                     "has it?\n";
 }
 
 }  // namespace
@@ -232,8 +307,10 @@ void printSummary(const core::Trace& trace, const std::vector<std::string>& file
 RunResult runCommand(const RunOptions& options) {
     if (options.command.empty())
         throw core::Error(core::kExitBadInput, "run: no command given (memtool run -- CMD ...)");
-    // Everything that can refuse the run does so before the program starts (a
-    // check that -o can be written belongs here too).
+    // Everything that can refuse the run does so before the program starts: a run
+    // is never thrown away at the end for a path that could not have worked.
+    if (options.output != kStdoutPath)
+        reporters::checkReplaceable(sampleOutputPath(options.output), core::kExitRunFailed);
     const std::string collector = locateCollector();
     const CudaPlan cuda = planCuda(options.cuda, collector, options.quiet);
     CollectorListener listener;
@@ -264,12 +341,11 @@ RunResult runCommand(const RunOptions& options) {
     if (live) live->finish(listener);
 
     // One trace file, or with %p or %r in its name one per process (or per rank).
-    const core::Trace trace = assembleTrace(listener, target, options, cuda);
+    core::Trace trace = assembleTrace(listener, target, options, cuda);
+    keepSourceText(trace);
     std::vector<std::string> files;
-    for (const auto& [path, part] : splitByOutputPattern(trace, options.output)) {
-        reporters::saveTrace(part, path);
-        files.push_back(path);
-    }
+    for (const auto& [path, part] : splitByOutputPattern(trace, options.output))
+        files.push_back(writeTrace(part, path));
     if (!options.quiet) printSummary(trace, files);
 
     const ProcessOutcome outcome = target.outcome();

@@ -86,14 +86,23 @@ core::ProcessTrace processHeader(const core::Aggregator& agg, const ProcessOutco
     if (!agg.continuationProblem().empty())
         p.warnings.push_back("some frames its parent's stacks share with it are unknown: " +
                              agg.continuationProblem());
+    if (const auto& end = agg.programEnd()) {
+        p.leakMoment =
+            end->how == core::kProgramEndPython ? core::kLeakAtPython : core::kLeakAtExit;
+        p.leakTimeS = static_cast<double>(end->timeNs) / 1e9;
+    } else {
+        p.leakMoment = core::kLeakAtEnd;
+        p.leakTimeS = static_cast<double>(agg.lastTimeNs()) / 1e9;
+    }
     return p;
 }
 
 // An image that exec'd leaked nothing: what it held went with it.
 void releasedByExec(core::ProcessTrace& p) {
     for (auto& [name, d] : p.devices) {
-        d.currentBytes = d.pausedBytes = 0;
-        for (auto& [pool, totals] : d.pools) totals.currentBytes = totals.pausedBytes = 0;
+        d.currentBytes = d.pausedBytes = d.leakedBytes = 0;
+        for (auto& [pool, totals] : d.pools)
+            totals.currentBytes = totals.pausedBytes = totals.leakedBytes = 0;
     }
     for (core::Hotspot& h : p.hotspots) {
         h.leakedBytes = 0;
@@ -117,8 +126,12 @@ std::map<std::string, core::DeviceTotals> deviceTotals(const core::Aggregator& a
     for (const auto& [code, d] : agg.devices()) {
         core::PoolTotals totals;
         totals.peakBytes = d.peakBytes;
-        // Leaked: everything live at the end, whether a pause had released it or not.
+        // Everything live at the end, whether a pause had released it or not; leaked
+        // is what was live when the program's own code finished, where that is known.
         totals.currentBytes = d.currentBytes + d.pausedBytes;
+        totals.leakedBytes = agg.programEnd() ? d.liveAtProgramEnd : totals.currentBytes;
+        totals.teardownFreedBytes = d.teardownFreedBytes;
+        totals.teardownFreeCount = d.teardownFreeCount;
         totals.pausedBytes = d.pausedBytes;
         totals.allocatedBytes = d.allocatedBytes;
         totals.freedBytes = d.freedBytes;
@@ -225,17 +238,6 @@ Stack mergedStack(const core::Aggregator& agg, Symbolizer& symbolizer, const cor
     Stack native = nativeFrames(agg, symbolizer, s.nativeNode, !python.empty());
     dropMemtoolFrames(native);
     return mergeStacks(std::move(native), std::move(python));
-}
-
-// The position of the frame a hotspot is named after; none for an empty stack.
-std::optional<size_t> chooseSite(const Stack& stack, SiteMode mode) {
-    if (stack.empty()) return std::nullopt;
-    if (mode == SiteMode::All) return 0;
-    auto user = std::find_if(stack.begin(), stack.end(), [](const Frame& f) { return f.user; });
-    if (user != stack.end()) return static_cast<size_t>(user - stack.begin());
-    auto outside = std::find_if(stack.begin(), stack.end(),
-                                [](const Frame& f) { return !core::isAllocatorModule(f.module); });
-    return outside != stack.end() ? static_cast<size_t>(outside - stack.begin()) : 0;
 }
 
 // ---- tables over all stacks --------------------------------------------------------
@@ -449,7 +451,7 @@ void outOfMemory(const core::Aggregator& agg, Symbolizer& symbolizer, SiteMode s
         e.requestedBytes = o.record.f.size;
         e.source = torch ? "torch" : "allocator";
         const Stack& request = stackOf(o.stack);
-        const auto site = chooseSite(request, siteMode);
+        const auto site = core::chooseSite(request, siteMode);
         e.site = site ? core::formatFrame(request[*site]) : core::kNoStackSite;
         for (const Frame& f : request) e.stack.push_back(core::formatFrame(f));
         if (const Frame* f = innermostLine(request)) {
@@ -466,7 +468,7 @@ void outOfMemory(const core::Aggregator& agg, Symbolizer& symbolizer, SiteMode s
         std::map<std::tuple<std::string, uint64_t, std::string>, uint64_t> byLine;
         for (const auto& [index, bytes] : o.consumers) {
             const Stack& s = stackOf(index);
-            const auto at = chooseSite(s, siteMode);
+            const auto at = core::chooseSite(s, siteMode);
             bySite[at ? core::formatFrame(s[*at]) : core::kNoStackSite] += bytes;
             const Frame* f = innermostLine(s);
             byLine[f ? std::make_tuple(f->file, f->line, f->function)
@@ -512,7 +514,7 @@ std::vector<core::Frame> stackFrames(const core::Aggregator& agg, Symbolizer& sy
 }
 
 std::optional<size_t> siteOf(const std::vector<core::Frame>& stack, SiteMode mode) {
-    return chooseSite(stack, mode);
+    return core::chooseSite(stack, mode);
 }
 
 core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
@@ -528,9 +530,10 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
         const Stack stack = mergedStack(agg, symbolizer, s);
         const std::string device = deviceRow(s.device);
         const std::string pool = core::poolKey(s.device);
-        hotspots.add(device, pool, stack, chooseSite(stack, siteMode),
-                     core::HotspotFigures{s.allocatedBytes, s.count, agg.liveAtPeak(s),
-                                          s.liveBytes + s.pausedBytes});
+        hotspots.add(device, pool, stack, core::chooseSite(stack, siteMode),
+                     core::HotspotFigures{
+                         s.allocatedBytes, s.count, agg.liveAtPeak(s),
+                         agg.programEnd() ? s.liveAtProgramEnd : s.liveBytes + s.pausedBytes});
         lines.add(device, pool, stack, s);
     }
     std::move(hotspots).moveInto(p);
@@ -551,7 +554,7 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
 std::string siteText(const core::Aggregator& agg, Symbolizer& symbolizer, const core::StackState& s,
                      SiteMode siteMode) {
     const Stack stack = mergedStack(agg, symbolizer, s);
-    const std::optional<size_t> site = chooseSite(stack, siteMode);
+    const std::optional<size_t> site = core::chooseSite(stack, siteMode);
     return site ? reporters::shortFrame(stack[*site]) : core::kNoStackSite;
 }
 

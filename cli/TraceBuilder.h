@@ -8,13 +8,13 @@
 #include <string>
 
 #include "core/Aggregator.h"
+#include "core/SiteChoice.h"
 #include "core/TraceModel.h"
 
 namespace memtool::cli {
 
-// A hotspot's site: the innermost frame of the user's own code (falling back to the
-// innermost frame outside the allocator), or the innermost frame of all.
-enum class SiteMode { User, All };
+// A hotspot's site (core/SiteChoice.h).
+using SiteMode = core::SiteMode;
 
 // What the stream cannot say about the process: how it ended, seen from outside.
 struct ProcessOutcome {

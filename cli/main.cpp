@@ -9,13 +9,17 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "cli/CommandGuard.h"
 #include "cli/CtlCommand.h"
 #include "cli/OutputPattern.h"
 #include "cli/RunCommand.h"
 #include "core/Error.h"
+#include "core/SiteChoice.h"
+#include "core/Units.h"
 #include "reporters/Check.h"
 #include "reporters/CollapsedReporter.h"
 #include "reporters/Diff.h"
@@ -65,6 +69,21 @@ struct ReportArgs {
     reporters::LineReportOptions lineOptions;
 };
 
+// --sort active or reserved needs PyTorch's caching-allocator figures somewhere in
+// the trace; a device without them is sorted by its peak, and the table says so.
+void checkSortKey(const core::Trace& trace, reporters::SortKey sort) {
+    if (sort != reporters::SortKey::Active && sort != reporters::SortKey::Reserved) return;
+    for (const core::ProcessTrace& p : trace.processes)
+        for (const auto& [name, d] : p.devices)
+            if (!d.pools.empty()) return;
+    throw core::Error(core::kExitBadInput,
+                      std::string("--sort ") +
+                          (sort == reporters::SortKey::Active ? "active" : "reserved") +
+                          ": the trace has no active or reserved figures (PyTorch's CUDA caching "
+                          "allocator, seen through the torch bridge); sort by peak, allocated, "
+                          "count or leaked");
+}
+
 // One report of `trace` into `output` (stdout when empty).
 void renderReport(const core::Trace& trace, const ReportArgs& a, const std::string& output) {
     std::ostringstream out;
@@ -74,7 +93,8 @@ void renderReport(const core::Trace& trace, const ReportArgs& a, const std::stri
     } else if (a.lines && a.format == "text") {
         reporters::renderLines(trace, a.lineOptions, out);
     } else if (a.format == "json") {
-        out << reporters::renderJson(trace, a.options).dump(2) << '\n';
+        out << reporters::renderJson(trace, a.options, a.lines ? &a.lineOptions : nullptr).dump(2)
+            << '\n';
     } else if (a.format == "html") {
         reporters::HtmlOptions html;
         html.hotspots = a.options;
@@ -95,48 +115,60 @@ void renderReport(const core::Trace& trace, const ReportArgs& a, const std::stri
 int reportCommand(const ReportArgs& a) {
     if (!a.metric.empty() && a.format != "collapsed")
         throw core::Error(core::kExitBadInput, "--metric goes with --format collapsed");
+    if ((!a.lineOptions.file.empty() || !a.lineOptions.function.empty()) && !a.lines &&
+        a.format != "html")
+        throw core::Error(core::kExitBadInput,
+                          std::string(a.lineOptions.file.empty() ? "--function" : "--file") +
+                              " selects rows of the line table: add --lines");
     core::Trace trace = reporters::selectProcesses(reporters::loadTrace(a.path), a.processes);
+    checkSortKey(trace, a.options.sort);
     // -o with %p or %r: a report per process (or per rank), as `memtool run -o` writes traces.
     for (const auto& [path, part] : cli::splitByOutputPattern(trace, a.output))
         renderReport(part, a, path);
     return 0;
 }
 
-int checkCommand(const std::string& tracePath, const std::vector<std::string>& limits,
-                 const std::string& baseline, const std::string& maxIncrease,
-                 const std::string& metric, const std::string& format, bool allowIncomplete,
-                 bool allowOom, const std::string& output,
-                 const reporters::ProcessFilter& processes) {
+struct CheckArgs {
+    std::string trace, baseline, maxIncrease, metric = "peak", format = "text", output, command;
+    std::vector<std::string> limits;
+    reporters::ProcessFilter processes;
+    bool allowIncomplete = false, allowOom = false, allowEmpty = false;
+};
+
+int checkCommand(const CheckArgs& a) {
     reporters::CheckOptions o;
-    o.metric = reporters::parseMetric(metric);
-    for (const auto& l : limits) o.limits.push_back(reporters::parsePeakLimit(l));
-    if (!maxIncrease.empty()) o.maxIncrease = reporters::parseIncrease(maxIncrease);
-    if (!baseline.empty() && !o.maxIncrease)
+    o.named = a.processes.any();
+    o.command = a.command;
+    o.allowEmpty = a.allowEmpty;
+    o.metric = reporters::parseMetric(a.metric);
+    for (const auto& l : a.limits) o.limits.push_back(reporters::parsePeakLimit(l));
+    if (!a.maxIncrease.empty()) o.maxIncrease = reporters::parseIncrease(a.maxIncrease);
+    if (!a.baseline.empty() && !o.maxIncrease)
         throw core::Error(core::kExitBadInput,
                           "--baseline needs --max-increase (e.g. --max-increase 5%)");
-    if (baseline.empty() && o.maxIncrease)
+    if (a.baseline.empty() && o.maxIncrease)
         throw core::Error(core::kExitBadInput, "--max-increase needs --baseline");
     // Without limits or a baseline, check still asks that the trace be complete and
     // that no process ran out of memory.
-    o.allowIncomplete = allowIncomplete;
-    o.allowOom = allowOom;
-    core::Trace trace = reporters::selectProcesses(reporters::loadTrace(tracePath), processes);
-    if (!baseline.empty()) {
+    o.allowIncomplete = a.allowIncomplete;
+    o.allowOom = a.allowOom;
+    core::Trace trace = reporters::selectProcesses(reporters::loadTrace(a.trace), a.processes);
+    if (!a.baseline.empty()) {
         // A rank is compared with the same rank; a pid names a process of TRACE only.
         o.baseline = reporters::selectProcesses(
-            reporters::loadTrace(baseline), reporters::ProcessFilter{std::nullopt, processes.rank},
-            "the baseline");
-        o.baselinePath = baseline;
+            reporters::loadTrace(a.baseline),
+            reporters::ProcessFilter{std::nullopt, a.processes.rank}, "the baseline");
+        o.baselinePath = a.baseline;
     }
     std::vector<reporters::CheckResult> results = reporters::runChecks(trace, o);
     std::ostringstream text;
-    if (format == "json")
+    if (a.format == "json")
         reporters::renderCheckJson(results, text);
-    else if (format == "junit")
-        reporters::renderCheckJunit(results, tracePath, text);
+    else if (a.format == "junit")
+        reporters::renderCheckJunit(results, a.trace, text);
     else
         reporters::renderCheckText(results, text);
-    emit(output, text.str());
+    emit(a.output, text.str());
     for (const auto& r : results)
         if (!r.passed) return core::kExitCheckFailed;
     return 0;
@@ -154,6 +186,22 @@ int diffCommand(const std::string& basePath, const std::string& newPath, size_t 
     else
         reporters::renderDiffText(d, std::cout);
     return 0;
+}
+
+// memtool run's command: the words CLI11 left from the first that is not an
+// option of memtool's on, then what followed the first "--" (`tail`, with that
+// "--"). CLI11 is not shown the "--" and what follows it: it would take those
+// words as its own. An unknown option before the command is a usage error, not
+// the command's name.
+std::vector<std::string> runCommandWords(std::vector<std::string> words,
+                                         const std::vector<std::string>& tail) {
+    if (words.empty()) return tail.empty() ? tail : std::vector(tail.begin() + 1, tail.end());
+    if (words[0].size() > 1 && words[0][0] == '-')
+        throw core::Error(core::kExitBadInput,
+                          "run: unknown option " + words[0] +
+                              " (memtool's options go before the command; see memtool run --help)");
+    words.insert(words.end(), tail.begin(), tail.end());
+    return words;
 }
 
 // --pid and --rank of report, check and diff.
@@ -194,8 +242,9 @@ int main(int argc, char** argv) {
     runCmd->add_flag("--no-python", noPython, "Do not record Python call stacks");
     runCmd
         ->add_option("--site", siteMode,
-                     "Hotspot site: innermost frame of user code, or innermost of all")
-        ->check(CLI::IsMember({"user", "all"}))
+                     "Hotspot site: innermost frame of user code, innermost of all, or the library "
+                     "call the user's code made (wrappers skipped)")
+        ->check(CLI::IsMember({"user", "all", "library"}))
         ->capture_default_str();
     CLI::Option* quietFlag =
         runCmd->add_flag("-q,--quiet", run.quiet, "Print nothing of memtool's own");
@@ -221,8 +270,13 @@ int main(int argc, char** argv) {
     runCmd->add_option("--backup-dir", run.backupDir,
                        "Where paused regions' disk backups go (a private directory is made inside; "
                        "default $TMPDIR or /tmp)");
-    runCmd->add_option("command", run.command, "The command to profile (after --)")->required();
+    // No positional: with prefix_command, CLI11 hands the command and everything after
+    // it to remaining() untouched, so options after the command are the command's
+    // (memtool run python train.py -o out.pt), with or without "--", as in time and nice.
     runCmd->prefix_command();
+    runCmd->footer(
+        "COMMAND [ARGS...]: the program to profile, with its own options; "
+        "memtool's options go before it (a \"--\" before it is optional)");
 
     cli::CtlOptions ctl;
     CLI::App* ctlCmd = app.add_subcommand("ctl",
@@ -273,6 +327,33 @@ int main(int argc, char** argv) {
                      "allocated or leaked")
         ->check(CLI::IsMember({"peak", "allocated", "leaked"}));
 
+    std::string reportSite, groupBy = "site";
+    reportCmd
+        ->add_option("--site", reportSite,
+                     "Choose hotspot sites again: user (innermost user frame), all (innermost "
+                     "frame) or library (what the user's code called, wrappers skipped); default: "
+                     "as recorded")
+        ->check(CLI::IsMember({"user", "all", "library"}));
+    CLI::Option* depthOption =
+        reportCmd
+            ->add_option("--depth", report.options.depth,
+                         "How many frames below each site to show (wrappers skipped)")
+            ->capture_default_str();
+    CLI::Option* groupOption =
+        reportCmd
+            ->add_option("--group-by", groupBy,
+                         "Rows of the hotspot table: site, function (the site's function), module "
+                         "(the innermost nn.Module forward) or op (the torch operator)")
+            ->check(CLI::IsMember({"site", "function", "module", "op"}))
+            ->capture_default_str();
+    std::string bytesUnits = "iec";
+    CLI::Option* bytesOption =
+        reportCmd
+            ->add_option("--bytes", bytesUnits,
+                         "How sizes are written: iec (1 KiB = 1,024 B), si (1 kB = 1,000 B) or "
+                         "exact (40,000 B)")
+            ->check(CLI::IsMember({"iec", "si", "exact"}))
+            ->capture_default_str();
     addProcessOptions(reportCmd, report.processes, "(a multi-process trace: all by default)");
     reportCmd->add_flag("--lines", report.lines,
                         "Line table: peak and allocated bytes per source line");
@@ -284,31 +365,33 @@ int main(int argc, char** argv) {
                         "With --lines or --format html: include library files (standard "
                         "library, site-packages) and read source files anywhere");
 
-    std::string checkTrace, baseline, maxIncrease, metric = "peak", checkFormat = "text",
-                                                   checkOutput;
-    std::vector<std::string> limits;
-    bool allowIncomplete = false, allowOom = false;
+    CheckArgs check;
     CLI::App* checkCmd = app.add_subcommand(
         "check", "Fail (exit 1) when memory passes a limit or grows past a baseline");
-    checkCmd->add_option("trace", checkTrace, "trace.json written by memtool run")->required();
-    checkCmd->add_option("--max-peak", limits,
+    checkCmd->add_option("trace", check.trace, "trace.json written by memtool run")->required();
+    checkCmd->add_option("--max-peak", check.limits,
                          "DEVICE=SIZE, e.g. cpu=512MiB, cuda=2GB, cuda:0=1.5GiB (repeatable)");
-    checkCmd->add_option("--baseline", baseline, "a trace.json to compare against");
-    checkCmd->add_option("--max-increase", maxIncrease,
+    checkCmd->add_option("--baseline", check.baseline, "a trace.json to compare against");
+    checkCmd->add_option("--max-increase", check.maxIncrease,
                          "growth allowed over the baseline: PCT% or SIZE");
-    checkCmd->add_option("--metric", metric, "peak, allocated or leaked")->capture_default_str();
-    checkCmd->add_option("--format", checkFormat, "text, json or junit")
+    checkCmd->add_option("--metric", check.metric, "peak, allocated or leaked")
+        ->capture_default_str();
+    checkCmd->add_option("--command", check.command,
+                         "check only processes whose command line contains this");
+    checkCmd->add_option("--format", check.format, "text, json or junit")
         ->check(CLI::IsMember({"text", "json", "junit"}))
         ->capture_default_str();
-    checkCmd->add_option("-o,--output", checkOutput, "write the result here instead of stdout");
-    checkCmd->add_flag("--allow-incomplete", allowIncomplete,
+    checkCmd->add_option("-o,--output", check.output, "write the result here instead of stdout");
+    checkCmd->add_flag("--allow-incomplete", check.allowIncomplete,
                        "do not fail on a trace whose target was killed");
-    checkCmd->add_flag("--allow-oom", allowOom,
+    checkCmd->add_flag("--allow-oom", check.allowOom,
                        "do not fail on a trace in which a process ran out of memory");
-    reporters::ProcessFilter checkProcesses;
-    addProcessOptions(checkCmd, checkProcesses,
-                      "is checked (default: the launched program; --rank: that rank in the "
-                      "baseline too)");
+    checkCmd->add_flag("--allow-empty", check.allowEmpty,
+                       "do not fail limits and baselines when no process allocated memory memtool "
+                       "tracks (the program never loaded torch)");
+    addProcessOptions(checkCmd, check.processes,
+                      "is checked (default: every process that allocated; --rank: that rank in "
+                      "the baseline too)");
 
     std::string diffBase, diffNew, diffFormat = "text";
     size_t diffTop = 10;
@@ -324,8 +407,20 @@ int main(int argc, char** argv) {
     addProcessOptions(diffCmd, diffProcesses,
                       "is compared, in both traces (default: the launched program)");
 
+    // `memtool run [options] [--] COMMAND...`: from the first "--" on, every word is
+    // the command's (runCommandWords).
+    int parsedArgc = argc;
+    std::vector<std::string> runTail;
+    if (argc > 1 && std::string_view(argv[1]) == "run") {
+        for (int i = 2; i < argc; ++i) {
+            if (std::string_view(argv[i]) != "--") continue;
+            parsedArgc = i;
+            runTail.assign(argv + i, argv + argc);
+            break;
+        }
+    }
     try {
-        app.parse(argc, argv);
+        app.parse(parsedArgc, argv);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
     } catch (const CLI::CallForAllHelp& e) {
@@ -345,9 +440,8 @@ int main(int argc, char** argv) {
                 run.pausableAll = pausable == "all";
                 run.nativeStacks = !noNative;
                 run.pythonStacks = !noPython;
-                run.siteMode = siteMode == "all" ? cli::SiteMode::All : cli::SiteMode::User;
-                if (!run.command.empty() && run.command[0] == "--")
-                    run.command.erase(run.command.begin());
+                run.siteMode = *core::parseSiteMode(siteMode);
+                run.command = runCommandWords(runCmd->remaining(), runTail);
                 cli::RunResult r = cli::runCommand(run);
                 if (r.signal) dieLike(r.signal);
                 return r.exitCode;
@@ -363,12 +457,7 @@ int main(int argc, char** argv) {
         return cli::runGuarded([&] { return cli::ctlCommand(ctl); }, core::kExitInternal,
                                std::cerr);
     if (checkCmd->parsed()) {
-        return cli::runGuarded(
-            [&] {
-                return checkCommand(checkTrace, limits, baseline, maxIncrease, metric, checkFormat,
-                                    allowIncomplete, allowOom, checkOutput, checkProcesses);
-            },
-            core::kExitInternal, std::cerr);
+        return cli::runGuarded([&] { return checkCommand(check); }, core::kExitInternal, std::cerr);
     }
     if (diffCmd->parsed())
         return cli::runGuarded(
@@ -378,6 +467,24 @@ int main(int argc, char** argv) {
         return cli::runGuarded(
             [&] {
                 report.options.sort = reporters::parseSortKey(sort);
+                if (!reportSite.empty()) report.options.site = core::parseSiteMode(reportSite);
+                report.options.groupBy = reporters::parseGroupBy(groupBy);
+                report.options.bytes = *core::parseByteUnits(bytesUnits);
+                report.lineOptions.bytes = report.options.bytes;
+                if (bytesOption->count() > 0 && report.format != "text")
+                    throw core::Error(core::kExitBadInput,
+                                      "--bytes is for the text report and --lines; --format " +
+                                          report.format + " writes exact bytes");
+                const bool table = report.format == "text" && !report.lines;
+                for (const auto& [given, flag] :
+                     {std::pair{!reportSite.empty(), "--site"},
+                      std::pair{depthOption->count() > 0, "--depth"},
+                      std::pair{groupOption->count() > 0, "--group-by"}})
+                    if (given && !table)
+                        throw core::Error(core::kExitBadInput,
+                                          std::string(flag) +
+                                              " shapes the hotspot table of the text report (not "
+                                              "--lines or another --format)");
                 report.topGiven = topOption->count() > 0;
                 return reportCommand(report);
             },

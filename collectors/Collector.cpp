@@ -18,6 +18,7 @@
 #include "collectors/GotPatcher.h"
 #include "collectors/ModuleName.h"
 #include "collectors/NoDestroy.h"
+#include "collectors/ProgramEnd.h"
 #include "collectors/PythonTracker.h"
 #include "collectors/SocketSink.h"
 #include "collectors/TorchBridgeLoader.h"
@@ -535,6 +536,7 @@ void refreshModules() {
     if (gCudaHooked && !gRuntimeSourceNoted.exchange(true))
         e.note(core::kNoteCudaSource, "runtime-hooks");
     if (e.options().pythonStacks) PythonTracker::tryInstall(e);
+    programEnd::tryInstallPython(e);
 }
 
 bool cudaRuntimeRecording() { return gRuntimeHooks.load(std::memory_order_relaxed); }

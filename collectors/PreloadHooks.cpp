@@ -1,9 +1,11 @@
 // The LD_PRELOAD front end: the library constructor and destructor, dlopen,
-// _exit and exec interposition, and the exported C surface
+// _exit, kill, exec and __libc_start_main interposition, and the exported C surface
 // (collectors/CollectorApi.h). Everything here calls the collector (Collector.h)
 // and nothing else.
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +17,7 @@
 #include "collectors/CollectorApi.h"
 #include "collectors/CudaRuntimeHooks.h"
 #include "collectors/NativeUnwinder.h"
+#include "collectors/ProgramEnd.h"
 #include "collectors/TorchBridgeLoader.h"
 #include "collectors/control/Courtesy.h"
 #include "collectors/control/Regions.h"
@@ -32,8 +35,36 @@ struct ExecFunctions {
     decltype(&::fexecve) fexecve = nullptr;
 };
 ExecFunctions gExec;
+int (*gRealKill)(pid_t, int) = nullptr;
+
+// `sig` would end this process now: its default action terminates, that action is
+// in place, and the calling thread does not block it.
+bool endsTheProcess(int sig) {
+    switch (sig) {
+        case 0:
+        case SIGKILL:  // asks for no clean-up at all, as from outside
+        case SIGCHLD:
+        case SIGCONT:
+        case SIGURG:
+        case SIGWINCH:
+        case SIGSTOP:
+        case SIGTSTP:
+        case SIGTTIN:
+        case SIGTTOU:
+            return false;  // no signal, ignored or stopping by default
+        default:
+            break;
+    }
+    struct sigaction action {};
+    sigset_t blocked;
+    if (sigaction(sig, nullptr, &action) != 0 || pthread_sigmask(SIG_BLOCK, nullptr, &blocked) != 0)
+        return false;
+    return action.sa_handler == SIG_DFL && !(action.sa_flags & SA_SIGINFO) &&
+           !sigismember(&blocked, sig);
+}
 
 void findExecFunctions() {
+    gRealKill = reinterpret_cast<int (*)(pid_t, int)>(dlsym(RTLD_NEXT, "kill"));
     gExec.execve = reinterpret_cast<decltype(&::execve)>(dlsym(RTLD_NEXT, "execve"));
     gExec.execv = reinterpret_cast<decltype(&::execv)>(dlsym(RTLD_NEXT, "execv"));
     gExec.execvp = reinterpret_cast<decltype(&::execvp)>(dlsym(RTLD_NEXT, "execvp"));
@@ -91,6 +122,17 @@ __attribute__((visibility("default"), noreturn)) void _exit(int status) {
     memtool::collectors::finishCollector(memtool::core::ExitKind::Immediate, status);
     real(status);
     __builtin_unreachable();
+}
+
+// A process that sends itself a signal whose default action ends it, with that
+// action in place and the signal not blocked, dies without running destructors:
+// Python re-raises an unhandled Ctrl-C this way once it has finalized. End the
+// stream first, so that its trace is whole (its exit_signal says how it ended).
+__attribute__((visibility("default"))) int kill(pid_t pid, int sig) {
+    using namespace memtool::collectors;
+    if (!gRealKill) return errno = ENOSYS, -1;
+    if (pid == getpid() && endsTheProcess(sig)) finishCollector(memtool::core::ExitKind::Immediate);
+    return gRealKill(pid, sig);
 }
 
 __attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
@@ -151,6 +193,20 @@ __attribute__((visibility("default"))) int execle(const char* path, const char* 
     char* const* envp = va_arg(args, char* const*);
     va_end(args);
     return execve(path, const_cast<char* const*>(argv), envp);
+}
+
+// The program's start (the executable's _start calls it through its PLT): main is
+// wrapped so that its return marks the end of the program's own code for leaks
+// (collectors/ProgramEnd.h). Everything else passes through unchanged.
+using MainFunction = int (*)(int, char**, char**);
+__attribute__((visibility("default"))) int __libc_start_main(MainFunction main, int argc,
+                                                             char** argv, void (*init)(),
+                                                             void (*fini)(), void (*rtldFini)(),
+                                                             void* stackEnd) {
+    using Fn = int (*)(MainFunction, int, char**, void (*)(), void (*)(), void (*)(), void*);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "__libc_start_main"));
+    return real(memtool::collectors::programEnd::wrapMain(main), argc, argv, init, fini, rtldFini,
+                stackEnd);
 }
 
 __attribute__((visibility("default"))) int memtool_collector_api_version(void) {

@@ -60,6 +60,16 @@ void Aggregator::onPyNode(const PyNodeRecord& n) {
 void Aggregator::onNote(const NoteRecord& n) {
     notes_.push_back(n);
     countRecord();
+    if (n.key == kNoteProgramEnd) markProgramEnd(n.text);
+}
+
+void Aggregator::markProgramEnd(const std::string& how) {
+    if (programEnd_) return;  // the first moment counts (python3's main returns later)
+    if (how != kProgramEndPython && how != kProgramEndExit) return;
+    programEnd_ = ProgramEnd{how, lastTimeNs_};
+    // Once per stream: O(devices + stacks).
+    for (auto& [code, d] : devices_) d.liveAtProgramEnd = d.currentBytes + d.pausedBytes;
+    for (StackState& s : stacks_) s.liveAtProgramEnd = s.liveBytes + s.pausedBytes;
 }
 
 void Aggregator::onRegion(const RegionRecord& r) {
@@ -185,6 +195,10 @@ DeviceState* Aggregator::release(uint8_t device, uint64_t address, uint64_t time
     }
     d.freedBytes += b.size;
     ++d.freeCount;
+    if (programEnd_) {
+        d.teardownFreedBytes += b.size;
+        ++d.teardownFreeCount;
+    }
     live.erase(it);
     lastTimeNs_ = timeNs;
     return &d;

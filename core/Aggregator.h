@@ -33,6 +33,11 @@ struct DeviceState {
     uint64_t freeCount = 0;
     uint64_t peakTimeNs = 0;
     uint64_t peakVersion = 0;  // bumped each time peakBytes rises
+    // At the program's end (Aggregator::programEnd): live bytes, resident or
+    // paused, then; and what was freed after it (teardown).
+    uint64_t liveAtProgramEnd = 0;
+    uint64_t teardownFreedBytes = 0;
+    uint64_t teardownFreeCount = 0;
     // currentBytes over time: one sample after every event that changed it.
     Timeline timeline;
 };
@@ -52,6 +57,7 @@ struct StackState {
     // else liveBytes is (the stack has not changed since that peak).
     uint64_t liveAtPeak = 0;
     uint64_t stamp = 0;
+    uint64_t liveAtProgramEnd = 0;  // resident or paused, at the program's end
 };
 
 class Aggregator : public RecordSink {
@@ -92,6 +98,13 @@ public:
     const std::vector<PyCodeRecord>& pyCodes() const { return pyCodes_; }
     // Notes in arrival order (a key may repeat: each warning is one note).
     const std::vector<NoteRecord>& notes() const { return notes_; }
+    // The moment the program's own code finished (the first kNoteProgramEnd note):
+    // what was live then is what it leaked. Unset without one (os._exit, a kill).
+    struct ProgramEnd {
+        std::string how;      // kProgramEndPython, kProgramEndExit
+        uint64_t timeNs = 0;  // the last event's time before it
+    };
+    const std::optional<ProgramEnd>& programEnd() const { return programEnd_; }
     // Pausable regions, by id, and every control event in arrival order.
     struct Region {
         RegionRecord record;
@@ -151,6 +164,8 @@ private:
     // device whose bytes changed gets a timeline sample.
     void setPaused(uint64_t region, bool paused, uint64_t timeNs);
     void addResident(DeviceState& d, StackState& s, uint64_t size, uint64_t timeNs);
+    // Takes what is live now as what the program leaked.
+    void markProgramEnd(const std::string& how);
 
     void takeOver(const Aggregator& from, const StreamContinuation& c);
     void countRecord();
@@ -173,6 +188,7 @@ private:
     std::vector<PyNodeRecord> pyNodes_{1};
     std::vector<PyCodeRecord> pyCodes_{1};
     std::vector<NoteRecord> notes_;
+    std::optional<ProgramEnd> programEnd_;
     std::map<uint64_t, Region> regions_;
     std::vector<ControlRecord> controls_;
     std::vector<ReplyRecord> replies_;

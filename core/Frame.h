@@ -22,6 +22,10 @@ struct Frame {
     // one function's call sites stay one frame.
     uint64_t offset = 0;
     bool user = false;  // the user's own code, not a library's (core/FrameClassifier)
+    // Python frames of the user's code: the line's code, without its indentation, as
+    // it was when the run ended ("" when unknown). Not part of the identity: it
+    // follows from file and line. `memtool diff` matches sites by it.
+    std::string source;
 
     bool isPython() const { return kind == FrameKind::Python; }
     // A native frame no symbol names (a stripped static function, JIT code).

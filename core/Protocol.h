@@ -355,7 +355,13 @@ inline uint8_t* encodePyCode(uint8_t* p, const char* file, size_t fileLen, const
 //   "warning"      something the trace's reader should know (shown in the report)
 //   "cuda.source"  what records CUDA memory: "cupti" or "runtime-hooks"
 //   "torch.bridge" "attached" once the caching-allocator bridge sees every block
+//   "program.end"  the program's own code finished: "python" (interpreter
+//                  finalization began) or "exit" (main returned, exit was called);
+//                  what is live at this point in the stream is what it leaked
 inline constexpr const char* kNoteWarning = "warning";
+inline constexpr const char* kNoteProgramEnd = "program.end";
+inline constexpr const char* kProgramEndPython = "python";
+inline constexpr const char* kProgramEndExit = "exit";
 inline constexpr const char* kNoteCudaSource = "cuda.source";
 inline constexpr const char* kNoteTorchBridge = "torch.bridge";
 //   "stream.lost"  (in a notice) why the collector stopped writing the stream

@@ -20,11 +20,21 @@ inline constexpr const char* kTraceSchema = "memtool.trace/1";
 inline constexpr const char* kPoolActive = "active";
 inline constexpr const char* kPoolReserved = "reserved";
 
+// ProcessTrace::leakMoment.
+inline constexpr const char* kLeakAtPython = "python";
+inline constexpr const char* kLeakAtExit = "exit";
+inline constexpr const char* kLeakAtEnd = "end";
+
 // The figures of one device, or of one caching-allocator pool of a CUDA device.
 struct PoolTotals {
     uint64_t peakBytes = 0;     // the most held at once (paused memory is not held)
-    uint64_t currentBytes = 0;  // live at the end of the stream (leaked), paused or not
-    uint64_t pausedBytes = 0;   // of which paused (pausable regions) at the end
+    uint64_t currentBytes = 0;  // live at the end of the stream, paused or not
+    // Live when the program's own code finished (ProcessTrace::leakMoment), paused
+    // or not: what it leaked. currentBytes when the stream has no such moment.
+    uint64_t leakedBytes = 0;
+    uint64_t teardownFreedBytes = 0;  // freed after that moment (the interpreter's teardown)
+    uint64_t teardownFreeCount = 0;
+    uint64_t pausedBytes = 0;  // of which paused (pausable regions) at the end
     uint64_t allocatedBytes = 0;
     uint64_t freedBytes = 0;
     uint64_t allocCount = 0;
@@ -43,7 +53,7 @@ struct HotspotFigures {
     uint64_t allocatedBytes = 0;
     uint64_t count = 0;
     uint64_t peakBytes = 0;    // live at the moment of the device's peak
-    uint64_t leakedBytes = 0;  // live at the end of the stream
+    uint64_t leakedBytes = 0;  // live when the program's own code finished (leakMoment)
 };
 
 // What was allocated while one source line executed, on a device (or in one of its pools).
@@ -164,8 +174,11 @@ struct ProcessTrace {
     bool complete = false;
     std::string incompleteReason;
     bool snapshot = false;  // taken while the process ran (memtool ctl PID snapshot): no exit yet
-    bool forked = false;    // forked from its parent without exec: what it inherited is not counted
-    bool exec = false;      // this image ended by exec'ing another: what it held went with it
+    // Its collector connected: it loaded an allocator memtool tracks (libc10's CPU
+    // allocator, CUDA). False only for processes[0] when the program never did.
+    bool tracked = true;
+    bool forked = false;  // forked from its parent without exec: what it inherited is not counted
+    bool exec = false;    // this image ended by exec'ing another: what it held went with it
     // Where a launcher (torchrun, Slurm, MPI) set them: the process's rank, its rank
     // on its node and the number of ranks; rankEnvironment has the variables as set.
     std::optional<int64_t> rank;
@@ -173,6 +186,11 @@ struct ProcessTrace {
     std::optional<int64_t> worldSize;
     std::map<std::string, std::string> rankEnvironment;
     double durationS = 0;
+    // When leaks were counted: kLeakAtPython (interpreter finalization began),
+    // kLeakAtExit (main returned, exit was called) or kLeakAtEnd (the stream's
+    // end: no such moment was seen, e.g. os._exit, a kill, a snapshot).
+    std::string leakMoment = "end";
+    double leakTimeS = 0;      // on the allocations' clock (the end: the last event's time)
     uint64_t maxRssBytes = 0;  // the launched process only: its peak resident memory (0: unknown)
     // The launched process only: CPU seconds (user + system) it and the children it
     // waited for used, from wait4; unset when not known.

@@ -33,19 +33,49 @@ const char* poolKey(uint8_t device) {
     return "";
 }
 
-std::string formatBytes(uint64_t bytes) {
-    static const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-    if (bytes < 1024) return std::to_string(bytes) + " B";
+namespace {
+
+// "1.50 KiB": bytes in the largest of `units` (each `base` times the last) that
+// leaves at least 1; plain bytes below the first.
+std::string scaled(uint64_t bytes, double base, const char* const (&units)[5]) {
+    if (static_cast<double>(bytes) < base) return std::to_string(bytes) + " B";
     double v = static_cast<double>(bytes);
     int u = -1;
-    while (v >= 1024.0 && u < 4) {
-        v /= 1024.0;
+    while (v >= base && u < 4) {
+        v /= base;
         ++u;
     }
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
     return buf;
 }
+
+}  // namespace
+
+std::string formatBytes(uint64_t bytes) {
+    static const char* const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+    return scaled(bytes, 1024.0, units);
+}
+
+std::optional<ByteUnits> parseByteUnits(std::string_view text) {
+    if (text == "iec") return ByteUnits::Iec;
+    if (text == "si") return ByteUnits::Si;
+    if (text == "exact") return ByteUnits::Exact;
+    return std::nullopt;
+}
+
+std::string formatBytes(uint64_t bytes, ByteUnits units) {
+    if (units == ByteUnits::Iec) return formatBytes(bytes);
+    if (units == ByteUnits::Exact) {
+        std::string digits = std::to_string(bytes);
+        for (size_t at = digits.size(); at > 3; at -= 3) digits.insert(at - 3, ",");
+        return digits + " B";
+    }
+    static const char* const si[] = {"kB", "MB", "GB", "TB", "PB"};
+    return scaled(bytes, 1000.0, si);
+}
+
+size_t byteColumnWidth(ByteUnits units) { return units == ByteUnits::Exact ? 17 : 12; }
 
 std::string formatBytesDelta(int64_t bytes) {
     if (bytes == 0) return "0 B";
@@ -85,6 +115,10 @@ std::optional<uint64_t> parseSize(std::string_view text) {
     }
     if (!found) return std::nullopt;
     bool fractional = number.find('.') != std::string_view::npos;
+    // Bytes come whole: "1.5" or "1.5B" is a typo for a unit, not 2 bytes.
+    if (fractional && found->factor == 1 &&
+        number.find_first_not_of('0', number.find('.') + 1) != std::string_view::npos)
+        return std::nullopt;
     if (!fractional) {
         uint64_t v = 0;
         for (char c : number) {

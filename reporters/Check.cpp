@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 
 #include "core/Error.h"
 #include "core/Units.h"
@@ -25,16 +27,54 @@ const core::ProcessTrace& launched(const core::Trace& t, const std::string& what
     return t.processes[0];
 }
 
-// The devices a selector names in this process. "cuda" names every cuda:N present;
-// a named device that never allocated is there with zero bytes.
+bool allocated(const core::ProcessTrace& p) {
+    for (const auto& [name, d] : p.devices)
+        if (d.allocCount > 0 || d.allocatedBytes > 0) return true;
+    return false;
+}
+
+std::string commandLine(const core::ProcessTrace& p) {
+    std::string s;
+    for (const auto& a : p.command) s += (s.empty() ? "" : " ") + a;
+    return s;
+}
+
+// "pid 42 (python3 train.py)": the command cut to a readable length.
+std::string processLabel(const core::ProcessTrace& p) {
+    constexpr size_t kMaxCommand = 60;
+    std::string command = commandLine(p);
+    if (command.size() > kMaxCommand) command = command.substr(0, kMaxCommand - 3) + "...";
+    return fmt::format("pid {} ({})", p.pid, command);
+}
+
+// The processes a limit or baseline is held against: those --pid/--rank (already
+// applied to the trace) and --command name, else every process that allocated. A
+// --command that names none is a usage error (a typo must not pass).
+std::vector<const core::ProcessTrace*> checkedProcesses(const core::Trace& t,
+                                                        const CheckOptions& o) {
+    std::vector<const core::ProcessTrace*> out;
+    for (const core::ProcessTrace& p : t.processes) {
+        if (!o.command.empty() && commandLine(p).find(o.command) == std::string::npos) continue;
+        if (!o.named && o.command.empty() && !allocated(p)) continue;
+        out.push_back(&p);
+    }
+    if (out.empty() && !o.command.empty()) {
+        std::string known;
+        for (const core::ProcessTrace& p : t.processes)
+            known += (known.empty() ? "" : ", ") + processLabel(p);
+        usage(fmt::format("no process of the trace has a command containing '{}' (it holds {})",
+                          o.command, known));
+    }
+    return out;
+}
+
+// The devices a selector names in this process, among those it has. "cuda" names
+// every cuda:N present.
 std::vector<std::string> devicesFor(const DeviceSelector& s, const core::ProcessTrace& p) {
     std::vector<std::string> out;
-    if (s.device == "cuda") {
-        for (const auto& [name, d] : p.devices)
-            if (name.rfind("cuda:", 0) == 0) out.push_back(name);
-    } else {
-        out.push_back(s.device);
-    }
+    for (const auto& [name, d] : p.devices)
+        if (s.device == "cuda" ? name.rfind("cuda:", 0) == 0 : name == s.device)
+            out.push_back(name);
     return out;
 }
 
@@ -96,6 +136,11 @@ PeakLimit parsePeakLimit(const std::string& text) {
     l.selector = parseDeviceSelector(text.substr(0, eq));
     std::string size = text.substr(eq + 1);
     auto bytes = core::parseSize(size);
+    if (!bytes && !size.empty() && std::isdigit(static_cast<unsigned char>(size.back())) &&
+        size.find('.') != std::string::npos)
+        usage("bad size '" + size +
+              "': a size without a unit is whole bytes (write 1.5GiB, 1.5GB, "
+              "1.5MiB, ...)");
     if (!bytes) usage("bad size '" + size + "' (use bytes or a unit: 123456, 512MiB, 2GB, 1.5GiB)");
     l.bytes = *bytes;
     return l;
@@ -123,22 +168,32 @@ Increase parseIncrease(const std::string& text) {
     return inc;
 }
 
-std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions& options) {
-    std::vector<CheckResult> results;
-    const core::ProcessTrace& p = launched(trace, "the trace");
-    const char* metric = metricName(options.metric);
+namespace {
 
-    if (!p.complete) {
+// The trace is whole (the launched process's, and each checked one's).
+void completenessChecks(const core::Trace& trace,
+                        const std::vector<const core::ProcessTrace*>& selected,
+                        const CheckOptions& options, std::vector<CheckResult>& results) {
+    std::vector<const core::ProcessTrace*> whose{&trace.processes[0]};
+    for (const core::ProcessTrace* q : selected)
+        if (q != whose[0]) whose.push_back(q);
+    for (const core::ProcessTrace* q : whose) {
+        if (q->complete) continue;
         CheckResult r;
         r.kind = "complete";
         r.name = "trace complete";
+        r.pid = q->pid;
         r.passed = options.allowIncomplete;
-        r.message = fmt::format("the trace is incomplete: {}{}", p.incompleteReason,
-                                options.allowIncomplete ? " (allowed by --allow-incomplete)" : "");
+        r.message = fmt::format(
+            "the trace {}is incomplete: {}{}", q == whose[0] ? "" : "of " + processLabel(*q) + " ",
+            q->incompleteReason, options.allowIncomplete ? " (allowed by --allow-incomplete)" : "");
         results.push_back(r);
     }
+}
 
-    // A run that hit out-of-memory failed, whatever its peaks say (any process's).
+// A run that hit out-of-memory failed, whatever its peaks say (any process's).
+void oomChecks(const core::Trace& trace, const CheckOptions& options,
+               std::vector<CheckResult>& results) {
     for (const core::ProcessTrace& q : trace.processes) {
         if (q.oom.empty()) continue;
         const core::OomEvent& e = q.oom.front();
@@ -146,6 +201,7 @@ std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions&
         r.kind = "oom";
         r.name = "no out-of-memory";
         r.device = e.device;
+        r.pid = q.pid;
         r.value = e.requestedBytes;
         r.passed = options.allowOom;
         r.message = fmt::format(
@@ -156,65 +212,151 @@ std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions&
             options.allowOom ? " (allowed by --allow-oom)" : "");
         results.push_back(r);
     }
+}
 
-    // Asked for nothing else, check says that these two held.
-    if (options.limits.empty() && !options.baseline) {
-        bool oom = false;
-        for (const core::ProcessTrace& q : trace.processes) oom |= !q.oom.empty();
-        auto held = [&](const char* kind, const char* name, const char* message) {
-            CheckResult r;
-            r.kind = kind;
-            r.name = name;
-            r.passed = true;
-            r.message = message;
-            results.push_back(r);
-        };
-        if (p.complete) held("complete", "trace complete", "the trace is complete");
-        if (!oom) held("oom", "no out-of-memory", "no process ran out of memory");
-    }
+// Limits and baselines need something measured: a trace of a program that never
+// loaded torch (or of a wrapper whose child was not traced) must not pass them.
+// Returns whether anything was.
+bool measuredCheck(const core::Trace& trace, const std::vector<const core::ProcessTrace*>& selected,
+                   const CheckOptions& options, std::vector<CheckResult>& results) {
+    for (const core::ProcessTrace* q : selected)
+        if (allocated(*q)) return true;
+    size_t tracked = 0;
+    for (const core::ProcessTrace& q : trace.processes) tracked += q.tracked;
+    CheckResult r;
+    r.kind = "measured";
+    r.name = "memory was measured";
+    r.passed = options.allowEmpty;
+    if (tracked == 0)
+        r.message =
+            "nothing was measured: no process loaded an allocator memtool tracks (PyTorch's "
+            "libc10, CUDA); did the program import torch, under the python that has it?";
+    else if (options.named || !options.command.empty())
+        r.message =
+            "nothing was measured: the processes checked allocated no memory memtool tracks";
+    else
+        r.message = fmt::format(
+            "nothing was measured: {} that loaded an allocator memtool tracks allocated nothing",
+            tracked == 1 ? "the process" : fmt::format("the {} processes", tracked));
+    if (options.allowEmpty) r.message += " (allowed by --allow-empty)";
+    results.push_back(r);
+    return false;
+}
 
+// Shown before a check's figures when the trace holds (or held, before --pid or
+// --rank) more than one process.
+std::string labelFor(const core::Trace& trace, const core::ProcessTrace& p,
+                     const CheckOptions& options) {
+    return trace.processes.size() > 1 || options.named ? processLabel(p) + " " : "";
+}
+
+void limitChecks(const core::Trace& trace, const std::vector<const core::ProcessTrace*>& selected,
+                 const CheckOptions& options, std::vector<CheckResult>& results) {
+    const char* metric = metricName(options.metric);
     for (const PeakLimit& l : options.limits) {
-        std::vector<std::string> devices = devicesFor(l.selector, p);
-        if (devices.empty()) {  // "cuda" with no CUDA device: say so, it holds
-            CheckResult r;
-            r.kind = "limit";
-            r.device = l.selector.text;
-            r.limit = l.bytes;
-            r.name =
-                fmt::format("{} {} <= {}", l.selector.text, metric, core::formatBytes(l.bytes));
-            r.message =
-                fmt::format("{} {}: no CUDA device in the trace (0 bytes), within {} ({} bytes)",
-                            l.selector.text, metric, core::formatBytes(l.bytes), l.bytes);
-            results.push_back(r);
+        bool seen = false;
+        for (const core::ProcessTrace* p : selected) {
+            for (const std::string& device : devicesFor(l.selector, *p)) {
+                seen = true;
+                std::string shown =
+                    l.selector.pool.empty() ? device : device + "." + l.selector.pool;
+                std::string label = labelFor(trace, *p, options);
+                CheckResult r;
+                r.kind = "limit";
+                r.device = shown;
+                r.pid = p->pid;
+                r.value = measure(*p, device, l.selector.pool, options.metric);
+                r.limit = l.bytes;
+                r.passed = r.value <= r.limit;
+                r.name =
+                    fmt::format("{}{} {} <= {}", label, shown, metric, core::formatBytes(l.bytes));
+                r.message =
+                    r.passed ? fmt::format("{}{} {} {} ({} bytes) is within {} ({} bytes)", label,
+                                           shown, metric, core::formatBytes(r.value), r.value,
+                                           core::formatBytes(r.limit), r.limit)
+                             : fmt::format(
+                                   "{}{} {} {} ({} bytes) exceeds {} ({} bytes) by {} ({} bytes)",
+                                   label, shown, metric, core::formatBytes(r.value), r.value,
+                                   core::formatBytes(r.limit), r.limit,
+                                   core::formatBytes(r.value - r.limit), r.value - r.limit);
+                results.push_back(r);
+            }
         }
-        for (const std::string& device : devices) {
-            std::string shown = l.selector.pool.empty() ? device : device + "." + l.selector.pool;
-            CheckResult r;
-            r.kind = "limit";
-            r.device = shown;
-            r.value = measure(p, device, l.selector.pool, options.metric);
-            r.limit = l.bytes;
-            r.passed = r.value <= r.limit;
-            r.name = fmt::format("{} {} <= {}", shown, metric, core::formatBytes(l.bytes));
-            r.message =
-                r.passed ? fmt::format("{} {} {} ({} bytes) is within {} ({} bytes)", shown, metric,
-                                       core::formatBytes(r.value), r.value,
-                                       core::formatBytes(r.limit), r.limit)
-                         : fmt::format("{} {} {} ({} bytes) exceeds {} ({} bytes) by {} ({} bytes)",
-                                       shown, metric, core::formatBytes(r.value), r.value,
-                                       core::formatBytes(r.limit), r.limit,
-                                       core::formatBytes(r.value - r.limit), r.value - r.limit);
-            results.push_back(r);
+        if (seen) continue;
+        // A device the run never used is not a pass at 0 bytes: the limit was meant
+        // for memory that was not measured (a CPU-only run, a wrong cuda:N).
+        std::set<std::string> saw;
+        for (const core::ProcessTrace* p : selected)
+            for (const auto& [name, d] : p->devices) saw.insert(name);
+        std::string sawText;
+        for (const auto& name : saw) sawText += (sawText.empty() ? "" : ", ") + name;
+        CheckResult r;
+        r.kind = "limit";
+        r.device = l.selector.text;
+        r.limit = l.bytes;
+        r.passed = false;
+        r.name = fmt::format("{} {} <= {}", l.selector.text, metric, core::formatBytes(l.bytes));
+        r.message =
+            fmt::format("{} {}: the trace never saw {} (it saw {})", l.selector.text, metric,
+                        l.selector.device == "cuda" ? "a CUDA device" : l.selector.device,
+                        sawText.empty() ? "no device" : sawText);
+        results.push_back(r);
+    }
+}
+
+// Pairs each checked process with the baseline's process of the same command line
+// (in order, for repeats), the rest in order; a process the baseline lacks is
+// compared with nothing (0 bytes).
+std::vector<const core::ProcessTrace*> pairWithBaseline(
+    const std::vector<const core::ProcessTrace*>& selected, const core::Trace& base,
+    const CheckOptions& options, const std::string& basePath) {
+    std::vector<const core::ProcessTrace*> candidates;
+    for (const core::ProcessTrace& b : base.processes)
+        if (allocated(b) &&
+            (options.command.empty() || commandLine(b).find(options.command) != std::string::npos))
+            candidates.push_back(&b);
+    if (candidates.empty())
+        usage(basePath + " holds no process that allocated memory memtool tracks" +
+              (options.command.empty() ? ""
+                                       : " with a command containing '" + options.command + "'"));
+    std::vector<const core::ProcessTrace*> paired(selected.size(), nullptr);
+    std::vector<bool> used(candidates.size(), false);
+    for (size_t i = 0; i < selected.size(); ++i)
+        for (size_t j = 0; j < candidates.size(); ++j)
+            if (!used[j] && candidates[j]->command == selected[i]->command) {
+                paired[i] = candidates[j];
+                used[j] = true;
+                break;
+            }
+    size_t next = 0;
+    for (size_t i = 0; i < selected.size(); ++i) {
+        while (!paired[i] && next < candidates.size()) {
+            if (!used[next]) {
+                paired[i] = candidates[next];
+                used[next] = true;
+            }
+            ++next;
         }
     }
+    return paired;
+}
 
-    if (options.baseline && options.maxIncrease) {
-        const core::ProcessTrace& base = launched(*options.baseline, options.baselinePath);
+void baselineChecks(const core::Trace& trace,
+                    const std::vector<const core::ProcessTrace*>& selected,
+                    const CheckOptions& options, std::vector<CheckResult>& results) {
+    static const core::ProcessTrace kNone;
+    const char* metric = metricName(options.metric);
+    const std::vector<const core::ProcessTrace*> bases =
+        pairWithBaseline(selected, *options.baseline, options, options.baselinePath);
+    for (size_t i = 0; i < selected.size(); ++i) {
+        const core::ProcessTrace& p = *selected[i];
+        const core::ProcessTrace& base = bases[i] ? *bases[i] : kNone;
+        const std::string label = labelFor(trace, p, options);
         // Every device of either trace, and each caching-allocator pool that both have.
         std::map<std::string, std::pair<std::string, std::string>>
             devices;  // shown -> (device, pool)
-        for (const auto* trace : {&base, &p})
-            for (const auto& [name, d] : trace->devices) devices[name] = {name, ""};
+        for (const auto* t : {&base, &p})
+            for (const auto& [name, d] : t->devices) devices[name] = {name, ""};
         for (const auto& [name, d] : p.devices) {
             auto b = base.devices.find(name);
             for (const auto& [pool, totals] : d.pools)
@@ -235,29 +377,65 @@ std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions&
             CheckResult r;
             r.kind = "baseline";
             r.device = device;
+            r.pid = p.pid;
             r.value = now;
             r.limit = allowed;
             r.passed = now <= allowed;
-            r.name = fmt::format("{} {} grows at most {} over baseline", device, metric, inc.text);
+            r.name = fmt::format("{}{} {} grows at most {} over baseline", label, device, metric,
+                                 inc.text);
             double pct = was ? 100.0 * (static_cast<double>(now) - static_cast<double>(was)) /
                                    static_cast<double>(was)
                              : (now ? INFINITY : 0.0);
             std::string change = fmt::format(
                 "{} ({:+.2f}%)", core::formatBytesDelta(static_cast<int64_t>(now - was)), pct);
-            r.message =
-                r.passed
-                    ? fmt::format("{} {} {} ({} bytes), baseline {} ({} bytes): {} within +{}",
-                                  device, metric, core::formatBytes(now), now,
-                                  core::formatBytes(was), was, change, inc.text)
-                    : fmt::format(
-                          "{} {} {} ({} bytes), baseline {} ({} bytes): {} exceeds the allowed "
-                          "{} ({} bytes) by {} ({} bytes)",
-                          device, metric, core::formatBytes(now), now, core::formatBytes(was), was,
-                          change, core::formatBytes(allowed), allowed,
-                          core::formatBytes(now - allowed), now - allowed);
+            std::string baseText =
+                bases[i] ? fmt::format("baseline {} ({} bytes)", core::formatBytes(was), was)
+                         : std::string("no process of the baseline ran this command (0 bytes)");
+            r.message = r.passed ? fmt::format("{}{} {} {} ({} bytes), {}: {} within +{}", label,
+                                               device, metric, core::formatBytes(now), now,
+                                               baseText, change, inc.text)
+                                 : fmt::format(
+                                       "{}{} {} {} ({} bytes), {}: {} exceeds the allowed "
+                                       "{} ({} bytes) by {} ({} bytes)",
+                                       label, device, metric, core::formatBytes(now), now, baseText,
+                                       change, core::formatBytes(allowed), allowed,
+                                       core::formatBytes(now - allowed), now - allowed);
             results.push_back(r);
         }
     }
+}
+
+}  // namespace
+
+std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions& options) {
+    std::vector<CheckResult> results;
+    launched(trace, "the trace");
+    const std::vector<const core::ProcessTrace*> selected = checkedProcesses(trace, options);
+    completenessChecks(trace, selected, options, results);
+    oomChecks(trace, options, results);
+
+    // Asked for nothing else, check says that these two held.
+    if (options.limits.empty() && !options.baseline) {
+        bool oom = false;
+        for (const core::ProcessTrace& q : trace.processes) oom |= !q.oom.empty();
+        auto held = [&](const char* kind, const char* name, const char* message) {
+            CheckResult r;
+            r.kind = kind;
+            r.name = name;
+            r.passed = true;
+            r.message = message;
+            results.push_back(r);
+        };
+        bool complete = true;
+        for (const auto& r : results) complete &= r.kind != "complete";
+        if (complete) held("complete", "trace complete", "the trace is complete");
+        if (!oom) held("oom", "no out-of-memory", "no process ran out of memory");
+        return results;
+    }
+
+    if (!measuredCheck(trace, selected, options, results)) return results;
+    limitChecks(trace, selected, options, results);
+    if (options.baseline && options.maxIncrease) baselineChecks(trace, selected, options, results);
     return results;
 }
 
@@ -283,7 +461,8 @@ void renderCheckJson(const std::vector<CheckResult>& results, std::ostream& out)
                 c["device"] = r.device;
                 c["requested_bytes"] = r.value;
             }
-        } else if (r.kind != "complete") {
+        } else if (r.kind == "limit" || r.kind == "baseline") {
+            c["pid"] = r.pid ? nlohmann::json(r.pid) : nlohmann::json(nullptr);
             c["device"] = r.device;
             c["value_bytes"] = r.value;
             c["limit_bytes"] = r.limit;

@@ -1,7 +1,11 @@
 #pragma once
 // `memtool check`: memory limits and regression checks over trace.json, for CI.
-// A check compares one figure of one device of the launched process
-// (processes[0]) with a limit; the whole run passes when every check holds.
+// A check compares one figure of one device of one process with a limit; the
+// whole run passes when every check holds. The processes checked are those that
+// allocated memory memtool tracks (every one, each against the limit), or the
+// ones --pid, --rank or --command name: a shell or launcher in front of the
+// program is not what a limit is about, and a run that measured nothing passes
+// nothing.
 
 #include <cstdint>
 #include <optional>
@@ -41,12 +45,19 @@ struct CheckOptions {
     Metric metric = Metric::Peak;
     bool allowIncomplete = false;
     bool allowOom = false;  // an out-of-memory event in any process fails the check otherwise
+    // Limits and baselines fail when no process checked allocated anything, unless this.
+    bool allowEmpty = false;
+    // The trace's processes were named (--pid, --rank: reporters/ProcessSelection):
+    // each is checked, allocated or not.
+    bool named = false;
+    std::string command;  // only processes whose command line contains this
 };
 
 struct CheckResult {
     std::string name;    // e.g. "cpu peak <= 5.00 MiB"
     std::string device;  // as measured, e.g. "cuda:0.reserved"
-    std::string kind;    // "limit", "baseline", "complete", "oom"
+    std::string kind;    // "limit", "baseline", "complete", "oom", "measured"
+    int64_t pid = 0;     // the process a limit or baseline check measured
     uint64_t value = 0;
     uint64_t limit = 0;
     bool passed = true;

@@ -32,18 +32,43 @@ const core::ProcessTrace& launched(const core::Trace& t, const char* which) {
 
 }  // namespace
 
-std::string siteIdentity(const core::Frame* site, const std::string& cwd) {
-    // Python sites keep file:line (a moved line is a different site); native line
-    // numbers shift with every rebuild, so a native site is its function.
-    if (!site) return core::kNoStackSite;
-    if (!site->isPython()) return core::frameName(*site);
-    std::filesystem::path path = std::filesystem::path(site->file).lexically_normal();
+namespace {
+
+// A Python file as the trace names it, relative to the run's directory when inside.
+std::string relativeFile(const std::string& file, const std::string& cwd) {
+    std::filesystem::path path = std::filesystem::path(file).lexically_normal();
     if (!cwd.empty()) {
         std::filesystem::path rel =
             path.lexically_relative(std::filesystem::path(cwd).lexically_normal());
         if (!rel.empty() && *rel.begin() != "..") path = rel;
     }
-    return fmt::format("{} ({}:{})", core::frameName(*site), path.string(), site->line);
+    return path.string();
+}
+
+// Whether a trace keeps the code of its user lines (memtool run does since it
+// began to): then sites can be matched by it.
+bool keepsSource(const core::ProcessTrace& p) {
+    for (const core::Frame& f : p.frames)
+        if (f.isPython() && f.user && !f.source.empty()) return true;
+    return false;
+}
+
+}  // namespace
+
+std::string siteText(const core::Frame* site, const std::string& cwd) {
+    if (!site) return core::kNoStackSite;
+    if (!site->isPython()) return core::frameName(*site);
+    return fmt::format("{} ({}:{})", core::frameName(*site), relativeFile(site->file, cwd),
+                       site->line);
+}
+
+std::string siteIdentity(const core::Frame* site, const std::string& cwd, bool bySource) {
+    // Python sites keep file:line (a moved line is a different site) unless their
+    // code says which line is which; native line numbers shift with every rebuild,
+    // so a native site is its function.
+    if (!site || !site->isPython() || !bySource || site->source.empty()) return siteText(site, cwd);
+    return fmt::format("{} ({}): {}", core::frameName(*site), relativeFile(site->file, cwd),
+                       site->source);
 }
 
 TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t top) {
@@ -58,7 +83,7 @@ TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t
             x.device = name;
             (base ? x.basePeak : x.newPeak) = t.peakBytes;
             (base ? x.baseAllocated : x.newAllocated) = t.allocatedBytes;
-            (base ? x.baseLeaked : x.newLeaked) = t.currentBytes;
+            (base ? x.baseLeaked : x.newLeaked) = t.leakedBytes;
         };
         for (const auto& [name, t] : p.devices) {
             fold(name, t);
@@ -70,31 +95,42 @@ TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t
     for (auto& [name, x] : devices) d.devices.push_back(x);
 
     std::map<std::pair<std::string, std::string>, SiteDelta> sites;
-    std::set<std::pair<std::string, std::string>> inBase;
+    std::set<std::pair<std::string, std::string>> inBase, inNew;
+    const bool bySource = keepsSource(a) && keepsSource(b);
     auto foldSites = [&](const core::ProcessTrace& p, bool base) {
         for (const auto& h : p.hotspots) {
-            auto key = std::make_pair(h.device, siteIdentity(siteFrame(p, h), p.cwd));
+            const core::Frame* site = siteFrame(p, h);
+            auto key = std::make_pair(h.device, siteIdentity(site, p.cwd, bySource));
             auto& s = sites[key];
             s.device = h.device;
-            s.site = key.second;
+            if (s.site.empty() || !base) s.site = siteText(site, p.cwd);  // the new line
             (base ? s.basePeak : s.newPeak) += h.peakBytes;
             (base ? s.baseAllocated : s.newAllocated) += h.allocatedBytes;
-            if (base)
-                inBase.insert(key);
-            else
-                s.isNew = !inBase.count(key);
+            (base ? inBase : inNew).insert(key);
         }
     };
     foldSites(a, true);
     foldSites(b, false);
-    for (auto& [key, s] : sites)
+    for (auto& [key, s] : sites) {
+        s.isNew = !inBase.count(key);
+        s.isGone = !inNew.count(key);
         if (s.newPeak > s.basePeak || (s.isNew && s.newAllocated > 0)) d.sites.push_back(s);
-    std::stable_sort(d.sites.begin(), d.sites.end(), [](const SiteDelta& x, const SiteDelta& y) {
-        int64_t gx = delta(x.basePeak, x.newPeak), gy = delta(y.basePeak, y.newPeak);
-        if (gx != gy) return gx > gy;
-        return delta(x.baseAllocated, x.newAllocated) > delta(y.baseAllocated, y.newAllocated);
-    });
+        if (s.newPeak < s.basePeak || (s.isGone && s.baseAllocated > 0)) d.shrunk.push_back(s);
+    }
+    // Largest change first (peak, then allocated).
+    auto byChange = [](int sign) {
+        return [sign](const SiteDelta& x, const SiteDelta& y) {
+            int64_t gx = sign * delta(x.basePeak, x.newPeak),
+                    gy = sign * delta(y.basePeak, y.newPeak);
+            if (gx != gy) return gx > gy;
+            return sign * delta(x.baseAllocated, x.newAllocated) >
+                   sign * delta(y.baseAllocated, y.newAllocated);
+        };
+    };
+    std::stable_sort(d.sites.begin(), d.sites.end(), byChange(1));
+    std::stable_sort(d.shrunk.begin(), d.shrunk.end(), byChange(-1));
     if (d.sites.size() > top) d.sites.resize(top);
+    if (d.shrunk.size() > top) d.shrunk.resize(top);
     return d;
 }
 
@@ -112,18 +148,27 @@ void renderDiffText(const TraceDiff& d, std::ostream& out) {
                            core::formatBytesDelta(delta(x.baseLeaked, x.newLeaked)),
                            percent(x.baseLeaked, x.newLeaked));
     }
-    if (d.sites.empty()) {
-        out << "\nNo call site's contribution to the peak grew.\n";
-        return;
-    }
-    out << "\nCall sites whose contribution to the peak grew most\n";
-    out << fmt::format("{:<8} {:>12} {:>12} {:>13}  {}\n", "Device", "Base", "New", "Δ", "Site");
-    for (const auto& s : d.sites) {
-        out << fmt::format("{:<8} {:>12} {:>12} {:>13}  {}{}\n", s.device,
-                           core::formatBytes(s.basePeak), core::formatBytes(s.newPeak),
-                           core::formatBytesDelta(delta(s.basePeak, s.newPeak)), s.site,
-                           s.isNew ? "  [new]" : "");
-    }
+    auto table = [&](const std::vector<SiteDelta>& sites, const char* title, const char* none) {
+        if (sites.empty()) {
+            out << "\n" << none << '\n';
+            return;
+        }
+        out << "\n" << title << '\n';
+        out << fmt::format("{:<8} {:>12} {:>12} {:>13}  {}\n", "Device", "Base", "New", "Δ",
+                           "Site");
+        for (const auto& s : sites) {
+            out << fmt::format("{:<8} {:>12} {:>12} {:>13}  {}{}\n", s.device,
+                               core::formatBytes(s.basePeak), core::formatBytes(s.newPeak),
+                               core::formatBytesDelta(delta(s.basePeak, s.newPeak)), s.site,
+                               s.isNew    ? "  [new]"
+                               : s.isGone ? "  [gone]"
+                                          : "");
+        }
+    };
+    table(d.sites, "Call sites whose contribution to the peak grew most",
+          "No call site's contribution to the peak grew.");
+    table(d.shrunk, "Call sites whose contribution to the peak shrank most, or that are gone",
+          "No call site's contribution to the peak shrank.");
 }
 
 void renderDiffJson(const TraceDiff& d, std::ostream& out) {
@@ -140,16 +185,21 @@ void renderDiffJson(const TraceDiff& d, std::ostream& out) {
                            {"new_leaked_bytes", x.newLeaked},
                            {"leaked_delta_bytes", delta(x.baseLeaked, x.newLeaked)}});
     }
-    for (const auto& s : d.sites) {
-        sites.push_back({{"device", s.device},
-                         {"site", s.site},
-                         {"new", s.isNew},
-                         {"base_peak_bytes", s.basePeak},
-                         {"new_peak_bytes", s.newPeak},
-                         {"peak_delta_bytes", delta(s.basePeak, s.newPeak)},
-                         {"allocated_delta_bytes", delta(s.baseAllocated, s.newAllocated)}});
-    }
-    out << nlohmann::json{{"devices", devices}, {"sites", sites}}.dump(2) << '\n';
+    auto siteJson = [](const SiteDelta& s) {
+        return nlohmann::json{{"device", s.device},
+                              {"site", s.site},
+                              {"new", s.isNew},
+                              {"gone", s.isGone},
+                              {"base_peak_bytes", s.basePeak},
+                              {"new_peak_bytes", s.newPeak},
+                              {"peak_delta_bytes", delta(s.basePeak, s.newPeak)},
+                              {"allocated_delta_bytes", delta(s.baseAllocated, s.newAllocated)}};
+    };
+    nlohmann::json shrunk = nlohmann::json::array();
+    for (const auto& s : d.sites) sites.push_back(siteJson(s));
+    for (const auto& s : d.shrunk) shrunk.push_back(siteJson(s));
+    out << nlohmann::json{{"devices", devices}, {"sites", sites}, {"shrunk_sites", shrunk}}.dump(2)
+        << '\n';
 }
 
 }  // namespace memtool::reporters

@@ -141,14 +141,37 @@ std::optional<std::string> readRegularFile(const std::string& path, uint64_t max
     return text;
 }
 
-void replaceFile(const std::string& path, const std::string& text, int exitCode) {
+namespace {
+
+// The temporary replaceFile writes first, beside `path`. mkostemp opens it with
+// O_CREAT | O_EXCL under a name no one can guess: nothing that exists (a planted
+// symbolic link included) is ever opened. -1 with errno when it cannot be made.
+int makeTemporaryBeside(const std::string& path, std::string* tmp) {
     const size_t slash = path.rfind('/');
     const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
     const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-    // mkostemp opens with O_CREAT | O_EXCL under a name no one can guess: nothing
-    // that exists (a planted symbolic link included) is ever opened.
-    std::string tmp = dir + "." + base + ".XXXXXX";
-    Fd fd(mkostemp(tmp.data(), O_CLOEXEC));
+    *tmp = dir + "." + base + ".XXXXXX";
+    return mkostemp(tmp->data(), O_CLOEXEC);
+}
+
+}  // namespace
+
+void checkReplaceable(const std::string& path, int exitCode) {
+    auto fail = [&](const std::string& why) {
+        throw core::Error(exitCode, fmt::format("cannot write {}: {}", path, why));
+    };
+    if (path.empty() || path.back() == '/') fail("not a file name");
+    struct stat st {};
+    if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) fail(notRegular(st.st_mode));
+    std::string tmp;
+    Fd fd(makeTemporaryBeside(path, &tmp));
+    if (fd.get() < 0) fail(std::strerror(errno));
+    unlink(tmp.c_str());
+}
+
+void replaceFile(const std::string& path, const std::string& text, int exitCode) {
+    std::string tmp;
+    Fd fd(makeTemporaryBeside(path, &tmp));
     auto fail = [&](const std::string& what, int err, bool made) {
         if (made) unlink(tmp.c_str());
         throw core::Error(exitCode, fmt::format("cannot write {}: {}", what, std::strerror(err)));

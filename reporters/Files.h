@@ -32,4 +32,9 @@ int openRegularFile(const std::string& path, std::string* why);
 // over `path`. Throws core::Error(`exitCode`) when it cannot; no temporary is left.
 void replaceFile(const std::string& path, const std::string& text, int exitCode);
 
+// Throws core::Error(`exitCode`) when replaceFile(path, ...) could not work now:
+// `path` is a directory or other non-regular file, or no file can be made in its
+// directory (missing, not writable). Checked before work that would be lost.
+void checkReplaceable(const std::string& path, int exitCode);
+
 }  // namespace memtool::reporters

@@ -18,6 +18,15 @@ SortKey parseSortKey(const std::string& text) {
         "unknown sort key '" + text + "' (use peak, allocated, count, leaked, active or reserved)");
 }
 
+GroupBy parseGroupBy(const std::string& text) {
+    if (text == "site") return GroupBy::Site;
+    if (text == "function") return GroupBy::Function;
+    if (text == "module") return GroupBy::Module;
+    if (text == "op") return GroupBy::Op;
+    throw core::Error(core::kExitBadInput,
+                      "unknown grouping '" + text + "' (use site, function, module or op)");
+}
+
 const char* sortKeyName(SortKey key) {
     switch (key) {
         case SortKey::Peak:

@@ -2,10 +2,13 @@
 // What every hotspot reporter shows: a process's hotspots, ordered and cut to N.
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/SiteChoice.h"
 #include "core/TraceModel.h"
+#include "core/Units.h"
 
 namespace memtool::reporters {
 
@@ -13,10 +16,22 @@ namespace memtool::reporters {
 // (CUDA devices with the torch bridge attached).
 enum class SortKey { Peak, Allocated, Count, Leaked, Active, Reserved };
 
+// What a row of the hotspot table stands for: a call site (with the frames
+// below and above it), or every stack whose site is in one function, whose
+// innermost nn.Module forward is one class's, or whose torch operator is one.
+enum class GroupBy { Site, Function, Module, Op };
+
 struct ReportOptions {
     size_t top = 10;
     SortKey sort = SortKey::Peak;
+    std::optional<core::SiteMode> site;  // choose sites again; none: as recorded
+    size_t depth = 1;                    // frames shown below the site ("via")
+    GroupBy groupBy = GroupBy::Site;
+    core::ByteUnits bytes = core::ByteUnits::Iec;  // how sizes are written
 };
+
+// Parses "site" | "function" | "module" | "op"; throws core::Error (exit 2) otherwise.
+GroupBy parseGroupBy(const std::string& text);
 
 // Parses "peak" | "allocated" | "count" | "leaked" | "active" | "reserved"; throws core::Error
 // (exit 2) otherwise.

@@ -164,7 +164,7 @@ void deviceTable(const core::ProcessTrace& p, std::ostream& out) {
     auto row = [&](const std::string& name, const std::string& cls, const core::PoolTotals& d) {
         out << fmt::format(
             "<tr class=\"{}\"><td>{}</td>{}<td class=\"num\">{:.3f} s</td>{}{}{}{}{}</tr>\n", cls,
-            esc(name), bytesCell(d.peakBytes), d.peakTimeS, bytesCell(d.currentBytes),
+            esc(name), bytesCell(d.peakBytes), d.peakTimeS, bytesCell(d.leakedBytes),
             bytesCell(d.allocatedBytes), bytesCell(d.freedBytes), countCell(d.allocCount),
             countCell(d.freeCount));
     };
@@ -225,7 +225,8 @@ std::string stackCell(const core::ProcessTrace& p, const core::Hotspot& h) {
 
 void hotspotTables(const core::ProcessTrace& p, const HtmlOptions& options, std::ostream& out) {
     out << "<h2>Hotspots</h2>\n<p class=\"hint\">Per call stack: what it held at the device's "
-           "peak, allocated over the run, and still held at the end. Click a heading to sort, a "
+           "peak, allocated over the run, and still held when the program's own code finished. "
+           "Click a heading to sort, a "
            "site for its stack.</p>\n";
     for (const auto& [name, d] : p.devices) {
         const ReportOptions deviceOptions = optionsFor(p, name, options.hotspots);

@@ -4,7 +4,8 @@
 
 namespace memtool::reporters {
 
-nlohmann::json renderJson(const core::Trace& trace, const ReportOptions& options) {
+nlohmann::json renderJson(const core::Trace& trace, const ReportOptions& options,
+                          const LineReportOptions* lines) {
     nlohmann::json full = traceToJson(trace);
     for (size_t i = 0; i < trace.processes.size(); ++i) {
         const auto& p = trace.processes[i];
@@ -19,6 +20,12 @@ nlohmann::json renderJson(const core::Trace& trace, const ReportOptions& options
         out.erase("hotspots");
         out["top_hotspots"] = top;
         out["sort"] = sortKeyName(options.sort);
+        if (lines) {
+            nlohmann::json rows = nlohmann::json::array();
+            for (const core::LineStat* l : selectLineRows(p, *lines))
+                rows.push_back(lineToJson(*l));
+            out["line_table"] = rows;
+        }
     }
     return full;
 }

@@ -1,13 +1,19 @@
 #pragma once
 // `memtool report --format json`: the same selection as the table, as JSON for jq.
+// The trace (schema memtool.trace/1, docs/TRACE.md) with each process's
+// `hotspots` replaced by `top_hotspots` (per device, the rows --top and --sort
+// select) and `sort`; with --lines, also `line_table`: the rows the line table
+// shows (--file, --function and the library-file rule applied).
 
 #include <nlohmann/json.hpp>
 
 #include "core/TraceModel.h"
 #include "reporters/HotspotSelection.h"
+#include "reporters/LineReporter.h"
 
 namespace memtool::reporters {
 
-nlohmann::json renderJson(const core::Trace& trace, const ReportOptions& options);
+nlohmann::json renderJson(const core::Trace& trace, const ReportOptions& options,
+                          const LineReportOptions* lines = nullptr);
 
 }  // namespace memtool::reporters

@@ -6,8 +6,10 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "core/TraceModel.h"
+#include "core/Units.h"
 #include "reporters/SourceFiles.h"
 
 namespace memtool::reporters {
@@ -17,10 +19,20 @@ struct LineReportOptions {
     std::string function;   // only this function (empty: all)
     bool allFiles = false;  // also library files (stdlib, site-packages); implied by `file`.
                             // And read sources anywhere (SourceFiles.h says where not)
+    core::ByteUnits bytes = core::ByteUnits::Iec;  // how sizes are written
     // The code of `file` for a process whose cwd was `traceCwd`. Empty: SourceFiles.
     std::function<SourceText(const std::string& file, const std::string& traceCwd)> readSource;
 };
 
 void renderLines(const core::Trace& trace, const LineReportOptions& options, std::ostream& out);
+
+// The rows the line table shows for one process (--file, --function and the
+// library-file rule applied), by device, file, function and line.
+std::vector<const core::LineStat*> selectLineRows(const core::ProcessTrace& p,
+                                                  const LineReportOptions& options);
+
+// Why no row was selected, as one sentence: no line statistics at all (and why),
+// a filter that matched nothing, or rows left out as library files.
+std::string noLinesReason(const core::Trace& trace, const LineReportOptions& options);
 
 }  // namespace memtool::reporters

@@ -9,7 +9,7 @@ uint64_t metricTotal(const core::PoolTotals& d, Metric m) {
         case Metric::Allocated:
             return d.allocatedBytes;
         case Metric::Leaked:
-            return d.currentBytes;
+            return d.leakedBytes;
     }
     return 0;
 }

@@ -1,7 +1,8 @@
 #pragma once
 // The byte figures a report can count by: what was held at the peak, allocated over
-// the run, or still held at the end. `memtool check --metric` and `memtool report
-// --format collapsed --metric` name them alike (parseMetric, in Check.h).
+// the run, or still held when the program's own code finished (leak_moment).
+// `memtool check --metric` and `memtool report --format collapsed --metric` name
+// them alike (parseMetric, in Check.h).
 
 #include <cstdint>
 #include <string>
@@ -12,7 +13,7 @@ namespace memtool::reporters {
 
 enum class Metric { Peak, Allocated, Leaked };
 
-// A device's (or pool's) figure: peak_bytes, allocated_bytes, or current_bytes for leaked.
+// A device's (or pool's) figure: peak_bytes, allocated_bytes, leaked_bytes.
 uint64_t metricTotal(const core::PoolTotals& d, Metric m);
 // A hotspot's: peak_bytes, allocated_bytes, leaked_bytes. A device's hotspots add
 // up to its metricTotal.

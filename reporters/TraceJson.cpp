@@ -72,16 +72,27 @@ void poolsFromJson(const json& j, std::map<std::string, Figures>& pools, FromJso
 }
 
 json poolTotalsToJson(const core::PoolTotals& d) {
-    return json{{"peak_bytes", d.peakBytes},     {"current_bytes", d.currentBytes},
-                {"paused_bytes", d.pausedBytes}, {"allocated_bytes", d.allocatedBytes},
-                {"freed_bytes", d.freedBytes},   {"alloc_count", d.allocCount},
-                {"free_count", d.freeCount},     {"peak_time_s", d.peakTimeS}};
+    return json{{"peak_bytes", d.peakBytes},
+                {"current_bytes", d.currentBytes},
+                {"leaked_bytes", d.leakedBytes},
+                {"teardown_freed_bytes", d.teardownFreedBytes},
+                {"teardown_free_count", d.teardownFreeCount},
+                {"paused_bytes", d.pausedBytes},
+                {"allocated_bytes", d.allocatedBytes},
+                {"freed_bytes", d.freedBytes},
+                {"alloc_count", d.allocCount},
+                {"free_count", d.freeCount},
+                {"peak_time_s", d.peakTimeS}};
 }
 
 core::PoolTotals poolTotalsFromJson(const json& j) {
     core::PoolTotals d;
     d.peakBytes = unsignedField(j, "peak_bytes");
     d.currentBytes = unsignedField(j, "current_bytes");
+    // Older traces counted leaks at the stream's end.
+    d.leakedBytes = j.contains("leaked_bytes") ? unsignedField(j, "leaked_bytes") : d.currentBytes;
+    d.teardownFreedBytes = optionalUnsigned(j, "teardown_freed_bytes");
+    d.teardownFreeCount = optionalUnsigned(j, "teardown_free_count");
     d.pausedBytes = optionalUnsigned(j, "paused_bytes");
     d.allocatedBytes = unsignedField(j, "allocated_bytes");
     d.freedBytes = unsignedField(j, "freed_bytes");
@@ -146,6 +157,7 @@ json frameToJson(const core::Frame& f) {
               {"user", f.user}};
     if (!f.isPython()) j["module"] = f.module;
     if (f.isUnnamed()) j["offset"] = f.offset;
+    if (f.isPython() && !f.source.empty()) j["source"] = f.source;
     return j;
 }
 
@@ -161,6 +173,7 @@ core::Frame frameFromJson(const json& j) {
     f.user = j.at("user").get<bool>();
     f.module = j.value("module", std::string());
     f.offset = optionalUnsigned(j, "offset");
+    if (f.isPython()) f.source = j.value("source", std::string());
     return f;
 }
 
@@ -242,6 +255,8 @@ core::Hotspot hotspotFromJson(const json& j, core::FrameTable& frames, size_t ta
     return h;
 }
 
+}  // namespace
+
 json lineToJson(const core::LineStat& l) {
     json e = lineFiguresToJson(l);
     e["file"] = l.file;
@@ -251,6 +266,8 @@ json lineToJson(const core::LineStat& l) {
     poolsToJson(e, l.pools, lineFiguresToJson);
     return e;
 }
+
+namespace {
 
 core::LineStat lineFromJson(const json& j) {
     core::LineStat l;
@@ -424,7 +441,10 @@ json processToJson(const core::ProcessTrace& p) {
               {"exit_code", p.exitCode ? json(*p.exitCode) : json(nullptr)},
               {"exit_signal", p.exitSignal ? json(*p.exitSignal) : json(nullptr)},
               {"complete", p.complete},
+              {"tracked", p.tracked},
               {"duration_s", p.durationS},
+              {"leak_moment", p.leakMoment},
+              {"leak_time_s", p.leakTimeS},
               {"max_rss_bytes", p.maxRssBytes},
               {"native_stacks", p.nativeStacks},
               {"python_stacks", p.pythonStacks},
@@ -477,6 +497,11 @@ core::ProcessTrace processFromJson(const json& j) {
             if (value.is_string()) p.rankEnvironment[name] = value.get<std::string>();
     p.incompleteReason = j.value("incomplete_reason", std::string());
     p.durationS = j.at("duration_s").get<double>();
+    p.leakMoment = j.value("leak_moment", std::string(core::kLeakAtEnd));
+    if (p.leakMoment != core::kLeakAtPython && p.leakMoment != core::kLeakAtExit &&
+        p.leakMoment != core::kLeakAtEnd)
+        throw MalformedTrace("unknown leak_moment '" + p.leakMoment + "'");
+    p.leakTimeS = j.value("leak_time_s", 0.0);
     p.maxRssBytes = optionalUnsigned(j, "max_rss_bytes");
     if (j.contains("cpu_s")) p.cpuS = j.at("cpu_s").get<double>();
     p.nativeStacks = j.value("native_stacks", true);
@@ -512,6 +537,10 @@ core::ProcessTrace processFromJson(const json& j) {
         for (const auto& [name, series] : j.at("timeline").items())
             p.timeline[name] = timelineSeriesFromJson(series);
     if (j.contains("warnings")) p.warnings = j["warnings"].get<std::vector<std::string>>();
+    // Older traces say it by what they hold: a collector's stream has at least its
+    // handshake; the untracked program has no stream and no device.
+    p.tracked = j.contains("tracked") ? j.at("tracked").get<bool>()
+                                      : !p.devices.empty() || p.stream.recordsReceived > 0;
     return p;
 }
 

@@ -16,6 +16,8 @@ nlohmann::json traceToJson(const core::Trace& trace);
 core::Trace traceFromJson(const nlohmann::json& j, const std::string& origin);
 // One hotspot as trace.json writes it (its pools included).
 nlohmann::json hotspotToJson(const core::Hotspot& h);
+// One line row as trace.json writes it (its pools included).
+nlohmann::json lineToJson(const core::LineStat& l);
 
 // A trace file may hold at most this many bytes (its JSON tree takes several times
 // as much memory); the environment variable MEMTOOL_MAX_TRACE_BYTES sets another

@@ -151,3 +151,37 @@ TEST(Aggregator, ACudaOutOfMemoryCountsPytorchsBlocksWhenTheBridgeReportsThem) {
     EXPECT_EQ(f.agg.ooms()[0].liveBytes, 1u << 20);
     ASSERT_EQ(f.agg.ooms()[0].consumers.size(), 1u);
 }
+
+TEST(Aggregator, LeaksAreWhatWasLiveWhenTheProgramEnded) {
+    Feed f;
+    f.alloc(0x10, 100, 1);
+    f.alloc(0x20, 50, 2);
+    f.release(0x20);
+    f.alloc(0x30, 30, 2);
+    auto note = [&](const char* key, const char* text) {
+        NoteRecord n;
+        n.key = key;
+        n.text = text;
+        f.agg.onNote(n);
+    };
+    note(kNoteProgramEnd, "bogus");  // not a moment: ignored
+    EXPECT_FALSE(f.agg.programEnd());
+    note(kNoteProgramEnd, kProgramEndPython);
+    note(kNoteProgramEnd, kProgramEndExit);  // later moments do not move it
+    ASSERT_TRUE(f.agg.programEnd());
+    EXPECT_EQ(f.agg.programEnd()->how, kProgramEndPython);
+    EXPECT_EQ(f.agg.programEnd()->timeNs, 4u);
+    // Teardown frees both, and allocates what it never frees.
+    f.release(0x10);
+    f.release(0x30);
+    f.alloc(0x40, 7, 3);
+    const DeviceState& cpu = f.agg.devices().at(kDeviceCpu);
+    EXPECT_EQ(cpu.liveAtProgramEnd, 130u);
+    EXPECT_EQ(cpu.teardownFreedBytes, 130u);
+    EXPECT_EQ(cpu.teardownFreeCount, 2u);
+    EXPECT_EQ(cpu.freeCount, 3u);
+    EXPECT_EQ(cpu.currentBytes, 7u);
+    EXPECT_EQ(f.stack(1).liveAtProgramEnd, 100u);
+    EXPECT_EQ(f.stack(2).liveAtProgramEnd, 30u);
+    EXPECT_EQ(f.stack(3).liveAtProgramEnd, 0u);
+}

@@ -20,6 +20,20 @@ TEST(Units, FormatsIec) {
     EXPECT_EQ(formatBytesDelta(0), "0 B");
 }
 
+TEST(Units, ExactAndSiBytes) {
+    EXPECT_EQ(formatBytes(40000, ByteUnits::Exact), "40,000 B");
+    EXPECT_EQ(formatBytes(999, ByteUnits::Exact), "999 B");
+    EXPECT_EQ(formatBytes(1000, ByteUnits::Exact), "1,000 B");
+    EXPECT_EQ(formatBytes(11534336, ByteUnits::Exact), "11,534,336 B");
+    EXPECT_EQ(formatBytes(UINT64_MAX, ByteUnits::Exact), "18,446,744,073,709,551,615 B");
+    EXPECT_EQ(formatBytes(40000, ByteUnits::Si), "40.00 kB");
+    EXPECT_EQ(formatBytes(999, ByteUnits::Si), "999 B");
+    EXPECT_EQ(formatBytes(2500000000, ByteUnits::Si), "2.50 GB");
+    EXPECT_EQ(formatBytes(40000, ByteUnits::Iec), "39.06 KiB");
+    EXPECT_EQ(parseByteUnits("exact"), ByteUnits::Exact);
+    EXPECT_EQ(parseByteUnits("bytes"), std::nullopt);
+}
+
 TEST(Units, ParsesSizes) {
     EXPECT_EQ(parseSize("123456"), 123456u);
     EXPECT_EQ(parseSize("512MiB"), 512ull << 20);
@@ -27,8 +41,10 @@ TEST(Units, ParsesSizes) {
     EXPECT_EQ(parseSize("1.5GiB"), 3ull << 29);
     EXPECT_EQ(parseSize("10KB"), 10000u);
     EXPECT_EQ(parseSize("7B"), 7u);
-    for (const char* bad :
-         {"", "MiB", "1.5.2GB", "12 MiB", "-5", "5XB", ".5GB", "5.", "99999999999999999999"})
+    EXPECT_EQ(parseSize("7.0"), 7u);
+    EXPECT_EQ(parseSize("1.5KB"), 1500u);
+    for (const char* bad : {"", "MiB", "1.5.2GB", "12 MiB", "-5", "5XB", ".5GB", "5.",
+                            "99999999999999999999", "1.5", "1.5B", "0.001"})
         EXPECT_FALSE(parseSize(bad).has_value()) << bad;
 }
 

@@ -43,6 +43,35 @@ std::string writeTrace(uint64_t cpuPeak, bool complete = true, json hotspots = j
     return path;
 }
 
+// A process of a trace with only a CPU device of this peak (0: none at all).
+json process(int pid, std::vector<std::string> command, uint64_t cpuPeak, bool tracked = true) {
+    json devices = json::object();
+    if (cpuPeak) devices["cpu"] = device(cpuPeak, cpuPeak, 0);
+    return {{"pid", pid},
+            {"command", command},
+            {"cwd", "/src"},
+            {"exit_code", 0},
+            {"complete", true},
+            {"tracked", tracked},
+            {"duration_s", 1.0},
+            {"devices", devices},
+            {"hotspots", json::array()},
+            {"lines", json::array()}};
+}
+
+std::string writeProcesses(const json& processes) {
+    std::string path = tempDir() + "/trace.json";
+    std::ofstream(path) << json{{"schema", "memtool.trace/1"}, {"processes", processes}}.dump();
+    return path;
+}
+
+// `memtool run -- ./wrapper.sh` where the script runs python without exec: the
+// shell is processes[0] and measured nothing; python is a child.
+std::string wrapperTrace(uint64_t pythonPeak) {
+    return writeProcesses({process(100, {"/bin/sh", "./wrapper.sh"}, 0, false),
+                           process(101, {"python3", "train.py"}, pythonPeak)});
+}
+
 Outcome check(const std::vector<std::string>& args) {
     std::vector<std::string> argv{MEMTOOL_BIN, "check"};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -160,7 +189,12 @@ TEST(Check, CudaSelectorsAndJson) {
     std::string t = writeTrace(5000000);
     EXPECT_EQ(check({t, "--max-peak", "cuda=999"}).exitCode, 1);
     EXPECT_EQ(check({t, "--max-peak", "cuda:0=1000"}).exitCode, 0);
-    EXPECT_EQ(check({t, "--max-peak", "cuda:1=1"}).exitCode, 0);  // never allocated: 0 bytes
+    // A device the trace never saw is not a pass at 0 bytes.
+    Outcome unseen = check({t, "--max-peak", "cuda:1=1"});
+    EXPECT_EQ(unseen.exitCode, 1);
+    EXPECT_EQ(unseen.out,
+              "FAIL  cuda:1 peak: the trace never saw cuda:1 (it saw cpu, cuda:0)\n"
+              "memtool check: 1 check, 1 failed\n");
     Outcome j = check({t, "--max-peak", "cpu=4MB", "--max-peak", "cuda=1KB", "--format", "json"});
     EXPECT_EQ(j.exitCode, 1);
     json r = json::parse(j.out);
@@ -169,6 +203,120 @@ TEST(Check, CudaSelectorsAndJson) {
     EXPECT_EQ(r.at("checks")[0].at("excess_bytes"), 1000000);
     EXPECT_EQ(r.at("checks")[1].at("device"), "cuda:0");
     EXPECT_TRUE(r.at("checks")[1].at("passed").get<bool>());
+}
+
+TEST(Check, AFractionOfAByteIsAUsageError) {
+    std::string t = writeTrace(5000000);
+    Outcome o = check({t, "--max-peak", "cpu=1.5"});
+    EXPECT_EQ(o.exitCode, 2);
+    EXPECT_EQ(o.out, "");
+    EXPECT_EQ(o.err,
+              "memtool: bad size '1.5': a size without a unit is whole bytes (write 1.5GiB, 1.5GB, "
+              "1.5MiB, ...)\n");
+    EXPECT_EQ(check({t, "--max-peak", "cpu=5000000.0"}).exitCode, 0);
+}
+
+TEST(Check, CudaOnACpuRunFails) {
+    std::string t = writeProcesses(json::array({process(7, {"python3", "train.py"}, 5000000)}));
+    Outcome o = check({t, "--max-peak", "cpu=5MB", "--max-peak", "cuda=20GiB"});
+    EXPECT_EQ(o.exitCode, 1);
+    EXPECT_EQ(o.out,
+              "PASS  cpu peak 4.77 MiB (5000000 bytes) is within 4.77 MiB (5000000 bytes)\n"
+              "FAIL  cuda peak: the trace never saw a CUDA device (it saw cpu)\n"
+              "memtool check: 2 checks, 1 failed\n");
+}
+
+TEST(Check, AWrapperShellIsNotWhatIsChecked) {
+    // Today's trap: processes[0] is the shell at 0 B, and a limit passed.
+    std::string t = wrapperTrace(5000000);
+    Outcome o = check({t, "--max-peak", "cpu=1MB"});
+    EXPECT_EQ(o.exitCode, 1);
+    EXPECT_EQ(o.out,
+              "FAIL  pid 101 (python3 train.py) cpu peak 4.77 MiB (5000000 bytes) exceeds 976.56 "
+              "KiB (1000000 bytes) by 3.81 MiB (4000000 bytes)\n"
+              "memtool check: 1 check, 1 failed\n");
+    // And a baseline compares the programs, not the shells: +100% fails at 0%.
+    std::string base = wrapperTrace(2500000);
+    Outcome grown = check({t, "--baseline", base, "--max-increase", "0%"});
+    EXPECT_EQ(grown.exitCode, 1);
+    EXPECT_EQ(grown.out,
+              "FAIL  pid 101 (python3 train.py) cpu peak 4.77 MiB (5000000 bytes), baseline 2.38 "
+              "MiB (2500000 bytes): +2.38 MiB (+100.00%) exceeds the allowed 2.38 MiB (2500000 "
+              "bytes) by 2.38 MiB (2500000 bytes)\n"
+              "memtool check: 1 check, 1 failed\n");
+    Outcome json = check({t, "--max-peak", "cpu=1MB", "--format", "json"});
+    EXPECT_EQ(nlohmann::json::parse(json.out).at("checks")[0].at("pid"), 101);
+}
+
+TEST(Check, EveryProcessThatAllocatedIsHeldToTheLimitUnlessNarrowed) {
+    std::string t = writeProcesses({process(10, {"python3", "launch.py"}, 1000),
+                                    process(11, {"python3", "worker.py", "--rank", "0"}, 3000),
+                                    process(12, {"python3", "worker.py", "--rank", "1"}, 2000),
+                                    process(13, {"nvidia-smi"}, 0)});
+    Outcome all = check({t, "--max-peak", "cpu=2500"});
+    EXPECT_EQ(all.exitCode, 1);
+    EXPECT_EQ(all.out,
+              "PASS  pid 10 (python3 launch.py) cpu peak 1000 B (1000 bytes) is within 2.44 KiB "
+              "(2500 bytes)\n"
+              "FAIL  pid 11 (python3 worker.py --rank 0) cpu peak 2.93 KiB (3000 bytes) exceeds "
+              "2.44 KiB (2500 bytes) by 500 B (500 bytes)\n"
+              "PASS  pid 12 (python3 worker.py --rank 1) cpu peak 1.95 KiB (2000 bytes) is within "
+              "2.44 KiB (2500 bytes)\n"
+              "memtool check: 3 checks, 1 failed\n");
+    Outcome one = check({t, "--max-peak", "cpu=2500", "--pid", "12"});
+    EXPECT_EQ(one.exitCode, 0) << one.out;
+    EXPECT_EQ(one.out,
+              "PASS  pid 12 (python3 worker.py --rank 1) cpu peak 1.95 KiB (2000 bytes) is within "
+              "2.44 KiB (2500 bytes)\n"
+              "memtool check: 1 check, 0 failed\n");
+    Outcome workers = check({t, "--max-peak", "cpu=2500", "--command", "worker.py"});
+    EXPECT_EQ(workers.exitCode, 1);
+    EXPECT_EQ(workers.out.find("launch.py"), std::string::npos) << workers.out;
+    EXPECT_NE(workers.out.find("memtool check: 2 checks, 1 failed"), std::string::npos);
+    Outcome typo = check({t, "--max-peak", "cpu=2500", "--pid", "99"});
+    EXPECT_EQ(typo.exitCode, 2);
+    EXPECT_EQ(typo.err, "memtool: the trace has no process with pid 99 (it has: 10, 11, 12, 13)\n");
+    // Named on purpose, a process that allocated nothing measured nothing.
+    Outcome idle = check({t, "--max-peak", "cpu=2500", "--command", "nvidia-smi"});
+    EXPECT_EQ(idle.exitCode, 1);
+    EXPECT_EQ(idle.out,
+              "FAIL  nothing was measured: the processes checked allocated no memory memtool "
+              "tracks\n"
+              "memtool check: 1 check, 1 failed\n");
+}
+
+TEST(Check, ATraceThatMeasuredNothingFailsUnlessAllowed) {
+    // The python first on PATH has no torch: no process loaded a tracked allocator.
+    std::string t = writeProcesses(json::array({process(5, {"python3", "train.py"}, 0, false)}));
+    Outcome o = check({t, "--max-peak", "cpu=1MB"});
+    EXPECT_EQ(o.exitCode, 1);
+    EXPECT_EQ(o.out,
+              "FAIL  nothing was measured: no process loaded an allocator memtool tracks "
+              "(PyTorch's libc10, CUDA); did the program import torch, under the python that "
+              "has it?\n"
+              "memtool check: 1 check, 1 failed\n");
+    EXPECT_EQ(check({t, "--baseline", wrapperTrace(1), "--max-increase", "0%"}).exitCode, 1);
+    Outcome allowed = check({t, "--max-peak", "cpu=1MB", "--allow-empty"});
+    EXPECT_EQ(allowed.exitCode, 0) << allowed.out;
+    EXPECT_NE(allowed.out.find("(allowed by --allow-empty)"), std::string::npos);
+    // Loaded but allocated nothing is nothing measured too.
+    std::string idle = writeProcesses(json::array({process(5, {"python3", "train.py"}, 0, true)}));
+    Outcome none = check({idle, "--max-peak", "cpu=1MB"});
+    EXPECT_EQ(none.exitCode, 1);
+    EXPECT_EQ(none.out,
+              "FAIL  nothing was measured: the process that loaded an allocator memtool tracks "
+              "allocated nothing\n"
+              "memtool check: 1 check, 1 failed\n");
+    // Without limits or a baseline, check asks for completeness and OOM only.
+    Outcome bare = check({t});
+    EXPECT_EQ(bare.exitCode, 0) << bare.out;
+    // A trace from before "tracked" was written: no stream and no device is untracked.
+    std::string old = tempDir() + "/old.json";
+    json p = process(5, {"python3", "train.py"}, 0, false);
+    p.erase("tracked");
+    std::ofstream(old) << json{{"schema", "memtool.trace/1"}, {"processes", {p}}}.dump();
+    EXPECT_NE(check({old, "--max-peak", "cpu=1MB"}).out.find("no process loaded"),
+              std::string::npos);
 }
 
 TEST(Check, JunitIsValidXml) {
@@ -227,4 +375,109 @@ TEST(Diff, DevicesAndGrownSites) {
     Outcome text = run({MEMTOOL_BIN, "diff", base, next});
     EXPECT_NE(text.out.find("+976.56 KiB   +20.00%"), std::string::npos) << text.out;
     EXPECT_NE(text.out.find("augment (train.py:33)  [new]"), std::string::npos) << text.out;
+}
+
+TEST(Check, ARealWrapperScriptIsCheckedByItsPython) {
+    // sh runs python as a child (a second command keeps it from exec'ing).
+    const std::string dir = tempDir();
+    Profiled p = profile({"/bin/sh", "-c", PYTHON_BIN + " " + script("storages.py") + "; true"});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    ASSERT_EQ(p.trace.at("processes").size(), 2u);
+    EXPECT_FALSE(p.process().at("tracked").get<bool>());
+    const std::string trace = dir + "/wrapped.json";
+    std::ofstream(trace) << p.trace.dump();
+    Outcome o = check({trace, "--max-peak", "cpu=1MB"});
+    EXPECT_EQ(o.exitCode, 1);
+    EXPECT_NE(o.out.find(" cpu peak 4.77 MiB (5000000 bytes) exceeds 976.56 KiB (1000000 bytes) by "
+                         "3.81 MiB (4000000 bytes)\n"),
+              std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("memtool check: 1 check, 1 failed\n"), std::string::npos) << o.out;
+}
+
+namespace {
+
+// A trace whose Python sites keep their line's code: (function, line, code, peak).
+std::string traceWithSources(const std::vector<std::tuple<std::string, int, std::string, int>>& s) {
+    json frames = json::array(), hotspots = json::array();
+    uint64_t peak = 0;
+    for (const auto& [function, line, code, bytes] : s) {
+        json frame = {{"kind", "python"}, {"function", function}, {"file", "/src/train.py"},
+                      {"line", line},     {"user", true},         {"source", code}};
+        frames.push_back(frame);
+        const std::string site = function + " (/src/train.py:" + std::to_string(line) + ")";
+        hotspots.push_back({{"device", "cpu"},
+                            {"site", site},
+                            {"stack", {site}},
+                            {"frames", {frames.size() - 1}},
+                            {"site_frame", frames.size() - 1},
+                            {"allocated_bytes", bytes},
+                            {"count", 1},
+                            {"peak_bytes", bytes},
+                            {"leaked_bytes", 0}});
+        peak += static_cast<uint64_t>(bytes);
+    }
+    json proc = process(1, {"python3", "train.py"}, peak);
+    proc["frames"] = frames;
+    proc["hotspots"] = hotspots;
+    return writeProcesses(json::array({proc}));
+}
+
+}  // namespace
+
+TEST(Diff, LinesMovedByAnEditStillMatchByTheirCode) {
+    // A comment inserted above: every line moved down by one; load grew, step went.
+    std::string base = traceWithSources({{"load", 10, "x = torch.empty(n)", 1000},
+                                         {"step", 20, "g = model(x)", 500},
+                                         {"step", 21, "h = g * 2", 300}});
+    std::string next = traceWithSources(
+        {{"load", 11, "x = torch.empty(n)", 1500}, {"step", 21, "g = model(x)", 500}});
+    Outcome o = run({MEMTOOL_BIN, "diff", base, next});
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_NE(
+        o.out.find("Call sites whose contribution to the peak grew most\n"
+                   "Device           Base          New             Δ  Site\n"
+                   "cpu            1000 B     1.46 KiB        +500 B  load (train.py:11)\n\n"),
+        std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("Call sites whose contribution to the peak shrank most, or that are gone\n"
+                         "Device           Base          New             Δ  Site\n"
+                         "cpu             300 B          0 B        -300 B  step (train.py:21)  "
+                         "[gone]\n"),
+              std::string::npos)
+        << o.out;
+    json j = json::parse(run({MEMTOOL_BIN, "diff", base, next, "--format", "json"}).out);
+    ASSERT_EQ(j.at("sites").size(), 1u);
+    EXPECT_FALSE(j.at("sites")[0].at("new").get<bool>());
+    ASSERT_EQ(j.at("shrunk_sites").size(), 1u);
+    EXPECT_TRUE(j.at("shrunk_sites")[0].at("gone").get<bool>());
+    EXPECT_EQ(j.at("shrunk_sites")[0].at("peak_delta_bytes"), -300);
+}
+
+TEST(Diff, ARealRunKeepsItsLinesCode) {
+    // The same program twice, the second time with a comment at its top.
+    const std::string dir = tempDir();
+    const std::string program =
+        "import torch\n"
+        "a = torch.empty(3_000_000, dtype=torch.uint8)\n"
+        "b = torch.empty(1_000_000, dtype=torch.uint8)\n";
+    std::ofstream(dir + "/prog.py") << program;
+    Profiled first = profile({PYTHON_BIN, "prog.py"}, {}, dir);
+    ASSERT_EQ(first.outcome.exitCode, 0) << first.outcome.err;
+    std::ofstream(dir + "/prog.py") << "# a comment moves every line\n" + program;
+    Profiled second = profile({PYTHON_BIN, "prog.py"}, {}, dir);
+    ASSERT_EQ(second.outcome.exitCode, 0) << second.outcome.err;
+    const json frames = second.process().at("frames");
+    bool kept = false;
+    for (const auto& f : frames)
+        kept |= f.value("source", "") == "a = torch.empty(3_000_000, dtype=torch.uint8)";
+    EXPECT_TRUE(kept) << frames.dump(1);
+    std::ofstream(dir + "/first.json") << first.trace.dump();
+    std::ofstream(dir + "/second.json") << second.trace.dump();
+    Outcome o = run({MEMTOOL_BIN, "diff", dir + "/first.json", dir + "/second.json"});
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_NE(o.out.find("No call site's contribution to the peak grew.\n"), std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("No call site's contribution to the peak shrank.\n"), std::string::npos)
+        << o.out;
 }

@@ -103,16 +103,20 @@ TEST(RunCudaHooks, BridgeFiguresBecomeActiveAndReserved) {
     std::ofstream(trace) << r.trace.dump();
     Outcome text = run({MEMTOOL_BIN, "report", trace});
     ASSERT_EQ(text.exitCode, 0) << text.err;
-    EXPECT_NE(text.out.find("cuda:0 (runtime-hooks)       4.77 MiB     4.77 MiB     7.63 MiB"),
-              std::string::npos)
+    // A device row: its name and peak, then (after when the peak was) the rest.
+    auto row = [&](const std::string& peak, const std::string& rest) {
+        const size_t at = text.out.find("\n" + peak + " ");
+        if (at == std::string::npos) return false;
+        const std::string line = text.out.substr(at + 1, text.out.find('\n', at + 1) - at - 1);
+        return line.find(" s " + rest) != std::string::npos;
+    };
+    EXPECT_TRUE(row("cuda:0 (runtime-hooks)       4.77 MiB", "    4.77 MiB     7.63 MiB"))
         << text.out;
-    EXPECT_NE(text.out.find("  active                    14.00 MiB    10.00 MiB    14.00 MiB     "
-                            "4.00 MiB          3"),
-              std::string::npos)
+    EXPECT_TRUE(row("  active                    14.00 MiB",
+                    "   10.00 MiB    14.00 MiB     4.00 MiB          3"))
         << text.out;
-    EXPECT_NE(text.out.find("  reserved                  26.00 MiB    22.00 MiB    26.00 MiB     "
-                            "4.00 MiB          4"),
-              std::string::npos)
+    EXPECT_TRUE(row("  reserved                  26.00 MiB",
+                    "   22.00 MiB    26.00 MiB     4.00 MiB          4"))
         << text.out;
     EXPECT_NE(text.out.find("Active peak Reserv. peak"), std::string::npos) << text.out;
     // Ranked by the active peak, the site whose tensors held the most comes first.

@@ -43,6 +43,7 @@ core::Trace trace() {
     p.devices["cpu"].peakBytes = 700;
     p.devices["cpu"].allocatedBytes = 1750;
     p.devices["cpu"].currentBytes = 50;
+    p.devices["cpu"].leakedBytes = 50;
     p.devices["cuda:0"].peakBytes = 64;
     core::Trace t;
     t.processes.push_back(p);

@@ -52,7 +52,9 @@ TEST(TableReporter, SiteLinesComeFromFrames) {
               "  1     2.00 KiB     2.00 KiB        1          0 B  step (t.py:3)\n"
               "                                                   via c10::alloc_cpu (libc10.so)\n"
               "                                                   from <module> (t.py:9)\n"
-              "  2     1.00 KiB     1.00 KiB        1          0 B  (no stack)\n");
+              "  2     1.00 KiB     1.00 KiB        1          0 B  (no stack)\n"
+              "Peak: what each site held at cpu's peak (they add up to it) · Leaked: still held at "
+              "the end of the run\n");
 }
 
 namespace {

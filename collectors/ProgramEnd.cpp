@@ -1,0 +1,65 @@
+#include "collectors/ProgramEnd.h"
+
+#include <cstdlib>
+
+#include "collectors/CPythonApi.h"
+#include "collectors/Collector.h"
+#include "collectors/Engine.h"
+
+namespace memtool::collectors::programEnd {
+
+namespace {
+
+CPythonApi api;
+bool resolved = false;
+bool installed = false;
+MainFunction gRealMain = nullptr;
+
+// The first moment wins: Python's note comes before main returns in python3.
+void mark(const char* how) { engine().note(core::kNoteProgramEnd, how); }
+
+PyObjectPtr atexitHook(PyObjectPtr, PyObjectPtr) {
+    mark(core::kProgramEndPython);
+    return api.BuildValue("");
+}
+
+PyMethodDefLayout atexitDef{"_memtool_program_end", atexitHook, kMethVarargs, nullptr};
+
+void exitCalled() { mark(core::kProgramEndExit); }
+
+int mainThenMark(int argc, char** argv, char** envp) {
+    // exit() inside main runs the atexit handlers registered after this one first
+    // (the program's own), then this, then the destructors of static objects.
+    atexit(exitCalled);
+    const int status = gRealMain(argc, argv, envp);
+    mark(core::kProgramEndExit);
+    return status;
+}
+
+}  // namespace
+
+void tryInstallPython(Engine& e) {
+    if (installed || !e.active()) return;
+    if (!resolved) {
+        if (!api.resolve()) return;  // no interpreter (yet)
+        resolved = true;
+    }
+    if (!api.IsInitialized() || !api.GILStateCheck()) return;
+    installed = true;
+    PyObjectPtr atexit = api.ImportModule("atexit");
+    PyObjectPtr hook = api.CFunctionNewEx(&atexitDef, nullptr, nullptr);
+    PyObjectPtr method = api.UnicodeFromString("register");
+    PyObjectPtr result = nullptr;
+    if (atexit && hook && method)
+        result = api.ObjectCallMethodObjArgs(atexit, method, hook, nullptr);
+    if (!result) api.ErrClear();
+    for (PyObjectPtr o : {result, method, hook, atexit})
+        if (o) api.DecRef(o);
+}
+
+MainFunction wrapMain(MainFunction realMain) {
+    gRealMain = realMain;
+    return mainThenMark;
+}
+
+}  // namespace memtool::collectors::programEnd

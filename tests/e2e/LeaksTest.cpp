@@ -1,0 +1,124 @@
+// When leaks are counted: live when the program's own code finished (Python:
+// interpreter finalization began; C and C++: main returned or exit was called),
+// not what the interpreter's teardown left. And a Ctrl-C'd program's trace is whole.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+
+#include "tests/e2e/E2eSupport.h"
+
+using namespace memtool::e2e;
+using nlohmann::json;
+
+namespace {
+
+std::string writeJson(const json& j) {
+    std::string path = tempDir() + "/trace.json";
+    std::ofstream(path) << j.dump();
+    return path;
+}
+
+}  // namespace
+
+TEST(Leaks, AGlobalListHoldingTensorsUntilExitLeaks) {
+    Profiled p = profile({PYTHON_BIN, script("leak_globals.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.outcome.out, "kept 1500000\n");
+    const json& proc = p.process();
+    EXPECT_EQ(proc.at("leak_moment"), "python");
+    const json& cpu = proc.at("devices").at("cpu");
+    EXPECT_EQ(cpu.at("leaked_bytes"), 1500000);
+    // The interpreter's teardown freed both, apart from the program's own frees.
+    EXPECT_EQ(cpu.at("teardown_freed_bytes"), 1500000);
+    EXPECT_EQ(cpu.at("teardown_free_count"), 2);
+    EXPECT_EQ(cpu.at("current_bytes"), 0);
+    EXPECT_EQ(cpu.at("free_count"), 3);
+    EXPECT_EQ(hotspotWithSite(proc, "leak_globals.py:6").at("leaked_bytes"), 1000000);
+    EXPECT_EQ(hotspotWithSite(proc, "leak_globals.py:11").at("leaked_bytes"), 500000);
+    EXPECT_EQ(hotspotWithSite(proc, "leak_globals.py:10").at("leaked_bytes"), 0);
+
+    const std::string trace = writeJson(p.trace);
+    Outcome report = run({MEMTOOL_BIN, "report", trace});
+    EXPECT_NE(report.out.find("\nLeaks:    live when the interpreter began to finalize, at "),
+              std::string::npos)
+        << report.out;
+    EXPECT_NE(report.out.find("; teardown then freed cpu 1.43 MiB in 2 frees\n"), std::string::npos)
+        << report.out;
+    EXPECT_NE(report.out.find("\ncpu                          3.34 MiB "), std::string::npos)
+        << report.out;
+    EXPECT_NE(report.out.find(" s     1.43 MiB     3.34 MiB     3.34 MiB          3          3\n"),
+              std::string::npos)
+        << report.out;
+    Outcome check =
+        run({MEMTOOL_BIN, "check", trace, "--metric", "leaked", "--max-peak", "cpu=1MB"});
+    EXPECT_EQ(check.exitCode, 1) << check.out;
+    EXPECT_EQ(check.out,
+              "FAIL  cpu leaked 1.43 MiB (1500000 bytes) exceeds 976.56 KiB (1000000 bytes) by "
+              "488.28 KiB (500000 bytes)\n"
+              "memtool check: 1 check, 1 failed\n");
+}
+
+TEST(Leaks, AProgramThatDiesOfCtrlCLeavesAWholeTrace) {
+    const std::string trace = tempDir() + "/trace.json";
+    Outcome o =
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("interrupted.py")}, "",
+            {}, [](pid_t, const std::string& line) {
+                // Ctrl-C reaches the program itself from the terminal.
+                kill(std::stoi(line.substr(line.find(' ') + 1)), SIGINT);
+            });
+    EXPECT_EQ(o.signal, SIGINT) << o.err;  // memtool dies of it too, after the trace
+    EXPECT_NE(o.err.find("KeyboardInterrupt"), std::string::npos) << o.err;
+    const json proc = readJson(trace).at("processes").at(0);
+    EXPECT_TRUE(proc.at("complete").get<bool>()) << proc.value("incomplete_reason", "");
+    EXPECT_TRUE(proc.at("stream").at("verified").get<bool>());
+    EXPECT_EQ(proc.at("exit_signal"), SIGINT);
+    EXPECT_TRUE(proc.at("exit_code").is_null());
+    EXPECT_EQ(proc.at("leak_moment"), "python");
+    EXPECT_EQ(proc.at("devices").at("cpu").at("leaked_bytes"), 1000);
+    EXPECT_EQ(proc.at("devices").at("cpu").at("free_count"), 1);
+    Outcome check = run({MEMTOOL_BIN, "check", trace});
+    EXPECT_EQ(check.exitCode, 0) << check.out;
+}
+
+TEST(Leaks, CountedWhenMainReturnsOrExitIsCalled) {
+    if (std::string(LEAK_AT_EXIT_BIN).empty()) GTEST_SKIP() << "built without LibTorch";
+    // A static object's block is freed by its destructor after main: teardown.
+    Profiled returned = profile({LEAK_AT_EXIT_BIN});
+    ASSERT_EQ(returned.outcome.exitCode, 0) << returned.outcome.err;
+    const json& r = returned.process();
+    EXPECT_EQ(r.at("leak_moment"), "exit");
+    EXPECT_EQ(r.at("devices").at("cpu").at("leaked_bytes"), 250000);
+    EXPECT_EQ(r.at("devices").at("cpu").at("teardown_freed_bytes"), 200000);
+    EXPECT_EQ(r.at("devices").at("cpu").at("current_bytes"), 50000);
+    // exit() inside main: the local block is still held then.
+    Profiled exited = profile({LEAK_AT_EXIT_BIN, "exit"});
+    ASSERT_EQ(exited.outcome.exitCode, 0) << exited.outcome.err;
+    const json& e = exited.process();
+    EXPECT_EQ(e.at("leak_moment"), "exit");
+    EXPECT_EQ(e.at("devices").at("cpu").at("leaked_bytes"), 1250000);
+    EXPECT_EQ(e.at("devices").at("cpu").at("teardown_freed_bytes"), 200000);
+    EXPECT_EQ(e.at("devices").at("cpu").at("current_bytes"), 1050000);
+}
+
+TEST(Leaks, WithoutAMomentTheStreamsEndCounts) {
+    // os._exit skips finalization: no moment, the end of the stream counts.
+    Profiled p = profile({PYTHON_BIN, "-c",
+                          "import os, torch\n"
+                          "a = torch.empty(4096, dtype=torch.uint8)\n"
+                          "os._exit(0)\n"});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.process().at("leak_moment"), "end");
+    EXPECT_EQ(p.process().at("devices").at("cpu").at("leaked_bytes"), 4096);
+    // A trace from before leak_moment: its current bytes are its leaks.
+    json old = p.trace;
+    json& cpu = old["processes"][0]["devices"]["cpu"];
+    cpu.erase("leaked_bytes");
+    cpu["current_bytes"] = 123;
+    old["processes"][0].erase("leak_moment");
+    Outcome check =
+        run({MEMTOOL_BIN, "check", writeJson(old), "--metric", "leaked", "--max-peak", "cpu=122"});
+    EXPECT_EQ(check.exitCode, 1);
+    EXPECT_NE(check.out.find("cpu leaked 123 B (123 bytes) exceeds"), std::string::npos)
+        << check.out;
+}

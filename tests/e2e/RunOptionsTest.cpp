@@ -1,0 +1,88 @@
+// memtool run's own options: where the trace goes is checked before the program
+// starts, options after the command are the command's, and a run that measured
+// nothing says so.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "tests/e2e/E2eSupport.h"
+
+using namespace memtool::e2e;
+
+namespace {
+
+bool exists(const std::string& path) {
+    struct stat st {};
+    return stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+TEST(RunOptions, AnUnwritableOutputIsRefusedBeforeTheProgramRuns) {
+    const std::string dir = tempDir();
+    const std::string marker = dir + "/ran";
+    const std::vector<std::string> program{"/bin/sh", "-c", "touch " + marker};
+    auto runWithOutput = [&](const std::string& output) {
+        std::vector<std::string> argv{MEMTOOL_BIN, "run", "-o", output, "--"};
+        argv.insert(argv.end(), program.begin(), program.end());
+        return run(argv);
+    };
+    Outcome noDir = runWithOutput(dir + "/no/such/dir/t.json");
+    EXPECT_EQ(noDir.exitCode, 125);
+    EXPECT_EQ(noDir.err,
+              "memtool: cannot write " + dir + "/no/such/dir/t.json: No such file or directory\n");
+    EXPECT_FALSE(exists(marker));
+    Outcome aDir = runWithOutput(dir);
+    EXPECT_EQ(aDir.exitCode, 125);
+    EXPECT_EQ(aDir.err,
+              "memtool: cannot write " + dir + ": it is a directory, not a regular file\n");
+    EXPECT_FALSE(exists(marker));
+}
+
+TEST(RunOptions, DashWritesTheTraceToStdout) {
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", "-", "--", PYTHON_BIN, script("storages.py")});
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    const std::string programOutput = "views 10 (1000, 3000)\n";
+    ASSERT_EQ(o.out.substr(0, programOutput.size()), programOutput);
+    nlohmann::json trace = nlohmann::json::parse(o.out.substr(programOutput.size()));
+    EXPECT_EQ(trace.at("processes").at(0).at("devices").at("cpu").at("peak_bytes"), 5000000);
+    EXPECT_FALSE(exists("-"));
+}
+
+TEST(RunOptions, OptionsAfterTheCommandAreTheCommands) {
+    const std::string dir = tempDir();
+    const std::string trace = dir + "/trace.json";
+    // Without "--": the program's -o, --epochs and -q are its own.
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, PYTHON_BIN, script("args.py"), "-o",
+                     "foo", "--epochs", "1", "-q"},
+                    "", {}, nullptr, dir);
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out, "-o foo --epochs 1 -q\n");
+    EXPECT_TRUE(exists(trace));
+    EXPECT_FALSE(exists(dir + "/foo"));
+    // With "--", and a "--" of the program's own after it.
+    Outcome dashes = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN,
+                          script("args.py"), "--", "-o", "x"});
+    EXPECT_EQ(dashes.out, "-- -o x\n") << dashes.err;
+    Outcome inner =
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, PYTHON_BIN, script("args.py"), "--", "y"});
+    EXPECT_EQ(inner.out, "-- y\n") << inner.err;
+    // An option memtool does not know, before the command, is not the command.
+    Outcome unknown = run({MEMTOOL_BIN, "run", "--bogus", PYTHON_BIN, script("args.py")});
+    EXPECT_EQ(unknown.exitCode, 2);
+    EXPECT_EQ(unknown.out, "");
+    EXPECT_EQ(unknown.err,
+              "memtool: run: unknown option --bogus (memtool's options go before the command; "
+              "see memtool run --help)\n");
+}
+
+TEST(RunOptions, AProgramThatLoadedNoTrackedAllocatorSaysSo) {
+    const std::string trace = tempDir() + "/trace.json";
+    Outcome o = run({MEMTOOL_BIN, "run", "-o", trace, "--", "/bin/true"});
+    ASSERT_EQ(o.exitCode, 0);
+    EXPECT_EQ(o.err,
+              "memtool: wrote " + trace +
+                  " (1 process)\n"
+                  "memtool: nothing was measured: the program loaded no allocator memtool tracks "
+                  "(PyTorch's libc10, CUDA); does it import torch, under a python that has it?\n");
+    EXPECT_FALSE(readJson(trace).at("processes").at(0).at("tracked").get<bool>());
+}
