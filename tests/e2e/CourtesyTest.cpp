@@ -207,10 +207,13 @@ TEST(Courtesy, ACppProgramIsYieldedOnlyAtTheSafePointsItMarks) {
         Outcome o = run({MEMTOOL_BIN, "run", "-q", "--pausable", "all", "-o", tempDir() + "/t.json",
                          "--", COURTESY_USER_BIN, mode},
                         "", controlEnv(), [&](pid_t, const std::string& first) {
-                            const std::string pid = first.substr(6);
-                            rssBefore = rssOf(std::stoi(pid));
+                            std::istringstream words(first.substr(6));
+                            std::string pid;
+                            uint64_t address = 0;
+                            words >> pid >> std::hex >> address;
+                            rssBefore = mappingRssOf(std::stoi(pid), address);
                             y = ctl({pid, "yield"}, controlEnv());
-                            rssYielded = rssOf(std::stoi(pid));
+                            rssYielded = mappingRssOf(std::stoi(pid), address);
                             r = ctl({pid, "restore"}, controlEnv());
                             kill(std::stoi(pid), SIGUSR1);
                         });

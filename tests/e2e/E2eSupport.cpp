@@ -107,10 +107,31 @@ Profiled profile(const std::vector<std::string>& argv, const std::vector<std::st
 
 std::string script(const std::string& name) { return SCRIPTS_DIR + "/" + name; }
 
-uint64_t rssOf(pid_t pid) {
+namespace {
+uint64_t statusKiB(pid_t pid, const std::string& field) {
     std::ifstream status("/proc/" + std::to_string(pid) + "/status");
     for (std::string line; std::getline(status, line);)
-        if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+        if (line.rfind(field, 0) == 0) return std::stoull(line.substr(field.size())) * 1024;
+    return 0;
+}
+}  // namespace
+
+uint64_t rssOf(pid_t pid) { return statusKiB(pid, "VmRSS:"); }
+
+uint64_t mappingRssOf(pid_t pid, uint64_t address) {
+    std::ifstream smaps("/proc/" + std::to_string(pid) + "/smaps");
+    bool inside = false;
+    for (std::string line; std::getline(smaps, line);) {
+        const size_t dash = line.find('-');
+        if (dash != std::string::npos && dash > 0 &&
+            line.find_first_not_of("0123456789abcdef") == dash) {  // a mapping's header
+            const uint64_t start = std::stoull(line.substr(0, dash), nullptr, 16);
+            const uint64_t end = std::stoull(line.substr(dash + 1), nullptr, 16);
+            inside = start <= address && address < end;
+        } else if (inside && line.rfind("Rss:", 0) == 0) {
+            return std::stoull(line.substr(4)) * 1024;
+        }
+    }
     return 0;
 }
 

@@ -83,6 +83,10 @@ std::string script(const std::string& name);  // path of tests/e2e/scripts/<name
 // Pausable memory and courtesy tests: the resident set of `pid` from /proc, and
 // `memtool ctl WORDS` with `env` entries NAME=VALUE.
 uint64_t rssOf(pid_t pid);
+// The resident bytes of the one mapping of `pid` that holds `address`: what a
+// yield releases of a storage, apart from pages elsewhere that the yield's own
+// code touches as it runs.
+uint64_t mappingRssOf(pid_t pid, uint64_t address);
 Outcome ctl(const std::vector<std::string>& words, const std::vector<std::string>& env = {});
 // A control directory private to this test binary (inside a fresh tempDir() that
 // others may look up, not list), and the environment that points memtool at it.

@@ -6,7 +6,8 @@
 //   courtesy_user plain   waits in sigwait: it offers no safe point (yield is refused)
 //   courtesy_user marks   calls memtool_safe_point() between short waits (yield parks it there)
 //
-// Prints "ready PID" when it waits, then "intact 1" (or 0) and exits 0.
+// Prints "ready PID ADDRESS" (the storage's, in hex) when it waits, then
+// "intact 1" (or 0) and exits 0.
 #include <c10/core/impl/alloc_cpu.h>
 #include <dlfcn.h>
 #include <signal.h>
@@ -29,7 +30,8 @@ int main(int argc, char** argv) {
     sigprocmask(SIG_BLOCK, &usr1, nullptr);
     // The collector's C API, found in the running process (collectors/CollectorApi.h).
     auto safePoint = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "memtool_safe_point"));
-    std::printf("ready %d\n", static_cast<int>(getpid()));
+    std::printf("ready %d %jx\n", static_cast<int>(getpid()),
+                static_cast<uintmax_t>(reinterpret_cast<uintptr_t>(data)));
     std::fflush(stdout);
     if (marks && safePoint) {
         const timespec step{0, 10 * 1000 * 1000};
