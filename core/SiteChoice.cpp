@@ -37,11 +37,17 @@ bool isPassThroughFrame(const Frame& f) {
     if (!f.isPython()) return false;
     // Names of the wrappers torch and functools-style decorators put between a
     // call and what it does (torch 1.13 to 2.5: nn.Module's call, the optimizer's
-    // profiling hook and no-grad decorator, torch.utils._contextlib).
+    // profiling hook and no-grad decorator, torch.utils._contextlib), and any
+    // library function named as a wrapper is (torchvision's
+    // handle_legacy_interface.<locals>.outer_wrapper.<locals>.inner_wrapper).
     static const char* const kWrappers[] = {
         "_call_impl", "_wrapped_call_impl", "wrapper",   "_wrapper",         "wrapped", "inner",
         "_fn",        "decorate_context",   "_use_grad", "profile_hook_step"};
     const std::string last = lastPart(f.function);
+    static const std::string kSuffix = "_wrapper";
+    if (last.size() > kSuffix.size() &&
+        last.compare(last.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0)
+        return true;
     return std::find(std::begin(kWrappers), std::end(kWrappers), last) != std::end(kWrappers);
 }
 

@@ -41,6 +41,9 @@ std::vector<Frame> adamStack() {
 TEST(SiteChoice, WrappersPassCallsOn) {
     EXPECT_TRUE(isPassThroughFrame(py("Module._call_impl")));
     EXPECT_TRUE(isPassThroughFrame(py("kwonly_to_pos_or_kw.<locals>.wrapper")));
+    EXPECT_TRUE(isPassThroughFrame(
+        py("handle_legacy_interface.<locals>.outer_wrapper.<locals>.inner_wrapper")));
+    EXPECT_FALSE(isPassThroughFrame(py("unwrapper_of_things")));
     EXPECT_TRUE(isPassThroughFrame(native("", "/usr/lib/libtorch_python.so")));
     EXPECT_FALSE(isPassThroughFrame(py("Adam.step")));
     EXPECT_FALSE(isPassThroughFrame(py("wrapper", true)));  // the user's own code always shows
