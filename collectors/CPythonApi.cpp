@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <initializer_list>
+
 namespace memtool::collectors {
 
 namespace {
@@ -48,6 +50,19 @@ bool CPythonApi::resolveCalls() {
            find(UnicodeAsUTF8AndSize, "PyUnicode_AsUTF8AndSize") && find(DecRef, "Py_DecRef") &&
            find(ErrClear, "PyErr_Clear") && find(ErrFetch, "PyErr_Fetch") &&
            find(ObjectStr, "PyObject_Str");
+}
+
+bool CPythonApi::callWithFunction(const char* module, const char* method, PyMethodDefLayout* def) {
+    PyObjectPtr target = ImportModule(module);
+    PyObjectPtr function = CFunctionNewEx(def, nullptr, nullptr);
+    PyObjectPtr name = UnicodeFromString(method);
+    PyObjectPtr result = nullptr;
+    if (target && function && name)
+        result = ObjectCallMethodObjArgs(target, name, function, nullptr);
+    if (!result) ErrClear();
+    for (PyObjectPtr o : {result, name, function, target})
+        if (o) DecRef(o);
+    return result != nullptr;
 }
 
 bool CPythonApi::resolvePendingCalls() {

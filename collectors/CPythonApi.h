@@ -80,6 +80,11 @@ struct CPythonApi {
     // Resolves what calling a Python function from C needs (the GIL held):
     // import, call, strings, errors.
     bool resolveCalls();
+
+    // module.method(f) with f a C function built from `def` (atexit.register,
+    // threading.setprofile), the GIL held, after resolve(). False when any step
+    // failed; the Python error is cleared either way.
+    bool callWithFunction(const char* module, const char* method, PyMethodDefLayout* def);
 };
 
 }  // namespace memtool::collectors

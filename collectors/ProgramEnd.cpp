@@ -46,15 +46,7 @@ void tryInstallPython(Engine& e) {
     }
     if (!api.IsInitialized() || !api.GILStateCheck()) return;
     installed = true;
-    PyObjectPtr atexit = api.ImportModule("atexit");
-    PyObjectPtr hook = api.CFunctionNewEx(&atexitDef, nullptr, nullptr);
-    PyObjectPtr method = api.UnicodeFromString("register");
-    PyObjectPtr result = nullptr;
-    if (atexit && hook && method)
-        result = api.ObjectCallMethodObjArgs(atexit, method, hook, nullptr);
-    if (!result) api.ErrClear();
-    for (PyObjectPtr o : {result, method, hook, atexit})
-        if (o) api.DecRef(o);
+    api.callWithFunction("atexit", "register", &atexitDef);
 }
 
 MainFunction wrapMain(MainFunction realMain) {

@@ -180,16 +180,7 @@ void installProfileFunction() {
     api.EvalSetProfile(profile, nullptr);
     seedCurrentThread();
     setPythonStackReader(readShadowStack);
-
-    PyObjectPtr threading = api.ImportModule("threading");
-    PyObjectPtr hook = api.CFunctionNewEx(&bootstrapDef, nullptr, nullptr);
-    PyObjectPtr method = api.UnicodeFromString("setprofile");
-    PyObjectPtr result = nullptr;
-    if (threading && hook && method)
-        result = api.ObjectCallMethodObjArgs(threading, method, hook, nullptr);
-    if (!result) api.ErrClear();
-    for (PyObjectPtr o : {result, method, hook, threading})
-        if (o) api.DecRef(o);
+    api.callWithFunction("threading", "setprofile", &bootstrapDef);
 }
 
 // ---- the self-check ------------------------------------------------------------------

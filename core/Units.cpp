@@ -52,6 +52,12 @@ std::string scaled(uint64_t bytes, double base, const char* const (&units)[5]) {
 
 }  // namespace
 
+std::string groupDigits(uint64_t n) {
+    std::string digits = std::to_string(n);
+    for (size_t at = digits.size(); at > 3; at -= 3) digits.insert(at - 3, ",");
+    return digits;
+}
+
 std::string formatBytes(uint64_t bytes) {
     static const char* const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
     return scaled(bytes, 1024.0, units);
@@ -66,11 +72,7 @@ std::optional<ByteUnits> parseByteUnits(std::string_view text) {
 
 std::string formatBytes(uint64_t bytes, ByteUnits units) {
     if (units == ByteUnits::Iec) return formatBytes(bytes);
-    if (units == ByteUnits::Exact) {
-        std::string digits = std::to_string(bytes);
-        for (size_t at = digits.size(); at > 3; at -= 3) digits.insert(at - 3, ",");
-        return digits + " B";
-    }
+    if (units == ByteUnits::Exact) return groupDigits(bytes) + " B";
     static const char* const si[] = {"kB", "MB", "GB", "TB", "PB"};
     return scaled(bytes, 1000.0, si);
 }

@@ -10,6 +10,9 @@
 
 namespace memtool::core {
 
+// 4194304 -> "4,194,304": a count with thousands separators.
+std::string groupDigits(uint64_t n);
+
 // 1536 -> "1.50 KiB"; below 1 KiB plain bytes: "512 B".
 std::string formatBytes(uint64_t bytes);
 

@@ -2,21 +2,13 @@
 
 #include <fmt/format.h>
 
+#include "core/Units.h"
+
 namespace memtool::reporters {
 
 namespace {
 
 using nlohmann::json;
-
-// 4194304 -> "4,194,304": exact bytes, as users compare them with documentation.
-std::string grouped(uint64_t n) {
-    std::string digits = std::to_string(n), out;
-    for (size_t i = 0; i < digits.size(); ++i) {
-        if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-        out += digits[i];
-    }
-    return out;
-}
 
 uint64_t u64(const json& j, const char* key) {
     return j.contains(key) && j[key].is_number_unsigned() ? j[key].get<uint64_t>() : 0;
@@ -48,24 +40,27 @@ void renderDevice(const json& d, bool fromModel, std::string& out) {
         std::string name = str(t, "name");
         if (t.contains("owner") && t["owner"].is_string())
             name += "(->" + t["owner"].get<std::string>() + ")";
-        out += fmt::format("{:<52} {:>20} {:>15}\n", name,
-                           shapeText(t.value("shape", json::array())), grouped(u64(t, "bytes")));
+        out +=
+            fmt::format("{:<52} {:>20} {:>15}\n", name, shapeText(t.value("shape", json::array())),
+                        core::groupDigits(u64(t, "bytes")));
     }
     out += std::string(89, '-') + "\n";
     out += fmt::format("Total Tensors: {}   Used Memory: {} B ({}, {} tensor{})\n",
-                       grouped(u64(d, "visible_elements")), grouped(u64(d, "visible_bytes")), seen,
-                       u64(d, "visible_tensors"), plural(u64(d, "visible_tensors")));
+                       core::groupDigits(u64(d, "visible_elements")),
+                       core::groupDigits(u64(d, "visible_bytes")), seen, u64(d, "visible_tensors"),
+                       plural(u64(d, "visible_tensors")));
     if (d.contains("note")) {
-        out += fmt::format("Live on {}: {} B. {}\n\n", device, grouped(u64(d, "live_bytes")),
-                           str(d, "note"));
+        out += fmt::format("Live on {}: {} B. {}\n\n", device,
+                           core::groupDigits(u64(d, "live_bytes")), str(d, "note"));
         return;
     }
     const uint64_t invisible = u64(d, "invisible_bytes"), storages = u64(d, "invisible_storages");
-    out += fmt::format("{}: {} B in {} storage{}\n", unseen, grouped(invisible), grouped(storages),
-                       plural(storages));
+    out += fmt::format("{}: {} B in {} storage{}\n", unseen, core::groupDigits(invisible),
+                       core::groupDigits(storages), plural(storages));
     for (const json& g : d.value("invisible", json::array())) {
-        out += fmt::format("  {:>15} B  {:>6} storage{:<1}  {}\n", grouped(u64(g, "bytes")),
-                           grouped(u64(g, "storages")), plural(u64(g, "storages")), str(g, "site"));
+        out += fmt::format(
+            "  {:>15} B  {:>6} storage{:<1}  {}\n", core::groupDigits(u64(g, "bytes")),
+            core::groupDigits(u64(g, "storages")), plural(u64(g, "storages")), str(g, "site"));
         if (g.contains("stack") && g["stack"].is_array())
             for (const json& f : g["stack"])
                 if (f.is_string()) out += fmt::format("  {:>34}{}\n", "", f.get<std::string>());
@@ -73,14 +68,16 @@ void renderDevice(const json& d, bool fromModel, std::string& out) {
     const uint64_t outside = u64(d, "outside_allocator_bytes");
     if (outside > 0) {
         out += fmt::format("Visible but not from torch's allocator (not in the live bytes): {} B\n",
-                           grouped(outside));
+                           core::groupDigits(outside));
         for (const json& t : d.value("outside_allocator", json::array()))
-            out += fmt::format("  {:>15} B  {}\n", grouped(u64(t, "bytes")), str(t, "name"));
+            out +=
+                fmt::format("  {:>15} B  {}\n", core::groupDigits(u64(t, "bytes")), str(t, "name"));
     }
     out += fmt::format(
-        "Live on {}: {} {} + {} {} = {} B{}\n\n", device, grouped(u64(d, "matched_bytes")),
-        fromModel ? "the model's" : "found from Python", grouped(invisible),
-        fromModel ? "other" : "not visible", grouped(u64(d, "live_bytes")),
+        "Live on {}: {} {} + {} {} = {} B{}\n\n", device,
+        core::groupDigits(u64(d, "matched_bytes")), fromModel ? "the model's" : "found from Python",
+        core::groupDigits(invisible), fromModel ? "other" : "not visible",
+        core::groupDigits(u64(d, "live_bytes")),
         d.value("exact", false) ? " (exact)"
                                 : " (a visible storage's size differs from its block's)");
 }
