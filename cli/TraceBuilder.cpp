@@ -20,9 +20,9 @@ namespace {
 using core::Frame;
 using Stack = std::vector<Frame>;  // innermost first
 
-bool isEvalFrame(const Frame& f) {
-    return !f.isPython() && core::isInterpreterModule(f.module) &&
-           f.function.rfind("_PyEval_EvalFrame", 0) == 0;
+// The interpreter's own code: where a Python stack stands in for the native one.
+bool isInterpreterFrame(const Frame& f) {
+    return !f.isPython() && core::isInterpreterModule(f.module);
 }
 
 // The trace row a wire device code belongs to: "cuda:0" for cuda:0's pools too
@@ -197,14 +197,16 @@ Frame nativeFrame(Symbolizer& symbolizer, uint64_t ip) {
 }
 
 // Symbolized from the innermost frame out, stopping where nothing further is shown:
-// at main (libc's start-up frames), or at the interpreter loop when Python frames
-// stand in for everything outside it.
+// at main (libc's start-up frames), or at the interpreter's innermost frame when
+// Python frames stand in for everything outside it (the collector stops unwinding
+// there; traces of earlier versions go on to the evaluation loop and beyond).
 Stack nativeFrames(const core::Aggregator& agg, Symbolizer& symbolizer, uint64_t nativeNode,
                    bool pythonFollows) {
     Stack native;
     for (uint64_t n = nativeNode; n != 0; n = agg.nativeNodes()[n].parent) {
         native.push_back(nativeFrame(symbolizer, agg.nativeNodes()[n].ip));
-        if (native.back().function == "main" || (pythonFollows && isEvalFrame(native.back())))
+        if (native.back().function == "main" ||
+            (pythonFollows && isInterpreterFrame(native.back())))
             break;
     }
     return native;
@@ -218,19 +220,15 @@ void dropMemtoolFrames(Stack& native) {
     native.erase(native.begin(), ours);
 }
 
-// The Python frames stand where the interpreter's were: the native frames inside
-// the innermost evaluation loop (torch's C++), minus the interpreter's own call
-// plumbing, then the Python stack. The native frames outside it (main,
-// Py_RunMain, ...) say nothing a Python frame does not.
+// The Python frames stand where the interpreter's were: the native frames the
+// innermost Python call reached (torch's C++), then the Python stack. The
+// interpreter's frames and those outside them (main, Py_RunMain, ...) say
+// nothing a Python frame does not.
 Stack mergeStacks(Stack native, Stack python) {
     if (python.empty()) return native;
-    Stack merged;
-    auto eval = std::find_if(native.begin(), native.end(), isEvalFrame);
-    for (auto it = native.begin(); it != eval; ++it)
-        if (eval == native.end() || !core::isInterpreterModule(it->module))
-            merged.push_back(std::move(*it));
-    for (auto& f : python) merged.push_back(std::move(f));
-    return merged;
+    native.erase(std::find_if(native.begin(), native.end(), isInterpreterFrame), native.end());
+    for (auto& f : python) native.push_back(std::move(f));
+    return native;
 }
 
 Stack mergedStack(const core::Aggregator& agg, Symbolizer& symbolizer, const core::StackState& s) {

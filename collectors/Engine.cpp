@@ -10,9 +10,9 @@ namespace memtool::collectors {
 
 namespace {
 
-uint64_t monotonicNs() {
+uint64_t monotonicNs(clockid_t clock = CLOCK_MONOTONIC) {
     timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
@@ -95,15 +95,6 @@ bool Engine::connect(Sink& sink, const StreamIdentity& id) {
     return healthyLocked();
 }
 
-void Engine::alloc(uint8_t device, uint64_t key, uint64_t size, FlushPolicy flush,
-                   uint32_t region) {
-    if (OwnDeviceCalls::active) return;
-    if (!active() && !reopen()) return suspendedMiss();
-    if (RecursionGuard::active) return missed();
-    RecursionGuard guard;
-    allocGuarded(guard, device, key, size, flush, region);
-}
-
 bool Engine::reopen() {
     if (!reopenWanted_.load(std::memory_order_relaxed) || !reopener_ || RecursionGuard::active)
         return false;
@@ -120,20 +111,6 @@ void Engine::free(uint64_t key) {
     freeGuarded(guard, key);
 }
 
-void Engine::captureStacks(Stacks& s) {
-    // The Python stack first: native unwinding stops at the interpreter loop when
-    // there is one.
-    s.thread = threadState();
-    s.python = options_.pythonStacks && s.thread
-                   ? readPythonStack(*s.thread, streamGeneration_.load(std::memory_order_relaxed),
-                                     &s.firstStale)
-                   : nullptr;
-    s.hasPython = s.python != nullptr;
-    s.depth = options_.nativeStacks && s.thread
-                  ? capture_.native(*s.thread, s.ips, options_.maxNativeDepth, s.hasPython)
-                  : 0;
-}
-
 void Engine::internLocked(Stacks& s, uint64_t* nativeNode, uint64_t* pyNode) {
     // A new stream began while this thread read its stacks (a fork child
     // reconnecting): its Python frames' code ids are the old stream's.
@@ -142,11 +119,8 @@ void Engine::internLocked(Stacks& s, uint64_t* nativeNode, uint64_t* pyNode) {
     *pyNode = s.hasPython ? interner_.python(*s.python, s.firstStale, writer_) : 0;
 }
 
-void Engine::allocGuarded(const RecursionGuard&, uint8_t device, uint64_t key, uint64_t size,
-                          FlushPolicy flush, uint32_t region) {
-    Stacks stacks;
-    captureStacks(stacks);
-
+void Engine::allocCaptured(const RecursionGuard&, Stacks& stacks, uint8_t device, uint64_t key,
+                           uint64_t size, FlushPolicy flush, uint32_t region) {
     LockGuard lock(mu_);
     if (!active_.load(std::memory_order_relaxed)) return;
     if (!live_.insert(key, (static_cast<uint64_t>(device) << 56) | (size & kSizeMask))) {
@@ -197,7 +171,7 @@ void Engine::freeGuarded(const RecursionGuard&, uint64_t key) {
     core::FreeFields f;
     f.device = static_cast<uint8_t>(entry >> 56);
     f.address = key;
-    f.timeDeltaNs = clockDeltaLocked();
+    f.timeDeltaNs = clockDeltaLocked(/*coarse=*/true);
     if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
         writer_.commit(core::encodeFree(p, f));
     ++counters_.freeCount;
@@ -380,8 +354,11 @@ bool Engine::healthyLocked() {
     return false;
 }
 
-uint64_t Engine::clockDeltaLocked() {
-    const uint64_t now = monotonicNs();
+uint64_t Engine::clockDeltaLocked(bool coarse) {
+    // CLOCK_MONOTONIC_COARSE is CLOCK_MONOTONIC as of the last tick: behind it,
+    // never ahead, so the delta below is 0 for a free within a tick of the
+    // record before it.
+    const uint64_t now = monotonicNs(coarse ? CLOCK_MONOTONIC_COARSE : CLOCK_MONOTONIC);
     const uint64_t delta = now > lastClockNs_ ? now - lastClockNs_ : 0;
     lastClockNs_ += delta;
     return delta;

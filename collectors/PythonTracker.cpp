@@ -1,7 +1,6 @@
 #include "collectors/PythonTracker.h"
 
 #include <dlfcn.h>
-#include <link.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -153,17 +152,13 @@ PyObjectPtr threadBootstrap(PyObjectPtr, PyObjectPtr) {
 
 PyMethodDefLayout bootstrapDef{"_memtool_thread_profile", threadBootstrap, kMethVarargs, nullptr};
 
-// The interpreter loop's extent, so native unwinding can stop at it.
-void findInterpreterLoop(Engine& engine) {
+// The interpreter's code (the executable or libpython that holds its evaluation
+// loop), so native unwinding can stop where it enters torch.
+void findInterpreterCode(Engine& engine) {
     void* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
-    if (!eval) return;
-    Dl_info info;
-    void* entry = nullptr;  // const ElfW(Sym)*
-    if (!dladdr1(eval, &info, &entry, RTLD_DL_SYMENT) || !entry) return;
-    const auto* sym = static_cast<const ElfW(Sym)*>(entry);
-    if (sym->st_size == 0) return;
-    const uint64_t start = reinterpret_cast<uint64_t>(eval);
-    engine.capture().setInterpreterLoop(start, start + sym->st_size);
+    uint64_t start = 0, end = 0;
+    if (eval && StackCapture::codeRangeOf(eval, &start, &end))
+        engine.capture().setInterpreterCode(start, end);
 }
 
 // The profile function's stack, as an allocation reads it.
@@ -331,7 +326,7 @@ void PythonTracker::tryInstall(Engine& engine) {
     if (!api.IsInitialized() || !api.GILStateCheck()) return;
     installed = true;
     gEngine = &engine;
-    findInterpreterLoop(engine);
+    findInterpreterCode(engine);
 
     const char* why = nullptr;
     if (readFramesChecked(&why)) {

@@ -37,40 +37,4 @@ bool StackCapture::codeRangeOf(const void* address, uint64_t* start, uint64_t* e
     return range.end != 0;
 }
 
-int StackCapture::native(ThreadState& ts, uint64_t* ips, int maxDepth,
-                         bool stopAtInterpreter) const {
-    void* raw[kMaxNativeDepth + 8];
-    const int limit = maxDepth + 8 < kMaxNativeDepth + 8 ? maxDepth + 8 : kMaxNativeDepth + 8;
-    const bool cutAtLoop = stopAtInterpreter && evalStart_ != 0;
-    int got = 0;
-    int cut = -1;  // index of the innermost interpreter-loop frame
-    auto findLoop = [&] {
-        for (int i = 0; i < got && cut < 0; ++i)
-            if (inInterpreterLoop(reinterpret_cast<uint64_t>(raw[i])))
-                cut = i;  // a return address: ip - 1 is inside
-    };
-    if (cutAtLoop) {
-        int want = ts.evalDepth > 0 ? ts.evalDepth + 4 : 24;
-        if (want > limit) want = limit;
-        got = unwinder_.backtrace(raw, want);
-        findLoop();
-        if (cut < 0 && got == want && want < limit) got = 0;  // deeper than guessed: walk it all
-    }
-    if (got == 0) {
-        got = unwinder_.backtrace(raw, limit);
-        if (cutAtLoop) findLoop();
-    }
-    if (cut >= 0) {
-        ts.evalDepth = cut + 1;
-        got = cut + 1;  // keep the loop's own frame: the CLI splices Python frames there
-    }
-    int skip = 0;
-    while (skip < got && reinterpret_cast<uint64_t>(raw[skip]) >= ownStart_ &&
-           reinterpret_cast<uint64_t>(raw[skip]) < ownEnd_)
-        ++skip;
-    int n = 0;
-    for (int i = skip; i < got && n < maxDepth; ++i) ips[n++] = reinterpret_cast<uint64_t>(raw[i]);
-    return n;
-}
-
 }  // namespace memtool::collectors

@@ -21,9 +21,12 @@ public:
         ownStart_ = start;
         ownEnd_ = end;
     }
-    // The interpreter loop's code, [start, end): with Python frames recorded,
-    // unwinding stops at its innermost frame (the CLI puts the Python stack there).
-    void setInterpreterLoop(uint64_t start, uint64_t end) {
+    // The interpreter's code, [start, end) (the executable segment holding its
+    // evaluation loop): with Python frames recorded, unwinding stops at the
+    // innermost frame inside it, where torch's binding was called. The CLI puts
+    // the Python stack there; the interpreter's own call plumbing and loop frames
+    // outside it would be dropped anyway.
+    void setInterpreterCode(uint64_t start, uint64_t end) {
         evalStart_ = start;
         evalEnd_ = end;
     }
@@ -35,11 +38,48 @@ public:
     static bool codeRangeOf(const void* address, uint64_t* start, uint64_t* end);
 
 private:
-    bool inInterpreterLoop(uint64_t ip) const { return ip > evalStart_ && ip <= evalEnd_; }
+    bool inInterpreter(uint64_t ip) const { return ip > evalStart_ && ip <= evalEnd_; }
 
     NativeUnwinder unwinder_;
     uint64_t ownStart_ = 0, ownEnd_ = 0;
     uint64_t evalStart_ = 0, evalEnd_ = 0;
 };
+
+// Inline (with Engine::alloc) in the hook's own frame: see Engine::alloc.
+[[gnu::always_inline]] inline int StackCapture::native(ThreadState& ts, uint64_t* ips, int maxDepth,
+                                                       bool stopAtInterpreter) const {
+    void* raw[kMaxNativeDepth + 8];
+    const int limit = maxDepth + 8 < kMaxNativeDepth + 8 ? maxDepth + 8 : kMaxNativeDepth + 8;
+    const bool cutAtLoop = stopAtInterpreter && evalStart_ != 0;
+    int got = 0;
+    int cut = -1;  // index of the innermost interpreter frame
+    auto findLoop = [&] {
+        for (int i = 0; i < got && cut < 0; ++i)
+            if (inInterpreter(reinterpret_cast<uint64_t>(raw[i])))
+                cut = i;  // a return address: ip - 1 is inside
+    };
+    if (cutAtLoop) {
+        int want = ts.evalDepth > 0 ? ts.evalDepth + 4 : 24;
+        if (want > limit) want = limit;
+        got = unwinder_.backtrace(raw, want);
+        findLoop();
+        if (cut < 0 && got == want && want < limit) got = 0;  // deeper than guessed: walk it all
+    }
+    if (got == 0) {
+        got = unwinder_.backtrace(raw, limit);
+        if (cutAtLoop) findLoop();
+    }
+    if (cut >= 0) {
+        ts.evalDepth = cut + 1;
+        got = cut + 1;  // keep that frame: the CLI splices Python frames there
+    }
+    int skip = 0;
+    while (skip < got && reinterpret_cast<uint64_t>(raw[skip]) >= ownStart_ &&
+           reinterpret_cast<uint64_t>(raw[skip]) < ownEnd_)
+        ++skip;
+    int n = 0;
+    for (int i = skip; i < got && n < maxDepth; ++i) ips[n++] = reinterpret_cast<uint64_t>(raw[i]);
+    return n;
+}
 
 }  // namespace memtool::collectors

@@ -152,7 +152,10 @@ struct PythonRun {
     FakeSymbolizer symbolizer;
     uint64_t native = 0;
 
-    PythonRun() {
+    // cutAtInterpreter: the native stacks end at the interpreter's innermost frame,
+    // as today's collector sends them; otherwise they go on to libc's start-up
+    // frames, as earlier collectors did.
+    explicit PythonRun(bool cutAtInterpreter = false) {
         const std::string python = "/usr/bin/python3.11", libc = "/lib/x86_64-linux-gnu/libc.so.6";
         const std::string torchCpu = "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13";
         const std::string torchPython = "/usr/lib/x86_64-linux-gnu/libtorch_python.so.1.13";
@@ -174,8 +177,9 @@ struct PythonRun {
         };
         s.handshake(4242, {"python3", "train.py"});
         for (const auto& m : {python, libc, torchCpu, torchPython, c10, collector}) s.module(m);
-        native = s.nativeStack(
-            0, {0x1009, 0x1008, 0x1007, 0x1006, 0x1005, 0x1004, 0x1003, 0x1002, 0x1001});
+        native = cutAtInterpreter ? s.nativeStack(0, {0x1005, 0x1004, 0x1003, 0x1002, 0x1001})
+                                  : s.nativeStack(0, {0x1009, 0x1008, 0x1007, 0x1006, 0x1005,
+                                                      0x1004, 0x1003, 0x1002, 0x1001});
         const uint64_t module = s.code(kTrainPy, "<module>", 1),
                        build = s.code(kTrainPy, "build", 5),
                        recurse = s.code(kTrainPy, "recurse", 10),
@@ -292,9 +296,22 @@ TEST(TraceBuilder, PythonFramesStandWhereTheInterpreterLoopWas) {
                                        0, 0x48a99c));
     EXPECT_EQ(p.frames[6], pythonFrame("recurse", kTrainPy, 11, true));
     EXPECT_EQ(p.frames[9], pythonFrame("Thread.run", kThreadingPy, 950, false));
-    // The interpreter's loop ends the walk: libc's start-up frames are never looked up.
+    // The interpreter's innermost frame ends the walk: its loop and libc's start-up
+    // frames are never looked up.
     EXPECT_EQ(run.symbolizer.asked.count(0x1009), 0u);
-    EXPECT_EQ(run.symbolizer.asked.count(0x1006), 1u);
+    EXPECT_EQ(run.symbolizer.asked.count(0x1006), 0u);
+    EXPECT_EQ(run.symbolizer.asked.count(0x1005), 1u);
+}
+
+TEST(TraceBuilder, StacksCutAtTheInterpreterReadAsThoseThatGoOn) {
+    PythonRun cut(/*cutAtInterpreter=*/true), whole;
+    core::ProcessTrace c = cut.build(), w = whole.build();
+    ASSERT_EQ(c.hotspots.size(), w.hotspots.size());
+    for (size_t i = 0; i < c.hotspots.size(); ++i) {
+        EXPECT_EQ(c.hotspots[i].stack, w.hotspots[i].stack);
+        EXPECT_EQ(c.hotspots[i].site, w.hotspots[i].site);
+    }
+    EXPECT_EQ(hotspotWithSite(c, "recurse (/home/me/proj/train.py:11)").stack.size(), 7u);
 }
 
 TEST(TraceBuilder, SiteIsTheInnermostUserFrameOrTheInnermostOfAll) {
