@@ -2,7 +2,9 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "collectors/Warn.h"
 
@@ -56,7 +58,7 @@ bool Engine::connect(Sink& sink, const StreamIdentity& id) {
     streamStartNs_ = id.startUnixNs;
     lastClockNs_ = monotonicNs();
     writer_.open(&sink, lastClockNs_);
-    live_.clear();
+    clearLiveLocked();
     counters_ = core::EndFields{};
     missedEvents_.store(0);
 
@@ -132,7 +134,10 @@ void Engine::allocCaptured(const RecursionGuard&, Stacks& stacks, uint8_t device
     a.address = key;
     a.size = size;
     internLocked(stacks, &a.nativeNode, &a.pyNode);
-    a.timeDeltaNs = clockDeltaLocked();
+    liveBytes_[device] += size;
+    const bool newHigh = liveBytes_[device] > highBytes_[device];
+    if (newHigh) highBytes_[device] = liveBytes_[device];
+    a.timeDeltaNs = clockDeltaLocked(/*coarse=*/!newHigh);
     a.region = region;
     if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
         writer_.commit(core::encodeAlloc(p, a));
@@ -170,6 +175,7 @@ void Engine::freeGuarded(const RecursionGuard&, uint64_t key) {
     if (!live_.erase(key, &entry)) return;  // not ours: nothing to say
     core::FreeFields f;
     f.device = static_cast<uint8_t>(entry >> 56);
+    liveBytes_[f.device] -= entry & kSizeMask;
     f.address = key;
     f.timeDeltaNs = clockDeltaLocked(/*coarse=*/true);
     if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
@@ -312,7 +318,7 @@ void Engine::childAfterFork() {
     writer_.detach();
     if (sink_) sink_->abandon();
     sink_ = nullptr;
-    live_.clear();
+    clearLiveLocked();
     missedEvents_.store(0);
     mu_.unlock();
 }
@@ -352,6 +358,12 @@ bool Engine::healthyLocked() {
     if (writer_.isOpen()) return true;
     deactivateLocked(sink_ ? sink_->failure() : "no stream");
     return false;
+}
+
+void Engine::clearLiveLocked() {
+    live_.clear();
+    std::fill(std::begin(liveBytes_), std::end(liveBytes_), 0);
+    std::fill(std::begin(highBytes_), std::end(highBytes_), 0);
 }
 
 uint64_t Engine::clockDeltaLocked(bool coarse) {
