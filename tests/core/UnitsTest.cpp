@@ -89,3 +89,48 @@ TEST(Report, ShortFrames) {
     EXPECT_EQ(shortFrame(nativeFrame("", "/usr/lib/libtorch_python.so", "", 0, 0x48a99c)),
               "?? (libtorch_python.so+0x48a99c)");
 }
+
+// Names as c++filt and the demangler give them (libtorch_cpu.so 1.13's symbols,
+// and g++ 12's for a lambda, std::function and an anonymous namespace): the short
+// name loses the parameters and the return type, and nothing of a template
+// argument, however many parentheses and spaces it holds.
+TEST(Report, ShortNamesNeverCutInsideTemplateArguments) {
+    using memtool::reporters::shortFunctionName;
+    EXPECT_EQ(shortFunctionName("std::_Function_handler<void (int), use()::{lambda(int)#1}>::"
+                                "_M_invoke(std::_Any_data const&, int&&)"),
+              "std::_Function_handler<void (int), use()::{lambda(int)#1}>::_M_invoke");
+    EXPECT_EQ(shortFunctionName("use()::{lambda(int)#1}::operator()(int) const"),
+              "use()::{lambda(int)#1}::operator()");
+    EXPECT_EQ(shortFunctionName("std::vector<std::function<void (int)>, std::allocator<std::"
+                                "function<void (int)> > > (anonymous namespace)::fill<std::"
+                                "function<void (int)> >(long)"),
+              "(anonymous namespace)::fill<std::function<void (int)> >");
+    EXPECT_EQ(shortFunctionName(
+                  "void std::vector<std::function<void (c10::ivalue::Future&)>, "
+                  "std::allocator<std::function<void (c10::ivalue::Future&)> > >::emplace_back<"
+                  "std::function<void (c10::ivalue::Future&)> >(std::function<void "
+                  "(c10::ivalue::Future&)>&&)"),
+              "std::vector<std::function<void (c10::ivalue::Future&)>, "
+              "std::allocator<std::function<void (c10::ivalue::Future&)> > >::emplace_back<"
+              "std::function<void (c10::ivalue::Future&)> >");
+    EXPECT_EQ(shortFunctionName("at::Tensor at::detail::tensor_cpu<signed char>(c10::ArrayRef<"
+                                "signed char>, c10::TensorOptions const&)"),
+              "at::detail::tensor_cpu<signed char>");
+    EXPECT_EQ(shortFunctionName("bool operator< <std::function<void (int)> >(Net const&, "
+                                "std::vector<std::function<void (int)>, std::allocator<std::"
+                                "function<void (int)> > > const&)"),
+              "operator< <std::function<void (int)> >");
+    EXPECT_EQ(shortFunctionName("torch::jit::tensorexpr::ExprHandle::operator<(torch::jit::"
+                                "tensorexpr::ExprHandle const&) const"),
+              "torch::jit::tensorexpr::ExprHandle::operator<");
+    EXPECT_EQ(shortFunctionName("std::type_info::operator==(std::type_info const&) const"),
+              "std::type_info::operator==");
+    EXPECT_EQ(shortFunctionName("torch::data::samplers::BatchSize::operator unsigned long() const"),
+              "torch::data::samplers::BatchSize::operator unsigned long");
+    EXPECT_EQ(shortFunctionName("operator new(unsigned long)"), "operator new");
+    EXPECT_EQ(shortFunctionName("(anonymous namespace)::Holder::Holder(long)"),
+              "(anonymous namespace)::Holder::Holder");
+    // Nothing to drop: left whole.
+    EXPECT_EQ(shortFunctionName("c10::alloc_cpu"), "c10::alloc_cpu");
+    EXPECT_EQ(shortFunctionName("main"), "main");
+}
