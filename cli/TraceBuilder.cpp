@@ -192,7 +192,7 @@ Frame nativeFrame(Symbolizer& symbolizer, uint64_t ip) {
     if (!f.isUnnamed()) f.offset = 0;
     // Header code compiled into the user's binary (torch::empty from a LibTorch
     // header) is library code all the same.
-    f.user = !core::isLibraryModule(f.module) && !core::isSystemSource(f.file);
+    f.user = !core::isLibraryModule(f.module) && !core::isLibrarySource(f.file);
     return f;
 }
 

@@ -68,8 +68,25 @@ TEST(FrameClassifier, TellsUserCodeFromLibraries) {
         isLibraryModule("/root/.pyenv/versions/3.12.1/lib/python3.12/lib-dynload/"
                         "_ctypes.cpython-312-x86_64-linux-gnu.so"));
     EXPECT_TRUE(isLibraryModule("/work/build/lib/libmemtool_cupti.so"));
-    EXPECT_TRUE(isSystemSource("/usr/include/torch/csrc/api/include/torch/nn/module.h"));
-    EXPECT_FALSE(isSystemSource("/home/me/src/model.cpp"));
+    EXPECT_TRUE(isLibrarySource("/usr/include/torch/csrc/api/include/torch/nn/module.h"));
+    EXPECT_FALSE(isLibrarySource("/home/me/src/model.cpp"));
+    EXPECT_FALSE(isLibrarySource(""));
+}
+
+// Headers whose code lands in the user's binary, inlined or as a template's copy.
+TEST(FrameClassifier, HeadersOfLibrariesAreLibraryCode) {
+    EXPECT_TRUE(isLibrarySource("/usr/include/c++/12/bits/shared_ptr.h"));
+    EXPECT_TRUE(isLibrarySource("/usr/include/ATen/ops/empty.h"));
+    EXPECT_TRUE(isLibrarySource("/usr/lib/gcc/x86_64-linux-gnu/12/include/stddef.h"));
+    EXPECT_TRUE(isLibrarySource("/opt/gcc-13/include/c++/13/bits/unique_ptr.h"));
+    EXPECT_TRUE(isLibrarySource("/opt/libtorch/include/ATen/core/TensorBody.h"));
+    EXPECT_TRUE(isLibrarySource("/opt/libtorch/include/c10/util/intrusive_ptr.h"));
+    EXPECT_TRUE(
+        isLibrarySource("/opt/libtorch/include/torch/csrc/api/include/torch/nn/modules/linear.h"));
+    EXPECT_TRUE(
+        isLibrarySource("/venv/lib/python3.12/site-packages/torch/include/ATen/ops/empty.h"));
+    EXPECT_FALSE(isLibrarySource("/home/me/mlp/src/Net.h"));
+    EXPECT_FALSE(isLibrarySource("/home/me/torch-mlp/mlp.cpp"));
 }
 
 #include "reporters/HotspotSelection.h"
