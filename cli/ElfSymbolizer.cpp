@@ -6,6 +6,7 @@
 #include <elfutils/libdwfl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -29,35 +30,93 @@ std::string demangle(const char* name) {
     return name;
 }
 
-// When pc lies in inlined code, the file:line in the function that the symbol
-// names is the call site of the outermost inlined scope.
-bool inlinedCallSite(Dwfl_Module* mod, uint64_t pc, std::string* file, uint64_t* line) {
+// The line of pc in the line table: where the innermost function (inlined or
+// not) is. False when the table has none (compiler-made code, no debug info).
+bool lineOf(Dwfl_Module* mod, uint64_t pc, std::string* file, uint64_t* line) {
+    Dwfl_Line* entry = dwfl_module_getsrc(mod, pc);
+    if (!entry) return false;
+    int lineNo = 0;
+    const char* name = dwfl_lineinfo(entry, nullptr, &lineNo, nullptr, nullptr, nullptr);
+    if (!name || lineNo <= 0) return false;
+    *file = name;
+    *line = static_cast<uint64_t>(lineNo);
+    return true;
+}
+
+// Where an inlined scope was called from, in the function around it: its
+// DW_AT_call_file (an index into the CU's file table) and DW_AT_call_line.
+bool callSite(Dwarf_Die* cu, Dwarf_Die* scope, std::string* file, uint64_t* line) {
+    Dwarf_Attribute attr;
+    Dwarf_Word fileIdx = 0, lineNo = 0;
+    if (dwarf_formudata(dwarf_attr(scope, DW_AT_call_file, &attr), &fileIdx) != 0 ||
+        dwarf_formudata(dwarf_attr(scope, DW_AT_call_line, &attr), &lineNo) != 0 || lineNo == 0)
+        return false;
+    Dwarf_Files* files = nullptr;
+    size_t count = 0;
+    if (dwarf_getsrcfiles(cu, &files, &count) != 0 || fileIdx >= count) return false;
+    const char* name = dwarf_filesrc(files, fileIdx, nullptr, nullptr);
+    if (!name) return false;
+    *file = name;
+    *line = lineNo;
+    return true;
+}
+
+// An inlined function's name as its out-of-line copy's symbol would give it: the
+// abstract origin's linkage name, demangled ("Net::forward(long)"); else its plain
+// DW_AT_name (C, extern "C"). dwarf_attr_integrate follows DW_AT_abstract_origin
+// and DW_AT_specification (a member function's declaration in its class).
+std::string inlinedName(Dwarf_Die* scope) {
+    Dwarf_Attribute attr;
+    for (int name : {DW_AT_linkage_name, DW_AT_MIPS_linkage_name})
+        if (const char* linkage = dwarf_formstring(dwarf_attr_integrate(scope, name, &attr)))
+            return demangle(linkage);
+    const char* plain = dwarf_formstring(dwarf_attr_integrate(scope, DW_AT_name, &attr));
+    return plain ? plain : "";
+}
+
+// The DIEs around pc, innermost first, as the compiled code nests them.
+// dwarf_getscopes finds the innermost scope but lists, past an inlined
+// subroutine, the scopes of its abstract definition (its class, its namespace);
+// dwarf_getscopes_die on that innermost DIE gives the concrete chain of inlined
+// subroutines up to the function they were inlined into (what eu-addr2line -i
+// does too). Returns the count; *scopes is malloc'd.
+int concreteScopes(Dwarf_Die* cu, uint64_t address, Dwarf_Die** scopes) {
+    Dwarf_Die* found = nullptr;
+    if (dwarf_getscopes(cu, address, &found) <= 0) {
+        std::free(found);
+        return 0;
+    }
+    Dwarf_Die innermost = found[0];
+    std::free(found);
+    return std::max(dwarf_getscopes_die(&innermost, scopes), 0);
+}
+
+// The frames pc stands for, innermost first (module and offset are the
+// caller's to add): each DW_TAG_inlined_subroutine around pc is a function
+// inlined there, standing at the line the previous one was called from (the
+// innermost at pc's own line); the first DW_TAG_subprogram is the function
+// `function` (the symbol) names, at the outermost inlined call site.
+std::vector<core::Frame> sourceFrames(Dwfl_Module* mod, uint64_t pc, std::string function) {
+    std::vector<core::Frame> chain;
+    core::Frame at;  // file and line where the next frame out stands
+    lineOf(mod, pc, &at.file, &at.line);
     Dwarf_Addr bias = 0;
     Dwarf_Die* cu = dwfl_module_addrdie(mod, pc, &bias);
-    if (!cu) return false;
     Dwarf_Die* scopes = nullptr;
-    int n = dwarf_getscopes(cu, pc - bias, &scopes);
-    if (n <= 0) return false;
-    bool found = false;
-    for (int i = n - 1; i >= 0 && !found; --i) {
-        if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine) continue;
-        Dwarf_Attribute attr;
-        Dwarf_Word fileIdx = 0, lineNo = 0;
-        if (!dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &attr), &fileIdx) &&
-            !dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &attr), &lineNo)) {
-            Dwarf_Files* files = nullptr;
-            size_t count = 0;
-            if (dwarf_getsrcfiles(cu, &files, &count) == 0 && fileIdx < count) {
-                if (const char* name = dwarf_filesrc(files, fileIdx, nullptr, nullptr)) {
-                    *file = name;
-                    *line = lineNo;
-                    found = lineNo > 0;
-                }
-            }
-        }
+    const int n = cu ? concreteScopes(cu, pc - bias, &scopes) : 0;
+    for (int i = 0; i < n; ++i) {
+        const int tag = dwarf_tag(&scopes[i]);
+        if (tag == DW_TAG_subprogram) break;
+        if (tag != DW_TAG_inlined_subroutine) continue;  // a lexical block
+        at.function = inlinedName(&scopes[i]);
+        chain.push_back(std::move(at));
+        at = core::Frame{};
+        callSite(cu, &scopes[i], &at.file, &at.line);  // unknown: the caller shows no line
     }
     std::free(scopes);
-    return found;
+    at.function = std::move(function);
+    chain.push_back(std::move(at));
+    return chain;
 }
 
 char* noDebuginfoPath = nullptr;
@@ -77,7 +136,7 @@ struct ElfSymbolizer::Impl {
     Dwfl* dwfl = nullptr;
     std::vector<core::ModuleRecord> modules;
     std::vector<bool> reported;  // per module: handed to libdw yet?
-    std::unordered_map<uint64_t, core::Frame> cache;
+    std::unordered_map<uint64_t, std::vector<core::Frame>> cache;              // by return address
     std::unordered_map<Dwfl_Module*, std::unique_ptr<ModuleSymbols>> symbols;  // read on first use
 
     const char* symbolName(Dwfl_Module* mod, uint64_t pc) {
@@ -130,33 +189,27 @@ ElfSymbolizer::~ElfSymbolizer() {
     if (impl_->dwfl) dwfl_end(impl_->dwfl);
 }
 
-const core::Frame& ElfSymbolizer::symbolize(uint64_t ip) {
+const std::vector<core::Frame>& ElfSymbolizer::symbolize(uint64_t ip) {
     auto it = impl_->cache.find(ip);
     if (it != impl_->cache.end()) return it->second;
-    core::Frame f;  // native
-    uint64_t pc = ip - 1;
+    const uint64_t pc = ip - 1;
+    std::string module;
+    uint64_t offset = 0;
     if (const core::ModuleRecord* m = impl_->moduleOf(pc)) {
-        f.module = m->path;
-        f.offset = pc - m->loadBias;
+        module = m->path;
+        offset = pc - m->loadBias;
         impl_->report(m);
     }
-    if (impl_->dwfl) {
-        if (Dwfl_Module* mod = dwfl_addrmodule(impl_->dwfl, pc)) {
-            f.function = demangle(impl_->symbolName(mod, pc));
-            if (inlinedCallSite(mod, pc, &f.file, &f.line)) {
-                // pc sits in code inlined into the symbol's function: report where
-                // that function made the (inlined) call, not the inlined body.
-            } else if (Dwfl_Line* line = dwfl_module_getsrc(mod, pc)) {
-                int lineNo = 0;
-                const char* file = dwfl_lineinfo(line, nullptr, &lineNo, nullptr, nullptr, nullptr);
-                if (file && lineNo > 0) {
-                    f.file = file;
-                    f.line = static_cast<uint64_t>(lineNo);
-                }
-            }
-        }
+    std::vector<core::Frame> frames;
+    if (impl_->dwfl)
+        if (Dwfl_Module* mod = dwfl_addrmodule(impl_->dwfl, pc))
+            frames = sourceFrames(mod, pc, demangle(impl_->symbolName(mod, pc)));
+    if (frames.empty()) frames.emplace_back();  // nothing but the module, if that
+    for (core::Frame& f : frames) {             // native, all in one module at one address
+        f.module = module;
+        f.offset = offset;
     }
-    return impl_->cache.emplace(ip, std::move(f)).first->second;
+    return impl_->cache.emplace(ip, std::move(frames)).first->second;
 }
 
 }  // namespace memtool::cli

@@ -1,7 +1,9 @@
 #pragma once
 // Native return addresses -> function, file, line, with elfutils libdwfl over the
-// target's module map (as the collector announces it, module by module). Results
-// are cached per address; one ElfSymbolizer serves one process. Only the modules
+// target's module map (as the collector announces it, module by module); code
+// inlined at the address gives a frame per inlined function (DWARF's inlined
+// subroutine scopes). Results are cached per address, so each distinct address's
+// debug info is read once; one ElfSymbolizer serves one process. Only the modules
 // a stack touches are opened, and each one's symbols are sorted once
 // (ModuleSymbols): naming an address is then a binary search.
 
@@ -23,7 +25,7 @@ public:
     ElfSymbolizer& operator=(const ElfSymbolizer&) = delete;
 
     void addModule(const core::ModuleRecord& module);
-    const core::Frame& symbolize(uint64_t ip) override;
+    const std::vector<core::Frame>& symbolize(uint64_t ip) override;
 
 private:
     struct Impl;

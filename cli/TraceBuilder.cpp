@@ -185,28 +185,30 @@ Stack pythonFrames(const core::Aggregator& agg, uint64_t pyNode) {
     return python;
 }
 
-Frame nativeFrame(Symbolizer& symbolizer, uint64_t ip) {
-    Frame f = symbolizer.symbolize(ip);
+Frame nativeFrame(Frame f) {
     f.kind = core::FrameKind::Native;
     // A named frame is its function: its call sites are not told apart.
     if (!f.isUnnamed()) f.offset = 0;
     // Header code compiled into the user's binary (torch::empty from a LibTorch
-    // header) is library code all the same.
-    f.user = !core::isLibraryModule(f.module) && !core::isSystemSource(f.file);
+    // header, std::make_shared inlined into main) is library code all the same.
+    f.user = !core::isLibraryModule(f.module) && !core::isLibrarySource(f.file);
     return f;
 }
 
-// Symbolized from the innermost frame out, stopping where nothing further is shown:
-// at main (libc's start-up frames), or at the interpreter's innermost frame when
-// Python frames stand in for everything outside it (the collector stops unwinding
-// there; traces of earlier versions go on to the evaluation loop and beyond).
+// Symbolized from the innermost frame out, each return address giving the
+// functions inlined there and then its own; stopping where nothing further is
+// shown: at main (libc's start-up frames), or at the interpreter's innermost frame
+// when Python frames stand in for everything outside it (the collector stops
+// unwinding there; traces of earlier versions go on to the evaluation loop).
 Stack nativeFrames(const core::Aggregator& agg, Symbolizer& symbolizer, uint64_t nativeNode,
                    bool pythonFollows) {
     Stack native;
     for (uint64_t n = nativeNode; n != 0; n = agg.nativeNodes()[n].parent) {
-        native.push_back(nativeFrame(symbolizer, agg.nativeNodes()[n].ip));
-        if (native.back().function == "main" ||
-            (pythonFollows && isInterpreterFrame(native.back())))
+        for (const Frame& f : symbolizer.symbolize(agg.nativeNodes()[n].ip))
+            native.push_back(nativeFrame(f));
+        // The address's own function is the last of its frames.
+        if (!native.empty() && (native.back().function == "main" ||
+                                (pythonFollows && isInterpreterFrame(native.back()))))
             break;
     }
     return native;

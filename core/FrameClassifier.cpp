@@ -49,9 +49,19 @@ bool isAllocatorModule(const std::string& modulePath) {
     return isMemtoolModule(modulePath) || startsWith(b, "libc.so") || startsWith(b, "libc10.so");
 }
 
-bool isSystemSource(const std::string& file) {
-    return startsWith(file, "/usr/include/") || startsWith(file, "/usr/lib/") ||
-           startsWith(file, "/usr/local/include/") || startsWith(file, "/usr/local/cuda");
+bool isLibrarySource(const std::string& file) {
+    static const char* const systemDirs[] = {"/usr/include/", "/usr/lib/", "/usr/local/include/",
+                                             "/usr/local/cuda"};
+    for (const char* d : systemDirs)
+        if (startsWith(file, d)) return true;
+    // The top directories of LibTorch's headers (its include/ holds these and no
+    // other), and the C++ standard library's from any compiler's tree.
+    static const char* const headerTrees[] = {
+        "/include/ATen/", "/include/c10/",   "/include/torch/", "/include/caffe2/",
+        "/include/c++/",  "/site-packages/", "/dist-packages/"};
+    for (const char* t : headerTrees)
+        if (file.find(t) != std::string::npos) return true;
+    return false;
 }
 
 }  // namespace memtool::core

@@ -10,8 +10,13 @@ namespace memtool::core {
 bool isLibraryPythonFile(const std::string& file);
 // ELF objects from system directories, Python packages, the interpreter, memtool.
 bool isLibraryModule(const std::string& modulePath);
-// Sources under system include and library directories (headers inlined into user code).
-bool isSystemSource(const std::string& file);
+// Source files of someone else's code that a header put into the user's binary
+// (inlined, or a template's copy): system include and library directories
+// (/usr/include/c++/12/bits/shared_ptr.h, Debian's /usr/include/torch/...), any
+// libstdc++ tree (.../include/c++/), a Python package's (pip's torch keeps its
+// headers in site-packages/torch/include/), and LibTorch's include tree wherever
+// it was unpacked (/opt/libtorch/include/ATen/...). False for an empty name.
+bool isLibrarySource(const std::string& file);
 // python3.11, libpython3.12.so.1.0, ...
 bool isInterpreterModule(const std::string& modulePath);
 // memtool's own libraries (collector, CUDA injection, torch bridge): how an event

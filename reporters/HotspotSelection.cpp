@@ -94,29 +94,89 @@ std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p,
 }
 
 namespace {
-// "ns::f(long, c10::optional<int>) const" -> "ns::f": a table row has no room for
-// C++ parameter lists (trace.json keeps them).
-std::string withoutParameters(const std::string& function) {
-    size_t from = 0;
-    for (;;) {
-        size_t paren = function.find('(', from);
-        if (paren == std::string::npos || paren == 0) return function;
-        if (function.compare(0, paren, "operator") == 0 ||
-            (paren >= 8 && function.compare(paren - 8, 8, "operator") == 0 &&
-             function.compare(paren, 2, "()") == 0)) {
-            from = paren + 2;  // operator() itself
+
+bool isIdentifierChar(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// "operator" as a word at `at` (not "cooperator", not "operator_x").
+bool isOperatorKeyword(const std::string& name, size_t at) {
+    static const std::string kOperator = "operator";
+    return name.compare(at, kOperator.size(), kOperator) == 0 &&
+           (at == 0 || !isIdentifierChar(name[at - 1])) &&
+           (at + kOperator.size() == name.size() || !isIdentifierChar(name[at + kOperator.size()]));
+}
+
+// Past an operator's symbol starting at `at` (just after the keyword): "()" and
+// "[]" whole, else a run of operator characters ("<", "<<=", "->*", ","). A word
+// ("new", "bool") needs no skipping: it is no bracket.
+size_t pastOperatorSymbol(const std::string& name, size_t at) {
+    if (name.compare(at, 2, "()") == 0 || name.compare(at, 2, "[]") == 0) return at + 2;
+    static const std::string kSymbols = "+-*/%^&|~!=<>,";
+    while (at < name.size() && kSymbols.find(name[at]) != std::string::npos) ++at;
+    return at;
+}
+
+// Whether the parenthesis at `open` names a scope ("(anonymous namespace)::f"):
+// its match is followed by "::".
+bool opensScope(const std::string& name, size_t open) {
+    int depth = 0;
+    for (size_t i = open; i < name.size(); ++i) {
+        if (name[i] == '(') ++depth;
+        if (name[i] == ')' && --depth == 0) return name.compare(i + 1, 2, "::") == 0;
+    }
+    return false;
+}
+
+}  // namespace
+
+std::string shortFunctionName(const std::string& function) {
+    // One pass over the name, brackets counted together: the parameter list is the
+    // first "(" outside all of them that opens no scope; the return type (template
+    // functions' names carry one) ends at the last space outside them before the
+    // name's "operator", whose symbol may be "<" or "()" and is skipped whole.
+    int depth = 0;
+    size_t nameStart = 0;
+    bool inOperator = false;  // spaces belong to the name now: "operator new", "operator bool"
+    for (size_t i = 0; i < function.size(); ++i) {
+        if (isOperatorKeyword(function, i)) {
+            inOperator = inOperator || depth == 0;
+            i = pastOperatorSymbol(function, i + 8) - 1;
             continue;
         }
-        return function.substr(0, paren);
+        switch (function[i]) {
+            case '<':
+            case '[':
+            case '{':
+                ++depth;
+                break;
+            case '>':
+            case ']':
+            case '}':
+            case ')':
+                depth = std::max(depth - 1, 0);
+                break;
+            case '(':
+                if (depth == 0 && !opensScope(function, i))
+                    return i == nameStart ? function : function.substr(nameStart, i - nameStart);
+                ++depth;
+                break;
+            case ' ':
+                if (depth == 0 && !inOperator) nameStart = i + 1;
+                break;
+            default:
+                break;
+        }
     }
+    return function;  // no parameter list: a C name, or one demangling left alone
 }
-}  // namespace
 
 std::string shortFrame(const core::Frame& frame) {
     std::string where = core::frameLocation(frame);
     size_t slash = where.rfind('/');
     std::string file = slash == std::string::npos ? where : where.substr(slash + 1);
-    return withoutParameters(core::frameName(frame)) + " (" + file + ")";
+    const std::string name = core::frameName(frame);
+    return (frame.isPython() ? name : shortFunctionName(name)) + " (" + file + ")";
 }
 
 const core::Frame* siteFrame(const core::ProcessTrace& p, const core::Hotspot& h) {

@@ -50,8 +50,16 @@ std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p,
                                                  const std::string& device,
                                                  const ReportOptions& options);
 
-// A frame for a table: path cut to the file name, C++ parameters dropped:
-// "f (/a/b/x.py:3)" -> "f (x.py:3)", "ns::g(long) (lib.so)" -> "ns::g (lib.so)".
+// A demangled C++ name without its parameter list and return type, for a table:
+// "at::Tensor ns::f<std::function<void (int)> >(long) const" ->
+// "ns::f<std::function<void (int)> >". Never cut inside template arguments,
+// "(anonymous namespace)", a lambda's "{lambda(int)#1}" or an operator's symbol
+// ("operator<", "operator()"); a name without parameters is left whole.
+std::string shortFunctionName(const std::string& function);
+
+// A frame for a table: path cut to the file name, C++ parameters dropped
+// (shortFunctionName): "f (/a/b/x.py:3)" -> "f (x.py:3)", "ns::g(long) (lib.so)"
+// -> "ns::g (lib.so)".
 std::string shortFrame(const core::Frame& frame);
 
 // The frame a hotspot is named after, or null when it came with no stack.

@@ -1,12 +1,15 @@
 // Module paths come from the stream: the symbolizer opens regular files only, and
-// never waits on one (a FIFO opened by libdw blocked memtool run for good).
+// never waits on one (a FIFO opened by libdw blocked memtool run for good). Code
+// inlined at an address is a frame per inlined function (tests/cli/InlinedCode.cpp).
 #include <errno.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <link.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/ElfSymbolizer.h"
+#include "tests/cli/InlinedCode.h"
 
 using namespace memtool;
 
@@ -19,11 +22,12 @@ TEST(ElfSymbolizer, AModuleThatIsNoRegularFileIsNeverOpened) {
     core::ModuleRecord zero{2, "/dev/zero", 0x40000, {{0x40000, 0x50000}}};
     cli::ElfSymbolizer symbolizer({fifoModule, zero});
 
-    const core::Frame& f = symbolizer.symbolize(0x10101);
+    ASSERT_EQ(symbolizer.symbolize(0x10101).size(), 1u);
+    const core::Frame& f = symbolizer.symbolize(0x10101).front();
     EXPECT_EQ(f.module, fifo);
     EXPECT_EQ(f.offset, 0x100u);  // the return address less one, less the bias
     EXPECT_EQ(f.function, "");
-    const core::Frame& z = symbolizer.symbolize(0x40011);
+    const core::Frame& z = symbolizer.symbolize(0x40011).front();
     EXPECT_EQ(z.module, "/dev/zero");
     EXPECT_EQ(z.offset, 0x10u);
     EXPECT_EQ(z.function, "");
@@ -31,4 +35,59 @@ TEST(ElfSymbolizer, AModuleThatIsNoRegularFileIsNeverOpened) {
     errno = 0;
     EXPECT_EQ(open(fifo.c_str(), O_WRONLY | O_NONBLOCK), -1);
     EXPECT_EQ(errno, ENXIO);
+}
+
+namespace {
+
+// This test binary as the collector would announce it: the path, the load bias
+// and the loaded segments of the main program (dl_iterate_phdr's first object).
+core::ModuleRecord thisProgram() {
+    core::ModuleRecord m;
+    m.id = 1;
+    char path[4096];
+    const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    m.path.assign(path, n > 0 ? static_cast<size_t>(n) : 0);
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) {
+            auto* module = static_cast<core::ModuleRecord*>(data);
+            module->loadBias = info->dlpi_addr;
+            for (int i = 0; i < info->dlpi_phnum; ++i) {
+                const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+                if (ph.p_type == PT_LOAD)
+                    module->ranges.push_back(
+                        {info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz});
+            }
+            return 1;  // the main program only
+        },
+        &m);
+    return m;
+}
+
+bool endsWith(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+// One return address inside two inlined functions: three frames, innermost
+// first, each at its own line, as `addr2line -i -f -C` prints them.
+TEST(ElfSymbolizer, InlinedFunctionsAreFramesOfTheirOwn) {
+    const uint64_t ip = memtool::testing::inlinedCallAddress();
+    const core::ModuleRecord program = thisProgram();
+    cli::ElfSymbolizer symbolizer({program});
+    const std::vector<core::Frame>& frames = symbolizer.symbolize(ip);
+    ASSERT_EQ(frames.size(), 3u);
+    EXPECT_EQ(frames[0].function, "memtool::testing::innermost()");
+    EXPECT_EQ(frames[0].line, 18u);
+    EXPECT_EQ(frames[1].function, "memtool::testing::middle()");
+    EXPECT_EQ(frames[1].line, 23u);
+    EXPECT_EQ(frames[2].function, "memtool::testing::inlinedCallAddress()");
+    EXPECT_EQ(frames[2].line, 26u);
+    for (const core::Frame& f : frames) {
+        EXPECT_TRUE(endsWith(f.file, "/tests/cli/InlinedCode.cpp")) << f.file;
+        EXPECT_EQ(f.module, program.path);
+        EXPECT_EQ(f.offset, ip - 1 - program.loadBias);
+    }
+    // Computed once per address: the same frames, where they were.
+    EXPECT_EQ(&symbolizer.symbolize(ip), &frames);
 }

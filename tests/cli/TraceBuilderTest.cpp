@@ -24,20 +24,27 @@ const uint8_t kCuda0Active = core::cudaDevice(0, core::DevicePool::Active);
 const uint8_t kCuda0Reserved = core::cudaDevice(0, core::DevicePool::Reserved);
 
 // Answers from a table, like ElfSymbolizer would from the ELF files, and
-// remembers what it was asked.
+// remembers what it was asked: `frames` for an address with nothing inlined,
+// `chains` for one with inlined functions (innermost first).
 class FakeSymbolizer : public cli::Symbolizer {
 public:
     std::map<uint64_t, core::Frame> frames;
+    std::map<uint64_t, std::vector<core::Frame>> chains;
     std::set<uint64_t> asked;
 
-    const core::Frame& symbolize(uint64_t ip) override {
+    const std::vector<core::Frame>& symbolize(uint64_t ip) override {
         asked.insert(ip);
-        auto it = frames.find(ip);
-        return it == frames.end() ? unknown_ : it->second;
+        if (auto chain = chains.find(ip); chain != chains.end()) return chain->second;
+        auto [it, fresh] = answered_.try_emplace(ip);
+        if (fresh) {
+            auto known = frames.find(ip);
+            it->second = {known == frames.end() ? core::Frame{} : known->second};
+        }
+        return it->second;
     }
 
 private:
-    core::Frame unknown_;
+    std::map<uint64_t, std::vector<core::Frame>> answered_;
 };
 
 // One collector stream, record by record, keeping the counts its End record carries.
@@ -624,6 +631,117 @@ TEST(TraceBuilder, NativeStacksStopAtMainAndNameTheUsersCode) {
     EXPECT_EQ(forwardOnCuda.pools.at("active").peakBytes, 3072u);
     EXPECT_EQ(forwardOnCuda.pools.at("active").selfAllocatedBytes, 3072u);
     EXPECT_EQ(forwardOnCuda.pools.at("reserved").allocatedBytes, 4096u);
+}
+
+// An -O2 C++ program: at::empty (a LibTorch header) inlined into Net::forward
+// inlined into main, and a constructor inlined into std::make_shared's code inlined
+// into main. One return address each, several frames each.
+struct InlinedRun {
+    Stream s;
+    FakeSymbolizer symbolizer;
+    const std::string app = "/home/me/mlp/build/mlp";
+    const std::string mlp = "/home/me/mlp/mlp.cpp";
+
+    InlinedRun() {
+        const std::string torch = "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13";
+        const std::string empty = "/usr/include/ATen/ops/empty.h";
+        const std::string bits = "/usr/include/c++/12/bits/";
+        symbolizer.frames = {
+            {0x3001, nativeFrame("c10::alloc_cpu(unsigned long)",
+                                 "/usr/lib/x86_64-linux-gnu/libc10.so.1.13")},
+            {0x3002,
+             nativeFrame("at::_ops::empty_memory_format::call(c10::ArrayRef<long>)", torch)},
+            {0x3009, nativeFrame("__libc_start_call_main", "/lib/x86_64-linux-gnu/libc.so.6")},
+        };
+        symbolizer.chains = {
+            {0x3003,
+             {nativeFrame("at::empty(c10::ArrayRef<long>, c10::TensorOptions)", app, empty, 37,
+                          0x1234),
+              nativeFrame("Net::forward(long)", app, mlp, 5, 0x1234),
+              nativeFrame("main", app, mlp, 11, 0x1234)}},
+            {0x3004,
+             {nativeFrame("at::empty(c10::ArrayRef<long>, c10::TensorOptions)", app, empty, 37,
+                          0x1300),
+              nativeFrame("Holder::Holder(long)", app, mlp, 20, 0x1300),
+              nativeFrame("std::_Sp_counted_ptr_inplace<Holder, std::allocator<void>, "
+                          "(__gnu_cxx::_Lock_policy)2>::_Sp_counted_ptr_inplace<long>("
+                          "std::allocator<void>, long&&)",
+                          app, bits + "shared_ptr_base.h", 604, 0x1300),
+              nativeFrame("std::shared_ptr<Holder> std::make_shared<Holder, long>(long&&)", app,
+                          bits + "shared_ptr.h", 1010, 0x1300),
+              nativeFrame("main", app, mlp, 13, 0x1300)}},
+        };
+        s.handshake(7, {"./mlp"});
+        const uint64_t forward = s.nativeStack(0, {0x3009, 0x3003, 0x3002, 0x3001});
+        const uint64_t holder = s.nativeStack(0, {0x3009, 0x3004, 0x3002, 0x3001});
+        s.alloc(kCpu, 0x100, 4000, forward, 0);
+        s.alloc(kCpu, 0x200, 1000, holder, 0);
+        s.end();
+    }
+
+    core::ProcessTrace build(cli::SiteMode mode) {
+        return cli::buildProcessTrace(s.agg, symbolizer, cli::ProcessOutcome{}, mode);
+    }
+};
+
+TEST(TraceBuilder, InlinedFunctionsAreFramesOfTheirOwn) {
+    InlinedRun run;
+    core::ProcessTrace p = run.build(cli::SiteMode::User);
+    ASSERT_EQ(p.hotspots.size(), 2u);
+    const core::Hotspot& forward = p.hotspots[0];
+    EXPECT_EQ(forward.site, "Net::forward(long) (/home/me/mlp/mlp.cpp:5)");
+    EXPECT_EQ(forward.stack,
+              (std::vector<std::string>{
+                  "c10::alloc_cpu(unsigned long) (libc10.so.1.13)",
+                  "at::_ops::empty_memory_format::call(c10::ArrayRef<long>) (libtorch_cpu.so.1.13)",
+                  "at::empty(c10::ArrayRef<long>, c10::TensorOptions) "
+                  "(/usr/include/ATen/ops/empty.h:37)",
+                  "Net::forward(long) (/home/me/mlp/mlp.cpp:5)",
+                  "main (/home/me/mlp/mlp.cpp:11)",
+              }));
+    EXPECT_EQ(forward.allocatedBytes, 4000u);
+    // The header's function is library code in the user's binary; named frames
+    // lose their offset, so both stacks share it.
+    EXPECT_FALSE(p.frames.at(forward.frames[2]).user);
+    EXPECT_EQ(p.frames.at(forward.frames[2]).offset, 0u);
+    EXPECT_TRUE(p.frames.at(forward.frames[3]).user);
+    EXPECT_TRUE(p.frames.at(forward.frames[4]).user);
+
+    const core::Hotspot& holder = p.hotspots[1];
+    EXPECT_EQ(holder.site, "Holder::Holder(long) (/home/me/mlp/mlp.cpp:20)");
+    ASSERT_EQ(holder.frames.size(), 7u);
+    EXPECT_EQ(holder.frames[2], forward.frames[2]);
+    EXPECT_FALSE(p.frames.at(holder.frames[4]).user);  // shared_ptr_base.h
+    EXPECT_FALSE(p.frames.at(holder.frames[5]).user);  // shared_ptr.h
+    EXPECT_EQ(holder.stack[6], "main (/home/me/mlp/mlp.cpp:13)");
+    EXPECT_EQ(p.frames.size(), 9u);
+
+    // Past main (the last frame of its address): never looked up.
+    EXPECT_EQ(run.symbolizer.asked.count(0x3009), 0u);
+
+    // Lines: the user's own, each inlined function's line with its bytes as self;
+    // no row for a header's line.
+    ASSERT_EQ(p.lines.size(), 4u);
+    EXPECT_EQ(lineRow(p, run.mlp, 5).selfAllocatedBytes, 4000u);
+    EXPECT_EQ(lineRow(p, run.mlp, 5).function, "Net::forward(long)");
+    EXPECT_EQ(lineRow(p, run.mlp, 11).allocatedBytes, 4000u);
+    EXPECT_EQ(lineRow(p, run.mlp, 11).selfAllocatedBytes, 0u);
+    EXPECT_EQ(lineRow(p, run.mlp, 20).selfAllocatedBytes, 1000u);
+    EXPECT_EQ(lineRow(p, run.mlp, 13).allocatedBytes, 1000u);
+    EXPECT_EQ(lineRow(p, run.mlp, 13).selfAllocatedBytes, 0u);
+}
+
+TEST(TraceBuilder, AnInlinedFunctionIsASiteInEveryMode) {
+    InlinedRun run;
+    // What the user's inlined code called: the header's inlined at::empty.
+    EXPECT_EQ(run.build(cli::SiteMode::Library).hotspots[0].site,
+              "at::empty(c10::ArrayRef<long>, c10::TensorOptions) "
+              "(/usr/include/ATen/ops/empty.h:37)");
+    EXPECT_EQ(run.build(cli::SiteMode::All).hotspots[0].site,
+              "c10::alloc_cpu(unsigned long) (libc10.so.1.13)");
+    // The live view's site text: shortened, whole template arguments and all.
+    EXPECT_EQ(cli::siteText(run.s.agg, run.symbolizer, run.s.agg.stacks()[1], cli::SiteMode::User),
+              "Holder::Holder (mlp.cpp:20)");
 }
 
 // A process torchrun (or Slurm) started: its rank, local rank and world size, as

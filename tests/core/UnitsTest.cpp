@@ -68,8 +68,25 @@ TEST(FrameClassifier, TellsUserCodeFromLibraries) {
         isLibraryModule("/root/.pyenv/versions/3.12.1/lib/python3.12/lib-dynload/"
                         "_ctypes.cpython-312-x86_64-linux-gnu.so"));
     EXPECT_TRUE(isLibraryModule("/work/build/lib/libmemtool_cupti.so"));
-    EXPECT_TRUE(isSystemSource("/usr/include/torch/csrc/api/include/torch/nn/module.h"));
-    EXPECT_FALSE(isSystemSource("/home/me/src/model.cpp"));
+    EXPECT_TRUE(isLibrarySource("/usr/include/torch/csrc/api/include/torch/nn/module.h"));
+    EXPECT_FALSE(isLibrarySource("/home/me/src/model.cpp"));
+    EXPECT_FALSE(isLibrarySource(""));
+}
+
+// Headers whose code lands in the user's binary, inlined or as a template's copy.
+TEST(FrameClassifier, HeadersOfLibrariesAreLibraryCode) {
+    EXPECT_TRUE(isLibrarySource("/usr/include/c++/12/bits/shared_ptr.h"));
+    EXPECT_TRUE(isLibrarySource("/usr/include/ATen/ops/empty.h"));
+    EXPECT_TRUE(isLibrarySource("/usr/lib/gcc/x86_64-linux-gnu/12/include/stddef.h"));
+    EXPECT_TRUE(isLibrarySource("/opt/gcc-13/include/c++/13/bits/unique_ptr.h"));
+    EXPECT_TRUE(isLibrarySource("/opt/libtorch/include/ATen/core/TensorBody.h"));
+    EXPECT_TRUE(isLibrarySource("/opt/libtorch/include/c10/util/intrusive_ptr.h"));
+    EXPECT_TRUE(
+        isLibrarySource("/opt/libtorch/include/torch/csrc/api/include/torch/nn/modules/linear.h"));
+    EXPECT_TRUE(
+        isLibrarySource("/venv/lib/python3.12/site-packages/torch/include/ATen/ops/empty.h"));
+    EXPECT_FALSE(isLibrarySource("/home/me/mlp/src/Net.h"));
+    EXPECT_FALSE(isLibrarySource("/home/me/torch-mlp/mlp.cpp"));
 }
 
 #include "reporters/HotspotSelection.h"
@@ -88,4 +105,49 @@ TEST(Report, ShortFrames) {
         "Functor::operator() (a.cpp:3)");
     EXPECT_EQ(shortFrame(nativeFrame("", "/usr/lib/libtorch_python.so", "", 0, 0x48a99c)),
               "?? (libtorch_python.so+0x48a99c)");
+}
+
+// Names as c++filt and the demangler give them (libtorch_cpu.so 1.13's symbols,
+// and g++ 12's for a lambda, std::function and an anonymous namespace): the short
+// name loses the parameters and the return type, and nothing of a template
+// argument, however many parentheses and spaces it holds.
+TEST(Report, ShortNamesNeverCutInsideTemplateArguments) {
+    using memtool::reporters::shortFunctionName;
+    EXPECT_EQ(shortFunctionName("std::_Function_handler<void (int), use()::{lambda(int)#1}>::"
+                                "_M_invoke(std::_Any_data const&, int&&)"),
+              "std::_Function_handler<void (int), use()::{lambda(int)#1}>::_M_invoke");
+    EXPECT_EQ(shortFunctionName("use()::{lambda(int)#1}::operator()(int) const"),
+              "use()::{lambda(int)#1}::operator()");
+    EXPECT_EQ(shortFunctionName("std::vector<std::function<void (int)>, std::allocator<std::"
+                                "function<void (int)> > > (anonymous namespace)::fill<std::"
+                                "function<void (int)> >(long)"),
+              "(anonymous namespace)::fill<std::function<void (int)> >");
+    EXPECT_EQ(shortFunctionName(
+                  "void std::vector<std::function<void (c10::ivalue::Future&)>, "
+                  "std::allocator<std::function<void (c10::ivalue::Future&)> > >::emplace_back<"
+                  "std::function<void (c10::ivalue::Future&)> >(std::function<void "
+                  "(c10::ivalue::Future&)>&&)"),
+              "std::vector<std::function<void (c10::ivalue::Future&)>, "
+              "std::allocator<std::function<void (c10::ivalue::Future&)> > >::emplace_back<"
+              "std::function<void (c10::ivalue::Future&)> >");
+    EXPECT_EQ(shortFunctionName("at::Tensor at::detail::tensor_cpu<signed char>(c10::ArrayRef<"
+                                "signed char>, c10::TensorOptions const&)"),
+              "at::detail::tensor_cpu<signed char>");
+    EXPECT_EQ(shortFunctionName("bool operator< <std::function<void (int)> >(Net const&, "
+                                "std::vector<std::function<void (int)>, std::allocator<std::"
+                                "function<void (int)> > > const&)"),
+              "operator< <std::function<void (int)> >");
+    EXPECT_EQ(shortFunctionName("torch::jit::tensorexpr::ExprHandle::operator<(torch::jit::"
+                                "tensorexpr::ExprHandle const&) const"),
+              "torch::jit::tensorexpr::ExprHandle::operator<");
+    EXPECT_EQ(shortFunctionName("std::type_info::operator==(std::type_info const&) const"),
+              "std::type_info::operator==");
+    EXPECT_EQ(shortFunctionName("torch::data::samplers::BatchSize::operator unsigned long() const"),
+              "torch::data::samplers::BatchSize::operator unsigned long");
+    EXPECT_EQ(shortFunctionName("operator new(unsigned long)"), "operator new");
+    EXPECT_EQ(shortFunctionName("(anonymous namespace)::Holder::Holder(long)"),
+              "(anonymous namespace)::Holder::Holder");
+    // Nothing to drop: left whole.
+    EXPECT_EQ(shortFunctionName("c10::alloc_cpu"), "c10::alloc_cpu");
+    EXPECT_EQ(shortFunctionName("main"), "main");
 }

@@ -33,6 +33,7 @@ std::string configured(const char* envName, const char* compiledDefault);
 #define FAKE_CUDA_DRIVER E2E_PATH(FAKE_CUDA_DRIVER)
 #define COURTESY_USER_BIN E2E_PATH(COURTESY_USER_BIN)  // empty without LibTorch
 #define LEAK_AT_EXIT_BIN E2E_PATH(LEAK_AT_EXIT_BIN)    // empty without LibTorch
+#define INLINED_USER_BIN E2E_PATH(INLINED_USER_BIN)    // empty without LibTorch
 #define CHROMIUM_BIN E2E_PATH(CHROMIUM_BIN)
 #define TMUX_BIN E2E_PATH(TMUX_BIN)
 #define HTML_PROBE E2E_PATH(HTML_PROBE)

@@ -22,13 +22,14 @@ namespace {
 using namespace memtool;
 
 // Frames made from the address alone, of the kinds the builder treats apart: the
-// interpreter loop, main, a named function with a line, an unnamed one, memtool's own.
+// interpreter loop, main, a header's function inlined into a named one with a
+// line, an unnamed one, memtool's own.
 class FakeSymbolizer : public cli::Symbolizer {
 public:
-    const core::Frame& symbolize(uint64_t ip) override {
-        auto [it, fresh] = frames_.try_emplace(ip);
-        core::Frame& f = it->second;
-        if (!fresh) return f;
+    const std::vector<core::Frame>& symbolize(uint64_t ip) override {
+        auto [it, fresh] = frames_.try_emplace(ip, 1);
+        if (!fresh) return it->second;
+        core::Frame& f = it->second.back();
         switch (ip % 6) {
             case 0:
                 f.function = "_PyEval_EvalFrameDefault";
@@ -38,12 +39,18 @@ public:
                 f.function = "main";
                 f.module = "/usr/bin/python3.11";
                 break;
-            case 2:
-                f.function = "at::empty(long)";
+            case 2: {
+                f.function = "Model::forward()";
                 f.file = "/src/model.cpp";
                 f.line = ip % 1000;
                 f.module = "/home/me/libmodel.so";
+                core::Frame inlined = f;
+                inlined.function = "at::empty(long)";
+                inlined.file = "/usr/include/ATen/ops/empty.h";
+                inlined.line = 36;
+                it->second.insert(it->second.begin(), inlined);
                 break;
+            }
             case 3:
                 f.module = "/usr/lib/libc10.so";
                 f.offset = ip;
@@ -55,11 +62,11 @@ public:
             default:
                 break;  // nothing known
         }
-        return f;
+        return it->second;
     }
 
 private:
-    std::unordered_map<uint64_t, core::Frame> frames_;
+    std::unordered_map<uint64_t, std::vector<core::Frame>> frames_;
 };
 
 }  // namespace
