@@ -47,16 +47,6 @@ void emit(const std::string& path, const std::string& text) {
     if (!out) throw core::Error(core::kExitBadInput, "cannot write " + path);
 }
 
-// The code the HTML report's line table shows beside its numbers, read by the rule
-// of `--lines` (reporters/SourceFiles.h): regular files inside the trace's
-// directory and this one, unless --all-files.
-std::function<std::vector<std::string>(const std::string&, const std::string&)> sourceReader(
-    bool allFiles) {
-    return [allFiles](const std::string& file, const std::string& traceCwd) {
-        return reporters::SourceFiles(traceCwd, allFiles).read(file).lines;
-    };
-}
-
 struct ReportArgs {
     std::string path;
     std::string format = "text";
@@ -102,7 +92,6 @@ void renderReport(const core::Trace& trace, const ReportArgs& a, const std::stri
         if (!a.topGiven) html.hotspots.top = 100;
         html.lines = a.lineOptions;
         html.source = a.path;
-        html.readSource = sourceReader(a.lineOptions.allFiles);
         reporters::renderHtml(trace, html, out);
     } else if (a.format == "perfetto") {
         out << reporters::renderPerfetto(trace).dump(1) << '\n';

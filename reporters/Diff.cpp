@@ -11,6 +11,7 @@
 #include "core/Error.h"
 #include "core/Units.h"
 #include "reporters/HotspotSelection.h"
+#include "reporters/RecordedSources.h"
 
 namespace memtool::reporters {
 
@@ -45,9 +46,17 @@ std::string relativeFile(const std::string& file, const std::string& cwd) {
     return path.string();
 }
 
+// The code of a frame's line as the trace recorded it: in `sources`, or in the
+// frame itself (traces of the memtool before `sources`); "" when it has none.
+std::string lineCode(const core::ProcessTrace& p, const core::Frame& f) {
+    std::string code = recordedLineCode(p, f.file, f.line);
+    return code.empty() ? f.source : code;
+}
+
 // Whether a trace keeps the code of its user lines (memtool run does since it
 // began to): then sites can be matched by it.
 bool keepsSource(const core::ProcessTrace& p) {
+    if (!p.sources.empty()) return true;
     for (const core::Frame& f : p.frames)
         if (f.isPython() && f.user && !f.source.empty()) return true;
     return false;
@@ -62,13 +71,12 @@ std::string siteText(const core::Frame* site, const std::string& cwd) {
                        site->line);
 }
 
-std::string siteIdentity(const core::Frame* site, const std::string& cwd, bool bySource) {
+std::string siteIdentity(const core::Frame* site, const std::string& cwd, const std::string& code) {
     // Python sites keep file:line (a moved line is a different site) unless their
     // code says which line is which; native line numbers shift with every rebuild,
     // so a native site is its function.
-    if (!site || !site->isPython() || !bySource || site->source.empty()) return siteText(site, cwd);
-    return fmt::format("{} ({}): {}", core::frameName(*site), relativeFile(site->file, cwd),
-                       site->source);
+    if (!site || !site->isPython() || code.empty()) return siteText(site, cwd);
+    return fmt::format("{} ({}): {}", core::frameName(*site), relativeFile(site->file, cwd), code);
 }
 
 TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t top) {
@@ -100,7 +108,8 @@ TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t
     auto foldSites = [&](const core::ProcessTrace& p, bool base) {
         for (const auto& h : p.hotspots) {
             const core::Frame* site = siteFrame(p, h);
-            auto key = std::make_pair(h.device, siteIdentity(site, p.cwd, bySource));
+            const std::string code = bySource && site ? lineCode(p, *site) : "";
+            auto key = std::make_pair(h.device, siteIdentity(site, p.cwd, code));
             auto& s = sites[key];
             s.device = h.device;
             if (s.site.empty() || !base) s.site = siteText(site, p.cwd);  // the new line

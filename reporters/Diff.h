@@ -39,10 +39,11 @@ struct TraceDiff {
 
 // How a site is matched across runs and shown. A Python frame's file under `cwd`
 // is named relative to it, so two checkouts at different paths still match. By
-// line: "function (file:line)"; `bySource` (both traces keep the lines' code): the
-// function, file and code, so lines moved by an edit elsewhere still match.
-// Native frames: the function. kNoStackSite for none.
-std::string siteIdentity(const core::Frame* site, const std::string& cwd, bool bySource = false);
+// line: "function (file:line)"; with `code` (the line's code, both traces having
+// recorded theirs): the function, file and code, so lines moved by an edit
+// elsewhere still match. Native frames: the function. kNoStackSite for none.
+std::string siteIdentity(const core::Frame* site, const std::string& cwd,
+                         const std::string& code = "");
 std::string siteText(const core::Frame* site, const std::string& cwd);
 
 TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t top);

@@ -423,6 +423,14 @@ std::string traceWithSources(const std::vector<std::tuple<std::string, int, std:
     return writeProcesses(json::array({proc}));
 }
 
+// Writes `program` to DIR/prog.py and profiles it there.
+Profiled profileProgram(const std::string& dir, const std::string& program) {
+    std::ofstream(dir + "/prog.py") << program;
+    Profiled p = profile({PYTHON_BIN, "prog.py"}, {}, dir);
+    EXPECT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    return p;
+}
+
 }  // namespace
 
 TEST(Diff, LinesMovedByAnEditStillMatchByTheirCode) {
@@ -461,17 +469,11 @@ TEST(Diff, ARealRunKeepsItsLinesCode) {
         "import torch\n"
         "a = torch.empty(3_000_000, dtype=torch.uint8)\n"
         "b = torch.empty(1_000_000, dtype=torch.uint8)\n";
-    std::ofstream(dir + "/prog.py") << program;
-    Profiled first = profile({PYTHON_BIN, "prog.py"}, {}, dir);
-    ASSERT_EQ(first.outcome.exitCode, 0) << first.outcome.err;
-    std::ofstream(dir + "/prog.py") << "# a comment moves every line\n" + program;
-    Profiled second = profile({PYTHON_BIN, "prog.py"}, {}, dir);
-    ASSERT_EQ(second.outcome.exitCode, 0) << second.outcome.err;
-    const json frames = second.process().at("frames");
-    bool kept = false;
-    for (const auto& f : frames)
-        kept |= f.value("source", "") == "a = torch.empty(3_000_000, dtype=torch.uint8)";
-    EXPECT_TRUE(kept) << frames.dump(1);
+    Profiled first = profileProgram(dir, program);
+    Profiled second = profileProgram(dir, "# a comment moves every line\n" + program);
+    const json lines = second.process().at("sources").at(dir + "/prog.py").at("lines");
+    EXPECT_EQ(lines, json::parse(R"j([[3, "a = torch.empty(3_000_000, dtype=torch.uint8)"],
+                                      [4, "b = torch.empty(1_000_000, dtype=torch.uint8)"]])j"));
     std::ofstream(dir + "/first.json") << first.trace.dump();
     std::ofstream(dir + "/second.json") << second.trace.dump();
     Outcome o = run({MEMTOOL_BIN, "diff", dir + "/first.json", dir + "/second.json"});
@@ -480,4 +482,58 @@ TEST(Diff, ARealRunKeepsItsLinesCode) {
         << o.out;
     EXPECT_NE(o.out.find("No call site's contribution to the peak shrank.\n"), std::string::npos)
         << o.out;
+}
+
+TEST(Report, AnArchivedTraceShowsTheCodeAsItWas) {
+    const std::string dir = tempDir();
+    const std::string program =
+        "import torch\n"
+        "\n"
+        "\n"
+        "def make(n):\n"
+        "    x = torch.empty(n, dtype=torch.uint8)\n"
+        "    return x\n"
+        "\n"
+        "\n"
+        "a = make(3_000_000)\n"
+        "b = torch.empty(1_000_000, dtype=torch.uint8)\n";
+    Profiled first = profileProgram(dir, program);
+    const std::string file = dir + "/prog.py";
+    // FNV-1a 64 of the program's bytes (core/SourceHash.h).
+    EXPECT_EQ(first.process().at("sources").at(file).at("fnv1a64"), "2eb4138ec3457ef9");
+    std::ofstream(dir + "/first.json") << first.trace.dump();
+    // The file changes after the run: a line inserted at its top.
+    std::ofstream(dir + "/prog.py") << "# a comment moves every line\n" + program;
+    Outcome o = run({MEMTOOL_BIN, "report", dir + "/first.json", "--lines"}, "", {}, nullptr, dir);
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    const std::string pid = std::to_string(first.process().at("pid").get<int>());
+    EXPECT_EQ(
+        o.out,
+        "\n## make — " + file + " [cpu] (pid " + pid +
+            ")\n"
+            "  Line          Peak     Allocated    Self alloc    Count  Code\n"
+            "        (" +
+            file +
+            " changed since the run: lines shown as recorded)\n"
+            "     4                                                     def make(n):\n"
+            "     5      2.86 MiB      2.86 MiB      2.86 MiB        1      x = "
+            "torch.empty(n, dtype=torch.uint8)\n"
+            "\n## <module> — " +
+            file + " [cpu] (pid " + pid +
+            ")\n"
+            "  Line          Peak     Allocated    Self alloc    Count  Code\n"
+            "     9      2.86 MiB      2.86 MiB           0 B        1  a = make(3_000_000)\n"
+            "    10      3.81 MiB    976.56 KiB    976.56 KiB        1  b = torch.empty(1_000_000, "
+            "dtype=torch.uint8)\n"
+            "\nPeak: the device's total, at most, while the line ran (what it called "
+            "included) · Allocated: while it was on the stack · Self alloc: by the line "
+            "itself\n");
+    // The edited program's trace matches the first site by site: nothing new, nothing gone.
+    Profiled second = profileProgram(dir, "# a comment moves every line\n" + program);
+    std::ofstream(dir + "/second.json") << second.trace.dump();
+    json d = json::parse(
+        run({MEMTOOL_BIN, "diff", dir + "/first.json", dir + "/second.json", "--format", "json"})
+            .out);
+    EXPECT_EQ(d.at("sites"), json::array()) << d.dump(1);
+    EXPECT_EQ(d.at("shrunk_sites"), json::array()) << d.dump(1);
 }
