@@ -537,3 +537,109 @@ TEST(Report, AnArchivedTraceShowsTheCodeAsItWas) {
     EXPECT_EQ(d.at("sites"), json::array()) << d.dump(1);
     EXPECT_EQ(d.at("shrunk_sites"), json::array()) << d.dump(1);
 }
+
+namespace {
+
+json ranked(json process, int rank) {
+    process["rank"] = rank;
+    return process;
+}
+
+}  // namespace
+
+TEST(Diff, EveryProcessThatAllocatedIsComparedWithItsCounterpart) {
+    // A shell in front of python and its workers (the same command line); the base
+    // run had one worker more.
+    const std::string base = writeProcesses({process(100, {"/bin/sh", "./run.sh"}, 0, false),
+                                             process(101, {"python3", "train.py"}, 4000),
+                                             process(102, {"python3", "train.py"}, 1000),
+                                             process(103, {"python3", "train.py"}, 700)});
+    const std::string next = writeProcesses({process(200, {"/bin/sh", "./run.sh"}, 0, false),
+                                             process(201, {"python3", "train.py"}, 5000),
+                                             process(202, {"python3", "train.py"}, 1000)});
+    Outcome o = run({MEMTOOL_BIN, "diff", base, next});
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    const std::string header =
+        "Device             Base peak     New peak        Peak Δ         %     Allocated Δ         "
+        "%        Leaked Δ         %\n";
+    const std::string none =
+        "\nNo call site's contribution to the peak grew.\n"
+        "\nNo call site's contribution to the peak shrank.\n";
+    EXPECT_EQ(
+        o.out,
+        "2 processes compared, 1 only in the base trace, 0 only in the new trace\n"
+        "\n## pid 101 (python3 train.py) → pid 201 (python3 train.py) (matched by the same "
+        "command line)\n" +
+            header +
+            "cpu                 3.91 KiB     4.88 KiB       +1000 B   +25.00%         +1000 B "
+            "  +25.00%             0 B     0.00%\n" +
+            none +
+            "\n## pid 102 (python3 train.py) → pid 202 (python3 train.py) (matched by the "
+            "same command line)\n" +
+            header +
+            "cpu                   1000 B       1000 B           0 B    +0.00%             0 B "
+            "   +0.00%             0 B     0.00%\n" +
+            none +
+            "\nOnly in the base trace:\n"
+            "  pid 103 (python3 train.py): cpu peak 700 B\n");
+    json j = json::parse(run({MEMTOOL_BIN, "diff", base, next, "--format", "json"}).out);
+    ASSERT_EQ(j.at("processes").size(), 2u);
+    EXPECT_EQ(j.at("processes")[0].at("base").at("pid"), 101);
+    EXPECT_EQ(j.at("processes")[0].at("new").at("pid"), 201);
+    EXPECT_EQ(j.at("processes")[0].at("matched_by"), "command");
+    EXPECT_EQ(j.at("processes")[0].at("devices")[0].at("peak_delta_bytes"), 1000);
+    EXPECT_EQ(j.at("processes")[1].at("new").at("pid"), 202);
+    // The first pair's tables stand at the top too, where diff wrote its one process's.
+    EXPECT_EQ(j.at("devices"), j.at("processes")[0].at("devices"));
+    EXPECT_EQ(j.at("only_in_base"),
+              json::parse(R"([{"pid": 103, "command": ["python3", "train.py"], "rank": null,
+                              "peak_bytes": {"cpu": 700}}])"));
+    EXPECT_EQ(j.at("only_in_new"), json::array());
+}
+
+TEST(Diff, RanksMatchRanksAndPidOrCommandNarrow) {
+    // Ranks connect in any order; a rank the other run lacks is listed alone.
+    const std::string base = writeProcesses({process(100, {"torchrun", "ddp.py"}, 0, false),
+                                             ranked(process(101, {"python3", "ddp.py"}, 3000), 0),
+                                             ranked(process(102, {"python3", "ddp.py"}, 6000), 1),
+                                             ranked(process(103, {"python3", "ddp.py"}, 9000), 2)});
+    const std::string next = writeProcesses({process(200, {"torchrun", "ddp.py"}, 0, false),
+                                             ranked(process(202, {"python3", "ddp.py"}, 6500), 1),
+                                             ranked(process(201, {"python3", "ddp.py"}, 3000), 0)});
+    json j = json::parse(run({MEMTOOL_BIN, "diff", base, next, "--format", "json"}).out);
+    ASSERT_EQ(j.at("processes").size(), 2u) << j.dump(1);
+    for (int i : {0, 1}) {
+        EXPECT_EQ(j.at("processes")[i].at("matched_by"), "rank");
+        EXPECT_EQ(j.at("processes")[i].at("base").at("rank"), i);
+        EXPECT_EQ(j.at("processes")[i].at("new").at("rank"), i);
+    }
+    EXPECT_EQ(j.at("processes")[1].at("devices")[0].at("peak_delta_bytes"), 500);
+    EXPECT_EQ(j.at("only_in_base")[0].at("pid"), 103);
+    // --pid names a process of either trace: it and its counterpart.
+    for (const char* pid : {"102", "202"}) {
+        json one = json::parse(
+            run({MEMTOOL_BIN, "diff", base, next, "--pid", pid, "--format", "json"}).out);
+        ASSERT_EQ(one.at("processes").size(), 1u) << pid;
+        EXPECT_EQ(one.at("processes")[0].at("base").at("pid"), 102);
+        EXPECT_EQ(one.at("processes")[0].at("new").at("pid"), 202);
+        EXPECT_EQ(one.at("only_in_base"), json::array());
+    }
+    Outcome one = run({MEMTOOL_BIN, "diff", base, next, "--rank", "1"});
+    ASSERT_EQ(one.exitCode, 0) << one.err;
+    EXPECT_EQ(one.out.rfind("Device ", 0), 0u) << one.out;  // one pair: its tables alone
+    EXPECT_NE(one.out.find("+500 B"), std::string::npos) << one.out;
+    // --command picks in both traces; one that names nothing is a usage error.
+    Outcome launcher = run({MEMTOOL_BIN, "diff", base, next, "--command", "torchrun"});
+    ASSERT_EQ(launcher.exitCode, 0) << launcher.err;
+    EXPECT_EQ(launcher.out.rfind("Device ", 0), 0u) << launcher.out;
+    Outcome typo = run({MEMTOOL_BIN, "diff", base, next, "--command", "trian.py"});
+    EXPECT_EQ(typo.exitCode, 2);
+    EXPECT_EQ(typo.err,
+              "memtool: no process of the base trace has a command containing 'trian.py' (it "
+              "holds pid 100 (torchrun ddp.py), pid 101 (python3 ddp.py), pid 102 (python3 "
+              "ddp.py), pid 103 (python3 ddp.py))\n");
+    Outcome stranger = run({MEMTOOL_BIN, "diff", base, next, "--pid", "999"});
+    EXPECT_EQ(stranger.exitCode, 2);
+    EXPECT_EQ(stranger.err.rfind("memtool: neither trace has a process with pid 999", 0), 0u)
+        << stranger.err;
+}

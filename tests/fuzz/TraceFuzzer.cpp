@@ -87,7 +87,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         report(trace);
         check(trace);
         std::ostringstream out;
-        const reporters::TraceDiff d = reporters::diffTraces(trace, trace, 5);
+        reporters::DiffOptions o;
+        o.top = 5;
+        const reporters::TraceDiff d = reporters::diffTraces(trace, trace, o);
         reporters::renderDiffText(d, out);
         reporters::renderDiffJson(d, out);
     } catch (const core::Error& e) {
