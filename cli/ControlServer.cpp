@@ -14,6 +14,7 @@
 #include "cli/ControlDirectory.h"
 #include "cli/EventLoop.h"
 #include "core/Error.h"
+#include "reporters/RecordedSources.h"
 #include "reporters/TensorsReporter.h"
 #include "reporters/TraceJson.h"
 
@@ -239,6 +240,7 @@ nlohmann::json ControlServer::snapshotAnswer(CollectorConnection& c) {
         buildProcessTrace(c.aggregator(), c.symbolizer(), outcome, siteMode_));
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd)) trace.processes.back().cwd = cwd;
+    reporters::recordSources(trace);  // as memtool run does at the end
     return {{"status", "ok"},
             {"trace", reporters::traceToJson(trace).dump(
                           2, ' ', false, nlohmann::json::error_handler_t::replace)}};

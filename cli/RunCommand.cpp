@@ -25,7 +25,7 @@
 #include "core/Error.h"
 #include "core/Units.h"
 #include "reporters/Files.h"
-#include "reporters/SourceFiles.h"
+#include "reporters/RecordedSources.h"
 #include "reporters/TraceJson.h"
 
 namespace memtool::cli {
@@ -253,27 +253,6 @@ std::string writeTrace(const core::Trace& trace, const std::string& output) {
     }
 }
 
-// The code of every line of the user's own Python code the trace names, as it is
-// now: an archived trace still says which line was which (memtool diff matches
-// sites by it when lines move). Read where the program read it; only regular files.
-void keepSourceText(core::Trace& trace) {
-    std::map<std::string, reporters::SourceText> files;
-    for (core::ProcessTrace& p : trace.processes) {
-        const reporters::SourceFiles reader(p.cwd, true);
-        for (core::Frame& f : p.frames) {
-            if (!f.isPython() || !f.user || f.line == 0) continue;
-            auto it = files.find(f.file);
-            if (it == files.end()) it = files.emplace(f.file, reader.read(f.file)).first;
-            const std::vector<std::string>& lines = it->second.lines;
-            if (f.line > lines.size()) continue;
-            const std::string& code = lines[f.line - 1];
-            const size_t first = code.find_first_not_of(" \t");
-            const size_t last = code.find_last_not_of(" \t\r");
-            f.source = first == std::string::npos ? "" : code.substr(first, last - first + 1);
-        }
-    }
-}
-
 void printSummary(const core::Trace& trace, const std::vector<std::string>& files) {
     const core::ProcessTrace& p = trace.processes[0];
     // The program's peaks; a wrapper's (a shell that ran python as a child) are its
@@ -342,7 +321,8 @@ RunResult runCommand(const RunOptions& options) {
 
     // One trace file, or with %p or %r in its name one per process (or per rank).
     core::Trace trace = assembleTrace(listener, target, options, cuda);
-    keepSourceText(trace);
+    // The code its reports show, as it is now: an archived trace shows it as it was.
+    reporters::recordSources(trace);
     std::vector<std::string> files;
     for (const auto& [path, part] : splitByOutputPattern(trace, options.output))
         files.push_back(writeTrace(part, path));

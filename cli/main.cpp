@@ -47,16 +47,6 @@ void emit(const std::string& path, const std::string& text) {
     if (!out) throw core::Error(core::kExitBadInput, "cannot write " + path);
 }
 
-// The code the HTML report's line table shows beside its numbers, read by the rule
-// of `--lines` (reporters/SourceFiles.h): regular files inside the trace's
-// directory and this one, unless --all-files.
-std::function<std::vector<std::string>(const std::string&, const std::string&)> sourceReader(
-    bool allFiles) {
-    return [allFiles](const std::string& file, const std::string& traceCwd) {
-        return reporters::SourceFiles(traceCwd, allFiles).read(file).lines;
-    };
-}
-
 struct ReportArgs {
     std::string path;
     std::string format = "text";
@@ -102,7 +92,6 @@ void renderReport(const core::Trace& trace, const ReportArgs& a, const std::stri
         if (!a.topGiven) html.hotspots.top = 100;
         html.lines = a.lineOptions;
         html.source = a.path;
-        html.readSource = sourceReader(a.lineOptions.allFiles);
         reporters::renderHtml(trace, html, out);
     } else if (a.format == "perfetto") {
         out << reporters::renderPerfetto(trace).dump(1) << '\n';
@@ -174,13 +163,17 @@ int checkCommand(const CheckArgs& a) {
     return 0;
 }
 
-int diffCommand(const std::string& basePath, const std::string& newPath, size_t top,
-                const std::string& format, const reporters::ProcessFilter& processes) {
+int diffCommand(const std::string& basePath, const std::string& newPath, const std::string& format,
+                const reporters::ProcessFilter& processes, reporters::DiffOptions options) {
+    // A rank is compared with the same rank; a pid (runs have their own) names a
+    // process of either trace, compared with its counterpart (reporters/Diff.h).
+    const reporters::ProcessFilter rank{std::nullopt, processes.rank};
     core::Trace base =
-        reporters::selectProcesses(reporters::loadTrace(basePath), processes, "the base trace");
+        reporters::selectProcesses(reporters::loadTrace(basePath), rank, "the base trace");
     core::Trace current =
-        reporters::selectProcesses(reporters::loadTrace(newPath), processes, "the new trace");
-    reporters::TraceDiff d = reporters::diffTraces(base, current, top);
+        reporters::selectProcesses(reporters::loadTrace(newPath), rank, "the new trace");
+    options.pid = processes.pid;
+    reporters::TraceDiff d = reporters::diffTraces(base, current, options);
     if (format == "json")
         reporters::renderDiffJson(d, std::cout);
     else
@@ -394,18 +387,21 @@ int main(int argc, char** argv) {
                       "the baseline too)");
 
     std::string diffBase, diffNew, diffFormat = "text";
-    size_t diffTop = 10;
+    reporters::DiffOptions diff;
     CLI::App* diffCmd =
         app.add_subcommand("diff", "Compare two traces: per-device deltas and the sites that grew");
     diffCmd->add_option("base", diffBase, "the baseline trace.json")->required();
     diffCmd->add_option("new", diffNew, "the trace.json to compare")->required();
-    diffCmd->add_option("--top", diffTop, "how many sites")->capture_default_str();
+    diffCmd->add_option("--top", diff.top, "how many sites")->capture_default_str();
+    diffCmd->add_option("--command", diff.command,
+                        "compare only processes whose command line contains this");
     diffCmd->add_option("--format", diffFormat, "text or json")
         ->check(CLI::IsMember({"text", "json"}))
         ->capture_default_str();
     reporters::ProcessFilter diffProcesses;
     addProcessOptions(diffCmd, diffProcesses,
-                      "is compared, in both traces (default: the launched program)");
+                      "is compared (--pid: of either trace, with its counterpart; default: every "
+                      "process that allocated, matched by rank, command line, order of start)");
 
     // `memtool run [options] [--] COMMAND...`: from the first "--" on, every word is
     // the command's (runCommandWords).
@@ -461,7 +457,7 @@ int main(int argc, char** argv) {
     }
     if (diffCmd->parsed())
         return cli::runGuarded(
-            [&] { return diffCommand(diffBase, diffNew, diffTop, diffFormat, diffProcesses); },
+            [&] { return diffCommand(diffBase, diffNew, diffFormat, diffProcesses, diff); },
             core::kExitInternal, std::cerr);
     if (reportCmd->parsed()) {
         return cli::runGuarded(

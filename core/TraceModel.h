@@ -164,6 +164,14 @@ struct OomEvent {
     std::vector<OomLineBytes> byLine;  // likewise
 };
 
+// A source file the trace quotes, as memtool run read it when the run ended: the
+// lines its reports show (the line table's blocks, hotspot frames, out-of-memory
+// lines), so that an archived trace shows the code as it was.
+struct SourceFile {
+    uint64_t fnv1a64 = 0;                   // of the whole file's bytes as read (core/SourceHash.h)
+    std::map<uint64_t, std::string> lines;  // line number (from 1) -> its text, newline cut
+};
+
 struct ProcessTrace {
     int64_t pid = 0;
     int64_t ppid = 0;
@@ -209,6 +217,9 @@ struct ProcessTrace {
     // Per device and pool, by name: "cpu", "cuda:0", "cuda:0.active", ... (control
     // and oom events stand on the same clock).
     std::map<std::string, TimelineSeries> timeline;
+    // The user's own source files its frames, lines and out-of-memory events name,
+    // by the name they give (files that could not be read are absent).
+    std::map<std::string, SourceFile> sources;
     std::vector<std::string> warnings;
 };
 

@@ -13,6 +13,7 @@
 #include "core/Error.h"
 #include "core/Units.h"
 #include "reporters/Markup.h"
+#include "reporters/ProcessSelection.h"
 
 namespace memtool::reporters {
 
@@ -27,44 +28,14 @@ const core::ProcessTrace& launched(const core::Trace& t, const std::string& what
     return t.processes[0];
 }
 
-bool allocated(const core::ProcessTrace& p) {
-    for (const auto& [name, d] : p.devices)
-        if (d.allocCount > 0 || d.allocatedBytes > 0) return true;
-    return false;
-}
-
-std::string commandLine(const core::ProcessTrace& p) {
-    std::string s;
-    for (const auto& a : p.command) s += (s.empty() ? "" : " ") + a;
-    return s;
-}
-
-// "pid 42 (python3 train.py)": the command cut to a readable length.
-std::string processLabel(const core::ProcessTrace& p) {
-    constexpr size_t kMaxCommand = 60;
-    std::string command = commandLine(p);
-    if (command.size() > kMaxCommand) command = command.substr(0, kMaxCommand - 3) + "...";
-    return fmt::format("pid {} ({})", p.pid, command);
-}
-
 // The processes a limit or baseline is held against: those --pid/--rank (already
 // applied to the trace) and --command name, else every process that allocated. A
 // --command that names none is a usage error (a typo must not pass).
 std::vector<const core::ProcessTrace*> checkedProcesses(const core::Trace& t,
                                                         const CheckOptions& o) {
     std::vector<const core::ProcessTrace*> out;
-    for (const core::ProcessTrace& p : t.processes) {
-        if (!o.command.empty() && commandLine(p).find(o.command) == std::string::npos) continue;
-        if (!o.named && o.command.empty() && !allocated(p)) continue;
-        out.push_back(&p);
-    }
-    if (out.empty() && !o.command.empty()) {
-        std::string known;
-        for (const core::ProcessTrace& p : t.processes)
-            known += (known.empty() ? "" : ", ") + processLabel(p);
-        usage(fmt::format("no process of the trace has a command containing '{}' (it holds {})",
-                          o.command, known));
-    }
+    for (const core::ProcessTrace* p : withCommand(t, o.command, "the trace"))
+        if (o.named || !o.command.empty() || allocated(*p)) out.push_back(p);
     return out;
 }
 

@@ -10,6 +10,7 @@
 #include "reporters/Check.h"
 #include "reporters/HtmlAssets.h"
 #include "reporters/Markup.h"
+#include "reporters/RecordedSources.h"
 #include "reporters/StackTree.h"
 #include "reporters/TimelineMarks.h"
 
@@ -288,12 +289,12 @@ void lineTable(const core::ProcessTrace& p, const HtmlOptions& options, std::ost
                       {"Count", true},
                       {"Code", false}})
         << "</thead>\n<tbody>\n";
-    std::map<std::string, std::vector<std::string>> sources;
+    std::map<std::string, SourceText> sources;
     for (const core::LineStat* l : rows) {
         auto [it, fresh] = sources.try_emplace(l->file);
-        if (fresh && options.readSource) it->second = options.readSource(l->file, p.cwd);
-        const std::vector<std::string>& src = it->second;
-        const std::string code = l->line >= 1 && l->line <= src.size() ? src[l->line - 1] : "";
+        if (fresh) it->second = lineSource(filter, p, l->file);
+        const auto line = it->second.lines.find(l->line);
+        const std::string code = line == it->second.lines.end() ? "" : line->second;
         out << "<tr><td>" << esc(l->device) << "</td><td title=\"" << esc(l->file) << "\">"
             << esc(l->file.substr(l->file.rfind('/') == std::string::npos ? 0
                                                                           : l->file.rfind('/') + 1))
@@ -303,6 +304,8 @@ void lineTable(const core::ProcessTrace& p, const HtmlOptions& options, std::ost
             << esc(code) << "</td></tr>\n";
     }
     out << "</tbody></table>\n";
+    for (const auto& [file, source] : sources)
+        if (source.changed) out << "<p class=\"hint\">" << esc(changedSourceNote(file)) << "</p>\n";
 }
 
 void regionSections(const core::ProcessTrace& p, std::ostream& out) {

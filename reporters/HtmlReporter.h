@@ -7,7 +7,6 @@
 // allocated over the run, zoomable by click; it also sorts the tables and shows
 // tooltips. A Content-Security-Policy in the page forbids fetching anything.
 
-#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -19,13 +18,11 @@
 namespace memtool::reporters {
 
 struct HtmlOptions {
-    ReportOptions hotspots;   // order and number of each device's hotspot rows
-    LineReportOptions lines;  // which line rows: as `--lines` chooses them
-    std::string source;       // where the trace came from, for the page's footer
-    // The code of a source file, line n at [n - 1], for the line table; empty when
-    // it cannot be read. `traceCwd` is the process's cwd as the trace has it.
-    std::function<std::vector<std::string>(const std::string& file, const std::string& traceCwd)>
-        readSource;
+    ReportOptions hotspots;  // order and number of each device's hotspot rows
+    // Which line rows, as `--lines` chooses them, and where their code comes from
+    // (LineReporter.h: lineSource).
+    LineReportOptions lines;
+    std::string source;  // where the trace came from, for the page's footer
 };
 
 void renderHtml(const core::Trace& trace, const HtmlOptions& options, std::ostream& out);

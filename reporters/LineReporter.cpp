@@ -6,12 +6,14 @@
 #include <cctype>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <vector>
 
 #include "core/FrameClassifier.h"
 #include "core/Units.h"
 #include "reporters/ByteText.h"
+#include "reporters/RecordedSources.h"
 
 namespace memtool::reporters {
 
@@ -47,17 +49,22 @@ bool definesFunction(const std::string& line, const std::string& name) {
     return at < line.size() && line[at] == '(';
 }
 
-// The line of `def name` (or `async def`) at or above `from`, if within reach.
-uint64_t findDefinition(const std::vector<std::string>& src, uint64_t from,
+}  // namespace
+
+uint64_t findDefinition(const std::map<uint64_t, std::string>& src, uint64_t from,
                         const std::string& function) {
     const size_t dot = function.rfind('.');
     const std::string last = function.substr(dot == std::string::npos ? 0 : dot + 1);
     if (last.empty() || last[0] == '<') return from;
-    const uint64_t start = std::min<uint64_t>(from, src.size());
-    for (uint64_t l = start; l >= 1 && from - l < 500; --l)
-        if (definesFunction(src[l - 1], last)) return l;
+    for (auto it = src.upper_bound(from); it != src.begin();) {
+        --it;
+        if (from - it->first >= kDefinitionReach) break;
+        if (definesFunction(it->second, last)) return it->first;
+    }
     return from;
 }
+
+namespace {
 
 using Rows = std::map<uint64_t, const core::LineStat*>;              // line -> its row
 using BlockKey = std::tuple<std::string, std::string, std::string>;  // device, file, function
@@ -94,10 +101,10 @@ std::vector<std::pair<BlockKey, Rows>> selectBlocks(const core::ProcessTrace& p,
 // One function's table: the def line, then every line to its last allocating one.
 // Lines that allocated nothing are shown only where there is code to show, so the
 // work is bounded by the rows and the source, whatever the line numbers.
-void renderBlock(const BlockKey& key, const Rows& rows, const SourceText& source, int64_t pid,
-                 const ByteText& b, std::ostream& out) {
+void renderBlock(const BlockKey& key, const Rows& rows, const SourceText& source, bool changedNote,
+                 int64_t pid, const ByteText& b, std::ostream& out) {
     const auto& [device, file, function] = key;
-    const std::vector<std::string>& src = source.lines;
+    const std::map<uint64_t, std::string>& src = source.lines;
     // CUDA lines with the torch bridge attached also show PyTorch's active and
     // reserved peaks (memlab's active_bytes / reserved_bytes columns).
     bool pools = false;
@@ -106,7 +113,10 @@ void renderBlock(const BlockKey& key, const Rows& rows, const SourceText& source
         auto it = s.pools.find(pool);
         return b.column(it == s.pools.end() ? std::string() : b(it->second.peakBytes));
     };
-    auto code = [&](uint64_t n) { return n >= 1 && n <= src.size() ? src[n - 1] : ""; };
+    auto code = [&](uint64_t n) {
+        auto it = src.find(n);
+        return it == src.end() ? std::string() : it->second;
+    };
 
     out << fmt::format("\n## {} — {} [{}] (pid {})\n", function, file, device, pid);
     out << fmt::format("{:>6}  {}  {}  {}  {:>7}", "Line", b.column("Peak"), b.column("Allocated"),
@@ -116,15 +126,16 @@ void renderBlock(const BlockKey& key, const Rows& rows, const SourceText& source
     if (!source.found)
         out << (source.why.empty() ? "        (source not found; line numbers only)\n"
                                    : fmt::format("        (source not read: {})\n", source.why));
+    if (changedNote) out << fmt::format("        ({})\n", changedSourceNote(file));
 
     uint64_t next = src.empty() ? 0 : findDefinition(src, rows.begin()->first, function);
     for (const auto& [n, row] : rows) {
-        for (uint64_t blank = std::max<uint64_t>(next, 1); blank < n && blank <= src.size();
-             ++blank) {
-            out << fmt::format("{:>6}  {}  {}  {}  {:>7}", blank, b.column(""), b.column(""),
+        for (auto blank = src.lower_bound(std::max<uint64_t>(next, 1));
+             blank != src.end() && blank->first < n; ++blank) {
+            out << fmt::format("{:>6}  {}  {}  {}  {:>7}", blank->first, b.column(""), b.column(""),
                                b.column(""), "");
             if (pools) out << fmt::format("  {}  {}", b.column(""), b.column(""));
-            out << "  " << code(blank) << '\n';
+            out << "  " << blank->second << '\n';
         }
         const core::LineStat& s = *row;
         out << fmt::format("{:>6}  {}  {}  {}  {:>7}", n, b.column(s.peakBytes),
@@ -179,22 +190,30 @@ std::string noLinesReason(const core::Trace& trace, const LineReportOptions& opt
     return fmt::format("No line matches{}.", asked);
 }
 
+SourceText lineSource(const LineReportOptions& options, const core::ProcessTrace& p,
+                      const std::string& file) {
+    return reportedSource(p, file,
+                          options.readSource ? options.readSource(file, p.cwd)
+                                             : SourceFiles(p.cwd, options.allFiles).read(file));
+}
+
 void renderLines(const core::Trace& trace, const LineReportOptions& options, std::ostream& out) {
     const ByteText b(options.bytes);
     bool any = false;
+    std::set<std::string> noted;  // files said to have changed, once each
     for (const core::ProcessTrace& p : trace.processes) {
-        const SourceFiles files(p.cwd, options.allFiles);
         // Blocks come file by file (per device): one file is kept at a time.
         std::optional<std::string> loadedFile;
         SourceText source;
         for (const auto& [key, rows] : selectBlocks(p, options)) {
             const std::string& file = std::get<1>(key);
             if (file != loadedFile) {
-                source = options.readSource ? options.readSource(file, p.cwd) : files.read(file);
+                source = lineSource(options, p, file);
                 loadedFile = file;
             }
             any = true;
-            renderBlock(key, rows, source, p.pid, b, out);
+            renderBlock(key, rows, source, source.changed && noted.insert(file).second, p.pid, b,
+                        out);
         }
     }
     if (!any) {

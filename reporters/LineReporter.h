@@ -3,7 +3,9 @@
 // function, every source line from its `def` to its last allocating line, with
 // peak and allocated bytes beside the code; lines that allocated nothing are blank.
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -25,6 +27,19 @@ struct LineReportOptions {
 };
 
 void renderLines(const core::Trace& trace, const LineReportOptions& options, std::ostream& out);
+
+// The code the line table shows for `file` of process `p`: what the trace recorded
+// of it (RecordedSources.h), else the file as options.readSource or SourceFiles
+// reads it now.
+SourceText lineSource(const LineReportOptions& options, const core::ProcessTrace& p,
+                      const std::string& file);
+
+// How far above a function's first row its `def` is looked for, in lines.
+inline constexpr uint64_t kDefinitionReach = 500;
+// The line of `def name(` (or `async def`) of `function` (its last dotted part) at
+// or above line `from` of `src`, within kDefinitionReach; `from` when none is.
+uint64_t findDefinition(const std::map<uint64_t, std::string>& src, uint64_t from,
+                        const std::string& function);
 
 // The rows the line table shows for one process (--file, --function and the
 // library-file rule applied), by device, file, function and line.

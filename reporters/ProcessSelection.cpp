@@ -32,4 +32,41 @@ core::Trace selectProcesses(const core::Trace& trace, const ProcessFilter& filte
 
 std::string rankText(const core::ProcessTrace& p) { return p.rank ? std::to_string(*p.rank) : "-"; }
 
+bool allocated(const core::ProcessTrace& p) {
+    for (const auto& [name, d] : p.devices)
+        if (d.allocCount > 0 || d.allocatedBytes > 0) return true;
+    return false;
+}
+
+std::string commandLine(const core::ProcessTrace& p) {
+    std::string s;
+    for (const auto& a : p.command) s += (s.empty() ? "" : " ") + a;
+    return s;
+}
+
+std::string processLabel(const core::ProcessTrace& p) {
+    constexpr size_t kMaxCommand = 60;
+    std::string command = commandLine(p);
+    if (command.size() > kMaxCommand) command = command.substr(0, kMaxCommand - 3) + "...";
+    return fmt::format("pid {} ({})", p.pid, command);
+}
+
+std::vector<const core::ProcessTrace*> withCommand(const core::Trace& trace,
+                                                   const std::string& text,
+                                                   const std::string& what) {
+    std::vector<const core::ProcessTrace*> out;
+    for (const core::ProcessTrace& p : trace.processes)
+        if (commandLine(p).find(text) != std::string::npos) out.push_back(&p);
+    if (out.empty() && !text.empty()) {
+        std::string known;
+        for (const core::ProcessTrace& p : trace.processes)
+            known += (known.empty() ? "" : ", ") + processLabel(p);
+        throw core::Error(
+            core::kExitBadInput,
+            fmt::format("no process of {} has a command containing '{}' (it holds {})", what, text,
+                        known));
+    }
+    return out;
+}
+
 }  // namespace memtool::reporters

@@ -1,12 +1,12 @@
 #pragma once
 // Which processes of a trace `report`, `check` and `diff` look at: all of them, or
-// those `--pid` or `--rank` names. check and diff compare one process, the first
-// selected (processes[0], the launched program, when nothing is named; with
-// --rank, the rank's own process, which connected before the workers it forked).
+// those `--pid` or `--rank` names. check and diff then take, of those, every
+// process that allocated (reporters/Check.h, reporters/Diff.h).
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/TraceModel.h"
 
@@ -26,5 +26,18 @@ core::Trace selectProcesses(const core::Trace& trace, const ProcessFilter& filte
 
 // "-" or the rank, as the reports show it.
 std::string rankText(const core::ProcessTrace& p);
+
+// It allocated memory memtool tracks (on any device).
+bool allocated(const core::ProcessTrace& p);
+// Its argv joined by spaces.
+std::string commandLine(const core::ProcessTrace& p);
+// "pid 42 (python3 train.py)": the command cut to a readable length.
+std::string processLabel(const core::ProcessTrace& p);
+// The processes whose command line contains `text` (every one for ""), in order.
+// Throws core::Error (exit 2) when none does, listing those `what` holds: a typo
+// must not pass.
+std::vector<const core::ProcessTrace*> withCommand(const core::Trace& trace,
+                                                   const std::string& text,
+                                                   const std::string& what);
 
 }  // namespace memtool::reporters

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "core/SourceHash.h"
 #include "reporters/Files.h"
 
 namespace memtool::reporters {
@@ -27,23 +28,23 @@ bool inside(const std::string& path, const std::string& dir) {
            (path.size() == dir.size() || path[dir.size()] == '/');
 }
 
-std::vector<std::string> splitLines(const std::string& text) {
-    std::vector<std::string> lines;
-    size_t start = 0;
-    while (start < text.size()) {
-        size_t end = text.find('\n', start);
-        if (end == std::string::npos) end = text.size();
-        lines.push_back(text.substr(start, end - start));
-        start = end + 1;
-    }
-    return lines;
-}
-
 const char* const kOutside =
     "outside the directory the trace was recorded in or the one memtool runs in; "
     "--all-files reads it";
 
 }  // namespace
+
+std::map<uint64_t, std::string> numberedLines(const std::string& text) {
+    std::map<uint64_t, std::string> lines;
+    size_t start = 0;
+    while (start < text.size()) {
+        size_t end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        lines.emplace_hint(lines.end(), lines.size() + 1, text.substr(start, end - start));
+        start = end + 1;
+    }
+    return lines;
+}
 
 SourceFiles::SourceFiles(std::string traceCwd, bool anywhere)
     : traceCwd_(std::move(traceCwd)), anywhere_(anywhere) {
@@ -82,7 +83,8 @@ SourceText SourceFiles::read(const std::string& file) const {
         out.why = why;
         return out;
     }
-    out.lines = splitLines(*text);
+    out.lines = numberedLines(*text);
+    out.hash = core::fnv1a64(*text);
     out.found = true;
     return out;
 }

@@ -16,6 +16,8 @@
 // and in every case only regular files of at most kMaxSourceBytes.
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,10 +26,18 @@ namespace memtool::reporters {
 inline constexpr uint64_t kMaxSourceBytes = uint64_t{16} << 20;
 
 struct SourceText {
-    std::vector<std::string> lines;  // line n is lines[n - 1]
+    // Line number (from 1) -> its text. A file read here has every line; the text a
+    // trace recorded (RecordedSources.h) only those its reports show.
+    std::map<uint64_t, std::string> lines;
     bool found = false;
-    std::string why;  // when not found and not merely missing: why it was not read
+    std::string why;               // when not found and not merely missing: why it was not read
+    std::optional<uint64_t> hash;  // a file read here: core::fnv1a64 of its bytes
+    bool recorded = false;         // the text is the trace's, as memtool run read it
+    bool changed = false;          // recorded, and the file here is no longer what was read
 };
+
+// "a\nb\n" -> {1: "a", 2: "b"}: a file's lines without their newlines.
+std::map<uint64_t, std::string> numberedLines(const std::string& text);
 
 class SourceFiles {
 public:

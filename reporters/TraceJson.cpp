@@ -10,8 +10,10 @@
 #include "core/Error.h"
 #include "core/FrameClassifier.h"
 #include "core/FrameTable.h"
+#include "core/SourceHash.h"
 #include "core/Units.h"
 #include "reporters/Files.h"
+#include "reporters/RecordedSources.h"
 
 namespace memtool::reporters {
 
@@ -425,6 +427,52 @@ core::TimelineSeries timelineSeriesFromJson(const json& j) {
     return series;
 }
 
+// Each file's lines as [line, text] pairs, in order.
+json sourcesToJson(const std::map<std::string, core::SourceFile>& sources) {
+    json out = json::object();
+    for (const auto& [file, source] : sources) {
+        json lines = json::array();
+        for (const auto& [n, text] : source.lines) lines.push_back(json::array({n, text}));
+        out[file] = {{"fnv1a64", core::hashText(source.fnv1a64)}, {"lines", std::move(lines)}};
+    }
+    return out;
+}
+
+// Reports print these lines as they are, one per row: a line that holds a newline,
+// or is longer than memtool records, or lines out of order are not what memtool
+// wrote.
+core::SourceFile sourceFileFromJson(const std::string& file, const json& j) {
+    const std::string name = brief(json(file));
+    if (!j.is_object())
+        throw MalformedTrace("source " + name + " is " + brief(j) + ", not an object");
+    core::SourceFile s;
+    const json& hash = j.at("fnv1a64");
+    const std::optional<uint64_t> h =
+        hash.is_string() ? core::parseHashText(hash.get_ref<const std::string&>()) : std::nullopt;
+    if (!h)
+        throw MalformedTrace("the hash of source " + name + " is " + brief(hash) +
+                             ", not 16 lowercase hex digits (FNV-1a, 64 bits)");
+    s.fnv1a64 = *h;
+    const json& lines = j.at("lines");
+    if (!lines.is_array())
+        throw MalformedTrace("the lines of source " + name + " are not an array");
+    for (const json& l : lines) {
+        if (!l.is_array() || l.size() != 2 || !l[1].is_string())
+            throw MalformedTrace("a line of source " + name + " is " + brief(l) +
+                                 ", not [line, text]");
+        const uint64_t n = unsignedValue(l[0], "a line number of source " + name);
+        if (n == 0 || (!s.lines.empty() && n <= s.lines.rbegin()->first))
+            throw MalformedTrace("the lines of source " + name + " are not numbered from 1 up");
+        const std::string& text = l[1].get_ref<const std::string&>();
+        if (text.size() > kMaxRecordedLineBytes || text.find('\n') != std::string::npos)
+            throw MalformedTrace(fmt::format(
+                "line {} of source {} is {}", n, name,
+                text.size() > kMaxRecordedLineBytes ? "longer than 64 KiB" : "more than one line"));
+        s.lines.emplace_hint(s.lines.end(), n, text);
+    }
+    return s;
+}
+
 json processToJson(const core::ProcessTrace& p) {
     json devices = json::object();
     for (const auto& [name, d] : p.devices) devices[name] = deviceToJson(d);
@@ -474,6 +522,7 @@ json processToJson(const core::ProcessTrace& p) {
     if (p.localRank) j["local_rank"] = *p.localRank;
     if (p.worldSize) j["world_size"] = *p.worldSize;
     if (!p.rankEnvironment.empty()) j["rank_environment"] = p.rankEnvironment;
+    if (!p.sources.empty()) j["sources"] = sourcesToJson(p.sources);
     return j;
 }
 
@@ -536,6 +585,11 @@ core::ProcessTrace processFromJson(const json& j) {
     if (j.contains("timeline"))
         for (const auto& [name, series] : j.at("timeline").items())
             p.timeline[name] = timelineSeriesFromJson(series);
+    if (j.contains("sources")) {
+        if (!j.at("sources").is_object()) throw MalformedTrace("\"sources\" is not an object");
+        for (const auto& [file, source] : j.at("sources").items())
+            p.sources[file] = sourceFileFromJson(file, source);
+    }
     if (j.contains("warnings")) p.warnings = j["warnings"].get<std::vector<std::string>>();
     // Older traces say it by what they hold: a collector's stream has at least its
     // handshake; the untracked program has no stream and no device.

@@ -423,6 +423,14 @@ std::string traceWithSources(const std::vector<std::tuple<std::string, int, std:
     return writeProcesses(json::array({proc}));
 }
 
+// Writes `program` to DIR/prog.py and profiles it there.
+Profiled profileProgram(const std::string& dir, const std::string& program) {
+    std::ofstream(dir + "/prog.py") << program;
+    Profiled p = profile({PYTHON_BIN, "prog.py"}, {}, dir);
+    EXPECT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    return p;
+}
+
 }  // namespace
 
 TEST(Diff, LinesMovedByAnEditStillMatchByTheirCode) {
@@ -461,17 +469,11 @@ TEST(Diff, ARealRunKeepsItsLinesCode) {
         "import torch\n"
         "a = torch.empty(3_000_000, dtype=torch.uint8)\n"
         "b = torch.empty(1_000_000, dtype=torch.uint8)\n";
-    std::ofstream(dir + "/prog.py") << program;
-    Profiled first = profile({PYTHON_BIN, "prog.py"}, {}, dir);
-    ASSERT_EQ(first.outcome.exitCode, 0) << first.outcome.err;
-    std::ofstream(dir + "/prog.py") << "# a comment moves every line\n" + program;
-    Profiled second = profile({PYTHON_BIN, "prog.py"}, {}, dir);
-    ASSERT_EQ(second.outcome.exitCode, 0) << second.outcome.err;
-    const json frames = second.process().at("frames");
-    bool kept = false;
-    for (const auto& f : frames)
-        kept |= f.value("source", "") == "a = torch.empty(3_000_000, dtype=torch.uint8)";
-    EXPECT_TRUE(kept) << frames.dump(1);
+    Profiled first = profileProgram(dir, program);
+    Profiled second = profileProgram(dir, "# a comment moves every line\n" + program);
+    const json lines = second.process().at("sources").at(dir + "/prog.py").at("lines");
+    EXPECT_EQ(lines, json::parse(R"j([[3, "a = torch.empty(3_000_000, dtype=torch.uint8)"],
+                                      [4, "b = torch.empty(1_000_000, dtype=torch.uint8)"]])j"));
     std::ofstream(dir + "/first.json") << first.trace.dump();
     std::ofstream(dir + "/second.json") << second.trace.dump();
     Outcome o = run({MEMTOOL_BIN, "diff", dir + "/first.json", dir + "/second.json"});
@@ -480,4 +482,164 @@ TEST(Diff, ARealRunKeepsItsLinesCode) {
         << o.out;
     EXPECT_NE(o.out.find("No call site's contribution to the peak shrank.\n"), std::string::npos)
         << o.out;
+}
+
+TEST(Report, AnArchivedTraceShowsTheCodeAsItWas) {
+    const std::string dir = tempDir();
+    const std::string program =
+        "import torch\n"
+        "\n"
+        "\n"
+        "def make(n):\n"
+        "    x = torch.empty(n, dtype=torch.uint8)\n"
+        "    return x\n"
+        "\n"
+        "\n"
+        "a = make(3_000_000)\n"
+        "b = torch.empty(1_000_000, dtype=torch.uint8)\n";
+    Profiled first = profileProgram(dir, program);
+    const std::string file = dir + "/prog.py";
+    // FNV-1a 64 of the program's bytes (core/SourceHash.h).
+    EXPECT_EQ(first.process().at("sources").at(file).at("fnv1a64"), "2eb4138ec3457ef9");
+    std::ofstream(dir + "/first.json") << first.trace.dump();
+    // The file changes after the run: a line inserted at its top.
+    std::ofstream(dir + "/prog.py") << "# a comment moves every line\n" + program;
+    Outcome o = run({MEMTOOL_BIN, "report", dir + "/first.json", "--lines"}, "", {}, nullptr, dir);
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    const std::string pid = std::to_string(first.process().at("pid").get<int>());
+    EXPECT_EQ(
+        o.out,
+        "\n## make — " + file + " [cpu] (pid " + pid +
+            ")\n"
+            "  Line          Peak     Allocated    Self alloc    Count  Code\n"
+            "        (" +
+            file +
+            " changed since the run: lines shown as recorded)\n"
+            "     4                                                     def make(n):\n"
+            "     5      2.86 MiB      2.86 MiB      2.86 MiB        1      x = "
+            "torch.empty(n, dtype=torch.uint8)\n"
+            "\n## <module> — " +
+            file + " [cpu] (pid " + pid +
+            ")\n"
+            "  Line          Peak     Allocated    Self alloc    Count  Code\n"
+            "     9      2.86 MiB      2.86 MiB           0 B        1  a = make(3_000_000)\n"
+            "    10      3.81 MiB    976.56 KiB    976.56 KiB        1  b = torch.empty(1_000_000, "
+            "dtype=torch.uint8)\n"
+            "\nPeak: the device's total, at most, while the line ran (what it called "
+            "included) · Allocated: while it was on the stack · Self alloc: by the line "
+            "itself\n");
+    // The edited program's trace matches the first site by site: nothing new, nothing gone.
+    Profiled second = profileProgram(dir, "# a comment moves every line\n" + program);
+    std::ofstream(dir + "/second.json") << second.trace.dump();
+    json d = json::parse(
+        run({MEMTOOL_BIN, "diff", dir + "/first.json", dir + "/second.json", "--format", "json"})
+            .out);
+    EXPECT_EQ(d.at("sites"), json::array()) << d.dump(1);
+    EXPECT_EQ(d.at("shrunk_sites"), json::array()) << d.dump(1);
+}
+
+namespace {
+
+json ranked(json process, int rank) {
+    process["rank"] = rank;
+    return process;
+}
+
+}  // namespace
+
+TEST(Diff, EveryProcessThatAllocatedIsComparedWithItsCounterpart) {
+    // A shell in front of python and its workers (the same command line); the base
+    // run had one worker more.
+    const std::string base = writeProcesses({process(100, {"/bin/sh", "./run.sh"}, 0, false),
+                                             process(101, {"python3", "train.py"}, 4000),
+                                             process(102, {"python3", "train.py"}, 1000),
+                                             process(103, {"python3", "train.py"}, 700)});
+    const std::string next = writeProcesses({process(200, {"/bin/sh", "./run.sh"}, 0, false),
+                                             process(201, {"python3", "train.py"}, 5000),
+                                             process(202, {"python3", "train.py"}, 1000)});
+    Outcome o = run({MEMTOOL_BIN, "diff", base, next});
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    const std::string header =
+        "Device             Base peak     New peak        Peak Δ         %     Allocated Δ         "
+        "%        Leaked Δ         %\n";
+    const std::string none =
+        "\nNo call site's contribution to the peak grew.\n"
+        "\nNo call site's contribution to the peak shrank.\n";
+    EXPECT_EQ(
+        o.out,
+        "2 processes compared, 1 only in the base trace, 0 only in the new trace\n"
+        "\n## pid 101 (python3 train.py) → pid 201 (python3 train.py) (matched by the same "
+        "command line)\n" +
+            header +
+            "cpu                 3.91 KiB     4.88 KiB       +1000 B   +25.00%         +1000 B "
+            "  +25.00%             0 B     0.00%\n" +
+            none +
+            "\n## pid 102 (python3 train.py) → pid 202 (python3 train.py) (matched by the "
+            "same command line)\n" +
+            header +
+            "cpu                   1000 B       1000 B           0 B    +0.00%             0 B "
+            "   +0.00%             0 B     0.00%\n" +
+            none +
+            "\nOnly in the base trace:\n"
+            "  pid 103 (python3 train.py): cpu peak 700 B\n");
+    json j = json::parse(run({MEMTOOL_BIN, "diff", base, next, "--format", "json"}).out);
+    ASSERT_EQ(j.at("processes").size(), 2u);
+    EXPECT_EQ(j.at("processes")[0].at("base").at("pid"), 101);
+    EXPECT_EQ(j.at("processes")[0].at("new").at("pid"), 201);
+    EXPECT_EQ(j.at("processes")[0].at("matched_by"), "command");
+    EXPECT_EQ(j.at("processes")[0].at("devices")[0].at("peak_delta_bytes"), 1000);
+    EXPECT_EQ(j.at("processes")[1].at("new").at("pid"), 202);
+    // The first pair's tables stand at the top too, where diff wrote its one process's.
+    EXPECT_EQ(j.at("devices"), j.at("processes")[0].at("devices"));
+    EXPECT_EQ(j.at("only_in_base"),
+              json::parse(R"([{"pid": 103, "command": ["python3", "train.py"], "rank": null,
+                              "peak_bytes": {"cpu": 700}}])"));
+    EXPECT_EQ(j.at("only_in_new"), json::array());
+}
+
+TEST(Diff, RanksMatchRanksAndPidOrCommandNarrow) {
+    // Ranks connect in any order; a rank the other run lacks is listed alone.
+    const std::string base = writeProcesses({process(100, {"torchrun", "ddp.py"}, 0, false),
+                                             ranked(process(101, {"python3", "ddp.py"}, 3000), 0),
+                                             ranked(process(102, {"python3", "ddp.py"}, 6000), 1),
+                                             ranked(process(103, {"python3", "ddp.py"}, 9000), 2)});
+    const std::string next = writeProcesses({process(200, {"torchrun", "ddp.py"}, 0, false),
+                                             ranked(process(202, {"python3", "ddp.py"}, 6500), 1),
+                                             ranked(process(201, {"python3", "ddp.py"}, 3000), 0)});
+    json j = json::parse(run({MEMTOOL_BIN, "diff", base, next, "--format", "json"}).out);
+    ASSERT_EQ(j.at("processes").size(), 2u) << j.dump(1);
+    for (int i : {0, 1}) {
+        EXPECT_EQ(j.at("processes")[i].at("matched_by"), "rank");
+        EXPECT_EQ(j.at("processes")[i].at("base").at("rank"), i);
+        EXPECT_EQ(j.at("processes")[i].at("new").at("rank"), i);
+    }
+    EXPECT_EQ(j.at("processes")[1].at("devices")[0].at("peak_delta_bytes"), 500);
+    EXPECT_EQ(j.at("only_in_base")[0].at("pid"), 103);
+    // --pid names a process of either trace: it and its counterpart.
+    for (const char* pid : {"102", "202"}) {
+        json one = json::parse(
+            run({MEMTOOL_BIN, "diff", base, next, "--pid", pid, "--format", "json"}).out);
+        ASSERT_EQ(one.at("processes").size(), 1u) << pid;
+        EXPECT_EQ(one.at("processes")[0].at("base").at("pid"), 102);
+        EXPECT_EQ(one.at("processes")[0].at("new").at("pid"), 202);
+        EXPECT_EQ(one.at("only_in_base"), json::array());
+    }
+    Outcome one = run({MEMTOOL_BIN, "diff", base, next, "--rank", "1"});
+    ASSERT_EQ(one.exitCode, 0) << one.err;
+    EXPECT_EQ(one.out.rfind("Device ", 0), 0u) << one.out;  // one pair: its tables alone
+    EXPECT_NE(one.out.find("+500 B"), std::string::npos) << one.out;
+    // --command picks in both traces; one that names nothing is a usage error.
+    Outcome launcher = run({MEMTOOL_BIN, "diff", base, next, "--command", "torchrun"});
+    ASSERT_EQ(launcher.exitCode, 0) << launcher.err;
+    EXPECT_EQ(launcher.out.rfind("Device ", 0), 0u) << launcher.out;
+    Outcome typo = run({MEMTOOL_BIN, "diff", base, next, "--command", "trian.py"});
+    EXPECT_EQ(typo.exitCode, 2);
+    EXPECT_EQ(typo.err,
+              "memtool: no process of the base trace has a command containing 'trian.py' (it "
+              "holds pid 100 (torchrun ddp.py), pid 101 (python3 ddp.py), pid 102 (python3 "
+              "ddp.py), pid 103 (python3 ddp.py))\n");
+    Outcome stranger = run({MEMTOOL_BIN, "diff", base, next, "--pid", "999"});
+    EXPECT_EQ(stranger.exitCode, 2);
+    EXPECT_EQ(stranger.err.rfind("memtool: neither trace has a process with pid 999", 0), 0u)
+        << stranger.err;
 }

@@ -39,7 +39,8 @@ void report(const core::Trace& trace) {
         reporters::SourceText s;
         s.found = file.size() % 2 == 0;
         if (s.found)
-            s.lines = {"import torch", "def f(x):", "    y = torch.empty(x)", "    return y"};
+            s.lines = reporters::numberedLines(
+                "import torch\ndef f(x):\n    y = torch.empty(x)\n    return y\n");
         return s;
     };
     reporters::renderLines(trace, lines, out);
@@ -49,9 +50,6 @@ void report(const core::Trace& trace) {
     reporters::renderPerfetto(trace).dump();
     reporters::HtmlOptions html;
     html.lines = lines;
-    html.readSource = [](const std::string& file, const std::string& cwd) {
-        return std::vector<std::string>{"def f(x):", file, cwd};
-    };
     reporters::renderHtml(trace, html, out);
 }
 
@@ -89,7 +87,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         report(trace);
         check(trace);
         std::ostringstream out;
-        const reporters::TraceDiff d = reporters::diffTraces(trace, trace, 5);
+        reporters::DiffOptions o;
+        o.top = 5;
+        const reporters::TraceDiff d = reporters::diffTraces(trace, trace, o);
         reporters::renderDiffText(d, out);
         reporters::renderDiffJson(d, out);
     } catch (const core::Error& e) {

@@ -54,8 +54,11 @@ TEST(HtmlReporter, TraceTextIsEscapedEverywhere) {
 
     reporters::HtmlOptions options;
     options.source = evil;
-    options.readSource = [&](const std::string&, const std::string&) {
-        return std::vector<std::string>{evil};
+    options.lines.readSource = [&](const std::string&, const std::string&) {
+        reporters::SourceText s;
+        s.lines = {{1, evil}};
+        s.found = true;
+        return s;
     };
     std::ostringstream out;
     reporters::renderHtml(t, options, out);

@@ -31,7 +31,7 @@ std::string render(std::vector<core::LineStat> lines, std::vector<std::string> c
     reporters::LineReportOptions o;
     o.readSource = [&](const std::string& file, const std::string&) {
         reporters::SourceText s;
-        s.lines = code;
+        for (const std::string& text : code) s.lines.emplace(s.lines.size() + 1, text);
         s.found = true;
         return s;
     };

@@ -61,7 +61,8 @@ TEST(SourceFiles, ReadsTheProgramsFilesWhereItRan) {
     const SourceFiles files(fx.project, false);
     const auto absolute = files.read(fx.project + "/src/a.py");
     EXPECT_TRUE(absolute.found);
-    EXPECT_EQ(absolute.lines, (std::vector<std::string>{"def f():", "    return 1"}));
+    EXPECT_EQ(absolute.lines,
+              (std::map<uint64_t, std::string>{{1, "def f():"}, {2, "    return 1"}}));
     EXPECT_TRUE(files.read("src/a.py").found);  // relative to the trace's cwd
     const auto missing = files.read(fx.project + "/src/b.py");
     EXPECT_FALSE(missing.found);
@@ -88,7 +89,7 @@ TEST(SourceFiles, NeverReadsOutsideTheTracesDirectory) {
     // --all-files lifts the rule.
     const auto all = SourceFiles(fx.project, true).read(fx.elsewhere + "/secret");
     EXPECT_TRUE(all.found);
-    EXPECT_EQ(all.lines, std::vector<std::string>{"password"});
+    EXPECT_EQ(all.lines, (std::map<uint64_t, std::string>{{1, "password"}}));
 }
 
 TEST(SourceFiles, ATraceCwdOfSlashReadsNothingOutsideTheCurrentDirectory) {

@@ -1,0 +1,31 @@
+#include "core/SourceHash.h"
+
+#include <charconv>
+
+namespace memtool::core {
+
+uint64_t fnv1a64(std::string_view bytes) {
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    for (const char c : bytes) {
+        hash ^= static_cast<unsigned char>(c);
+        hash *= 0x100000001b3ULL;
+    }
+    return hash;
+}
+
+std::string hashText(uint64_t hash) {
+    std::string text(16, '0');
+    for (size_t i = text.size(); i-- > 0; hash >>= 4) text[i] = "0123456789abcdef"[hash & 0xf];
+    return text;
+}
+
+std::optional<uint64_t> parseHashText(std::string_view text) {
+    if (text.size() != 16) return std::nullopt;
+    for (const char c : text)
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
+    uint64_t hash = 0;
+    std::from_chars(text.data(), text.data() + text.size(), hash, 16);
+    return hash;
+}
+
+}  // namespace memtool::core
