@@ -13,9 +13,9 @@ namespace memtool::reporters {
 namespace {
 
 // Files of the user's own code: those the line table shows without --all-files,
-// less the system headers inlined into native code.
+// less library headers inlined into native code (the C++ standard library, torch).
 bool userFile(const std::string& file) {
-    return !core::isLibraryPythonFile(file) && !core::isSystemSource(file);
+    return !core::isLibraryPythonFile(file) && !core::isLibrarySource(file);
 }
 
 // What a process's reports show of one file: single lines, and the line table's
