@@ -475,16 +475,21 @@ int main(int argc, char** argv) {
                     throw core::Error(core::kExitBadInput,
                                       "--bytes is for the text report and --lines; --format " +
                                           report.format + " writes exact bytes");
-                const bool table = report.format == "text" && !report.lines;
+                // The text, JSON and HTML reports' hotspot rows; the text line table,
+                // folded stacks and the Perfetto timeline have none.
+                const bool hotspots = (report.format == "text" && !report.lines) ||
+                                      report.format == "json" || report.format == "html";
                 for (const auto& [given, flag] :
                      {std::pair{!reportSite.empty(), "--site"},
                       std::pair{depthOption->count() > 0, "--depth"},
                       std::pair{groupOption->count() > 0, "--group-by"}})
-                    if (given && !table)
+                    if (given && !hotspots)
                         throw core::Error(core::kExitBadInput,
                                           std::string(flag) +
-                                              " shapes the hotspot table of the text report (not "
-                                              "--lines or another --format)");
+                                              " shapes hotspot rows (the text report's table, "
+                                              "--format json or html), not " +
+                                              (report.lines ? std::string("the --lines table")
+                                                            : "--format " + report.format));
                 report.topGiven = topOption->count() > 0;
                 return reportCommand(report);
             },

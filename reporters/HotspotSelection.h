@@ -37,6 +37,8 @@ GroupBy parseGroupBy(const std::string& text);
 // (exit 2) otherwise.
 SortKey parseSortKey(const std::string& text);
 const char* sortKeyName(SortKey key);
+// The figure a hotspot is ordered by (its pool's peak for Active and Reserved).
+uint64_t sortValue(const core::Hotspot& h, SortKey key);
 
 // The options a device's hotspots are selected with: an active or reserved sort
 // falls back to the peak on a device without caching-allocator pools (cpu, pinned,
