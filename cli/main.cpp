@@ -130,6 +130,7 @@ int reportCommand(const ReportArgs& a) {
 
 struct CheckArgs {
     std::string trace, baseline, maxIncrease, metric = "peak", format = "text", output, command;
+    std::string bytes = "iec";
     std::vector<std::string> limits;
     reporters::ProcessFilter processes;
     bool allowIncomplete = false, allowOom = false, allowEmpty = false;
@@ -141,6 +142,7 @@ int checkCommand(const CheckArgs& a) {
     o.command = a.command;
     o.allowEmpty = a.allowEmpty;
     o.metric = reporters::parseMetric(a.metric);
+    o.bytes = *core::parseByteUnits(a.bytes);
     for (const auto& l : a.limits) o.limits.push_back(reporters::parsePeakLimit(l));
     if (!a.maxIncrease.empty()) o.maxIncrease = reporters::parseIncrease(a.maxIncrease);
     if (!a.baseline.empty() && !o.maxIncrease)
@@ -175,7 +177,8 @@ int checkCommand(const CheckArgs& a) {
 }
 
 int diffCommand(const std::string& basePath, const std::string& newPath, size_t top,
-                const std::string& format, const reporters::ProcessFilter& processes) {
+                const std::string& format, const reporters::ProcessFilter& processes,
+                core::ByteUnits bytes) {
     core::Trace base =
         reporters::selectProcesses(reporters::loadTrace(basePath), processes, "the base trace");
     core::Trace current =
@@ -184,7 +187,7 @@ int diffCommand(const std::string& basePath, const std::string& newPath, size_t 
     if (format == "json")
         reporters::renderDiffJson(d, std::cout);
     else
-        reporters::renderDiffText(d, std::cout);
+        reporters::renderDiffText(d, std::cout, bytes);
     return 0;
 }
 
@@ -212,6 +215,16 @@ void addProcessOptions(CLI::App* command, reporters::ProcessFilter& filter, cons
     command->add_option_function<int64_t>(
         "--rank", [&filter](const int64_t& rank) { filter.rank = rank; },
         std::string("Only the processes of this rank (RANK, SLURM_PROCID, ...) ") + what);
+}
+
+// --bytes of report, check and diff: how sizes are written in text.
+CLI::Option* addBytesOption(CLI::App* command, std::string& units) {
+    return command
+        ->add_option("--bytes", units,
+                     "How sizes are written: iec (1 KiB = 1,024 B), si (1 kB = 1,000 B) or "
+                     "exact (40,000 B)")
+        ->check(CLI::IsMember({"iec", "si", "exact"}))
+        ->capture_default_str();
 }
 
 [[noreturn]] void dieLike(int sig) {
@@ -347,13 +360,7 @@ int main(int argc, char** argv) {
             ->check(CLI::IsMember({"site", "function", "module", "op"}))
             ->capture_default_str();
     std::string bytesUnits = "iec";
-    CLI::Option* bytesOption =
-        reportCmd
-            ->add_option("--bytes", bytesUnits,
-                         "How sizes are written: iec (1 KiB = 1,024 B), si (1 kB = 1,000 B) or "
-                         "exact (40,000 B)")
-            ->check(CLI::IsMember({"iec", "si", "exact"}))
-            ->capture_default_str();
+    CLI::Option* bytesOption = addBytesOption(reportCmd, bytesUnits);
     addProcessOptions(reportCmd, report.processes, "(a multi-process trace: all by default)");
     reportCmd->add_flag("--lines", report.lines,
                         "Line table: peak and allocated bytes per source line");
@@ -389,6 +396,10 @@ int main(int argc, char** argv) {
     checkCmd->add_flag("--allow-empty", check.allowEmpty,
                        "do not fail limits and baselines when no process allocated memory memtool "
                        "tracks (the program never loaded torch)");
+    addBytesOption(checkCmd, check.bytes)
+        ->description(
+            "How sizes read in the messages: iec (1 KiB = 1,024 B), si (1 kB = 1,000 B) or exact "
+            "(40,000 B); JSON's byte fields stay whole bytes");
     addProcessOptions(checkCmd, check.processes,
                       "is checked (default: every process that allocated; --rank: that rank in "
                       "the baseline too)");
@@ -403,6 +414,8 @@ int main(int argc, char** argv) {
     diffCmd->add_option("--format", diffFormat, "text or json")
         ->check(CLI::IsMember({"text", "json"}))
         ->capture_default_str();
+    std::string diffBytes = "iec";
+    CLI::Option* diffBytesOption = addBytesOption(diffCmd, diffBytes);
     reporters::ProcessFilter diffProcesses;
     addProcessOptions(diffCmd, diffProcesses,
                       "is compared, in both traces (default: the launched program)");
@@ -461,7 +474,14 @@ int main(int argc, char** argv) {
     }
     if (diffCmd->parsed())
         return cli::runGuarded(
-            [&] { return diffCommand(diffBase, diffNew, diffTop, diffFormat, diffProcesses); },
+            [&] {
+                if (diffBytesOption->count() > 0 && diffFormat != "text")
+                    throw core::Error(core::kExitBadInput,
+                                      "--bytes is for the text diff; --format json writes exact "
+                                      "bytes");
+                return diffCommand(diffBase, diffNew, diffTop, diffFormat, diffProcesses,
+                                   *core::parseByteUnits(diffBytes));
+            },
             core::kExitInternal, std::cerr);
     if (reportCmd->parsed()) {
         return cli::runGuarded(

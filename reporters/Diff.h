@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/TraceModel.h"
+#include "core/Units.h"
 
 namespace memtool::reporters {
 
@@ -46,7 +47,9 @@ std::string siteIdentity(const core::Frame* site, const std::string& cwd, bool b
 std::string siteText(const core::Frame* site, const std::string& cwd);
 
 TraceDiff diffTraces(const core::Trace& base, const core::Trace& current, size_t top);
-void renderDiffText(const TraceDiff& d, std::ostream& out);
+// Sizes as `units` says (--bytes); JSON has whole bytes only.
+void renderDiffText(const TraceDiff& d, std::ostream& out,
+                    core::ByteUnits units = core::ByteUnits::Iec);
 void renderDiffJson(const TraceDiff& d, std::ostream& out);
 
 }  // namespace memtool::reporters
