@@ -12,6 +12,7 @@
 
 #include "core/Error.h"
 #include "core/Units.h"
+#include "reporters/HotspotSelection.h"
 #include "reporters/Markup.h"
 
 namespace memtool::reporters {
@@ -214,7 +215,7 @@ void oomChecks(const core::Trace& trace, const CheckOptions& options,
         r.message = fmt::format(
             "process {} ran out of memory on {}: {} requested at {} while {} were held{}{}", q.pid,
             e.device, core::formatBytes(e.requestedBytes, options.bytes),
-            e.site.empty() ? core::kNoStackSite : e.site,
+            shownSite(q, e.siteFrame, core::kNoStackSite),
             core::formatBytes(e.liveBytes, options.bytes),
             q.oomCount > 1 ? fmt::format(" ({} out-of-memory events)", q.oomCount) : "",
             options.allowOom ? " (allowed by --allow-oom)" : "");

@@ -117,6 +117,11 @@ std::string shortFrame(const core::Frame& frame) {
     return withoutParameters(core::frameName(frame)) + " (" + file + ")";
 }
 
+std::string shownSite(const core::ProcessTrace& p, const std::optional<uint32_t>& frame,
+                      const std::string& text) {
+    return frame ? shortFrame(p.frames.at(*frame)) : text;
+}
+
 const core::Frame* siteFrame(const core::ProcessTrace& p, const core::Hotspot& h) {
     return h.siteFrame ? &p.frames.at(*h.siteFrame) : nullptr;
 }

@@ -56,6 +56,12 @@ std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p,
 // "f (/a/b/x.py:3)" -> "f (x.py:3)", "ns::g(long) (lib.so)" -> "ns::g (lib.so)".
 std::string shortFrame(const core::Frame& frame);
 
+// A site as the tables show it: shortFrame() of its frame (an id into p.frames),
+// or `text` when it has none ("(no stack)", "(3 other sites)"). For sites kept
+// beside hotspots, such as an out-of-memory event's.
+std::string shownSite(const core::ProcessTrace& p, const std::optional<uint32_t>& frame,
+                      const std::string& text);
+
 // The frame a hotspot is named after, or null when it came with no stack.
 const core::Frame* siteFrame(const core::ProcessTrace& p, const core::Hotspot& h);
 

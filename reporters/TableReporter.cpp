@@ -56,24 +56,6 @@ void renderRegions(const core::ProcessTrace& p, const ByteText& b, std::ostream&
     }
 }
 
-// "grow (oom.py:16)": the request's line with the file's name, or its site.
-std::string oomWhere(const core::OomEvent& e) {
-    if (e.file.empty()) return e.site.empty() ? core::kNoStackSite : e.site;
-    const size_t slash = e.file.rfind('/');
-    return fmt::format("{} ({}:{})", e.function,
-                       slash == std::string::npos ? e.file : e.file.substr(slash + 1), e.line);
-}
-
-// "grow (/home/u/oom.py:16)" -> "grow (oom.py:16)", as the hotspot tables show sites.
-std::string shortSite(const std::string& site) {
-    const size_t open = site.rfind(" (");
-    if (open == std::string::npos || site.back() != ')') return site;
-    const std::string inside = site.substr(open + 2, site.size() - open - 3);
-    const size_t slash = inside.rfind('/', inside.find(':'));
-    if (slash == std::string::npos) return site;
-    return site.substr(0, open + 2) + inside.substr(slash + 1) + ")";
-}
-
 // What users most need from a profiler comes first: the out-of-memory moment.
 void renderOutOfMemory(const core::ProcessTrace& p, const ByteText& b, std::ostream& out) {
     if (p.oom.empty()) return;
@@ -83,14 +65,16 @@ void renderOutOfMemory(const core::ProcessTrace& p, const ByteText& b, std::ostr
     if (e.deviceTotalBytes > 0 || e.deviceFreeBytes > 0)
         held += fmt::format(" ({} free on the device{})", b(e.deviceFreeBytes),
                             e.deviceTotalBytes ? " of " + b(e.deviceTotalBytes) : "");
-    // An older trace names only time, device and size.
-    const std::string where = e.site.empty() && e.file.empty() ? "" : " at " + oomWhere(e);
+    // An older trace names only time, device and size. The site reads as in the
+    // hotspot tables: from its frame.
+    const std::string where =
+        e.source.empty() ? "" : " at " + shownSite(p, e.siteFrame, core::kNoStackSite);
     if (e.heldOn.empty()) held.clear();
     out << fmt::format("Out of memory on {}: {} requested{}{}{}\n", e.device, b(e.requestedBytes),
                        where, held.empty() ? "" : " while " + held,
                        e.bySite.empty() ? "" : "; held by:");
     for (const auto& s : e.bySite)
-        out << fmt::format("  {}  {}\n", b.column(s.bytes), shortSite(s.site));
+        out << fmt::format("  {}  {}\n", b.column(s.bytes), shownSite(p, s.siteFrame, s.site));
     if (p.oomCount > 1)
         out << fmt::format("  ({} out-of-memory events in all: trace.json's oom lists them)\n",
                            p.oomCount);
