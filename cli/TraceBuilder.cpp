@@ -433,6 +433,8 @@ void outOfMemory(const core::Aggregator& agg, Symbolizer& symbolizer, SiteMode s
     // its cache: only its own out-of-memory error (source torch) is the program's.
     const bool bridge = torchBridgeAttached(agg);
     p.oomCount = agg.oomCount();
+    // The events' frames join the hotspots' in the process's table.
+    core::FrameTable table(std::move(p.frames));
     std::map<uint32_t, Stack> stacks;
     auto stackOf = [&](uint32_t i) -> const Stack& {
         auto [it, inserted] = stacks.try_emplace(i);
@@ -453,7 +455,11 @@ void outOfMemory(const core::Aggregator& agg, Symbolizer& symbolizer, SiteMode s
         const Stack& request = stackOf(o.stack);
         const auto site = core::chooseSite(request, siteMode);
         e.site = site ? core::formatFrame(request[*site]) : core::kNoStackSite;
-        for (const Frame& f : request) e.stack.push_back(core::formatFrame(f));
+        for (const Frame& f : request) {
+            e.frames.push_back(table.intern(f));
+            e.stack.push_back(core::formatFrame(f));
+        }
+        if (site) e.siteFrame = e.frames[*site];
         if (const Frame* f = innermostLine(request)) {
             e.file = f->file;
             e.line = f->line;
@@ -464,29 +470,35 @@ void outOfMemory(const core::Aggregator& agg, Symbolizer& symbolizer, SiteMode s
         e.deviceFreeBytes = o.record.f.deviceFree;
         e.deviceTotalBytes = o.record.f.deviceTotal;
 
-        std::map<std::string, uint64_t> bySite;
+        // By the site's text, as before frames were kept; each with its frame.
+        std::map<std::string, core::OomSiteBytes> bySite;
         std::map<std::tuple<std::string, uint64_t, std::string>, uint64_t> byLine;
         for (const auto& [index, bytes] : o.consumers) {
             const Stack& s = stackOf(index);
             const auto at = core::chooseSite(s, siteMode);
-            bySite[at ? core::formatFrame(s[*at]) : core::kNoStackSite] += bytes;
+            const std::string text = at ? core::formatFrame(s[*at]) : core::kNoStackSite;
+            auto [row, fresh] = bySite.try_emplace(text, core::OomSiteBytes{text, 0, std::nullopt});
+            if (fresh && at) row->second.siteFrame = table.intern(s[*at]);
+            row->second.bytes += bytes;
             const Frame* f = innermostLine(s);
             byLine[f ? std::make_tuple(f->file, f->line, f->function)
                      : std::make_tuple(std::string(), uint64_t{0},
                                        std::string("(no source line)"))] += bytes;
         }
-        std::vector<std::pair<std::string, uint64_t>> sites(bySite.begin(), bySite.end());
+        std::vector<core::OomSiteBytes> sites;
+        for (auto& [text, row] : bySite) sites.push_back(std::move(row));
         std::stable_sort(sites.begin(), sites.end(),
-                         [](const auto& a, const auto& b) { return a.second > b.second; });
+                         [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
         uint64_t rest = 0;
         for (size_t i = 0; i < sites.size(); ++i) {
             if (i < kOomRows)
-                e.bySite.push_back({sites[i].first, sites[i].second});
+                e.bySite.push_back(sites[i]);
             else
-                rest += sites[i].second;
+                rest += sites[i].bytes;
         }
         if (sites.size() > kOomRows)
-            e.bySite.push_back({fmt::format("({} other sites)", sites.size() - kOomRows), rest});
+            e.bySite.push_back(
+                {fmt::format("({} other sites)", sites.size() - kOomRows), rest, std::nullopt});
         std::vector<std::pair<std::tuple<std::string, uint64_t, std::string>, uint64_t>> lines(
             byLine.begin(), byLine.end());
         std::stable_sort(lines.begin(), lines.end(),
@@ -504,6 +516,7 @@ void outOfMemory(const core::Aggregator& agg, Symbolizer& symbolizer, SiteMode s
                 {"", 0, fmt::format("({} other lines)", lines.size() - kOomRows), rest});
         p.oom.push_back(std::move(e));
     }
+    p.frames = std::move(table).release();
 }
 
 }  // namespace

@@ -119,6 +119,7 @@ int reportCommand(const ReportArgs& a) {
 
 struct CheckArgs {
     std::string trace, baseline, maxIncrease, metric = "peak", format = "text", output, command;
+    std::string bytes = "iec";
     std::vector<std::string> limits;
     reporters::ProcessFilter processes;
     bool allowIncomplete = false, allowOom = false, allowEmpty = false;
@@ -130,6 +131,7 @@ int checkCommand(const CheckArgs& a) {
     o.command = a.command;
     o.allowEmpty = a.allowEmpty;
     o.metric = reporters::parseMetric(a.metric);
+    o.bytes = *core::parseByteUnits(a.bytes);
     for (const auto& l : a.limits) o.limits.push_back(reporters::parsePeakLimit(l));
     if (!a.maxIncrease.empty()) o.maxIncrease = reporters::parseIncrease(a.maxIncrease);
     if (!a.baseline.empty() && !o.maxIncrease)
@@ -164,7 +166,8 @@ int checkCommand(const CheckArgs& a) {
 }
 
 int diffCommand(const std::string& basePath, const std::string& newPath, const std::string& format,
-                const reporters::ProcessFilter& processes, reporters::DiffOptions options) {
+                const reporters::ProcessFilter& processes, reporters::DiffOptions options,
+                core::ByteUnits bytes) {
     // A rank is compared with the same rank; a pid (runs have their own) names a
     // process of either trace, compared with its counterpart (reporters/Diff.h).
     const reporters::ProcessFilter rank{std::nullopt, processes.rank};
@@ -177,7 +180,7 @@ int diffCommand(const std::string& basePath, const std::string& newPath, const s
     if (format == "json")
         reporters::renderDiffJson(d, std::cout);
     else
-        reporters::renderDiffText(d, std::cout);
+        reporters::renderDiffText(d, std::cout, bytes);
     return 0;
 }
 
@@ -205,6 +208,16 @@ void addProcessOptions(CLI::App* command, reporters::ProcessFilter& filter, cons
     command->add_option_function<int64_t>(
         "--rank", [&filter](const int64_t& rank) { filter.rank = rank; },
         std::string("Only the processes of this rank (RANK, SLURM_PROCID, ...) ") + what);
+}
+
+// --bytes of report, check and diff: how sizes are written in text.
+CLI::Option* addBytesOption(CLI::App* command, std::string& units) {
+    return command
+        ->add_option("--bytes", units,
+                     "How sizes are written: iec (1 KiB = 1,024 B), si (1 kB = 1,000 B) or "
+                     "exact (40,000 B)")
+        ->check(CLI::IsMember({"iec", "si", "exact"}))
+        ->capture_default_str();
 }
 
 [[noreturn]] void dieLike(int sig) {
@@ -340,13 +353,7 @@ int main(int argc, char** argv) {
             ->check(CLI::IsMember({"site", "function", "module", "op"}))
             ->capture_default_str();
     std::string bytesUnits = "iec";
-    CLI::Option* bytesOption =
-        reportCmd
-            ->add_option("--bytes", bytesUnits,
-                         "How sizes are written: iec (1 KiB = 1,024 B), si (1 kB = 1,000 B) or "
-                         "exact (40,000 B)")
-            ->check(CLI::IsMember({"iec", "si", "exact"}))
-            ->capture_default_str();
+    CLI::Option* bytesOption = addBytesOption(reportCmd, bytesUnits);
     addProcessOptions(reportCmd, report.processes, "(a multi-process trace: all by default)");
     reportCmd->add_flag("--lines", report.lines,
                         "Line table: peak and allocated bytes per source line");
@@ -382,6 +389,10 @@ int main(int argc, char** argv) {
     checkCmd->add_flag("--allow-empty", check.allowEmpty,
                        "do not fail limits and baselines when no process allocated memory memtool "
                        "tracks (the program never loaded torch)");
+    addBytesOption(checkCmd, check.bytes)
+        ->description(
+            "How sizes read in the messages: iec (1 KiB = 1,024 B), si (1 kB = 1,000 B) or exact "
+            "(40,000 B); JSON's byte fields stay whole bytes");
     addProcessOptions(checkCmd, check.processes,
                       "is checked (default: every process that allocated; --rank: that rank in "
                       "the baseline too)");
@@ -398,6 +409,8 @@ int main(int argc, char** argv) {
     diffCmd->add_option("--format", diffFormat, "text or json")
         ->check(CLI::IsMember({"text", "json"}))
         ->capture_default_str();
+    std::string diffBytes = "iec";
+    CLI::Option* diffBytesOption = addBytesOption(diffCmd, diffBytes);
     reporters::ProcessFilter diffProcesses;
     addProcessOptions(diffCmd, diffProcesses,
                       "is compared (--pid: of either trace, with its counterpart; default: every "
@@ -457,7 +470,14 @@ int main(int argc, char** argv) {
     }
     if (diffCmd->parsed())
         return cli::runGuarded(
-            [&] { return diffCommand(diffBase, diffNew, diffFormat, diffProcesses, diff); },
+            [&] {
+                if (diffBytesOption->count() > 0 && diffFormat != "text")
+                    throw core::Error(core::kExitBadInput,
+                                      "--bytes is for the text diff; --format json writes exact "
+                                      "bytes");
+                return diffCommand(diffBase, diffNew, diffFormat, diffProcesses, diff,
+                                   *core::parseByteUnits(diffBytes));
+            },
             core::kExitInternal, std::cerr);
     if (reportCmd->parsed()) {
         return cli::runGuarded(
@@ -471,16 +491,21 @@ int main(int argc, char** argv) {
                     throw core::Error(core::kExitBadInput,
                                       "--bytes is for the text report and --lines; --format " +
                                           report.format + " writes exact bytes");
-                const bool table = report.format == "text" && !report.lines;
+                // The text, JSON and HTML reports' hotspot rows; the text line table,
+                // folded stacks and the Perfetto timeline have none.
+                const bool hotspots = (report.format == "text" && !report.lines) ||
+                                      report.format == "json" || report.format == "html";
                 for (const auto& [given, flag] :
                      {std::pair{!reportSite.empty(), "--site"},
                       std::pair{depthOption->count() > 0, "--depth"},
                       std::pair{groupOption->count() > 0, "--group-by"}})
-                    if (given && !table)
+                    if (given && !hotspots)
                         throw core::Error(core::kExitBadInput,
                                           std::string(flag) +
-                                              " shapes the hotspot table of the text report (not "
-                                              "--lines or another --format)");
+                                              " shapes hotspot rows (the text report's table, "
+                                              "--format json or html), not " +
+                                              (report.lines ? std::string("the --lines table")
+                                                            : "--format " + report.format));
                 report.topGiven = topOption->count() > 0;
                 return reportCommand(report);
             },

@@ -31,6 +31,18 @@ std::optional<SiteMode> parseSiteMode(const std::string& text) {
     return std::nullopt;
 }
 
+const char* siteModeName(SiteMode mode) {
+    switch (mode) {
+        case SiteMode::User:
+            break;
+        case SiteMode::All:
+            return "all";
+        case SiteMode::Library:
+            return "library";
+    }
+    return "user";
+}
+
 bool isPassThroughFrame(const Frame& f) {
     if (f.user) return false;
     if (f.isUnnamed()) return true;

@@ -22,6 +22,7 @@ enum class SiteMode { User, All, Library };
 
 // Parses "user" | "all" | "library"; nullopt otherwise.
 std::optional<SiteMode> parseSiteMode(const std::string& text);
+const char* siteModeName(SiteMode mode);  // what parseSiteMode reads
 
 // A library frame that only passes a call on: a decorator's or dispatcher's
 // wrapper (Module._call_impl, ...<locals>.wrapper, _use_grad), or a native frame

@@ -136,6 +136,9 @@ struct TimelineSeries {
 struct OomSiteBytes {
     std::string site;  // formatFrame() of the site; "(N other sites)" for the rest
     uint64_t bytes = 0;
+    // The site's frame: an id into ProcessTrace::frames; none for the rest and
+    // for stacks without a frame. Reports show the frame, as they show hotspots'.
+    std::optional<uint32_t> siteFrame;
 };
 struct OomLineBytes {
     std::string file;  // empty: the stacks with no such line, or the rest
@@ -151,9 +154,15 @@ struct OomEvent {
     std::string device;
     uint64_t requestedBytes = 0;
     std::string source;  // "allocator" (the call failed), "torch" (PyTorch's allocator gave up)
-    std::string site;    // the request's site (kNoStackSite without a stack)
-    std::vector<std::string> stack;  // the request's frames, innermost first, as text
-    std::string file;                // the request's innermost user/Python line, when it has one
+    // The request's stack and site, as hotspots keep theirs: ids into
+    // ProcessTrace::frames, innermost first, and the site's id (none without a
+    // stack); `site` and `stack` are the same as text, as trace.json carries
+    // them (kNoStackSite without a stack), written back as they were read.
+    std::vector<uint32_t> frames;
+    std::optional<uint32_t> siteFrame;
+    std::string site;
+    std::vector<std::string> stack;
+    std::string file;  // the request's innermost user/Python line, when it has one
     uint64_t line = 0;
     std::string function;
     std::string heldOn;            // the device or pool the held bytes are counted on
@@ -206,7 +215,8 @@ struct ProcessTrace {
     bool nativeStacks = true;
     bool pythonStacks = true;
     std::map<std::string, DeviceTotals> devices;
-    std::vector<Frame> frames;  // every frame hotspots name, once each (their ids index this)
+    // Every frame hotspots and out-of-memory events name, once each (their ids index this).
+    std::vector<Frame> frames;
     std::vector<Hotspot> hotspots;
     std::vector<LineStat> lines;
     StreamCheck stream;

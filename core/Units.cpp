@@ -79,11 +79,11 @@ std::string formatBytes(uint64_t bytes, ByteUnits units) {
 
 size_t byteColumnWidth(ByteUnits units) { return units == ByteUnits::Exact ? 17 : 12; }
 
-std::string formatBytesDelta(int64_t bytes) {
+std::string formatBytesDelta(int64_t bytes, ByteUnits units) {
     if (bytes == 0) return "0 B";
     uint64_t mag =
         bytes < 0 ? static_cast<uint64_t>(-(bytes + 1)) + 1 : static_cast<uint64_t>(bytes);
-    return (bytes < 0 ? "-" : "+") + formatBytes(mag);
+    return (bytes < 0 ? "-" : "+") + formatBytes(mag, units);
 }
 
 std::optional<uint64_t> parseSize(std::string_view text) {

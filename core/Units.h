@@ -24,8 +24,8 @@ std::optional<ByteUnits> parseByteUnits(std::string_view text);  // "iec" | "si"
 std::string formatBytes(uint64_t bytes, ByteUnits units);
 // Width of a table column of sizes: room for "1023.99 KiB", or "999,999,999,999 B".
 size_t byteColumnWidth(ByteUnits units);
-// Signed variant for deltas: "+1.50 KiB", "-512 B", "0 B".
-std::string formatBytesDelta(int64_t bytes);
+// Signed variant for deltas: "+1.50 KiB", "-512 B", "0 B" ("+1,536 B" exact).
+std::string formatBytesDelta(int64_t bytes, ByteUnits units = ByteUnits::Iec);
 
 // nullopt when the text is not a size, or a fraction of a byte without a unit
 // ("1.5", "1.5B"). Fractions of a unit are rounded to the nearest byte.

@@ -12,6 +12,7 @@
 
 #include "core/Error.h"
 #include "core/Units.h"
+#include "reporters/HotspotSelection.h"
 #include "reporters/Markup.h"
 #include "reporters/ProcessSelection.h"
 
@@ -26,6 +27,13 @@ namespace {
 const core::ProcessTrace& launched(const core::Trace& t, const std::string& what) {
     if (t.processes.empty()) usage(what + " holds no process");
     return t.processes[0];
+}
+
+// A measured size in a message: "12.00 MiB (12582912 bytes)", or with --bytes
+// exact just "12,582,912 B" (the figure is already whole bytes).
+std::string sized(uint64_t bytes, core::ByteUnits units) {
+    if (units == core::ByteUnits::Exact) return core::formatBytes(bytes, units);
+    return fmt::format("{} ({} bytes)", core::formatBytes(bytes, units), bytes);
 }
 
 // The processes a limit or baseline is held against: those --pid/--rank (already
@@ -177,8 +185,9 @@ void oomChecks(const core::Trace& trace, const CheckOptions& options,
         r.passed = options.allowOom;
         r.message = fmt::format(
             "process {} ran out of memory on {}: {} requested at {} while {} were held{}{}", q.pid,
-            e.device, core::formatBytes(e.requestedBytes),
-            e.site.empty() ? core::kNoStackSite : e.site, core::formatBytes(e.liveBytes),
+            e.device, core::formatBytes(e.requestedBytes, options.bytes),
+            shownSite(q, e.siteFrame, core::kNoStackSite),
+            core::formatBytes(e.liveBytes, options.bytes),
             q.oomCount > 1 ? fmt::format(" ({} out-of-memory events)", q.oomCount) : "",
             options.allowOom ? " (allowed by --allow-oom)" : "");
         results.push_back(r);
@@ -239,17 +248,14 @@ void limitChecks(const core::Trace& trace, const std::vector<const core::Process
                 r.value = measure(*p, device, l.selector.pool, options.metric);
                 r.limit = l.bytes;
                 r.passed = r.value <= r.limit;
-                r.name =
-                    fmt::format("{}{} {} <= {}", label, shown, metric, core::formatBytes(l.bytes));
-                r.message =
-                    r.passed ? fmt::format("{}{} {} {} ({} bytes) is within {} ({} bytes)", label,
-                                           shown, metric, core::formatBytes(r.value), r.value,
-                                           core::formatBytes(r.limit), r.limit)
-                             : fmt::format(
-                                   "{}{} {} {} ({} bytes) exceeds {} ({} bytes) by {} ({} bytes)",
-                                   label, shown, metric, core::formatBytes(r.value), r.value,
-                                   core::formatBytes(r.limit), r.limit,
-                                   core::formatBytes(r.value - r.limit), r.value - r.limit);
+                r.name = fmt::format("{}{} {} <= {}", label, shown, metric,
+                                     core::formatBytes(l.bytes, options.bytes));
+                const core::ByteUnits u = options.bytes;
+                r.message = r.passed ? fmt::format("{}{} {} {} is within {}", label, shown, metric,
+                                                   sized(r.value, u), sized(r.limit, u))
+                                     : fmt::format("{}{} {} {} exceeds {} by {}", label, shown,
+                                                   metric, sized(r.value, u), sized(r.limit, u),
+                                                   sized(r.value - r.limit, u));
                 results.push_back(r);
             }
         }
@@ -266,7 +272,8 @@ void limitChecks(const core::Trace& trace, const std::vector<const core::Process
         r.device = l.selector.text;
         r.limit = l.bytes;
         r.passed = false;
-        r.name = fmt::format("{} {} <= {}", l.selector.text, metric, core::formatBytes(l.bytes));
+        r.name = fmt::format("{} {} <= {}", l.selector.text, metric,
+                             core::formatBytes(l.bytes, options.bytes));
         r.message =
             fmt::format("{} {}: the trace never saw {} (it saw {})", l.selector.text, metric,
                         l.selector.device == "cuda" ? "a CUDA device" : l.selector.device,
@@ -358,19 +365,17 @@ void baselineChecks(const core::Trace& trace,
                                    static_cast<double>(was)
                              : (now ? INFINITY : 0.0);
             std::string change = fmt::format(
-                "{} ({:+.2f}%)", core::formatBytesDelta(static_cast<int64_t>(now - was)), pct);
+                "{} ({:+.2f}%)",
+                core::formatBytesDelta(static_cast<int64_t>(now - was), options.bytes), pct);
+            const core::ByteUnits u = options.bytes;
             std::string baseText =
-                bases[i] ? fmt::format("baseline {} ({} bytes)", core::formatBytes(was), was)
+                bases[i] ? "baseline " + sized(was, u)
                          : std::string("no process of the baseline ran this command (0 bytes)");
-            r.message = r.passed ? fmt::format("{}{} {} {} ({} bytes), {}: {} within +{}", label,
-                                               device, metric, core::formatBytes(now), now,
-                                               baseText, change, inc.text)
-                                 : fmt::format(
-                                       "{}{} {} {} ({} bytes), {}: {} exceeds the allowed "
-                                       "{} ({} bytes) by {} ({} bytes)",
-                                       label, device, metric, core::formatBytes(now), now, baseText,
-                                       change, core::formatBytes(allowed), allowed,
-                                       core::formatBytes(now - allowed), now - allowed);
+            r.message = r.passed ? fmt::format("{}{} {} {}, {}: {} within +{}", label, device,
+                                               metric, sized(now, u), baseText, change, inc.text)
+                                 : fmt::format("{}{} {} {}, {}: {} exceeds the allowed {} by {}",
+                                               label, device, metric, sized(now, u), baseText,
+                                               change, sized(allowed, u), sized(now - allowed, u));
             results.push_back(r);
         }
     }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/TraceModel.h"
+#include "core/Units.h"
 #include "reporters/Metric.h"
 
 namespace memtool::reporters {
@@ -51,6 +52,8 @@ struct CheckOptions {
     // each is checked, allocated or not.
     bool named = false;
     std::string command;  // only processes whose command line contains this
+    // How sizes read in names and messages (--bytes); JSON's byte fields stay whole bytes.
+    core::ByteUnits bytes = core::ByteUnits::Iec;
 };
 
 struct CheckResult {

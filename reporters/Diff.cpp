@@ -236,19 +236,23 @@ TraceDiff diffTraces(const core::Trace& base, const core::Trace& current,
 
 namespace {
 
-void renderProcessText(const ProcessDiff& d, std::ostream& out) {
-    out << fmt::format("{:<15} {:>12} {:>12} {:>13} {:>9}   {:>13} {:>9}   {:>13} {:>9}\n",
-                       "Device", "Base peak", "New peak", "Peak Δ", "%", "Allocated Δ", "%",
-                       "Leaked Δ", "%");
+void renderProcessText(const ProcessDiff& d, std::ostream& out, core::ByteUnits units) {
+    // Sizes as --bytes asks; columns as wide as the widest size (deltas: its sign too).
+    const size_t w = core::byteColumnWidth(units), dw = w + 1;
+    auto bytes = [units](uint64_t v) { return core::formatBytes(v, units); };
+    auto change = [units](uint64_t a, uint64_t b) {
+        return core::formatBytesDelta(delta(a, b), units);
+    };
+    out << fmt::format("{:<15} {:>{}} {:>{}} {:>{}} {:>9}   {:>{}} {:>9}   {:>{}} {:>9}\n",
+                       "Device", "Base peak", w, "New peak", w, "Peak Δ", dw, "%", "Allocated Δ",
+                       dw, "%", "Leaked Δ", dw, "%");
     for (const auto& x : d.devices) {
-        out << fmt::format("{:<15} {:>12} {:>12} {:>13} {:>9}   {:>13} {:>9}   {:>13} {:>9}\n",
-                           x.device, core::formatBytes(x.basePeak), core::formatBytes(x.newPeak),
-                           core::formatBytesDelta(delta(x.basePeak, x.newPeak)),
-                           percent(x.basePeak, x.newPeak),
-                           core::formatBytesDelta(delta(x.baseAllocated, x.newAllocated)),
-                           percent(x.baseAllocated, x.newAllocated),
-                           core::formatBytesDelta(delta(x.baseLeaked, x.newLeaked)),
-                           percent(x.baseLeaked, x.newLeaked));
+        out << fmt::format(
+            "{:<15} {:>{}} {:>{}} {:>{}} {:>9}   {:>{}} {:>9}   {:>{}} {:>9}\n", x.device,
+            bytes(x.basePeak), w, bytes(x.newPeak), w, change(x.basePeak, x.newPeak), dw,
+            percent(x.basePeak, x.newPeak), change(x.baseAllocated, x.newAllocated), dw,
+            percent(x.baseAllocated, x.newAllocated), change(x.baseLeaked, x.newLeaked), dw,
+            percent(x.baseLeaked, x.newLeaked));
     }
     auto table = [&](const std::vector<SiteDelta>& sites, const char* title, const char* none) {
         if (sites.empty()) {
@@ -256,12 +260,11 @@ void renderProcessText(const ProcessDiff& d, std::ostream& out) {
             return;
         }
         out << "\n" << title << '\n';
-        out << fmt::format("{:<8} {:>12} {:>12} {:>13}  {}\n", "Device", "Base", "New", "Δ",
-                           "Site");
+        out << fmt::format("{:<8} {:>{}} {:>{}} {:>{}}  {}\n", "Device", "Base", w, "New", w, "Δ",
+                           dw, "Site");
         for (const auto& s : sites) {
-            out << fmt::format("{:<8} {:>12} {:>12} {:>13}  {}{}\n", s.device,
-                               core::formatBytes(s.basePeak), core::formatBytes(s.newPeak),
-                               core::formatBytesDelta(delta(s.basePeak, s.newPeak)), s.site,
+            out << fmt::format("{:<8} {:>{}} {:>{}} {:>{}}  {}{}\n", s.device, bytes(s.basePeak), w,
+                               bytes(s.newPeak), w, change(s.basePeak, s.newPeak), dw, s.site,
                                s.isNew    ? "  [new]"
                                : s.isGone ? "  [gone]"
                                           : "");
@@ -274,12 +277,12 @@ void renderProcessText(const ProcessDiff& d, std::ostream& out) {
 }
 
 // "pid 7 (python3 train.py): cpu peak 4.00 MiB, cuda:0 peak 1.00 GiB".
-std::string aloneText(const ProcessName& p) {
+std::string aloneText(const ProcessName& p, core::ByteUnits units) {
     std::string text = p.label;
     if (p.rank) text += fmt::format(", rank {}", *p.rank);
     const char* separator = ": ";
     for (const auto& [device, peak] : p.peaks) {
-        text += fmt::format("{}{} peak {}", separator, device, core::formatBytes(peak));
+        text += fmt::format("{}{} peak {}", separator, device, core::formatBytes(peak, units));
         separator = ", ";
     }
     return text;
@@ -293,10 +296,10 @@ const char* matchedByText(const std::string& by) {
 
 }  // namespace
 
-void renderDiffText(const TraceDiff& d, std::ostream& out) {
+void renderDiffText(const TraceDiff& d, std::ostream& out, core::ByteUnits units) {
     // One process in each trace: its tables alone, as diff has always printed them.
     if (!d.several()) {
-        for (const ProcessDiff& p : d.processes) renderProcessText(p, out);
+        for (const ProcessDiff& p : d.processes) renderProcessText(p, out, units);
         return;
     }
     out << fmt::format(
@@ -307,13 +310,13 @@ void renderDiffText(const TraceDiff& d, std::ostream& out) {
         out << fmt::format("\n## {} → {}{} (matched by {})\n", p.base.label, p.current.label,
                            p.base.rank ? fmt::format(", rank {}", *p.base.rank) : "",
                            matchedByText(p.matchedBy));
-        renderProcessText(p, out);
+        renderProcessText(p, out, units);
     }
     for (const auto& [alone, where] :
          {std::pair{&d.onlyInBase, "base"}, std::pair{&d.onlyInNew, "new"}}) {
         if (alone->empty()) continue;
         out << fmt::format("\nOnly in the {} trace:\n", where);
-        for (const ProcessName& p : *alone) out << "  " << aloneText(p) << '\n';
+        for (const ProcessName& p : *alone) out << "  " << aloneText(p, units) << '\n';
     }
 }
 

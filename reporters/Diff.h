@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/TraceModel.h"
+#include "core/Units.h"
 
 namespace memtool::reporters {
 
@@ -85,7 +86,9 @@ std::string siteText(const core::Frame* site, const std::string& cwd);
 // options name none.
 TraceDiff diffTraces(const core::Trace& base, const core::Trace& current,
                      const DiffOptions& options);
-void renderDiffText(const TraceDiff& d, std::ostream& out);
+// Sizes as `units` says (--bytes); JSON has whole bytes only.
+void renderDiffText(const TraceDiff& d, std::ostream& out,
+                    core::ByteUnits units = core::ByteUnits::Iec);
 void renderDiffJson(const TraceDiff& d, std::ostream& out);
 
 }  // namespace memtool::reporters

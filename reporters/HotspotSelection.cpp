@@ -45,8 +45,7 @@ const char* sortKeyName(SortKey key) {
     return "peak";
 }
 
-namespace {
-uint64_t keyOf(const core::Hotspot& h, SortKey key) {
+uint64_t sortValue(const core::Hotspot& h, SortKey key) {
     switch (key) {
         case SortKey::Peak:
             return h.peakBytes;
@@ -65,7 +64,6 @@ uint64_t keyOf(const core::Hotspot& h, SortKey key) {
     }
     return 0;
 }
-}  // namespace
 
 ReportOptions optionsFor(const core::ProcessTrace& p, const std::string& device,
                          const ReportOptions& requested) {
@@ -84,7 +82,7 @@ std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p,
     for (const auto& h : p.hotspots)
         if (h.device == device) out.push_back(&h);
     std::stable_sort(out.begin(), out.end(), [&](const core::Hotspot* a, const core::Hotspot* b) {
-        uint64_t ka = keyOf(*a, options.sort), kb = keyOf(*b, options.sort);
+        uint64_t ka = sortValue(*a, options.sort), kb = sortValue(*b, options.sort);
         if (ka != kb) return ka > kb;
         if (a->allocatedBytes != b->allocatedBytes) return a->allocatedBytes > b->allocatedBytes;
         return a->site < b->site;
@@ -177,6 +175,11 @@ std::string shortFrame(const core::Frame& frame) {
     std::string file = slash == std::string::npos ? where : where.substr(slash + 1);
     const std::string name = core::frameName(frame);
     return (frame.isPython() ? name : shortFunctionName(name)) + " (" + file + ")";
+}
+
+std::string shownSite(const core::ProcessTrace& p, const std::optional<uint32_t>& frame,
+                      const std::string& text) {
+    return frame ? shortFrame(p.frames.at(*frame)) : text;
 }
 
 const core::Frame* siteFrame(const core::ProcessTrace& p, const core::Hotspot& h) {

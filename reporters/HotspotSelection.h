@@ -37,6 +37,8 @@ GroupBy parseGroupBy(const std::string& text);
 // (exit 2) otherwise.
 SortKey parseSortKey(const std::string& text);
 const char* sortKeyName(SortKey key);
+// The figure a hotspot is ordered by (its pool's peak for Active and Reserved).
+uint64_t sortValue(const core::Hotspot& h, SortKey key);
 
 // The options a device's hotspots are selected with: an active or reserved sort
 // falls back to the peak on a device without caching-allocator pools (cpu, pinned,
@@ -61,6 +63,12 @@ std::string shortFunctionName(const std::string& function);
 // (shortFunctionName): "f (/a/b/x.py:3)" -> "f (x.py:3)", "ns::g(long) (lib.so)"
 // -> "ns::g (lib.so)".
 std::string shortFrame(const core::Frame& frame);
+
+// A site as the tables show it: shortFrame() of its frame (an id into p.frames),
+// or `text` when it has none ("(no stack)", "(3 other sites)"). For sites kept
+// beside hotspots, such as an out-of-memory event's.
+std::string shownSite(const core::ProcessTrace& p, const std::optional<uint32_t>& frame,
+                      const std::string& text);
 
 // The frame a hotspot is named after, or null when it came with no stack.
 const core::Frame* siteFrame(const core::ProcessTrace& p, const core::Hotspot& h);

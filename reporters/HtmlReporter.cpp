@@ -8,6 +8,7 @@
 #include "core/FrameClassifier.h"
 #include "core/Units.h"
 #include "reporters/Check.h"
+#include "reporters/HotspotRows.h"
 #include "reporters/HtmlAssets.h"
 #include "reporters/Markup.h"
 #include "reporters/RecordedSources.h"
@@ -208,35 +209,38 @@ void flameSection(const core::ProcessTrace& p, size_t index, std::ostream& out) 
     }
 }
 
-// A hotspot's stack as the table shows it: its site, then every frame in a
-// <details> that opens on click.
-std::string stackCell(const core::ProcessTrace& p, const core::Hotspot& h) {
-    const core::Frame* site = siteFrame(p, h);
-    const std::string siteText = esc(site ? shortFrame(*site) : core::kNoStackSite);
+// A row's site as the table shows it: the site, then every frame of its
+// (largest) stack in a <details> that opens on click, and below it the frames
+// --depth shows ("via ..."); a grouped row names its group.
+std::string siteCell(const core::ProcessTrace& p, const HotspotRow& row) {
+    const std::vector<std::string> lines = rowLines(p, row);
+    const std::string siteText = esc(lines[0]);
     std::string cell = fmt::format("<td class=\"site\" data-v=\"{}\">", siteText);
-    if (h.frames.empty()) return cell + siteText + "</td>";
+    if (!row.site) return cell + siteText + "</td>";
     cell += "<details><summary>" + siteText + "</summary><ol>";
-    for (uint32_t id : h.frames) {
-        const core::Frame& f = p.frames.at(id);
-        cell += fmt::format("<li{}>{}</li>", &f == site ? " class=\"at\"" : "",
-                            esc(core::formatFrame(f)));
-    }
-    return cell + "</ol></details></td>";
+    for (uint32_t id : row.largest->frames)
+        cell += fmt::format("<li{}>{}</li>", id == *row.site ? " class=\"at\"" : "",
+                            esc(core::formatFrame(p.frames.at(id))));
+    cell += "</ol></details>";
+    for (size_t i = 1; i <= row.below.size(); ++i)
+        cell += "<div class=\"via\">" + esc(lines[i]) + "</div>";
+    return cell + "</td>";
 }
 
 void hotspotTables(const core::ProcessTrace& p, const HtmlOptions& options, std::ostream& out) {
-    out << "<h2>Hotspots</h2>\n<p class=\"hint\">Per call stack: what it held at the device's "
-           "peak, allocated over the run, and still held when the program's own code finished. "
-           "Click a heading to sort, a "
-           "site for its stack.</p>\n";
+    const GroupNames names = groupNames(options.hotspots.groupBy);
+    out << "<h2>Hotspots</h2>\n<p class=\"hint\">Per " << names.one
+        << ": what it held at the device's peak, allocated over the run, and still held when the "
+           "program's own code finished. Click a heading to sort"
+        << (options.hotspots.groupBy == GroupBy::Site ? ", a site for its stack" : "") << ".</p>\n";
     for (const auto& [name, d] : p.devices) {
         const ReportOptions deviceOptions = optionsFor(p, name, options.hotspots);
-        const auto rows = selectHotspots(p, name, deviceOptions);
+        const std::vector<HotspotRow> rows = hotspotRows(p, name, deviceOptions);
         if (rows.empty()) continue;
         const bool pools = !d.pools.empty();
-        out << fmt::format("<h3>{} <span class=\"sub\">top {} by {}</span></h3>\n", esc(name),
-                           rows.size(), sortKeyName(deviceOptions.sort));
-        std::vector<std::pair<std::string, bool>> columns{{"#", true},     {"Site", false},
+        out << fmt::format("<h3>{} <span class=\"sub\">top {} {} by {}</span></h3>\n", esc(name),
+                           rows.size(), names.rows, sortKeyName(deviceOptions.sort));
+        std::vector<std::pair<std::string, bool>> columns{{"#", true},     {names.column, false},
                                                           {"Peak", true},  {"Allocated", true},
                                                           {"Count", true}, {"Leaked", true}};
         if (pools) {
@@ -246,13 +250,14 @@ void hotspotTables(const core::ProcessTrace& p, const HtmlOptions& options, std:
         out << "<table class=\"hotspots sortable\" data-device=\"" << esc(name) << "\">\n<thead>"
             << headerRow(columns) << "</thead>\n<tbody>\n";
         size_t rank = 0;
-        for (const core::Hotspot* h : rows) {
-            out << "<tr>" << countCell(++rank) << stackCell(p, *h) << bytesCell(h->peakBytes)
-                << bytesCell(h->allocatedBytes) << countCell(h->count) << bytesCell(h->leakedBytes);
+        for (const HotspotRow& row : rows) {
+            const core::Hotspot& h = row.figures;
+            out << "<tr>" << countCell(++rank) << siteCell(p, row) << bytesCell(h.peakBytes)
+                << bytesCell(h.allocatedBytes) << countCell(h.count) << bytesCell(h.leakedBytes);
             if (pools)
                 for (const char* pool : {core::kPoolActive, core::kPoolReserved}) {
-                    auto it = h->pools.find(pool);
-                    out << bytesCell(it == h->pools.end() ? 0 : it->second.peakBytes);
+                    auto it = h.pools.find(pool);
+                    out << bytesCell(it == h.pools.end() ? 0 : it->second.peakBytes);
                 }
             out << "</tr>\n";
         }

@@ -7,6 +7,7 @@
 #include "core/SiteChoice.h"
 #include "core/Units.h"
 #include "reporters/ByteText.h"
+#include "reporters/HotspotRows.h"
 #include "reporters/ProcessSelection.h"
 
 namespace memtool::reporters {
@@ -34,140 +35,6 @@ std::string exitText(const core::ProcessTrace& p) {
     return "exit status unknown";
 }
 
-// The hotspot's frames, innermost first.
-std::vector<core::Frame> framesOf(const core::ProcessTrace& p, const core::Hotspot& h) {
-    std::vector<core::Frame> stack;
-    stack.reserve(h.frames.size());
-    for (uint32_t id : h.frames) stack.push_back(p.frames.at(id));
-    return stack;
-}
-
-// Position of the site in the stack: as recorded, or chosen again (--site).
-std::optional<size_t> sitePosition(const core::Hotspot& h, const std::vector<core::Frame>& stack,
-                                   const ReportOptions& options) {
-    if (options.site) return core::chooseSite(stack, *options.site);
-    if (!h.siteFrame) return std::nullopt;
-    for (size_t i = 0; i < h.frames.size(); ++i)
-        if (h.frames[i] == h.siteFrame) return i;
-    return std::nullopt;
-}
-
-// "Conv2d.forward (conv.py)": a frame's function and file, without the line.
-std::string functionOf(const core::Frame& f) {
-    const std::string shown = shortFrame(f);  // "f (x.py:3)", "ns::g (lib.so)"
-    const size_t colon = shown.rfind(':');
-    const size_t open = shown.rfind(" (");
-    if (f.line == 0 || colon == std::string::npos || open == std::string::npos || colon < open)
-        return shown;
-    return shown.substr(0, colon) + ")";
-}
-
-// The innermost nn.Module forward on the stack ("Linear.forward (linear.py)").
-std::string moduleOf(const std::vector<core::Frame>& stack) {
-    for (const core::Frame& f : stack) {
-        const std::string& q = f.function;
-        if (f.isPython() && q.size() > 8 && q.compare(q.size() - 8, 8, ".forward") == 0)
-            return functionOf(f);
-    }
-    return "(no module's forward)";
-}
-
-// The torch operator the stack's caller asked for: the outermost one.
-std::string operatorOf(const std::vector<core::Frame>& stack) {
-    for (size_t i = stack.size(); i > 0; --i)
-        if (std::string op = core::torchOperator(stack[i - 1]); !op.empty()) return op;
-    return "(no torch operator)";
-}
-
-// What the table shows of a hotspot: its site, the frames below it that say what
-// happened there (--depth of them), and up to three callers, wrappers and unnamed
-// frames skipped; or, grouped, the one name its group goes by.
-std::vector<std::string> shownLines(const core::ProcessTrace& p, const core::Hotspot& h,
-                                    const ReportOptions& options) {
-    const std::vector<core::Frame> stack = framesOf(p, h);
-    const std::optional<size_t> at = sitePosition(h, stack, options);
-    switch (options.groupBy) {
-        case GroupBy::Site:
-            break;
-        case GroupBy::Function:
-            return {at ? functionOf(stack[*at]) : core::kNoStackSite};
-        case GroupBy::Module:
-            return {moduleOf(stack)};
-        case GroupBy::Op:
-            return {operatorOf(stack)};
-    }
-    if (!at) return {core::kNoStackSite};
-    std::vector<std::string> lines{shortFrame(stack[*at])};
-    for (size_t i : core::framesBelow(stack, *at, options.depth))
-        lines.push_back("via " + shortFrame(stack[i]));
-    // Up to three callers, wrappers skipped as below.
-    size_t callers = 0;
-    for (size_t i = *at + 1; i < stack.size() && callers < 3; ++i) {
-        if (core::isPassThroughFrame(stack[i])) continue;
-        lines.push_back("from " + shortFrame(stack[i]));
-        ++callers;
-    }
-    return lines;
-}
-
-// How the table names its rows, and their column: "hotspots"/"Site", ...
-struct GroupNames {
-    const char* rows;
-    const char* column;
-    const char* one;  // a row, in the legend
-};
-GroupNames namesOf(GroupBy g) {
-    switch (g) {
-        case GroupBy::Site:
-            break;
-        case GroupBy::Function:
-            return {"functions", "Function", "function"};
-        case GroupBy::Module:
-            return {"modules", "Module", "module"};
-        case GroupBy::Op:
-            return {"torch operators", "Operator", "operator"};
-    }
-    return {"hotspots", "Site", "site"};
-}
-
-struct DisplayRow {
-    core::Hotspot h;  // sums over the stacks shown alike
-    std::vector<std::string> lines;
-};
-
-// Stacks that differ only in frames the table does not show read as one row.
-std::vector<DisplayRow> displayRows(const core::ProcessTrace& p, const std::string& device,
-                                    const ReportOptions& options) {
-    std::map<std::vector<std::string>, size_t> index;
-    std::vector<DisplayRow> rows;
-    core::ProcessTrace merged;
-    for (const auto& h : p.hotspots) {
-        if (h.device != device) continue;
-        auto lines = shownLines(p, h, options);
-        auto [it, fresh] = index.try_emplace(lines, rows.size());
-        if (fresh) {
-            rows.push_back(DisplayRow{h, lines});
-            // A group's ties are broken by its name.
-            if (options.groupBy != GroupBy::Site) rows.back().h.site = lines[0];
-            continue;
-        }
-        core::Hotspot& m = rows[it->second].h;
-        auto add = [](core::HotspotFigures& into, const core::HotspotFigures& f) {
-            into.allocatedBytes += f.allocatedBytes;
-            into.count += f.count;
-            into.peakBytes += f.peakBytes;
-            into.leakedBytes += f.leakedBytes;
-        };
-        add(m, h);
-        for (const auto& [pool, f] : h.pools) add(m.pools[pool], f);
-    }
-    for (const auto& r : rows) merged.hotspots.push_back(r.h);
-    std::vector<DisplayRow> out;
-    for (const core::Hotspot* h : selectHotspots(merged, device, options))
-        out.push_back(rows[static_cast<size_t>(h - merged.hotspots.data())]);
-    return out;
-}
-
 // Pausable regions and every pause and resume, when the program had any.
 void renderRegions(const core::ProcessTrace& p, const ByteText& b, std::ostream& out) {
     if (!p.regions.empty()) {
@@ -189,24 +56,6 @@ void renderRegions(const core::ProcessTrace& p, const ByteText& b, std::ostream&
     }
 }
 
-// "grow (oom.py:16)": the request's line with the file's name, or its site.
-std::string oomWhere(const core::OomEvent& e) {
-    if (e.file.empty()) return e.site.empty() ? core::kNoStackSite : e.site;
-    const size_t slash = e.file.rfind('/');
-    return fmt::format("{} ({}:{})", e.function,
-                       slash == std::string::npos ? e.file : e.file.substr(slash + 1), e.line);
-}
-
-// "grow (/home/u/oom.py:16)" -> "grow (oom.py:16)", as the hotspot tables show sites.
-std::string shortSite(const std::string& site) {
-    const size_t open = site.rfind(" (");
-    if (open == std::string::npos || site.back() != ')') return site;
-    const std::string inside = site.substr(open + 2, site.size() - open - 3);
-    const size_t slash = inside.rfind('/', inside.find(':'));
-    if (slash == std::string::npos) return site;
-    return site.substr(0, open + 2) + inside.substr(slash + 1) + ")";
-}
-
 // What users most need from a profiler comes first: the out-of-memory moment.
 void renderOutOfMemory(const core::ProcessTrace& p, const ByteText& b, std::ostream& out) {
     if (p.oom.empty()) return;
@@ -216,14 +65,16 @@ void renderOutOfMemory(const core::ProcessTrace& p, const ByteText& b, std::ostr
     if (e.deviceTotalBytes > 0 || e.deviceFreeBytes > 0)
         held += fmt::format(" ({} free on the device{})", b(e.deviceFreeBytes),
                             e.deviceTotalBytes ? " of " + b(e.deviceTotalBytes) : "");
-    // An older trace names only time, device and size.
-    const std::string where = e.site.empty() && e.file.empty() ? "" : " at " + oomWhere(e);
+    // An older trace names only time, device and size. The site reads as in the
+    // hotspot tables: from its frame.
+    const std::string where =
+        e.source.empty() ? "" : " at " + shownSite(p, e.siteFrame, core::kNoStackSite);
     if (e.heldOn.empty()) held.clear();
     out << fmt::format("Out of memory on {}: {} requested{}{}{}\n", e.device, b(e.requestedBytes),
                        where, held.empty() ? "" : " while " + held,
                        e.bySite.empty() ? "" : "; held by:");
     for (const auto& s : e.bySite)
-        out << fmt::format("  {}  {}\n", b.column(s.bytes), shortSite(s.site));
+        out << fmt::format("  {}  {}\n", b.column(s.bytes), shownSite(p, s.siteFrame, s.site));
     if (p.oomCount > 1)
         out << fmt::format("  ({} out-of-memory events in all: trace.json's oom lists them)\n",
                            p.oomCount);
@@ -285,14 +136,14 @@ void renderHotspots(const core::ProcessTrace& p, const std::string& name,
                     const core::DeviceTotals& d, const ReportOptions& options, const ByteText& b,
                     std::ostream& out) {
     const ReportOptions deviceOptions = optionsFor(p, name, options);
-    auto rows = displayRows(p, name, deviceOptions);
+    const std::vector<HotspotRow> rows = hotspotRows(p, name, deviceOptions);
     if (rows.empty()) return;
     const bool pools = !d.pools.empty();
     auto poolPeak = [&](const core::Hotspot& h, const char* pool) {
         auto it = h.pools.find(pool);
         return b.column(it == h.pools.end() ? 0 : it->second.peakBytes);
     };
-    const GroupNames names = namesOf(options.groupBy);
+    const GroupNames names = groupNames(options.groupBy);
     // An active or reserved sort on a device without those figures: by peak, said so.
     const std::string fallback =
         deviceOptions.sort != options.sort
@@ -309,15 +160,17 @@ void renderHotspots(const core::ProcessTrace& p, const std::string& name,
     const size_t indent = 3 + 1 + b.width() + 1 + b.width() + 1 + 8 + 1 + b.width() +
                           (pools ? 2 * (b.width() + 1) : 0);
     size_t rank = 0;
-    for (const DisplayRow& r : rows) {
-        out << fmt::format("{:>3} {} {} {:>8} {}", ++rank, b.column(r.h.peakBytes),
-                           b.column(r.h.allocatedBytes), r.h.count, b.column(r.h.leakedBytes));
+    for (const HotspotRow& r : rows) {
+        const core::Hotspot& h = r.figures;
+        out << fmt::format("{:>3} {} {} {:>8} {}", ++rank, b.column(h.peakBytes),
+                           b.column(h.allocatedBytes), h.count, b.column(h.leakedBytes));
         if (pools)
-            out << fmt::format(" {} {}", poolPeak(r.h, core::kPoolActive),
-                               poolPeak(r.h, core::kPoolReserved));
-        out << "  " << r.lines[0] << '\n';
-        for (size_t i = 1; i < r.lines.size(); ++i)
-            out << std::string(indent, ' ') << r.lines[i] << '\n';
+            out << fmt::format(" {} {}", poolPeak(h, core::kPoolActive),
+                               poolPeak(h, core::kPoolReserved));
+        const std::vector<std::string> lines = rowLines(p, r);
+        out << "  " << lines[0] << '\n';
+        for (size_t i = 1; i < lines.size(); ++i)
+            out << std::string(indent, ' ') << lines[i] << '\n';
     }
     out << fmt::format(
         "Peak: what each {} held at {}'s peak (they add up to it) · Leaked: still "

@@ -237,6 +237,21 @@ uint32_t frameId(const json& id, size_t tableSize) {
     return static_cast<uint32_t>(v);
 }
 
+// A stack (a hotspot's, an out-of-memory request's) as ids into the frames
+// table: its "frames" and "site_frame"; or, written before trace.json kept them,
+// its text `site` and `stack` parsed and added to `frames`.
+void stackIdsFromJson(const json& j, const std::string& site, const std::vector<std::string>& stack,
+                      core::FrameTable& frames, size_t tableSize, std::vector<uint32_t>& ids,
+                      std::optional<uint32_t>& siteId) {
+    if (j.contains("frames")) {
+        for (const json& id : j.at("frames")) ids.push_back(frameId(id, tableSize));
+        if (!j.at("site_frame").is_null()) siteId = frameId(j.at("site_frame"), tableSize);
+        return;
+    }
+    for (const std::string& text : stack) ids.push_back(frames.intern(parseLegacyFrame(text)));
+    if (site != core::kNoStackSite) siteId = frames.intern(parseLegacyFrame(site));
+}
+
 // `frames` holds the process's table as read; hotspots from an older memtool
 // (no "frames" of their own) add the frames parsed from their text to it.
 core::Hotspot hotspotFromJson(const json& j, core::FrameTable& frames, size_t tableSize) {
@@ -244,14 +259,7 @@ core::Hotspot hotspotFromJson(const json& j, core::FrameTable& frames, size_t ta
     h.device = j.at("device").get<std::string>();
     h.site = j.at("site").get<std::string>();
     h.stack = j.at("stack").get<std::vector<std::string>>();
-    if (j.contains("frames")) {
-        for (const json& id : j.at("frames")) h.frames.push_back(frameId(id, tableSize));
-        if (!j.at("site_frame").is_null()) h.siteFrame = frameId(j.at("site_frame"), tableSize);
-    } else {
-        for (const std::string& text : h.stack)
-            h.frames.push_back(frames.intern(parseLegacyFrame(text)));
-        if (h.site != core::kNoStackSite) h.siteFrame = frames.intern(parseLegacyFrame(h.site));
-    }
+    stackIdsFromJson(j, h.site, h.stack, frames, tableSize, h.frames, h.siteFrame);
     static_cast<core::HotspotFigures&>(h) = hotspotFiguresFromJson(j);
     poolsFromJson(j, h.pools, hotspotFiguresFromJson);
     return h;
@@ -353,7 +361,10 @@ json oomToJson(const std::vector<core::OomEvent>& events) {
     json out = json::array();
     for (const auto& e : events) {
         json bySite = json::array(), byLine = json::array();
-        for (const auto& s : e.bySite) bySite.push_back({{"site", s.site}, {"bytes", s.bytes}});
+        for (const auto& s : e.bySite)
+            bySite.push_back({{"site", s.site},
+                              {"site_frame", s.siteFrame ? json(*s.siteFrame) : json(nullptr)},
+                              {"bytes", s.bytes}});
         for (const auto& l : e.byLine)
             byLine.push_back(
                 {{"file", l.file}, {"line", l.line}, {"function", l.function}, {"bytes", l.bytes}});
@@ -363,6 +374,8 @@ json oomToJson(const std::vector<core::OomEvent>& events) {
                        {"source", e.source},
                        {"site", e.site},
                        {"stack", e.stack},
+                       {"frames", e.frames},
+                       {"site_frame", e.siteFrame ? json(*e.siteFrame) : json(nullptr)},
                        {"file", e.file},
                        {"line", e.line},
                        {"function", e.function},
@@ -376,7 +389,15 @@ json oomToJson(const std::vector<core::OomEvent>& events) {
     return out;
 }
 
-core::OomEvent oomFromJson(const json& j) {
+// Whether an older trace's site text names a frame ("f (file:line)", "g (lib.so)"),
+// not a row of the rest ("(3 other sites)") or kNoStackSite.
+bool namesAFrame(const std::string& text) {
+    return text.size() > 2 && text.back() == ')' && text.rfind(" (") != std::string::npos;
+}
+
+// `frames` as in hotspotFromJson: events from an older memtool (no "frames" of
+// their own) add the frames parsed from their text to it.
+core::OomEvent oomFromJson(const json& j, core::FrameTable& frames, size_t tableSize) {
     core::OomEvent e;
     e.timeS = j.at("time_s").get<double>();
     e.device = j.at("device").get<std::string>();
@@ -385,6 +406,7 @@ core::OomEvent oomFromJson(const json& j) {
     e.source = j.at("source").get<std::string>();
     e.site = j.at("site").get<std::string>();
     e.stack = j.at("stack").get<std::vector<std::string>>();
+    stackIdsFromJson(j, e.site, e.stack, frames, tableSize, e.frames, e.siteFrame);
     e.file = j.at("file").get<std::string>();
     e.line = unsignedField(j, "line");
     e.function = j.at("function").get<std::string>();
@@ -392,8 +414,17 @@ core::OomEvent oomFromJson(const json& j) {
     e.liveBytes = unsignedField(j, "live_bytes");
     e.deviceFreeBytes = unsignedField(j, "device_free_bytes");
     e.deviceTotalBytes = unsignedField(j, "device_total_bytes");
-    for (const auto& s : j.at("by_site"))
-        e.bySite.push_back({s.at("site").get<std::string>(), unsignedField(s, "bytes")});
+    for (const auto& s : j.at("by_site")) {
+        core::OomSiteBytes row{s.at("site").get<std::string>(), unsignedField(s, "bytes"),
+                               std::nullopt};
+        if (s.contains("site_frame")) {
+            if (!s.at("site_frame").is_null())
+                row.siteFrame = frameId(s.at("site_frame"), tableSize);
+        } else if (namesAFrame(row.site)) {
+            row.siteFrame = frames.intern(parseLegacyFrame(row.site));
+        }
+        e.bySite.push_back(std::move(row));
+    }
     for (const auto& l : j.at("by_line"))
         e.byLine.push_back({l.at("file").get<std::string>(), unsignedField(l, "line"),
                             l.at("function").get<std::string>(), unsignedField(l, "bytes")});
@@ -563,7 +594,6 @@ core::ProcessTrace processFromJson(const json& j) {
     core::FrameTable frames(std::move(table));
     for (const auto& h : j.at("hotspots"))
         p.hotspots.push_back(hotspotFromJson(h, frames, tableSize));
-    p.frames = std::move(frames).release();
     if (j.contains("lines"))
         for (const auto& l : j["lines"]) p.lines.push_back(lineFromJson(l));
     if (j.contains("stream")) {
@@ -580,7 +610,8 @@ core::ProcessTrace processFromJson(const json& j) {
     if (j.contains("control"))
         for (const auto& c : j.at("control")) p.control.push_back(controlFromJson(c));
     if (j.contains("oom"))
-        for (const auto& e : j.at("oom")) p.oom.push_back(oomFromJson(e));
+        for (const auto& e : j.at("oom")) p.oom.push_back(oomFromJson(e, frames, tableSize));
+    p.frames = std::move(frames).release();
     p.oomCount = j.contains("oom_count") ? unsignedField(j, "oom_count") : p.oom.size();
     if (j.contains("timeline"))
         for (const auto& [name, series] : j.at("timeline").items())

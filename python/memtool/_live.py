@@ -36,19 +36,17 @@ def _storage(t):
         return None
 
 
-def _main_names():
-    """id(object) -> the first name `__main__` binds it to."""
-    names = {}
+def _main_bindings():
+    """The variables of `__main__`, read once: [(name, value)] in the order it
+    binds them, dunders left out. Names modules and tensors alike."""
     main = sys.modules.get("__main__")
-    for name, value in (vars(main).items() if main is not None else ()):
-        if not name.startswith("__"):
-            names.setdefault(id(value), name)
-    return names
+    return [(n, v) for n, v in (list(vars(main).items()) if main is not None else ()) if not n.startswith("__")]
 
 
 def _named(torch, model):
     """[(name, tensor)] in naming order; one tensor may have several names."""
     out = []
+    bindings = _main_bindings() if model is None else []
     if model is not None:
         roots = [("", model)]
     else:
@@ -57,7 +55,9 @@ def _named(torch, model):
         for m in modules:
             for c in m.children():
                 children.add(id(c))
-        bound = _main_names()
+        bound = {}  # id(object) -> the first name __main__ binds it to
+        for name, value in bindings:
+            bound.setdefault(id(value), name)
         roots = [(bound.get(id(m), type(m).__name__), m) for m in modules if id(m) not in children]
         # Bound modules first, in the order __main__ binds them; then the rest as gc found them.
         order = {k: i for i, k in enumerate(bound)}
@@ -92,9 +92,8 @@ def _named(torch, model):
                         out.append((f"{type(opt).__name__}.{pname}.{key}", value))
     named_ids = {id(t) for _, t in out}
     if model is None:
-        main = sys.modules.get("__main__")
-        for name, value in (list(vars(main).items()) if main is not None else ()):
-            if name.startswith("__") or not isinstance(value, torch.Tensor) or id(value) in named_ids:
+        for name, value in bindings:
+            if not isinstance(value, torch.Tensor) or id(value) in named_ids:
                 continue
             out.append((name, value))
             named_ids.add(id(value))

@@ -126,6 +126,15 @@ public:
         ++end_.freeCount;
         end_.freedBytes += size;
     }
+    void oom(uint8_t device, uint64_t size, uint64_t nativeNode) {
+        core::OomRecord o;
+        o.f.device = device;
+        o.f.size = size;
+        o.f.nativeNode = nativeNode;
+        o.timeNs = clockNs_ += 1000000;
+        agg.onOom(o);
+        ++records_;
+    }
     void note(const std::string& key, const std::string& text) {
         agg.onNote(core::NoteRecord{key, text});
         ++records_;
@@ -800,4 +809,60 @@ TEST(TraceBuilder, AnImageThatExecdLeaksNothing) {
             "t.json")
             .processes.at(0);
     EXPECT_TRUE(back.exec);
+}
+
+// An out-of-memory event keeps its frames as hotspots do: ids into the process's
+// one table, its site and the sites that held memory the very frames hotspots
+// are named after; a request whose stack never allocated adds its frames.
+TEST(TraceBuilder, OutOfMemoryEventsKeepFramesAsHotspotsDo) {
+    Stream s;
+    FakeSymbolizer symbolizer;
+    const std::string app = "/home/me/app/build/app", c10 = "/usr/lib/libc10.so";
+    symbolizer.frames = {
+        {0x3004, nativeFrame("main", app, "/home/me/app/main.cpp", 7)},
+        {0x3003, nativeFrame("Model::grow(long)", app, "/home/me/app/model.cpp", 20)},
+        {0x3002, nativeFrame("Model::huge(long)", app, "/home/me/app/model.cpp", 30)},
+        {0x3001, nativeFrame("c10::alloc_cpu(unsigned long)", c10)},
+    };
+    s.handshake(77, {"./app"});
+    s.module(app);
+    s.module(c10);
+    const uint64_t main = s.nativeStack(0, {0x3004});
+    const uint64_t grow = s.nativeStack(main, {0x3003, 0x3001});
+    const uint64_t huge = s.nativeStack(main, {0x3002, 0x3001});
+    s.alloc(kCpu, 0x100, 4096, grow, 0);
+    s.oom(kCpu, 1 << 30, huge);  // never allocated: no hotspot
+    s.end();
+    const core::ProcessTrace p =
+        cli::buildProcessTrace(s.agg, symbolizer, cli::ProcessOutcome{}, cli::SiteMode::All);
+
+    ASSERT_EQ(p.hotspots.size(), 1u);
+    const core::Hotspot& h = p.hotspots[0];
+    ASSERT_TRUE(h.siteFrame.has_value());
+    EXPECT_EQ(p.frames.at(*h.siteFrame).function, "c10::alloc_cpu(unsigned long)");
+    ASSERT_EQ(p.oom.size(), 1u);
+    const core::OomEvent& e = p.oom[0];
+    EXPECT_EQ(e.requestedBytes, 1u << 30);
+    EXPECT_EQ(e.siteFrame, h.siteFrame);  // c10::alloc_cpu: one frame, one id
+    EXPECT_EQ(e.site, "c10::alloc_cpu(unsigned long) (libc10.so)");
+    ASSERT_EQ(e.frames.size(), e.stack.size());
+    for (size_t i = 0; i < e.frames.size(); ++i)
+        EXPECT_EQ(core::formatFrame(p.frames.at(e.frames[i])), e.stack[i]);
+    ASSERT_EQ(e.frames.size(), 3u);
+    EXPECT_EQ(p.frames.at(e.frames[1]).function, "Model::huge(long)");
+    EXPECT_EQ(e.liveBytes, 4096u);
+    ASSERT_EQ(e.bySite.size(), 1u);
+    EXPECT_EQ(e.bySite[0].bytes, 4096u);
+    EXPECT_EQ(e.bySite[0].siteFrame, h.siteFrame);
+    EXPECT_EQ(e.bySite[0].site, "c10::alloc_cpu(unsigned long) (libc10.so)");
+    // Through trace.json and back, ids and all.
+    const core::ProcessTrace back =
+        reporters::traceFromJson(
+            reporters::traceToJson(core::Trace{core::kTraceSchema, "0", 0, std::nullopt, {p}}),
+            "t.json")
+            .processes.at(0);
+    EXPECT_EQ(back.frames, p.frames);
+    EXPECT_EQ(back.oom.at(0).frames, e.frames);
+    EXPECT_EQ(back.oom.at(0).siteFrame, e.siteFrame);
+    EXPECT_EQ(back.oom.at(0).bySite.at(0).siteFrame, e.bySite[0].siteFrame);
 }

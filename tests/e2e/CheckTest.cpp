@@ -95,6 +95,33 @@ TEST(Check, UnderAndOverALimit) {
               "memtool check: 1 check, 1 failed\n");
 }
 
+// --bytes writes the messages' sizes as report does; JSON's byte fields stay whole
+// bytes, and its names and messages read as the text's.
+TEST(Check, BytesSaysHowTheMessagesWriteSizes) {
+    std::string t = writeTrace(5000000);
+    Outcome exact = check({t, "--max-peak", "cpu=4999999", "--bytes", "exact"});
+    EXPECT_EQ(exact.exitCode, 1);
+    EXPECT_EQ(exact.out,
+              "FAIL  cpu peak 5,000,000 B exceeds 4,999,999 B by 1 B\n"
+              "memtool check: 1 check, 1 failed\n");
+    Outcome si = check({t, "--max-peak", "cpu=5MB", "--bytes", "si"});
+    EXPECT_EQ(si.exitCode, 0);
+    EXPECT_EQ(si.out,
+              "PASS  cpu peak 5.00 MB (5000000 bytes) is within 5.00 MB (5000000 bytes)\n"
+              "memtool check: 1 check, 0 failed\n");
+    Outcome j = check({t, "--max-peak", "cpu=4999999", "--bytes", "exact", "--format", "json"});
+    EXPECT_EQ(j.exitCode, 1);
+    const json limit = json::parse(j.out).at("checks").at(0);
+    EXPECT_EQ(limit.at("name"), "cpu peak <= 4,999,999 B");
+    EXPECT_EQ(limit.at("message"), "cpu peak 5,000,000 B exceeds 4,999,999 B by 1 B");
+    EXPECT_EQ(limit.at("value_bytes"), 5000000);
+    EXPECT_EQ(limit.at("limit_bytes"), 4999999);
+    EXPECT_EQ(limit.at("excess_bytes"), 1);
+    Outcome bad = check({t, "--bytes", "kib"});
+    EXPECT_EQ(bad.exitCode, 2);
+    EXPECT_EQ(bad.err.rfind("memtool: --bytes: kib not in {", 0), 0u) << bad.err;
+}
+
 TEST(Check, EverySizeSyntax) {
     std::string t = writeTrace(5000000);
     for (const char* limit :
@@ -375,6 +402,34 @@ TEST(Diff, DevicesAndGrownSites) {
     Outcome text = run({MEMTOOL_BIN, "diff", base, next});
     EXPECT_NE(text.out.find("+976.56 KiB   +20.00%"), std::string::npos) << text.out;
     EXPECT_NE(text.out.find("augment (train.py:33)  [new]"), std::string::npos) << text.out;
+}
+
+// diff --bytes writes the text's sizes as report does, its columns as wide as
+// they need; JSON has whole bytes only, so --bytes there is a usage error.
+TEST(Diff, BytesSaysHowTheTextWritesSizes) {
+    std::string base =
+        writeTrace(5000000, true, {hotspot("step (/src/train.py:20)", 2000000, 4000000)}, "/src");
+    std::string next =
+        writeTrace(6000000, true, {hotspot("step (/src/train.py:20)", 3000000, 5000000)}, "/src");
+    Outcome exact = run({MEMTOOL_BIN, "diff", base, next, "--bytes", "exact"});
+    ASSERT_EQ(exact.exitCode, 0) << exact.err;
+    // Peaks 5,000,000 and 6,000,000 B, allocated twice that; cuda:0 1,000 B in both.
+    EXPECT_EQ(exact.out,
+              "Device                  Base peak          New peak             Peak Δ         %"
+              "          Allocated Δ         %             Leaked Δ         %\n"
+              "cpu                   5,000,000 B       6,000,000 B       +1,000,000 B   +20.00%"
+              "         +2,000,000 B   +20.00%                  0 B    +0.00%\n"
+              "cuda:0                    1,000 B           1,000 B                0 B    +0.00%"
+              "                  0 B    +0.00%                  0 B     0.00%\n"
+              "\nCall sites whose contribution to the peak grew most\n"
+              "Device                Base               New                  Δ  Site\n"
+              "cpu            2,000,000 B       3,000,000 B       +1,000,000 B  step "
+              "(train.py:20)\n"
+              "\nNo call site's contribution to the peak shrank.\n");
+    Outcome json = run({MEMTOOL_BIN, "diff", base, next, "--bytes", "si", "--format", "json"});
+    EXPECT_EQ(json.exitCode, 2);
+    EXPECT_EQ(json.err,
+              "memtool: --bytes is for the text diff; --format json writes exact bytes\n");
 }
 
 TEST(Check, ARealWrapperScriptIsCheckedByItsPython) {

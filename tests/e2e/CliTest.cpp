@@ -330,11 +330,69 @@ TEST(Cli, ReportSitesSkipWrappersAndGroup) {
                            "aten::zeros_like\n"),
               std::string::npos)
         << ops.out;
-    Outcome misplaced = run({MEMTOOL_BIN, "report", trace, "--group-by", "op", "--format", "json"});
+    // Folded stacks and the line table have no hotspot rows to shape.
+    Outcome misplaced =
+        run({MEMTOOL_BIN, "report", trace, "--group-by", "op", "--format", "collapsed"});
     EXPECT_EQ(misplaced.exitCode, 2);
     EXPECT_EQ(misplaced.err,
-              "memtool: --group-by shapes the hotspot table of the text report (not --lines or "
-              "another --format)\n");
+              "memtool: --group-by shapes hotspot rows (the text report's table, --format json "
+              "or html), not --format collapsed\n");
+    Outcome lines = run({MEMTOOL_BIN, "report", trace, "--lines", "--depth", "2"});
+    EXPECT_EQ(lines.exitCode, 2);
+    EXPECT_EQ(lines.err,
+              "memtool: --depth shapes hotspot rows (the text report's table, --format json or "
+              "html), not the --lines table\n");
+}
+
+// The HTML report's hotspot tables make the text table's choices: grouped rows
+// (their column named after the grouping, no stack to open), and a site chosen
+// again with the frames --depth shows below it.
+TEST(Cli, HtmlHotspotTablesFollowSiteDepthAndGrouping) {
+    const std::string wrappers = GOLDEN_DIR + "/traces/wrappers.json";
+    Outcome modules =
+        run({MEMTOOL_BIN, "report", wrappers, "--format", "html", "--group-by", "module"});
+    ASSERT_EQ(modules.exitCode, 0) << modules.err;
+    EXPECT_NE(modules.out.find(
+                  "<h3>cpu <span class=\"sub\">top 3 modules by peak</span></h3>\n"
+                  "<table class=\"hotspots sortable\" data-device=\"cpu\">\n<thead><tr><th "
+                  "class=\"num\">#</th><th>Module</th><th class=\"num\">Peak</th><th "
+                  "class=\"num\">Allocated</th><th class=\"num\">Count</th><th "
+                  "class=\"num\">Leaked</th></tr></thead>\n<tbody>\n"
+                  "<tr><td class=\"num\" data-v=\"1\">1</td><td class=\"site\" data-v=\"(no "
+                  "module&apos;s forward)\">(no module&apos;s forward)</td><td class=\"num\" "
+                  "data-v=\"2000000\">1.91 MiB</td><td class=\"num\" data-v=\"2004096\">1.91 "
+                  "MiB</td><td class=\"num\" data-v=\"3\">3</td><td class=\"num\" "
+                  "data-v=\"2000000\">1.91 MiB</td></tr>\n"
+                  "<tr><td class=\"num\" data-v=\"2\">2</td><td class=\"site\" "
+                  "data-v=\"Linear.forward (linear.py)\">Linear.forward (linear.py)</td><td "
+                  "class=\"num\" data-v=\"128000\">125.00 KiB</td><td class=\"num\" "
+                  "data-v=\"256000\">250.00 KiB</td><td class=\"num\" data-v=\"2\">2</td><td "
+                  "class=\"num\" data-v=\"0\">0 B</td></tr>\n"
+                  "<tr><td class=\"num\" data-v=\"3\">3</td><td class=\"site\" "
+                  "data-v=\"ReLU.forward (activation.py)\">ReLU.forward (activation.py)</td><td "
+                  "class=\"num\" data-v=\"128000\">125.00 KiB</td><td class=\"num\" "
+                  "data-v=\"128000\">125.00 KiB</td><td class=\"num\" data-v=\"1\">1</td><td "
+                  "class=\"num\" data-v=\"0\">0 B</td></tr>\n</tbody></table>\n"),
+              std::string::npos)
+        << modules.out;
+
+    Outcome library = run({MEMTOOL_BIN, "report", wrappers, "--format", "html", "--site", "library",
+                           "--depth", "2", "--top", "1"});
+    ASSERT_EQ(library.exitCode, 0) << library.err;
+    EXPECT_NE(library.out.find("<td class=\"site\" data-v=\"Adam.step (adam.py:218)\"><details>"
+                               "<summary>Adam.step (adam.py:218)</summary>"),
+              std::string::npos)
+        << library.out;
+    EXPECT_NE(library.out.find("<li class=\"at\">Adam.step "
+                               "(/usr/lib/python3/dist-packages/torch/optim/adam.py:218)</li>"),
+              std::string::npos)
+        << library.out;
+    EXPECT_NE(library.out.find("</ol></details><div class=\"via\">via at::_ops::zeros_like::call "
+                               "(libtorch_cpu.so.2.1)</div><div class=\"via\">via "
+                               "at::detail::empty_strided_generic (libtorch_cpu.so.2.1)</div></td>"
+                               "<td class=\"num\" data-v=\"2000000\">1.91 MiB</td>"),
+              std::string::npos)
+        << library.out;
 }
 
 TEST(Cli, ReportSaysWhyInsteadOfIgnoring) {

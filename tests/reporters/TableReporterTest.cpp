@@ -7,6 +7,7 @@
 #include "core/Error.h"
 #include "reporters/ProcessSelection.h"
 #include "reporters/TableReporter.h"
+#include "reporters/TraceJson.h"
 #include "tests/TestFrames.h"
 
 using namespace memtool;
@@ -113,4 +114,75 @@ TEST(TableReporter, ARunOfSeveralProcessesOpensWithOneLineEach) {
                      "the trace has no process with rank 5 (it has: 10, 11 (rank 0), 12 "
                      "(rank 0))");
     }
+}
+
+namespace {
+
+// A CPU out-of-memory whose request and largest holder are the native frame
+// at::empty(long) in libtorch_cpu.so (as `memtool run --site all` names them).
+core::ProcessTrace outOfMemory() {
+    core::ProcessTrace p = process(5, std::nullopt, 3072);
+    p.devices["cpu"].allocatedBytes = 3072;
+    p.frames = {nativeFrame("at::empty(long)", "/usr/lib/libtorch_cpu.so"),
+                pythonFrame("grow", "/w/oom.py", 16, true)};
+    core::Hotspot h;
+    h.device = "cpu";
+    h.frames = {0, 1};
+    h.siteFrame = 0;
+    h.site = "at::empty(long) (/usr/lib/libtorch_cpu.so)";
+    h.stack = {h.site, "grow (/w/oom.py:16)"};
+    h.allocatedBytes = h.peakBytes = 2048;
+    h.count = 1;
+    p.hotspots = {h};
+    core::OomEvent e;
+    e.device = "cpu";
+    e.requestedBytes = 64 << 20;
+    e.source = "allocator";
+    e.frames = {0, 1};
+    e.siteFrame = 0;
+    e.site = h.site;
+    e.stack = h.stack;
+    e.file = "/w/oom.py";
+    e.line = 16;
+    e.function = "grow";
+    e.heldOn = "cpu";
+    e.liveBytes = 3072;
+    e.bySite = {{h.site, 2048, 0}, {"(1 other site)", 1024, std::nullopt}};
+    p.oom = {e};
+    p.oomCount = 1;
+    return p;
+}
+
+std::string tableOf(const core::Trace& t) {
+    std::ostringstream out;
+    reporters::renderTable(t, reporters::ReportOptions{}, out);
+    return out.str();
+}
+
+}  // namespace
+
+// The out-of-memory section names the request's site and the sites that held
+// memory as the hotspot table names sites (C++ parameters dropped), from their
+// frames; an older trace, whose event kept text only, reads the same.
+TEST(TableReporter, OutOfMemorySitesReadAsHotspotSitesDo) {
+    core::Trace t;
+    t.processes = {outOfMemory()};
+    const std::string text = tableOf(t);
+    EXPECT_EQ(text.substr(0, text.find("Command:")),
+              "Out of memory on cpu: 64.00 MiB requested at at::empty (libtorch_cpu.so) while "
+              "3.00 KiB were held; held by:\n"
+              "      2.00 KiB  at::empty (libtorch_cpu.so)\n"
+              "      1.00 KiB  (1 other site)\n"
+              "\n");
+    EXPECT_NE(text.find("     2.00 KiB     2.00 KiB        1          0 B  at::empty "
+                        "(libtorch_cpu.so)\n"),
+              std::string::npos)
+        << text;
+
+    nlohmann::json old = reporters::traceToJson(t);
+    nlohmann::json& e = old["processes"][0]["oom"][0];
+    e.erase("frames");
+    e.erase("site_frame");
+    for (auto& row : e["by_site"]) row.erase("site_frame");
+    EXPECT_EQ(tableOf(reporters::traceFromJson(old, "old.json")), text);
 }

@@ -134,6 +134,8 @@ TEST(TraceJson, TimelineAndOomEventsRoundTrip) {
     oom.source = "torch";
     oom.site = "grow (/w/oom.py:16)";
     oom.stack = {"grow (/w/oom.py:16)", "<module> (/w/oom.py:20)"};
+    oom.frames = {2, 0};  // ids into traceWithFrames()'s table, whatever their text
+    oom.siteFrame = 2;
     oom.file = "/w/oom.py";
     oom.line = 16;
     oom.function = "grow";
@@ -141,7 +143,7 @@ TEST(TraceJson, TimelineAndOomEventsRoundTrip) {
     oom.liveBytes = 3000;
     oom.deviceFreeBytes = 512;
     oom.deviceTotalBytes = 4096;
-    oom.bySite = {{"grow (/w/oom.py:16)", 2000}, {"(1 other site)", 1000}};
+    oom.bySite = {{"grow (/w/oom.py:16)", 2000, 2}, {"(1 other site)", 1000, std::nullopt}};
     oom.byLine = {{"/w/oom.py", 16, "grow", 3000}};
     t.processes[0].oom.push_back(oom);
     t.processes[0].oomCount = 3;
@@ -151,11 +153,12 @@ TEST(TraceJson, TimelineAndOomEventsRoundTrip) {
         "points": [[0.25, 100], [0.5, 3000000], [0.75, 0]]}})json"));
     EXPECT_EQ(p.at("oom"), json::parse(R"json([{"time_s": 0.6, "device": "cuda:0",
         "requested_bytes": 1073741824, "source": "torch", "site": "grow (/w/oom.py:16)",
-        "stack": ["grow (/w/oom.py:16)", "<module> (/w/oom.py:20)"], "file": "/w/oom.py",
+        "stack": ["grow (/w/oom.py:16)", "<module> (/w/oom.py:20)"], "frames": [2, 0],
+        "site_frame": 2, "file": "/w/oom.py",
         "line": 16, "function": "grow", "held_on": "cuda:0.active", "live_bytes": 3000,
         "device_free_bytes": 512, "device_total_bytes": 4096,
-        "by_site": [{"site": "grow (/w/oom.py:16)", "bytes": 2000},
-                    {"site": "(1 other site)", "bytes": 1000}],
+        "by_site": [{"site": "grow (/w/oom.py:16)", "site_frame": 2, "bytes": 2000},
+                    {"site": "(1 other site)", "site_frame": null, "bytes": 1000}],
         "by_line": [{"file": "/w/oom.py", "line": 16, "function": "grow", "bytes": 3000}]}])json"));
     EXPECT_EQ(p.at("oom_count"), 3);
     const core::ProcessTrace back = reporters::traceFromJson(j, "t.json").processes.at(0);
@@ -167,6 +170,10 @@ TEST(TraceJson, TimelineAndOomEventsRoundTrip) {
     EXPECT_EQ(s.points[1].bytes, 3000000u);
     ASSERT_EQ(back.oom.size(), 1u);
     EXPECT_EQ(back.oomCount, 3u);
+    EXPECT_EQ(back.oom[0].frames, (std::vector<uint32_t>{2, 0}));
+    EXPECT_EQ(back.oom[0].siteFrame, 2u);
+    EXPECT_EQ(back.oom[0].bySite[0].siteFrame, 2u);
+    EXPECT_EQ(back.oom[0].bySite[1].siteFrame, std::nullopt);
     EXPECT_EQ(reporters::traceToJson(reporters::traceFromJson(j, "t.json")), j);
     // A trace from before the capture of stacks: three fields, still read.
     json old = j;
@@ -182,6 +189,48 @@ TEST(TraceJson, TimelineAndOomEventsRoundTrip) {
     // A trace from before the timeline has none, and no OOM events.
     EXPECT_TRUE(read(process(json::array())).processes.at(0).timeline.empty());
     EXPECT_TRUE(read(process(json::array())).processes.at(0).oom.empty());
+}
+
+// An out-of-memory event from before trace.json kept its frames: its stack, its
+// site and the sites that held memory are read from their text into the
+// process's table, as old hotspots are; the rest's row and "(no stack)" name no
+// frame. A frame id past the table is bad input.
+TEST(TraceJson, OldOomEventsGetFramesFromTheirText) {
+    json p = process(json::array());
+    p["oom"] = json::parse(R"json([{"time_s": 0.5, "device": "cpu", "requested_bytes": 64,
+        "source": "allocator", "site": "grow (/w/oom.py:16)",
+        "stack": ["at::empty(long) (/usr/lib/libtorch_cpu.so)", "grow (/w/oom.py:16)"],
+        "file": "/w/oom.py", "line": 16, "function": "grow", "held_on": "cpu",
+        "live_bytes": 30, "device_free_bytes": 0, "device_total_bytes": 0,
+        "by_site": [{"site": "at::empty(long) (/usr/lib/libtorch_cpu.so)", "bytes": 10},
+                    {"site": "grow (/w/oom.py:16)", "bytes": 9},
+                    {"site": "(no stack)", "bytes": 8},
+                    {"site": "(3 other sites)", "bytes": 3}],
+        "by_line": []}])json");
+    const core::ProcessTrace back = read(p).processes.at(0);
+    ASSERT_EQ(back.frames.size(), 2u);
+    EXPECT_EQ(back.frames[0], nativeFrame("at::empty(long)", "/usr/lib/libtorch_cpu.so"));
+    EXPECT_EQ(back.frames[1], pythonFrame("grow", "/w/oom.py", 16, true));
+    const core::OomEvent& e = back.oom.at(0);
+    EXPECT_EQ(e.frames, (std::vector<uint32_t>{0, 1}));
+    EXPECT_EQ(e.siteFrame, 1u);
+    ASSERT_EQ(e.bySite.size(), 4u);
+    EXPECT_EQ(e.bySite[0].siteFrame, 0u);
+    EXPECT_EQ(e.bySite[1].siteFrame, 1u);
+    EXPECT_EQ(e.bySite[2].siteFrame, std::nullopt);
+    EXPECT_EQ(e.bySite[3].siteFrame, std::nullopt);
+    EXPECT_EQ(e.bySite[3].site, "(3 other sites)");
+
+    json bad = reporters::traceToJson(read(p));
+    bad["processes"][0]["oom"][0]["by_site"][0]["site_frame"] = 2;
+    try {
+        reporters::traceFromJson(bad, "t.json");
+        FAIL() << "a frame id past the table was read";
+    } catch (const core::Error& error) {
+        EXPECT_EQ(error.exitCode(), core::kExitBadInput);
+        EXPECT_STREQ(error.what(),
+                     "t.json: malformed trace: frame id 2 is not in the frames table (2 frames)");
+    }
 }
 
 TEST(TraceJson, OldFrameTextOfAnyLengthIsReadWithoutRecursion) {

@@ -1,0 +1,50 @@
+#pragma once
+// The rows of a hotspot table, one choice for every report (text, JSON, HTML):
+// a device's stacks read again with --site, --depth and --group-by; stacks that
+// differ only in frames a row does not show summed into one row; then ordered
+// and cut to --top (selectHotspots).
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/TraceModel.h"
+#include "reporters/HotspotSelection.h"
+
+namespace memtool::reporters {
+
+// How a table names its rows, and their column: "hotspots"/"Site", ...
+struct GroupNames {
+    const char* rows;
+    const char* column;
+    const char* one;  // a row, in a legend
+};
+GroupNames groupNames(GroupBy g);
+const char* groupByName(GroupBy g);  // "site", "function", "module", "op"
+
+struct HotspotRow {
+    // Figures and pools summed over the stacks the row stands for; `site` is
+    // the first stack's recorded site, or the group's name (ties sort by it).
+    core::Hotspot figures;
+    const core::Hotspot* largest = nullptr;  // the largest of those stacks, by the sort key
+    size_t stacks = 0;                       // how many stacks it sums
+    // GroupBy::Site: ids into ProcessTrace::frames. `site` is none when the
+    // stacks came with no frame.
+    std::optional<uint32_t> site;
+    std::vector<uint32_t> below;    // up to --depth frames below the site, outermost first
+    std::vector<uint32_t> callers;  // up to three callers, innermost first
+    // Grouped rows: the group's name, "Linear.forward (linear.py)", "aten::linear".
+    std::string group;
+};
+
+// The rows of `device`, largest first; callers pass optionsFor(...).
+std::vector<HotspotRow> hotspotRows(const core::ProcessTrace& p, const std::string& device,
+                                    const ReportOptions& options);
+
+// What the text table shows of a row, a line each: the site, "via ..." below it
+// and "from ..." callers; or the group's name.
+std::vector<std::string> rowLines(const core::ProcessTrace& p, const HotspotRow& row);
+
+}  // namespace memtool::reporters
