@@ -1,6 +1,7 @@
 #include "collectors/control/Backups.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,19 +62,69 @@ bool DiskBackup::write(uint64_t offset, const void* data, uint64_t bytes, Failur
     return true;
 }
 
-bool DiskBackup::read(uint64_t offset, void* data, uint64_t bytes, Failure& why) {
-    char* p = static_cast<char*>(data);
+namespace {
+
+// A chunk of a backup read: a multiple of any direct-I/O block size.
+constexpr uint64_t kReadChunk = uint64_t{8} << 20;
+
+struct ReadJob {
+    const DiskBackup* backup;
+    uint64_t offset;
+    char* data;
+    uint64_t bytes;
+    bool ok = false;
+    Failure why;
+};
+
+// [offset, offset + bytes) of the file into p, whole.
+bool readRange(int fd, const char* path, uint64_t offset, char* p, uint64_t bytes, Failure& why) {
     while (bytes > 0) {
-        ssize_t n = pread(fd_, p, bytes, static_cast<off_t>(offset));
+        ssize_t n = pread(fd, p, bytes, static_cast<off_t>(offset));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
-            why.set("cannot read the backup file ", path_, ": ",
+            why.set("cannot read the backup file ", path, ": ",
                     n < 0 ? std::strerror(errno) : "it ended early");
             return false;
         }
         p += n;
         offset += static_cast<uint64_t>(n);
         bytes -= static_cast<uint64_t>(n);
+    }
+    return true;
+}
+
+}  // namespace
+
+// Two readers over alternate chunks. Reading into released pages faults each one
+// in, and the kernel zero-fills it first: CPU work that, with one reader, stops
+// the disk (1 GiB: ~0.25 s of faults beside ~0.55 s of reading here). With two,
+// one's pages fill while the other's I/O runs. One reader when no thread can be
+// started, or for less than two chunks.
+bool DiskBackup::read(uint64_t offset, void* data, uint64_t bytes, Failure& why) {
+    char* p = static_cast<char*>(data);
+    if (bytes < 2 * kReadChunk) return readChunks(offset, p, bytes, 0, 1, why);
+    ReadJob odd{this, offset, p, bytes};
+    pthread_t reader;
+    auto run = [](void* arg) -> void* {
+        auto* job = static_cast<ReadJob*>(arg);
+        job->ok = job->backup->readChunks(job->offset, job->data, job->bytes, 1, 2, job->why);
+        return nullptr;
+    };
+    if (pthread_create(&reader, nullptr, run, &odd) != 0)
+        return readChunks(offset, p, bytes, 0, 1, why);
+    const bool even = readChunks(offset, p, bytes, 0, 2, why);
+    pthread_join(reader, nullptr);
+    if (even && !odd.ok) why = odd.why;
+    return even && odd.ok;
+}
+
+bool DiskBackup::readChunks(uint64_t offset, char* data, uint64_t bytes, uint64_t parity,
+                            uint64_t stride, Failure& why) const {
+    const uint64_t chunks = (bytes + kReadChunk - 1) / kReadChunk;
+    for (uint64_t k = parity; k < chunks; k += stride) {
+        const uint64_t at = k * kReadChunk;
+        const uint64_t length = bytes - at < kReadChunk ? bytes - at : kReadChunk;
+        if (!readRange(fd_, path_, offset + at, data + at, length, why)) return false;
     }
     return true;
 }

@@ -30,6 +30,11 @@ public:
     bool direct() const { return direct_; }
 
 private:
+    // Reads the chunks of [offset, offset + bytes) whose index is `parity` modulo
+    // `stride` (stride 1: all of it).
+    bool readChunks(uint64_t offset, char* data, uint64_t bytes, uint64_t parity, uint64_t stride,
+                    Failure& why) const;
+
     int fd_ = -1;
     bool direct_ = false;
     char path_[4096] = "";
