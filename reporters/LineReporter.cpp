@@ -69,10 +69,17 @@ namespace {
 using Rows = std::map<uint64_t, const core::LineStat*>;              // line -> its row
 using BlockKey = std::tuple<std::string, std::string, std::string>;  // device, file, function
 
+// --function NAME: the qualified name, or its last parts ("forward" and
+// "ResNet.forward" both name ResNet.forward; "Net.forward" is not ResNet.forward).
+bool namesFunction(const std::string& qualified, const std::string& name) {
+    return qualified == name || (qualified.size() > name.size() && endsWith(qualified, name) &&
+                                 qualified[qualified.size() - name.size() - 1] == '.');
+}
+
 // What --file and --function ask for.
 bool matchesFilters(const core::LineStat& l, const LineReportOptions& options) {
     return (options.file.empty() || endsWith(l.file, options.file)) &&
-           (options.function.empty() || l.function == options.function);
+           (options.function.empty() || namesFunction(l.function, options.function));
 }
 
 // Library files are left out unless --all-files, or --file names them.

@@ -74,6 +74,24 @@ TEST(LineReporter, LineNumbersNearTwoToTheSixtyFourDoNotLoop) {
         "18446744073709551615           3 B           3 B           3 B        1  \n");
 }
 
+TEST(LineReporter, FunctionNamesAQualifiedNameOrItsLastParts) {
+    core::ProcessTrace p;
+    p.pid = 3;
+    p.lines = {row("ResNet.forward", 2, 10), row("Net.forward", 5, 20), row("forward", 8, 40)};
+    auto peaks = [&](const std::string& name) {
+        reporters::LineReportOptions o;
+        o.function = name;
+        uint64_t sum = 0;
+        for (const core::LineStat* l : reporters::selectLineRows(p, o)) sum += l->peakBytes;
+        return sum;
+    };
+    EXPECT_EQ(peaks("forward"), 70u);
+    EXPECT_EQ(peaks("ResNet.forward"), 10u);
+    EXPECT_EQ(peaks("Net.forward"), 20u);  // not ResNet.forward: parts, not a suffix
+    EXPECT_EQ(peaks("ward"), 0u);
+    EXPECT_EQ(peaks(".forward"), 0u);
+}
+
 TEST(LineReporter, AFunctionNameIsNoPattern) {
     // Characters a regular expression would take for operators, and a name that
     // is not the def's: the block starts at the row.
