@@ -3,10 +3,12 @@
 #include <dirent.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -155,6 +157,27 @@ std::map<std::pair<int64_t, uint64_t>, std::string> lostStreams(const CollectorL
     return lost;
 }
 
+// How children ended, by pid, as the processes that reaped them said
+// (kNoteChildEnded, "PID STATUS"): a fork child killed by a signal cannot say it in
+// its own stream, and only its parent waits for it. Text that is not two whole
+// numbers (a stream from elsewhere) is ignored.
+std::map<int64_t, int> reapedChildren(const CollectorListener& listener) {
+    std::map<int64_t, int> reaped;
+    for (const auto& c : listener.connections()) {
+        if (!c->isStream()) continue;
+        for (const core::NoteRecord& n : c->aggregator().notes()) {
+            if (n.key != core::kNoteChildEnded) continue;
+            long long pid = 0;
+            unsigned status = 0;
+            int used = 0;
+            if (std::sscanf(n.text.c_str(), "%lld %u%n", &pid, &status, &used) == 2 &&
+                static_cast<size_t>(used) == n.text.size() && pid > 0 && status <= 0xffff)
+                reaped[pid] = static_cast<int>(status);
+        }
+    }
+    return reaped;
+}
+
 // processes[0] is the launched program (the last image it exec'd), then every
 // other process that connected, in connection order (an image that exec'd, then
 // the one it became; a fork child after its parent).
@@ -163,6 +186,7 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
     core::Trace trace;
     trace.memtoolVersion = MEMTOOL_VERSION;
     const auto lost = lostStreams(listener);
+    const auto reaped = reapedChildren(listener);
     auto lostReason = [&](const CollectorConnection& c) -> std::string {
         const auto& h = *c.aggregator().handshake();
         auto it = lost.find({h.pid, h.startUnixNs});
@@ -201,6 +225,11 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         // Its parent reaped it, or memtool did (an orphan): then memtool knows how it ended.
         ProcessOutcome o = lastOfPid[pid] == c.get() ? target.orphanOutcome(static_cast<pid_t>(pid))
                                                      : ProcessOutcome{};
+        if (auto r = reaped.find(pid);
+            !o.exitCode && !o.exitSignal && r != reaped.end() && lastOfPid[pid] == c.get()) {
+            if (WIFEXITED(r->second)) o.exitCode = WEXITSTATUS(r->second);
+            if (WIFSIGNALED(r->second)) o.exitSignal = WTERMSIG(r->second);
+        }
         o.durationS = c->connectedS();
         o.streamError = lostReason(*c);
         if (o.streamError.empty())

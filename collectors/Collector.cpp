@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -564,6 +566,24 @@ void finishCollector(core::ExitKind kind, int exitStatus) {
     if (static_cast<uint64_t>(getpid()) != e.streamPid()) return;
     if (exitStatus < 0 && kind == core::ExitKind::Normal) exitStatus = gExitStatus.load();
     e.finish(kind, exitStatus);
+}
+
+void childReaped(pid_t pid, int status) {
+    if (pid <= 0 || !(WIFEXITED(status) || WIFSIGNALED(status))) return;  // stopped, continued
+    const int saved = errno;  // the wait succeeded: the caller sees errno as it was
+    // "PID STATUS" without snprintf.
+    char text[32];
+    char* p = text + sizeof text;
+    *--p = '\0';
+    auto prepend = [&p](uint64_t v) {
+        do *--p = static_cast<char>('0' + v % 10);
+        while (v /= 10);
+    };
+    prepend(static_cast<uint32_t>(status));
+    *--p = ' ';
+    prepend(static_cast<uint64_t>(pid));
+    engine().note(core::kNoteChildEnded, p);
+    errno = saved;
 }
 
 void beforeExec() {

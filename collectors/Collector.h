@@ -5,6 +5,8 @@
 // the CUDA runtime hooks, the torch bridge loader) reach the engine through
 // engine() and call nothing else of it.
 
+#include <sys/types.h>
+
 #include "collectors/Engine.h"
 
 namespace memtool::collectors {
@@ -34,6 +36,11 @@ void fallBackToCudaRuntimeHooks(const char* why);
 // Ends the stream (library destructor, _exit). `exitStatus`: what the process
 // gave _exit(); -1 for what exit() was given (when the collector saw it) or not known.
 void finishCollector(core::ExitKind kind, int exitStatus = -1);
+
+// A child this process waited for ended with `status` (as wait() gives it): said
+// in the stream, for a fork child that died of a signal before its stream could.
+// No allocation, no stdio (waitpid may run in a SIGCHLD handler).
+void childReaped(pid_t pid, int status);
 
 // Around an exec of this process: the stream says before it that the image ends
 // (and everything it held with it), and goes on if the exec failed.

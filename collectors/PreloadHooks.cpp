@@ -6,6 +6,8 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,6 +38,13 @@ struct ExecFunctions {
 };
 ExecFunctions gExec;
 int (*gRealKill)(pid_t, int) = nullptr;
+struct WaitFunctions {
+    decltype(&::waitpid) waitpid = nullptr;
+    decltype(&::wait4) wait4 = nullptr;
+    decltype(&::wait) wait = nullptr;
+    decltype(&::waitid) waitid = nullptr;
+};
+WaitFunctions gWait;
 
 // `sig` would end this process now: its default action terminates, that action is
 // in place, and the calling thread does not block it.
@@ -65,6 +74,10 @@ bool endsTheProcess(int sig) {
 
 void findExecFunctions() {
     gRealKill = reinterpret_cast<int (*)(pid_t, int)>(dlsym(RTLD_NEXT, "kill"));
+    gWait.waitpid = reinterpret_cast<decltype(&::waitpid)>(dlsym(RTLD_NEXT, "waitpid"));
+    gWait.wait4 = reinterpret_cast<decltype(&::wait4)>(dlsym(RTLD_NEXT, "wait4"));
+    gWait.wait = reinterpret_cast<decltype(&::wait)>(dlsym(RTLD_NEXT, "wait"));
+    gWait.waitid = reinterpret_cast<decltype(&::waitid)>(dlsym(RTLD_NEXT, "waitid"));
     gExec.execve = reinterpret_cast<decltype(&::execve)>(dlsym(RTLD_NEXT, "execve"));
     gExec.execv = reinterpret_cast<decltype(&::execv)>(dlsym(RTLD_NEXT, "execv"));
     gExec.execvp = reinterpret_cast<decltype(&::execvp)>(dlsym(RTLD_NEXT, "execvp"));
@@ -133,6 +146,52 @@ __attribute__((visibility("default"))) int kill(pid_t pid, int sig) {
     if (!gRealKill) return errno = ENOSYS, -1;
     if (pid == getpid() && endsTheProcess(sig)) finishCollector(memtool::core::ExitKind::Immediate);
     return gRealKill(pid, sig);
+}
+
+// A child reaped here may be a fork child that died of a signal: its stream was
+// cut short and only this process learns how it ended. The status goes to the
+// caller untouched (a null status pointer stays null to the caller).
+__attribute__((visibility("default"))) pid_t waitpid(pid_t pid, int* status, int options) {
+    using namespace memtool::collectors;
+    if (!gWait.waitpid) return errno = ENOSYS, -1;
+    int mine = 0;
+    const pid_t got = gWait.waitpid(pid, status ? status : &mine, options);
+    if (got > 0) childReaped(got, status ? *status : mine);
+    return got;
+}
+
+__attribute__((visibility("default"))) pid_t wait4(pid_t pid, int* status, int options,
+                                                   struct rusage* usage) {
+    using namespace memtool::collectors;
+    if (!gWait.wait4) return errno = ENOSYS, -1;
+    int mine = 0;
+    const pid_t got = gWait.wait4(pid, status ? status : &mine, options, usage);
+    if (got > 0) childReaped(got, status ? *status : mine);
+    return got;
+}
+
+__attribute__((visibility("default"))) pid_t wait(int* status) {
+    using namespace memtool::collectors;
+    if (!gWait.wait) return errno = ENOSYS, -1;
+    int mine = 0;
+    const pid_t got = gWait.wait(status ? status : &mine);
+    if (got > 0) childReaped(got, status ? *status : mine);
+    return got;
+}
+
+__attribute__((visibility("default"))) int waitid(idtype_t type, id_t id, siginfo_t* info,
+                                                  int options) {
+    using namespace memtool::collectors;
+    if (!gWait.waitid) return errno = ENOSYS, -1;
+    const int rc = gWait.waitid(type, id, info, options);
+    if (rc == 0 && info && info->si_pid > 0) {
+        if (info->si_code == CLD_EXITED)
+            childReaped(info->si_pid, (info->si_status & 0xff) << 8);
+        else if (info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED)
+            childReaped(info->si_pid,
+                        (info->si_status & 0x7f) | (info->si_code == CLD_DUMPED ? 0x80 : 0));
+    }
+    return rc;
 }
 
 __attribute__((visibility("default"))) int execve(const char* path, char* const argv[],

@@ -364,6 +364,10 @@ inline constexpr const char* kProgramEndPython = "python";
 inline constexpr const char* kProgramEndExit = "exit";
 inline constexpr const char* kNoteCudaSource = "cuda.source";
 inline constexpr const char* kNoteTorchBridge = "torch.bridge";
+//   "child.ended"  a child this process waited for ended: "PID STATUS", decimal,
+//                  STATUS as wait() gives it (how a fork child that died of a
+//                  signal, its stream cut short, ended: only its parent reaps it)
+inline constexpr const char* kNoteChildEnded = "child.ended";
 //   "stream.lost"  (in a notice) why the collector stopped writing the stream
 inline constexpr const char* kNoteStreamLost = "stream.lost";
 inline size_t noteBytes(size_t keyLen, size_t textLen) {

@@ -71,6 +71,23 @@ TEST(Processes, AForkedChildIsAProcessOfItsOwnWithItsOwnBytes) {
         << stack;
 }
 
+TEST(Processes, AForkChildKilledByASignalSaysWhichAsItsParentReapedIt) {
+    Profiled p = profile({PYTHON_BIN, script("fork_killed.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.outcome.out, "child killed by 9\n");
+    expectWhole(p.process());
+    ASSERT_EQ(others(p).size(), 1u) << p.trace.at("processes").dump(1);
+    const json child = others(p).at(0);
+    EXPECT_EQ(child.at("forked"), true);
+    EXPECT_EQ(child.at("exit_signal"), 9);  // SIGKILL, from the parent's os.waitpid
+    EXPECT_TRUE(child.at("exit_code").is_null());
+    // Its stream was cut short: what its collector still held in its buffer (the
+    // 2,000,000-byte storage) went with it, and the trace says so.
+    EXPECT_FALSE(child.at("complete").get<bool>());
+    EXPECT_EQ(child.at("incomplete_reason"),
+              "the process was killed by signal 9 before its collector could finish the stream");
+}
+
 TEST(Processes, ForkChildrenOfAThreadedProgramAreEachWhole) {
     Profiled p = profile({PYTHON_BIN, script("fork_child.py")});
     ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
