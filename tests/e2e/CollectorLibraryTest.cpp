@@ -49,15 +49,16 @@ TEST(CollectorLibrary, CarriesNoReaderAndNothingThatThrows) {
 }
 
 // Its exported surface is collectors/CollectorApi.h's declarations, and the
-// interposed libc functions (dlopen, _exit, kill, the exec family, __libc_start_main):
-// nothing else leaks into the program's symbol scope.
+// interposed libc functions (dlopen, _exit, kill, the exec and wait families,
+// __libc_start_main): nothing else leaks into the program's symbol scope.
 TEST(CollectorLibrary, ExportsOnlyItsCSurface) {
     std::ifstream header(COLLECTOR_API_HEADER);
     std::stringstream text;
     text << header.rdbuf();
-    std::set<std::string> declared{"_exit",  "dlopen",  "execve",  "execv",
-                                   "execvp", "execvpe", "fexecve", "execl",
-                                   "execlp", "execle",  "kill",    "__libc_start_main"};
+    std::set<std::string> declared{"_exit",   "dlopen",  "execve",  "execv",
+                                   "execvp",  "execvpe", "fexecve", "execl",
+                                   "execlp",  "execle",  "kill",    "__libc_start_main",
+                                   "waitpid", "wait4",   "wait",    "waitid"};
     static const std::regex declaration(R"(\n[a-z][a-z0-9_ ]*\*? ?(memtool_[a-z0-9_]+)\()");
     const std::string h = text.str();
     for (std::sregex_iterator it(h.begin(), h.end(), declaration), end; it != end; ++it)
