@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""What memtool adds to one allocation and free, timed inside the program: the loop
+of 200,000 `torch.empty(64)` alone, without interpreter start-up, `import torch`,
+the collector's start or the trace's writing (bench/run.py times the whole
+process). Each run reports the least CPU time per iteration of 5 passes; runs of
+every mode alternate, so machine noise hits them alike.
+
+    bench/alloc_cost.py [--rounds 5] [--build build] [--other DIR ...] [--memtool-args "..."]
+
+Modes: bare, `memtool run` from --build, and `memtool run` from each --other build
+directory (an earlier build to compare with: its bin/memtool). Prints, per mode,
+the least and every run's ns per iteration, and the least minus bare's: the
+nanoseconds added per allocation/free pair, Python and native stacks included.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = "/usr/bin/python3"  # Debian's, with python3-torch
+N = 200_000
+
+
+def worker():
+    import torch
+
+    def loop(n):
+        total = 0
+        for _ in range(n):
+            t = torch.empty(64)
+            total += t.numel()
+        return total
+
+    loop(1000)  # the first allocations: code objects, stack nodes, modules
+    best = None
+    for _ in range(5):
+        start = time.process_time()
+        loop(N)
+        ns = (time.process_time() - start) / N * 1e9
+        best = ns if best is None else min(best, ns)
+    print(f"{best:.1f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--other", action="append", default=[], help="another build directory to compare")
+    ap.add_argument("--memtool-args", default="", help="options for memtool run (e.g. --no-native)")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        return worker()
+    me = [PY, os.path.abspath(__file__), "--worker"]
+    modes = {"bare": []}
+    for label, build in [("memtool", a.build)] + [(f"memtool ({d})", d) for d in a.other]:
+        exe = os.path.join(build, "bin", "memtool")
+        if not os.access(exe, os.X_OK):
+            sys.exit(f"alloc_cost.py: no {exe}; build first (scripts/build.sh) or pass --build")
+        modes[label] = [exe, "run", "-q", *a.memtool_args.split()]
+    runs = {m: [] for m in modes}
+    with tempfile.TemporaryDirectory(prefix="memtool-alloc-cost-") as tmp:
+        for _ in range(a.rounds):
+            for mode, prefix in modes.items():
+                cmd = prefix + (["-o", os.path.join(tmp, "t.json"), "--"] if prefix else []) + me
+                out = subprocess.run(cmd, capture_output=True, text=True)
+                if out.returncode != 0:
+                    sys.exit(f"alloc_cost.py: {mode} failed ({out.returncode}): {out.stderr.strip()}")
+                runs[mode].append(float(out.stdout.split()[-1]))
+    bare = min(runs["bare"])
+    print(f"{N:,} x torch.empty(64), {a.rounds} rounds, CPU ns per iteration (least of 5 passes a run)")
+    print(f"| mode | least | added over bare | every run |\n|---|---|---|---|")
+    for mode, values in runs.items():
+        added = "" if mode == "bare" else f"{min(values) - bare:.0f}"
+        print(f"| {mode} | {min(values):.0f} | {added} | {' '.join(f'{v:.0f}' for v in values)} |")
+
+
+if __name__ == "__main__":
+    main()
