@@ -25,14 +25,8 @@ N = 200_000
 
 
 def worker():
-    import torch
-
-    def loop(n):
-        total = 0
-        for _ in range(n):
-            t = torch.empty(64)
-            total += t.numel()
-        return total
+    sys.path.insert(0, os.path.join(ROOT, "bench", "workloads"))
+    from small_tensors import loop  # bench/run.py's small_tensors, the same loop
 
     loop(1000)  # the first allocations: code objects, stack nodes, modules
     best = None
