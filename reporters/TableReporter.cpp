@@ -209,6 +209,8 @@ void renderProcessList(const core::Trace& trace, std::ostream& out) {
                                  core::formatBytes(d.peakBytes));
         std::string how = p.forked ? fmt::format("  (forked from {})", p.ppid) : "";
         if (p.exec) how += "  (exec'd)";
+        // A worker the OOM killer took shows in the list, not only in its section.
+        if (p.exitSignal) how += fmt::format("  (killed by signal {})", *p.exitSignal);
         out << fmt::format("{:>8} {:>5}  {:<44} {}{}\n", p.pid, rankText(p),
                            peaks.empty() ? "-" : peaks, joinCommand(p.command), how);
     }

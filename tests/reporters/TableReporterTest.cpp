@@ -78,24 +78,35 @@ core::ProcessTrace process(int64_t pid, std::optional<int64_t> rank, uint64_t cp
 // device and the command; --pid and --rank keep only the processes they name.
 TEST(TableReporter, ARunOfSeveralProcessesOpensWithOneLineEach) {
     core::Trace t;
-    t.processes = {process(10, std::nullopt, 2048), process(11, 0, 3 << 20), process(12, 0, 1000)};
+    t.processes = {process(10, std::nullopt, 2048), process(11, 0, 3 << 20), process(12, 0, 1000),
+                   process(13, std::nullopt, 0)};
     t.processes[2].ppid = 11;
     t.processes[2].forked = true;
     t.processes[2].devices["shared"].peakBytes = 4000000;
+    t.processes[3].ppid = 10;
+    t.processes[3].forked = true;
+    t.processes[3].exitCode.reset();
+    t.processes[3].exitSignal = 9;  // a worker the OOM killer took, as its parent reaped it
+    t.processes[3].devices.clear();
     std::ostringstream out;
     reporters::renderTable(t, reporters::ReportOptions{}, out);
     const std::string text = out.str();
     EXPECT_EQ(text.substr(0, text.find("\nCommand:")),
-              "3 processes\n"
+              "4 processes\n"
               "     pid  rank  peak per device                              command\n"
               "      10     -  cpu 2.00 KiB                                 python3 train.py\n"
               "      11     0  cpu 3.00 MiB                                 python3 train.py\n"
               "      12     0  cpu 1000 B, shared 3.81 MiB                  python3 train.py  "
-              "(forked from 11)\n");
+              "(forked from 11)\n"
+              "      13     -  -                                            python3 train.py  "
+              "(forked from 10)  (killed by signal 9)\n");
     EXPECT_NE(text.find("Process:  pid 12 · rank 0 · forked from 11 · exit code 0"),
               std::string::npos)
         << text;
-    EXPECT_NE(text.find("\nProcess 3 of 3\n"), std::string::npos);
+    EXPECT_NE(text.find("\nProcess 4 of 4\n"), std::string::npos);
+    EXPECT_NE(text.find("Process:  pid 13 · forked from 10 · killed by signal 9"),
+              std::string::npos)
+        << text;
 
     const core::Trace rank0 = reporters::selectProcesses(t, {std::nullopt, 0});
     ASSERT_EQ(rank0.processes.size(), 2u);
@@ -112,7 +123,7 @@ TEST(TableReporter, ARunOfSeveralProcessesOpensWithOneLineEach) {
         EXPECT_EQ(e.exitCode(), core::kExitBadInput);
         EXPECT_STREQ(e.what(),
                      "the trace has no process with rank 5 (it has: 10, 11 (rank 0), 12 "
-                     "(rank 0))");
+                     "(rank 0), 13)");
     }
 }
 
