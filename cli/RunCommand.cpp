@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -222,13 +221,13 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
     for (const auto& c : listener.connections()) {
         if (c.get() == launched || !c->isStream()) continue;
         const int64_t pid = c->aggregator().handshake()->pid;
-        // Its parent reaped it, or memtool did (an orphan): then memtool knows how it ended.
-        ProcessOutcome o = lastOfPid[pid] == c.get() ? target.orphanOutcome(static_cast<pid_t>(pid))
-                                                     : ProcessOutcome{};
-        if (auto r = reaped.find(pid);
-            !o.exitCode && !o.exitSignal && r != reaped.end() && lastOfPid[pid] == c.get()) {
-            if (WIFEXITED(r->second)) o.exitCode = WEXITSTATUS(r->second);
-            if (WIFSIGNALED(r->second)) o.exitSignal = WTERMSIG(r->second);
+        // memtool reaped it (an orphan), or its parent did and said so in its stream:
+        // then memtool knows how it ended.
+        ProcessOutcome o;
+        if (lastOfPid[pid] == c.get()) {
+            o = target.orphanOutcome(static_cast<pid_t>(pid));
+            if (auto r = reaped.find(pid); !o.exitCode && !o.exitSignal && r != reaped.end())
+                o.setExitStatus(r->second);
         }
         o.durationS = c->connectedS();
         o.streamError = lostReason(*c);

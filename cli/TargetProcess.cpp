@@ -55,16 +55,13 @@ double TargetProcess::secondsSinceExit() const {
 ProcessOutcome TargetProcess::orphanOutcome(pid_t pid) const {
     ProcessOutcome o;
     auto it = orphans_.find(pid);
-    if (it == orphans_.end()) return o;
-    if (WIFEXITED(it->second)) o.exitCode = WEXITSTATUS(it->second);
-    if (WIFSIGNALED(it->second)) o.exitSignal = WTERMSIG(it->second);
+    if (it != orphans_.end()) o.setExitStatus(it->second);
     return o;
 }
 
 ProcessOutcome TargetProcess::outcome() const {
     ProcessOutcome o;
-    if (WIFEXITED(status_)) o.exitCode = WEXITSTATUS(status_);
-    if (WIFSIGNALED(status_)) o.exitSignal = WTERMSIG(status_);
+    o.setExitStatus(status_);
     o.durationS = secondsBetween(started_, exitedAt_);
     return o;
 }

@@ -1,6 +1,7 @@
 #include "cli/TraceBuilder.h"
 
 #include <fmt/format.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <map>
@@ -14,6 +15,11 @@
 #include "reporters/HotspotSelection.h"
 
 namespace memtool::cli {
+
+void ProcessOutcome::setExitStatus(int status) {
+    if (WIFEXITED(status)) exitCode = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) exitSignal = WTERMSIG(status);
+}
 
 namespace {
 

@@ -23,6 +23,10 @@ struct ProcessOutcome {
     double durationS = 0;
     std::string streamError;  // set when the stream broke (protocol error, read error)
     bool snapshot = false;    // the process runs on: its stream has no end yet
+
+    // How it ended, from a status as wait() gives it: its exit code, or the signal
+    // that killed it.
+    void setExitStatus(int status);
 };
 
 class Symbolizer;

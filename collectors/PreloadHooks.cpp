@@ -115,6 +115,19 @@ __attribute__((constructor)) void collectorStart() {
 
 __attribute__((destructor)) void collectorStop() { finishCollector(core::ExitKind::Normal); }
 
+// A child reaped here may be a fork child that died of a signal: its stream was
+// cut short and only this process learns how it ended. `wait` is called with a
+// status to fill: the caller's, or ours when it passed none (a null status
+// pointer stays null to the caller).
+template <typename Wait>
+pid_t reportingReaped(int* status, Wait wait) {
+    int mine = 0;
+    int* into = status ? status : &mine;
+    const pid_t got = wait(into);
+    if (got > 0) childReaped(got, *into);
+    return got;
+}
+
 }  // namespace
 }  // namespace memtool::collectors
 
@@ -148,35 +161,24 @@ __attribute__((visibility("default"))) int kill(pid_t pid, int sig) {
     return gRealKill(pid, sig);
 }
 
-// A child reaped here may be a fork child that died of a signal: its stream was
-// cut short and only this process learns how it ended. The status goes to the
-// caller untouched (a null status pointer stays null to the caller).
+// The wait family says which child ended and how (reportingReaped; waitid below).
 __attribute__((visibility("default"))) pid_t waitpid(pid_t pid, int* status, int options) {
     using namespace memtool::collectors;
     if (!gWait.waitpid) return errno = ENOSYS, -1;
-    int mine = 0;
-    const pid_t got = gWait.waitpid(pid, status ? status : &mine, options);
-    if (got > 0) childReaped(got, status ? *status : mine);
-    return got;
+    return reportingReaped(status, [&](int* s) { return gWait.waitpid(pid, s, options); });
 }
 
 __attribute__((visibility("default"))) pid_t wait4(pid_t pid, int* status, int options,
                                                    struct rusage* usage) {
     using namespace memtool::collectors;
     if (!gWait.wait4) return errno = ENOSYS, -1;
-    int mine = 0;
-    const pid_t got = gWait.wait4(pid, status ? status : &mine, options, usage);
-    if (got > 0) childReaped(got, status ? *status : mine);
-    return got;
+    return reportingReaped(status, [&](int* s) { return gWait.wait4(pid, s, options, usage); });
 }
 
 __attribute__((visibility("default"))) pid_t wait(int* status) {
     using namespace memtool::collectors;
     if (!gWait.wait) return errno = ENOSYS, -1;
-    int mine = 0;
-    const pid_t got = gWait.wait(status ? status : &mine);
-    if (got > 0) childReaped(got, status ? *status : mine);
-    return got;
+    return reportingReaped(status, [](int* s) { return gWait.wait(s); });
 }
 
 __attribute__((visibility("default"))) int waitid(idtype_t type, id_t id, siginfo_t* info,
