@@ -1,6 +1,9 @@
 #include "collectors/NativeUnwinder.h"
 
 #include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
 #if defined(__SANITIZE_THREAD__)
 #include <execinfo.h>
 #endif
@@ -14,6 +17,8 @@ void* realDlopen(const char* file, int mode) {
 }
 
 bool NativeUnwinder::load(const char** why) {
+    const char* choice = getenv("MEMTOOL_NATIVE_UNWINDER");
+    cfi_ = !(choice && std::strcmp(choice, "libunwind") == 0);
 #if defined(__SANITIZE_THREAD__)
     // The TSan build (the engine's own test, never injected): libunwind frees its
     // per-thread trace cache in a thread-specific destructor that takes a mutex,

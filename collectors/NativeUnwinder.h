@@ -1,4 +1,6 @@
 #pragma once
+#include "collectors/CfiUnwinder.h"
+
 // The seam to libunwind. The shared libunwind is loaded RTLD_LOCAL at start-up
 // instead of being linked: linked into a preloaded library it would join the
 // global symbol scope and take over _Unwind_* (C++ exceptions) and backtrace()
@@ -12,11 +14,21 @@ public:
     // Loads libunwind; false (with the reason in *why) when it is not installed.
     bool load(const char** why);
     bool loaded() const { return backtrace_ != nullptr; }
-    // Return addresses of the calling thread, innermost first (unw_backtrace).
-    int backtrace(void** out, int max) const { return backtrace_(out, max); }
+    // Return addresses of the calling thread, innermost first: from the frame
+    // rules CfiUnwinder caches where every frame has a common one, else from
+    // unw_backtrace. Inline, so that both start at the same call site.
+    [[gnu::always_inline]] int backtrace(void** out, int max) const {
+        if (cfi_) {
+            const int n = memtool_cfi_backtrace(out, max);
+            if (n >= 0) return n;
+        }
+        return backtrace_(out, max);
+    }
 
 private:
     int (*backtrace_)(void**, int) = nullptr;
+    // MEMTOOL_NATIVE_UNWINDER=libunwind turns CfiUnwinder off (to compare).
+    bool cfi_ = true;
 };
 
 // dlopen that bypasses the collector's own dlopen interposition.

@@ -140,6 +140,16 @@ __attribute__((visibility("default"), noinline)) void* dlopen(const char* file, 
     return handle;
 }
 
+// The unloaded code's cached frame rules must go: another library may be mapped
+// at its addresses next.
+__attribute__((visibility("default"))) int dlclose(void* handle) {
+    using Fn = int (*)(void*);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "dlclose"));
+    const int rc = real ? real(handle) : -1;
+    memtool::collectors::codeUnloaded();
+    return rc;
+}
+
 // os._exit() and friends skip destructors; end the stream first so that the trace
 // is complete and nothing buffered is lost.
 __attribute__((visibility("default"), noreturn)) void _exit(int status) {

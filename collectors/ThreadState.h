@@ -17,6 +17,14 @@ namespace memtool::collectors {
 
 inline constexpr int kMaxNativeDepth = 256;
 
+// A code address and how its frame is unwound (CfiUnwinder's FrameRule, packed).
+struct UnwindRuleSlot {
+    uint64_t pc;
+    uint64_t rule;
+};
+inline constexpr int kUnwindRuleBits = 10;  // 1,024 slots, 16 KiB
+inline constexpr int kRecentWalkDepth = 48;
+
 struct ThreadState {
     // The last native stack this thread recorded, outermost frame first, with the
     // trie node of each prefix: consecutive allocations share their outer frames
@@ -34,6 +42,12 @@ struct ThreadState {
     static constexpr int kMaxRegionDepth = 16;
     uint8_t regionTags[kMaxRegionDepth];
     int regionDepth;
+    // The thread's stack, [stackLow, stackHigh) (stackHigh 1: could not be read),
+    // and the frame rules CfiUnwinder has read, by code address (direct-mapped).
+    uint64_t stackLow, stackHigh;
+    uint64_t unwindRulesGeneration;
+    UnwindRuleSlot recentWalk[kRecentWalkDepth];  // the last walk's frames, by depth
+    UnwindRuleSlot unwindRules[1 << kUnwindRuleBits];
     ShadowStack python;
 };
 

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "tests/e2e/E2eSupport.h"
@@ -101,6 +102,27 @@ TEST(RunPython, NoNativeLeavesPythonStacksOnly) {
     auto a = hotspotWithSite(p.process(), "storages.py:4");
     ASSERT_FALSE(a.is_null());
     EXPECT_EQ(a.at("stack"), nlohmann::json::array({"<module> (" + script("storages.py") + ":4)"}));
+}
+
+// The collector's own unwinder (CfiUnwinder) against libunwind's on a real model's
+// training step: every hotspot, with its whole stack, the same; with Python stacks
+// (native frames down to the interpreter) and without (down to _start).
+TEST(RunPython, NativeStacksAreLibunwindsOnAModelsTrainingStep) {
+    for (const std::vector<std::string>& flags :
+         {std::vector<std::string>{"--site", "all"},
+          std::vector<std::string>{"--site", "all", "--no-python"}}) {
+        Profiled ours = profile({PYTHON_BIN, script("model_step.py")}, flags);
+        Profiled theirs = profile({PYTHON_BIN, script("model_step.py")}, flags, "",
+                                  {"MEMTOOL_NATIVE_UNWINDER=libunwind"});
+        ASSERT_EQ(ours.outcome.exitCode, 0) << ours.outcome.err;
+        ASSERT_EQ(theirs.outcome.exitCode, 0) << theirs.outcome.err;
+        const auto& hotspots = ours.process().at("hotspots");
+        ASSERT_GT(hotspots.size(), 50u) << flags.size();
+        size_t deepest = 0;
+        for (const auto& h : hotspots) deepest = std::max(deepest, h.at("stack").size());
+        EXPECT_GT(deepest, 30u);
+        EXPECT_EQ(hotspots, theirs.process().at("hotspots")) << flags.size();
+    }
 }
 
 TEST(RunPython, SiteAllNamesTheInnermostFrame) {

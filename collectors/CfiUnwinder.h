@@ -1,0 +1,50 @@
+#pragma once
+// Native unwinding without libunwind's per-trace set-up, for x86-64: each return
+// address's frame rule (where the caller's stack pointer, return address and
+// frame pointer are) is read once from the loaded module's .eh_frame (the call
+// frame information the compiler emits for exceptions) and kept in the thread's
+// own cache; a walk is then a few loads per frame.
+//
+// Only the common rules are taken: the CFA at rsp or rbp plus an offset, the
+// return address at CFA-8, rbp saved at an offset from the CFA or untouched.
+// Anything else (signal frames, realigned stacks, DWARF expressions, code
+// without CFI such as a JIT's) makes the walk give up, and the caller asks
+// libunwind for the whole stack instead, so results never differ from
+// libunwind's. Every stack read is checked against the thread's stack bounds.
+
+#include <atomic>
+#include <cstdint>
+
+#include "collectors/ThreadState.h"
+
+namespace memtool::collectors {
+
+// How the frame of one code address is unwound, packed in 64 bits (0: not known).
+struct FrameRule {
+    enum Kind : uint8_t { Unknown = 0, Frame = 1, Outermost = 2, Unsupported = 3 };
+    Kind kind = Unknown;
+    bool cfaFromRbp = false;  // else from rsp
+    bool rbpSaved = false;    // else the caller's rbp is this frame's
+    uint32_t cfaOffset = 0;   // bytes added to rsp or rbp
+    uint32_t rbpSlot = 0;     // the saved rbp is at CFA - 8 * rbpSlot
+
+    uint64_t pack() const;
+    static FrameRule unpack(uint64_t bits);
+};
+
+// The rule for code address `pc` (a return address minus one), read from the
+// .eh_frame of the module that holds it. Unsupported when no module or no FDE
+// covers it, or its rule is not one of the common ones. Takes the dynamic
+// loader's lock (dl_iterate_phdr); allocates nothing.
+FrameRule frameRuleFor(uint64_t pc);
+
+// A library was unloaded: every thread's cached rules are stale (dlclose hook).
+void codeUnloaded();
+
+// The calling thread's return addresses, innermost first, starting with its
+// caller's own: what unw_backtrace gives from the same call site. -1 when a
+// frame's rule is not supported (the caller then asks libunwind). x86-64 only;
+// elsewhere always -1.
+extern "C" __attribute__((visibility("hidden"))) int memtool_cfi_backtrace(void** out, int max);
+
+}  // namespace memtool::collectors

@@ -1,0 +1,183 @@
+// CfiUnwinder against libunwind, the library whose answers it must repeat: the same
+// return addresses from the same call site, through this binary's frames of every
+// shape (rsp-based, rbp-based with alloca, large frames), libc's, a thread's
+// outermost frame and the main thread's; a signal frame makes it give up.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <alloca.h>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "collectors/CfiUnwinder.h"
+
+using namespace memtool::collectors;
+
+namespace {
+
+using Backtrace = int (*)(void**, int);
+
+Backtrace libunwind() {
+    static Backtrace fn = [] {
+        void* lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+        return lib ? reinterpret_cast<Backtrace>(dlsym(lib, "unw_backtrace")) : nullptr;
+    }();
+    return fn;
+}
+
+struct Walks {
+    std::vector<void*> cfi, unw;
+};
+
+constexpr int kMax = 128;
+
+// Both walks from one function; their first entries are its own two call sites,
+// so only the callers' addresses (from index 1) must be equal.
+__attribute__((noinline)) Walks walkBoth() {
+    void* a[kMax];
+    void* b[kMax];
+    const int n = memtool_cfi_backtrace(a, kMax);
+    const int m = libunwind()(b, kMax);
+    Walks w;
+    if (n > 0) w.cfi.assign(a + 1, a + n);
+    if (m > 0) w.unw.assign(b + 1, b + m);
+    if (n < 0) w.cfi.assign(1, nullptr);  // gave up: never equal to libunwind's
+    return w;
+}
+
+volatile int gSink;
+char* volatile gEscape;  // an alloca'd block escapes: the compiler must keep it
+
+// Frames of different shapes on the way down.
+__attribute__((noinline)) Walks withAlloca(int n) {
+    char* p = static_cast<char*>(alloca(n));  // forces an rbp-based CFA
+    std::memset(p, 1, n);
+    gEscape = p;
+    Walks w = walkBoth();
+    gSink = p[0];
+    return w;
+}
+
+__attribute__((noinline)) Walks withLargeFrame(int n) {
+    volatile char big[70000];  // a CFA offset beyond 16 bits
+    big[n] = 1;
+    Walks w = withAlloca(64 + n);
+    gSink = big[n];
+    return w;
+}
+
+// rbp-based frames calling rbp-based frames: each caller's rbp must be restored.
+__attribute__((noinline)) Walks recurse(int depth) {
+    if (depth == 0) return withLargeFrame(3);
+    char* p = static_cast<char*>(alloca(16 + depth));
+    p[depth] = char(depth);
+    gEscape = p;
+    Walks w = recurse(depth - 1);
+    gSink = p[depth];  // not a tail call
+    return w;
+}
+
+Walks gFromQsort;
+int compareAndWalk(const void* a, const void* b) {
+    if (gFromQsort.cfi.empty()) gFromQsort = recurse(2);
+    return *static_cast<const int*>(a) - *static_cast<const int*>(b);
+}
+
+}  // namespace
+
+TEST(CfiUnwinder, RepeatsLibunwindDownToTheMainThreadsFirstFrame) {
+    if (!libunwind()) GTEST_SKIP() << "libunwind.so.8 is not installed";
+    const Walks w = recurse(5);
+    ASSERT_GT(w.unw.size(), 8u);
+    EXPECT_EQ(w.cfi, w.unw);
+}
+
+TEST(CfiUnwinder, RepeatsLibunwindThroughLibcCallingBack) {
+    if (!libunwind()) GTEST_SKIP() << "libunwind.so.8 is not installed";
+    int values[] = {5, 3, 9, 1, 7, 2, 8};
+    gFromQsort = {};
+    qsort(values, sizeof values / sizeof *values, sizeof *values, compareAndWalk);
+    ASSERT_FALSE(gFromQsort.unw.empty());
+    EXPECT_EQ(gFromQsort.cfi, gFromQsort.unw);
+    Dl_info info{};
+    bool throughLibc = false;
+    for (void* ip : gFromQsort.unw)
+        if (dladdr(ip, &info) && info.dli_fname && std::strstr(info.dli_fname, "libc.so"))
+            throughLibc = true;
+    EXPECT_TRUE(throughLibc);
+}
+
+TEST(CfiUnwinder, RepeatsLibunwindOnAThreadDownToItsFirstFrame) {
+    if (!libunwind()) GTEST_SKIP() << "libunwind.so.8 is not installed";
+    Walks first, second;
+    std::thread t([&] {
+        first = recurse(3);
+        second = recurse(3);  // from the thread's cached rules
+    });
+    t.join();
+    ASSERT_GT(first.unw.size(), 6u);
+    EXPECT_EQ(first.cfi, first.unw);
+    EXPECT_EQ(second.cfi, second.unw);
+}
+
+TEST(CfiUnwinder, RepeatsLibunwindAfterALibraryIsUnloaded) {
+    if (!libunwind()) GTEST_SKIP() << "libunwind.so.8 is not installed";
+    const Walks before = recurse(1);
+    codeUnloaded();  // every cached rule dropped
+    const Walks after = recurse(1);
+    EXPECT_EQ(before.cfi, before.unw);
+    EXPECT_EQ(after.cfi, after.unw);
+}
+
+namespace {
+int gInHandler = 0;
+void walkInHandler(int) {
+    void* out[kMax];
+    gInHandler = memtool_cfi_backtrace(out, kMax);
+}
+}  // namespace
+
+TEST(CfiUnwinder, GivesUpAtASignalFrame) {
+    struct sigaction action{}, old{};
+    action.sa_handler = walkInHandler;
+    sigemptyset(&action.sa_mask);
+    ASSERT_EQ(sigaction(SIGUSR2, &action, &old), 0);
+    gInHandler = 0;
+    raise(SIGUSR2);
+    sigaction(SIGUSR2, &old, nullptr);
+    EXPECT_EQ(gInHandler, -1);  // the caller asks libunwind, which knows signal frames
+}
+
+TEST(CfiUnwinder, RuleAtAFunctionsFirstInstruction) {
+    // Before its prologue a function's CFA is rsp + 8 and rbp is untouched.
+    const FrameRule rule = frameRuleFor(reinterpret_cast<uint64_t>(&walkBoth));
+    EXPECT_EQ(rule.kind, FrameRule::Frame);
+    EXPECT_FALSE(rule.cfaFromRbp);
+    EXPECT_EQ(rule.cfaOffset, 8u);
+    EXPECT_FALSE(rule.rbpSaved);
+}
+
+TEST(CfiUnwinder, NoRuleOutsideLoadedCode) {
+    std::vector<char> heap(64);
+    EXPECT_EQ(frameRuleFor(reinterpret_cast<uint64_t>(heap.data())).kind, FrameRule::Unsupported);
+    EXPECT_EQ(frameRuleFor(0).kind, FrameRule::Unsupported);
+}
+
+TEST(CfiUnwinder, RulesPackIntoAWordAndBack) {
+    FrameRule r;
+    r.kind = FrameRule::Frame;
+    r.cfaFromRbp = true;
+    r.rbpSaved = true;
+    r.cfaOffset = 0x0fffffff;
+    r.rbpSlot = 0xffff;
+    const FrameRule back = FrameRule::unpack(r.pack());
+    EXPECT_EQ(back.kind, FrameRule::Frame);
+    EXPECT_TRUE(back.cfaFromRbp);
+    EXPECT_TRUE(back.rbpSaved);
+    EXPECT_EQ(back.cfaOffset, 0x0fffffffu);
+    EXPECT_EQ(back.rbpSlot, 0xffffu);
+    EXPECT_NE(r.pack(), 0u);  // 0 marks an empty cache slot
+}
