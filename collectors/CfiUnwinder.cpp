@@ -92,22 +92,47 @@ struct Reader {
         const uint64_t at = reinterpret_cast<uint64_t>(p);
         uint64_t v;
         switch (enc & 0x0f) {
-        case 0x00: v = fixed<uint64_t>(); break;
-        case 0x01: v = uleb(); break;
-        case 0x02: v = fixed<uint16_t>(); break;
-        case 0x03: v = fixed<uint32_t>(); break;
-        case 0x04: v = fixed<uint64_t>(); break;
-        case 0x09: v = uint64_t(sleb()); break;
-        case 0x0a: v = uint64_t(int64_t(fixed<int16_t>())); break;
-        case 0x0b: v = uint64_t(int64_t(fixed<int32_t>())); break;
-        case 0x0c: v = fixed<uint64_t>(); break;
-        default: return ok = false;
+            case 0x00:
+                v = fixed<uint64_t>();
+                break;
+            case 0x01:
+                v = uleb();
+                break;
+            case 0x02:
+                v = fixed<uint16_t>();
+                break;
+            case 0x03:
+                v = fixed<uint32_t>();
+                break;
+            case 0x04:
+                v = fixed<uint64_t>();
+                break;
+            case 0x09:
+                v = uint64_t(sleb());
+                break;
+            case 0x0a:
+                v = uint64_t(int64_t(fixed<int16_t>()));
+                break;
+            case 0x0b:
+                v = uint64_t(int64_t(fixed<int32_t>()));
+                break;
+            case 0x0c:
+                v = fixed<uint64_t>();
+                break;
+            default:
+                return ok = false;
         }
         switch (enc & 0x70) {
-        case 0x00: break;
-        case 0x10: v += at; break;
-        case 0x30: v += dataBase; break;
-        default: return ok = false;
+            case 0x00:
+                break;
+            case 0x10:
+                v += at;
+                break;
+            case 0x30:
+                v += dataBase;
+                break;
+            default:
+                return ok = false;
         }
         // 0x80 (indirect) is used only for personality routines, which are skipped.
         *out = v;
@@ -217,109 +242,121 @@ bool runCfi(const uint8_t* p, const uint8_t* end, const Cie& cie, uint64_t dataB
     while (r.ok && r.p < r.end) {
         const uint8_t op = r.u8();
         switch (op >> 6) {
-        case 1:  // DW_CFA_advance_loc
-            if (!advance(op & 0x3f)) return true;
-            continue;
-        case 2:  // DW_CFA_offset
-            setOffset(op & 0x3f, int64_t(r.uleb()) * cie.dataAlign);
-            continue;
-        case 3:  // DW_CFA_restore
-            restore(op & 0x3f);
-            continue;
+            case 1:  // DW_CFA_advance_loc
+                if (!advance(op & 0x3f)) return true;
+                continue;
+            case 2:  // DW_CFA_offset
+                setOffset(op & 0x3f, int64_t(r.uleb()) * cie.dataAlign);
+                continue;
+            case 3:  // DW_CFA_restore
+                restore(op & 0x3f);
+                continue;
         }
         switch (op) {
-        case 0x00: break;  // nop
-        case 0x01: {       // set_loc
-            uint64_t to;
-            if (!r.pointer(cie.fdeEncoding, dataBase, &to)) return false;
-            if (to > pc) return true;
-            loc = to;
-            break;
-        }
-        case 0x02:
-            if (!advance(r.u8())) return true;
-            break;
-        case 0x03:
-            if (!advance(r.fixed<uint16_t>())) return true;
-            break;
-        case 0x04:
-            if (!advance(r.fixed<uint32_t>())) return true;
-            break;
-        case 0x05: {  // offset_extended
-            const uint64_t reg = r.uleb();
-            setOffset(reg, int64_t(r.uleb()) * cie.dataAlign);
-            break;
-        }
-        case 0x06: restore(r.uleb()); break;                     // restore_extended
-        case 0x07: setOther(r.uleb(), RegRule::Undefined); break;  // undefined
-        case 0x08: setOther(r.uleb(), RegRule::Same); break;       // same_value
-        case 0x09: {                                               // register
-            const uint64_t reg = r.uleb();
-            r.uleb();
-            setOther(reg, RegRule::Other);
-            break;
-        }
-        case 0x0a:  // remember_state
-            if (depth == kMaxRemembered) return false;
-            remembered[depth++] = s;
-            break;
-        case 0x0b:  // restore_state: the CFA too (GCC's epilogues rely on it, as libgcc does)
-            if (depth == 0) return false;
-            s = remembered[--depth];
-            break;
-        case 0x0c:  // def_cfa
-            s.cfaReg = int(r.uleb());
-            s.cfaOffset = int64_t(r.uleb());
-            s.cfaOther = false;
-            break;
-        case 0x0d:  // def_cfa_register
-            s.cfaReg = int(r.uleb());
-            break;
-        case 0x0e:  // def_cfa_offset
-            s.cfaOffset = int64_t(r.uleb());
-            break;
-        case 0x0f: {  // def_cfa_expression
-            const uint64_t length = r.uleb();
-            if (!r.has(length)) return false;
-            r.p += length;
-            s.cfaOther = true;
-            break;
-        }
-        case 0x10:    // expression
-        case 0x16: {  // val_expression
-            const uint64_t reg = r.uleb();
-            const uint64_t length = r.uleb();
-            if (!r.has(length)) return false;
-            r.p += length;
-            setOther(reg, RegRule::Other);
-            break;
-        }
-        case 0x11: {  // offset_extended_sf
-            const uint64_t reg = r.uleb();
-            setOffset(reg, r.sleb() * cie.dataAlign);
-            break;
-        }
-        case 0x12:  // def_cfa_sf
-            s.cfaReg = int(r.uleb());
-            s.cfaOffset = r.sleb() * cie.dataAlign;
-            s.cfaOther = false;
-            break;
-        case 0x13: s.cfaOffset = r.sleb() * cie.dataAlign; break;  // def_cfa_offset_sf
-        case 0x14:                                                  // val_offset
-            setOther(r.uleb(), RegRule::Other);
-            r.uleb();
-            break;
-        case 0x15:  // val_offset_sf
-            setOther(r.uleb(), RegRule::Other);
-            r.sleb();
-            break;
-        case 0x2e: r.uleb(); break;  // GNU_args_size
-        case 0x2f: {                 // GNU_negative_offset_extended
-            const uint64_t reg = r.uleb();
-            setOffset(reg, -int64_t(r.uleb()) * cie.dataAlign);
-            break;
-        }
-        default: return false;
+            case 0x00:
+                break;    // nop
+            case 0x01: {  // set_loc
+                uint64_t to;
+                if (!r.pointer(cie.fdeEncoding, dataBase, &to)) return false;
+                if (to > pc) return true;
+                loc = to;
+                break;
+            }
+            case 0x02:
+                if (!advance(r.u8())) return true;
+                break;
+            case 0x03:
+                if (!advance(r.fixed<uint16_t>())) return true;
+                break;
+            case 0x04:
+                if (!advance(r.fixed<uint32_t>())) return true;
+                break;
+            case 0x05: {  // offset_extended
+                const uint64_t reg = r.uleb();
+                setOffset(reg, int64_t(r.uleb()) * cie.dataAlign);
+                break;
+            }
+            case 0x06:
+                restore(r.uleb());
+                break;  // restore_extended
+            case 0x07:
+                setOther(r.uleb(), RegRule::Undefined);
+                break;  // undefined
+            case 0x08:
+                setOther(r.uleb(), RegRule::Same);
+                break;    // same_value
+            case 0x09: {  // register
+                const uint64_t reg = r.uleb();
+                r.uleb();
+                setOther(reg, RegRule::Other);
+                break;
+            }
+            case 0x0a:  // remember_state
+                if (depth == kMaxRemembered) return false;
+                remembered[depth++] = s;
+                break;
+            case 0x0b:  // restore_state: the CFA too (GCC's epilogues rely on it, as libgcc does)
+                if (depth == 0) return false;
+                s = remembered[--depth];
+                break;
+            case 0x0c:  // def_cfa
+                s.cfaReg = int(r.uleb());
+                s.cfaOffset = int64_t(r.uleb());
+                s.cfaOther = false;
+                break;
+            case 0x0d:  // def_cfa_register
+                s.cfaReg = int(r.uleb());
+                break;
+            case 0x0e:  // def_cfa_offset
+                s.cfaOffset = int64_t(r.uleb());
+                break;
+            case 0x0f: {  // def_cfa_expression
+                const uint64_t length = r.uleb();
+                if (!r.has(length)) return false;
+                r.p += length;
+                s.cfaOther = true;
+                break;
+            }
+            case 0x10:    // expression
+            case 0x16: {  // val_expression
+                const uint64_t reg = r.uleb();
+                const uint64_t length = r.uleb();
+                if (!r.has(length)) return false;
+                r.p += length;
+                setOther(reg, RegRule::Other);
+                break;
+            }
+            case 0x11: {  // offset_extended_sf
+                const uint64_t reg = r.uleb();
+                setOffset(reg, r.sleb() * cie.dataAlign);
+                break;
+            }
+            case 0x12:  // def_cfa_sf
+                s.cfaReg = int(r.uleb());
+                s.cfaOffset = r.sleb() * cie.dataAlign;
+                s.cfaOther = false;
+                break;
+            case 0x13:
+                s.cfaOffset = r.sleb() * cie.dataAlign;
+                break;  // def_cfa_offset_sf
+            case 0x14:  // val_offset
+                setOther(r.uleb(), RegRule::Other);
+                r.uleb();
+                break;
+            case 0x15:  // val_offset_sf
+                setOther(r.uleb(), RegRule::Other);
+                r.sleb();
+                break;
+            case 0x2e:
+                r.uleb();
+                break;    // GNU_args_size
+            case 0x2f: {  // GNU_negative_offset_extended
+                const uint64_t reg = r.uleb();
+                setOffset(reg, -int64_t(r.uleb()) * cie.dataAlign);
+                break;
+            }
+            default:
+                return false;
         }
     }
     return r.ok;
@@ -393,9 +430,10 @@ bool stackBounds(ThreadState& ts) {
         const uint64_t high = reinterpret_cast<uint64_t>(__libc_stack_end);
         rlimit limit{};
         getrlimit(RLIMIT_STACK, &limit);
-        const uint64_t size = limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur > (uint64_t(1) << 32)
-                                  ? uint64_t(1) << 32
-                                  : limit.rlim_cur;
+        const uint64_t size =
+            limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur > (uint64_t(1) << 32)
+                ? uint64_t(1) << 32
+                : limit.rlim_cur;
         if (high <= size) return false;
         ts.stackLow = high - size;
         ts.stackHigh = high;
@@ -420,7 +458,8 @@ bool stackBounds(ThreadState& ts) {
 [[gnu::always_inline]] inline uint64_t cachedRule(ThreadState& ts, int depth, uint64_t pc) {
     UnwindRuleSlot* recent = depth < kRecentWalkDepth ? &ts.recentWalk[depth] : nullptr;
     if (recent && recent->pc == pc) return recent->rule;
-    UnwindRuleSlot& slot = ts.unwindRules[(pc ^ (pc >> kUnwindRuleBits)) & ((1u << kUnwindRuleBits) - 1)];
+    UnwindRuleSlot& slot =
+        ts.unwindRules[(pc ^ (pc >> kUnwindRuleBits)) & ((1u << kUnwindRuleBits) - 1)];
     if (slot.pc != pc || slot.rule == 0) {
         slot.pc = pc;
         slot.rule = frameRuleFor(pc).pack();
@@ -450,7 +489,8 @@ FrameRule frameRuleFor(uint64_t pc) {
         (cie.fdeEncoding & 0x80))
         return unsupported();
     uint64_t begin, range;
-    if (!r.pointer(cie.fdeEncoding, dataBase, &begin) || !r.pointer(cie.fdeEncoding & 0x0f, 0, &range))
+    if (!r.pointer(cie.fdeEncoding, dataBase, &begin) ||
+        !r.pointer(cie.fdeEncoding & 0x0f, 0, &range))
         return unsupported();
     if (pc < begin || pc >= begin + range) return unsupported();
     if (cie.hasAugmentationData) {

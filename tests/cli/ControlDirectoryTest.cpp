@@ -14,15 +14,13 @@
 
 #include "cli/ControlDirectory.h"
 #include "core/Error.h"
+#include "tests/TempDir.h"
 
 using namespace memtool;
 
 namespace {
 
-std::string tempDir() {
-    char tmpl[] = "/tmp/memtool-ctldir-XXXXXX";
-    return mkdtemp(tmpl);
-}
+std::string tempDir() { return memtool::test_support::makeTempDir("memtool-ctldir"); }
 
 std::string refusal(const std::string& dir) {
     setenv("MEMTOOL_CONTROL_DIR", dir.c_str(), 1);

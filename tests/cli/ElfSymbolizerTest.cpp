@@ -9,14 +9,14 @@
 #include <unistd.h>
 
 #include "cli/ElfSymbolizer.h"
+#include "tests/TempDir.h"
 #include "tests/cli/InlinedCode.h"
 
 using namespace memtool;
 
 TEST(ElfSymbolizer, AModuleThatIsNoRegularFileIsNeverOpened) {
-    char dir[] = "/tmp/memtool-symbolizer-test-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    const std::string fifo = std::string(dir) + "/libfifo.so";
+    const std::string dir = memtool::test_support::makeTempDir("memtool-symbolizer-test");
+    const std::string fifo = dir + "/libfifo.so";
     ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
     core::ModuleRecord fifoModule{1, fifo, 0x10000, {{0x10000, 0x20000}}};
     core::ModuleRecord zero{2, "/dev/zero", 0x40000, {{0x40000, 0x50000}}};

@@ -2,11 +2,11 @@
 // return addresses from the same call site, through this binary's frames of every
 // shape (rsp-based, rbp-based with alloca, large frames), libc's, a thread's
 // outermost frame and the main thread's; a signal frame makes it give up.
+#include <alloca.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <alloca.h>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -141,7 +141,8 @@ void walkInHandler(int) {
 }  // namespace
 
 TEST(CfiUnwinder, GivesUpAtASignalFrame) {
-    struct sigaction action{}, old{};
+    struct sigaction action {
+    }, old{};
     action.sa_handler = walkInHandler;
     sigemptyset(&action.sa_mask);
     ASSERT_EQ(sigaction(SIGUSR2, &action, &old), 0);

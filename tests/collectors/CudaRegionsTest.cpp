@@ -13,6 +13,7 @@
 #include "collectors/control/CpuPagesBackend.h"
 #include "collectors/control/CudaVmmBackend.h"
 #include "collectors/control/Regions.h"
+#include "tests/TempDir.h"
 
 using namespace memtool;
 using namespace memtool::collectors::control;
@@ -45,8 +46,7 @@ struct CudaFixture {
     const uint8_t cuda0 = core::cudaDevice(0);
     CudaFixture() {
         driver();
-        char tmpl[] = "/tmp/memtool-cuda-regions-XXXXXX";
-        dir = mkdtemp(tmpl);
+        dir = memtool::test_support::makeTempDir("memtool-cuda-regions");
         Failure why;
         EXPECT_TRUE(cuda.load(why)) << why.text;
         regions->setCpuBackend(&cpu);

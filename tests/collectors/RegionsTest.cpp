@@ -26,6 +26,7 @@
 #include "collectors/control/SafePoint.h"
 #include "core/Aggregator.h"
 #include "core/StreamDecoder.h"
+#include "tests/TempDir.h"
 
 using namespace memtool;
 using namespace memtool::collectors;
@@ -35,10 +36,7 @@ namespace {
 
 constexpr uint64_t MiB = 1 << 20;
 
-std::string tempDir() {
-    char tmpl[] = "/tmp/memtool-regions-XXXXXX";
-    return mkdtemp(tmpl);
-}
+std::string tempDir() { return memtool::test_support::makeTempDir("memtool-regions"); }
 
 std::vector<std::string> filesIn(const std::string& dir) {
     std::vector<std::string> out;

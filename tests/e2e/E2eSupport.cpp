@@ -12,6 +12,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tests/TempDir.h"
+
 extern char** environ;
 
 namespace memtool::e2e {
@@ -78,11 +80,7 @@ std::string configured(const char* envName, const char* compiledDefault) {
     return value ? value : compiledDefault;
 }
 
-std::string tempDir() {
-    char tmpl[] = "/tmp/memtool-test-XXXXXX";
-    if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp");
-    return tmpl;
-}
+std::string tempDir() { return memtool::test_support::makeTempDir("memtool-test"); }
 
 nlohmann::json readJson(const std::string& path) {
     std::ifstream in(path);

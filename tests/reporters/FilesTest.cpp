@@ -12,16 +12,13 @@
 
 #include "core/Error.h"
 #include "reporters/Files.h"
+#include "tests/TempDir.h"
 
 using namespace memtool;
 
 namespace {
 
-std::string tempDir() {
-    char tmpl[] = "/tmp/memtool-files-test-XXXXXX";
-    if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp");
-    return tmpl;
-}
+std::string tempDir() { return memtool::test_support::makeTempDir("memtool-files-test"); }
 
 std::string contents(const std::string& path) {
     std::ifstream in(path);

@@ -12,6 +12,7 @@
 #include "reporters/LineReporter.h"
 #include "reporters/RecordedSources.h"
 #include "reporters/TraceJson.h"
+#include "tests/TempDir.h"
 #include "tests/TestFrames.h"
 
 using namespace memtool;
@@ -57,10 +58,7 @@ core::Trace traceOf(const std::string& dir) {
     return t;
 }
 
-std::string tempDirectory() {
-    char pattern[] = "/tmp/memtool-sources-XXXXXX";
-    return mkdtemp(pattern);
-}
+std::string tempDirectory() { return memtool::test_support::makeTempDir("memtool-sources"); }
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "reporters/SourceFiles.h"
+#include "tests/TempDir.h"
 
 using namespace memtool;
 using reporters::SourceFiles;
@@ -15,10 +16,9 @@ using reporters::SourceFiles;
 namespace {
 
 std::string tempDir() {
-    char tmpl[] = "/tmp/memtool-source-test-XXXXXX";
-    if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp");
+    const std::string dir = memtool::test_support::makeTempDir("memtool-source-test");
     // Resolved, as the reader compares resolved paths.
-    char* real = realpath(tmpl, nullptr);
+    char* real = realpath(dir.c_str(), nullptr);
     std::string out(real);
     free(real);
     return out;
