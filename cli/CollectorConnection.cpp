@@ -7,11 +7,27 @@
 #include <cerrno>
 #include <cstring>
 
+#include "cli/BackgroundSymbolizer.h"
+
 namespace memtool::cli {
 
 CollectorConnection::CollectorConnection(int fd) : fd_(fd) {}
 
-CollectorConnection::~CollectorConnection() { close(); }
+CollectorConnection::~CollectorConnection() {
+    if (inBackground_) BackgroundSymbolizer::shared().reclaim(&symbolizer_);
+    close();
+}
+
+void CollectorConnection::forwardNewFrames() {
+    BackgroundSymbolizer& worker = BackgroundSymbolizer::shared();
+    const auto& modules = aggregator_.modules();
+    for (; modulesSeen_ < modules.size(); ++modulesSeen_)
+        worker.addModule(&symbolizer_, modules[modulesSeen_]);
+    const auto& nodes = aggregator_.nativeNodes();
+    for (; nodesForwarded_ < nodes.size(); ++nodesForwarded_)
+        if (nodes[nodesForwarded_].ip != 0) worker.warm(&symbolizer_, nodes[nodesForwarded_].ip);
+    inBackground_ = true;
+}
 
 void CollectorConnection::close() {
     if (fd_ < 0) return;
@@ -68,6 +84,11 @@ double CollectorConnection::connectedS() const {
 }
 
 ElfSymbolizer& CollectorConnection::symbolizer() {
+    if (inBackground_) {  // the modules it had are added by now, the rest below
+        BackgroundSymbolizer::shared().reclaim(&symbolizer_);
+        inBackground_ = false;
+    }
+    backgroundDone_ = true;
     const auto& modules = aggregator_.modules();
     for (; modulesSeen_ < modules.size(); ++modulesSeen_)
         symbolizer_.addModule(modules[modulesSeen_]);
@@ -94,6 +115,8 @@ void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
         try {
             decoder_.feed(buffer.data(), static_cast<size_t>(r));
             deliverReplies();
+            if (!backgroundDone_ && aggregator_.nativeNodes().size() > nodesForwarded_)
+                forwardNewFrames();
         } catch (const core::ProtocolError& e) {
             deliverReplies();  // those that arrived whole before the bad bytes
             error_ = std::string("the stream broke: ") + e.what();

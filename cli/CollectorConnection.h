@@ -2,8 +2,10 @@
 // One collector's stream, folded as it arrives: bytes -> StreamDecoder ->
 // Aggregator. Nothing else happens on this path, so the CLI drains the socket
 // as fast as the collector fills it and the target never waits on a full buffer.
-// Native frames are symbolized when the trace is built, only those it shows,
-// each distinct address once (ElfSymbolizer).
+// Native frames are symbolized each distinct address once (ElfSymbolizer), on
+// BackgroundSymbolizer's thread as they arrive, until something asks for this
+// stream's symbols (the trace, a ctl command, the live view), which then takes
+// the symbolizer back and names the rest itself.
 //
 // The socket is a stream socket and so two-way: the control plane (`memtool ctl`
 // commands forwarded to one process's collector) would write its commands here,
@@ -57,7 +59,8 @@ public:
     // Inside readAvailable(): its bytes are being folded, so it must not be read again
     // (a lookup made while folding another stream's handshake skips it).
     bool busy() const { return busy_; }
-    // Knows every module received so far.
+    // Knows every module received so far; from the first call on, it is this
+    // thread's alone (no more background work for this stream).
     ElfSymbolizer& symbolizer();
     // Why the stream broke; empty when it ended (or runs) normally.
     const std::string& error() const { return error_; }
@@ -67,12 +70,17 @@ public:
 private:
     void deliverReplies();
     void close();
+    // Hands the modules and frames that arrived since last time to the worker.
+    void forwardNewFrames();
 
     int fd_;
     core::Aggregator aggregator_;
     core::StreamDecoder decoder_{aggregator_};
     ElfSymbolizer symbolizer_;
-    size_t modulesSeen_ = 0;
+    size_t modulesSeen_ = 0;       // added to symbolizer_, or queued for the worker
+    size_t nodesForwarded_ = 1;    // native node 0 is the empty stack
+    bool inBackground_ = false;    // the worker may be using symbolizer_
+    bool backgroundDone_ = false;  // symbolizer() was called: no more background work
     std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point closed_;
     std::string error_;

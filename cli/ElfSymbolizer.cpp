@@ -257,6 +257,8 @@ ElfSymbolizer::~ElfSymbolizer() {
     if (impl_->dwfl) dwfl_end(impl_->dwfl);
 }
 
+bool ElfSymbolizer::known(uint64_t ip) const { return impl_->cache.count(ip) != 0; }
+
 const std::vector<core::Frame>& ElfSymbolizer::symbolize(uint64_t ip) {
     auto it = impl_->cache.find(ip);
     if (it != impl_->cache.end()) return it->second;

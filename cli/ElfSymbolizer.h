@@ -26,6 +26,8 @@ public:
 
     void addModule(const core::ModuleRecord& module);
     const std::vector<core::Frame>& symbolize(uint64_t ip) override;
+    // `ip` was symbolized already (its frames are kept).
+    bool known(uint64_t ip) const;
 
 private:
     struct Impl;

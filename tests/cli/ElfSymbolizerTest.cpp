@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/BackgroundSymbolizer.h"
 #include "cli/ElfSymbolizer.h"
 #include "tests/TempDir.h"
 #include "tests/cli/InlinedCode.h"
@@ -90,4 +91,38 @@ TEST(ElfSymbolizer, InlinedFunctionsAreFramesOfTheirOwn) {
     }
     // Computed once per address: the same frames, where they were.
     EXPECT_EQ(&symbolizer.symbolize(ip), &frames);
+}
+
+// Frames named on the worker's thread are the symbolizer's own afterwards: the
+// trace finds them known, and the same as naming them on the spot.
+TEST(BackgroundSymbolizer, NamesFramesOnItsThreadForTheSymbolizerItGivesBack) {
+    const uint64_t ip = memtool::testing::inlinedCallAddress();
+    cli::ElfSymbolizer early, onTheSpot({thisProgram()});
+    cli::BackgroundSymbolizer worker;
+    worker.addModule(&early, thisProgram());
+    worker.warm(&early, ip);
+    worker.waitUntilIdle();
+    worker.reclaim(&early);
+    EXPECT_TRUE(early.known(ip));
+    EXPECT_FALSE(onTheSpot.known(ip));
+    const std::vector<core::Frame>& frames = early.symbolize(ip);
+    ASSERT_EQ(frames.size(), 3u);
+    const std::vector<core::Frame>& expected = onTheSpot.symbolize(ip);
+    for (size_t i = 0; i < frames.size(); ++i) {
+        EXPECT_EQ(frames[i].function, expected[i].function);
+        EXPECT_EQ(frames[i].line, expected[i].line);
+        EXPECT_EQ(frames[i].offset, expected[i].offset);
+    }
+}
+
+// A symbolizer reclaimed at once has its queued module all the same (added by the
+// worker or, still queued, by reclaim) and names frames on the caller's thread.
+TEST(BackgroundSymbolizer, AReclaimedSymbolizerKeepsItsQueuedModules) {
+    const uint64_t ip = memtool::testing::inlinedCallAddress();
+    cli::ElfSymbolizer symbolizer;
+    cli::BackgroundSymbolizer worker;
+    worker.addModule(&symbolizer, thisProgram());
+    worker.reclaim(&symbolizer);
+    ASSERT_EQ(symbolizer.symbolize(ip).size(), 3u);
+    EXPECT_EQ(symbolizer.symbolize(ip)[0].function, "memtool::testing::innermost()");
 }
