@@ -4,6 +4,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/FrameClassifier.h"
+
 namespace memtool::cli {
 
 BackgroundSymbolizer& BackgroundSymbolizer::shared() {
@@ -15,52 +17,102 @@ BackgroundSymbolizer::~BackgroundSymbolizer() {
     {
         std::lock_guard<std::mutex> lock(mu_);
         stop_ = true;
-        queue_.clear();
+        modules_.clear();
+        tries_.clear();
     }
     wake_.notify_all();
     if (thread_.joinable()) thread_.join();
 }
 
+void BackgroundSymbolizer::start() {
+    // Started with the first work, after memtool run has launched its program:
+    // a fork with this thread running would give the child its locks.
+    if (!thread_.joinable()) thread_ = std::thread([this] { work(); });
+}
+
 void BackgroundSymbolizer::addModule(ElfSymbolizer* symbolizer, const core::ModuleRecord& module) {
-    push({symbolizer, true, module, 0});
-}
-
-void BackgroundSymbolizer::warm(ElfSymbolizer* symbolizer, uint64_t ip) {
-    push({symbolizer, false, {}, ip});
-}
-
-void BackgroundSymbolizer::push(Item item) {
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (stop_) return;
-        // Started with the first work, after memtool run has launched its program:
-        // a fork with this thread running would give the child its locks.
-        if (!thread_.joinable()) thread_ = std::thread([this] { work(); });
-        queue_.push_back(std::move(item));
+        start();
+        modules_.push_back({symbolizer, module});
+    }
+    wake_.notify_one();
+}
+
+void BackgroundSymbolizer::addNode(ElfSymbolizer* symbolizer, uint64_t id, uint64_t parent,
+                                   uint64_t ip, bool cutAtInterpreter) {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_) return;
+        Trie& t = tries_[symbolizer];
+        if (id != t.ip.size() || parent >= id) return;  // not the next node: left to the trace
+        start();
+        t.parent.push_back(parent);
+        t.ip.push_back(ip);
+        t.done.push_back(0);
+        t.pending.push_back(id);
+        t.cutAtInterpreter = cutAtInterpreter;
     }
     wake_.notify_one();
 }
 
 void BackgroundSymbolizer::reclaim(ElfSymbolizer* symbolizer) {
-    std::deque<Item> mine;
+    std::deque<Module> mine;
     {
         std::unique_lock<std::mutex> lock(mu_);
         idle_.wait(lock, [&] { return busyWith_ != symbolizer; });
-        for (auto it = queue_.begin(); it != queue_.end();) {
+        tries_.erase(symbolizer);
+        for (auto it = modules_.begin(); it != modules_.end();) {
             if (it->symbolizer == symbolizer) {
-                if (it->isModule) mine.push_back(std::move(*it));
-                it = queue_.erase(it);
+                mine.push_back(std::move(*it));
+                it = modules_.erase(it);
             } else {
                 ++it;
             }
         }
     }
-    for (const Item& item : mine) symbolizer->addModule(item.module);
+    for (const Module& m : mine) symbolizer->addModule(m.module);
 }
 
 void BackgroundSymbolizer::waitUntilIdle() {
     std::unique_lock<std::mutex> lock(mu_);
-    idle_.wait(lock, [&] { return stop_ || (queue_.empty() && busyWith_ == nullptr); });
+    idle_.wait(lock, [&] { return stop_ || (!hasWork() && busyWith_ == nullptr); });
+}
+
+bool BackgroundSymbolizer::hasWork() const {
+    if (!modules_.empty()) return true;
+    for (const auto& [s, t] : tries_)
+        if (!t.pending.empty()) return true;
+    return false;
+}
+
+void BackgroundSymbolizer::nameStack(std::unique_lock<std::mutex>& lock, ElfSymbolizer* s,
+                                     uint64_t id) {
+    for (uint64_t n = id;;) {
+        auto it = tries_.find(s);
+        if (it == tries_.end() || n == 0 || it->second.done[n]) return;
+        it->second.done[n] = 1;
+        const uint64_t ip = it->second.ip[n];
+        const bool cutAtInterpreter = it->second.cutAtInterpreter;
+        lock.unlock();
+        const std::vector<core::Frame>& frames = s->symbolize(ip);
+        // Where the trace stops (TraceBuilder's nativeFrames): at main, or at the
+        // interpreter's innermost frame when Python frames follow.
+        const bool cut = !frames.empty() &&
+                         (frames.back().function == "main" ||
+                          (cutAtInterpreter && core::isInterpreterModule(frames.back().module)));
+        lock.lock();
+        it = tries_.find(s);  // reclaimed meanwhile: gone
+        if (it == tries_.end()) return;
+        if (cut) {  // what lies beyond is never shown
+            for (uint64_t a = it->second.parent[n]; a != 0 && !it->second.done[a];
+                 a = it->second.parent[a])
+                it->second.done[a] = 1;
+            return;
+        }
+        n = it->second.parent[n];
+    }
 }
 
 void BackgroundSymbolizer::work() {
@@ -68,21 +120,30 @@ void BackgroundSymbolizer::work() {
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-        wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        wake_.wait(lock, [&] { return stop_ || hasWork(); });
         if (stop_) return;
-        Item item = std::move(queue_.front());
-        queue_.pop_front();
-        busyWith_ = item.symbolizer;
-        lock.unlock();
         try {
-            if (item.isModule)
-                item.symbolizer->addModule(item.module);
-            else
-                item.symbolizer->symbolize(item.ip);
+            if (!modules_.empty()) {  // before any frame: a frame's module came first
+                Module m = std::move(modules_.front());
+                modules_.pop_front();
+                busyWith_ = m.symbolizer;
+                lock.unlock();
+                m.symbolizer->addModule(m.module);
+                lock.lock();
+            } else {
+                for (auto& [s, t] : tries_) {
+                    if (t.pending.empty()) continue;
+                    const uint64_t id = t.pending.back();  // newest: innermost frames first
+                    t.pending.pop_back();
+                    busyWith_ = s;
+                    nameStack(lock, s, id);
+                    break;
+                }
+            }
         } catch (...) {
             // Left to the trace's own symbolizing, which meets the same failure there.
+            if (!lock.owns_lock()) lock.lock();
         }
-        lock.lock();
         busyWith_ = nullptr;
         idle_.notify_all();
     }

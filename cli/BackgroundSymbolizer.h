@@ -4,8 +4,10 @@
 // written from symbols already read instead of memtool reading libtorch's symbol
 // tables then (tens of milliseconds after a training run's exit).
 //
-// The work is the same the trace would cost (every frame of every recorded stack
-// is in the trace), done earlier, on a core the target leaves idle. A symbolizer
+// The work is what the trace will do, done earlier, on a core the target leaves
+// idle: each stack is named from its innermost frame out, up to where the trace
+// stops showing frames (main, or the interpreter's innermost frame), so libc's
+// start-up frames are never read. A symbolizer
 // handed to it belongs to the worker until reclaim(): whoever needs its answers
 // (the trace, `memtool ctl`, the live view) reclaims it first and uses it alone.
 
@@ -14,6 +16,8 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
+#include <vector>
 
 #include "cli/ElfSymbolizer.h"
 #include "core/Records.h"
@@ -27,9 +31,13 @@ public:
     BackgroundSymbolizer(const BackgroundSymbolizer&) = delete;
     BackgroundSymbolizer& operator=(const BackgroundSymbolizer&) = delete;
 
-    // Work for `symbolizer`, done in order: a module to know, an address to name.
+    // Work for `symbolizer`: a module to know (before any frame), a stack-trie
+    // node (id, its parent's id, its return address) whose stack is to be named,
+    // newest first. Ids count from 1 in the order they arrive, parents first.
+    // `cutAtInterpreter`: Python frames stand in for the interpreter's.
     void addModule(ElfSymbolizer* symbolizer, const core::ModuleRecord& module);
-    void warm(ElfSymbolizer* symbolizer, uint64_t ip);
+    void addNode(ElfSymbolizer* symbolizer, uint64_t id, uint64_t parent, uint64_t ip,
+                 bool cutAtInterpreter);
     // Takes `symbolizer` back: nothing more is done for it here, and the modules
     // still queued for it are added on the calling thread. Waits while the worker
     // is inside one of its calls.
@@ -41,18 +49,28 @@ public:
     static BackgroundSymbolizer& shared();
 
 private:
-    struct Item {
+    struct Module {
         ElfSymbolizer* symbolizer;
-        bool isModule;
         core::ModuleRecord module;
-        uint64_t ip;
     };
-    void push(Item item);
+    // One symbolizer's trie as far as it arrived: parent and address by id, and
+    // which nodes were named or lie beyond a cut.
+    struct Trie {
+        std::vector<uint64_t> parent{0}, ip{0};
+        std::vector<uint8_t> done{1};
+        std::vector<uint64_t> pending;  // ids to start from, newest last
+        bool cutAtInterpreter = false;
+    };
+    void start();
     void work();
+    bool hasWork() const;
+    // Names node `id`'s stack outward (the lock is dropped while naming).
+    void nameStack(std::unique_lock<std::mutex>& lock, ElfSymbolizer* s, uint64_t id);
 
     std::mutex mu_;
     std::condition_variable wake_, idle_;
-    std::deque<Item> queue_;
+    std::deque<Module> modules_;
+    std::unordered_map<ElfSymbolizer*, Trie> tries_;
     ElfSymbolizer* busyWith_ = nullptr;
     bool stop_ = false;
     std::thread thread_;

@@ -24,8 +24,10 @@ void CollectorConnection::forwardNewFrames() {
     for (; modulesSeen_ < modules.size(); ++modulesSeen_)
         worker.addModule(&symbolizer_, modules[modulesSeen_]);
     const auto& nodes = aggregator_.nativeNodes();
+    const bool python = aggregator_.handshake() && aggregator_.handshake()->pythonStacks;
     for (; nodesForwarded_ < nodes.size(); ++nodesForwarded_)
-        if (nodes[nodesForwarded_].ip != 0) worker.warm(&symbolizer_, nodes[nodesForwarded_].ip);
+        worker.addNode(&symbolizer_, nodesForwarded_, nodes[nodesForwarded_].parent,
+                       nodes[nodesForwarded_].ip, python);
     inBackground_ = true;
 }
 

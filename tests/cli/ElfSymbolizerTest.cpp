@@ -2,6 +2,7 @@
 // never waits on one (a FIFO opened by libdw blocked memtool run for good). Code
 // inlined at an address is a frame per inlined function (tests/cli/InlinedCode.cpp).
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <link.h>
@@ -100,7 +101,7 @@ TEST(BackgroundSymbolizer, NamesFramesOnItsThreadForTheSymbolizerItGivesBack) {
     cli::ElfSymbolizer early, onTheSpot({thisProgram()});
     cli::BackgroundSymbolizer worker;
     worker.addModule(&early, thisProgram());
-    worker.warm(&early, ip);
+    worker.addNode(&early, 1, 0, ip, false);
     worker.waitUntilIdle();
     worker.reclaim(&early);
     EXPECT_TRUE(early.known(ip));
@@ -125,4 +126,59 @@ TEST(BackgroundSymbolizer, AReclaimedSymbolizerKeepsItsQueuedModules) {
     worker.reclaim(&symbolizer);
     ASSERT_EQ(symbolizer.symbolize(ip).size(), 3u);
     EXPECT_EQ(symbolizer.symbolize(ip)[0].function, "memtool::testing::innermost()");
+}
+
+namespace {
+// Every loaded object as the collector would announce it.
+std::vector<core::ModuleRecord> loadedModules() {
+    std::vector<core::ModuleRecord> modules;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) {
+            auto* out = static_cast<std::vector<core::ModuleRecord>*>(data);
+            core::ModuleRecord m = out->empty() ? thisProgram() : core::ModuleRecord{};
+            if (!out->empty()) {
+                if (!info->dlpi_name || !*info->dlpi_name) return 0;
+                m.path = info->dlpi_name;
+                m.loadBias = info->dlpi_addr;
+                for (int i = 0; i < info->dlpi_phnum; ++i) {
+                    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+                    if (ph.p_type == PT_LOAD)
+                        m.ranges.push_back({info->dlpi_addr + ph.p_vaddr,
+                                            info->dlpi_addr + ph.p_vaddr + ph.p_memsz});
+                }
+            }
+            m.id = out->size() + 1;
+            out->push_back(m);
+            return 0;
+        },
+        &modules);
+    return modules;
+}
+}  // namespace
+
+// The worker names what the trace shows and no more: a stack from its innermost
+// frame out to main, never libc's start-up frames beyond it.
+TEST(BackgroundSymbolizer, NamesAStackOnlyAsFarAsMain) {
+    void* raw[128];
+    const int n = backtrace(raw, 128);
+    const std::vector<core::ModuleRecord> modules = loadedModules();
+    cli::ElfSymbolizer probe(modules);
+    int mainAt = -1;
+    for (int i = 0; i < n && mainAt < 0; ++i) {
+        const auto& frames = probe.symbolize(reinterpret_cast<uint64_t>(raw[i]));
+        if (!frames.empty() && frames.back().function == "main") mainAt = i;
+    }
+    ASSERT_GT(mainAt, 0);
+    ASSERT_LT(mainAt + 1, n) << "no frame beyond main";
+    cli::ElfSymbolizer symbolizer;
+    cli::BackgroundSymbolizer worker;
+    for (const core::ModuleRecord& m : modules) worker.addModule(&symbolizer, m);
+    for (int k = 0; k < n; ++k)  // the trie: one stack, outermost node first
+        worker.addNode(&symbolizer, k + 1, k, reinterpret_cast<uint64_t>(raw[n - 1 - k]), false);
+    worker.waitUntilIdle();
+    worker.reclaim(&symbolizer);
+    EXPECT_TRUE(symbolizer.known(reinterpret_cast<uint64_t>(raw[0])));
+    EXPECT_TRUE(symbolizer.known(reinterpret_cast<uint64_t>(raw[mainAt])));
+    for (int i = mainAt + 1; i < n; ++i)
+        EXPECT_FALSE(symbolizer.known(reinterpret_cast<uint64_t>(raw[i]))) << i;
 }

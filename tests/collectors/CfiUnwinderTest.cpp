@@ -3,8 +3,8 @@
 // shape (rsp-based, rbp-based with alloca, large frames), libc's, a thread's
 // outermost frame and the main thread's; a signal frame makes it give up.
 #include <alloca.h>
-#include <execinfo.h>
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
