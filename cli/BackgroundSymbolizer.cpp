@@ -4,7 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/FrameClassifier.h"
+#include "cli/TraceBuilder.h"
 
 namespace memtool::cli {
 
@@ -97,11 +97,7 @@ void BackgroundSymbolizer::nameStack(std::unique_lock<std::mutex>& lock, ElfSymb
         const bool cutAtInterpreter = it->second.cutAtInterpreter;
         lock.unlock();
         const std::vector<core::Frame>& frames = s->symbolize(ip);
-        // Where the trace stops (TraceBuilder's nativeFrames): at main, or at the
-        // interpreter's innermost frame when Python frames follow.
-        const bool cut = !frames.empty() &&
-                         (frames.back().function == "main" ||
-                          (cutAtInterpreter && core::isInterpreterModule(frames.back().module)));
+        const bool cut = !frames.empty() && endsShownStack(frames.back(), cutAtInterpreter);
         lock.lock();
         it = tries_.find(s);  // reclaimed meanwhile: gone
         if (it == tries_.end()) return;

@@ -213,9 +213,7 @@ Stack nativeFrames(const core::Aggregator& agg, Symbolizer& symbolizer, uint64_t
         for (const Frame& f : symbolizer.symbolize(agg.nativeNodes()[n].ip))
             native.push_back(nativeFrame(f));
         // The address's own function is the last of its frames.
-        if (!native.empty() && (native.back().function == "main" ||
-                                (pythonFollows && isInterpreterFrame(native.back()))))
-            break;
+        if (!native.empty() && endsShownStack(native.back(), pythonFollows)) break;
     }
     return native;
 }
@@ -575,6 +573,10 @@ std::string siteText(const core::Aggregator& agg, Symbolizer& symbolizer, const 
     const Stack stack = mergedStack(agg, symbolizer, s);
     const std::optional<size_t> site = core::chooseSite(stack, siteMode);
     return site ? reporters::shortFrame(stack[*site]) : core::kNoStackSite;
+}
+
+bool endsShownStack(const core::Frame& own, bool pythonFollows) {
+    return own.function == "main" || (pythonFollows && isInterpreterFrame(own));
 }
 
 }  // namespace memtool::cli

@@ -31,6 +31,12 @@ struct ProcessOutcome {
 
 class Symbolizer;
 
+// A native stack is shown from its innermost frame out up to and including the
+// address whose own function (the last of its frames) is `own`: main (libc's
+// start-up frames say nothing), or, when Python frames follow, the interpreter's
+// innermost frame (the Python frames stand in for it and everything outside).
+bool endsShownStack(const core::Frame& own, bool pythonFollows);
+
 // `symbolizer` answers for the process's native return addresses (for the
 // ElfSymbolizer: it knows the modules in agg.modules()).
 core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
