@@ -14,7 +14,7 @@ namespace memtool::cli {
 CollectorConnection::CollectorConnection(int fd) : fd_(fd) {}
 
 CollectorConnection::~CollectorConnection() {
-    if (inBackground_) BackgroundSymbolizer::shared().reclaim(&symbolizer_);
+    if (inBackground()) BackgroundSymbolizer::shared().reclaim(&symbolizer_);
     close();
 }
 
@@ -28,7 +28,6 @@ void CollectorConnection::forwardNewFrames() {
     for (; nodesForwarded_ < nodes.size(); ++nodesForwarded_)
         worker.addNode(&symbolizer_, nodesForwarded_, nodes[nodesForwarded_].parent,
                        nodes[nodesForwarded_].ip, python);
-    inBackground_ = true;
 }
 
 void CollectorConnection::close() {
@@ -86,10 +85,8 @@ double CollectorConnection::connectedS() const {
 }
 
 ElfSymbolizer& CollectorConnection::symbolizer() {
-    if (inBackground_) {  // the modules it had are added by now, the rest below
-        BackgroundSymbolizer::shared().reclaim(&symbolizer_);
-        inBackground_ = false;
-    }
+    // The modules it had are added by now, the rest below.
+    if (inBackground()) BackgroundSymbolizer::shared().reclaim(&symbolizer_);
     backgroundDone_ = true;
     const auto& modules = aggregator_.modules();
     for (; modulesSeen_ < modules.size(); ++modulesSeen_)

@@ -72,6 +72,8 @@ private:
     void close();
     // Hands the modules and frames that arrived since last time to the worker.
     void forwardNewFrames();
+    // The worker may be using symbolizer_: it was given frames, and not taken back.
+    bool inBackground() const { return nodesForwarded_ > 1 && !backgroundDone_; }
 
     int fd_;
     core::Aggregator aggregator_;
@@ -79,7 +81,6 @@ private:
     ElfSymbolizer symbolizer_;
     size_t modulesSeen_ = 0;       // added to symbolizer_, or queued for the worker
     size_t nodesForwarded_ = 1;    // native node 0 is the empty stack
-    bool inBackground_ = false;    // the worker may be using symbolizer_
     bool backgroundDone_ = false;  // symbolizer() was called: no more background work
     std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point closed_;
