@@ -6,7 +6,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+
+#include "collectors/ThreadState.h"
 
 extern "C" void* __libc_stack_end;  // glibc: the top of the main thread's stack
 
@@ -530,11 +533,10 @@ FrameRule frameRuleFor(uint64_t pc) {
 void codeUnloaded() { gUnloads.fetch_add(1, std::memory_order_relaxed); }
 
 // The walk proper, behind memtool_cfi_backtrace's register capture: regs holds
-// its caller's return address, stack pointer after the return, and rbp.
-// Unsanitized: it reads other frames' stack slots by design.
+// its caller's return address (never null), stack pointer after the return, and
+// rbp. Unsanitized: it reads other frames' stack slots by design.
 extern "C" __attribute__((visibility("hidden"), no_sanitize("address", "undefined", "thread"))) int
-memtool_cfi_walk(void** out, int max, const uint64_t* regs) {
-    ThreadState* ts = threadState();
+memtool_cfi_walk(void** out, int max, const uint64_t* regs, ThreadState* ts) {
     if (!ts || !stackBounds(*ts)) return -1;
     uint64_t ip = regs[0], sp = regs[1], bp = regs[2];
     if (sp < ts->stackLow || sp >= ts->stackHigh) return -1;  // a signal stack
@@ -548,7 +550,6 @@ memtool_cfi_walk(void** out, int max, const uint64_t* regs) {
     int n = 0;
     while (n < max) {
         out[n] = reinterpret_cast<void*>(ip);
-        if (ip == 0) return -1;
         const FrameRule rule = FrameRule::unpack(cachedRule(*ts, n, ip - 1));
         ++n;
         if (rule.kind == FrameRule::Outermost) break;
@@ -570,9 +571,10 @@ memtool_cfi_walk(void** out, int max, const uint64_t* regs) {
 }  // namespace memtool::collectors
 
 #if defined(__x86_64__)
-// memtool_cfi_backtrace(out, max): records its caller's return address, the
+// memtool_cfi_backtrace(out, max, ts): records its caller's return address, the
 // stack pointer the caller will have after the return, and rbp (untouched so
-// far), then walks from there. out and max stay in rdi and rsi.
+// far), then walks from there: memtool_cfi_walk(out, max, regs, ts), with out
+// and max left in rdi and rsi and ts moved from rdx to rcx.
 asm(R"(
     .text
     .globl memtool_cfi_backtrace
@@ -587,6 +589,7 @@ memtool_cfi_backtrace:
     lea 32(%rsp), %rax
     mov %rax, 8(%rsp)
     mov %rbp, 16(%rsp)
+    mov %rdx, %rcx
     mov %rsp, %rdx
     call memtool_cfi_walk
     add $24, %rsp
@@ -596,5 +599,5 @@ memtool_cfi_backtrace:
     .size memtool_cfi_backtrace, .-memtool_cfi_backtrace
 )");
 #else
-extern "C" int memtool_cfi_backtrace(void**, int) { return -1; }
+extern "C" int memtool_cfi_backtrace(void**, int, ThreadState*) { return -1; }
 #endif

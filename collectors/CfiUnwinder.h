@@ -12,12 +12,11 @@
 // libunwind for the whole stack instead, so results never differ from
 // libunwind's. Every stack read is checked against the thread's stack bounds.
 
-#include <atomic>
 #include <cstdint>
 
-#include "collectors/ThreadState.h"
-
 namespace memtool::collectors {
+
+struct ThreadState;
 
 // How the frame of one code address is unwound, packed in 64 bits (0: not known).
 struct FrameRule {
@@ -42,9 +41,11 @@ FrameRule frameRuleFor(uint64_t pc);
 void codeUnloaded();
 
 // The calling thread's return addresses, innermost first, starting with its
-// caller's own: what unw_backtrace gives from the same call site. -1 when a
-// frame's rule is not supported (the caller then asks libunwind). x86-64 only;
-// elsewhere always -1.
-extern "C" __attribute__((visibility("hidden"))) int memtool_cfi_backtrace(void** out, int max);
+// caller's own: what unw_backtrace gives from the same call site. `ts` is the
+// calling thread's state (threadState()): its stack bounds and cached rules. -1
+// when a frame's rule is not supported (the caller then asks libunwind). x86-64
+// only; elsewhere always -1.
+extern "C" __attribute__((visibility("hidden"))) int memtool_cfi_backtrace(void** out, int max,
+                                                                           ThreadState* ts);
 
 }  // namespace memtool::collectors

@@ -16,10 +16,11 @@ public:
     bool loaded() const { return backtrace_ != nullptr; }
     // Return addresses of the calling thread, innermost first: from the frame
     // rules CfiUnwinder caches where every frame has a common one, else from
-    // unw_backtrace. Inline, so that both start at the same call site.
-    [[gnu::always_inline]] int backtrace(void** out, int max) const {
+    // unw_backtrace. Inline, so that both start at the same call site. `ts`: the
+    // calling thread's state, where CfiUnwinder keeps its rules.
+    [[gnu::always_inline]] int backtrace(void** out, int max, ThreadState& ts) const {
         if (cfi_) {
-            const int n = memtool_cfi_backtrace(out, max);
+            const int n = memtool_cfi_backtrace(out, max, &ts);
             if (n >= 0) return n;
         }
         return backtrace_(out, max);

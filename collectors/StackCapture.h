@@ -61,12 +61,12 @@ private:
     if (cutAtLoop) {
         int want = ts.evalDepth > 0 ? ts.evalDepth + 4 : 24;
         if (want > limit) want = limit;
-        got = unwinder_.backtrace(raw, want);
+        got = unwinder_.backtrace(raw, want, ts);
         findLoop();
         if (cut < 0 && got == want && want < limit) got = 0;  // deeper than guessed: walk it all
     }
     if (got == 0) {
-        got = unwinder_.backtrace(raw, limit);
+        got = unwinder_.backtrace(raw, limit, ts);
         if (cutAtLoop) findLoop();
     }
     if (cut >= 0) {

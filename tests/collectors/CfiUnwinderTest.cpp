@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "collectors/CfiUnwinder.h"
+#include "collectors/ThreadState.h"
 
 using namespace memtool::collectors;
 
@@ -51,7 +52,7 @@ constexpr int kReferenceSkip = 1;
 __attribute__((noinline)) Walks walkBoth() {
     void* a[kMax];
     void* b[kMax];
-    const int n = memtool_cfi_backtrace(a, kMax);
+    const int n = memtool_cfi_backtrace(a, kMax, threadState());
     const int m = libunwind()(b, kMax);
     Walks w;
     if (n > 0) w.cfi.assign(a + 1, a + n);
@@ -148,7 +149,7 @@ namespace {
 int gInHandler = 0;
 void walkInHandler(int) {
     void* out[kMax];
-    gInHandler = memtool_cfi_backtrace(out, kMax);
+    gInHandler = memtool_cfi_backtrace(out, kMax, threadState());
 }
 }  // namespace
 
