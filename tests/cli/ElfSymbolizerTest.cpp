@@ -43,6 +43,17 @@ namespace {
 
 // This test binary as the collector would announce it: the path, the load bias
 // and the loaded segments of the main program (dl_iterate_phdr's first object).
+// An object's load bias and loaded segments, from dl_iterate_phdr.
+void takeSegments(const dl_phdr_info* info, core::ModuleRecord& m) {
+    m.loadBias = info->dlpi_addr;
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type == PT_LOAD)
+            m.ranges.push_back(
+                {info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz});
+    }
+}
+
 core::ModuleRecord thisProgram() {
     core::ModuleRecord m;
     m.id = 1;
@@ -51,14 +62,7 @@ core::ModuleRecord thisProgram() {
     m.path.assign(path, n > 0 ? static_cast<size_t>(n) : 0);
     dl_iterate_phdr(
         [](dl_phdr_info* info, size_t, void* data) {
-            auto* module = static_cast<core::ModuleRecord*>(data);
-            module->loadBias = info->dlpi_addr;
-            for (int i = 0; i < info->dlpi_phnum; ++i) {
-                const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-                if (ph.p_type == PT_LOAD)
-                    module->ranges.push_back(
-                        {info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz});
-            }
+            takeSegments(info, *static_cast<core::ModuleRecord*>(data));
             return 1;  // the main program only
         },
         &m);
@@ -139,13 +143,7 @@ std::vector<core::ModuleRecord> loadedModules() {
             if (!out->empty()) {
                 if (!info->dlpi_name || !*info->dlpi_name) return 0;
                 m.path = info->dlpi_name;
-                m.loadBias = info->dlpi_addr;
-                for (int i = 0; i < info->dlpi_phnum; ++i) {
-                    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-                    if (ph.p_type == PT_LOAD)
-                        m.ranges.push_back({info->dlpi_addr + ph.p_vaddr,
-                                            info->dlpi_addr + ph.p_vaddr + ph.p_memsz});
-                }
+                takeSegments(info, m);
             }
             m.id = out->size() + 1;
             out->push_back(m);
