@@ -40,19 +40,25 @@ void BackgroundSymbolizer::addModule(ElfSymbolizer* symbolizer, const core::Modu
     wake_.notify_one();
 }
 
-void BackgroundSymbolizer::addNode(ElfSymbolizer* symbolizer, uint64_t id, uint64_t parent,
-                                   uint64_t ip, bool cutAtInterpreter) {
+void BackgroundSymbolizer::addNodes(ElfSymbolizer* symbolizer, uint64_t firstId,
+                                    std::span<const core::NativeNodeRecord> nodes,
+                                    bool cutAtInterpreter) {
+    if (nodes.empty()) return;
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (stop_) return;
         Trie& t = tries_[symbolizer];
-        if (id != t.ip.size() || parent >= id) return;  // not the next node: left to the trace
+        if (firstId != t.ip.size()) return;  // not the next nodes: left to the trace
         start();
-        t.parent.push_back(parent);
-        t.ip.push_back(ip);
-        t.done.push_back(0);
-        t.pending.push_back(id);
         t.cutAtInterpreter = cutAtInterpreter;
+        uint64_t id = firstId;
+        for (const core::NativeNodeRecord& n : nodes) {
+            if (n.parent >= id) break;  // not a trie: the rest is left to the trace
+            t.parent.push_back(n.parent);
+            t.ip.push_back(n.ip);
+            t.done.push_back(0);
+            t.pending.push_back(id++);
+        }
     }
     wake_.notify_one();
 }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -31,13 +32,16 @@ public:
     BackgroundSymbolizer(const BackgroundSymbolizer&) = delete;
     BackgroundSymbolizer& operator=(const BackgroundSymbolizer&) = delete;
 
-    // Work for `symbolizer`: a module to know (before any frame), a stack-trie
-    // node (id, its parent's id, its return address) whose stack is to be named,
-    // newest first. Ids count from 1 in the order they arrive, parents first.
+    // Work for `symbolizer`: a module to know (before any frame), and stack-trie
+    // nodes (their parent's id, their return address) whose stacks are to be
+    // named, newest first. Ids count from 1 in the order they arrive, parents
+    // first; `firstId` is the id of nodes[0]. A batch is queued whole, so the
+    // stacks that arrived together are named from their innermost frames: the
+    // worker never starts from a caller whose callees were still on their way.
     // `cutAtInterpreter`: Python frames stand in for the interpreter's.
     void addModule(ElfSymbolizer* symbolizer, const core::ModuleRecord& module);
-    void addNode(ElfSymbolizer* symbolizer, uint64_t id, uint64_t parent, uint64_t ip,
-                 bool cutAtInterpreter);
+    void addNodes(ElfSymbolizer* symbolizer, uint64_t firstId,
+                  std::span<const core::NativeNodeRecord> nodes, bool cutAtInterpreter);
     // Takes `symbolizer` back: nothing more is done for it here, and the modules
     // still queued for it are added on the calling thread. Waits while the worker
     // is inside one of its calls.

@@ -25,9 +25,10 @@ void CollectorConnection::forwardNewFrames() {
         worker.addModule(&symbolizer_, modules[modulesSeen_]);
     const auto& nodes = aggregator_.nativeNodes();
     const bool python = aggregator_.handshake() && aggregator_.handshake()->pythonStacks;
-    for (; nodesForwarded_ < nodes.size(); ++nodesForwarded_)
-        worker.addNode(&symbolizer_, nodesForwarded_, nodes[nodesForwarded_].parent,
-                       nodes[nodesForwarded_].ip, python);
+    if (nodesForwarded_ >= nodes.size()) return;
+    worker.addNodes(&symbolizer_, nodesForwarded_, std::span(nodes).subspan(nodesForwarded_),
+                    python);
+    nodesForwarded_ = nodes.size();
 }
 
 void CollectorConnection::close() {

@@ -105,7 +105,8 @@ TEST(BackgroundSymbolizer, NamesFramesOnItsThreadForTheSymbolizerItGivesBack) {
     cli::ElfSymbolizer early, onTheSpot({thisProgram()});
     cli::BackgroundSymbolizer worker;
     worker.addModule(&early, thisProgram());
-    worker.addNode(&early, 1, 0, ip, false);
+    const core::NativeNodeRecord node{1, 0, ip};
+    worker.addNodes(&early, 1, std::span(&node, 1), false);
     worker.waitUntilIdle();
     worker.reclaim(&early);
     EXPECT_TRUE(early.known(ip));
@@ -171,12 +172,33 @@ TEST(BackgroundSymbolizer, NamesAStackOnlyAsFarAsMain) {
     cli::ElfSymbolizer symbolizer;
     cli::BackgroundSymbolizer worker;
     for (const core::ModuleRecord& m : modules) worker.addModule(&symbolizer, m);
-    for (int k = 0; k < n; ++k)  // the trie: one stack, outermost node first
-        worker.addNode(&symbolizer, k + 1, k, reinterpret_cast<uint64_t>(raw[n - 1 - k]), false);
+    std::vector<core::NativeNodeRecord> trie;  // one stack, outermost node first
+    for (int k = 0; k < n; ++k)
+        trie.push_back({uint64_t(k + 1), uint64_t(k), reinterpret_cast<uint64_t>(raw[n - 1 - k])});
+    worker.addNodes(&symbolizer, 1, trie, false);
     worker.waitUntilIdle();
     worker.reclaim(&symbolizer);
     EXPECT_TRUE(symbolizer.known(reinterpret_cast<uint64_t>(raw[0])));
     EXPECT_TRUE(symbolizer.known(reinterpret_cast<uint64_t>(raw[mainAt])));
     for (int i = mainAt + 1; i < n; ++i)
         EXPECT_FALSE(symbolizer.known(reinterpret_cast<uint64_t>(raw[i]))) << i;
+}
+
+// Nodes from a hostile stream that are no trie (a parent not yet seen) are left
+// to the trace from where the trie breaks; those before it are named.
+TEST(BackgroundSymbolizer, NamesABatchOnlyUpToWhereItIsNoTrie) {
+    void* raw[2];
+    ASSERT_EQ(backtrace(raw, 2), 2);
+    const uint64_t inner = memtool::testing::inlinedCallAddress();
+    const uint64_t caller = reinterpret_cast<uint64_t>(raw[1]);
+    cli::ElfSymbolizer symbolizer;
+    cli::BackgroundSymbolizer worker;
+    worker.addModule(&symbolizer, thisProgram());
+    const std::vector<core::NativeNodeRecord> nodes{{1, 0, inner}, {2, 7, caller}};
+    worker.addNodes(&symbolizer, 1, nodes, false);
+    worker.addNodes(&symbolizer, 3, nodes, false);  // not the next ids: ignored
+    worker.waitUntilIdle();
+    worker.reclaim(&symbolizer);
+    EXPECT_TRUE(symbolizer.known(inner));
+    EXPECT_FALSE(symbolizer.known(caller));
 }
