@@ -98,6 +98,30 @@ TEST(ElfSymbolizer, InlinedFunctionsAreFramesOfTheirOwn) {
     EXPECT_EQ(&symbolizer.symbolize(ip), &frames);
 }
 
+// A lambda taken as a function pointer runs as its closure type's _FUN, with
+// operator() inlined into it. That code lies in the closure type: inside the
+// function that defines the lambda, or at namespace level. Calls inlined there
+// are frames all the same (the scope walk enters a class only inside a function).
+TEST(ElfSymbolizer, CallsInlinedIntoLambdasAreFramesOfTheirOwn) {
+    const core::ModuleRecord program = thisProgram();
+    cli::ElfSymbolizer symbolizer({program});
+    const std::pair<uint64_t, uint64_t> cases[] = {
+        {memtool::testing::inlinedIntoALambda(), 40},
+        {memtool::testing::inlinedIntoANamespaceLambda(), 49}};
+    for (const auto& [ip, line] : cases) {
+        const std::vector<core::Frame>& frames = symbolizer.symbolize(ip);
+        ASSERT_EQ(frames.size(), 4u) << line;
+        EXPECT_EQ(frames[0].function, "memtool::testing::innermost()");
+        EXPECT_EQ(frames[0].line, 18u);
+        EXPECT_EQ(frames[1].function, "memtool::testing::middle()");
+        EXPECT_EQ(frames[1].line, 23u);
+        EXPECT_NE(frames[2].function.find("operator()"), std::string::npos) << frames[2].function;
+        EXPECT_EQ(frames[2].line, line);
+        EXPECT_NE(frames[3].function.find("{lambda()#1}::_FUN()"), std::string::npos)
+            << frames[3].function;
+    }
+}
+
 // Frames named on the worker's thread are the symbolizer's own afterwards: the
 // trace finds them known, and the same as naming them on the spot.
 TEST(BackgroundSymbolizer, NamesFramesOnItsThreadForTheSymbolizerItGivesBack) {

@@ -28,3 +28,29 @@ __attribute__((noinline)) uint64_t inlinedCallAddress() {
 }
 
 }  // namespace memtool::testing
+
+namespace memtool::testing {
+
+// A lambda's code: operator() of its closure type, and, for a lambda taken as a
+// function pointer, the closure type's static _FUN. GCC puts _FUN's code, with
+// operator() inlined into it, inside the closure type, which lies in the
+// function that defines the lambda.
+__attribute__((noinline)) uint64_t inlinedIntoALambda() {
+    uint64_t (*volatile body)() = []() {
+        const uint64_t ip = middle();
+        asm volatile("" : : "r"(ip));
+        return ip;
+    };
+    return body();
+}
+
+// A lambda at namespace level: its closure type lies there too.
+uint64_t (*volatile namespaceLambda)() = []() {
+    const uint64_t ip = middle();
+    asm volatile("" : : "r"(ip));
+    return ip;
+};
+
+__attribute__((noinline)) uint64_t inlinedIntoANamespaceLambda() { return namespaceLambda(); }
+
+}  // namespace memtool::testing

@@ -11,4 +11,9 @@ namespace memtool::testing {
 // inlinedCallAddress().
 uint64_t inlinedCallAddress();
 
+// The same call, middle() inlined at line 38 into a lambda defined in
+// inlinedIntoALambda(), and at line 47 into a lambda at namespace level.
+uint64_t inlinedIntoALambda();
+uint64_t inlinedIntoANamespaceLambda();
+
 }  // namespace memtool::testing
