@@ -36,9 +36,30 @@ struct ModuleSymbols::Search {
 };
 
 void ModuleSymbols::Table::seal() {
-    std::sort(symbols.begin(), symbols.end(), [](const Symbol& a, const Symbol& b) {
-        return a.start != b.start ? a.start < b.start : a.index < b.index;
-    });
+    // By start, ties in table order (the order they were added): a stable radix
+    // sort of their positions, 11 bits of (start - lowest start) a pass. A
+    // comparison sort of libtorch_cpu's 34,000 symbols was a third of its cost.
+    const size_t n = symbols.size();
+    if (n == 0) return;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (const Symbol& s : symbols) lo = std::min(lo, s.start), hi = std::max(hi, s.start);
+    std::vector<uint32_t> order(n), next(n);
+    for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(i);
+    constexpr unsigned kBits = 11;
+    for (unsigned shift = 0; shift < 64 && ((hi - lo) >> shift) != 0; shift += kBits) {
+        size_t counts[(1u << kBits) + 1] = {};
+        auto digit = [&](uint32_t i) {
+            return ((symbols[i].start - lo) >> shift) & ((1u << kBits) - 1);
+        };
+        for (uint32_t i : order) ++counts[digit(i) + 1];
+        for (size_t d = 1; d <= (1u << kBits); ++d) counts[d] += counts[d - 1];
+        for (uint32_t i : order) next[counts[digit(i)]++] = i;
+        order.swap(next);
+    }
+    std::vector<Symbol> sorted;
+    sorted.reserve(n);
+    for (uint32_t i : order) sorted.push_back(symbols[i]);
+    symbols = std::move(sorted);
     maxEndUpTo.resize(symbols.size());
     uint64_t maxEnd = 0;
     for (size_t i = 0; i < symbols.size(); ++i) {
@@ -55,13 +76,18 @@ ModuleSymbols::ModuleSymbols(Dwfl_Module* module) : module_(module) {
     // all of it searched as globals.
     const int globalsFrom = firstGlobal == 0 ? 1 : firstGlobal;
     hasLocalPass_ = firstGlobal > 1;
+    globals_.symbols.reserve(static_cast<size_t>(count - globalsFrom));
+    if (hasLocalPass_) locals_.symbols.reserve(static_cast<size_t>(globalsFrom));
     for (int i = 1; i < count; ++i) {
         GElf_Sym sym;
         GElf_Addr address = 0;
         GElf_Word section = 0;
         const char* name =
             dwfl_module_getsym_info(module, i, &sym, &address, &section, nullptr, nullptr);
-        if (!name || !*name || sym.st_shndx == SHN_UNDEF) continue;
+        // A name's bytes are not read here: 34,000 names spread over megabytes
+        // of string table would be a cache miss each. Index 0 is the empty name;
+        // another empty one is skipped where a search meets it.
+        if (!name || sym.st_name == 0 || sym.st_shndx == SHN_UNDEF) continue;
         const int type = GELF_ST_TYPE(sym.st_info);
         if (type == STT_SECTION || type == STT_FILE || type == STT_TLS) continue;
         Symbol s{address, sym.st_size, static_cast<uint32_t>(i), bindingRank(sym.st_info),
@@ -92,7 +118,8 @@ void ModuleSymbols::searchTable(const Table& t, Search& s) const {
     std::vector<const Symbol*> containing;
     for (size_t k = end; k-- > 0 && t.maxEndUpTo[k] > address;) {
         const Symbol& sym = t.symbols[k];
-        if (sym.size != 0 && address - sym.start < sym.size) containing.push_back(&sym);
+        if (sym.size != 0 && address - sym.start < sym.size && *sym.name)
+            containing.push_back(&sym);
     }
     std::sort(containing.begin(), containing.end(),
               [](const Symbol* a, const Symbol* b) { return a->index < b->index; });
@@ -115,7 +142,7 @@ void ModuleSymbols::searchTable(const Table& t, Search& s) const {
     bool sectionKnown = false;
     for (size_t k = end; k-- > 0 && t.symbols[k].start >= s.minLabel;) {
         const Symbol& sym = t.symbols[k];
-        if (sym.size != 0 || (label && label->index > sym.index)) continue;
+        if (sym.size != 0 || (label && label->index > sym.index) || !*sym.name) continue;
         bool sameSection;
         if (sym.section >= SHN_LORESERVE) {
             sameSection = sym.start == address;

@@ -5,7 +5,10 @@
 // return addresses cost the CLI most of a CPU-second that way. The answer is the
 // same as dwfl_module_addrinfo's (its preference rules are reproduced here:
 // globals before locals, the closest start, binding, size; sizeless assembly labels
-// last), which tests/cli/ModuleSymbolsTest.cpp checks against libdw itself.
+// last), which tests/cli/ModuleSymbolsTest.cpp checks against libdw itself. One
+// difference, on files no linker writes: a sized symbol with an empty name that
+// is not the string table's first byte still bounds where a sizeless label may
+// start (names are read only for the symbols a search picks).
 
 #include <elfutils/libdwfl.h>
 
