@@ -139,8 +139,12 @@ void Engine::allocCaptured(const RecursionGuard&, Stacks& stacks, uint8_t device
     if (newHigh) highBytes_[device] = liveBytes_[device];
     a.timeDeltaNs = clockDeltaLocked(/*coarse=*/!newHigh);
     a.region = region;
-    if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
+    const RecordWriter::Mark at = writer_.mark();
+    if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) {
         writer_.commit(core::encodeAlloc(p, a));
+        lastAlloc_ = a;
+        lastAllocAt_ = at;
+    }
     ++counters_.allocCount;
     counters_.allocatedBytes += size;
     writer_.flushIfDue(lastClockNs_, flush);
@@ -178,8 +182,15 @@ void Engine::freeGuarded(const RecursionGuard&, uint64_t key) {
     liveBytes_[f.device] -= entry & kSizeMask;
     f.address = key;
     f.timeDeltaNs = clockDeltaLocked(/*coarse=*/true);
-    if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
+    if (lastAlloc_.address == key && lastAlloc_.device == f.device && lastAlloc_.region == 0 &&
+        writer_.oneRecordSince(lastAllocAt_)) {
+        // Its Alloc is the last record and still buffered: both go as one.
+        writer_.rewind(lastAllocAt_);
+        if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
+            writer_.commit(core::encodeShortLived(p, lastAlloc_, f.timeDeltaNs));
+    } else if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) {
         writer_.commit(core::encodeFree(p, f));
+    }
     ++counters_.freeCount;
     counters_.freedBytes += entry & kSizeMask;
     writer_.flushIfDue(lastClockNs_, FlushPolicy::WhenFull);

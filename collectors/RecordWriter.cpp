@@ -12,12 +12,14 @@ void RecordWriter::open(Sink* sink, uint64_t nowNs) {
     sink_ = sink;
     used_ = 0;
     records_ = 0;
+    ++epoch_;
     lastFlushNs_ = nowNs;
 }
 
 void RecordWriter::detach() {
     sink_ = nullptr;
     used_ = 0;
+    ++epoch_;
 }
 
 uint8_t* RecordWriter::reserve(size_t bytes) {
@@ -47,6 +49,7 @@ void RecordWriter::commit(uint8_t* end) {
 
 bool RecordWriter::flush() {
     if (!sink_) return false;
+    ++epoch_;
     if (used_ > 0 && !sink_->write(buffer_, used_)) {
         sink_ = nullptr;
         used_ = 0;

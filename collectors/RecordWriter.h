@@ -53,10 +53,29 @@ public:
     // Records committed since open(), the handshake included.
     uint64_t records() const { return records_; }
 
+    // Where the next record starts. While the one record committed after it is
+    // the last and still buffered, it can be taken back and replaced (an Alloc by
+    // the ShortLived record its Free makes of it).
+    struct Mark {
+        size_t used = 0;
+        uint64_t records = 0;
+        uint64_t epoch = 0;
+    };
+    Mark mark() const { return {used_, records_, epoch_}; }
+    bool oneRecordSince(const Mark& m) const {
+        return sink_ && m.epoch == epoch_ && records_ == m.records + 1;
+    }
+    // Takes that record back: the buffer ends at `m` again.
+    void rewind(const Mark& m) {
+        used_ = m.used;
+        records_ = m.records;
+    }
+
 private:
     Sink* sink_ = nullptr;
     size_t used_ = 0;
     uint64_t records_ = 0;
+    uint64_t epoch_ = 0;  // counts sends, opens and detaches: a mark from before one is stale
     uint64_t lastFlushNs_ = 0;
     uint8_t* scratch_ = nullptr;  // an oversized record being encoded
     size_t scratchBytes_ = 0;

@@ -143,7 +143,11 @@ bool Aggregator::streamVerified() const {
 uint32_t Aggregator::stackIndex(uint8_t device, uint64_t nativeNode, uint64_t pyNode) {
     // Node ids are dense and below 2^32 in any real stream; pack both into one key.
     uint64_t key = (nativeNode << 32) ^ pyNode;
+    // A loop allocates from one stack over and over: the last answer first.
+    if (lastStack_.index != UINT32_MAX && lastStack_.key == key && lastStack_.device == device)
+        return lastStack_.index;
     auto [it, inserted] = stackIds_[device].try_emplace(key, static_cast<uint32_t>(stacks_.size()));
+    lastStack_ = {key, device, it->second};
     if (inserted) {
         StackState s;
         s.device = device;
@@ -175,17 +179,9 @@ DeviceState* Aggregator::release(uint8_t device, uint64_t address, uint64_t time
         if (counted) ++unmatchedFrees_;
         return nullptr;
     }
-    DeviceState& d = devices_[device];
-    StackState& s = stacks_[it->second.stack];
     const LiveBlock& b = it->second;
-    touch(s, d);
-    if (b.paused) {
-        s.pausedBytes -= b.size;
-        d.pausedBytes -= b.size;
-    } else {
-        s.liveBytes -= b.size;
-        d.currentBytes -= b.size;
-    }
+    DeviceState& d = devices_[device];
+    retire(d, stacks_[b.stack], b.size, b.paused);
     if (b.region) {
         Region& r = regions_[b.region];
         r.liveBytes -= b.size;
@@ -193,19 +189,29 @@ DeviceState* Aggregator::release(uint8_t device, uint64_t address, uint64_t time
         --r.liveBlocks;
         regionBlocks_[b.region].erase(address);
     }
-    d.freedBytes += b.size;
-    ++d.freeCount;
-    if (programEnd_) {
-        d.teardownFreedBytes += b.size;
-        ++d.teardownFreeCount;
-    }
     live.erase(it);
     lastTimeNs_ = timeNs;
     return &d;
 }
 
-void Aggregator::onAlloc(const AllocRecord& a) {
-    countRecord();
+void Aggregator::retire(DeviceState& d, StackState& s, uint64_t size, bool paused) {
+    touch(s, d);
+    if (paused) {
+        s.pausedBytes -= size;
+        d.pausedBytes -= size;
+    } else {
+        s.liveBytes -= size;
+        d.currentBytes -= size;
+    }
+    d.freedBytes += size;
+    ++d.freeCount;
+    if (programEnd_) {
+        d.teardownFreedBytes += size;
+        ++d.teardownFreeCount;
+    }
+}
+
+Aggregator::Admitted Aggregator::admit(const AllocRecord& a) {
     ++allocs_;
     const uint8_t dev = a.f.device;
     if (live_[dev].count(a.f.address)) {
@@ -214,7 +220,7 @@ void Aggregator::onAlloc(const AllocRecord& a) {
         ++doubleAllocs_;
         release(dev, a.f.address, a.timeNs, false);
     }
-    uint32_t idx = stackIndex(dev, a.f.nativeNode, a.f.pyNode);
+    const uint32_t idx = stackIndex(dev, a.f.nativeNode, a.f.pyNode);
     DeviceState& d = devices_[dev];
     StackState& s = stacks_[idx];
     touch(s, d);
@@ -225,15 +231,33 @@ void Aggregator::onAlloc(const AllocRecord& a) {
     addResident(d, s, a.f.size, a.timeNs);
     d.timeline.record(a.timeNs, d.currentBytes);
     if (d.currentBytes > s.maxDeviceBytesAtAlloc) s.maxDeviceBytesAtAlloc = d.currentBytes;
+    lastTimeNs_ = a.timeNs;
+    return {d, s, idx};
+}
+
+void Aggregator::onAlloc(const AllocRecord& a) {
+    countRecord();
+    const Admitted admitted = admit(a);
+    const uint8_t dev = a.f.device;
     const uint32_t region = static_cast<uint32_t>(a.f.region);
-    live_[dev].emplace(a.f.address, LiveBlock{a.f.size, idx, region, false});
+    live_[dev].emplace(a.f.address, LiveBlock{a.f.size, admitted.index, region, false});
     if (region) {
         Region& r = regions_[region];
         r.liveBytes += a.f.size;
         ++r.liveBlocks;
         regionBlocks_[region].emplace(a.f.address, dev);
     }
-    lastTimeNs_ = a.timeNs;
+}
+
+void Aggregator::onShortLived(const AllocRecord& a, const FreeRecord& f) {
+    // The Alloc and the Free it stands for, in one record: the block never
+    // enters the table of live ones.
+    countRecord();
+    const Admitted admitted = admit(a);
+    ++frees_;
+    retire(admitted.device, admitted.stack, a.f.size, false);
+    admitted.device.timeline.record(f.timeNs, admitted.device.currentBytes);
+    lastTimeNs_ = f.timeNs;
 }
 
 void Aggregator::addResident(DeviceState& d, StackState& s, uint64_t size, uint64_t timeNs) {

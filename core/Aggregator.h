@@ -69,6 +69,7 @@ public:
     void onPyNode(const PyNodeRecord& n) override;
     void onAlloc(const AllocRecord& a) override;
     void onFree(const FreeRecord& f) override;
+    void onShortLived(const AllocRecord& a, const FreeRecord& f) override;
     void onNote(const NoteRecord& n) override;
     void onRegion(const RegionRecord& r) override;
     void onControl(const ControlRecord& c) override;
@@ -158,6 +159,15 @@ public:
 private:
     uint32_t stackIndex(uint8_t device, uint64_t nativeNode, uint64_t pyNode);
     void touch(StackState& s, const DeviceState& d);
+    // An allocation counted on its device and stack (the block is not in live_ yet).
+    struct Admitted {
+        DeviceState& device;
+        StackState& stack;
+        uint32_t index;  // of the stack
+    };
+    Admitted admit(const AllocRecord& a);
+    // A block of `size` leaves its device and stack.
+    void retire(DeviceState& d, StackState& s, uint64_t size, bool paused);
     // The device it left; null when the address was not live (nothing changed).
     DeviceState* release(uint8_t device, uint64_t address, uint64_t timeNs, bool counted);
     // A region's blocks leave (pause) or rejoin (resume) the resident bytes; each
@@ -180,7 +190,12 @@ private:
     std::map<uint8_t, DeviceState> devices_;
     std::vector<StackState> stacks_;
     std::unordered_map<uint64_t, uint32_t> stackIds_[256];  // per device: (native, py) -> index
-    std::unordered_map<uint64_t, LiveBlock> live_[256];     // per device: address -> block
+    struct {
+        uint64_t key = 0;
+        uint8_t device = 0;
+        uint32_t index = UINT32_MAX;                     // none yet
+    } lastStack_;                                        // stackIndex's last answer
+    std::unordered_map<uint64_t, LiveBlock> live_[256];  // per device: address -> block
     std::unordered_map<uint64_t, std::unordered_map<uint64_t, uint8_t>>
         regionBlocks_;  // region -> address -> device
     std::vector<ModuleRecord> modules_;

@@ -16,7 +16,7 @@
 namespace memtool::core {
 
 inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'O', 'O', 'L', '\0'};
-inline constexpr uint32_t kProtocolVersion = 6;
+inline constexpr uint32_t kProtocolVersion = 7;
 
 // Environment variables shared by the CLI and the collectors.
 inline constexpr const char* kEnvSocket = "MEMTOOL_SOCKET";    // path of the CLI's Unix socket
@@ -36,6 +36,7 @@ enum class RecordTag : uint8_t {
     PyNode = 'P',
     Alloc = 'A',
     Free = 'F',
+    ShortLived = 'S',  // an Alloc and its Free, nothing recorded between them
     Note = 'W',
     Region = 'R',   // a pausable region (tag, device, backup)
     Control = 'X',  // a pause or resume that happened
@@ -197,6 +198,21 @@ inline uint8_t* encodeFree(uint8_t* p, const FreeFields& f) {
     *p++ = f.device;
     p = putVarint(p, f.address);
     return putVarint(p, f.timeDeltaNs);
+}
+
+// ShortLived: a block freed before the stream recorded anything else, in place
+// of its Alloc and Free (a temporary: an op's workspace, a loop's tensor). The
+// Alloc's fields but the region (always 0: a region's blocks are never sent so),
+// then the Free's time delta, since the Alloc. Readers take it as the two records.
+inline uint8_t* encodeShortLived(uint8_t* p, const AllocFields& a, uint64_t freeDeltaNs) {
+    *p++ = static_cast<uint8_t>(RecordTag::ShortLived);
+    *p++ = a.device;
+    p = putVarint(p, a.address);
+    p = putVarint(p, a.size);
+    p = putVarint(p, a.nativeNode);
+    p = putVarint(p, a.pyNode);
+    p = putVarint(p, a.timeDeltaNs);
+    return putVarint(p, freeDeltaNs);
 }
 
 // Oom: an allocation the program asked for and did not get (the CPU allocator's

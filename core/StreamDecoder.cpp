@@ -225,15 +225,21 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool d
             sink_.onPyNode(n);
             break;
         }
-        case RecordTag::Alloc: {
+        case RecordTag::Alloc:
+        case RecordTag::ShortLived: {
+            const bool shortLived = tag == RecordTag::ShortLived;
             AllocRecord a;
+            FreeRecord f;
             a.f.device = c.byte();
             a.f.address = c.varint();
             a.f.size = c.varint();
             a.f.nativeNode = c.varint();
             a.f.pyNode = c.varint();
             a.f.timeDeltaNs = c.varint();
-            a.f.region = c.varint();
+            if (shortLived)
+                f.f.timeDeltaNs = c.varint();
+            else
+                a.f.region = c.varint();
             if (!c.ok) return 0;
             if (dry) break;
             if (a.f.nativeNode >= nextNativeId_ || a.f.pyNode >= nextPyNodeId_)
@@ -244,7 +250,15 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool d
             a.f.pyNode = pyNode_.map(a.f.pyNode);
             clockNs_ += a.f.timeDeltaNs;
             a.timeNs = clockNs_;
-            sink_.onAlloc(a);
+            if (!shortLived) {
+                sink_.onAlloc(a);
+                break;
+            }
+            f.f.device = a.f.device;
+            f.f.address = a.f.address;
+            clockNs_ += f.f.timeDeltaNs;
+            f.timeNs = clockNs_;
+            sink_.onShortLived(a, f);
             break;
         }
         case RecordTag::Oom: {

@@ -29,6 +29,8 @@ public:
     virtual void onPyNode(const PyNodeRecord&) = 0;
     virtual void onAlloc(const AllocRecord&) = 0;
     virtual void onFree(const FreeRecord&) = 0;
+    // A ShortLived record: the Alloc and the Free it stands for (one record).
+    virtual void onShortLived(const AllocRecord&, const FreeRecord&) = 0;
     virtual void onNote(const NoteRecord&) = 0;
     virtual void onRegion(const RegionRecord&) = 0;
     virtual void onControl(const ControlRecord&) = 0;

@@ -43,6 +43,12 @@ struct Recorded : core::RecordSink {
     void onFree(const core::FreeRecord& f) override {
         agg.onFree(f), frees.push_back(f), log.push_back("F");
     }
+    // Logged as the two events it stands for; shortLived counts the records.
+    void onShortLived(const core::AllocRecord& a, const core::FreeRecord& f) override {
+        agg.onShortLived(a, f), ++shortLived;
+        allocs.push_back(a), frees.push_back(f), log.push_back("A"), log.push_back("F");
+    }
+    size_t shortLived = 0;
     void onNote(const core::NoteRecord& n) override {
         agg.onNote(n), notes.push_back(n), log.push_back("W");
     }
@@ -167,6 +173,44 @@ TEST(Engine, RecordsExactlyWhatItIsTold) {
     EXPECT_TRUE(r.agg.streamVerified());
     EXPECT_EQ(r.agg.devices().at(core::kDeviceCpu).peakBytes, 100u);
     EXPECT_EQ(r.agg.devices().at(core::kDeviceCpu).currentBytes, 50u);
+}
+
+// A block freed while its Alloc is the stream's last record goes as one
+// ShortLived record; a block with anything recorded in between (another
+// allocation, a note, a send), or served from a region, goes as two.
+TEST(Engine, ABlockFreedBeforeAnythingElseIsOneShortLivedRecord) {
+    Stream s;
+    ASSERT_TRUE(s.connect());
+    s.engine.region(1, "weights", core::kDeviceCpu, core::BackupKind::None);
+    s.engine.alloc(core::kDeviceCpu, 0x1000, 100);
+    s.engine.free(0x1000);  // short-lived
+    s.engine.alloc(core::kDeviceCpu, 0x2000, 200);
+    s.engine.alloc(core::cudaDevice(1), 0x3000, 300);
+    s.engine.free(0x2000);  // not the last record
+    s.engine.free(0x3000);  // its Alloc is not the last record either
+    s.engine.alloc(core::kDeviceCpu, 0x4000, 400);
+    s.engine.note(core::kNoteWarning, "between");
+    s.engine.free(0x4000);
+    s.engine.alloc(core::kDeviceCpu, 0x5000, 500, FlushPolicy::Timed, 1);
+    s.engine.free(0x5000);  // a region's block
+    s.engine.alloc(core::cudaDevice(1), 0x6000, 600);
+    s.engine.free(0x6000);  // short-lived, on its device
+    s.engine.finish(core::ExitKind::Immediate);
+
+    Recorded r;
+    s.readAll(r);
+    EXPECT_EQ(r.shortLived, 2u);
+    EXPECT_EQ(r.end.allocCount, 6u);
+    EXPECT_EQ(r.end.freeCount, 6u);
+    EXPECT_EQ(r.end.recordCount, 13u);  // the handshake, the region, 11 others
+    EXPECT_TRUE(r.agg.streamVerified());
+    ASSERT_EQ(r.frees.size(), 6u);
+    EXPECT_EQ(r.frees[0].f.address, 0x1000u);
+    EXPECT_EQ(r.frees[5].f.address, 0x6000u);
+    EXPECT_EQ(r.frees[5].f.device, core::cudaDevice(1));
+    EXPECT_EQ(r.agg.devices().at(core::kDeviceCpu).peakBytes, 500u);  // the region's block
+    EXPECT_EQ(r.agg.devices().at(core::cudaDevice(1)).peakBytes, 600u);
+    EXPECT_EQ(r.agg.devices().at(core::kDeviceCpu).currentBytes, 0u);
 }
 
 TEST(Engine, NothingBeforeConnectOrAfterFinish) {

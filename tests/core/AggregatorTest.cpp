@@ -185,3 +185,84 @@ TEST(Aggregator, LeaksAreWhatWasLiveWhenTheProgramEnded) {
     EXPECT_EQ(f.stack(2).liveAtProgramEnd, 30u);
     EXPECT_EQ(f.stack(3).liveAtProgramEnd, 0u);
 }
+
+// A ShortLived record folds exactly as the Alloc and Free it stands for: the
+// same devices, stacks, peaks, timelines and counts, before and after the
+// program's end, over an address still live (its free never came) and on a
+// second device; only the record count differs (one record, not two).
+TEST(Aggregator, AShortLivedRecordFoldsAsItsAllocAndFree) {
+    Feed pairs, fused;
+    auto both = [&](auto step) { step(pairs), step(fused); };
+    auto temporary = [&](uint64_t addr, uint64_t size, uint64_t stack, uint8_t device) {
+        pairs.alloc(addr, size, stack, device);
+        pairs.release(addr, device);
+        while (fused.agg.nativeNodes().size() <= stack)
+            fused.agg.onNativeNode(NativeNodeRecord{fused.agg.nativeNodes().size(), 0,
+                                                    0x1000 + fused.agg.nativeNodes().size()});
+        AllocRecord a;
+        a.f = AllocFields{device, addr, size, stack, 0, 1};
+        a.timeNs = ++fused.t;
+        FreeRecord f;
+        f.f = FreeFields{device, addr, 1};
+        f.timeNs = ++fused.t;
+        fused.agg.onShortLived(a, f);
+    };
+    both([](Feed& f) { f.alloc(0x10, 100, 1); });
+    temporary(0x20, 500, 2, kDeviceCpu);  // the peak: 600
+    both([](Feed& f) { f.alloc(0x30, 50, 1); });
+    temporary(0x40, 20, 3, kDeviceCpu);
+    temporary(0x10, 70, 3, kDeviceCpu);  // over 0x10, whose free never came
+    temporary(0x50, 4096, 2, kDevicePinnedHost);
+    both([](Feed& f) {
+        NoteRecord n;
+        n.key = kNoteProgramEnd;
+        n.text = kProgramEndExit;
+        f.agg.onNote(n);
+    });
+    temporary(0x60, 30, 1, kDeviceCpu);  // teardown
+    both([](Feed& f) { f.release(0x30); });
+
+    for (uint8_t device : {kDeviceCpu, kDevicePinnedHost}) {
+        const DeviceState& p = pairs.agg.devices().at(device);
+        const DeviceState& q = fused.agg.devices().at(device);
+        EXPECT_EQ(p.currentBytes, q.currentBytes);
+        EXPECT_EQ(p.peakBytes, q.peakBytes);
+        EXPECT_EQ(p.peakTimeNs, q.peakTimeNs);
+        EXPECT_EQ(p.allocatedBytes, q.allocatedBytes);
+        EXPECT_EQ(p.freedBytes, q.freedBytes);
+        EXPECT_EQ(p.allocCount, q.allocCount);
+        EXPECT_EQ(p.freeCount, q.freeCount);
+        EXPECT_EQ(p.liveAtProgramEnd, q.liveAtProgramEnd);
+        EXPECT_EQ(p.teardownFreedBytes, q.teardownFreedBytes);
+        EXPECT_EQ(p.teardownFreeCount, q.teardownFreeCount);
+        const auto ps = p.timeline.samples(), qs = q.timeline.samples();
+        ASSERT_EQ(ps.size(), qs.size());
+        for (size_t i = 0; i < ps.size(); ++i) {
+            EXPECT_EQ(ps[i].timeNs, qs[i].timeNs) << i;
+            EXPECT_EQ(ps[i].bytes, qs[i].bytes) << i;
+        }
+    }
+    const DeviceState& cpu = fused.agg.devices().at(kDeviceCpu);
+    EXPECT_EQ(cpu.peakBytes, 600u);
+    EXPECT_EQ(cpu.currentBytes, 0u);
+    EXPECT_EQ(cpu.teardownFreeCount, 2u);
+    ASSERT_EQ(pairs.agg.stacks().size(), fused.agg.stacks().size());
+    for (uint64_t id : {1, 2, 3}) {
+        const StackState& p = pairs.stack(id);
+        const StackState& q = fused.stack(id);
+        EXPECT_EQ(p.allocatedBytes, q.allocatedBytes) << id;
+        EXPECT_EQ(p.count, q.count) << id;
+        EXPECT_EQ(p.liveBytes, q.liveBytes) << id;
+        EXPECT_EQ(p.maxDeviceBytesAtAlloc, q.maxDeviceBytesAtAlloc) << id;
+        EXPECT_EQ(pairs.agg.liveAtPeak(p), fused.agg.liveAtPeak(q)) << id;
+        EXPECT_EQ(p.liveAtProgramEnd, q.liveAtProgramEnd) << id;
+    }
+    EXPECT_EQ(fused.stack(2).maxDeviceBytesAtAlloc, 600u);
+    EXPECT_EQ(fused.agg.liveAtPeak(fused.stack(2)), 500u);
+    EXPECT_EQ(pairs.agg.doubleAllocs(), 1u);
+    EXPECT_EQ(fused.agg.doubleAllocs(), 1u);
+    EXPECT_EQ(fused.agg.allocsReceived(), pairs.agg.allocsReceived());
+    EXPECT_EQ(fused.agg.freesReceived(), pairs.agg.freesReceived());
+    EXPECT_EQ(pairs.agg.recordsReceived() - fused.agg.recordsReceived(), 5u);
+    EXPECT_TRUE(fused.agg.liveBlocks(kDeviceCpu).empty());
+}

@@ -34,6 +34,9 @@ struct Recorder : RecordSink {
     }
     void onAlloc(const AllocRecord& a) override { allocs.push_back(a), log.push_back("A"); }
     void onFree(const FreeRecord& f) override { frees.push_back(f), log.push_back("F"); }
+    void onShortLived(const AllocRecord& a, const FreeRecord& f) override {
+        allocs.push_back(a), frees.push_back(f), log.push_back("S");
+    }
     void onNote(const NoteRecord& n) override { log.push_back("W" + n.key + "=" + n.text); }
     void onRegion(const RegionRecord& g) override {
         region = g, log.push_back("R" + std::to_string(g.id) + "=" + g.tag);
@@ -392,4 +395,58 @@ TEST(Protocol, RegionIdsFitThirtyTwoBits) {
     fits.insert(fits.end(), buf, end);
     StreamDecoder ok(r);
     EXPECT_EQ(refusal(ok, fits), "");
+}
+
+// A ShortLived record is an allocation and its free: each at its own time, with
+// the allocation's stack; one record, one allocation and one free by the End's
+// counters. Its stack must be known, as an Alloc's.
+TEST(Protocol, AShortLivedRecordIsAnAllocationAndItsFree) {
+    auto bytes = encodeHandshake(Handshake{});
+    uint8_t buf[128];
+    auto put = [&](uint8_t* end) { bytes.insert(bytes.end(), buf, end); };
+    put(encodeNativeNode(buf, 0, 0x1234));
+    put(encodeAlloc(buf, AllocFields{kDeviceCpu, 0x5000, 100, 1, 0, 10}));
+    put(encodeShortLived(buf, AllocFields{kDevicePinnedHost, 0x7000, 3000000, 1, 0, 20}, 300));
+    put(encodeFree(buf, FreeFields{kDeviceCpu, 0x5000, 5}));
+    EndFields e;
+    e.allocCount = 2;
+    e.freeCount = 2;
+    e.recordCount = 5;
+    put(encodeEnd(buf, e));
+
+    Recorder r;
+    StreamDecoder(r).feed(bytes.data(), bytes.size());
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "N1<0:4660", "A", "S", "F", "E"}));
+    ASSERT_EQ(r.allocs.size(), 2u);
+    const AllocRecord& a = r.allocs[1];
+    EXPECT_EQ(a.f.device, kDevicePinnedHost);
+    EXPECT_EQ(a.f.address, 0x7000u);
+    EXPECT_EQ(a.f.size, 3000000u);
+    EXPECT_EQ(a.f.nativeNode, 1u);
+    EXPECT_EQ(a.f.region, 0u);
+    EXPECT_EQ(a.timeNs, 30u);
+    ASSERT_EQ(r.frees.size(), 2u);
+    EXPECT_EQ(r.frees[0].f.device, kDevicePinnedHost);
+    EXPECT_EQ(r.frees[0].f.address, 0x7000u);
+    EXPECT_EQ(r.frees[0].timeNs, 330u);
+    EXPECT_EQ(r.frees[1].timeNs, 335u);  // the clock goes on from the free
+
+    Aggregator agg;
+    StreamDecoder(agg).feed(bytes.data(), bytes.size());
+    EXPECT_TRUE(agg.streamVerified());
+    const DeviceState& pinned = agg.devices().at(kDevicePinnedHost);
+    EXPECT_EQ(pinned.peakBytes, 3000000u);
+    EXPECT_EQ(pinned.currentBytes, 0u);
+    EXPECT_EQ(pinned.allocCount, 1u);
+    EXPECT_EQ(pinned.freeCount, 1u);
+    EXPECT_EQ(pinned.peakTimeNs, 30u);
+    EXPECT_TRUE(agg.liveBlocks(kDevicePinnedHost).empty());
+
+    // An unknown stack is refused, as in an Alloc.
+    auto bad = encodeHandshake(Handshake{});
+    uint8_t* end = encodeShortLived(buf, AllocFields{kDeviceCpu, 1, 1, 5, 0, 0}, 1);
+    bad.insert(bad.end(), buf, end);
+    Recorder r2;
+    StreamDecoder d2(r2);
+    EXPECT_THROW(d2.feed(bad.data(), bad.size()), ProtocolError);
 }

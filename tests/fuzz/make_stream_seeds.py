@@ -1,6 +1,7 @@
 # Writes the hand-made seeds of tests/fuzz/corpus/stream: streams with the records
 # a short Python run does not send (regions, pauses, replies, notes, CUDA pools,
-# frees of unknown addresses, an address allocated twice, an out-of-memory). The recorded seeds
+# frees of unknown addresses, an address allocated twice, an out-of-memory, a
+# short-lived block over a live one). The recorded seeds
 # (c10-*.bin) are the collector's own bytes for tests/e2e/scripts/c10_ctypes.py.
 # Usage: make_stream_seeds.py DIR
 import os
@@ -10,9 +11,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "e2e", "scripts
 from wire import PREAMBLE, record, string, u8, varint  # noqa: E402
 
 
+def count(records, tag):
+    """Events of one kind: a ShortLived record (S) is an allocation and its free."""
+    return sum(r[:1] in (tag, b"S") for r in records)
+
+
 def end(records, kind=0, status=1):
-    allocs = sum(r[:1] == b"A" for r in records)
-    frees = sum(r[:1] == b"F" for r in records)
+    allocs = count(records, b"A")
+    frees = count(records, b"F")
     return record(b"E", allocs, frees, 0, 0, 1 + len(records), 0, kind, status)
 
 
@@ -46,8 +52,8 @@ def stream(*records):
                              1, string(b"RANK"), string(b"0"))
     # The end's counters are the collector's: allocations, frees, their bytes (left
     # 0: the reader does not compare them), records before End.
-    allocs = sum(r[:1] == b"A" for r in records)
-    frees = sum(r[:1] == b"F" for r in records)
+    allocs = count(records, b"A")
+    frees = count(records, b"F")
     return head + b"".join(records) + record(b"E", allocs, frees, 0, 0, 1 + len(records), 0, 0, 1)
 
 
@@ -82,6 +88,8 @@ seeds = {
         record(b"A", u8(1), 0x9000, 512, 0, 0, 1, 0),
         record(b"F", u8(80), 0x7F00FFFF0000 | (1 << 62), 3),
         record(b"F", u8(0), 0xDEAD, 3),
+        record(b"S", u8(0), 0xA000, 256, 2, 0, 1, 0),
+        record(b"S", u8(1), 0x9000, 128, 1, 0, 0, 2),
         record(b"A", u8(16), (1 << 63) | 7, 1 << 21, 0, 0, 2, 0),
         record(b"O", u8(16), 3 << 30, 2, 0, 9, u8(2), 123456789, 80 << 30),
     ),
