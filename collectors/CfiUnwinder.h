@@ -40,6 +40,10 @@ FrameRule frameRuleFor(uint64_t pc);
 // A library was unloaded: every thread's cached rules are stale (dlclose hook).
 void codeUnloaded();
 
+// How many rules walks have read from .eh_frame in this process (each a
+// dl_iterate_phdr and an FDE search): a thread's cache misses.
+uint64_t ruleReads();
+
 // The calling thread's return addresses, innermost first, starting with its
 // caller's own: what unw_backtrace gives from the same call site. `ts` is the
 // calling thread's state (threadState()): its stack bounds and cached rules. -1

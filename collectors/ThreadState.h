@@ -22,7 +22,9 @@ struct UnwindRuleSlot {
     uint64_t pc;
     uint64_t rule;
 };
-inline constexpr int kUnwindRuleBits = 10;  // 1,024 slots, 16 KiB
+// 1,024 slots, 16 KiB: 256 sets of 4 ways, a set per cache line.
+inline constexpr int kUnwindRuleSetBits = 8;
+inline constexpr int kUnwindRuleWays = 4;
 inline constexpr int kRecentWalkDepth = 48;
 
 struct ThreadState {
@@ -43,11 +45,12 @@ struct ThreadState {
     uint8_t regionTags[kMaxRegionDepth];
     int regionDepth;
     // The thread's stack, [stackLow, stackHigh) (stackHigh 1: could not be read),
-    // and the frame rules CfiUnwinder has read, by code address (direct-mapped).
+    // and the frame rules CfiUnwinder has read, by code address (set-associative,
+    // the most recently read first in its set).
     uint64_t stackLow, stackHigh;
     uint64_t unwindRulesGeneration;
     UnwindRuleSlot recentWalk[kRecentWalkDepth];  // the last walk's frames, by depth
-    UnwindRuleSlot unwindRules[1 << kUnwindRuleBits];
+    alignas(64) UnwindRuleSlot unwindRules[kUnwindRuleWays << kUnwindRuleSetBits];
     ShadowStack python;
 };
 

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "collectors/CfiUnwinder.h"
@@ -143,6 +144,45 @@ TEST(CfiUnwinder, RepeatsLibunwindAfterALibraryIsUnloaded) {
     const Walks after = recurse(1);
     EXPECT_EQ(before.cfi, before.unw);
     EXPECT_EQ(after.cfi, after.unw);
+}
+
+namespace {
+// A walk from one of many call sites in walkFromEverySite: a return address of
+// its own each (GCC folds the identical walkFromSite<N> into one), the rest shared.
+template <int N>
+__attribute__((noinline)) int walkFromSite() {
+    void* out[kMax];
+    const int n = memtool_cfi_backtrace(out, kMax, threadState());
+    asm volatile("" : : "r"(n) : "memory");  // no tail call: its frame stays
+    return n;
+}
+
+template <int... N>
+__attribute__((noinline)) int walkFromEverySite(std::integer_sequence<int, N...>) {
+    int walked = 0;
+    ((walked += walkFromSite<N>() > 0), ...);
+    return walked;
+}
+constexpr int kSites = 80;
+}  // namespace
+
+// Each frame's rule is read from .eh_frame once and then comes from the
+// thread's table: walking from 80 call sites again reads nothing. (A table of
+// one slot per hash lost some of these return addresses to each other.)
+TEST(CfiUnwinder, ReadsEachFramesRuleOnce) {
+    uint64_t reads[2] = {};
+    int walked = 0;
+    std::thread([&] {  // a thread of its own: its table starts empty
+        for (uint64_t& r : reads) {
+            const uint64_t before = ruleReads();
+            walked += walkFromEverySite(std::make_integer_sequence<int, kSites>());
+            r = ruleReads() - before;
+        }
+    })
+        .join();
+    EXPECT_EQ(walked, 2 * kSites);
+    EXPECT_GE(reads[0], uint64_t{kSites});
+    EXPECT_EQ(reads[1], 0u);
 }
 
 namespace {
