@@ -216,7 +216,12 @@ def main():
                     trace = json.load(open(trace_path))
                     proc = trace["processes"][0]
                     allocs = proc["devices"].get("cpu", {}).get("alloc_count", 0)
-                    extra.setdefault(mode, {"allocs": allocs, "cli_rss": [], "target_rss": [], "cli_share": []})
+                    # Every allocation recorded, in every process (a DataLoader's
+                    # workers are recorded too) and on every device (not PyTorch's
+                    # CUDA pools, "cuda:N.active": the same memory seen twice).
+                    tracked = sum(d.get("alloc_count", 0) for p in trace["processes"]
+                                  for name, d in p["devices"].items() if "." not in name)
+                    extra.setdefault(mode, {"allocs": tracked, "cli_rss": [], "target_rss": [], "cli_share": []})
                     extra[mode]["cli_rss"].append(trace["cli_max_rss_bytes"])
                     extra[mode]["target_rss"].append(proc["max_rss_bytes"])
                     if "cli_cpu_s" in trace and proc.get("cpu_s"):  # builds from before have none

@@ -1,5 +1,6 @@
 """Real program: a DataLoader with two worker processes feeding a small CNN's
-training loop. The workers are forked: memtool records the main process only.
+training loop. The workers are forked, and memtool records each as a process of
+the run.
 Usage: dataloader.py [BATCHES] [BATCH]"""
 import sys
 
