@@ -99,7 +99,7 @@ TEST(ElfSymbolizer, InlinedFunctionsAreFramesOfTheirOwn) {
 }
 
 // A lambda taken as a function pointer runs as its closure type's _FUN, with
-// operator() inlined into it. That code lies in the closure type: inside the
+// operator() inlined into it or called. That code lies in the closure type: inside the
 // function that defines the lambda, or at namespace level. Calls inlined there
 // are frames all the same (the scope walk enters a class only inside a function).
 TEST(ElfSymbolizer, CallsInlinedIntoLambdasAreFramesOfTheirOwn) {
@@ -109,16 +109,19 @@ TEST(ElfSymbolizer, CallsInlinedIntoLambdasAreFramesOfTheirOwn) {
         {memtool::testing::inlinedIntoALambda(), 40},
         {memtool::testing::inlinedIntoANamespaceLambda(), 49}};
     for (const auto& [ip, line] : cases) {
+        // operator() is a frame of its own, inlined into _FUN or not (an ASan
+        // build keeps it out of line): three frames or four.
         const std::vector<core::Frame>& frames = symbolizer.symbolize(ip);
-        ASSERT_EQ(frames.size(), 4u) << line;
+        ASSERT_GE(frames.size(), 3u) << line;
+        ASSERT_LE(frames.size(), 4u) << line;
         EXPECT_EQ(frames[0].function, "memtool::testing::innermost()");
         EXPECT_EQ(frames[0].line, 18u);
         EXPECT_EQ(frames[1].function, "memtool::testing::middle()");
         EXPECT_EQ(frames[1].line, 23u);
         EXPECT_NE(frames[2].function.find("operator()"), std::string::npos) << frames[2].function;
         EXPECT_EQ(frames[2].line, line);
-        EXPECT_NE(frames[3].function.find("{lambda()#1}::_FUN()"), std::string::npos)
-            << frames[3].function;
+        EXPECT_NE(frames.back().function.find("{lambda()#1}::"), std::string::npos)
+            << frames.back().function;
     }
 }
 
