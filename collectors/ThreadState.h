@@ -22,8 +22,8 @@ struct UnwindRuleSlot {
     uint64_t pc;
     uint64_t rule;
 };
-// 1,024 slots, 16 KiB: 256 sets of 4 ways, a set per cache line.
-inline constexpr int kUnwindRuleSetBits = 8;
+// 2,048 slots, 32 KiB: 512 sets of 4 ways, a set per cache line.
+inline constexpr int kUnwindRuleSetBits = 9;
 inline constexpr int kUnwindRuleWays = 4;
 inline constexpr int kRecentWalkDepth = 48;
 
