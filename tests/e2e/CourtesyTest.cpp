@@ -98,7 +98,10 @@ TEST(Courtesy, CtlYieldsATrainingRunToDiskAndItGoesOnUnchanged) {
     const std::string bytesText = yieldText.substr(yieldText.find('(') + 1);
     const uint64_t yieldedBytes = std::stoull(bytesText);
     EXPECT_GE(yieldedBytes, 4 * params);
-    EXPECT_GE(rssBefore - rssYielded, yieldedBytes);
+    // Within 1 MiB: the process touches a few pages meanwhile (the collector
+    // answering, the script polling for its flag; under ASan's allocator the
+    // fall was once 8 KiB short of 442 MB).
+    EXPECT_GE(rssBefore - rssYielded + (uint64_t{1} << 20), yieldedBytes);
 
     // The restore brings back every paused allocation (not the free blocks memtool
     // kept for reuse: they were let go at the yield).
