@@ -25,7 +25,6 @@ void CollectorConnection::forwardNewFrames() {
         worker.addModule(&symbolizer_, modules[modulesSeen_]);
     const auto& nodes = aggregator_.nativeNodes();
     const bool python = aggregator_.handshake() && aggregator_.handshake()->pythonStacks;
-    if (nodesForwarded_ >= nodes.size()) return;
     worker.addNodes(&symbolizer_, nodesForwarded_, std::span(nodes).subspan(nodesForwarded_),
                     python);
     nodesForwarded_ = nodes.size();
