@@ -9,21 +9,30 @@ namespace {
 struct Feed {
     Aggregator agg;
     uint64_t t = 0;
-    void alloc(uint64_t addr, uint64_t size, uint64_t stack, uint8_t device = kDeviceCpu) {
-        // Stacks here are native node ids; declare them on first use.
+    // Stacks here are native node ids; an allocation declares its on first use.
+    AllocRecord allocation(uint64_t addr, uint64_t size, uint64_t stack, uint8_t device) {
         while (agg.nativeNodes().size() <= stack)
             agg.onNativeNode(
                 NativeNodeRecord{agg.nativeNodes().size(), 0, 0x1000 + agg.nativeNodes().size()});
         AllocRecord a;
         a.f = AllocFields{device, addr, size, stack, 0, 1};
         a.timeNs = ++t;
-        agg.onAlloc(a);
+        return a;
     }
-    void release(uint64_t addr, uint8_t device = kDeviceCpu) {
+    FreeRecord freeing(uint64_t addr, uint8_t device) {
         FreeRecord f;
         f.f = FreeFields{device, addr, 1};
         f.timeNs = ++t;
-        agg.onFree(f);
+        return f;
+    }
+    void alloc(uint64_t addr, uint64_t size, uint64_t stack, uint8_t device = kDeviceCpu) {
+        agg.onAlloc(allocation(addr, size, stack, device));
+    }
+    void release(uint64_t addr, uint8_t device = kDeviceCpu) { agg.onFree(freeing(addr, device)); }
+    // A block allocated and freed in one ShortLived record.
+    void shortLived(uint64_t addr, uint64_t size, uint64_t stack, uint8_t device) {
+        const AllocRecord a = allocation(addr, size, stack, device);
+        agg.onShortLived(a, freeing(addr, device));
     }
     const StackState& stack(uint64_t id, uint8_t device = kDeviceCpu) {
         for (const auto& s : agg.stacks())
@@ -196,16 +205,7 @@ TEST(Aggregator, AShortLivedRecordFoldsAsItsAllocAndFree) {
     auto temporary = [&](uint64_t addr, uint64_t size, uint64_t stack, uint8_t device) {
         pairs.alloc(addr, size, stack, device);
         pairs.release(addr, device);
-        while (fused.agg.nativeNodes().size() <= stack)
-            fused.agg.onNativeNode(NativeNodeRecord{fused.agg.nativeNodes().size(), 0,
-                                                    0x1000 + fused.agg.nativeNodes().size()});
-        AllocRecord a;
-        a.f = AllocFields{device, addr, size, stack, 0, 1};
-        a.timeNs = ++fused.t;
-        FreeRecord f;
-        f.f = FreeFields{device, addr, 1};
-        f.timeNs = ++fused.t;
-        fused.agg.onShortLived(a, f);
+        fused.shortLived(addr, size, stack, device);
     };
     both([](Feed& f) { f.alloc(0x10, 100, 1); });
     temporary(0x20, 500, 2, kDeviceCpu);  // the peak: 600
