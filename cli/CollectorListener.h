@@ -30,6 +30,8 @@ public:
     CollectorListener& operator=(const CollectorListener&) = delete;
 
     std::string socketPath() const { return directory_.socketPath(); }
+    // Removes the directories that killed runs left beside this one's.
+    size_t removeDeadRuns() const { return directory_.removeDeadNeighbours(); }
 
     // From now on the loop accepts the collectors of `target` and its descendants
     // and reads their streams.

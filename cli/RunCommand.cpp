@@ -343,6 +343,9 @@ RunResult runCommand(const RunOptions& options) {
     signals.attach(loop, target);
     control.attach(loop);
     if (live) live->attach(loop);
+    // While the program starts, not before: a collector that connects meanwhile
+    // waits in the listen queue.
+    listener.removeDeadRuns();
     collectStreams(loop, listener, target, live.get());
     target.waitForExit();  // a no-op: the loop only ends after the target
     if (live) live->finish(listener);

@@ -75,13 +75,11 @@ int openRunDirectory(int parentFd, const char* name) {
 
 }  // namespace
 
-RunDirectory::RunDirectory() {
-    const std::string parent = tmpDir();
-    removeDeadRuns(parent);
-    std::string tmpl = parent + "/" + kPrefix + "XXXXXX";
+RunDirectory::RunDirectory() : parent_(tmpDir()) {
+    std::string tmpl = parent_ + "/" + kPrefix + "XXXXXX";
     if (!mkdtemp(tmpl.data()))
         throw core::Error(core::kExitRunFailed,
-                          "cannot create a directory in " + parent + ": " + std::strerror(errno));
+                          "cannot create a directory in " + parent_ + ": " + std::strerror(errno));
     path_ = tmpl;
     const std::string pidPath = path_ + "/" + kPidFile;
     const int fd = open(pidPath.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);

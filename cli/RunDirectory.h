@@ -3,7 +3,9 @@
 // holding the collectors' socket and run.pid (memtool's pid, its start time and
 // its pid namespace). The run removes it on every way out it lives to see, a
 // failed start included. A run that was killed (SIGKILL) cannot, so each run
-// first removes the directories of runs its pid files show are gone.
+// removes the directories of runs their pid files show are gone, once its
+// program has started (removeDeadNeighbours: reading a /tmp of 500 entries took
+// a millisecond, which the program's start need not wait for).
 
 #include <cstddef>
 #include <string>
@@ -30,8 +32,11 @@ public:
     // Only a run's own files are removed: a directory holding anything else stays.
     // Returns how many were removed.
     static size_t removeDeadRuns(const std::string& parent);
+    // removeDeadRuns in the directory this one was made in.
+    size_t removeDeadNeighbours() const { return removeDeadRuns(parent_); }
 
 private:
+    std::string parent_;
     std::string path_;
 };
 
