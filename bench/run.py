@@ -156,7 +156,7 @@ def run_once(argv, limit_s=None):
         raise RunFailed(argv, err + f"\ntimed out after {limit_s:.0f} s (killed)")
     if os.waitstatus_to_exitcode(status) != 0:
         raise RunFailed(argv, err)
-    return wall, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
+    return wall, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime, usage.ru_minflt
 
 
 def main():
@@ -186,6 +186,7 @@ def main():
             mode_table = {k: v for k, v in mode_table.items() if k in keep}
         walls = {m: [] for m in mode_table}
         cpus = {m: [] for m in mode_table}
+        faults = {m: [] for m in mode_table}
         rss = {m: [] for m in mode_table}
         extra = {}
         failed = {}  # comparison mode -> why it failed (it is not run again)
@@ -200,7 +201,7 @@ def main():
                 factor = 30 if args.quick else 200
                 limit = max(60.0, factor * walls["bare"][-1]) if is_comparison(mode) else None
                 try:
-                    wall, maxrss, cpu = run_once(wrap(argv), limit)
+                    wall, maxrss, cpu, minflt = run_once(wrap(argv), limit)
                 except RunFailed as e:
                     if not is_comparison(mode):
                         raise SystemExit(str(e))
@@ -212,6 +213,7 @@ def main():
                     continue
                 walls[mode].append(wall)
                 cpus[mode].append(cpu)
+                faults[mode].append(minflt)
                 if mode.startswith("memtool"):
                     trace = json.load(open(trace_path))
                     proc = trace["processes"][0]
@@ -246,8 +248,13 @@ def main():
                 continue
             med = statistics.median(walls[mode])
             cpu = statistics.median(cpus[mode])
+            # Minor page faults, every process of the run: the DataLoader's vary from
+            # 100,000 to 360,000 between runs of the same mode, bare too, and its CPU
+            # time with them.
             row = {"workload": name, "mode": mode, "median_s": med, "ratio": med / bare, "cpu_s": cpu,
-                   "cpu_ratio": cpu / bare_cpu, "runs": len(walls[mode])}
+                   "cpu_ratio": cpu / bare_cpu, "runs": len(walls[mode]),
+                   "minor_faults": statistics.median(faults[mode]),
+                   "minor_faults_range": [min(faults[mode]), max(faults[mode])]}
             if mode.startswith("memtool"):
                 e = extra[mode]
                 row["allocs"] = e["allocs"]
@@ -281,20 +288,23 @@ def main():
         "process (for memtool: the CLI and the target).",
         "",
         "| workload | mode | wall s | wall ratio | CPU s | CPU ratio | CLI CPU / target's | ns added per alloc, wall "
-        "| ns added per alloc, CPU | target RSS over bare, MiB | memtool CLI RSS, MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| ns added per alloc, CPU | target RSS over bare, MiB | memtool CLI RSS, MiB | minor faults, thousands: "
+        "median (range) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "failed" in r:
             why = r["failed"].replace("|", "/")[:120]
-            lines.append(f"| {r['workload']} | {r['mode']} | failed: {why} | | | | | | | | |")
+            lines.append(f"| {r['workload']} | {r['mode']} | failed: {why} | | | | | | | | | |")
             continue
+        lo, hi = r["minor_faults_range"]
+        flt = f"{r['minor_faults'] / 1000:.0f} ({lo / 1000:.0f}-{hi / 1000:.0f})"
         share = f"{100 * r['cli_cpu_share']:.1f}%" if "cli_cpu_share" in r else ""
         trss = mib(r["target_rss_over_bare"]) if "target_rss_over_bare" in r else ("n/a" if "cli_rss" in r else "")
         crss = mib(r["cli_rss"]) if "cli_rss" in r else ""
         lines.append(f"| {r['workload']} | {r['mode']} | {r['median_s']:.3f} | {r['ratio']:.3f} | {r['cpu_s']:.3f} "
                      f"| {r['cpu_ratio']:.3f} | {share} | {ns(r, 'ns_per_alloc')} | {ns(r, 'cpu_ns_per_alloc')} "
-                     f"| {trss} | {crss} |")
+                     f"| {trss} | {crss} | {flt} |")
     table = "\n".join(lines)
     print(table)
     if args.markdown:
