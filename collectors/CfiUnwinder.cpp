@@ -563,9 +563,11 @@ memtool_cfi_walk(void** out, int max, const uint64_t* regs, ThreadState* ts) {
         std::memset(ts->recentWalk, 0, sizeof ts->recentWalk);
         ts->unwindRulesGeneration = unloads;
     }
+    const uint64_t stopStart = ts->walkStopStart, stopEnd = ts->walkStopEnd;
     int n = 0;
     while (n < max) {
         out[n] = reinterpret_cast<void*>(ip);
+        if (ip > stopStart && ip <= stopEnd) return n + 1;
         const FrameRule rule = FrameRule::unpack(cachedRule(*ts, n, ip - 1));
         ++n;
         if (rule.kind == FrameRule::Outermost) break;

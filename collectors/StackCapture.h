@@ -58,6 +58,9 @@ private:
             if (inInterpreter(reinterpret_cast<uint64_t>(raw[i])))
                 cut = i;  // a return address: ip - 1 is inside
     };
+    // CfiUnwinder's walk ends at the loop's frame; libunwind's runs to `want`.
+    ts.walkStopStart = cutAtLoop ? evalStart_ : 0;
+    ts.walkStopEnd = cutAtLoop ? evalEnd_ : 0;
     if (cutAtLoop) {
         int want = ts.evalDepth > 0 ? ts.evalDepth + 4 : 24;
         if (want > limit) want = limit;

@@ -48,6 +48,10 @@ struct ThreadState {
     // and the frame rules CfiUnwinder has read, by code address (set-associative,
     // the most recently read first in its set).
     uint64_t stackLow, stackHigh;
+    // Where CfiUnwinder's walk ends early: after the first frame whose return
+    // address r has walkStopStart < r <= walkStopEnd (the interpreter loop's
+    // code, when the Python stack stands in for what lies outside it); 0, 0: none.
+    uint64_t walkStopStart, walkStopEnd;
     uint64_t unwindRulesGeneration;
     UnwindRuleSlot recentWalk[kRecentWalkDepth];  // the last walk's frames, by depth
     alignas(64) UnwindRuleSlot unwindRules[kUnwindRuleWays << kUnwindRuleSetBits];

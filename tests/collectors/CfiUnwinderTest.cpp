@@ -94,6 +94,39 @@ __attribute__((noinline)) Walks recurse(int depth) {
     return w;
 }
 
+// Two walks from one call site, the second told to stop after the frame at
+// index `at` of the first (its return address alone is the stop range).
+struct StoppedWalk {
+    std::vector<void*> whole, stopped;
+};
+__attribute__((noinline)) StoppedWalk walkTwiceStoppingAt(int at) {
+    ThreadState* ts = threadState();
+    std::vector<void*> walks[2];
+    for (int i = 0; i < 2; ++i) {
+        void* out[kMax];
+        if (i == 1 && static_cast<int>(walks[0].size()) > at) {
+            ts->walkStopEnd = reinterpret_cast<uint64_t>(walks[0][at]);
+            ts->walkStopStart = ts->walkStopEnd - 1;
+        }
+        const int n = memtool_cfi_backtrace(out, kMax, ts);
+        ts->walkStopStart = ts->walkStopEnd = 0;
+        walks[i].assign(out, out + (n > 0 ? n : 0));
+    }
+    return StoppedWalk{walks[0], walks[1]};
+}
+
+__attribute__((noinline)) StoppedWalk stopMiddle(int at) {
+    StoppedWalk w = walkTwiceStoppingAt(at);
+    gSink = at;  // not a tail call
+    return w;
+}
+
+__attribute__((noinline)) StoppedWalk stopOuter(int at) {
+    StoppedWalk w = stopMiddle(at);
+    gSink = at;
+    return w;
+}
+
 Walks gFromQsort;
 int compareAndWalk(const void* a, const void* b) {
     if (gFromQsort.cfi.empty()) gFromQsort = recurse(2);
@@ -107,6 +140,15 @@ TEST(CfiUnwinder, RepeatsLibunwindDownToTheMainThreadsFirstFrame) {
     const Walks w = recurse(5);
     ASSERT_GT(w.unw.size(), 8u);
     EXPECT_EQ(w.cfi, w.unw);
+}
+
+// The walk ends after the first frame whose return address is in the stop range
+// (the interpreter loop's code, in the collector), with that frame kept.
+TEST(CfiUnwinder, EndsAfterTheFrameInTheStopRange) {
+    const StoppedWalk w = stopOuter(2);  // walkTwiceStoppingAt, stopMiddle, stopOuter, ...
+    ASSERT_GT(w.whole.size(), 4u);
+    ASSERT_EQ(w.stopped.size(), 3u);
+    EXPECT_EQ(w.stopped, std::vector<void*>(w.whole.begin(), w.whole.begin() + 3));
 }
 
 TEST(CfiUnwinder, RepeatsLibunwindThroughLibcCallingBack) {
