@@ -34,22 +34,34 @@ uintptr_t absolute(const dl_phdr_info* info, ElfW(Addr) ptr) {
     return ptr < info->dlpi_addr ? info->dlpi_addr + ptr : ptr;
 }
 
+// DT_GNU_HASH's parts: symbols from symoffset on are hashed, bucket b holds the
+// first of its chain, and chain[i - symoffset] is symbol i's hash with bit 0
+// set on the last of a chain.
+struct GnuHashTable {
+    uint32_t nbuckets, symoffset;
+    const uint32_t* buckets;
+    const uint32_t* chain;
+};
+
+GnuHashTable gnuHashTable(const uint32_t* table) {
+    const uint32_t bloomWords = table[2];
+    const auto* bloom = reinterpret_cast<const ElfW(Addr)*>(table + 4);
+    const auto* buckets = reinterpret_cast<const uint32_t*>(bloom + bloomWords);
+    return {table[0], table[1], buckets, buckets + table[0]};
+}
+
 // The number of dynamic symbols. DT_HASH says it outright (nchain); DT_GNU_HASH
 // only through its chains: the highest hashed symbol ends the table, and the
 // unhashed ones (imports) come before symoffset.
 size_t countSymbols(const DynamicInfo& dyn) {
     if (dyn.hash) return dyn.hash[1];
     if (!dyn.gnuHash) return 0;
-    const uint32_t nbuckets = dyn.gnuHash[0], symoffset = dyn.gnuHash[1],
-                   bloomWords = dyn.gnuHash[2];
-    const auto* bloom = reinterpret_cast<const ElfW(Addr)*>(dyn.gnuHash + 4);
-    const auto* buckets = reinterpret_cast<const uint32_t*>(bloom + bloomWords);
-    const uint32_t* chain = buckets + nbuckets;
+    const GnuHashTable t = gnuHashTable(dyn.gnuHash);
     uint32_t last = 0;
-    for (uint32_t b = 0; b < nbuckets; ++b)
-        if (buckets[b] > last) last = buckets[b];
-    if (last < symoffset) return symoffset;
-    while (!(chain[last - symoffset] & 1)) ++last;
+    for (uint32_t b = 0; b < t.nbuckets; ++b)
+        if (t.buckets[b] > last) last = t.buckets[b];
+    if (last < t.symoffset) return t.symoffset;
+    while (!(t.chain[last - t.symoffset] & 1)) ++last;
     return last + 1;
 }
 
@@ -151,6 +163,7 @@ bool isImportRelocation(uint64_t type) {
 // their names was ~5 ms of `import torch`). Found through the module's hash
 // table: DT_HASH chains hold every symbol; DT_GNU_HASH holds those from
 // symoffset on, and the ones before it (the imports) are read one by one.
+// An index's hooks are added by one consider(), in the hooks' order.
 struct HookSymbols {
     static constexpr size_t kMax = 64;
     uint32_t index[kMax];
@@ -196,18 +209,14 @@ uint32_t gnuHashOf(const char* s) {
 HookSymbols findHookSymbols(const DynamicInfo& dyn, const GotHook* hooks, size_t hookCount) {
     HookSymbols found;
     if (dyn.gnuHash) {
-        const uint32_t nbuckets = dyn.gnuHash[0], symoffset = dyn.gnuHash[1],
-                       bloomWords = dyn.gnuHash[2];
-        const auto* bloom = reinterpret_cast<const ElfW(Addr)*>(dyn.gnuHash + 4);
-        const auto* buckets = reinterpret_cast<const uint32_t*>(bloom + bloomWords);
-        const uint32_t* chain = buckets + nbuckets;
-        const uint32_t unhashed = symoffset < dyn.symbolCount ? symoffset : dyn.symbolCount;
+        const GnuHashTable t = gnuHashTable(dyn.gnuHash);
+        const uint32_t unhashed = t.symoffset < dyn.symbolCount ? t.symoffset : dyn.symbolCount;
         for (uint32_t i = 1; i < unhashed; ++i) found.consider(dyn, i, hooks, hookCount);
-        for (size_t h = 0; h < hookCount && nbuckets > 0; ++h) {
+        for (size_t h = 0; h < hookCount && t.nbuckets > 0; ++h) {
             const uint32_t want = gnuHashOf(hooks[h].symbol);
-            for (uint32_t i = buckets[want % nbuckets]; i >= symoffset && i < dyn.symbolCount;
+            for (uint32_t i = t.buckets[want % t.nbuckets]; i >= t.symoffset && i < dyn.symbolCount;
                  ++i) {
-                const uint32_t entry = chain[i - symoffset];
+                const uint32_t entry = t.chain[i - t.symoffset];
                 if ((entry | 1) == (want | 1)) found.consider(dyn, i, hooks, hookCount);
                 if (entry & 1) break;  // the chain's last
             }
@@ -225,24 +234,21 @@ HookSymbols findHookSymbols(const DynamicInfo& dyn, const GotHook* hooks, size_t
     return found;
 }
 
-// The hook `r` names, or -1.
-long hookOf(const DynamicInfo& dyn, const HookSymbols& symbols, const ElfW(Rela) & r,
-            const GotHook* hooks, size_t hookCount, size_t from) {
+// Calls each(h) for every hook `r` names, in the hooks' order.
+template <typename Each>
+void forHooksOf(const DynamicInfo& dyn, const HookSymbols& symbols, const ElfW(Rela) & r,
+                const GotHook* hooks, size_t hookCount, Each each) {
     const size_t symbol = ELF64_R_SYM(r.r_info);
     if (!symbols.overflow) {
-        long first = -1;
         for (size_t k = 0; k < symbols.count; ++k)
-            if (symbols.index[k] == symbol && symbols.hook[k] >= from &&
-                (first < 0 || symbols.hook[k] < first))
-                first = symbols.hook[k];
-        return first;
+            if (symbols.index[k] == symbol) each(symbols.hook[k]);
+        return;
     }
-    if (symbol == 0 || symbol >= dyn.symbolCount) return -1;
+    if (symbol == 0 || symbol >= dyn.symbolCount) return;
     const char* name = stringAt(dyn, dyn.symtab[symbol].st_name);
-    if (!name) return -1;
-    for (size_t h = from; h < hookCount; ++h)
-        if (std::strcmp(name, hooks[h].symbol) == 0) return static_cast<long>(h);
-    return -1;
+    if (!name) return;
+    for (size_t h = 0; h < hookCount; ++h)
+        if (std::strcmp(name, hooks[h].symbol) == 0) each(h);
 }
 
 size_t patchTable(const dl_phdr_info* info, const DynamicInfo& dyn, const HookSymbols& symbols,
@@ -252,18 +258,17 @@ size_t patchTable(const dl_phdr_info* info, const DynamicInfo& dyn, const HookSy
     for (size_t i = 0; i < bytes / sizeof(ElfW(Rela)); ++i) {
         const ElfW(Rela)& r = table[i];
         if (!isImportRelocation(ELF64_R_TYPE(r.r_info))) continue;
-        for (long h = hookOf(dyn, symbols, r, hooks, hookCount, 0); h >= 0;
-             h = hookOf(dyn, symbols, r, hooks, hookCount, static_cast<size_t>(h) + 1)) {
+        forHooksOf(dyn, symbols, r, hooks, hookCount, [&](size_t h) {
             const uintptr_t addr = info->dlpi_addr + r.r_offset;
             const SlotPlace place = placeOf(info, addr);
-            if (!place.valid) continue;
+            if (!place.valid) return;
             auto** slot = reinterpret_cast<void**>(addr);
             void* previous = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-            if (previous == hooks[h].replacement) continue;  // patched already
-            if (!writeSlot(slot, hooks[h].replacement, place.relro)) continue;
+            if (previous == hooks[h].replacement) return;  // patched already
+            if (!writeSlot(slot, hooks[h].replacement, place.relro)) return;
             ++patched;
             if (log) log->push(PatchedSlot{slot, previous});
-        }
+        });
     }
     return patched;
 }

@@ -137,7 +137,7 @@ TEST(GotPatcher, FindsAnImportThroughEitherHashTable) {
 }
 
 // A function the module exports and calls through its own PLT is found in the GNU
-// hash table's chains, among a hundred other exports.
+// hash table's chains, among ninety other exports.
 TEST(GotPatcher, FindsAnExportTheModuleCallsItself) {
     void* lib = dlopen(GOT_SELF_LIB, RTLD_NOW | RTLD_LOCAL);
     ASSERT_NE(lib, nullptr) << dlerror();
