@@ -94,8 +94,9 @@ __attribute__((noinline)) Walks recurse(int depth) {
     return w;
 }
 
-// Two walks from one call site, the second told to stop after the frame at
-// index `at` of the first (its return address alone is the stop range).
+// Two walks from one loop, the second told to stop after the frame at index `at`
+// of the first (its return address alone is the stop range). Their first entries
+// are the loop's call sites, which a compiler may make two (the ASan build does).
 struct StoppedWalk {
     std::vector<void*> whole, stopped;
 };
@@ -148,7 +149,8 @@ TEST(CfiUnwinder, EndsAfterTheFrameInTheStopRange) {
     const StoppedWalk w = stopOuter(2);  // walkTwiceStoppingAt, stopMiddle, stopOuter, ...
     ASSERT_GT(w.whole.size(), 4u);
     ASSERT_EQ(w.stopped.size(), 3u);
-    EXPECT_EQ(w.stopped, std::vector<void*>(w.whole.begin(), w.whole.begin() + 3));
+    EXPECT_EQ(std::vector<void*>(w.stopped.begin() + 1, w.stopped.end()),
+              std::vector<void*>(w.whole.begin() + 1, w.whole.begin() + 3));
 }
 
 TEST(CfiUnwinder, RepeatsLibunwindThroughLibcCallingBack) {
