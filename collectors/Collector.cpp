@@ -82,7 +82,12 @@ struct ScanState {
     PointerMap runtimePatched;    // objects looked at for the CUDA runtime hooks
     PointerMap regionPatched;     // libc10_cuda objects given the region hooks
     PointerMap described;         // objects announced to the CLI
+    PointerMap checked;           // objects whose imports were looked at for the hooks above
     MappedArray<PatchedSlot> slots;
+    // The loader's count of unloaded objects at the last scan: while it stays the
+    // same, an object at a known load address is the one seen then.
+    uint64_t lastSubs = 0;
+    bool subsKnown = false;
 };
 constinit NoDestroy<ScanState> gScan;
 ScanState& scanState() { return gScan.value; }
@@ -215,6 +220,10 @@ public:
     MappedArray<ModuleEntry> modules;
     bool patchedNew = false;
     size_t visited = 0;  // dl_iterate_phdr reports the main program first
+    // Nothing was unloaded since the last scan (the loader's dlpi_subs, the same in
+    // every report of one dl_iterate_phdr): objects already checked are skipped.
+    bool noUnloads = false;
+    uint64_t subs = 0;
 
 private:
     bool growArena(size_t atLeast) {
@@ -256,10 +265,14 @@ const char* mainExecutable(size_t* len) {
     return path;
 }
 
-int scanModule(dl_phdr_info* info, size_t, void* data) {
+int scanModule(dl_phdr_info* info, size_t size, void* data) {
     auto* scan = static_cast<Scan*>(data);
     ScanState& state = scanState();
     const bool mainProgram = scan->visited++ == 0;
+    if (mainProgram && size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+        scan->subs = info->dlpi_subs;
+        scan->noUnloads = state.subsKnown && state.lastSubs == info->dlpi_subs;
+    }
     const char* name = info->dlpi_name ? info->dlpi_name : "";
     const uint64_t key = info->dlpi_addr + 1;
     uint64_t seen = 0;
@@ -270,6 +283,11 @@ int scanModule(dl_phdr_info* info, size_t, void* data) {
         if (patchModuleImports(info, hooks, count, "libcudart", &state.slots) > 0)
             gCudaHooked = true;
     }
+    // Every dlopen scans all loaded objects again (300 of them once torch is
+    // imported); one already checked, and announced where the stream is on, is
+    // the same object as long as nothing was unloaded.
+    const bool checked = scan->noUnloads && state.checked.find(key, &seen);
+    if (checked && state.described.find(key, &seen)) return 0;
     size_t pathLen = std::strlen(name);
     const char* path = name;
     if (pathLen == 0) {
@@ -277,19 +295,24 @@ int scanModule(dl_phdr_info* info, size_t, void* data) {
         path = mainExecutable(&pathLen);
     }
     const uint64_t hash = pathHash(path);
-    if (fileNameStartsWith(path, "libc10_cuda.so") && !state.regionPatched.find(key, &seen) &&
-        state.regionPatched.insert(key, 1)) {
-        size_t count = 0;
-        const GotHook* hooks = cudaRegionHooks(&count);
-        patchModuleImports(info, hooks, count, "libcudart", &state.slots);
-    }
-    if (isSharedMemoryLibrary(path) && !(state.sharedPatched.find(key, &seen) && seen == hash) &&
-        patchModuleImports(info, kSharedMemoryHooks, 4, nullptr, &state.slots) > 0)
-        state.sharedPatched.insert(key, hash);
-    if (isAllocatorLibrary(path) && !(state.allocatorPatched.find(key, &seen) && seen == hash) &&
-        patchModuleImports(info, kAllocatorHooks, 2, nullptr, &state.slots) > 0) {
-        state.allocatorPatched.insert(key, hash);
-        scan->patchedNew = true;
+    if (!checked) {
+        if (fileNameStartsWith(path, "libc10_cuda.so") && !state.regionPatched.find(key, &seen) &&
+            state.regionPatched.insert(key, 1)) {
+            size_t count = 0;
+            const GotHook* hooks = cudaRegionHooks(&count);
+            patchModuleImports(info, hooks, count, "libcudart", &state.slots);
+        }
+        if (isSharedMemoryLibrary(path) &&
+            !(state.sharedPatched.find(key, &seen) && seen == hash) &&
+            patchModuleImports(info, kSharedMemoryHooks, 4, nullptr, &state.slots) > 0)
+            state.sharedPatched.insert(key, hash);
+        if (isAllocatorLibrary(path) &&
+            !(state.allocatorPatched.find(key, &seen) && seen == hash) &&
+            patchModuleImports(info, kAllocatorHooks, 2, nullptr, &state.slots) > 0) {
+            state.allocatorPatched.insert(key, hash);
+            scan->patchedNew = true;
+        }
+        state.checked.insert(key, hash);
     }
     if (state.described.find(key, &seen) && seen == hash) return 0;
     ModuleEntry e{};
@@ -523,6 +546,10 @@ void refreshModules() {
         state.described.clear();
         dl_iterate_phdr(scanModule, &again);
         found = &again;
+    }
+    if (found->visited > 0) {
+        state.lastSubs = found->subs;
+        state.subsKnown = true;
     }
     if (active) {
         // Until the engine connects, nothing is announced, so nothing may be marked described.

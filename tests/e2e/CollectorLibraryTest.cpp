@@ -83,3 +83,22 @@ TEST(CollectorLibrary, DlopenSearchesTheCallersRunPaths) {
     EXPECT_EQ(profiled.exitCode, 0) << profiled.err;
     EXPECT_EQ(profiled.out, "runpath 42 rpath 42\n");
 }
+
+// Every dlopen looks at the loaded objects again, skipping those checked before
+// while nothing was unloaded. Here one was: the libc10 loaded where it was must
+// be checked, hooked and its 3,000,000 bytes recorded.
+TEST(CollectorLibrary, AnObjectLoadedWhereAnUnloadedOneWasIsHooked) {
+    const std::string bin = RELOAD_USER_BIN;
+    const std::string dir = bin.substr(0, bin.rfind('/'));
+    Outcome bare = run({bin, dir});
+    ASSERT_EQ(bare.exitCode, 0) << bare.out << bare.err;
+    // Without the reuse this test would check nothing it means to.
+    ASSERT_EQ(bare.out, "reused 1\n");
+    Profiled p = profile({bin, dir});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    ASSERT_EQ(p.outcome.out, "reused 1\n");
+    const auto& cpu = p.process().at("devices").at("cpu");
+    EXPECT_EQ(cpu.at("alloc_count"), 1);
+    EXPECT_EQ(cpu.at("allocated_bytes"), 3000000);
+    EXPECT_EQ(cpu.at("current_bytes"), 0);
+}
