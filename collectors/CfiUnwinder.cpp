@@ -564,26 +564,69 @@ memtool_cfi_walk(void** out, int max, const uint64_t* regs, ThreadState* ts) {
         ts->unwindRulesGeneration = unloads;
     }
     const uint64_t stopStart = ts->walkStopStart, stopEnd = ts->walkStopEnd;
+    WalkMemo& memo = ts->walkMemo;
+    if (memo.frames > 0 && memo.ip == ip && memo.sp == sp && (!memo.usesBp || memo.bp == bp) &&
+        memo.max == max && memo.stopStart == stopStart && memo.stopEnd == stopEnd &&
+        memo.rulesGeneration == unloads) {
+        int i = 0;
+        while (i < memo.reads && *reinterpret_cast<const uint64_t*>(memo.slot[i]) == memo.value[i])
+            ++i;
+        if (i == memo.reads) {
+            ++memo.replays;
+            std::memcpy(out, memo.ips, sizeof(uint64_t) * size_t(memo.frames));
+            return memo.frames;
+        }
+    }
+    // Walk, noting every slot read for the next walk to check.
+    memo.frames = 0;
+    int reads = 0;
+    bool usesBp = false, bpFromSlot = false;
+    auto note = [&](uint64_t at, uint64_t value) {
+        if (reads < 2 * kWalkMemoFrames) {
+            memo.slot[reads] = at;
+            memo.value[reads] = value;
+        }
+        ++reads;
+    };
+    auto keep = [&](int frames) {
+        if (frames > kWalkMemoFrames || reads > 2 * kWalkMemoFrames) return frames;
+        memo.ip = regs[0];
+        memo.sp = regs[1];
+        memo.bp = regs[2];
+        memo.usesBp = usesBp;
+        memo.stopStart = stopStart;
+        memo.stopEnd = stopEnd;
+        memo.rulesGeneration = unloads;
+        memo.max = max;
+        memo.reads = reads;
+        std::memcpy(memo.ips, out, sizeof(uint64_t) * size_t(frames));
+        memo.frames = frames;
+        return frames;
+    };
     int n = 0;
     while (n < max) {
         out[n] = reinterpret_cast<void*>(ip);
-        if (ip > stopStart && ip <= stopEnd) return n + 1;
+        if (ip > stopStart && ip <= stopEnd) return keep(n + 1);
         const FrameRule rule = FrameRule::unpack(cachedRule(*ts, n, ip - 1));
         ++n;
         if (rule.kind == FrameRule::Outermost) break;
         if (rule.kind != FrameRule::Frame) return -1;
+        if (rule.cfaFromRbp && !bpFromSlot) usesBp = true;
         const uint64_t cfa = (rule.cfaFromRbp ? bp : sp) + rule.cfaOffset;
         if (cfa <= sp || cfa - 8 < low || cfa > high) return -1;
         if (rule.rbpSaved) {
             const uint64_t at = cfa - 8 * uint64_t(rule.rbpSlot);
             if (at < low || at + 8 > high) return -1;
             bp = *reinterpret_cast<const uint64_t*>(at);
+            bpFromSlot = true;
+            note(at, bp);
         }
         ip = *reinterpret_cast<const uint64_t*>(cfa - 8);
+        note(cfa - 8, ip);
         sp = cfa;
         if (ip == 0) break;  // the outermost frame says so by a null return address
     }
-    return n;
+    return keep(n);
 }
 
 }  // namespace memtool::collectors

@@ -27,6 +27,25 @@ inline constexpr int kUnwindRuleSetBits = 9;
 inline constexpr int kUnwindRuleWays = 4;
 inline constexpr int kRecentWalkDepth = 48;
 
+// CfiUnwinder's last walk of the thread, replayed when the next one starts at the
+// same call site with the same stack pointer and every stack slot it read still
+// holds what it held then: a walk is a function of those and of the frame rules,
+// which stay while nothing is unloaded. A loop that allocates at one place walks
+// once. Walks of more than kWalkMemoFrames frames are not kept.
+inline constexpr int kWalkMemoFrames = 48;
+struct WalkMemo {
+    uint64_t ip, sp, bp;  // the registers it started from; bp counts only when usesBp
+    uint64_t stopStart, stopEnd, rulesGeneration;
+    int max;     // the limit it was asked for
+    int frames;  // what it returned; 0: nothing kept
+    int reads;
+    bool usesBp;                         // a frame's CFA came from the starting rbp
+    uint64_t replays;                    // walks answered from here (tests read it)
+    uint64_t slot[2 * kWalkMemoFrames];  // every stack slot read, in order
+    uint64_t value[2 * kWalkMemoFrames];
+    uint64_t ips[kWalkMemoFrames];
+};
+
 struct ThreadState {
     // The last native stack this thread recorded, outermost frame first, with the
     // trie node of each prefix: consecutive allocations share their outer frames
@@ -54,6 +73,7 @@ struct ThreadState {
     uint64_t walkStopStart, walkStopEnd;
     uint64_t unwindRulesGeneration;
     UnwindRuleSlot recentWalk[kRecentWalkDepth];  // the last walk's frames, by depth
+    WalkMemo walkMemo;
     alignas(64) UnwindRuleSlot unwindRules[kUnwindRuleWays << kUnwindRuleSetBits];
     ShadowStack python;
 };

@@ -279,3 +279,67 @@ TEST(CfiUnwinder, RulesPackIntoAWordAndBack) {
     EXPECT_EQ(back.rbpSlot, 0xffffu);
     EXPECT_NE(r.pack(), 0u);  // 0 marks an empty cache slot
 }
+
+// A walk from the call site and stack pointer of the thread's last walk, with
+// every stack slot that walk read unchanged, is that walk again: it is replayed,
+// not done. The frames are libunwind's either way.
+TEST(CfiUnwinder, ReplaysTheLastWalkWhenNothingItReadChanged) {
+    if (!libunwind()) GTEST_SKIP() << "libunwind.so.8 is not installed";
+    Walks walks[2];
+    uint64_t replayed[2] = {};
+    std::thread([&] {
+        const WalkMemo& memo = threadState()->walkMemo;
+        for (int i = 0; i < 2; ++i) {
+            const uint64_t before = memo.replays;
+            walks[i] = recurse(3);
+            replayed[i] = memo.replays - before;
+        }
+    }).join();
+    EXPECT_EQ(replayed[0], 0u);
+    EXPECT_EQ(replayed[1], 1u);
+    ASSERT_GT(walks[1].unw.size(), 6u);
+    EXPECT_EQ(walks[0].cfi, walks[0].unw);
+    EXPECT_EQ(walks[1].cfi, walks[1].unw);
+}
+
+namespace {
+// Two callers of one shape: called in turn from one place, each puts leafWalk's
+// frame at the same address, so the next walk starts where the last one did and
+// only the return address into its caller differs.
+__attribute__((noinline)) Walks leafWalk(void** frame) {
+    *frame = __builtin_frame_address(0);
+    Walks w = walkBoth();
+    gSink = 0;  // not a tail call
+    return w;
+}
+__attribute__((noinline)) Walks callerA(void** frame) {
+    Walks w = leafWalk(frame);
+    gSink = 1;
+    return w;
+}
+__attribute__((noinline)) Walks callerB(void** frame) {
+    Walks w = leafWalk(frame);
+    gSink = 2;
+    return w;
+}
+}  // namespace
+
+TEST(CfiUnwinder, WalksAgainWhenAReturnAddressItReadChanged) {
+    if (!libunwind()) GTEST_SKIP() << "libunwind.so.8 is not installed";
+    Walks a, b;
+    void* frames[2] = {};
+    uint64_t replayed = 1;
+    std::thread([&] {
+        const WalkMemo& memo = threadState()->walkMemo;
+        a = callerA(&frames[0]);
+        const uint64_t before = memo.replays;
+        b = callerB(&frames[1]);
+        replayed = memo.replays - before;
+    }).join();
+    ASSERT_EQ(frames[0], frames[1]);  // else the memo is not even asked
+    EXPECT_EQ(replayed, 0u);
+    ASSERT_GT(b.unw.size(), 3u);
+    EXPECT_EQ(a.cfi, a.unw);
+    EXPECT_EQ(b.cfi, b.unw);
+    EXPECT_NE(a.cfi, b.cfi);  // callerA's return address, then callerB's
+}
