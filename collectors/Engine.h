@@ -172,8 +172,9 @@ private:
         ShadowStack* python = nullptr;
         bool hasPython = false;
         int depth = 0;
+        int firstIp = 0;  // ips[firstIp .. firstIp + depth): the native stack
         uint32_t firstStale = 0;
-        uint64_t ips[kMaxNativeDepth];
+        uint64_t ips[kMaxNativeDepth + StackCapture::kOwnFrameRoom];
     };
     [[gnu::always_inline]] void captureStacks(Stacks& s) {
         // The Python stack first: native unwinding stops at the interpreter when
@@ -186,7 +187,8 @@ private:
                 : nullptr;
         s.hasPython = s.python != nullptr;
         s.depth = options_.nativeStacks && s.thread
-                      ? capture_.native(*s.thread, s.ips, options_.maxNativeDepth, s.hasPython)
+                      ? capture_.native(*s.thread, s.ips, options_.maxNativeDepth, s.hasPython,
+                                        &s.firstIp)
                       : 0;
     }
     // Inactive: starts a stream when one is wanted (never from inside the

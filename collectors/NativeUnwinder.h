@@ -18,11 +18,14 @@ public:
     // rules CfiUnwinder caches where every frame has a common one, else from
     // unw_backtrace. Inline, so that both start at the same call site. `ts`: the
     // calling thread's state, where CfiUnwinder keeps its rules.
-    [[gnu::always_inline]] int backtrace(void** out, int max, ThreadState& ts) const {
+    // *cfi: whether CfiUnwinder's walk gave them.
+    [[gnu::always_inline]] int backtrace(void** out, int max, ThreadState& ts, bool* cfi) const {
         if (cfi_) {
             const int n = memtool_cfi_backtrace(out, max, &ts);
+            *cfi = n >= 0;
             if (n >= 0) return n;
         }
+        *cfi = false;
         return backtrace_(out, max);
     }
 

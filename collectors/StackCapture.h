@@ -31,8 +31,14 @@ public:
         evalEnd_ = end;
     }
 
-    // Return addresses of the calling thread, innermost first, at most maxDepth.
-    int native(ThreadState& ts, uint64_t* ips, int maxDepth, bool stopAtInterpreter) const;
+    // Frames of the collector's own above the caller's, at most: `ips` has room
+    // for maxDepth plus these.
+    static constexpr int kOwnFrameRoom = 8;
+    // Return addresses of the calling thread, innermost first, at most maxDepth:
+    // the walk writes them into ips and they are left there, from ips[*first]
+    // (after the collector's own frames).
+    int native(ThreadState& ts, uint64_t* ips, int maxDepth, bool stopAtInterpreter,
+               int* first) const;
 
     // The executable segment holding `address` (the collector's own code), or false.
     static bool codeRangeOf(const void* address, uint64_t* start, uint64_t* end);
@@ -47,13 +53,20 @@ private:
 
 // Inline (with Engine::alloc) in the hook's own frame: see Engine::alloc.
 [[gnu::always_inline]] inline int StackCapture::native(ThreadState& ts, uint64_t* ips, int maxDepth,
-                                                       bool stopAtInterpreter) const {
-    void* raw[kMaxNativeDepth + 8];
-    const int limit = maxDepth + 8 < kMaxNativeDepth + 8 ? maxDepth + 8 : kMaxNativeDepth + 8;
+                                                       bool stopAtInterpreter, int* first) const {
+    void** raw = reinterpret_cast<void**>(ips);
+    const int limit =
+        maxDepth < kMaxNativeDepth ? maxDepth + kOwnFrameRoom : kMaxNativeDepth + kOwnFrameRoom;
     const bool cutAtLoop = stopAtInterpreter && evalStart_ != 0;
     int got = 0;
     int cut = -1;  // index of the innermost interpreter frame
+    bool cfi = false;
     auto findLoop = [&] {
+        // CfiUnwinder's walk ends at that frame: it is the last or there is none.
+        if (cfi) {
+            if (got > 0 && inInterpreter(reinterpret_cast<uint64_t>(raw[got - 1]))) cut = got - 1;
+            return;
+        }
         for (int i = 0; i < got && cut < 0; ++i)
             if (inInterpreter(reinterpret_cast<uint64_t>(raw[i])))
                 cut = i;  // a return address: ip - 1 is inside
@@ -64,12 +77,12 @@ private:
     if (cutAtLoop) {
         int want = ts.evalDepth > 0 ? ts.evalDepth + 4 : 24;
         if (want > limit) want = limit;
-        got = unwinder_.backtrace(raw, want, ts);
+        got = unwinder_.backtrace(raw, want, ts, &cfi);
         findLoop();
         if (cut < 0 && got == want && want < limit) got = 0;  // deeper than guessed: walk it all
     }
     if (got == 0) {
-        got = unwinder_.backtrace(raw, limit, ts);
+        got = unwinder_.backtrace(raw, limit, ts, &cfi);
         if (cutAtLoop) findLoop();
     }
     if (cut >= 0) {
@@ -77,12 +90,9 @@ private:
         got = cut + 1;  // keep that frame: the CLI splices Python frames there
     }
     int skip = 0;
-    while (skip < got && reinterpret_cast<uint64_t>(raw[skip]) >= ownStart_ &&
-           reinterpret_cast<uint64_t>(raw[skip]) < ownEnd_)
-        ++skip;
-    int n = 0;
-    for (int i = skip; i < got && n < maxDepth; ++i) ips[n++] = reinterpret_cast<uint64_t>(raw[i]);
-    return n;
+    while (skip < got && ips[skip] >= ownStart_ && ips[skip] < ownEnd_) ++skip;
+    *first = skip;
+    return got - skip < maxDepth ? got - skip : maxDepth;
 }
 
 }  // namespace memtool::collectors
