@@ -577,10 +577,13 @@ memtool_cfi_walk(void** out, int max, const uint64_t* regs, ThreadState* ts) {
             return memo.frames;
         }
     }
-    // Walk, noting every slot read for the next walk to check.
+    // Walk, noting the slots the frames depend on for the next walk to check: every
+    // return address, and a restored rbp only once a frame's CFA is computed from it
+    // (most frames' are not; the next restore makes it irrelevant).
     memo.frames = 0;
     int reads = 0;
     bool usesBp = false, bpFromSlot = false;
+    uint64_t bpSlot = 0;  // where the rbp in use was restored from, until a CFA uses it
     auto note = [&](uint64_t at, uint64_t value) {
         if (reads < 2 * kWalkMemoFrames) {
             memo.slot[reads] = at;
@@ -611,7 +614,14 @@ memtool_cfi_walk(void** out, int max, const uint64_t* regs, ThreadState* ts) {
         ++n;
         if (rule.kind == FrameRule::Outermost) break;
         if (rule.kind != FrameRule::Frame) return -1;
-        if (rule.cfaFromRbp && !bpFromSlot) usesBp = true;
+        if (rule.cfaFromRbp) {
+            if (!bpFromSlot) {
+                usesBp = true;
+            } else if (bpSlot) {
+                note(bpSlot, bp);
+                bpSlot = 0;  // noted once
+            }
+        }
         const uint64_t cfa = (rule.cfaFromRbp ? bp : sp) + rule.cfaOffset;
         if (cfa <= sp || cfa - 8 < low || cfa > high) return -1;
         if (rule.rbpSaved) {
@@ -619,7 +629,7 @@ memtool_cfi_walk(void** out, int max, const uint64_t* regs, ThreadState* ts) {
             if (at < low || at + 8 > high) return -1;
             bp = *reinterpret_cast<const uint64_t*>(at);
             bpFromSlot = true;
-            note(at, bp);
+            bpSlot = at;
         }
         ip = *reinterpret_cast<const uint64_t*>(cfa - 8);
         note(cfa - 8, ip);
