@@ -1,5 +1,7 @@
 #include "collectors/StackInterner.h"
 
+#include <cstring>
+
 #include "core/Protocol.h"
 
 namespace memtool::collectors {
@@ -15,29 +17,33 @@ uint32_t StackInterner::native(ThreadState& ts, const uint64_t* ips, int count, 
         ts.nativeGeneration = generation_;
         ts.nativeDepth = 0;
     }
-    // ips is innermost first; the cache and the trie go outermost first.
+    const int depth = ts.nativeDepth;
+    // The thread's last stack again (a loop allocating at one place): its node.
+    if (count == depth && count > 0 &&
+        std::memcmp(ips, ts.nativeIps, sizeof(uint64_t) * static_cast<size_t>(count)) == 0)
+        return ts.nativeNodes[count - 1];
+    // Both innermost first; the trie and the nodes go outermost first.
     int common = 0;
-    while (common < count && common < ts.nativeDepth &&
-           ips[count - 1 - common] == ts.nativeIps[common])
+    while (common < count && common < depth &&
+           ips[count - 1 - common] == ts.nativeIps[depth - 1 - common])
         ++common;
     uint32_t node = common ? ts.nativeNodes[common - 1] : 0;
-    for (int k = common; k < count; ++k) {
+    int k = common;
+    for (; k < count; ++k) {
         const uint64_t ip = ips[count - 1 - k];
         bool created;
         uint32_t child = native_.findOrInsert(node, ip, &created);
-        if (child == 0) {  // out of memory: keep the outer part
-            ts.nativeDepth = k;
-            return node;
-        }
+        if (child == 0) break;  // out of memory: keep the outer part
         if (created) {
             uint8_t* p = out.reserve(core::kMaxFixedRecordBytes);
             if (p) out.commit(core::encodeNativeNode(p, node, ip));
         }
         node = child;
-        ts.nativeIps[k] = ip;
         ts.nativeNodes[k] = node;
     }
-    ts.nativeDepth = count;
+    // The outer k frames, innermost first.
+    std::memcpy(ts.nativeIps, ips + (count - k), sizeof(uint64_t) * static_cast<size_t>(k));
+    ts.nativeDepth = k;
     return node;
 }
 

@@ -47,8 +47,9 @@ struct WalkMemo {
 };
 
 struct ThreadState {
-    // The last native stack this thread recorded, outermost frame first, with the
-    // trie node of each prefix: consecutive allocations share their outer frames
+    // The last native stack this thread recorded, innermost frame first as the walk
+    // gives it, and the trie node of each prefix, outermost first (nativeNodes[k]:
+    // the outer k + 1 frames): consecutive allocations share their outer frames
     // (main, the interpreter loop), so only the differing inner part is looked up.
     uint64_t nativeGeneration;
     int nativeDepth;

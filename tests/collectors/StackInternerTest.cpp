@@ -1,0 +1,71 @@
+// The native stack interner: a stack is the trie node of its innermost frame;
+// the thread's last stack is remembered, so a repeat costs no lookup and a stack
+// sharing its outer frames with it looks up only the inner ones. Every node new
+// to the stream is written once.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "collectors/RecordWriter.h"
+#include "collectors/StackInterner.h"
+#include "collectors/ThreadState.h"
+
+using namespace memtool;
+using namespace memtool::collectors;
+
+namespace {
+
+struct BufferSink : Sink {
+    std::vector<uint8_t> bytes;
+    bool write(const uint8_t* data, size_t len) override {
+        bytes.insert(bytes.end(), data, data + len);
+        return true;
+    }
+    void close() override {}
+    void abandon() override {}
+    const char* failure() const override { return ""; }
+};
+
+struct Interning {
+    BufferSink sink;
+    std::unique_ptr<RecordWriter> writer = std::make_unique<RecordWriter>();
+    StackInterner interner;
+    std::unique_ptr<ThreadState> ts = std::make_unique<ThreadState>();
+    Interning() { writer->open(&sink, 0); }
+    uint32_t intern(std::vector<uint64_t> innermostFirst) {
+        return interner.native(*ts, innermostFirst.data(), static_cast<int>(innermostFirst.size()),
+                               *writer);
+    }
+    // Node records written so far (nothing else is written here).
+    uint64_t written() const { return writer->records(); }
+};
+
+}  // namespace
+
+TEST(StackInterner, EachStackIsItsInnermostNodeAndEachNodeIsWrittenOnce) {
+    Interning t;
+    const uint64_t main = 0x1000, loop = 0x2000, a = 0x3000, b = 0x4000, c = 0x5000;
+    const uint32_t first = t.intern({a, loop, main});
+    EXPECT_EQ(first, 3u);
+    EXPECT_EQ(t.intern({a, loop, main}), first);     // the last stack again
+    const uint32_t other = t.intern({b, loop, main});  // shares the outer two
+    EXPECT_EQ(other, 4u);
+    EXPECT_EQ(t.intern({c, b, loop, main}), 5u);  // deeper, the last one as its outer part
+    EXPECT_EQ(t.intern({loop, main}), 2u);        // shallower: a node already written
+    EXPECT_EQ(t.intern({a, loop, main}), first);  // back to the first, through the trie
+    EXPECT_EQ(t.intern({}), 0u);
+
+    // main, loop, a; b; c: each once, ids dense in that order.
+    EXPECT_EQ(t.interner.nativeCount(), 5u);
+    EXPECT_EQ(t.written(), 5u);
+}
+
+TEST(StackInterner, ANewGenerationForgetsTheThreadsLastStack) {
+    Interning t;
+    const uint32_t before = t.intern({0x3000, 0x2000, 0x1000});
+    t.interner.reset();
+    EXPECT_EQ(t.intern({0x3000, 0x2000, 0x1000}), before);  // ids start again
+    EXPECT_EQ(t.written(), 6u);  // and every node is written again
+}
