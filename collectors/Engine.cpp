@@ -139,12 +139,10 @@ void Engine::allocCaptured(const RecursionGuard&, Stacks& stacks, uint8_t device
     if (newHigh) highBytes_[device] = liveBytes_[device];
     a.timeDeltaNs = clockDeltaLocked(/*coarse=*/!newHigh);
     a.region = region;
-    const RecordWriter::Mark at = writer_.mark();
-    if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) {
+    if (region == 0)
+        writer_.deferAlloc(a);  // its free, if next, makes a ShortLived record of it
+    else if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
         writer_.commit(core::encodeAlloc(p, a));
-        lastAlloc_ = a;
-        lastAllocAt_ = at;
-    }
     ++counters_.allocCount;
     counters_.allocatedBytes += size;
     writer_.flushIfDue(lastClockNs_, flush);
@@ -182,12 +180,11 @@ void Engine::freeGuarded(const RecursionGuard&, uint64_t key) {
     liveBytes_[f.device] -= entry & kSizeMask;
     f.address = key;
     f.timeDeltaNs = clockDeltaLocked(/*coarse=*/true);
-    if (lastAlloc_.address == key && lastAlloc_.device == f.device && lastAlloc_.region == 0 &&
-        writer_.oneRecordSince(lastAllocAt_)) {
-        // Its Alloc is the last record and still buffered: both go as one.
-        writer_.rewind(lastAllocAt_);
+    core::AllocFields a;
+    if (writer_.takeDeferred(f.device, key, &a)) {
+        // Its Alloc is the last record and still held back: both go as one.
         if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
-            writer_.commit(core::encodeShortLived(p, lastAlloc_, f.timeDeltaNs));
+            writer_.commit(core::encodeShortLived(p, a, f.timeDeltaNs));
     } else if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) {
         writer_.commit(core::encodeFree(p, f));
     }

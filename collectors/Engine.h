@@ -245,10 +245,6 @@ private:
     uint64_t liveBytes_[256] = {};
     uint64_t highBytes_[256] = {};
     core::EndFields counters_;
-    // The Alloc record sent last and where it starts: its block's Free, with no
-    // record between them, takes it back and sends both as one ShortLived record.
-    core::AllocFields lastAlloc_;
-    RecordWriter::Mark lastAllocAt_;
     uint64_t lastClockNs_ = 0;
     uint32_t pyCodes_ = 0;
     uint64_t moduleIds_ = 0;

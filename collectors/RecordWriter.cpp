@@ -12,18 +12,33 @@ void RecordWriter::open(Sink* sink, uint64_t nowNs) {
     sink_ = sink;
     used_ = 0;
     records_ = 0;
-    ++epoch_;
+    deferred_ = false;
     lastFlushNs_ = nowNs;
 }
 
 void RecordWriter::detach() {
     sink_ = nullptr;
     used_ = 0;
-    ++epoch_;
+    deferred_ = false;
+}
+
+void RecordWriter::deferAlloc(const core::AllocFields& a) {
+    if (!sink_ || !settle()) return;
+    deferredAlloc_ = a;
+    deferred_ = true;
+    ++records_;
+}
+
+bool RecordWriter::settle() {
+    if (!deferred_) return sink_ != nullptr;
+    deferred_ = false;
+    if (used_ + core::kMaxFixedRecordBytes > kBufferBytes && !send()) return false;
+    used_ = static_cast<size_t>(core::encodeAlloc(buffer_ + used_, deferredAlloc_) - buffer_);
+    return true;
 }
 
 uint8_t* RecordWriter::reserve(size_t bytes) {
-    if (!sink_) return nullptr;
+    if (!sink_ || !settle()) return nullptr;
     if (bytes > kBufferBytes) {
         if (!flush()) return nullptr;
         void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -47,9 +62,10 @@ void RecordWriter::commit(uint8_t* end) {
     used_ = static_cast<size_t>(end - buffer_);
 }
 
-bool RecordWriter::flush() {
+bool RecordWriter::flush() { return settle() && send(); }
+
+bool RecordWriter::send() {
     if (!sink_) return false;
-    ++epoch_;
     if (used_ > 0 && !sink_->write(buffer_, used_)) {
         sink_ = nullptr;
         used_ = 0;

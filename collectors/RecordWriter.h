@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "collectors/Sink.h"
+#include "core/Protocol.h"
 
 namespace memtool::collectors {
 
@@ -47,36 +48,40 @@ public:
 
     // Something is buffered and the last send is older than kFlushIntervalNs.
     bool stale(uint64_t nowNs) const {
-        return sink_ && used_ > 0 && nowNs - lastFlushNs_ > kFlushIntervalNs;
+        return sink_ && (used_ > 0 || deferred_) && nowNs - lastFlushNs_ > kFlushIntervalNs;
     }
 
     // Records committed since open(), the handshake included.
     uint64_t records() const { return records_; }
 
-    // Where the next record starts. While the one record committed after it is
-    // the last and still buffered, it can be taken back and replaced (an Alloc by
-    // the ShortLived record its Free makes of it).
-    struct Mark {
-        size_t used = 0;
-        uint64_t records = 0;
-        uint64_t epoch = 0;
-    };
-    Mark mark() const { return {used_, records_, epoch_}; }
-    bool oneRecordSince(const Mark& m) const {
-        return sink_ && m.epoch == epoch_ && records_ == m.records + 1;
-    }
-    // Takes that record back: the buffer ends at `m` again.
-    void rewind(const Mark& m) {
-        used_ = m.used;
-        records_ = m.records;
+    // An Alloc held back instead of encoded: when its Free is the next record the
+    // two go as one ShortLived record (a temporary's pair is encoded once). Any
+    // other record, a send, or another deferral encodes it first. Counted in
+    // records() from now. Not for a region's blocks (ShortLived has no region).
+    void deferAlloc(const core::AllocFields& a);
+    // The held-back Alloc, when it is of `address` on `device`: taken back (it
+    // leaves records()) into *a.
+    bool takeDeferred(uint8_t device, uint64_t address, core::AllocFields* a) {
+        if (!deferred_ || deferredAlloc_.address != address || deferredAlloc_.device != device)
+            return false;
+        deferred_ = false;
+        --records_;
+        *a = deferredAlloc_;
+        return true;
     }
 
 private:
+    // Encodes the held-back Alloc into the buffer; false when the sink failed.
+    bool settle();
+    // Sends the buffer as it is.
+    bool send();
+
     Sink* sink_ = nullptr;
     size_t used_ = 0;
     uint64_t records_ = 0;
-    uint64_t epoch_ = 0;  // counts sends, opens and detaches: a mark from before one is stale
     uint64_t lastFlushNs_ = 0;
+    bool deferred_ = false;
+    core::AllocFields deferredAlloc_;
     uint8_t* scratch_ = nullptr;  // an oversized record being encoded
     size_t scratchBytes_ = 0;
     uint8_t buffer_[kBufferBytes] = {};

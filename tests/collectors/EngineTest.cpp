@@ -213,6 +213,30 @@ TEST(Engine, ABlockFreedBeforeAnythingElseIsOneShortLivedRecord) {
     EXPECT_EQ(r.agg.devices().at(core::kDeviceCpu).currentBytes, 0u);
 }
 
+// An Alloc held back for its Free to join is still sent by a flush: the CLI
+// sees everything the program did up to a memtool_flush.
+TEST(Engine, AFlushSendsAnAllocationHeldBackForItsFree) {
+    Stream s;
+    ASSERT_TRUE(s.connect());
+    s.engine.alloc(core::kDeviceCpu, 0x1000, 100);
+    s.engine.flush();
+    Recorded sent;
+    {
+        core::StreamDecoder decoder(sent);
+        uint8_t buf[4096];
+        const ssize_t n = recv(s.fds[1], buf, sizeof buf, MSG_DONTWAIT);
+        ASSERT_GT(n, 0);
+        decoder.feed(buf, static_cast<size_t>(n));
+    }
+    EXPECT_EQ(sent.events(), (std::vector<std::string>{"H", "A"}));
+    s.engine.free(0x1000);
+    s.engine.finish(core::ExitKind::Normal);
+    // What follows the flush: the Free on its own (the Alloc is gone), then the end.
+    uint8_t first = 0;
+    ASSERT_EQ(read(s.fds[1], &first, 1), 1);
+    EXPECT_EQ(first, static_cast<uint8_t>(core::RecordTag::Free));
+}
+
 TEST(Engine, NothingBeforeConnectOrAfterFinish) {
     Stream s;
     s.engine.alloc(core::kDeviceCpu, 0x1000, 1);  // not connected: dropped, not counted
