@@ -49,7 +49,7 @@ TEST(StackInterner, EachStackIsItsInnermostNodeAndEachNodeIsWrittenOnce) {
     const uint64_t main = 0x1000, loop = 0x2000, a = 0x3000, b = 0x4000, c = 0x5000;
     const uint32_t first = t.intern({a, loop, main});
     EXPECT_EQ(first, 3u);
-    EXPECT_EQ(t.intern({a, loop, main}), first);     // the last stack again
+    EXPECT_EQ(t.intern({a, loop, main}), first);       // the last stack again
     const uint32_t other = t.intern({b, loop, main});  // shares the outer two
     EXPECT_EQ(other, 4u);
     EXPECT_EQ(t.intern({c, b, loop, main}), 5u);  // deeper, the last one as its outer part
@@ -67,5 +67,5 @@ TEST(StackInterner, ANewGenerationForgetsTheThreadsLastStack) {
     const uint32_t before = t.intern({0x3000, 0x2000, 0x1000});
     t.interner.reset();
     EXPECT_EQ(t.intern({0x3000, 0x2000, 0x1000}), before);  // ids start again
-    EXPECT_EQ(t.written(), 6u);  // and every node is written again
+    EXPECT_EQ(t.written(), 6u);                             // and every node is written again
 }
