@@ -41,8 +41,9 @@ uint32_t StackInterner::native(ThreadState& ts, const uint64_t* ips, int count, 
         node = child;
         ts.nativeNodes[k] = node;
     }
-    // The outer k frames, innermost first.
-    std::memcpy(ts.nativeIps, ips + (count - k), sizeof(uint64_t) * static_cast<size_t>(k));
+    // The outer k frames, innermost first (an empty stack may come as a null pointer).
+    if (k > 0)
+        std::memcpy(ts.nativeIps, ips + (count - k), sizeof(uint64_t) * static_cast<size_t>(k));
     ts.nativeDepth = k;
     return node;
 }
