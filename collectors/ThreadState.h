@@ -39,9 +39,11 @@ struct WalkMemo {
     int max;     // the limit it was asked for
     int frames;  // what it returned; 0: nothing kept
     int reads;
-    bool usesBp;                         // a frame's CFA came from the starting rbp
-    uint64_t replays;                    // walks answered from here (tests read it)
-    uint64_t slot[2 * kWalkMemoFrames];  // every stack slot read, in order
+    bool usesBp;       // a frame's CFA came from the starting rbp
+    uint64_t replays;  // walks answered from here (tests read it)
+    // The stack slots the result depends on, with what they held: every return
+    // address read, and each restored rbp that a frame's CFA was computed from.
+    uint64_t slot[2 * kWalkMemoFrames];
     uint64_t value[2 * kWalkMemoFrames];
     uint64_t ips[kWalkMemoFrames];
 };
