@@ -122,6 +122,13 @@ const char* stringAt(const DynamicInfo& dyn, size_t offset) {
     return memchr(s, '\0', dyn.strtabBytes - offset) ? s : nullptr;
 }
 
+// The name of dynamic symbol `index`; null for the null symbol, an index past the
+// table, or a name that does not lie whole in the string table.
+const char* symbolName(const DynamicInfo& dyn, size_t index) {
+    if (index == 0 || index >= dyn.symbolCount) return nullptr;
+    return stringAt(dyn, dyn.symtab[index].st_name);
+}
+
 // Where a GOT slot may legitimately be: inside one of the module's writable or
 // RELRO load segments.
 struct SlotPlace {
@@ -172,8 +179,7 @@ struct HookSymbols {
     bool overflow = false;  // more than kMax: names are compared per relocation
 
     void consider(const DynamicInfo& dyn, uint32_t i, const GotHook* hooks, size_t hookCount) {
-        if (i == 0 || i >= dyn.symbolCount) return;
-        const char* name = stringAt(dyn, dyn.symtab[i].st_name);
+        const char* name = symbolName(dyn, i);
         if (!name) return;
         for (size_t h = 0; h < hookCount; ++h) {
             if (std::strcmp(name, hooks[h].symbol) != 0) continue;
@@ -244,8 +250,7 @@ void forHooksOf(const DynamicInfo& dyn, const HookSymbols& symbols, const ElfW(R
             if (symbols.index[k] == symbol) each(symbols.hook[k]);
         return;
     }
-    if (symbol == 0 || symbol >= dyn.symbolCount) return;
-    const char* name = stringAt(dyn, dyn.symtab[symbol].st_name);
+    const char* name = symbolName(dyn, symbol);
     if (!name) return;
     for (size_t h = 0; h < hookCount; ++h)
         if (std::strcmp(name, hooks[h].symbol) == 0) each(h);
