@@ -85,9 +85,9 @@ struct ScanState {
     PointerMap checked;           // objects whose imports were looked at for the hooks above
     MappedArray<PatchedSlot> slots;
     // The loader's count of unloaded objects at the last scan: while it stays the
-    // same, an object at a known load address is the one seen then.
+    // same, an object at a known load address is the one seen then. (Before the
+    // first scan nothing is in `checked`, so its 0 skips nothing.)
     uint64_t lastSubs = 0;
-    bool subsKnown = false;
 };
 constinit NoDestroy<ScanState> gScan;
 ScanState& scanState() { return gScan.value; }
@@ -271,7 +271,7 @@ int scanModule(dl_phdr_info* info, size_t size, void* data) {
     const bool mainProgram = scan->visited++ == 0;
     if (mainProgram && size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
         scan->subs = info->dlpi_subs;
-        scan->noUnloads = state.subsKnown && state.lastSubs == info->dlpi_subs;
+        scan->noUnloads = state.lastSubs == info->dlpi_subs;
     }
     const char* name = info->dlpi_name ? info->dlpi_name : "";
     const uint64_t key = info->dlpi_addr + 1;
@@ -547,10 +547,7 @@ void refreshModules() {
         dl_iterate_phdr(scanModule, &again);
         found = &again;
     }
-    if (found->visited > 0) {
-        state.lastSubs = found->subs;
-        state.subsKnown = true;
-    }
+    if (found->visited > 0) state.lastSubs = found->subs;
     if (active) {
         // Until the engine connects, nothing is announced, so nothing may be marked described.
         for (size_t i = 0; i < found->modules.size(); ++i) {
