@@ -29,8 +29,7 @@ void RecordWriter::deferAlloc(const core::AllocFields& a) {
     ++records_;
 }
 
-bool RecordWriter::settle() {
-    if (!deferred_) return sink_ != nullptr;
+bool RecordWriter::encodeDeferred() {
     deferred_ = false;
     if (used_ + core::kMaxFixedRecordBytes > kBufferBytes && !send()) return false;
     used_ = static_cast<size_t>(core::encodeAlloc(buffer_ + used_, deferredAlloc_) - buffer_);

@@ -72,7 +72,9 @@ public:
 
 private:
     // Encodes the held-back Alloc into the buffer; false when the sink failed.
-    bool settle();
+    // Inline: every reserve() asks, and mostly nothing is held back.
+    bool settle() { return deferred_ ? encodeDeferred() : sink_ != nullptr; }
+    bool encodeDeferred();
     // Sends the buffer as it is.
     bool send();
 
