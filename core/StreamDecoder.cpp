@@ -16,7 +16,29 @@ struct Cursor {
     bool dry = false;
     bool ok = true;
 
-    uint64_t varint() {
+    // Where ten bytes remain (nearly always: records are read from a buffer of
+    // many), a varint of up to nine bytes is read without a bounds check per
+    // byte; the tenth byte's checks and the input's end take the careful path.
+    [[gnu::always_inline]] uint64_t varint() {
+        if (static_cast<size_t>(end - p) >= kMaxVarintBytes) [[likely]] {
+            uint64_t b = p[0];
+            if (b < 0x80) {
+                ++p;
+                return b;
+            }
+            uint64_t v = b & 0x7f;
+            for (size_t i = 1; i < kMaxVarintBytes - 1; ++i) {
+                b = p[i];
+                v |= (b & 0x7f) << (7 * i);
+                if (b < 0x80) {
+                    p += i + 1;
+                    return v;
+                }
+            }
+        }
+        return varintCareful();
+    }
+    [[gnu::noinline]] uint64_t varintCareful() {
         uint64_t v = 0;
         for (int shift = 0; shift < 64; shift += 7) {
             if (p >= end) {

@@ -107,6 +107,35 @@ TEST(Protocol, VarintBoundaries) {
     EXPECT_EQ(buf[1], 0x02);
 }
 
+TEST(Protocol, VarintsOfEveryLengthDecodeWholeAndByteAtATime) {
+    // Whole, most varints are read by the fast path (ten bytes or more remain);
+    // a byte at a time, every one by the careful path.
+    std::vector<uint64_t> values;
+    for (int bits = 7; bits < 64; bits += 7)
+        values.insert(values.end(), {(1ull << bits) - 1, 1ull << bits});
+    values.insert(values.end(), {0x7fff12345678ull, UINT64_MAX, 0});
+    std::vector<uint8_t> bytes = encodeHandshake(Handshake{});
+    uint8_t buf[kMaxFixedRecordBytes];
+    for (uint64_t v : values) {
+        uint8_t* end = encodeFree(buf, FreeFields{kDeviceCpu, v, v});
+        bytes.insert(bytes.end(), buf, end);
+    }
+    Recorder whole, split;
+    StreamDecoder a(whole), b(split);
+    a.feed(bytes.data(), bytes.size());
+    for (uint8_t byte : bytes) b.feed(&byte, 1);
+    for (Recorder* r : {&whole, &split}) {
+        ASSERT_EQ(r->frees.size(), values.size());
+        uint64_t clock = 0;
+        for (size_t i = 0; i < values.size(); ++i) {
+            EXPECT_EQ(r->frees[i].f.address, values[i]) << i;
+            EXPECT_EQ(r->frees[i].f.timeDeltaNs, values[i]) << i;
+            clock += values[i];
+            EXPECT_EQ(r->frees[i].timeNs, clock) << i;
+        }
+    }
+}
+
 TEST(Protocol, RoundTripsEveryRecord) {
     Recorder r;
     StreamDecoder d(r);
