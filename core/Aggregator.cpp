@@ -140,12 +140,8 @@ bool Aggregator::streamVerified() const {
            end_->freeCount == frees_ && end_->missedEvents == 0;
 }
 
-uint32_t Aggregator::stackIndex(uint8_t device, uint64_t nativeNode, uint64_t pyNode) {
-    // Node ids are dense and below 2^32 in any real stream; pack both into one key.
-    uint64_t key = (nativeNode << 32) ^ pyNode;
-    // A loop allocates from one stack over and over: the last answer first.
-    if (lastStack_.index != UINT32_MAX && lastStack_.key == key && lastStack_.device == device)
-        return lastStack_.index;
+uint32_t Aggregator::lookUpStack(uint8_t device, uint64_t key, uint64_t nativeNode,
+                                 uint64_t pyNode) {
     auto [it, inserted] = stackIds_[device].try_emplace(key, static_cast<uint32_t>(stacks_.size()));
     lastStack_ = {key, device, it->second};
     if (inserted) {
@@ -153,7 +149,7 @@ uint32_t Aggregator::stackIndex(uint8_t device, uint64_t nativeNode, uint64_t py
         s.device = device;
         s.nativeNode = nativeNode;
         s.pyNode = pyNode;
-        s.stamp = devices_[device].peakVersion;
+        s.stamp = deviceState(device).peakVersion;
         stacks_.push_back(s);
     }
     return it->second;
@@ -180,7 +176,7 @@ DeviceState* Aggregator::release(uint8_t device, uint64_t address, uint64_t time
         return nullptr;
     }
     const LiveBlock& b = it->second;
-    DeviceState& d = devices_[device];
+    DeviceState& d = deviceState(device);
     retire(d, stacks_[b.stack], b.size, b.paused);
     if (b.region) {
         Region& r = regions_[b.region];
@@ -221,7 +217,7 @@ Aggregator::Admitted Aggregator::admit(const AllocRecord& a) {
         release(dev, a.f.address, a.timeNs, false);
     }
     const uint32_t idx = stackIndex(dev, a.f.nativeNode, a.f.pyNode);
-    DeviceState& d = devices_[dev];
+    DeviceState& d = deviceState(dev);
     StackState& s = stacks_[idx];
     touch(s, d);
     s.allocatedBytes += a.f.size;

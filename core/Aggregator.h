@@ -62,6 +62,14 @@ struct StackState {
 
 class Aggregator : public RecordSink {
 public:
+    Aggregator() = default;
+    // It keeps a pointer into its own device map (deviceState()): a copy's would
+    // point into the original's, a move keeps the map's nodes where they are.
+    Aggregator(const Aggregator&) = delete;
+    Aggregator& operator=(const Aggregator&) = delete;
+    Aggregator(Aggregator&&) = default;
+    Aggregator& operator=(Aggregator&&) = default;
+
     void onHandshake(const Handshake& h) override;
     void onModule(const ModuleRecord& m) override;
     void onPyCode(const PyCodeRecord& r) override;
@@ -157,7 +165,22 @@ public:
     bool streamVerified() const;
 
 private:
-    uint32_t stackIndex(uint8_t device, uint64_t nativeNode, uint64_t pyNode);
+    // A loop allocates from one stack over and over: the last answer first, inline.
+    uint32_t stackIndex(uint8_t device, uint64_t nativeNode, uint64_t pyNode) {
+        // Node ids are dense and below 2^32 in any real stream; pack both into one key.
+        const uint64_t key = (nativeNode << 32) ^ pyNode;
+        if (lastStack_.index != UINT32_MAX && lastStack_.key == key && lastStack_.device == device)
+            return lastStack_.index;
+        return lookUpStack(device, key, nativeNode, pyNode);
+    }
+    uint32_t lookUpStack(uint8_t device, uint64_t key, uint64_t nativeNode, uint64_t pyNode);
+    // devices_[code], the last one asked for without a map lookup: every record
+    // needs its device, and a stream's records are nearly always on one.
+    DeviceState& deviceState(uint8_t code) {
+        if (lastDevice_.state == nullptr || lastDevice_.code != code)
+            lastDevice_ = {code, &devices_[code]};
+        return *lastDevice_.state;
+    }
     void touch(StackState& s, const DeviceState& d);
     // An allocation counted on its device and stack (the block is not in live_ yet).
     struct Admitted {
@@ -187,7 +210,11 @@ private:
     std::string continuationProblem_;
     std::optional<Handshake> handshake_;
     std::optional<EndFields> end_;
-    std::map<uint8_t, DeviceState> devices_;
+    std::map<uint8_t, DeviceState> devices_;  // never erased from: deviceState() points in
+    struct {
+        uint8_t code = 0;
+        DeviceState* state = nullptr;
+    } lastDevice_;
     std::vector<StackState> stacks_;
     std::unordered_map<uint64_t, uint32_t> stackIds_[256];  // per device: (native, py) -> index
     struct {

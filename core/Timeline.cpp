@@ -4,23 +4,20 @@
 
 namespace memtool::core {
 
-void Timeline::record(uint64_t timeNs, uint64_t bytes) {
-    while ((timeNs >> shift_) >= kMaxBuckets) widen();
+void Timeline::recordInNewBucket(uint64_t timeNs, uint64_t bytes) {
     // A time before the latest bucket (the stream's clock never goes back, but a
-    // reader should not depend on it for its memory bound) joins that bucket.
-    uint64_t index = timeNs >> shift_;
-    if (!buckets_.empty()) index = std::max(index, buckets_.back().index);
-    const Point p{timeNs, bytes, seq_++};
-    if (buckets_.empty() || buckets_.back().index != index) {
-        if (buckets_.empty()) buckets_.reserve(64);
-        buckets_.push_back(Bucket{index, p, p, p, p});
+    // reader should not depend on it for its memory bound) joins that bucket:
+    // record() took that case.
+    while ((timeNs >> shift_) >= kMaxBuckets) widen();
+    const uint64_t index = timeNs >> shift_;
+    if (buckets_.empty()) buckets_.reserve(64);
+    // After a widening the sample may fall in the latest bucket after all.
+    if (!buckets_.empty() && buckets_.back().index >= index) {
+        record(timeNs, bytes);
         return;
     }
-    Bucket& b = buckets_.back();
-    // Strictly: a level reached again later keeps its first time.
-    if (bytes > b.high.bytes) b.high = p;
-    if (bytes < b.low.bytes) b.low = p;
-    b.last = p;
+    const Point p{timeNs, bytes, seq_++};
+    buckets_.push_back(Bucket{index, p, p, p, p});
 }
 
 void Timeline::widen() {

@@ -31,7 +31,20 @@ public:
     static constexpr unsigned kFirstShift = 10;  // buckets start 1.024 µs wide
 
     // The bytes after an event; times never decrease (the stream's clock).
-    void record(uint64_t timeNs, uint64_t bytes);
+    // Inline where the sample joins the latest bucket (nearly every one does: a
+    // bucket spans many events), out of line where it starts one.
+    void record(uint64_t timeNs, uint64_t bytes) {
+        if (!buckets_.empty() && (timeNs >> shift_) <= buckets_.back().index) {
+            Bucket& b = buckets_.back();
+            const Point p{timeNs, bytes, seq_++};
+            // Strictly: a level reached again later keeps its first time.
+            if (bytes > b.high.bytes) b.high = p;
+            if (bytes < b.low.bytes) b.low = p;
+            b.last = p;
+            return;
+        }
+        recordInNewBucket(timeNs, bytes);
+    }
 
     // The kept samples in the order they were recorded, each once: per bucket its
     // first, lowest, highest and last (fewer when they coincide).
@@ -50,6 +63,8 @@ private:
         uint64_t index;  // timeNs >> shift_
         Point first, low, high, last;
     };
+    // record() where the sample does not join the latest bucket.
+    void recordInNewBucket(uint64_t timeNs, uint64_t bytes);
     // Doubles the bucket width, merging neighbours.
     void widen();
 
