@@ -8,6 +8,8 @@ namespace memtool::core {
 
 // Python files of the standard library, site-/dist-packages, or frozen/synthetic code.
 bool isLibraryPythonFile(const std::string& file);
+// A path inside a Python installation's lib/python3/ or lib/python3.N/ (or lib64/).
+bool inPythonLibDir(const std::string& path);
 // ELF objects from system directories, Python packages, the interpreter, memtool.
 bool isLibraryModule(const std::string& modulePath);
 // Source files of someone else's code that a header put into the user's binary

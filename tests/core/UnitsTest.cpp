@@ -60,6 +60,18 @@ TEST(FrameClassifier, TellsUserCodeFromLibraries) {
     EXPECT_TRUE(isLibraryPythonFile("/usr/lib/python3/dist-packages/torch/nn/modules/linear.py"));
     EXPECT_TRUE(isLibraryPythonFile("/venv/lib/python3.12/site-packages/torch/_tensor.py"));
     EXPECT_TRUE(isLibraryPythonFile("<frozen importlib._bootstrap>"));
+    // A Python installation's lib/python3[.N]/, and nothing that only looks like one.
+    EXPECT_TRUE(inPythonLibDir("/usr/lib64/python3.9/os.py"));
+    EXPECT_TRUE(inPythonLibDir("/opt/py/lib/python3/x.py"));
+    EXPECT_TRUE(inPythonLibDir("/home/me/.pyenv/versions/3.13.0/lib/python3.13/lib-dynload/a.so"));
+    EXPECT_TRUE(inPythonLibDir("/libs/lib/lib/python3.12/x.py"));  // a later /lib matches
+    EXPECT_FALSE(inPythonLibDir("/usr/lib/python3.12"));           // a directory's name only
+    EXPECT_FALSE(inPythonLibDir("/usr/lib/python3./x.py"));
+    EXPECT_FALSE(inPythonLibDir("/usr/lib/python3.x/x.py"));
+    EXPECT_FALSE(inPythonLibDir("/usr/lib/python35/x.py"));
+    EXPECT_FALSE(inPythonLibDir("/usr/lib6/python3/x.py"));
+    EXPECT_FALSE(inPythonLibDir("/usr/library/python3/x.py"));
+    EXPECT_FALSE(inPythonLibDir("/home/me/python3.11/x.py"));
     EXPECT_FALSE(isLibraryModule("/home/me/build/bin/libtorch_sample"));
     EXPECT_TRUE(isLibraryModule("/usr/lib/x86_64-linux-gnu/libc10.so.1.13"));
     EXPECT_TRUE(isLibraryModule("/usr/bin/python3.11"));
