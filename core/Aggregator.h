@@ -64,7 +64,8 @@ class Aggregator : public RecordSink {
 public:
     Aggregator() = default;
     // It keeps a pointer into its own device map (deviceState()): a copy's would
-    // point into the original's, a move keeps the map's nodes where they are.
+    // point into the original's, a move keeps the map's nodes where they are. As
+    // with its other caches, one moved from is only to be destroyed or assigned.
     Aggregator(const Aggregator&) = delete;
     Aggregator& operator=(const Aggregator&) = delete;
     Aggregator(Aggregator&&) = default;

@@ -100,6 +100,21 @@ TEST(Aggregator, DevicesAreCountedApart) {
     EXPECT_EQ(f.agg.liveAtPeak(f.stack(1, kDeviceCudaBase)), 1000u);
 }
 
+TEST(Aggregator, AMovedAggregatorKeepsCountingOnItsDevices) {
+    // Each record's device state is found through a cached pointer into the
+    // device map: the move takes the map's nodes, and the pointer with them.
+    Feed f;
+    f.alloc(0x10, 100, 1);
+    f.alloc(0x20, 1000, 1, kDeviceCudaBase);
+    Aggregator moved = std::move(f.agg);
+    moved.onAlloc(f.allocation(0x30, 10, 1, kDeviceCudaBase));
+    moved.onFree(f.freeing(0x10, kDeviceCpu));
+    EXPECT_EQ(moved.devices().at(kDeviceCudaBase).currentBytes, 1010u);
+    EXPECT_EQ(moved.devices().at(kDeviceCudaBase).peakBytes, 1010u);
+    EXPECT_EQ(moved.devices().at(kDeviceCpu).currentBytes, 0u);
+    EXPECT_EQ(moved.devices().at(kDeviceCpu).peakBytes, 100u);
+}
+
 TEST(Aggregator, UnpairedEventsAreCountedNotFatal) {
     Feed f;
     f.release(0x99);
