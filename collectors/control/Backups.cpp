@@ -32,6 +32,17 @@ bool DiskBackup::open(const char* directory, const char* name, uint64_t bytes, F
         path_[0] = '\0';
         return false;
     }
+    // Only the descriptor names it from here on: its space goes back to the disk
+    // when the process lets go of it, however it ends (SIGKILL, the OOM killer,
+    // memtool killed first), never left behind for someone to find. path_ stays
+    // for the messages.
+    if (unlink(path_) != 0) {
+        why.set("cannot unlink the backup file ", path_, ": ", std::strerror(errno));
+        ::close(fd_);
+        fd_ = -1;
+        path_[0] = '\0';
+        return false;
+    }
     // Claim the space now: a full disk fails the pause before anything is released.
     int rc = bytes ? posix_fallocate(fd_, 0, static_cast<off_t>(bytes)) : 0;
     if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
@@ -130,9 +141,8 @@ bool DiskBackup::readChunks(uint64_t offset, char* data, uint64_t bytes, uint64_
 }
 
 void DiskBackup::discard() {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) ::close(fd_);  // the file was unlinked when it was made
     fd_ = -1;
-    if (path_[0]) unlink(path_);
     path_[0] = '\0';
 }
 

@@ -21,7 +21,9 @@ public:
     DiskBackup& operator=(const DiskBackup&) = delete;
     ~DiskBackup() override { discard(); }
 
-    // Creates the file (exclusively, mode 0600) and reserves `bytes` on disk.
+    // Creates the file (exclusively, mode 0600), unlinks it at once (the
+    // descriptor keeps it: nothing is left behind when the process dies) and
+    // reserves `bytes` on disk.
     bool open(const char* directory, const char* name, uint64_t bytes, Failure& why);
     bool write(uint64_t offset, const void* data, uint64_t bytes, Failure& why) override;
     bool read(uint64_t offset, void* data, uint64_t bytes, Failure& why) override;

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -46,6 +47,28 @@ std::vector<std::string> filesIn(const std::string& dir) {
         closedir(d);
     }
     return out;
+}
+
+// Disk backups this process holds in `dir`: each is unlinked as soon as it is
+// made, so its descriptor in /proc/self/fd ("DIR/NAME (deleted)") is what shows.
+size_t heldBackupsIn(const std::string& dir) {
+    const std::string deleted = " (deleted)";
+    size_t n = 0;
+    if (DIR* d = opendir("/proc/self/fd")) {
+        while (dirent* e = readdir(d)) {
+            if (e->d_name[0] == '.') continue;
+            char target[4096];
+            const std::string link = std::string("/proc/self/fd/") + e->d_name;
+            const ssize_t len = readlink(link.c_str(), target, sizeof target);
+            if (len <= 0) continue;
+            const std::string t(target, static_cast<size_t>(len));
+            if (t.rfind(dir + "/", 0) == 0 && t.size() > dir.size() + 1 + deleted.size() &&
+                t.compare(t.size() - deleted.size(), deleted.size(), deleted) == 0)
+                ++n;
+        }
+        closedir(d);
+    }
+    return n;
 }
 
 // Resident bytes of [p, p + bytes), from mincore.
@@ -101,8 +124,8 @@ struct Fixture {
     Engine engine;
     FlakyBackend backend;
     Regions* regions = new Regions();  // large (fixed tables): not on the stack
-    std::string dir = tempDir();
-    Fixture() {
+    std::string dir;
+    explicit Fixture(std::string backups = tempDir()) : dir(std::move(backups)) {
         EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
         EngineOptions o;
         o.nativeStacks = o.pythonStacks = false;
@@ -161,7 +184,8 @@ TEST(Regions, PauseReleasesPagesAndResumeBringsContentBackAtTheSameAddress) {
     EXPECT_EQ(paused.bytes, 8 * MiB);
     EXPECT_EQ(paused.allocations, 1u);
     EXPECT_EQ(residentBytes(w, 8 * MiB), 0u);
-    ASSERT_EQ(filesIn(f.dir).size(), 1u);  // the backup, while paused
+    EXPECT_TRUE(filesIn(f.dir).empty());  // unlinked as soon as it was made
+    ASSERT_EQ(heldBackupsIn(f.dir), 1u);  // the backup, while paused: its descriptor
     char tag[64];
     EXPECT_TRUE(f.regions->pausedAt(reinterpret_cast<uint64_t>(w) + 12345, tag, sizeof tag));
     EXPECT_STREQ(tag, "weights");
@@ -176,7 +200,7 @@ TEST(Regions, PauseReleasesPagesAndResumeBringsContentBackAtTheSameAddress) {
     EXPECT_TRUE(resumed.ok) << resumed.message;
     EXPECT_EQ(resumed.bytes, 8 * MiB);
     EXPECT_TRUE(Fixture::holds(w, 8 * MiB, 3));
-    EXPECT_TRUE(filesIn(f.dir).empty());  // the backup is gone
+    EXPECT_EQ(heldBackupsIn(f.dir), 0u);  // the backup is gone
     EXPECT_FALSE(f.regions->pausedAt(reinterpret_cast<uint64_t>(w), tag, sizeof tag));
     EXPECT_FALSE(f.regions->resume("weights", core::ControlOrigin::Api).changed);
 
@@ -193,6 +217,27 @@ TEST(Regions, PauseReleasesPagesAndResumeBringsContentBackAtTheSameAddress) {
     EXPECT_EQ(agg.controls()[1].f.origin, core::ControlOrigin::Ctl);
     ASSERT_EQ(agg.regions().size(), 1u);
     EXPECT_EQ(agg.regions().begin()->second.record.tag, "weights");
+}
+
+TEST(Regions, ABackupGoesWithAProcessKilledWhilePaused) {
+    // Nobody is left to remove a file: a program killed while paused (SIGKILL,
+    // the OOM killer), with memtool killed first, must not leave its backup.
+    const std::string dir = tempDir();
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        Fixture f(dir);
+        f.allocate("w", core::BackupKind::Disk, 4 * MiB, 9);
+        const bool paused = f.regions->pause("w", core::ControlOrigin::Api).ok;
+        if (!paused || heldBackupsIn(dir) != 1) _exit(1);
+        raise(SIGKILL);
+        _exit(2);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+        << "the child did not pause with its backup held: status " << status;
+    EXPECT_TRUE(filesIn(dir).empty());
 }
 
 TEST(Regions, TagsArePausedAndResumedIndependently) {
@@ -229,6 +274,7 @@ TEST(Regions, AFailedBackupReleasesNothing) {
     EXPECT_STREQ(r.message, "pause failed, nothing was released: the test made the copy fail");
     EXPECT_TRUE(Fixture::holds(w, 2 * MiB, 5));
     EXPECT_TRUE(filesIn(f.dir).empty());
+    EXPECT_EQ(heldBackupsIn(f.dir), 0u);
     f.regions->release(reinterpret_cast<uint64_t>(w));
     core::Aggregator agg = f.finish();
     ASSERT_EQ(agg.controls().size(), 1u);
@@ -256,6 +302,7 @@ TEST(Regions, AFullDiskFailsThePauseBeforeAnythingIsReleased) {
     EXPECT_EQ(residentBytes(w, 4 * MiB), 4 * MiB);
     EXPECT_TRUE(Fixture::holds(w, 4 * MiB, 9));
     EXPECT_TRUE(filesIn(f.dir).empty());
+    EXPECT_EQ(heldBackupsIn(f.dir), 0u);
     f.regions->release(reinterpret_cast<uint64_t>(w));
 }
 
@@ -269,7 +316,7 @@ TEST(Regions, AResumeThatCannotMapKeepsTheRegionPausedWithItsContent) {
     EXPECT_STREQ(r.message,
                  "1 region(s) could not be resumed and stay paused, their content kept: the test "
                  "made mapping fail");
-    EXPECT_EQ(filesIn(f.dir).size(), 1u);
+    EXPECT_EQ(heldBackupsIn(f.dir), 1u);
     f.backend.failMap = false;
     ASSERT_TRUE(f.regions->resume("w", core::ControlOrigin::Api).ok);
     EXPECT_TRUE(Fixture::holds(w, MiB, 4));
@@ -282,13 +329,13 @@ TEST(Regions, FreeingPausedMemoryReleasesItsAddressesAndBackup) {
     uint8_t* b = f.allocate("w", core::BackupKind::Disk, MiB, 2);
     ASSERT_TRUE(f.regions->pause("w", core::ControlOrigin::Api).ok);
     EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(a)));
-    EXPECT_EQ(filesIn(f.dir).size(), 1u);  // b's content is still in it
+    EXPECT_EQ(heldBackupsIn(f.dir), 1u);  // b's content is still in it
     EXPECT_EQ(f.regions->resume("w", core::ControlOrigin::Api).allocations, 1u);
     EXPECT_TRUE(Fixture::holds(b, MiB, 2));
     ASSERT_TRUE(f.regions->pause("w", core::ControlOrigin::Api).ok);
     EXPECT_TRUE(
         f.regions->release(reinterpret_cast<uint64_t>(b)));  // the last one: the backup goes
-    EXPECT_TRUE(filesIn(f.dir).empty());
+    EXPECT_EQ(heldBackupsIn(f.dir), 0u);
     EXPECT_FALSE(f.regions->release(0x1234));  // not a region address
     core::Aggregator agg = f.finish();
     const auto& cpu = agg.devices().at(core::kDeviceCpu);
@@ -304,11 +351,11 @@ TEST(Regions, APausedRegionPausedAgainAfterNewAllocationsKeepsBothBackups) {
     uint8_t* b = f.allocate("kv", core::BackupKind::Disk, MiB, 2);
     OpResult second = f.regions->pause("kv", core::ControlOrigin::Api);
     EXPECT_EQ(second.allocations, 1u);  // only b was resident
-    EXPECT_EQ(filesIn(f.dir).size(), 2u);
+    EXPECT_EQ(heldBackupsIn(f.dir), 2u);
     EXPECT_EQ(f.regions->resume("kv", core::ControlOrigin::Api).allocations, 2u);
     EXPECT_TRUE(Fixture::holds(a, MiB, 1));
     EXPECT_TRUE(Fixture::holds(b, MiB, 2));
-    EXPECT_TRUE(filesIn(f.dir).empty());
+    EXPECT_EQ(heldBackupsIn(f.dir), 0u);
 }
 
 TEST(Regions, TagsAndBackupsAreChecked) {
@@ -512,7 +559,7 @@ TEST(Courtesy, YieldBacksUpEveryRegionAndRestoreBringsItBack) {
     EXPECT_EQ(y.devices[0].device, core::kDeviceCpu);
     EXPECT_EQ(y.devices[0].bytes, 4 * MiB);
     EXPECT_EQ(residentBytes(scratch, 3 * MiB), 0u);
-    EXPECT_EQ(filesIn(f.dir).size(), 2u);  // CPU memory goes to disk, both regions
+    EXPECT_EQ(heldBackupsIn(f.dir), 2u);  // CPU memory goes to disk, both regions
     OpResult twice = courtesy.yieldHere(core::BackupKind::Host);
     EXPECT_FALSE(twice.changed);
     EXPECT_STREQ(twice.message, "the program has yielded already; nothing done");
@@ -522,7 +569,7 @@ TEST(Courtesy, YieldBacksUpEveryRegionAndRestoreBringsItBack) {
     EXPECT_EQ(r.bytes, 4 * MiB);
     EXPECT_TRUE(Fixture::holds(scratch, 3 * MiB, 5));
     EXPECT_TRUE(Fixture::holds(weights, MiB, 6));
-    EXPECT_TRUE(filesIn(f.dir).empty());
+    EXPECT_EQ(heldBackupsIn(f.dir), 0u);
     EXPECT_STREQ(courtesy.restoreHere().message, "the program has not yielded; nothing to restore");
 
     core::Aggregator agg = f.finish();

@@ -21,7 +21,17 @@ def rss():
 
 
 def backups():
-    return len(os.listdir(os.environ["MEMTOOL_BACKUP_DIR"]))
+    # Disk backups are unlinked as soon as they are made (nothing is left behind
+    # however the process ends): this process's descriptors show them.
+    d = os.environ["MEMTOOL_BACKUP_DIR"] + "/"
+    held = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink("/proc/self/fd/" + fd)
+        except OSError:
+            continue
+        held += target.startswith(d) and target.endswith(" (deleted)")
+    return held + len(os.listdir(os.environ["MEMTOOL_BACKUP_DIR"]))
 
 
 # 256 MiB of int64 0, 1, 2, ...: its sum, n(n-1)/2, checks every element.
