@@ -551,8 +551,9 @@ uint64_t ruleReads() { return gRuleReads.load(std::memory_order_relaxed); }
 // The walk proper, behind memtool_cfi_backtrace's register capture: regs holds
 // its caller's return address (never null), stack pointer after the return, and
 // rbp. Unsanitized: it reads other frames' stack slots by design.
-extern "C" __attribute__((visibility("hidden"), no_sanitize("address", "undefined", "thread"))) int
-memtool_cfi_walk(void** out, int max, const uint64_t* regs, ThreadState* ts) {
+extern "C"
+    __attribute__((used, visibility("hidden"), no_sanitize("address", "undefined", "thread"))) int
+    memtool_cfi_walk(void** out, int max, const uint64_t* regs, ThreadState* ts) {
     if (!ts || !stackBounds(*ts)) return -1;
     uint64_t ip = regs[0], sp = regs[1], bp = regs[2];
     if (sp < ts->stackLow || sp >= ts->stackHigh) return -1;  // a signal stack

@@ -114,7 +114,7 @@ bool readRange(int fd, const char* path, uint64_t offset, char* p, uint64_t byte
 bool DiskBackup::read(uint64_t offset, void* data, uint64_t bytes, Failure& why) {
     char* p = static_cast<char*>(data);
     if (bytes < 2 * kReadChunk) return readChunks(offset, p, bytes, 0, 1, why);
-    ReadJob odd{this, offset, p, bytes};
+    ReadJob odd{this, offset, p, bytes, false, {}};
     pthread_t reader;
     auto run = [](void* arg) -> void* {
         auto* job = static_cast<ReadJob*>(arg);
