@@ -1,8 +1,9 @@
 #include "cli/RunCommand.h"
 
-#include <dirent.h>
 #include <fmt/format.h>
+#include <limits.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,35 +41,25 @@ constexpr double kGraceS = 10.0;
 // -o -: the trace goes to stdout, after whatever the program printed there.
 constexpr const char* kStdoutPath = "-";
 
-// A private directory for this run's disk backups of paused regions, inside the
-// one the user named (or $TMPDIR): made before the program starts, removed with
-// whatever a program that died while paused left in it.
-class BackupDirectory {
-public:
-    explicit BackupDirectory(const std::string& base) {
-        const char* tmp = std::getenv("TMPDIR");
-        std::string root = !base.empty() ? base : tmp && *tmp ? tmp : "/tmp";
-        std::string tmpl = root + "/memtool-backup-XXXXXX";
-        if (!mkdtemp(tmpl.data()))
-            throw core::Error(core::kExitRunFailed, "cannot make a backup directory in " + root +
-                                                        ": " + std::strerror(errno));
-        path_ = tmpl;
-    }
-    ~BackupDirectory() {
-        if (DIR* d = opendir(path_.c_str())) {
-            while (dirent* e = readdir(d))
-                if (e->d_name[0] != '.') unlinkat(dirfd(d), e->d_name, 0);
-            closedir(d);
-        }
-        rmdir(path_.c_str());
-    }
-    BackupDirectory(const BackupDirectory&) = delete;
-    BackupDirectory& operator=(const BackupDirectory&) = delete;
-    const std::string& path() const { return path_; }
-
-private:
-    std::string path_;
-};
+// Where paused regions' disk backups go: the directory the user named, else
+// $TMPDIR, else /tmp, as an absolute path (the program may change directory).
+// The collector makes each backup there as a file no name ever points to (see
+// DiskBackup), so nothing is made or left in it, however the program or memtool
+// ends; the directory need only exist and be writable.
+std::string backupDirectory(const std::string& base) {
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string dir = !base.empty() ? base : tmp && *tmp ? tmp : "/tmp";
+    auto refuse = [&](const std::string& why) {
+        return core::Error(core::kExitRunFailed, "cannot keep backups in " + dir + ": " + why);
+    };
+    char resolved[PATH_MAX];
+    if (!realpath(dir.c_str(), resolved)) throw refuse(std::strerror(errno));
+    struct stat st {};
+    if (stat(resolved, &st) != 0) throw refuse(std::strerror(errno));
+    if (!S_ISDIR(st.st_mode)) throw refuse("not a directory");
+    if (access(resolved, W_OK | X_OK) != 0) throw refuse(std::strerror(errno));
+    return resolved;
+}
 
 // What the collector in the target is told: where to connect, what to record,
 // where `import memtool` is found, where paused regions' backups go.
@@ -322,7 +313,7 @@ RunResult runCommand(const RunOptions& options) {
     const CudaPlan cuda = planCuda(options.cuda, collector, options.quiet);
     CollectorListener listener;
     ControlServer control(listener, options.command, options.siteMode);
-    BackupDirectory backups(options.backupDir);
+    const std::string backups = backupDirectory(options.backupDir);
     SignalRouter signals;
     // Before the live view, which unwatches its keys when it goes.
     EventLoop loop;
@@ -332,8 +323,8 @@ RunResult runCommand(const RunOptions& options) {
                      : nullptr;
     TargetProcess target =
         launchTarget(options.command,
-                     targetEnvironment(options, collector, cuda, listener.socketPath(),
-                                       backups.path(), control.socketPath()),
+                     targetEnvironment(options, collector, cuda, listener.socketPath(), backups,
+                                       control.socketPath()),
                      signals.originalMask());
 
     // Connections are accepted (and their peers' descent checked) before SIGCHLD

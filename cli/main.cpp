@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"auto", "cupti", "runtime-hooks", "off"}))
         ->capture_default_str();
     runCmd->add_option("--backup-dir", run.backupDir,
-                       "Where paused regions' disk backups go (a private directory is made inside; "
+                       "Where paused regions' disk backups go, as files no name points to ("
                        "default $TMPDIR or /tmp)");
     // No positional: with prefix_command, CLI11 hands the command and everything after
     // it to remaining() untouched, so options after the command are the command's

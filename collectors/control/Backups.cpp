@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace memtool::collectors::control {
@@ -19,31 +20,78 @@ void Failure::set(const char* a, const char* b, const char* c, const char* d) {
     text[n] = '\0';
 }
 
+namespace {
+
+// An unnamed file in `directory` (O_TMPFILE): no name ever appears there, for
+// anyone to find, pre-create or leave behind. -1 with errno set where the file
+// system has none.
+int openUnnamed(const char* directory, bool* direct) {
+    int fd = ::open(directory, O_TMPFILE | O_RDWR | O_CLOEXEC | O_DIRECT, 0600);
+    *direct = fd >= 0;
+    if (fd < 0 && errno == EINVAL)  // tmpfs: no O_DIRECT
+        fd = ::open(directory, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    return fd;
+}
+
+// Else a file of a fresh random name (mkostemp: exclusive, 0600, never through a
+// file or link someone else put there), unlinked at once. `path` ends in XXXXXX.
+int openNamedThenUnlink(char* path, size_t pathBytes, bool* direct, Failure& why) {
+    const size_t n = std::strlen(path);
+    int fd = mkostemp(path, O_CLOEXEC | O_DIRECT);
+    *direct = fd >= 0;
+    if (fd < 0 && errno == EINVAL) {
+        std::snprintf(path + n - 6, pathBytes - (n - 6), "XXXXXX");
+        fd = mkostemp(path, O_CLOEXEC);
+    }
+    if (fd < 0) {
+        why.set("cannot create the backup file ", path, ": ", std::strerror(errno));
+        return -1;
+    }
+    if (unlink(path) != 0) {
+        why.set("cannot unlink the backup file ", path, ": ", std::strerror(errno));
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+}  // namespace
+
 bool DiskBackup::open(const char* directory, const char* name, uint64_t bytes, Failure& why) {
     discard();
+    // Only the descriptor holds the file: its space goes back to the disk when
+    // the process lets go of it, however it ends (SIGKILL, the OOM killer, memtool
+    // killed first). path_ is for the messages.
+    fd_ = openUnnamed(directory, &direct_);
+    if (fd_ < 0 && (errno == EOPNOTSUPP || errno == EISDIR))
+        return openNamed(directory, name, bytes, why);
     std::snprintf(path_, sizeof path_, "%s/%s", directory, name);
-    // O_EXCL: never through a file or link someone else put there.
-    fd_ = ::open(path_, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0600);
-    direct_ = fd_ >= 0;
-    if (fd_ < 0 && errno == EINVAL)
-        fd_ = ::open(path_, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);  // tmpfs
     if (fd_ < 0) {
-        why.set("cannot create the backup file ", path_, ": ", std::strerror(errno));
+        why.set("cannot create the backup file in ", directory, ": ", std::strerror(errno));
         path_[0] = '\0';
         return false;
     }
-    // Only the descriptor names it from here on: its space goes back to the disk
-    // when the process lets go of it, however it ends (SIGKILL, the OOM killer,
-    // memtool killed first), never left behind for someone to find. path_ stays
-    // for the messages.
-    if (unlink(path_) != 0) {
-        why.set("cannot unlink the backup file ", path_, ": ", std::strerror(errno));
-        ::close(fd_);
-        fd_ = -1;
+    return claim(bytes, why);
+}
+
+bool DiskBackup::openNamed(const char* directory, const char* name, uint64_t bytes, Failure& why) {
+    discard();
+    const int n = std::snprintf(path_, sizeof path_, "%s/%s.XXXXXX", directory, name);
+    if (n < 0 || static_cast<size_t>(n) >= sizeof path_) {
+        why.set("cannot create the backup file in ", directory, ": ", std::strerror(ENAMETOOLONG));
         path_[0] = '\0';
         return false;
     }
-    // Claim the space now: a full disk fails the pause before anything is released.
+    fd_ = openNamedThenUnlink(path_, sizeof path_, &direct_, why);
+    if (fd_ < 0) {
+        path_[0] = '\0';
+        return false;
+    }
+    return claim(bytes, why);
+}
+
+bool DiskBackup::claim(uint64_t bytes, Failure& why) {
+    // The space now: a full disk fails the pause before anything is released.
     int rc = bytes ? posix_fallocate(fd_, 0, static_cast<off_t>(bytes)) : 0;
     if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
         char detail[160];

@@ -9,8 +9,9 @@
 
 namespace memtool::collectors::control {
 
-// A file of its own in the backup directory, named after the process and the
-// region, removed when the region is resumed (or the pause fails). Written and
+// A file of its own in the backup directory, unnamed from the start (O_TMPFILE;
+// where the file system has none, made under a random name and unlinked at once),
+// gone when the region is resumed, the pause fails or the process ends. Written and
 // read with O_DIRECT where the filesystem allows it: content goes from the
 // region's pages to the disk without passing through the page cache (which
 // would keep a second copy in memory, the opposite of what a pause is for).
@@ -21,10 +22,14 @@ public:
     DiskBackup& operator=(const DiskBackup&) = delete;
     ~DiskBackup() override { discard(); }
 
-    // Creates the file (exclusively, mode 0600), unlinks it at once (the
-    // descriptor keeps it: nothing is left behind when the process dies) and
-    // reserves `bytes` on disk.
+    // Creates the file (mode 0600, only the descriptor names it: nothing is left
+    // behind when the process dies) and reserves `bytes` on disk. `name` (the
+    // process and the region) is for messages, and the named fallback's prefix.
     bool open(const char* directory, const char* name, uint64_t bytes, Failure& why);
+    // open()'s way where the file system has no unnamed files: a random name after
+    // `name` (mkostemp: exclusive, never through a file or link someone else put
+    // there), unlinked before anything is written.
+    bool openNamed(const char* directory, const char* name, uint64_t bytes, Failure& why);
     bool write(uint64_t offset, const void* data, uint64_t bytes, Failure& why) override;
     bool read(uint64_t offset, void* data, uint64_t bytes, Failure& why) override;
     void discard() override;
@@ -36,6 +41,8 @@ private:
     // `stride` (stride 1: all of it).
     bool readChunks(uint64_t offset, char* data, uint64_t bytes, uint64_t parity, uint64_t stride,
                     Failure& why) const;
+    // Reserves `bytes` of disk for the open file; discards it when there is no room.
+    bool claim(uint64_t bytes, Failure& why);
 
     int fd_ = -1;
     bool direct_ = false;

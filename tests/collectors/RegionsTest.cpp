@@ -20,6 +20,7 @@
 
 #include "collectors/Engine.h"
 #include "collectors/SocketSink.h"
+#include "collectors/control/Backups.h"
 #include "collectors/control/ControlChannel.h"
 #include "collectors/control/Courtesy.h"
 #include "collectors/control/CpuPagesBackend.h"
@@ -49,8 +50,8 @@ std::vector<std::string> filesIn(const std::string& dir) {
     return out;
 }
 
-// Disk backups this process holds in `dir`: each is unlinked as soon as it is
-// made, so its descriptor in /proc/self/fd ("DIR/NAME (deleted)") is what shows.
+// Disk backups this process holds in `dir`: no name points to one, so its
+// descriptor in /proc/self/fd ("DIR/#INODE (deleted)") is what shows.
 size_t heldBackupsIn(const std::string& dir) {
     const std::string deleted = " (deleted)";
     size_t n = 0;
@@ -238,6 +239,42 @@ TEST(Regions, ABackupGoesWithAProcessKilledWhilePaused) {
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
         << "the child did not pause with its backup held: status " << status;
     EXPECT_TRUE(filesIn(dir).empty());
+}
+
+// Both ways of making a backup file: content written comes back whole, the
+// file is held by its descriptor alone from the start, and discarding it lets go.
+void expectAnonymousRoundTrip(bool named) {
+    const std::string dir = tempDir();
+    DiskBackup b;
+    Failure why;
+    const bool opened = named ? b.openNamed(dir.c_str(), "memtool-1-w-cpu-1.pause", 2 * MiB, why)
+                              : b.open(dir.c_str(), "memtool-1-w-cpu-1.pause", 2 * MiB, why);
+    ASSERT_TRUE(opened) << why.text;
+    EXPECT_TRUE(filesIn(dir).empty());
+    EXPECT_EQ(heldBackupsIn(dir), 1u);
+    const std::string prefix = dir + "/memtool-1-w-cpu-1.pause";
+    EXPECT_EQ(std::string(b.path()).rfind(prefix, 0), 0u) << b.path();
+    // Direct I/O wants aligned buffers.
+    void* out = nullptr;
+    void* in = nullptr;
+    ASSERT_EQ(posix_memalign(&out, 4096, 2 * MiB), 0);
+    ASSERT_EQ(posix_memalign(&in, 4096, 2 * MiB), 0);
+    for (uint64_t i = 0; i < 2 * MiB; ++i) static_cast<uint8_t*>(out)[i] = uint8_t(i * 7 + 3);
+    ASSERT_TRUE(b.write(0, out, 2 * MiB, why)) << why.text;
+    std::memset(in, 0, 2 * MiB);
+    ASSERT_TRUE(b.read(0, in, 2 * MiB, why)) << why.text;
+    EXPECT_EQ(std::memcmp(in, out, 2 * MiB), 0);
+    b.discard();
+    EXPECT_EQ(heldBackupsIn(dir), 0u);
+    EXPECT_TRUE(filesIn(dir).empty());
+    free(out);
+    free(in);
+}
+
+TEST(Regions, ABackupFileIsNeverNamedInItsDirectory) { expectAnonymousRoundTrip(false); }
+
+TEST(Regions, WithoutUnnamedFilesABackupIsUnlinkedBeforeItIsUsed) {
+    expectAnonymousRoundTrip(true);
 }
 
 TEST(Regions, TagsArePausedAndResumedIndependently) {

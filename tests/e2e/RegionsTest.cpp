@@ -55,10 +55,13 @@ Outcome ctlAsNobody(const std::vector<std::string>& words) {
 }  // namespace
 
 TEST(Regions, ThePythonApiPausesAndResumesExactly) {
+    // A backup directory of its own, for the script to see that no name ever
+    // appears in it: the backup is an unnamed file its descriptor holds.
+    const std::string dir = tempDir();
     const std::string trace = tempDir() + "/t.json";
-    Outcome o =
-        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("regions.py"), "api"},
-            "", controlEnv());
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--backup-dir", dir, "--", PYTHON_BIN,
+                     script("regions.py"), "api"},
+                    "", controlEnv());
     ASSERT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out,
               "pause True True 268435456 1 True 1\n"
@@ -96,6 +99,7 @@ TEST(Regions, ThePythonApiPausesAndResumesExactly) {
 }
 
 TEST(Regions, MemtoolCtlDrivesTheProgramFromOutside) {
+    const std::string dir = tempDir();  // backups: no name ever appears there
     const std::string trace = tempDir() + "/t.json";
     std::string pauseOut, statusOut, listOut, resumeOut, notOurs;
     int pauseCode = -1, resumeCode = -1, notOursCode = -1;
@@ -103,7 +107,8 @@ TEST(Regions, MemtoolCtlDrivesTheProgramFromOutside) {
     uint64_t rssBefore = 0, rssPaused = 0;
     mode_t dirMode = 0, socketMode = 0;
     Outcome o =
-        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("regions.py"), "ctl"},
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--backup-dir", dir, "--", PYTHON_BIN,
+             script("regions.py"), "ctl"},
             "", controlEnv(), [&](pid_t memtool, const std::string& first) {
                 ASSERT_EQ(first.rfind("ready ", 0), 0u) << first;
                 const pid_t target = static_cast<pid_t>(std::stol(first.substr(6)));

@@ -38,6 +38,31 @@ TEST(RunOptions, AnUnwritableOutputIsRefusedBeforeTheProgramRuns) {
     EXPECT_FALSE(exists(marker));
 }
 
+TEST(RunOptions, ABackupDirectoryThatCannotBeUsedIsRefusedBeforeTheProgramRuns) {
+    const std::string dir = tempDir();
+    const std::string marker = dir + "/ran";
+    auto runWithBackups = [&](const std::string& backups) {
+        return run({MEMTOOL_BIN, "run", "-q", "-o", dir + "/t.json", "--backup-dir", backups, "--",
+                    "/bin/sh", "-c", "touch " + marker});
+    };
+    Outcome missing = runWithBackups(dir + "/none");
+    EXPECT_EQ(missing.exitCode, 125);
+    EXPECT_EQ(missing.err,
+              "memtool: cannot keep backups in " + dir + "/none: No such file or directory\n");
+    Outcome aFile = runWithBackups("/etc/hostname");
+    EXPECT_EQ(aFile.exitCode, 125);
+    EXPECT_EQ(aFile.err, "memtool: cannot keep backups in /etc/hostname: not a directory\n");
+    EXPECT_FALSE(exists(marker));
+    // A usable one, named relatively: the run goes on and leaves nothing in it.
+    const std::string backups = tempDir();
+    Outcome ok = run({MEMTOOL_BIN, "run", "-q", "-o", dir + "/t.json", "--backup-dir", ".", "--",
+                      "/bin/sh", "-c", "touch " + marker},
+                     "", {}, nullptr, backups);
+    EXPECT_EQ(ok.exitCode, 0) << ok.err;
+    EXPECT_TRUE(exists(marker));
+    EXPECT_FALSE(exists(backups + "/t.json"));
+}
+
 TEST(RunOptions, DashWritesTheTraceToStdout) {
     Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", "-", "--", PYTHON_BIN, script("storages.py")});
     ASSERT_EQ(o.exitCode, 0) << o.err;

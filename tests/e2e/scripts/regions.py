@@ -21,8 +21,9 @@ def rss():
 
 
 def backups():
-    # Disk backups are unlinked as soon as they are made (nothing is left behind
-    # however the process ends): this process's descriptors show them.
+    # A disk backup is a file no name points to (nothing is left behind however
+    # the process ends): this process's descriptors show it, "DIR/#inode (deleted)".
+    # Entries of the directory count too: the tests give each run an empty one.
     d = os.environ["MEMTOOL_BACKUP_DIR"] + "/"
     held = 0
     for fd in os.listdir("/proc/self/fd"):
