@@ -33,28 +33,6 @@ int openUnnamed(const char* directory, bool* direct) {
     return fd;
 }
 
-// Else a file of a fresh random name (mkostemp: exclusive, 0600, never through a
-// file or link someone else put there), unlinked at once. `path` ends in XXXXXX.
-int openNamedThenUnlink(char* path, size_t pathBytes, bool* direct, Failure& why) {
-    const size_t n = std::strlen(path);
-    int fd = mkostemp(path, O_CLOEXEC | O_DIRECT);
-    *direct = fd >= 0;
-    if (fd < 0 && errno == EINVAL) {
-        std::snprintf(path + n - 6, pathBytes - (n - 6), "XXXXXX");
-        fd = mkostemp(path, O_CLOEXEC);
-    }
-    if (fd < 0) {
-        why.set("cannot create the backup file ", path, ": ", std::strerror(errno));
-        return -1;
-    }
-    if (unlink(path) != 0) {
-        why.set("cannot unlink the backup file ", path, ": ", std::strerror(errno));
-        ::close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 }  // namespace
 
 bool DiskBackup::open(const char* directory, const char* name, uint64_t bytes, Failure& why) {
@@ -63,14 +41,13 @@ bool DiskBackup::open(const char* directory, const char* name, uint64_t bytes, F
     // the process lets go of it, however it ends (SIGKILL, the OOM killer, memtool
     // killed first). path_ is for the messages.
     fd_ = openUnnamed(directory, &direct_);
-    if (fd_ < 0 && (errno == EOPNOTSUPP || errno == EISDIR))
-        return openNamed(directory, name, bytes, why);
-    std::snprintf(path_, sizeof path_, "%s/%s", directory, name);
     if (fd_ < 0) {
-        why.set("cannot create the backup file in ", directory, ": ", std::strerror(errno));
-        path_[0] = '\0';
+        const int error = errno;
+        if (error == EOPNOTSUPP || error == EISDIR) return openNamed(directory, name, bytes, why);
+        why.set("cannot create the backup file in ", directory, ": ", std::strerror(error));
         return false;
     }
+    std::snprintf(path_, sizeof path_, "%s/%s", directory, name);
     return claim(bytes, why);
 }
 
@@ -82,9 +59,23 @@ bool DiskBackup::openNamed(const char* directory, const char* name, uint64_t byt
         path_[0] = '\0';
         return false;
     }
-    fd_ = openNamedThenUnlink(path_, sizeof path_, &direct_, why);
+    // mkostemp: a fresh random name, exclusive, 0600, never through a file or link
+    // someone else put there; unlinked before anything is written.
+    const size_t suffix = static_cast<size_t>(n) - 6;
+    fd_ = mkostemp(path_, O_CLOEXEC | O_DIRECT);
+    direct_ = fd_ >= 0;
+    if (fd_ < 0 && errno == EINVAL) {  // tmpfs: no O_DIRECT
+        std::memcpy(path_ + suffix, "XXXXXX", 6);
+        fd_ = mkostemp(path_, O_CLOEXEC);
+    }
     if (fd_ < 0) {
+        why.set("cannot create the backup file ", path_, ": ", std::strerror(errno));
         path_[0] = '\0';
+        return false;
+    }
+    if (unlink(path_) != 0) {
+        why.set("cannot unlink the backup file ", path_, ": ", std::strerror(errno));
+        discard();
         return false;
     }
     return claim(bytes, why);
