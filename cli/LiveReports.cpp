@@ -152,7 +152,7 @@ json deviceReport(const core::Aggregator& agg, SiteNames& sites, const std::stri
     d["visible_elements"] = visibleElements;
 
     const std::optional<Holder> holder = holderOf(agg, device);
-    static const std::unordered_map<uint64_t, core::Aggregator::LiveBlock> kNone;
+    static const core::Aggregator::LiveBlockMap kNone;
     const auto& live = holder ? agg.liveBlocks(holder->code) : kNone;
     uint64_t liveBytes = 0;
     for (const auto& [key, block] : live) liveBytes += block.size;

@@ -210,12 +210,6 @@ void Aggregator::retire(DeviceState& d, StackState& s, uint64_t size, bool pause
 Aggregator::Admitted Aggregator::admit(const AllocRecord& a) {
     ++allocs_;
     const uint8_t dev = a.f.device;
-    if (live_[dev].count(a.f.address)) {
-        // The free of the previous block never arrived; retire it so the address
-        // can be reused, and say so in the trace.
-        ++doubleAllocs_;
-        release(dev, a.f.address, a.timeNs, false);
-    }
     const uint32_t idx = stackIndex(dev, a.f.nativeNode, a.f.pyNode);
     DeviceState& d = deviceState(dev);
     StackState& s = stacks_[idx];
@@ -231,12 +225,26 @@ Aggregator::Admitted Aggregator::admit(const AllocRecord& a) {
     return {d, s, idx};
 }
 
+void Aggregator::retireOverwritten(uint8_t device, uint64_t address, uint64_t timeNs) {
+    // The free of the previous block never arrived; retire it so the address
+    // can be reused, and say so in the trace.
+    ++doubleAllocs_;
+    release(device, address, timeNs, false);
+}
+
 void Aggregator::onAlloc(const AllocRecord& a) {
     countRecord();
-    const Admitted admitted = admit(a);
     const uint8_t dev = a.f.device;
     const uint32_t region = static_cast<uint32_t>(a.f.region);
-    live_[dev].emplace(a.f.address, LiveBlock{a.f.size, admitted.index, region, false});
+    // One probe of the table: the block's entry, filled in once its stack is known.
+    auto& live = live_[dev];
+    auto [it, inserted] = live.try_emplace(a.f.address, LiveBlock{a.f.size, 0, region, false});
+    if (!inserted) {
+        retireOverwritten(dev, a.f.address, a.timeNs);
+        it = live.try_emplace(a.f.address, LiveBlock{a.f.size, 0, region, false}).first;
+    }
+    const Admitted admitted = admit(a);  // touches no live-block table: `it` stays valid
+    it.value().stack = admitted.index;
     if (region) {
         Region& r = regions_[region];
         r.liveBytes += a.f.size;
@@ -249,6 +257,7 @@ void Aggregator::onShortLived(const AllocRecord& a, const FreeRecord& f) {
     // The Alloc and the Free it stands for, in one record: the block never
     // enters the table of live ones.
     countRecord();
+    if (live_[a.f.device].count(a.f.address)) retireOverwritten(a.f.device, a.f.address, a.timeNs);
     const Admitted admitted = admit(a);
     ++frees_;
     retire(admitted.device, admitted.stack, a.f.size, false);

@@ -7,6 +7,8 @@
 // O(1) per event: each stack keeps a snapshot of its live bytes stamped with the
 // device's peak version, refreshed lazily before the stack's next change.
 
+#include <tsl/robin_map.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -150,9 +152,16 @@ public:
         uint32_t region;  // 0: none
         bool paused;
     };
-    const std::unordered_map<uint64_t, LiveBlock>& liveBlocks(uint8_t device) const {
-        return live_[device];
-    }
+    // Addresses and packed node ids have their information in the high and middle
+    // bits; the table indexes by the low ones: mix first.
+    struct MixHash {
+        size_t operator()(uint64_t x) const {
+            x *= 0x9e3779b97f4a7c15ULL;
+            return static_cast<size_t>(x ^ (x >> 32));
+        }
+    };
+    using LiveBlockMap = tsl::robin_map<uint64_t, LiveBlock, MixHash>;
+    const LiveBlockMap& liveBlocks(uint8_t device) const { return live_[device]; }
 
     // Records received before End (the handshake included).
     uint64_t recordsReceived() const { return records_; }
@@ -183,13 +192,15 @@ private:
         return *lastDevice_.state;
     }
     void touch(StackState& s, const DeviceState& d);
-    // An allocation counted on its device and stack (the block is not in live_ yet).
+    // An allocation counted on its device and stack (no live block of its address).
     struct Admitted {
         DeviceState& device;
         StackState& stack;
         uint32_t index;  // of the stack
     };
     Admitted admit(const AllocRecord& a);
+    // An allocation arrived over a live block of `address`: that block is retired.
+    void retireOverwritten(uint8_t device, uint64_t address, uint64_t timeNs);
     // A block of `size` leaves its device and stack.
     void retire(DeviceState& d, StackState& s, uint64_t size, bool paused);
     // The device it left; null when the address was not live (nothing changed).
@@ -217,13 +228,14 @@ private:
         DeviceState* state = nullptr;
     } lastDevice_;
     std::vector<StackState> stacks_;
-    std::unordered_map<uint64_t, uint32_t> stackIds_[256];  // per device: (native, py) -> index
+    tsl::robin_map<uint64_t, uint32_t, MixHash>
+        stackIds_[256];  // per device: (native, py) -> index
     struct {
         uint64_t key = 0;
         uint8_t device = 0;
-        uint32_t index = UINT32_MAX;                     // none yet
-    } lastStack_;                                        // stackIndex's last answer
-    std::unordered_map<uint64_t, LiveBlock> live_[256];  // per device: address -> block
+        uint32_t index = UINT32_MAX;  // none yet
+    } lastStack_;                     // stackIndex's last answer
+    LiveBlockMap live_[256];          // per device: address -> block
     std::unordered_map<uint64_t, std::unordered_map<uint64_t, uint8_t>>
         regionBlocks_;  // region -> address -> device
     std::vector<ModuleRecord> modules_;

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   g++ cmake ninja-build pkg-config git
-  libfmt-dev libcli11-dev nlohmann-json3-dev
+  libfmt-dev libcli11-dev nlohmann-json3-dev robin-map-dev
   libgtest-dev libgmock-dev
   libunwind-dev libdw-dev libelf-dev
   libtorch-dev python3-torch

@@ -120,10 +120,19 @@ TEST(Aggregator, UnpairedEventsAreCountedNotFatal) {
     f.release(0x99);
     EXPECT_EQ(f.agg.unmatchedFrees(), 1u);
     f.alloc(0x10, 10, 1);
-    f.alloc(0x10, 30, 1);  // the free of the first never came
+    f.alloc(0x10, 30, 2);  // the free of the first never came
     EXPECT_EQ(f.agg.doubleAllocs(), 1u);
     EXPECT_EQ(f.agg.devices().at(kDeviceCpu).currentBytes, 30u);
     EXPECT_EQ(f.agg.devices().at(kDeviceCpu).peakBytes, 30u);
+    // The block now at the address is the second, with its own size and stack.
+    EXPECT_EQ(f.stack(1).liveBytes, 0u);
+    EXPECT_EQ(f.stack(2).liveBytes, 30u);
+    f.release(0x10);
+    EXPECT_EQ(f.stack(2).liveBytes, 0u);
+    EXPECT_EQ(f.agg.devices().at(kDeviceCpu).currentBytes, 0u);
+    EXPECT_EQ(f.agg.devices().at(kDeviceCpu).freedBytes, 40u);
+    EXPECT_EQ(f.agg.unmatchedFrees(), 1u);
+    EXPECT_TRUE(f.agg.liveBlocks(kDeviceCpu).empty());
 }
 
 // The out-of-memory moment: the failed request, and every stack that held bytes
