@@ -113,7 +113,9 @@ TEST(Protocol, VarintsOfEveryLengthDecodeWholeAndByteAtATime) {
     std::vector<uint64_t> values;
     for (int bits = 7; bits < 64; bits += 7)
         values.insert(values.end(), {(1ull << bits) - 1, 1ull << bits});
-    values.insert(values.end(), {0x7fff12345678ull, UINT64_MAX, 0});
+    // Bit patterns that tell each 7-bit group apart, for the one-load fast path.
+    values.insert(values.end(), {0x7fff12345678ull, 0x0123456789abcdull, 0x55aa55aa55aa55ull,
+                                 0xaa55aa55aa55aaull, 0x81020408102040ull, UINT64_MAX, 0});
     std::vector<uint8_t> bytes = encodeHandshake(Handshake{});
     uint8_t buf[kMaxFixedRecordBytes];
     for (uint64_t v : values) {
