@@ -343,3 +343,81 @@ TEST(CfiUnwinder, WalksAgainWhenAReturnAddressItReadChanged) {
     EXPECT_EQ(b.cfi, b.unw);
     EXPECT_NE(a.cfi, b.cfi);  // callerA's return address, then callerB's
 }
+
+// A frame's CFA can come from an rbp restored out of an inner frame's save slot:
+// that slot is one the walk read, and a replay must check it like a return
+// address. A fabricated stack (on this thread's own, so inside its bounds) of
+// three rbp-based frames, walked through memtool_cfi_walk with fixed registers:
+// the second walk is replayed; after only the first frame's saved rbp changes
+// (every return-address slot the walk read unchanged), the walk is done again
+// and follows the new rbp.
+extern "C" int memtool_cfi_walk(void** out, int max, const uint64_t* regs, ThreadState* ts);
+
+namespace {
+__attribute__((noinline)) uint64_t returnAddress() {
+    return reinterpret_cast<uint64_t>(__builtin_return_address(0));
+}
+// Return addresses inside rbp-based frames (alloca forces one), after their prologue.
+__attribute__((noinline)) uint64_t pcInRbpFrame(int n) {
+    char* p = static_cast<char*>(alloca(n));
+    std::memset(p, 1, n);
+    gEscape = p;
+    const uint64_t pc = returnAddress();
+    gSink = p[0];
+    return pc;
+}
+__attribute__((noinline)) uint64_t pcInOtherRbpFrame(int n) {
+    char* p = static_cast<char*>(alloca(n + 8));
+    std::memset(p, 2, n);
+    gEscape = p;
+    const uint64_t pc = returnAddress();
+    gSink = p[1];
+    return pc;
+}
+}  // namespace
+
+TEST(CfiUnwinder, WalksAgainWhenOnlyARestoredRbpChanged) {
+    const uint64_t r = pcInRbpFrame(8), x = pcInOtherRbpFrame(8);
+    ASSERT_NE(r, x);
+    for (uint64_t pc : {r, x}) {
+        const FrameRule rule = frameRuleFor(pc - 1);
+        ASSERT_EQ(rule.kind, FrameRule::Frame);
+        ASSERT_TRUE(rule.cfaFromRbp);  // CFA = rbp + 16, rbp saved at CFA - 16
+        ASSERT_EQ(rule.cfaOffset, 16u);
+        ASSERT_TRUE(rule.rbpSaved);
+        ASSERT_EQ(rule.rbpSlot, 2u);
+    }
+    std::vector<void*> walks[3];
+    uint64_t replayed[3] = {};
+    std::thread([&] {
+        uint64_t s[32] = {};
+        auto at = [&](int i) { return reinterpret_cast<uint64_t>(&s[i]); };
+        // Frame 0 (r): rbp = &s[2]; saved rbp s[2], return address s[3].
+        s[2] = at(6), s[3] = r;     // frame 1 (r): rbp &s[6]
+        s[6] = at(10), s[7] = x;    // frame 2 (x): rbp &s[10]
+        s[10] = at(12), s[11] = 0;  // the outermost: a null return address
+        s[14] = at(18), s[15] = r;  // frame 2 once s[2] says &s[14]: r
+        s[18] = at(20), s[19] = 0;
+        const uint64_t regs[3] = {r, at(0), at(2)};
+        ThreadState* ts = threadState();
+        for (int i = 0; i < 3; ++i) {
+            if (i == 2) s[2] = at(14);  // only the saved rbp of frame 0 changes
+            const uint64_t before = ts->walkMemo.replays;
+            void* out[8];
+            const int n = memtool_cfi_walk(out, 8, regs, ts);
+            replayed[i] = ts->walkMemo.replays - before;
+            if (n > 0) walks[i].assign(out, out + n);
+        }
+    }).join();
+    const auto frames = [](std::initializer_list<uint64_t> ips) {
+        std::vector<void*> v;
+        for (uint64_t ip : ips) v.push_back(reinterpret_cast<void*>(ip));
+        return v;
+    };
+    EXPECT_EQ(walks[0], frames({r, r, x}));
+    EXPECT_EQ(walks[1], frames({r, r, x}));
+    EXPECT_EQ(walks[2], frames({r, r, r}));
+    EXPECT_EQ(replayed[0], 0u);
+    EXPECT_EQ(replayed[1], 1u);  // the memo is asked: the same registers
+    EXPECT_EQ(replayed[2], 0u);
+}
