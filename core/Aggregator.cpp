@@ -143,7 +143,7 @@ bool Aggregator::streamVerified() const {
 uint32_t Aggregator::lookUpStack(uint8_t device, uint64_t key, uint64_t nativeNode,
                                  uint64_t pyNode) {
     auto [it, inserted] = stackIds_[device].try_emplace(key, static_cast<uint32_t>(stacks_.size()));
-    lastStack_ = {key, device, it->second};
+    recentStacks_[recentSlot(key)] = {key, device, it->second};
     if (inserted) {
         StackState s;
         s.device = device;

@@ -153,11 +153,11 @@ public:
         bool paused;
     };
     // Addresses and packed node ids have their information in the high and middle
-    // bits; the table indexes by the low ones: mix first.
+    // bits; the tables index by the low ones. Fibonacci hashing: the product's top
+    // bits are well mixed, and the byte swap brings them down (one instruction).
     struct MixHash {
         size_t operator()(uint64_t x) const {
-            x *= 0x9e3779b97f4a7c15ULL;
-            return static_cast<size_t>(x ^ (x >> 32));
+            return static_cast<size_t>(__builtin_bswap64(x * 0x9e3779b97f4a7c15ULL));
         }
     };
     using LiveBlockMap = tsl::robin_map<uint64_t, LiveBlock, MixHash>;
@@ -175,13 +175,18 @@ public:
     bool streamVerified() const;
 
 private:
-    // A loop allocates from one stack over and over: the last answer first, inline.
+    // A loop allocates from one stack, or a few in turn, over and over: recent
+    // answers first, inline, each in the slot its key hashes to.
     uint32_t stackIndex(uint8_t device, uint64_t nativeNode, uint64_t pyNode) {
         // Node ids are dense and below 2^32 in any real stream; pack both into one key.
         const uint64_t key = (nativeNode << 32) ^ pyNode;
-        if (lastStack_.index != UINT32_MAX && lastStack_.key == key && lastStack_.device == device)
-            return lastStack_.index;
+        const RecentStack& r = recentStacks_[recentSlot(key)];
+        if (r.index != UINT32_MAX && r.key == key && r.device == device) return r.index;
         return lookUpStack(device, key, nativeNode, pyNode);
+    }
+    static constexpr unsigned kRecentStackBits = 3;
+    static size_t recentSlot(uint64_t key) {
+        return MixHash{}(key) & ((size_t{1} << kRecentStackBits) - 1);
     }
     uint32_t lookUpStack(uint8_t device, uint64_t key, uint64_t nativeNode, uint64_t pyNode);
     // devices_[code], the last one asked for without a map lookup: every record
@@ -230,12 +235,13 @@ private:
     std::vector<StackState> stacks_;
     tsl::robin_map<uint64_t, uint32_t, MixHash>
         stackIds_[256];  // per device: (native, py) -> index
-    struct {
+    struct RecentStack {
         uint64_t key = 0;
         uint8_t device = 0;
         uint32_t index = UINT32_MAX;  // none yet
-    } lastStack_;                     // stackIndex's last answer
-    LiveBlockMap live_[256];          // per device: address -> block
+    };
+    RecentStack recentStacks_[size_t{1} << kRecentStackBits];  // stackIndex's recent answers
+    LiveBlockMap live_[256];                                   // per device: address -> block
     std::unordered_map<uint64_t, std::unordered_map<uint64_t, uint8_t>>
         regionBlocks_;  // region -> address -> device
     std::vector<ModuleRecord> modules_;

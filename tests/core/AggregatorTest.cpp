@@ -115,6 +115,24 @@ TEST(Aggregator, AMovedAggregatorKeepsCountingOnItsDevices) {
     EXPECT_EQ(moved.devices().at(kDeviceCpu).peakBytes, 100u);
 }
 
+// Stacks taken in turn, more of them than the lookups remembered inline, on two
+// devices with the same node ids: each keeps its own counts.
+TEST(Aggregator, StacksTakenInTurnKeepTheirOwnCounts) {
+    Feed f;
+    constexpr uint64_t kStacks = 20, kRounds = 5;
+    for (uint64_t round = 0; round < kRounds; ++round)
+        for (uint64_t id = 1; id <= kStacks; ++id)
+            for (uint8_t device : {kDeviceCpu, kDeviceCudaBase})
+                f.shortLived(0x1000 * id, id * (device == kDeviceCpu ? 1 : 1000), id, device);
+    EXPECT_EQ(f.agg.stacks().size(), 2 * kStacks);
+    for (uint64_t id = 1; id <= kStacks; ++id) {
+        EXPECT_EQ(f.stack(id).count, kRounds) << id;
+        EXPECT_EQ(f.stack(id).allocatedBytes, kRounds * id) << id;
+        EXPECT_EQ(f.stack(id, kDeviceCudaBase).count, kRounds) << id;
+        EXPECT_EQ(f.stack(id, kDeviceCudaBase).allocatedBytes, kRounds * id * 1000) << id;
+    }
+}
+
 TEST(Aggregator, UnpairedEventsAreCountedNotFatal) {
     Feed f;
     f.release(0x99);
