@@ -19,9 +19,9 @@ struct Cursor {
 
     // Where ten bytes remain (nearly always: records are read from a buffer of
     // many), a varint of up to eight bytes (56 bits: every address, size and
-    // node id) is read from one 8-byte load without a branch per byte; longer
-    // ones and the input's end take the careful path. The stream is
-    // little-endian, as every host memtool runs on.
+    // node id) is read from one 8-byte load without a branch per byte (the load
+    // keeps the bytes in stream order on a little-endian host, every one memtool
+    // builds for); longer ones and the input's end take the careful path.
     [[gnu::always_inline]] uint64_t varint() {
         static_assert(std::endian::native == std::endian::little);
         if (static_cast<size_t>(end - p) >= kMaxVarintBytes) [[likely]] {
