@@ -238,10 +238,11 @@ void Aggregator::onAlloc(const AllocRecord& a) {
     const uint32_t region = static_cast<uint32_t>(a.f.region);
     // One probe of the table: the block's entry, filled in once its stack is known.
     auto& live = live_[dev];
-    auto [it, inserted] = live.try_emplace(a.f.address, LiveBlock{a.f.size, 0, region, false});
+    const LiveBlock block{a.f.size, 0, region, false};
+    auto [it, inserted] = live.try_emplace(a.f.address, block);
     if (!inserted) {
         retireOverwritten(dev, a.f.address, a.timeNs);
-        it = live.try_emplace(a.f.address, LiveBlock{a.f.size, 0, region, false}).first;
+        it = live.try_emplace(a.f.address, block).first;
     }
     const Admitted admitted = admit(a);  // touches no live-block table: `it` stays valid
     it.value().stack = admitted.index;
