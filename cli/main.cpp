@@ -200,14 +200,14 @@ std::vector<std::string> runCommandWords(std::vector<std::string> words,
     return words;
 }
 
-// --pid and --rank of report, check and diff.
+// --pid and --rank of report, check and diff; `what`: "shown (...)" and the like.
 void addProcessOptions(CLI::App* command, reporters::ProcessFilter& filter, const char* what) {
     command->add_option_function<int64_t>(
         "--pid", [&filter](const int64_t& pid) { filter.pid = pid; },
-        std::string("Only the process with this pid ") + what);
+        std::string("Only the process with this pid is ") + what);
     command->add_option_function<int64_t>(
         "--rank", [&filter](const int64_t& rank) { filter.rank = rank; },
-        std::string("Only the processes of this rank (RANK, SLURM_PROCID, ...) ") + what);
+        std::string("Only the processes of this rank (RANK, SLURM_PROCID, ...) are ") + what);
 }
 
 // --bytes of report, check and diff: how sizes are written in text.
@@ -228,6 +228,20 @@ CLI::Option* addBytesOption(CLI::App* command, std::string& units) {
     sigprocmask(SIG_UNBLOCK, &only, nullptr);
     kill(getpid(), sig);
     _exit(128 + sig);  // the signal was ignored or caught elsewhere
+}
+
+// A one-line error when argv names no command memtool has (none when it does,
+// or asks for help or the version, which CLI11 answers).
+std::optional<std::string> commandProblem(const CLI::App& app, int argc, char** argv) {
+    const std::string_view first = argc > 1 ? argv[1] : "";
+    if (first.starts_with('-')) return std::nullopt;
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+        if (sub->get_name() == first) return std::nullopt;
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (first.empty()) return "no command given (" + names + "; memtool --help)";
+    return "unknown command '" + std::string(first) + "' (" + names + "; memtool --help)";
 }
 
 }  // namespace
@@ -354,7 +368,7 @@ int main(int argc, char** argv) {
             ->capture_default_str();
     std::string bytesUnits = "iec";
     CLI::Option* bytesOption = addBytesOption(reportCmd, bytesUnits);
-    addProcessOptions(reportCmd, report.processes, "(a multi-process trace: all by default)");
+    addProcessOptions(reportCmd, report.processes, "shown (a multi-process trace: all by default)");
     reportCmd->add_flag("--lines", report.lines,
                         "Line table: peak and allocated bytes per source line");
     reportCmd->add_option("--file", report.lineOptions.file,
@@ -394,7 +408,7 @@ int main(int argc, char** argv) {
             "How sizes read in the messages: iec (1 KiB = 1,024 B), si (1 kB = 1,000 B) or exact "
             "(40,000 B); JSON's byte fields stay whole bytes");
     addProcessOptions(checkCmd, check.processes,
-                      "is checked (default: every process that allocated; --rank: that rank in "
+                      "checked (default: every process that allocated; --rank: that rank in "
                       "the baseline too)");
 
     std::string diffBase, diffNew, diffFormat = "text";
@@ -413,7 +427,7 @@ int main(int argc, char** argv) {
     CLI::Option* diffBytesOption = addBytesOption(diffCmd, diffBytes);
     reporters::ProcessFilter diffProcesses;
     addProcessOptions(diffCmd, diffProcesses,
-                      "is compared (--pid: of either trace, with its counterpart; default: every "
+                      "compared (--pid: of either trace, with its counterpart; default: every "
                       "process that allocated, matched by rank, command line, order of start)");
 
     // `memtool run [options] [--] COMMAND...`: from the first "--" on, every word is
@@ -427,6 +441,12 @@ int main(int argc, char** argv) {
             runTail.assign(argv + i, argv + argc);
             break;
         }
+    }
+    // CLI11 says "A subcommand is required" both for no command and for a
+    // misspelt one: name what was given, and what there is.
+    if (const auto why = commandProblem(app, argc, argv)) {
+        std::cerr << "memtool: " << *why << '\n';
+        return core::kExitBadInput;
     }
     try {
         app.parse(parsedArgc, argv);

@@ -42,6 +42,20 @@ TEST(Cli, ReportRejectsBadInputWithExitTwo) {
     EXPECT_EQ(sort.exitCode, 2);
 }
 
+TEST(Cli, AMissingOrMisspeltCommandIsNamed) {
+    const std::string commands = "run, ctl, report, check, diff; memtool --help)\n";
+    Outcome none = run({MEMTOOL_BIN});
+    EXPECT_EQ(none.exitCode, 2);
+    EXPECT_EQ(none.err, "memtool: no command given (" + commands);
+    Outcome typo = run({MEMTOOL_BIN, "reprot", "trace.json"});
+    EXPECT_EQ(typo.exitCode, 2);
+    EXPECT_EQ(typo.err, "memtool: unknown command 'reprot' (" + commands);
+    EXPECT_EQ(typo.out, "");
+    Outcome version = run({MEMTOOL_BIN, "--version"});
+    EXPECT_EQ(version.exitCode, 0);
+    EXPECT_EQ(version.out.rfind("memtool ", 0), 0u);
+}
+
 TEST(Cli, RunReportsCommandsThatCannotStart) {
     std::string trace = tempDir() + "/t.json";
     Outcome missing = run({MEMTOOL_BIN, "run", "-o", trace, "--", "/nonexistent/program"});

@@ -100,8 +100,13 @@ TEST(LiveInsight, TensorsNamesWhatPythonSeesAndFindsWhatItCannot) {
                                                 {"inp", kInput},
                                                 {"out", 4}};
     EXPECT_EQ(tensorBytes(cpu), expected);
-    for (const auto& t : cpu.at("tensors"))
-        if (t.at("name") == "shared.1.weight") EXPECT_EQ(t.at("owner"), "shared.0.weight");
+    int sharedSeen = 0;
+    for (const auto& t : cpu.at("tensors")) {
+        if (t.at("name") != "shared.1.weight") continue;
+        ++sharedSeen;
+        EXPECT_EQ(t.at("owner"), "shared.0.weight");
+    }
+    EXPECT_EQ(sharedSeen, 1);
     const uint64_t params = kWeight + kBias + kShared + kLstm;
     EXPECT_EQ(cpu.at("visible_bytes"), params + kInput + 4);
     EXPECT_EQ(cpu.at("invisible_bytes"), 2 * kInput);
