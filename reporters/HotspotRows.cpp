@@ -99,13 +99,17 @@ GroupNames groupNames(GroupBy g) {
         case GroupBy::Site:
             break;
         case GroupBy::Function:
-            return {"functions", "Function", "function"};
+            return {"functions", "function", "Function", "function"};
         case GroupBy::Module:
-            return {"modules", "Module", "module"};
+            return {"modules", "module", "Module", "module"};
         case GroupBy::Op:
-            return {"torch operators", "Operator", "operator"};
+            return {"torch operators", "torch operator", "Operator", "operator"};
     }
-    return {"hotspots", "Site", "site"};
+    return {"hotspots", "hotspot", "Site", "site"};
+}
+
+const char* rowsNamed(const GroupNames& names, size_t count) {
+    return count == 1 ? names.row : names.rows;
 }
 
 const char* groupByName(GroupBy g) {

@@ -18,10 +18,13 @@ namespace memtool::reporters {
 // How a table names its rows, and their column: "hotspots"/"Site", ...
 struct GroupNames {
     const char* rows;
+    const char* row;  // one of them: "Top 1 hotspot"
     const char* column;
     const char* one;  // a row, in a legend
 };
 GroupNames groupNames(GroupBy g);
+// "Top 3 hotspots", "Top 1 hotspot".
+const char* rowsNamed(const GroupNames& names, size_t count);
 const char* groupByName(GroupBy g);  // "site", "function", "module", "op"
 
 struct HotspotRow {

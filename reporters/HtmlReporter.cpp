@@ -239,7 +239,8 @@ void hotspotTables(const core::ProcessTrace& p, const HtmlOptions& options, std:
         if (rows.empty()) continue;
         const bool pools = !d.pools.empty();
         out << fmt::format("<h3>{} <span class=\"sub\">top {} {} by {}</span></h3>\n", esc(name),
-                           rows.size(), names.rows, sortKeyName(deviceOptions.sort));
+                           rows.size(), rowsNamed(names, rows.size()),
+                           sortKeyName(deviceOptions.sort));
         std::vector<std::pair<std::string, bool>> columns{{"#", true},     {names.column, false},
                                                           {"Peak", true},  {"Allocated", true},
                                                           {"Count", true}, {"Leaked", true}};

@@ -150,8 +150,8 @@ void renderHotspots(const core::ProcessTrace& p, const std::string& name,
             ? fmt::format(" ({} has no {} figures)", name,
                           options.sort == SortKey::Active ? "active" : "reserved")
             : "";
-    out << fmt::format("\nTop {} {} on {} by {}{}\n", rows.size(), names.rows, name,
-                       sortKeyName(deviceOptions.sort), fallback);
+    out << fmt::format("\nTop {} {} on {} by {}{}\n", rows.size(), rowsNamed(names, rows.size()),
+                       name, sortKeyName(deviceOptions.sort), fallback);
     out << fmt::format("{:>3} {} {} {:>8} {}", "#", b.column("Peak"), b.column("Allocated"),
                        "Count", b.column("Leaked"));
     if (pools) out << fmt::format(" {} {}", b.column("Active peak"), b.column("Reserv. peak"));

@@ -122,7 +122,7 @@ TEST(RunCudaHooks, BridgeFiguresBecomeActiveAndReserved) {
     // Ranked by the active peak, the site whose tensors held the most comes first.
     Outcome byActive = run({MEMTOOL_BIN, "report", trace, "--sort", "active", "--top", "1"});
     ASSERT_EQ(byActive.exitCode, 0) << byActive.err;
-    EXPECT_NE(byActive.out.find("Top 1 hotspots on cuda:0 by active peak"), std::string::npos)
+    EXPECT_NE(byActive.out.find("Top 1 hotspot on cuda:0 by active peak"), std::string::npos)
         << byActive.out;
     EXPECT_NE(byActive.out.find("    14.00 MiB    26.00 MiB  main (CudaRuntimeUser.cpp:24)"),
               std::string::npos)
