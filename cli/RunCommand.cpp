@@ -272,34 +272,6 @@ std::string writeTrace(const core::Trace& trace, const std::string& output) {
     }
 }
 
-void printSummary(const core::Trace& trace, const std::vector<std::string>& files) {
-    const core::ProcessTrace& p = trace.processes[0];
-    // The program's peaks; a wrapper's (a shell that ran python as a child) are its
-    // first child's that allocated, named by pid.
-    const core::ProcessTrace* shown = &p;
-    if (p.devices.empty())
-        for (const core::ProcessTrace& q : trace.processes)
-            if (!q.devices.empty()) {
-                shown = &q;
-                break;
-            }
-    std::string peaks;
-    if (shown != &p) peaks = fmt::format(", pid {}", shown->pid);
-    for (const auto& [name, d] : shown->devices)
-        peaks += fmt::format(", {} peak {}", name, core::formatBytes(d.peakBytes));
-    const std::string written =
-        files.size() == 1 ? files[0] : fmt::format("{} files ({} ...)", files.size(), files[0]);
-    std::cerr << fmt::format("memtool: wrote {} ({} process{}{}{})\n", written,
-                             trace.processes.size(), trace.processes.size() == 1 ? "" : "es", peaks,
-                             p.complete ? "" : ", INCOMPLETE: " + p.incompleteReason);
-    bool tracked = false;
-    for (const core::ProcessTrace& q : trace.processes) tracked |= q.tracked;
-    if (!tracked)
-        std::cerr << "memtool: nothing was measured: the program loaded no allocator memtool "
-                     "tracks (PyTorch's libc10, CUDA); does it import torch, under a python that "
-                     "has it?\n";
-}
-
 }  // namespace
 
 RunResult runCommand(const RunOptions& options) {
@@ -348,10 +320,61 @@ RunResult runCommand(const RunOptions& options) {
     std::vector<std::string> files;
     for (const auto& [path, part] : splitByOutputPattern(trace, options.output))
         files.push_back(writeTrace(part, path));
-    if (!options.quiet) printSummary(trace, files);
+    if (!options.quiet) std::cerr << runSummary(trace, files);
 
     const ProcessOutcome outcome = target.outcome();
     return RunResult{outcome.exitCode.value_or(0), outcome.exitSignal.value_or(0)};
+}
+
+std::string runSummary(const core::Trace& trace, const std::vector<std::string>& files) {
+    const core::ProcessTrace& p = trace.processes[0];
+    // The program's peaks; a wrapper's (a shell that ran python as a child) are its
+    // first child's that allocated, named by pid.
+    const core::ProcessTrace* shown = &p;
+    if (p.devices.empty())
+        for (const core::ProcessTrace& q : trace.processes)
+            if (!q.devices.empty()) {
+                shown = &q;
+                break;
+            }
+    std::string peaks;
+    if (shown != &p) peaks = fmt::format(", pid {}", shown->pid);
+    for (const auto& [name, d] : shown->devices)
+        peaks += fmt::format(", {} peak {}", name, core::formatBytes(d.peakBytes));
+    // Where another process (a worker) held more on a device, say which, so
+    // that a small main process does not stand for the run.
+    std::map<std::string, const core::ProcessTrace*> largest;
+    for (const core::ProcessTrace& q : trace.processes)
+        for (const auto& [name, d] : q.devices) {
+            const core::ProcessTrace*& top = largest[name];
+            if (!top || d.peakBytes > top->devices.at(name).peakBytes) top = &q;
+        }
+    std::string others;
+    for (const auto& [name, q] : largest) {
+        const uint64_t peak = q->devices.at(name).peakBytes;
+        const auto own = shown->devices.find(name);
+        if (q == shown || (own != shown->devices.end() && own->second.peakBytes >= peak)) continue;
+        others += fmt::format("{}{} {} in pid {}", others.empty() ? "; largest: " : ", ", name,
+                              core::formatBytes(peak), q->pid);
+    }
+    peaks += others;
+    const std::string written =
+        files.size() == 1 ? files[0] : fmt::format("{} files ({} ...)", files.size(), files[0]);
+    std::string incomplete = p.complete ? "" : ", INCOMPLETE: " + p.incompleteReason;
+    for (const core::ProcessTrace& q : trace.processes)
+        if (&q != &p && !q.complete)
+            incomplete += fmt::format("; pid {} INCOMPLETE: {}", q.pid, q.incompleteReason);
+    std::string summary =
+        fmt::format("memtool: wrote {} ({} process{}{}{})\n", written, trace.processes.size(),
+                    trace.processes.size() == 1 ? "" : "es", peaks, incomplete);
+    bool tracked = false;
+    for (const core::ProcessTrace& q : trace.processes) tracked |= q.tracked;
+    if (!tracked)
+        summary +=
+            "memtool: nothing was measured: the program loaded no allocator memtool "
+            "tracks (PyTorch's libc10, CUDA); does it import torch, under a python that "
+            "has it?\n";
+    return summary;
 }
 
 }  // namespace memtool::cli
