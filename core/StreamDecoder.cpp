@@ -10,8 +10,11 @@ namespace memtool::core {
 namespace {
 
 // Reads from [p, end); `ok` turns false when the input ends first. A `dry` cursor
-// only measures: strings are skipped, not copied.
-struct Cursor {
+// only measures: strings are skipped, not copied. kRoomy: the caller made sure
+// that a whole fixed record fits before `end` (kMaxFixedRecordBytes from the
+// record's start), so the fields of one need no check of the input's end.
+template <bool kRoomy>
+struct BasicCursor {
     const uint8_t* p;
     const uint8_t* end;
     bool dry = false;
@@ -24,7 +27,7 @@ struct Cursor {
     // builds for); longer ones and the input's end take the careful path.
     [[gnu::always_inline]] uint64_t varint() {
         static_assert(std::endian::native == std::endian::little);
-        if (static_cast<size_t>(end - p) >= kMaxVarintBytes) [[likely]] {
+        if (kRoomy || static_cast<size_t>(end - p) >= kMaxVarintBytes) [[likely]] {
             if (p[0] < 0x80) return *p++;  // most fields: one byte
             uint64_t x;
             std::memcpy(&x, p, sizeof x);
@@ -58,7 +61,7 @@ struct Cursor {
         throw ProtocolError("varint longer than 10 bytes");
     }
     uint8_t byte() {
-        if (p >= end) {
+        if (!kRoomy && p >= end) {
             ok = false;
             return 0;
         }
@@ -85,8 +88,86 @@ struct Cursor {
         return n;
     }
 };
+using Cursor = BasicCursor<false>;
+using RoomyCursor = BasicCursor<true>;
+
+// The fields of the records that come by the million (Alloc, ShortLived, Free),
+// read alike by both cursors; false when the input ended first.
+template <typename C>
+bool readAlloc(C& c, bool shortLived, AllocRecord& a, FreeRecord& f) {
+    a.f.device = c.byte();
+    a.f.address = c.varint();
+    a.f.size = c.varint();
+    a.f.nativeNode = c.varint();
+    a.f.pyNode = c.varint();
+    a.f.timeDeltaNs = c.varint();
+    if (shortLived)
+        f.f.timeDeltaNs = c.varint();
+    else
+        a.f.region = c.varint();
+    return c.ok;
+}
+
+template <typename C>
+bool readFree(C& c, FreeRecord& f) {
+    f.f.device = c.byte();
+    f.f.address = c.varint();
+    f.f.timeDeltaNs = c.varint();
+    return c.ok;
+}
 
 }  // namespace
+
+static_assert(1 + 1 + 6 * kMaxVarintBytes <= kMaxFixedRecordBytes,
+              "an Alloc or ShortLived record fits the room the fast path asks for");
+
+void StreamDecoder::passAlloc(bool shortLived, AllocRecord& a, FreeRecord& f) {
+    if (a.f.nativeNode >= nextNativeId_ || a.f.pyNode >= nextPyNodeId_)
+        throw ProtocolError("allocation refers to an unknown stack");
+    if (a.f.region != 0 && !regions_.count(a.f.region))
+        throw ProtocolError("allocation refers to an unknown region");
+    a.f.nativeNode = native_.map(a.f.nativeNode);
+    a.f.pyNode = pyNode_.map(a.f.pyNode);
+    clockNs_ += a.f.timeDeltaNs;
+    a.timeNs = clockNs_;
+    if (!shortLived) return sink_.onAlloc(a);
+    f.f.device = a.f.device;
+    f.f.address = a.f.address;
+    clockNs_ += f.f.timeDeltaNs;
+    f.timeNs = clockNs_;
+    sink_.onShortLived(a, f);
+}
+
+void StreamDecoder::passFree(FreeRecord& f) {
+    clockNs_ += f.f.timeDeltaNs;
+    f.timeNs = clockNs_;
+    sink_.onFree(f);
+}
+
+const uint8_t* StreamDecoder::decodeHot(const uint8_t* start, const uint8_t* end) {
+    RoomyCursor c{start + 1, end};
+    switch (static_cast<RecordTag>(start[0])) {
+        case RecordTag::Alloc:
+        case RecordTag::ShortLived: {
+            const bool shortLived = start[0] == static_cast<uint8_t>(RecordTag::ShortLived);
+            AllocRecord a;
+            FreeRecord f;
+            readAlloc(c, shortLived, a, f);
+            passAlloc(shortLived, a, f);
+            break;
+        }
+        case RecordTag::Free: {
+            FreeRecord f;
+            readFree(c, f);
+            passFree(f);
+            break;
+        }
+        default:
+            return nullptr;
+    }
+    ++records_;
+    return c.p;
+}
 
 void StreamDecoder::feed(const uint8_t* data, size_t len) {
     pending_.insert(pending_.end(), data, data + len);
@@ -106,6 +187,18 @@ void StreamDecoder::feed(const uint8_t* data, size_t len) {
         sawPreamble_ = true;
     }
     while (consumed_ < pending_.size()) {
+        // The records that come by the million, while a whole one surely fits:
+        // no check of the input's end per field, and nothing else to decide.
+        if (sawHandshake_ && !sawEnd_ && !measureFirst_) {
+            const uint8_t* p = base + consumed_;
+            while (static_cast<size_t>(end - p) >= kMaxFixedRecordBytes)
+                if (const uint8_t* next = decodeHot(p, end))
+                    p = next;
+                else
+                    break;
+            consumed_ = static_cast<size_t>(p - base);
+            if (consumed_ == pending_.size()) break;
+        }
         // A record that was incomplete is measured before it is decoded again:
         // one that keeps coming costs a scan per read, not a copy of all it holds.
         if (measureFirst_ && decodeOne(base + consumed_, end, /*dry=*/true) == 0) break;
@@ -256,35 +349,9 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool d
             const bool shortLived = tag == RecordTag::ShortLived;
             AllocRecord a;
             FreeRecord f;
-            a.f.device = c.byte();
-            a.f.address = c.varint();
-            a.f.size = c.varint();
-            a.f.nativeNode = c.varint();
-            a.f.pyNode = c.varint();
-            a.f.timeDeltaNs = c.varint();
-            if (shortLived)
-                f.f.timeDeltaNs = c.varint();
-            else
-                a.f.region = c.varint();
-            if (!c.ok) return 0;
+            if (!readAlloc(c, shortLived, a, f)) return 0;
             if (dry) break;
-            if (a.f.nativeNode >= nextNativeId_ || a.f.pyNode >= nextPyNodeId_)
-                throw ProtocolError("allocation refers to an unknown stack");
-            if (a.f.region != 0 && !regions_.count(a.f.region))
-                throw ProtocolError("allocation refers to an unknown region");
-            a.f.nativeNode = native_.map(a.f.nativeNode);
-            a.f.pyNode = pyNode_.map(a.f.pyNode);
-            clockNs_ += a.f.timeDeltaNs;
-            a.timeNs = clockNs_;
-            if (!shortLived) {
-                sink_.onAlloc(a);
-                break;
-            }
-            f.f.device = a.f.device;
-            f.f.address = a.f.address;
-            clockNs_ += f.f.timeDeltaNs;
-            f.timeNs = clockNs_;
-            sink_.onShortLived(a, f);
+            passAlloc(shortLived, a, f);
             break;
         }
         case RecordTag::Oom: {
@@ -314,14 +381,9 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool d
         }
         case RecordTag::Free: {
             FreeRecord f;
-            f.f.device = c.byte();
-            f.f.address = c.varint();
-            f.f.timeDeltaNs = c.varint();
-            if (!c.ok) return 0;
+            if (!readFree(c, f)) return 0;
             if (dry) break;
-            clockNs_ += f.f.timeDeltaNs;
-            f.timeNs = clockNs_;
-            sink_.onFree(f);
+            passFree(f);
             break;
         }
         case RecordTag::Region: {

@@ -76,6 +76,13 @@ private:
     // Returns bytes used, or 0 when the record is not complete yet. `dry`: only
     // measures (and validates what needs no state), passing nothing on.
     size_t decodeOne(const uint8_t* p, const uint8_t* end, bool dry);
+    // An Alloc, ShortLived or Free record at `p`, with at least
+    // kMaxFixedRecordBytes before `end`: decoded and passed on, returning where
+    // the next record starts; nullptr (nothing done) for a record of another kind.
+    const uint8_t* decodeHot(const uint8_t* p, const uint8_t* end);
+    // What decodeOne and decodeHot do alike once a record's fields are read.
+    void passAlloc(bool shortLived, AllocRecord& a, FreeRecord& f);
+    void passFree(FreeRecord& f);
 
     RecordSink& sink_;
     std::vector<uint8_t> pending_;

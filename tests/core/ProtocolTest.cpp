@@ -481,3 +481,67 @@ TEST(Protocol, AShortLivedRecordIsAnAllocationAndItsFree) {
     StreamDecoder d2(r2);
     EXPECT_THROW(d2.feed(bad.data(), bad.size()), ProtocolError);
 }
+
+// Runs of Alloc, ShortLived and Free records, fed whole, take the decoder's fast
+// path (no check of the input's end per field) while a whole record surely
+// fits: the same records, values and refusals as byte at a time.
+TEST(Protocol, ALongRunOfHotRecordsDecodesAsByteAtATime) {
+    auto bytes = encodeHandshake(Handshake{});
+    uint8_t buf[128];
+    auto put = [&](uint8_t* end) { bytes.insert(bytes.end(), buf, end); };
+    put(encodeNativeNode(buf, 0, 0x1234));
+    put(encodeRegion(buf, 3, "kv", 2, kDeviceCpu, BackupKind::None));
+    // Every varint length from 1 to 10 bytes, in each field.
+    auto value = [](int i) {
+        return i % 10 == 9 ? UINT64_MAX : (uint64_t{1} << (7 * (i % 10))) + i;
+    };
+    uint64_t clock = 0;
+    size_t middle = 0;  // a record boundary halfway
+    for (int i = 0; i < 40; ++i) {
+        if (i == 20) middle = bytes.size();
+        const uint64_t address = value(i), size = value(i + 3), delta = value(i + 5) >> 8;
+        put(encodeAlloc(buf, AllocFields{kDeviceCpu, address, size, uint64_t(i % 2), 0, delta,
+                                         i % 3 == 0 ? 3u : 0u}));
+        put(i % 2 ? encodeFree(buf, FreeFields{kDeviceCpu, address, 7})
+                  : encodeShortLived(
+                        buf, AllocFields{kDevicePinnedHost, address + 1, size, 1, 0, 1}, delta));
+        clock += delta + (i % 2 ? 7 : 1 + delta);
+    }
+    Recorder whole, split;
+    StreamDecoder a(whole), b(split);
+    a.feed(bytes.data(), bytes.size());
+    for (uint8_t byte : bytes) b.feed(&byte, 1);
+    EXPECT_EQ(whole.log, split.log);
+    ASSERT_EQ(whole.allocs.size(), 60u);
+    ASSERT_EQ(whole.frees.size(), 40u);
+    for (size_t i = 0; i < whole.allocs.size(); ++i) {
+        EXPECT_EQ(whole.allocs[i].f.address, split.allocs[i].f.address) << i;
+        EXPECT_EQ(whole.allocs[i].f.size, split.allocs[i].f.size) << i;
+        EXPECT_EQ(whole.allocs[i].f.region, split.allocs[i].f.region) << i;
+        EXPECT_EQ(whole.allocs[i].timeNs, split.allocs[i].timeNs) << i;
+    }
+    EXPECT_EQ(whole.allocs[14].f.address, UINT64_MAX);  // i = 9: ten bytes
+    EXPECT_EQ(whole.allocs[14].f.size, (uint64_t{1} << 14) + 12);
+    EXPECT_EQ(whole.allocs[0].f.region, 3u);
+    EXPECT_EQ(whole.frees.back().timeNs, clock);
+    EXPECT_EQ(a.pendingBytes(), 0u);
+
+    // A reference to an unknown stack or region, deep in a long buffer, is refused
+    // as it is alone; so is anything after the End.
+    auto withBad = [&](const AllocFields& bad) {
+        std::vector<uint8_t> out(bytes.begin(), bytes.begin() + middle);
+        out.insert(out.end(), buf, encodeAlloc(buf, bad));
+        out.insert(out.end(), bytes.begin() + middle, bytes.end());
+        return out;
+    };
+    Recorder r;
+    StreamDecoder stack(r), region(r), ended(r);
+    EXPECT_EQ(refusal(stack, withBad(AllocFields{kDeviceCpu, 1, 1, 2, 0, 0})),
+              "allocation refers to an unknown stack");
+    EXPECT_EQ(refusal(region, withBad(AllocFields{kDeviceCpu, 1, 1, 1, 0, 0, 4})),
+              "allocation refers to an unknown region");
+    std::vector<uint8_t> late = encodeHandshake(Handshake{});
+    late.insert(late.end(), buf, encodeEnd(buf, EndFields{}));
+    late.insert(late.end(), bytes.begin() + middle, bytes.end());
+    EXPECT_EQ(refusal(ended, late), "record after end of stream");
+}
