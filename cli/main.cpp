@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -43,8 +44,11 @@ void emit(const std::string& path, const std::string& text) {
         return;
     }
     std::ofstream out(path, std::ios::trunc);
-    out << text;
-    if (!out) throw core::Error(core::kExitBadInput, "cannot write " + path);
+    if (out) out << text << std::flush;
+    // errno from the open or the write that failed: "Is a directory", "Permission denied".
+    if (!out)
+        throw core::Error(core::kExitBadInput,
+                          "cannot write " + path + ": " + std::strerror(errno));
 }
 
 struct ReportArgs {

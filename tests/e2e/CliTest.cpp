@@ -66,6 +66,19 @@ TEST(Cli, RunReportsCommandsThatCannotStart) {
     EXPECT_EQ(notExec.exitCode, 126);
 }
 
+TEST(Cli, AReportThatCannotBeWrittenSaysWhy) {
+    Profiled p = profile({"/bin/sh", "-c", "exit 0"});
+    const std::string dir = tempDir();
+    const std::string trace = write(p.trace.dump());
+    Outcome toDir = run({MEMTOOL_BIN, "report", trace, "-o", dir});
+    EXPECT_EQ(toDir.exitCode, 2);
+    EXPECT_EQ(toDir.err, "memtool: cannot write " + dir + ": Is a directory\n");
+    Outcome nowhere = run({MEMTOOL_BIN, "report", trace, "-o", dir + "/no/such/r.txt"});
+    EXPECT_EQ(nowhere.exitCode, 2);
+    EXPECT_EQ(nowhere.err,
+              "memtool: cannot write " + dir + "/no/such/r.txt: No such file or directory\n");
+}
+
 TEST(Cli, ProgramWithoutTorchGetsAnEmptyCompleteTrace) {
     Profiled p = profile({"/bin/sh", "-c", "exit 5"});
     EXPECT_EQ(p.outcome.exitCode, 5);
