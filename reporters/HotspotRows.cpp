@@ -136,7 +136,7 @@ std::vector<std::string> rowLines(const core::ProcessTrace& p, const HotspotRow&
 }
 
 std::vector<HotspotRow> hotspotRows(const core::ProcessTrace& p, const std::string& device,
-                                    const ReportOptions& options) {
+                                    const ReportOptions& options, HotspotRest* rest) {
     // Stacks that differ only in frames the table does not show read as one row.
     std::map<std::vector<std::string>, size_t> index;
     std::vector<HotspotRow> rows;
@@ -162,8 +162,22 @@ std::vector<HotspotRow> hotspotRows(const core::ProcessTrace& p, const std::stri
     core::ProcessTrace merged;
     for (const auto& r : rows) merged.hotspots.push_back(r.figures);
     std::vector<HotspotRow> out;
-    for (const core::Hotspot* h : selectHotspots(merged, device, options))
-        out.push_back(std::move(rows[static_cast<size_t>(h - merged.hotspots.data())]));
+    std::vector<bool> shown(rows.size(), false);
+    for (const core::Hotspot* h : selectHotspots(merged, device, options)) {
+        const size_t i = static_cast<size_t>(h - merged.hotspots.data());
+        shown[i] = true;
+        out.push_back(std::move(rows[i]));
+    }
+    if (rest) {
+        *rest = HotspotRest{};
+        for (size_t i = 0; i < merged.hotspots.size(); ++i) {
+            if (shown[i]) continue;
+            const core::Hotspot& h = merged.hotspots[i];
+            ++rest->rows;
+            add(rest->figures, h);
+            for (const auto& [pool, f] : h.pools) add(rest->pools[pool], f);
+        }
+    }
     return out;
 }
 

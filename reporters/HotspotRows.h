@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,9 +43,17 @@ struct HotspotRow {
     std::string group;
 };
 
-// The rows of `device`, largest first; callers pass optionsFor(...).
+// What the rows --top left out hold together, so that a table adds up.
+struct HotspotRest {
+    size_t rows = 0;
+    core::HotspotFigures figures;
+    std::map<std::string, core::HotspotFigures> pools;
+};
+
+// The rows of `device`, largest first; callers pass optionsFor(...). `rest`,
+// where given, gets what the rows left out hold.
 std::vector<HotspotRow> hotspotRows(const core::ProcessTrace& p, const std::string& device,
-                                    const ReportOptions& options);
+                                    const ReportOptions& options, HotspotRest* rest = nullptr);
 
 // What the text table shows of a row, a line each: the site, "via ..." below it
 // and "from ..." callers; or the group's name.

@@ -136,12 +136,13 @@ void renderHotspots(const core::ProcessTrace& p, const std::string& name,
                     const core::DeviceTotals& d, const ReportOptions& options, const ByteText& b,
                     std::ostream& out) {
     const ReportOptions deviceOptions = optionsFor(p, name, options);
-    const std::vector<HotspotRow> rows = hotspotRows(p, name, deviceOptions);
+    HotspotRest rest;
+    const std::vector<HotspotRow> rows = hotspotRows(p, name, deviceOptions, &rest);
     if (rows.empty()) return;
     const bool pools = !d.pools.empty();
-    auto poolPeak = [&](const core::Hotspot& h, const char* pool) {
-        auto it = h.pools.find(pool);
-        return b.column(it == h.pools.end() ? 0 : it->second.peakBytes);
+    auto poolPeak = [&](const std::map<std::string, core::HotspotFigures>& of, const char* pool) {
+        auto it = of.find(pool);
+        return b.column(it == of.end() ? 0 : it->second.peakBytes);
     };
     const GroupNames names = groupNames(options.groupBy);
     // An active or reserved sort on a device without those figures: by peak, said so.
@@ -165,12 +166,22 @@ void renderHotspots(const core::ProcessTrace& p, const std::string& name,
         out << fmt::format("{:>3} {} {} {:>8} {}", ++rank, b.column(h.peakBytes),
                            b.column(h.allocatedBytes), h.count, b.column(h.leakedBytes));
         if (pools)
-            out << fmt::format(" {} {}", poolPeak(h, core::kPoolActive),
-                               poolPeak(h, core::kPoolReserved));
+            out << fmt::format(" {} {}", poolPeak(h.pools, core::kPoolActive),
+                               poolPeak(h.pools, core::kPoolReserved));
         const std::vector<std::string> lines = rowLines(p, r);
         out << "  " << lines[0] << '\n';
         for (size_t i = 1; i < lines.size(); ++i)
             out << std::string(indent, ' ') << lines[i] << '\n';
+    }
+    if (rest.rows > 0) {
+        // The rows --top left out, in one line: the table adds up to the device's figures.
+        const core::HotspotFigures& f = rest.figures;
+        out << fmt::format("{:>3} {} {} {:>8} {}", "", b.column(f.peakBytes),
+                           b.column(f.allocatedBytes), f.count, b.column(f.leakedBytes));
+        if (pools)
+            out << fmt::format(" {} {}", poolPeak(rest.pools, core::kPoolActive),
+                               poolPeak(rest.pools, core::kPoolReserved));
+        out << fmt::format("  ({} other {})\n", rest.rows, rowsNamed(names, rest.rows));
     }
     out << fmt::format(
         "Peak: what each {} held at {}'s peak (they add up to it) · Leaked: still "
