@@ -227,6 +227,16 @@ std::string siteCell(const core::ProcessTrace& p, const HotspotRow& row) {
     return cell + "</td>";
 }
 
+// A row's active and reserved peaks.
+std::string poolCells(const std::map<std::string, core::HotspotFigures>& pools) {
+    std::string cells;
+    for (const char* pool : {core::kPoolActive, core::kPoolReserved}) {
+        auto it = pools.find(pool);
+        cells += bytesCell(it == pools.end() ? 0 : it->second.peakBytes);
+    }
+    return cells;
+}
+
 void hotspotTables(const core::ProcessTrace& p, const HtmlOptions& options, std::ostream& out) {
     const GroupNames names = groupNames(options.hotspots.groupBy);
     out << "<h2>Hotspots</h2>\n<p class=\"hint\">Per " << names.one
@@ -235,7 +245,8 @@ void hotspotTables(const core::ProcessTrace& p, const HtmlOptions& options, std:
         << (options.hotspots.groupBy == GroupBy::Site ? ", a site for its stack" : "") << ".</p>\n";
     for (const auto& [name, d] : p.devices) {
         const ReportOptions deviceOptions = optionsFor(p, name, options.hotspots);
-        const std::vector<HotspotRow> rows = hotspotRows(p, name, deviceOptions);
+        HotspotRest rest;
+        const std::vector<HotspotRow> rows = hotspotRows(p, name, deviceOptions, &rest);
         if (rows.empty()) continue;
         const bool pools = !d.pools.empty();
         out << fmt::format("<h3>{} <span class=\"sub\">top {} {} by {}</span></h3>\n", esc(name),
@@ -255,14 +266,21 @@ void hotspotTables(const core::ProcessTrace& p, const HtmlOptions& options, std:
             const core::Hotspot& h = row.figures;
             out << "<tr>" << countCell(++rank) << siteCell(p, row) << bytesCell(h.peakBytes)
                 << bytesCell(h.allocatedBytes) << countCell(h.count) << bytesCell(h.leakedBytes);
-            if (pools)
-                for (const char* pool : {core::kPoolActive, core::kPoolReserved}) {
-                    auto it = h.pools.find(pool);
-                    out << bytesCell(it == h.pools.end() ? 0 : it->second.peakBytes);
-                }
+            if (pools) out << poolCells(h.pools);
             out << "</tr>\n";
         }
-        out << "</tbody></table>\n";
+        out << "</tbody>";
+        if (rest.rows > 0) {
+            // The rows --top left out, summed (outside the sorted body): the table adds up.
+            const core::HotspotFigures& f = rest.figures;
+            out << "\n<tfoot><tr class=\"rest\"><td></td><td>"
+                << esc(fmt::format("({} other {})", rest.rows, rowsNamed(names, rest.rows)))
+                << "</td>" << bytesCell(f.peakBytes) << bytesCell(f.allocatedBytes)
+                << countCell(f.count) << bytesCell(f.leakedBytes);
+            if (pools) out << poolCells(rest.pools);
+            out << "</tr></tfoot>";
+        }
+        out << "</table>\n";
     }
 }
 

@@ -70,3 +70,41 @@ TEST(HtmlReporter, TraceTextIsEscapedEverywhere) {
     EXPECT_NE(page.find("&lt;/script&gt;&lt;script&gt;alert(1)"), std::string::npos);
     EXPECT_NE(page.find("\\u003c/script>\\u003cscript>alert(1)"), std::string::npos);  // JSON
 }
+
+// What --top leaves out is summed in the table's foot, outside the rows a click
+// sorts: the columns add up to the device's figures.
+TEST(HtmlReporter, TheRowsTopLeavesOutAreSummedInTheFoot) {
+    core::ProcessTrace p;
+    p.pid = 1;
+    p.frames = {pythonFrame("f", "/src/t.py", 3, true), pythonFrame("g", "/src/t.py", 7, true),
+                pythonFrame("h", "/src/t.py", 9, true)};
+    for (uint32_t i = 0; i < 3; ++i) {
+        core::Hotspot h;
+        h.device = "cpu";
+        h.frames = {i};
+        h.siteFrame = i;
+        h.peakBytes = 3000 - 1000 * i;
+        h.allocatedBytes = 5000 - 1000 * i;
+        h.count = 1 + i;
+        h.leakedBytes = 100 * i;
+        p.hotspots.push_back(h);
+    }
+    p.devices["cpu"].peakBytes = 6000;
+    core::Trace t;
+    t.processes = {p};
+    reporters::HtmlOptions options;
+    options.hotspots.top = 1;
+    std::ostringstream out;
+    reporters::renderHtml(t, options, out);
+    EXPECT_NE(out.str().find("</tbody>\n<tfoot><tr class=\"rest\"><td></td><td>(2 other hotspots)"
+                             "</td><td class=\"num\" data-v=\"3000\">2.93 KiB</td>"
+                             "<td class=\"num\" data-v=\"7000\">6.84 KiB</td>"
+                             "<td class=\"num\" data-v=\"5\">5</td>"
+                             "<td class=\"num\" data-v=\"300\">300 B</td></tr></tfoot></table>"),
+              std::string::npos)
+        << out.str();
+    options.hotspots.top = 3;
+    std::ostringstream all;
+    reporters::renderHtml(t, options, all);
+    EXPECT_EQ(all.str().find("<tfoot>"), std::string::npos);
+}
