@@ -170,12 +170,20 @@ const uint8_t* StreamDecoder::decodeHot(const uint8_t* start, const uint8_t* end
 }
 
 void StreamDecoder::feed(const uint8_t* data, size_t len) {
+    if (sawPreamble_ && pendingBytes() == 0) {
+        // Nothing waits (nearly always: the collector sends whole buffers of
+        // records): decode from the caller's bytes, and keep only a tail that
+        // is not a whole record yet.
+        const size_t used = decodeRecords(data, data + len);
+        pending_.assign(data + used, data + len);
+        consumed_ = 0;
+        refuseEndless();
+        return;
+    }
     pending_.insert(pending_.end(), data, data + len);
-    const uint8_t* base = pending_.data();
-    const uint8_t* end = base + pending_.size();
     if (!sawPreamble_) {
         if (pending_.size() - consumed_ < kPreambleBytes) return;
-        const uint8_t* p = base + consumed_;
+        const uint8_t* p = pending_.data() + consumed_;
         if (std::memcmp(p, kMagic, 8) != 0) throw ProtocolError("not a memtool stream (bad magic)");
         uint32_t version = 0;
         for (int i = 0; i < 4; ++i) version |= static_cast<uint32_t>(p[8 + i]) << (8 * i);
@@ -186,36 +194,44 @@ void StreamDecoder::feed(const uint8_t* data, size_t len) {
         consumed_ += kPreambleBytes;
         sawPreamble_ = true;
     }
-    while (consumed_ < pending_.size()) {
-        // The records that come by the million, while a whole one surely fits:
-        // no check of the input's end per field, and nothing else to decide.
-        if (sawHandshake_ && !sawEnd_ && !measureFirst_) {
-            const uint8_t* p = base + consumed_;
-            while (static_cast<size_t>(end - p) >= kMaxFixedRecordBytes)
-                if (const uint8_t* next = decodeHot(p, end))
-                    p = next;
-                else
-                    break;
-            consumed_ = static_cast<size_t>(p - base);
-            if (consumed_ == pending_.size()) break;
-        }
-        // A record that was incomplete is measured before it is decoded again:
-        // one that keeps coming costs a scan per read, not a copy of all it holds.
-        if (measureFirst_ && decodeOne(base + consumed_, end, /*dry=*/true) == 0) break;
-        size_t used = decodeOne(base + consumed_, end, /*dry=*/false);
-        measureFirst_ = used == 0;
-        if (used == 0) break;
-        consumed_ += used;
-    }
-    // What is left is one record, incomplete: a record that never ends (a string
-    // or a run of fields that keeps coming) must not hold memory without bound.
-    if (pendingBytes() > kMaxRecordBytes)
-        throw ProtocolError("a record longer than " + std::to_string(kMaxRecordBytes) + " bytes");
+    consumed_ += decodeRecords(pending_.data() + consumed_, pending_.data() + pending_.size());
+    refuseEndless();
     // Compact once the consumed prefix dominates, so the buffer stays small.
     if (consumed_ > 0 && consumed_ * 2 >= pending_.size()) {
         pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(consumed_));
         consumed_ = 0;
     }
+}
+
+size_t StreamDecoder::decodeRecords(const uint8_t* begin, const uint8_t* end) {
+    const uint8_t* p = begin;
+    while (p < end) {
+        // The records that come by the million, while a whole one surely fits:
+        // no check of the input's end per field, and nothing else to decide.
+        if (sawHandshake_ && !sawEnd_ && !measureFirst_) {
+            while (static_cast<size_t>(end - p) >= kMaxFixedRecordBytes)
+                if (const uint8_t* next = decodeHot(p, end))
+                    p = next;
+                else
+                    break;
+            if (p == end) break;
+        }
+        // A record that was incomplete is measured before it is decoded again:
+        // one that keeps coming costs a scan per read, not a copy of all it holds.
+        if (measureFirst_ && decodeOne(p, end, /*dry=*/true) == 0) break;
+        const size_t used = decodeOne(p, end, /*dry=*/false);
+        measureFirst_ = used == 0;
+        if (used == 0) break;
+        p += used;
+    }
+    return static_cast<size_t>(p - begin);
+}
+
+void StreamDecoder::refuseEndless() const {
+    // What is left is one record, incomplete: a record that never ends (a string
+    // or a run of fields that keeps coming) must not hold memory without bound.
+    if (pendingBytes() > kMaxRecordBytes)
+        throw ProtocolError("a record longer than " + std::to_string(kMaxRecordBytes) + " bytes");
 }
 
 size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool dry) {

@@ -76,6 +76,11 @@ private:
     // Returns bytes used, or 0 when the record is not complete yet. `dry`: only
     // measures (and validates what needs no state), passing nothing on.
     size_t decodeOne(const uint8_t* p, const uint8_t* end, bool dry);
+    // Every whole record in [begin, end), passed on; returns the bytes they took
+    // (what is left is one record, not whole yet).
+    size_t decodeRecords(const uint8_t* begin, const uint8_t* end);
+    // Throws when what waits for the rest of its record passed kMaxRecordBytes.
+    void refuseEndless() const;
     // An Alloc, ShortLived or Free record at `p`, with at least
     // kMaxFixedRecordBytes before `end`: decoded and passed on, returning where
     // the next record starts; nullptr (nothing done) for a record of another kind.

@@ -507,11 +507,17 @@ TEST(Protocol, ALongRunOfHotRecordsDecodesAsByteAtATime) {
                         buf, AllocFields{kDevicePinnedHost, address + 1, size, 1, 0, 1}, delta));
         clock += delta + (i % 2 ? 7 : 1 + delta);
     }
-    Recorder whole, split;
-    StreamDecoder a(whole), b(split);
+    Recorder whole, split, chunked;
+    StreamDecoder a(whole), b(split), c(chunked);
     a.feed(bytes.data(), bytes.size());
     for (uint8_t byte : bytes) b.feed(&byte, 1);
+    // Reads of every size up to 97 bytes: decoded from the read where nothing
+    // waits, a record cut short kept for the next.
+    for (size_t at = 0, n = 1; at < bytes.size(); at += n, n = n % 97 + 1)
+        c.feed(bytes.data() + at, std::min(n, bytes.size() - at));
     EXPECT_EQ(whole.log, split.log);
+    EXPECT_EQ(whole.log, chunked.log);
+    EXPECT_EQ(c.pendingBytes(), 0u);
     ASSERT_EQ(whole.allocs.size(), 60u);
     ASSERT_EQ(whole.frees.size(), 40u);
     for (size_t i = 0; i < whole.allocs.size(); ++i) {
@@ -519,6 +525,8 @@ TEST(Protocol, ALongRunOfHotRecordsDecodesAsByteAtATime) {
         EXPECT_EQ(whole.allocs[i].f.size, split.allocs[i].f.size) << i;
         EXPECT_EQ(whole.allocs[i].f.region, split.allocs[i].f.region) << i;
         EXPECT_EQ(whole.allocs[i].timeNs, split.allocs[i].timeNs) << i;
+        EXPECT_EQ(whole.allocs[i].f.address, chunked.allocs[i].f.address) << i;
+        EXPECT_EQ(whole.allocs[i].timeNs, chunked.allocs[i].timeNs) << i;
     }
     EXPECT_EQ(whole.allocs[14].f.address, UINT64_MAX);  // i = 9: ten bytes
     EXPECT_EQ(whole.allocs[14].f.size, (uint64_t{1} << 14) + 12);
