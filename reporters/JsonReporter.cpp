@@ -36,16 +36,28 @@ json renderJson(const core::Trace& trace, const ReportOptions& options,
     json full = traceToJson(trace);
     for (size_t i = 0; i < trace.processes.size(); ++i) {
         const auto& p = trace.processes[i];
-        json top = json::object();
+        json top = json::object(), others = json::object();
         for (const auto& [device, totals] : p.devices) {
             json rows = json::array();
-            for (const HotspotRow& row : hotspotRows(p, device, optionsFor(p, device, options)))
+            HotspotRest rest;
+            for (const HotspotRow& row :
+                 hotspotRows(p, device, optionsFor(p, device, options), &rest))
                 rows.push_back(rowToJson(p, row));
             top[device] = rows;
+            // What --top left out, summed: with top_hotspots, the device's figures.
+            core::Hotspot sum;
+            static_cast<core::HotspotFigures&>(sum) = rest.figures;
+            sum.pools = rest.pools;
+            sum.device = device;
+            json o = hotspotToJson(sum);
+            for (const char* key : {"site", "site_frame", "frames", "stack"}) o.erase(key);
+            o["rows"] = rest.rows;
+            others[device] = o;
         }
         auto& out = full["processes"][i];
         out.erase("hotspots");
         out["top_hotspots"] = top;
+        out["other_hotspots"] = others;
         out["sort"] = sortKeyName(options.sort);
         out["site_mode"] = options.site ? core::siteModeName(*options.site) : "recorded";
         out["depth"] = options.depth;
