@@ -2,12 +2,14 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "cli/BackgroundSymbolizer.h"
+#include "core/Tail.h"
 
 namespace memtool::cli {
 
@@ -31,6 +33,8 @@ void CollectorConnection::forwardNewFrames() {
 }
 
 void CollectorConnection::close() {
+    if (tailFd_ >= 0) ::close(tailFd_);
+    tailFd_ = -1;
     if (fd_ < 0) return;
     ::close(fd_);
     fd_ = -1;
@@ -102,6 +106,57 @@ void CollectorConnection::drain(std::vector<uint8_t>& buffer) {
     }
 }
 
+ssize_t CollectorConnection::receive(std::vector<uint8_t>& buffer) {
+    iovec iov{buffer.data(), buffer.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    const ssize_t r = recvmsg(fd_, &m, MSG_CMSG_CLOEXEC);
+    if (r < 0) return r;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; ++i) {
+            int fd;
+            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+            struct stat st {};
+            // One regular file (a memfd), from the stream's first bytes; anything else is closed.
+            if (tailFd_ < 0 && received_ == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+                tailFd_ = fd;
+            else
+                ::close(fd);
+        }
+    }
+    received_ += static_cast<uint64_t>(r);
+    return r;
+}
+
+void CollectorConnection::readBackTail() {
+    if (tailFd_ < 0 || decoder_.sawEnd() || !aggregator_.handshake()) return;
+    core::TailHeader h;
+    if (pread(tailFd_, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return;
+    // What it says is the dead process's word: checked against what arrived.
+    if (h.magic != core::kTailMagic || h.used > core::kTailBufferBytes ||
+        h.bufferStart > received_ || received_ - h.bufferStart > h.used)
+        return;
+    const uint64_t skip = received_ - h.bufferStart;
+    std::vector<uint8_t> bytes(h.used - skip);
+    if (!bytes.empty() && pread(tailFd_, bytes.data(), bytes.size(),
+                                static_cast<off_t>(core::kTailHeaderBytes + skip)) !=
+                              static_cast<ssize_t>(bytes.size()))
+        return;
+    if (h.deferred == 1) {
+        uint8_t record[core::kMaxFixedRecordBytes];
+        bytes.insert(bytes.end(), record, core::encodeAlloc(record, h.deferredAlloc));
+    }
+    const uint64_t before = decoder_.recordCount();
+    decoder_.feed(bytes.data(), bytes.size());
+    recovered_ = decoder_.recordCount() - before;
+}
+
 void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
     if (!open() || busy_) return;
     struct Busy {
@@ -109,7 +164,7 @@ void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
         explicit Busy(bool& f) : flag(f) { flag = true; }
         ~Busy() { flag = false; }
     } busy(busy_);
-    ssize_t r = read(fd_, buffer.data(), buffer.size());
+    ssize_t r = receive(buffer);
     if (r > 0) {
         try {
             decoder_.feed(buffer.data(), static_cast<size_t>(r));
@@ -133,6 +188,12 @@ void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
         // was read: an end like any.
         if (r < 0 && errno != ECONNRESET)
             error_ = std::string("reading the stream failed: ") + std::strerror(errno);
+        try {
+            readBackTail();
+            deliverReplies();
+        } catch (const std::exception& e) {
+            error_ = std::string("the stream broke: what its buffer held: ") + e.what();
+        }
         close();
     }
 }

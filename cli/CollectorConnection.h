@@ -66,10 +66,20 @@ public:
     const std::string& error() const { return error_; }
     // From accept to close, or to now while open.
     double connectedS() const;
+    // Records read back from the process's send buffer after it died without its
+    // End record (core::TailHeader): what it had not sent yet.
+    uint64_t recoveredRecords() const { return recovered_; }
 
 private:
     void deliverReplies();
     void close();
+    // One read of the socket; a descriptor that comes with it (the first one: the
+    // collector's shared send buffer) is kept, any other closed.
+    ssize_t receive(std::vector<uint8_t>& buffer);
+    // At the end of a stream without its End record: the bytes of whole records
+    // the process had buffered and not sent, from its shared buffer, folded like
+    // any others (they are input like any others).
+    void readBackTail();
     // Hands the modules and frames that arrived since last time to the worker.
     void forwardNewFrames();
     // The worker may be using symbolizer_: it was given frames, and not taken back.
@@ -89,6 +99,9 @@ private:
     ReplyHandler onReply_;
     size_t repliesSeen_ = 0;
     std::set<uint64_t> outstanding_;
+    int tailFd_ = -1;
+    uint64_t received_ = 0;  // stream bytes read
+    uint64_t recovered_ = 0;
 };
 
 }  // namespace memtool::cli

@@ -190,6 +190,7 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
     CollectorConnection* launched = launchedIt == lastOfPid.end() ? nullptr : launchedIt->second;
     if (launched) {
         ProcessOutcome o = target.outcome();
+        o.recoveredRecords = launched->recoveredRecords();
         o.streamError = lostReason(*launched);
         if (o.streamError.empty()) o.streamError = launched->error();
         trace.processes.push_back(
@@ -221,6 +222,7 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
                 o.setExitStatus(r->second);
         }
         o.durationS = c->connectedS();
+        o.recoveredRecords = c->recoveredRecords();
         o.streamError = lostReason(*c);
         if (o.streamError.empty())
             o.streamError =

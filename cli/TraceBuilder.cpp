@@ -346,12 +346,18 @@ std::string incompleteReason(const core::Aggregator& agg, const ProcessOutcome& 
     if (!outcome.streamError.empty()) return outcome.streamError;
     if (outcome.snapshot) return {};  // whole as far as it goes: the stream has not ended
     if (!agg.end()) {
-        return outcome.exitSignal
-                   ? fmt::format(
-                         "the process was killed by signal {} before its collector could "
-                         "finish the stream",
-                         *outcome.exitSignal)
-                   : "the stream ended without its end record (the process was killed)";
+        const std::string readBack =
+            outcome.recoveredRecords
+                ? fmt::format("; the {} records it had not sent were read from its buffer",
+                              outcome.recoveredRecords)
+                : "";
+        return (outcome.exitSignal
+                    ? fmt::format("the process was killed by signal {} before its collector could "
+                                  "finish the stream",
+                                  *outcome.exitSignal)
+                    : std::string(
+                          "the stream ended without its end record (the process was killed)")) +
+               readBack;
     }
     if (!agg.streamVerified()) {
         return fmt::format(

@@ -23,6 +23,8 @@ struct ProcessOutcome {
     double durationS = 0;
     std::string streamError;  // set when the stream broke (protocol error, read error)
     bool snapshot = false;    // the process runs on: its stream has no end yet
+    // Records read back from its send buffer after it died (CollectorConnection).
+    uint64_t recoveredRecords = 0;
 
     // How it ended, from a status as wait() gives it: its exit code, or the signal
     // that killed it.

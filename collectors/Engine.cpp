@@ -323,6 +323,7 @@ void Engine::parentAfterFork() { mu_.unlock(); }
 void Engine::childAfterFork() {
     // Only this thread runs in the child, holding the lock since prepareFork().
     active_.store(false, std::memory_order_release);
+    writer_.leaveParentsBuffer();  // first: the buffer it inherited is its parent's, shared
     writer_.detach();
     if (sink_) sink_->abandon();
     sink_ = nullptr;

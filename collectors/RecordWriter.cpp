@@ -1,38 +1,109 @@
 #include "collectors/RecordWriter.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
 
 namespace memtool::collectors {
 
+namespace {
+
+constexpr size_t kSharedBytes = core::kTailHeaderBytes + RecordWriter::kBufferBytes;
+
+// Stores before it are not moved after it by the compiler: a kill between two
+// of the header's fields leaves them in an order the CLI can trust.
+inline void ordered() { std::atomic_signal_fence(std::memory_order_seq_cst); }
+
+}  // namespace
+
+RecordWriter::~RecordWriter() {
+    if (buf_ != buffer_) munmap(buf_ - core::kTailHeaderBytes, kSharedBytes);
+    if (tailFd_ >= 0) ::close(tailFd_);
+}
+
+bool RecordWriter::makeShared() {
+    if (tail_) return true;
+    const int fd = memfd_create("memtool-records", MFD_CLOEXEC);
+    if (fd < 0) return false;
+    void* p = MAP_FAILED;
+    if (ftruncate(fd, static_cast<off_t>(kSharedBytes)) == 0)
+        p = mmap(nullptr, kSharedBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        ::close(fd);
+        return false;
+    }
+    if (buf_ != buffer_)
+        munmap(buf_ - core::kTailHeaderBytes, kSharedBytes);  // a child's private copy
+    tail_ = static_cast<core::TailHeader*>(p);
+    buf_ = static_cast<uint8_t*>(p) + core::kTailHeaderBytes;
+    tailFd_ = fd;
+    return true;
+}
+
 void RecordWriter::open(Sink* sink, uint64_t nowNs) {
+    makeShared();  // without it, the buffer is private: a kill loses what it holds
     // The whole buffer resident from the start: no page fault in a hook, and no
     // growth of the process later (a pause's records must not add to it).
     for (size_t i = 0; i < kBufferBytes; i += 4096)
-        reinterpret_cast<volatile uint8_t*>(buffer_)[i] = 0;
+        reinterpret_cast<volatile uint8_t*>(buf_)[i] = 0;
     sink_ = sink;
     used_ = 0;
+    sent_ = 0;
     records_ = 0;
     deferred_ = false;
     lastFlushNs_ = nowNs;
+    if (tail_) {
+        tail_->used = 0;
+        tail_->deferred = 0;
+        tail_->bufferStart = 0;
+        ordered();
+        tail_->magic = core::kTailMagic;
+        sink->attachTail(tailFd_);
+    }
 }
 
 void RecordWriter::detach() {
     sink_ = nullptr;
     used_ = 0;
     deferred_ = false;
+    publishUsed();
+    if (tail_) tail_->deferred = 0;
+}
+
+void RecordWriter::leaveParentsBuffer() {
+    if (!tail_) return;
+    // Private, zeroed memory at the same place: nothing this process writes from
+    // here on reaches its parent's buffer.
+    void* p = mmap(buf_ - core::kTailHeaderBytes, kSharedBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (p == MAP_FAILED) {
+        buf_ = buffer_;  // the mapping stays the parent's: never write to it again
+    }
+    tail_ = nullptr;
+    ::close(tailFd_);
+    tailFd_ = -1;
 }
 
 void RecordWriter::deferAlloc(const core::AllocFields& a) {
     if (!sink_ || !settle()) return;
     deferredAlloc_ = a;
     deferred_ = true;
+    if (tail_) {
+        tail_->deferredAlloc = a;
+        ordered();
+        tail_->deferred = 1;
+    }
     ++records_;
 }
 
 bool RecordWriter::encodeDeferred() {
     deferred_ = false;
+    if (tail_) tail_->deferred = 0;
     if (used_ + core::kMaxFixedRecordBytes > kBufferBytes && !send()) return false;
-    used_ = static_cast<size_t>(core::encodeAlloc(buffer_ + used_, deferredAlloc_) - buffer_);
+    used_ = static_cast<size_t>(core::encodeAlloc(buf_ + used_, deferredAlloc_) - buf_);
+    ordered();
+    publishUsed();
     return true;
 }
 
@@ -47,30 +118,41 @@ uint8_t* RecordWriter::reserve(size_t bytes) {
         return scratch_;
     }
     if (used_ + bytes > kBufferBytes && !flush()) return nullptr;
-    return buffer_ + used_;
+    return buf_ + used_;
 }
 
 void RecordWriter::commit(uint8_t* end) {
     ++records_;
     if (scratch_) {
-        if (sink_ && !sink_->write(scratch_, static_cast<size_t>(end - scratch_))) sink_ = nullptr;
+        const size_t bytes = static_cast<size_t>(end - scratch_);
+        if (sink_ && !sink_->write(scratch_, bytes)) sink_ = nullptr;
         munmap(scratch_, scratchBytes_);
         scratch_ = nullptr;
+        sent_ += bytes;  // the buffer is empty: it starts after this record
+        if (tail_) tail_->bufferStart = sent_;
         return;
     }
-    used_ = static_cast<size_t>(end - buffer_);
+    used_ = static_cast<size_t>(end - buf_);
+    ordered();
+    publishUsed();
 }
 
 bool RecordWriter::flush() { return settle() && send(); }
 
 bool RecordWriter::send() {
     if (!sink_) return false;
-    if (used_ > 0 && !sink_->write(buffer_, used_)) {
+    if (used_ > 0 && !sink_->write(buf_, used_)) {
         sink_ = nullptr;
         used_ = 0;
+        publishUsed();
         return false;
     }
+    // Emptied first, moved on second: a kill between the two leaves nothing to read back.
+    sent_ += used_;
     used_ = 0;
+    publishUsed();
+    ordered();
+    if (tail_) tail_->bufferStart = sent_;
     return true;
 }
 

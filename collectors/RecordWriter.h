@@ -11,6 +11,7 @@
 
 #include "collectors/Sink.h"
 #include "core/Protocol.h"
+#include "core/Tail.h"
 
 namespace memtool::collectors {
 
@@ -24,15 +25,24 @@ public:
     static constexpr size_t kBufferBytes = 256 * 1024;
     static constexpr size_t kFlushAt = kBufferBytes - 8 * 1024;
     static constexpr uint64_t kFlushIntervalNs = 50'000'000;
+    static_assert(kBufferBytes == core::kTailBufferBytes, "the CLI reads back at most this much");
 
-    RecordWriter() = default;
+    constexpr RecordWriter() = default;
+    // The collector's own never runs (NoDestroy); a test's engine gives its buffer back.
+    ~RecordWriter();
     RecordWriter(const RecordWriter&) = delete;
     RecordWriter& operator=(const RecordWriter&) = delete;
 
-    // Starts a stream on `sink`: counters and buffer start empty.
+    // Starts a stream on `sink`: counters and buffer start empty. The buffer is
+    // one `memtool run` can read after a kill (core::TailHeader), made here the
+    // first time and handed to the sink; without it (no memfd), a private one.
     void open(Sink* sink, uint64_t nowNs);
     // Drops the sink without sending what is buffered (fork child, lost peer).
     void detach();
+    // In a fork child, before anything else: the buffer it inherited is its
+    // parent's, shared; it gets private memory in its place (and makes its own
+    // shared buffer at its next open()).
+    void leaveParentsBuffer();
     bool isOpen() const { return sink_ != nullptr; }
 
     // Room for a record of at most `bytes`; null when the sink has failed.
@@ -65,6 +75,7 @@ public:
         if (!deferred_ || deferredAlloc_.address != address || deferredAlloc_.device != device)
             return false;
         deferred_ = false;
+        if (tail_) tail_->deferred = 0;
         --records_;
         *a = deferredAlloc_;
         return true;
@@ -78,7 +89,18 @@ private:
     // Sends the buffer as it is.
     bool send();
 
+    // The shared buffer, made once per process (nullptr: none, buf_ is buffer_).
+    bool makeShared();
+    // Where `used_` bytes are, as the CLI would read them after a kill.
+    void publishUsed() {
+        if (tail_) tail_->used = used_;
+    }
+
     Sink* sink_ = nullptr;
+    uint8_t* buf_ = buffer_;
+    core::TailHeader* tail_ = nullptr;
+    int tailFd_ = -1;
+    uint64_t sent_ = 0;  // stream bytes sent since open()
     size_t used_ = 0;
     uint64_t records_ = 0;
     uint64_t lastFlushNs_ = 0;

@@ -20,6 +20,9 @@ public:
     virtual void abandon() = 0;
     // Why the last write failed, for the one warning the engine prints.
     virtual const char* failure() const = 0;
+    // The descriptor of the shared send buffer (core::TailHeader), to go to the
+    // reader with the next bytes written, where the channel can carry one.
+    virtual void attachTail(int /*fd*/) {}
 };
 
 }  // namespace memtool::collectors

@@ -123,7 +123,26 @@ bool SocketSink::write(const uint8_t* data, size_t len) {
     const int fd = fd_.load();
     size_t sent = 0;
     while (sent < len) {
-        ssize_t n = ::send(fd, data + sent, len - sent, MSG_NOSIGNAL);
+        ssize_t n;
+        if (tailFd_ >= 0) {
+            // The shared buffer's descriptor rides with these bytes.
+            iovec iov{const_cast<uint8_t*>(data + sent), len - sent};
+            alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+            msghdr m{};
+            m.msg_iov = &iov;
+            m.msg_iovlen = 1;
+            m.msg_control = control;
+            m.msg_controllen = sizeof control;
+            cmsghdr* c = CMSG_FIRSTHDR(&m);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int));
+            std::memcpy(CMSG_DATA(c), &tailFd_, sizeof(int));
+            n = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+            if (n > 0) tailFd_ = -1;
+        } else {
+            n = ::send(fd, data + sent, len - sent, MSG_NOSIGNAL);
+        }
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
             failure_ = "lost the connection to `memtool run`; profiling stopped";

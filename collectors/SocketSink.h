@@ -40,6 +40,7 @@ public:
     void close() override;
     void abandon() override;
     const char* failure() const override { return failure_; }
+    void attachTail(int fd) override { tailFd_ = fd; }
 
     // For a thread that reads from the same socket: the descriptor, held open
     // until release(); -1 once the sink is closed.
@@ -56,6 +57,7 @@ private:
     void releaseDescriptor();
 
     std::atomic<int> fd_{-1};
+    int tailFd_ = -1;  // to send with the next bytes (SCM_RIGHTS), then forgotten
     std::atomic<int> readers_{0};
     std::atomic<bool> closed_{true};
     dev_t device_ = 0;  // the socket's identity, to tell it from a reused number

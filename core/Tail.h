@@ -1,0 +1,29 @@
+#pragma once
+// The collector's send buffer, shared with `memtool run`.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/Protocol.h"
+
+namespace memtool::core {
+
+// The collector's send buffer lives in memory it shares with `memtool run` (a
+// memfd passed with the stream's first bytes, SCM_RIGHTS): when a process dies
+// without its End record (SIGKILL, the kernel's OOM killer), the CLI reads from
+// it the records the process had not sent yet. The header comes first; the
+// buffer starts at kTailHeaderBytes. The CLI reads it as untrusted input: what
+// it takes from it goes through the decoder like any stream byte.
+struct TailHeader {
+    uint64_t magic = 0;        // kTailMagic
+    uint64_t bufferStart = 0;  // the stream offset of the buffer's first byte
+    uint64_t used = 0;         // bytes of whole records in the buffer
+    uint64_t deferred = 0;     // 1: deferredAlloc is the stream's last record, held back
+    AllocFields deferredAlloc;
+};
+inline constexpr uint64_t kTailMagic = 0x4c494154'4d454d31ULL;  // "1MEMTAIL", little-endian
+inline constexpr size_t kTailHeaderBytes = 4096;
+inline constexpr size_t kTailBufferBytes = 256 * 1024;  // the collector's RecordWriter buffer
+static_assert(sizeof(TailHeader) <= kTailHeaderBytes);
+
+}  // namespace memtool::core
