@@ -134,27 +134,44 @@ ssize_t CollectorConnection::receive(std::vector<uint8_t>& buffer) {
     return r;
 }
 
-void CollectorConnection::readBackTail() {
-    if (tailFd_ < 0 || decoder_.sawEnd() || !aggregator_.handshake()) return;
+std::vector<uint8_t> CollectorConnection::unsentTail() const {
+    if (tailFd_ < 0 || decoder_.sawEnd() || !aggregator_.handshake()) return {};
     core::TailHeader h;
-    if (pread(tailFd_, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return;
+    if (pread(tailFd_, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return {};
     // What it says is the dead process's word: checked against what arrived.
     if (h.magic != core::kTailMagic || h.used > core::kTailBufferBytes ||
         h.bufferStart > received_ || received_ - h.bufferStart > h.used)
-        return;
+        return {};
     const uint64_t skip = received_ - h.bufferStart;
     std::vector<uint8_t> bytes(h.used - skip);
     if (!bytes.empty() && pread(tailFd_, bytes.data(), bytes.size(),
                                 static_cast<off_t>(core::kTailHeaderBytes + skip)) !=
                               static_cast<ssize_t>(bytes.size()))
-        return;
+        return {};
     if (h.deferred == 1) {
         uint8_t record[core::kMaxFixedRecordBytes];
         bytes.insert(bytes.end(), record, core::encodeAlloc(record, h.deferredAlloc));
     }
-    const uint64_t before = decoder_.recordCount();
-    decoder_.feed(bytes.data(), bytes.size());
-    recovered_ = decoder_.recordCount() - before;
+    return bytes;
+}
+
+void CollectorConnection::fold(const uint8_t* data, size_t len) {
+    try {
+        decoder_.feed(data, len);
+        deliverReplies();
+        if (!backgroundDone_ && aggregator_.nativeNodes().size() > nodesForwarded_)
+            forwardNewFrames();
+    } catch (const core::ProtocolError& e) {
+        deliverReplies();  // those that arrived whole before the bad bytes
+        error_ = std::string("the stream broke: ") + e.what();
+        close();
+    } catch (const std::exception& e) {
+        // A fault of memtool's own in folding this stream (or memory running
+        // out): this process's stream ends here; the run and the other streams go on.
+        deliverReplies();
+        error_ = std::string("the stream broke: internal error: ") + e.what();
+        close();
+    }
 }
 
 void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
@@ -166,33 +183,18 @@ void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
     } busy(busy_);
     ssize_t r = receive(buffer);
     if (r > 0) {
-        try {
-            decoder_.feed(buffer.data(), static_cast<size_t>(r));
-            deliverReplies();
-            if (!backgroundDone_ && aggregator_.nativeNodes().size() > nodesForwarded_)
-                forwardNewFrames();
-        } catch (const core::ProtocolError& e) {
-            deliverReplies();  // those that arrived whole before the bad bytes
-            error_ = std::string("the stream broke: ") + e.what();
-            close();
-        } catch (const std::exception& e) {
-            // A fault of memtool's own in folding this stream (or memory running
-            // out): this process's stream ends here; the run and the other streams go on.
-            deliverReplies();
-            error_ = std::string("the stream broke: internal error: ") + e.what();
-            close();
-        }
+        fold(buffer.data(), static_cast<size_t>(r));
     } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
         // A Unix socket's peer that closes with bytes of ours unread (the admission
         // byte, a request) ends our reading with ECONNRESET once everything it sent
         // was read: an end like any.
         if (r < 0 && errno != ECONNRESET)
             error_ = std::string("reading the stream failed: ") + std::strerror(errno);
-        try {
-            readBackTail();
-            deliverReplies();
-        } catch (const std::exception& e) {
-            error_ = std::string("the stream broke: what its buffer held: ") + e.what();
+        // What it recorded and had not sent, if it died first: folded like the rest.
+        if (const std::vector<uint8_t> tail = unsentTail(); !tail.empty()) {
+            const uint64_t before = decoder_.recordCount();
+            fold(tail.data(), tail.size());
+            recovered_ = decoder_.recordCount() - before;
         }
         close();
     }

@@ -77,9 +77,12 @@ private:
     // collector's shared send buffer) is kept, any other closed.
     ssize_t receive(std::vector<uint8_t>& buffer);
     // At the end of a stream without its End record: the bytes of whole records
-    // the process had buffered and not sent, from its shared buffer, folded like
-    // any others (they are input like any others).
-    void readBackTail();
+    // the process had buffered and not sent, from its shared buffer (input like
+    // any other: they go through fold()). Empty when there are none to take.
+    std::vector<uint8_t> unsentTail() const;
+    // Decodes and folds stream bytes; on bytes that can never be a stream, or a
+    // fault of memtool's own, says why in error() and closes.
+    void fold(const uint8_t* data, size_t len);
     // Hands the modules and frames that arrived since last time to the worker.
     void forwardNewFrames();
     // The worker may be using symbolizer_: it was given frames, and not taken back.

@@ -18,7 +18,7 @@ inline void ordered() { std::atomic_signal_fence(std::memory_order_seq_cst); }
 }  // namespace
 
 RecordWriter::~RecordWriter() {
-    if (buf_ != buffer_) munmap(buf_ - core::kTailHeaderBytes, kSharedBytes);
+    if (buf_ != buffer_) munmap(mapping(), kSharedBytes);
     if (tailFd_ >= 0) ::close(tailFd_);
 }
 
@@ -33,8 +33,7 @@ bool RecordWriter::makeShared() {
         ::close(fd);
         return false;
     }
-    if (buf_ != buffer_)
-        munmap(buf_ - core::kTailHeaderBytes, kSharedBytes);  // a child's private copy
+    if (buf_ != buffer_) munmap(mapping(), kSharedBytes);  // a child's private copy
     tail_ = static_cast<core::TailHeader*>(p);
     buf_ = static_cast<uint8_t*>(p) + core::kTailHeaderBytes;
     tailFd_ = fd;
@@ -75,7 +74,7 @@ void RecordWriter::leaveParentsBuffer() {
     if (!tail_) return;
     // Private, zeroed memory at the same place: nothing this process writes from
     // here on reaches its parent's buffer.
-    void* p = mmap(buf_ - core::kTailHeaderBytes, kSharedBytes, PROT_READ | PROT_WRITE,
+    void* p = mmap(mapping(), kSharedBytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     if (p == MAP_FAILED) {
         buf_ = buffer_;  // the mapping stays the parent's: never write to it again

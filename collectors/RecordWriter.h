@@ -91,6 +91,9 @@ private:
 
     // The shared buffer, made once per process (nullptr: none, buf_ is buffer_).
     bool makeShared();
+    // The start of the header and buffer's mapping (buf_ not buffer_: shared, or
+    // a fork child's private copy of it).
+    uint8_t* mapping() const { return buf_ - core::kTailHeaderBytes; }
     // Where `used_` bytes are, as the CLI would read them after a kill.
     void publishUsed() {
         if (tail_) tail_->used = used_;
