@@ -11,6 +11,7 @@
 #include "reporters/HotspotRows.h"
 #include "reporters/HtmlAssets.h"
 #include "reporters/Markup.h"
+#include "reporters/ProcessSelection.h"
 #include "reporters/RecordedSources.h"
 #include "reporters/StackTree.h"
 #include "reporters/TimelineMarks.h"
@@ -130,12 +131,6 @@ std::string scriptSafe(const std::string& text) {
 }
 
 // ---- the page, section by section ----------------------------------------------
-
-std::string exitText(const core::ProcessTrace& p) {
-    if (p.exitCode) return fmt::format("exit code {}", *p.exitCode);
-    if (p.exitSignal) return fmt::format("killed by signal {}", *p.exitSignal);
-    return "exit status unknown";
-}
 
 void header(const core::ProcessTrace& p, size_t index, std::ostream& out) {
     const std::string command = joinCommand(p.command);
@@ -386,8 +381,7 @@ void processSection(const core::ProcessTrace& p, size_t index, const HtmlOptions
     out << fmt::format("<section class=\"process\" id=\"process-{}\">\n", index);
     header(p, index, out);
     if (p.devices.empty()) {
-        out << "<p class=\"none\">No tracked allocations (the program loaded no allocator memtool "
-               "tracks).</p>\n</section>\n";
+        out << "<p class=\"none\">" << esc(noAllocationsText(p)) << "</p>\n</section>\n";
         return;
     }
     deviceTable(p, out);

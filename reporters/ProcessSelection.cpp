@@ -38,6 +38,21 @@ bool allocated(const core::ProcessTrace& p) {
     return false;
 }
 
+std::string exitText(const core::ProcessTrace& p) {
+    if (p.exec) return "exec'd another program";
+    if (p.exitCode) return fmt::format("exit code {}", *p.exitCode);
+    if (p.exitSignal) return fmt::format("killed by signal {}", *p.exitSignal);
+    if (p.snapshot) return "running (a snapshot)";
+    return "exit status unknown";
+}
+
+std::string noAllocationsText(const core::ProcessTrace& p) {
+    if (!p.tracked)
+        return "No tracked allocations (the program loaded no allocator memtool tracks).";
+    return "No tracked allocations (memtool tracked the program's allocator, and nothing was "
+           "allocated through it).";
+}
+
 std::string commandLine(const core::ProcessTrace& p) {
     std::string s;
     for (const auto& a : p.command) s += (s.empty() ? "" : " ") + a;

@@ -29,6 +29,11 @@ std::string rankText(const core::ProcessTrace& p);
 
 // It allocated memory memtool tracks (on any device).
 bool allocated(const core::ProcessTrace& p);
+// How it ended: "exit code 0", "killed by signal 9", "exec'd another program"...
+std::string exitText(const core::ProcessTrace& p);
+// The sentence a report shows for a process without a device: whether memtool
+// never saw an allocator it tracks, or saw one that allocated nothing.
+std::string noAllocationsText(const core::ProcessTrace& p);
 // Its argv joined by spaces.
 std::string commandLine(const core::ProcessTrace& p);
 // "pid 42 (python3 train.py)": the command cut to a readable length.

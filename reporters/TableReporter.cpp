@@ -27,14 +27,6 @@ const char* leakWhen(const core::ProcessTrace& p) {
     return "at the end of the run";
 }
 
-std::string exitText(const core::ProcessTrace& p) {
-    if (p.exec) return "exec'd another program";
-    if (p.exitCode) return fmt::format("exit code {}", *p.exitCode);
-    if (p.exitSignal) return fmt::format("killed by signal {}", *p.exitSignal);
-    if (p.snapshot) return "running (a snapshot)";
-    return "exit status unknown";
-}
-
 // Pausable regions and every pause and resume, when the program had any.
 void renderRegions(const core::ProcessTrace& p, const ByteText& b, std::ostream& out) {
     if (!p.regions.empty()) {
@@ -84,6 +76,7 @@ void renderOutOfMemory(const core::ProcessTrace& p, const ByteText& b, std::ostr
 // Which moment "Leaked" counts at, and what the teardown after it freed.
 void renderLeakMoment(const core::ProcessTrace& p, const ByteText& b, std::ostream& out) {
     if (p.leakMoment == core::kLeakAtEnd) return;  // what is live at the end: no more to say
+    if (p.devices.empty()) return;                 // nothing was ever live
     std::string freed;
     for (const auto& [name, d] : p.devices)
         if (d.teardownFreeCount > 0)
@@ -201,7 +194,7 @@ void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, st
     renderLeakMoment(p, b, out);
     for (const auto& w : p.warnings) out << "Warning:  " << w << '\n';
     if (p.devices.empty()) {
-        out << "\nNo tracked allocations (the program loaded no allocator memtool tracks).\n";
+        out << '\n' << noAllocationsText(p) << '\n';
         return;
     }
     renderDevices(p, options, b, out);

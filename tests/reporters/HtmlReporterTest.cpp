@@ -108,3 +108,23 @@ TEST(HtmlReporter, TheRowsTopLeavesOutAreSummedInTheFoot) {
     reporters::renderHtml(t, options, all);
     EXPECT_EQ(all.str().find("<tfoot>"), std::string::npos);
 }
+
+// The page's header and empty-process sentence are the text report's: an exec'd
+// process says so, and one that allocated nothing says why.
+TEST(HtmlReporter, AProcessThatAllocatedNothingSaysHowItEndedAndWhy) {
+    core::ProcessTrace p;
+    p.pid = 5;
+    p.command = {"python3", "-m", "launcher"};
+    p.exec = true;
+    p.complete = true;
+    core::Trace t;
+    t.processes.push_back(p);
+    std::ostringstream out;
+    reporters::renderHtml(t, reporters::HtmlOptions{}, out);
+    const std::string page = out.str();
+    EXPECT_NE(page.find("pid 5 · exec&apos;d another program · 0.000 s"), std::string::npos);
+    EXPECT_NE(
+        page.find("<p class=\"none\">No tracked allocations (memtool tracked the program&apos;s "
+                  "allocator, and nothing was allocated through it).</p>"),
+        std::string::npos);
+}

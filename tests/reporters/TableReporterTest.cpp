@@ -197,3 +197,34 @@ TEST(TableReporter, OutOfMemorySitesReadAsHotspotSitesDo) {
     for (auto& row : e["by_site"]) row.erase("site_frame");
     EXPECT_EQ(tableOf(reporters::traceFromJson(old, "old.json")), text);
 }
+
+// A process without a device either never loaded an allocator memtool tracks (a
+// launcher shell) or loaded one and allocated nothing through it (torch.multiprocessing's
+// parent): the reports say which, and give no leak moment for nothing.
+TEST(TableReporter, AProcessThatAllocatedNothingSaysWhy) {
+    core::Trace t;
+    for (bool tracked : {false, true}) {
+        core::ProcessTrace p;
+        p.pid = tracked ? 11 : 10;
+        p.command = {tracked ? "python3" : "bash"};
+        p.exitCode = 0;
+        p.complete = true;
+        p.tracked = tracked;
+        p.leakMoment = core::kLeakAtPython;
+        t.processes.push_back(p);
+    }
+    std::ostringstream out;
+    reporters::renderTable(t, reporters::ReportOptions{}, out);
+    const std::string text = out.str();
+    EXPECT_NE(text.find("Process:  pid 10 · exit code 0 · 0.000 s · trace complete\n\n"
+                        "No tracked allocations (the program loaded no allocator memtool "
+                        "tracks).\n"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("Process:  pid 11 · exit code 0 · 0.000 s · trace complete\n\n"
+                        "No tracked allocations (memtool tracked the program's allocator, and "
+                        "nothing was allocated through it).\n"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("Leaks:"), std::string::npos) << text;
+}
