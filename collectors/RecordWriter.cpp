@@ -5,6 +5,8 @@
 
 #include <atomic>
 
+#include "collectors/HighDescriptor.h"
+
 namespace memtool::collectors {
 
 namespace {
@@ -24,7 +26,9 @@ RecordWriter::~RecordWriter() {
 
 bool RecordWriter::makeShared() {
     if (tail_) return true;
-    const int fd = memfd_create("memtool-records", MFD_CLOEXEC);
+    // High in the table, as the socket: out of the way of a program that closes
+    // its low descriptors (a stream that starts again sends it again).
+    const int fd = moveHigh(memfd_create("memtool-records", MFD_CLOEXEC));
     if (fd < 0) return false;
     void* p = MAP_FAILED;
     if (ftruncate(fd, static_cast<off_t>(kSharedBytes)) == 0)

@@ -300,6 +300,17 @@ TEST(Processes, AProgramThatTakesTheSocketOverGetsNoneOfMemtoolsBytes) {
     EXPECT_EQ(hotspotWithSite(proc, "steal_socket.py:10").at("allocated_bytes"), 1000000);
 }
 
+// The collector's descriptors (its socket, its shared send buffer) sit high in the
+// table: a program that closes the low ones, as a daemon does, is profiled on.
+TEST(Processes, AProgramThatClosesItsLowDescriptorsIsProfiledOn) {
+    Profiled p = profile({PYTHON_BIN, script("close_low_fds.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.outcome.out, "buffers below 767: 0 above: 1\n");
+    expectWhole(p.process());
+    EXPECT_EQ(hotspotWithSite(p.process(), "close_low_fds.py:7").at("allocated_bytes"), 1000000);
+    EXPECT_EQ(hotspotWithSite(p.process(), "close_low_fds.py:18").at("allocated_bytes"), 2000000);
+}
+
 // A thread of the program holds a collector lock while another forks: the
 // child starts with none held, and records its own allocation.
 class ForkUnderLocks : public ::testing::TestWithParam<std::string> {};
