@@ -339,8 +339,11 @@ std::string runSummary(const core::Trace& trace, const std::vector<std::string>&
                 shown = &q;
                 break;
             }
+    bool tracked = false;
+    for (const core::ProcessTrace& q : trace.processes) tracked |= q.tracked;
     std::string peaks;
     if (shown != &p) peaks = fmt::format(", pid {}", shown->pid);
+    if (shown->devices.empty() && tracked) peaks = ", nothing allocated";
     for (const auto& [name, d] : shown->devices)
         peaks += fmt::format(", {} peak {}", name, core::formatBytes(d.peakBytes));
     // Where another process (a worker) held more on a device, say which, so
@@ -369,8 +372,6 @@ std::string runSummary(const core::Trace& trace, const std::vector<std::string>&
     std::string summary =
         fmt::format("memtool: wrote {} ({} process{}{}{})\n", written, trace.processes.size(),
                     trace.processes.size() == 1 ? "" : "es", peaks, incomplete);
-    bool tracked = false;
-    for (const core::ProcessTrace& q : trace.processes) tracked |= q.tracked;
     if (!tracked)
         summary +=
             "memtool: nothing was measured: the program loaded no allocator memtool "

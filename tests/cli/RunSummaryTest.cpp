@@ -61,3 +61,15 @@ TEST(RunSummary, AWrapperGivesItsFirstAllocatingChildAndEveryUnfinishedProcess) 
               "loaded no allocator memtool tracks (PyTorch's libc10, CUDA); does it import torch, "
               "under a python that has it?\n");
 }
+
+// Allocators were tracked and none was used (a script that imports torch and only
+// prints): the line says so, rather than nothing at all.
+TEST(RunSummary, ATrackedProgramThatAllocatedNothingSaysSo) {
+    core::Trace t;
+    t.processes.push_back(process(10, {}));
+    EXPECT_EQ(cli::runSummary(t, {"t.json"}),
+              "memtool: wrote t.json (1 process, nothing allocated)\n");
+    t.processes.push_back(process(11, {}));
+    EXPECT_EQ(cli::runSummary(t, {"t.json"}),
+              "memtool: wrote t.json (2 processes, nothing allocated)\n");
+}
