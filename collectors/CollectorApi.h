@@ -75,6 +75,9 @@ void memtool_region_exit(void);
 // changed, bytes, regions, allocations, seconds, message.
 int memtool_pause(const char* tag, char* out, size_t size);
 int memtool_resume(const char* tag, char* out, size_t size);
+// Where disk backups go from now on (`memtool run --backup-dir` until then): a
+// directory this process can write. 0 on success, -1 with the reason in `out`.
+int memtool_set_backup_dir(const char* directory, char* out, size_t size);
 // The regions as a JSON array (tag, device, bytes, resident_bytes, paused_bytes,
 // state, backup). Returns its length, or 0 when it does not fit in `size`.
 size_t memtool_regions(char* out, size_t size);

@@ -366,6 +366,21 @@ __attribute__((visibility("default"))) int memtool_resume(const char* tag, char*
     return r.ok ? 0 : 1;
 }
 
+__attribute__((visibility("default"))) int memtool_set_backup_dir(const char* directory, char* out,
+                                                                  size_t size) {
+    using namespace memtool::collectors;
+    control::Failure why;
+    if (!collectorConfigured())
+        why.set("this process does not run under `memtool run`: regions are not available");
+    else if (control::regions().changeBackupDirectory(directory, why))
+        return 0;
+    if (out && size) {
+        std::strncpy(out, why.text, size - 1);
+        out[size - 1] = '\0';
+    }
+    return -1;
+}
+
 __attribute__((visibility("default"))) size_t memtool_regions(char* out, size_t size) {
     return memtool::collectors::control::regions().describe(out, size);
 }

@@ -1,9 +1,11 @@
 #include "collectors/control/Regions.h"
 
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -73,6 +75,29 @@ size_t OpResult::toJson(const char* action, char* out, size_t size) const {
 void Regions::setBackupDirectory(const char* directory) {
     std::snprintf(backupDirectory_, sizeof backupDirectory_, "%s",
                   directory && *directory ? directory : "/tmp");
+}
+
+bool Regions::changeBackupDirectory(const char* directory, Failure& why) {
+    struct stat st {};
+    if (!directory || !*directory) {
+        why.set("the backup directory is an empty path");
+        return false;
+    }
+    if (std::strlen(directory) >= sizeof backupDirectory_) {
+        why.set("the backup directory's path is too long");
+        return false;
+    }
+    if (stat(directory, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        why.set("the backup directory ", directory, " is not a directory");
+        return false;
+    }
+    if (access(directory, W_OK | X_OK) != 0) {
+        why.set("the backup directory ", directory, " cannot be written: ", std::strerror(errno));
+        return false;
+    }
+    LockGuard op(opMu_);  // not while a pause opens its backups
+    std::snprintf(backupDirectory_, sizeof backupDirectory_, "%s", directory);
+    return true;
 }
 
 bool Regions::cudaAvailable(Failure& why) {

@@ -86,6 +86,10 @@ public:
         cudaReady_ = ready;
     }
     void setBackupDirectory(const char* directory);
+    // The same while the program runs (torch_memory_saver's set_disk_backup_dir):
+    // the next disk backups go to `directory`, which must be a directory this
+    // process can write; false, with the reason, when it is not.
+    bool changeBackupDirectory(const char* directory, Failure& why);
     void setEngine(Engine* engine) { engine_ = engine; }
 
     // ---- the calling thread's region ------------------------------------------------

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from . import _collector, _live, _run
 
 __all__ = ["enabled", "region", "outside_regions", "pause", "resume", "regions", "yield_memory", "restore",
-           "report_tensors", "snapshot", "hook_mode", "set_hook_mode", "Result", "Region"]
+           "report_tensors", "snapshot", "hook_mode", "set_hook_mode", "set_backup_dir", "Result", "Region"]
 
 _BACKUPS = {"none": 0, "host": 1, "disk": 2}
 _collector_handle = _collector.find()
@@ -205,6 +205,16 @@ def restore():
     if not enabled:
         return _disabled("restore")
     return _result(_collector_handle.courtesy("memtool_restore", None))
+
+
+def set_backup_dir(path):
+    """Disk backups (backup="disk", yield_memory's) go to `path` from now on, in
+    place of `memtool run --backup-dir`'s: an existing directory this process can
+    write (ValueError otherwise). Outside `memtool run` it does nothing."""
+    if not enabled:
+        _disabled("set_backup_dir")
+        return
+    _collector_handle.set_backup_dir(os.fspath(path))
 
 
 def regions():

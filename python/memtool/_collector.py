@@ -6,6 +6,7 @@ program's handle without ever loading a second copy of the library.
 """
 import ctypes
 import json
+import os
 
 API_VERSION = 3
 _ANSWER_BYTES = 1 << 20
@@ -76,6 +77,15 @@ class Collector:
                 return json.loads(out.value[:n].decode("utf-8", "replace"))
             size *= 4
         raise RuntimeError("memtool: the list of regions does not fit in memory")
+
+    def set_backup_dir(self, directory):
+        """Where disk backups go from now on; ValueError with the reason when it cannot be."""
+        f = self._lib.memtool_set_backup_dir
+        f.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        f.restype = ctypes.c_int
+        err = ctypes.create_string_buffer(512)
+        if f(os.fsencode(directory), err, len(err)) != 0:
+            raise ValueError(err.value.decode("utf-8", "replace"))
 
     def flush(self):
         """Sends the collector's buffered records to memtool run now."""

@@ -5,14 +5,20 @@ Code written for torch_memory_saver runs by changing one import::
     from torch_memory_saver import torch_memory_saver          # before
     from memtool.torch_memory_saver import torch_memory_saver  # after
 
-region(tag, enable_cpu_backup) maps to memtool.region(tag, backup="host" or
-"none"); pause/resume(tag=None) to memtool's; hook_mode is "preload" or
-"torch". Outside `memtool run` it is disabled (enabled is False) and does
-nothing, as torch_memory_saver does without its preload library. What memtool
-adds: CPU tensors in regions (backed up to disk), `memtool ctl PID pause TAG`
-from outside, and every pause and resume in the trace.
+region(tag, enable_cpu_backup, enable_disk_backup, cpu_backup_backend) maps to
+memtool.region(tag, backup="host", "disk" or "none"); cpu_backup_backend
+("pinned" or "mmap") is checked as torch_memory_saver checks it, and either
+gives memtool's host backup (pinned memory from a pool it reuses);
+set_disk_backup_dir(path) to memtool.set_backup_dir; pause/resume(tag=None) to
+memtool's; hook_mode is "preload" or "torch". Outside `memtool run` it is
+disabled (enabled is False) and does nothing, as torch_memory_saver does
+without its preload library. What memtool adds: CPU tensors in regions (backed
+up to disk), `memtool ctl PID pause TAG` from outside, and every pause and
+resume in the trace. Not offered (torch_memory_saver's CUDA-only extras):
+cuda_graph, get_cpu_backup, retain_cpu_backup, memory_margin_bytes.
 """
 import contextlib
+import os
 
 import memtool
 
@@ -24,12 +30,22 @@ class TorchMemorySaver:
         self._mode = None
 
     @contextlib.contextmanager
-    def region(self, tag: str = "default", enable_cpu_backup: bool = False):
+    def region(self, tag: str = "default", enable_cpu_backup: bool = False,
+               enable_disk_backup: bool = False, cpu_backup_backend=None):
         """Allocations in the block are pausable under `tag`; with
-        enable_cpu_backup their content is kept in host memory while paused."""
+        enable_cpu_backup their content is kept in host memory while paused,
+        with enable_disk_backup in a file of the backup directory."""
+        if cpu_backup_backend is not None:
+            if not enable_cpu_backup:
+                raise ValueError("cpu_backup_backend requires enable_cpu_backup=True")
+            if cpu_backup_backend not in ("pinned", "mmap"):
+                raise ValueError(f"cpu_backup_backend is 'pinned' or 'mmap', not {cpu_backup_backend!r}")
+        if enable_cpu_backup and enable_disk_backup:
+            raise ValueError("enable_cpu_backup and enable_disk_backup are mutually exclusive")
+        backup = "host" if enable_cpu_backup else "disk" if enable_disk_backup else "none"
         if self._mode is not None:
             memtool.set_hook_mode(self._mode)
-        with memtool.region(tag, backup="host" if enable_cpu_backup else "none", device="cuda"):
+        with memtool.region(tag, backup=backup, device="cuda"):
             yield
 
     @contextlib.contextmanager
@@ -37,6 +53,11 @@ class TorchMemorySaver:
         """Allocations in the block are not pausable, inside a region too."""
         with memtool.outside_regions():
             yield
+
+    def set_disk_backup_dir(self, path: str):
+        """Disk backups go to `path` from now on (made if it does not exist)."""
+        os.makedirs(path, exist_ok=True)
+        memtool.set_backup_dir(path)
 
     def pause(self, tag=None):
         memtool.pause(tag)

@@ -98,6 +98,36 @@ TEST(Regions, ThePythonApiPausesAndResumesExactly) {
     EXPECT_NE(report.out.find("Memory control (4 events)"), std::string::npos) << report.out;
 }
 
+// Code written for torch_memory_saver, with its import changed to memtool's: tags,
+// a disk backup in the directory it names, disable(), and its argument checks.
+TEST(Regions, TorchMemorySaversApiRunsWithOneImportChanged) {
+    const std::string dir = tempDir();
+    // A file where the script asks for a backup directory: refused with the reason.
+    { std::ofstream(dir + "/file") << "x"; }
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o =
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("tms_compat.py"), dir},
+            "", controlEnv());
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out,
+              "enabled True dir made True\n"
+              "type1 backed up in its directory 1\n"
+              "plain untouched True\n"
+              "type1 kept True at its address True\n"
+              "all again True\n"
+              "refused: cpu_backup_backend requires enable_cpu_backup=True\n"
+              "refused: cpu_backup_backend is 'pinned' or 'mmap', not 'paged'\n"
+              "refused: enable_cpu_backup and enable_disk_backup are mutually exclusive\n"
+              "refused: the backup directory DIR/file is not a directory\n");
+    const auto p = readJson(trace).at("processes").at(0);
+    EXPECT_EQ(p.at("regions"), nlohmann::json::parse(R"([
+        {"tag": "type1", "device": "cpu", "backup": "disk", "bytes": 0, "paused_bytes": 0},
+        {"tag": "type2", "device": "cpu", "backup": "none", "bytes": 0, "paused_bytes": 0}])"));
+    ASSERT_EQ(p.at("control").size(), 8u);  // pause() and resume() of both tags count each
+    EXPECT_EQ(p.at("control").at(0).at("bytes"), 8 * MiB);
+    EXPECT_EQ(p.at("control").at(1).at("bytes"), 4 * MiB);
+}
+
 TEST(Regions, MemtoolCtlDrivesTheProgramFromOutside) {
     const std::string dir = tempDir();  // backups: no name ever appears there
     const std::string trace = tempDir() + "/t.json";
