@@ -110,6 +110,9 @@ public:
     void note(const char* key, const char* text);
 
     // ---- memory control (collectors/control) ------------------------------------
+    // Starts the stream now when one is wanted and none is open (a fork child's
+    // first event); true when the engine is active.
+    bool activate() { return active() || reopen(); }
     // Declares a pausable region before its first allocation is recorded. Ids are
     // the caller's, from 1, unique in the process.
     void region(uint32_t id, const char* tag, uint8_t device, core::BackupKind backup);

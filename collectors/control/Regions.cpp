@@ -139,15 +139,41 @@ void Regions::unlockOuterAfterFork() {
     opMu_.unlock();
 }
 
+void Regions::childAfterFork() {
+    for (uint32_t i = 0; i < allocations_.size(); ++i) {
+        Allocation& a = allocations_[i];
+        if (a.state == State::Resident || a.state == State::Paused) {
+            a.pausedInParent = a.state == State::Paused;
+            a.state = State::Inherited;
+        } else if (a.state == State::Cached) {
+            // Kept for the parent's reuse: nothing of this process's. CPU pages are
+            // unmapped here; device memory is left alone (a fork child cannot use
+            // the driver its parent set up).
+            if (regions_[a.region].device == core::kDeviceCpu && cpu_)
+                cpu_->release(core::kDeviceCpu, a.address, a.mapped);
+            a.state = State::Free;
+            a.nextFree = freeSlot_;
+            freeSlot_ = i + 1;
+        }
+    }
+    cacheHeads_.clear();
+    cachedBytes_ = 0;
+    for (Region& r : regions_) {
+        r.inherited = r.used;
+        r.busy = false;
+        r.declaredIn = 0;
+        r.residentBytes = r.pausedBytes = 0;
+        r.pausedCount = 0;
+    }
+}
+
 bool Regions::threadInRegion() const {
-    if (forkChild_) return false;
     ThreadState* ts = existingThreadState();
     if (ts && ts->regionDepth > 0) return ts->regionTags[ts->regionDepth - 1] != kNoRegion;
     return pausableAll_;
 }
 
 bool Regions::threadInRegionForCpu(uint64_t size) const {
-    if (forkChild_) return false;
     ThreadState* ts = existingThreadState();
     if (ts && ts->regionDepth > 0) return ts->regionTags[ts->regionDepth - 1] != kNoRegion;
     return pausableAll_ && size >= kImplicitMinCpuBytes;
@@ -259,6 +285,7 @@ int Regions::regionLocked(int tag, uint8_t device) {
 
 void Regions::declareLocked(int region) {
     Region& r = regions_[region];
+    r.inherited = false;  // serving this process's memory now
     if (!engine_ || !engine_->active() || r.declaredIn == engine_->generation()) return;
     engine_->region(static_cast<uint32_t>(region + 1), tags_[r.tag].name, r.device,
                     tags_[r.tag].backup);
@@ -350,6 +377,10 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
         why.set(backend ? "not in a region" : "no backend serves this device");
         return nullptr;
     }
+    // A fork child's stream starts at its first event: this one, whose region
+    // must be declared on it first (and not with the table's lock held: starting
+    // a stream scans the modules, a lock taken before it).
+    if (engine_) engine_->activate();
     const uint64_t mapped = roundUp(size ? size : 1, backend->granularity(device));
     // A cached allocation of the same size first: no system call, no page fault.
     // Larger alignments than the backend's own always get fresh addresses.
@@ -390,8 +421,9 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
                                : "out of memory for the region table");
             return nullptr;
         }
-        allocations_[slot] = Allocation{
-            address, size, mapped, 0, 0, 0, 0, static_cast<uint16_t>(region), State::Resident};
+        allocations_[slot] =
+            Allocation{address,         size, mapped, 0, 0, 0, 0, static_cast<uint16_t>(region),
+                       State::Resident, false};
         if (!anyServed_.exchange(true, std::memory_order_acq_rel)) warmLocked();
         regions_[region].residentBytes += size;
         declareLocked(region);
@@ -430,6 +462,10 @@ bool Regions::release(uint64_t address) {
         const uint32_t slot = static_cast<uint32_t>(slotPlusOne - 1);
         Allocation a = allocations_[slot];
         Region& r = regions_[a.region];
+        if (a.state == State::Inherited) {
+            releaseInheritedLocked(slot);  // unlocks
+            return true;
+        }
         if (r.busy) {  // a pause or resume is copying or releasing it: wait for the end
             tableMu_.unlock();
             waitForOperation();
@@ -462,6 +498,25 @@ bool Regions::release(uint64_t address) {
             backend->release(r.device, a.address, a.mapped);
         return true;
     }
+}
+
+void Regions::releaseInheritedLocked(uint32_t slot) {
+    const Allocation a = allocations_[slot];
+    const uint8_t device = regions_[a.region].device;
+    uint64_t dropped;
+    index_.erase(a.address, &dropped);
+    // Not recorded: the engine forgot the parent's blocks at the fork. Device
+    // memory and its host backups are left alone (the driver is the parent's).
+    const bool cpu = device == core::kDeviceCpu;
+    if (a.pausedInParent) {
+        removePausedLocked(a.pausedSlot);
+        if (cpu) unuseBackupLocked(a.backup);
+    }
+    allocations_[slot].state = State::Free;
+    allocations_[slot].nextFree = freeSlot_;
+    freeSlot_ = slot + 1;
+    tableMu_.unlock();
+    if (cpu && cpu_) cpu_->release(device, a.address, a.mapped);
 }
 
 // ---- commands -------------------------------------------------------------------------
@@ -854,7 +909,7 @@ size_t Regions::describe(char* out, size_t size) {
     j.open('[');
     for (int i = 0; i < kMaxRegions; ++i) {
         const Region& r = regions_[i];
-        if (!r.used) continue;
+        if (!r.used || r.inherited) continue;
         char device[16];
         deviceText(r.device, device, sizeof device);
         const char* state = r.pausedBytes == 0     ? "resident"

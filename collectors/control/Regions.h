@@ -121,9 +121,11 @@ public:
     void lockTableForFork();
     void unlockTableAfterFork();
     void unlockOuterAfterFork();
-    // In the child: no region serves memory there (its streams name no region
-    // of its parent's); what the child inherited is freed the usual way.
-    void childAfterFork() { forkChild_ = true; }
+    // In the child (single-threaded, the table's lock held): what it inherited is
+    // its copy of the parent's allocations, freed here the usual way but never this
+    // process's to pause, list or count; its own regions start empty, and are
+    // declared on its own stream when they first serve memory.
+    void childAfterFork();
 
     // ---- allocation routing (hooks) ---------------------------------------------------
     // Serves `size` bytes on `device` from the calling thread's region: page- (or
@@ -162,7 +164,8 @@ private:
     // size in the same region (a caching allocator's free list: a training loop's
     // activations come and go at the same sizes, and mapping fresh pages each time
     // would fault every page in again). Not live; released on a pause.
-    enum class State : uint8_t { Free = 0, Resident = 1, Paused = 2, Cached = 3 };
+    // Inherited: a fork child's copy of an allocation of its parent's.
+    enum class State : uint8_t { Free = 0, Resident = 1, Paused = 2, Cached = 3, Inherited = 4 };
     struct Tag {
         char name[core::kMaxTagBytes + 1];
         core::BackupKind backup;
@@ -177,6 +180,7 @@ private:
         uint64_t residentBytes, pausedBytes;  // requested sizes
         uint32_t pausedCount;                 // allocations paused now
         core::BackupKind pausedWith;          // the backup kind of the pause under way
+        bool inherited;  // a fork child's: the parent's, not used in this process yet
     };
     // The content of one pause of one region. Each paused allocation points at its
     // slot; the slot's content goes when its last allocation is resumed or freed
@@ -202,6 +206,7 @@ private:
         uint16_t backup;      // its BackupSlot + 1 while paused with a backup; 0: none
         uint16_t region;
         State state;
+        bool pausedInParent;  // Inherited: it was paused (pausedSlot, backup still hold)
     };
     // One allocation an operation works on, copied out of the table.
     struct Work {
@@ -233,6 +238,9 @@ private:
     static uint64_t cacheKey(int region, uint64_t mapped) {
         return mapped * 512 + static_cast<uint64_t>(region) + 1;
     }
+    // Frees a fork child's copy of its parent's allocation at `slot`; called with
+    // tableMu_ held, returns with it released.
+    void releaseInheritedLocked(uint32_t slot);
     // Marks the regions of `tag` (-1: all) busy and lists their allocations in
     // `state`; false when none.
     bool beginLocked(int tag, State state, MappedArray<Work>& work, bool* busy);
@@ -287,7 +295,6 @@ private:
     void removePausedLocked(uint32_t slot);
     std::atomic<bool> anyServed_{false};  // release() skips the lock until a region served memory
     bool pausableAll_ = false;
-    bool forkChild_ = false;
     int defaultTag_ = -1;
     uint16_t regionIndex_[kMaxTags * 256] = {};  // (tag, device) -> region + 1: serve's fast lookup
     PointerMap cacheHeads_;  // cacheKey -> first cached slot + 1 (list via nextFree)

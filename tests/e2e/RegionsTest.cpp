@@ -128,6 +128,35 @@ TEST(Regions, TorchMemorySaversApiRunsWithOneImportChanged) {
     EXPECT_EQ(p.at("control").at(1).at("bytes"), 4 * MiB);
 }
 
+// A fork child's regions are its own; its parent's, inherited, are not its to
+// pause (that once broke its stream with a control event for a region it never
+// declared), and each process's trace has its own regions and events.
+TEST(Regions, AForkChildPausesItsOwnRegionsOnly) {
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--backup-dir", tempDir(), "--",
+                     PYTHON_BIN, script("fork_regions.py")},
+                    "", controlEnv());
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out,
+              "child sees []\n"
+              "child paused 2097152 [('wkv', 'paused')]\n"
+              "child reads its copy of the parent's True\n"
+              "child resumed 2097152 True\n"
+              "parent paused 1048576 [('kv', 'paused')]\n"
+              "parent kept True\n");
+    const auto processes = readJson(trace).at("processes");
+    ASSERT_EQ(processes.size(), 2u);
+    for (const auto& p : processes) {
+        EXPECT_TRUE(p.at("complete").get<bool>()) << p.at("incomplete_reason");
+        const bool child = p.at("pid") != processes.at(0).at("pid");
+        ASSERT_EQ(p.at("regions").size(), 1u) << p.at("regions");
+        EXPECT_EQ(p.at("regions").at(0).at("tag"), child ? "wkv" : "kv");
+        ASSERT_EQ(p.at("control").size(), 2u) << p.at("control");
+        EXPECT_EQ(p.at("control").at(0).at("bytes"), child ? 2 * MiB : MiB);
+        EXPECT_EQ(p.at("control").at(1).at("action"), "resume");
+    }
+}
+
 TEST(Regions, MemtoolCtlDrivesTheProgramFromOutside) {
     const std::string dir = tempDir();  // backups: no name ever appears there
     const std::string trace = tempDir() + "/t.json";
