@@ -256,6 +256,7 @@ json tensorsReport(const core::Aggregator& agg, Symbolizer& symbolizer, const js
     if (const auto& h = agg.handshake()) {
         out["pid"] = h->pid;
         out["command"] = h->command;
+        if (h->forked) out["forked"] = true;
     }
     return out;
 }

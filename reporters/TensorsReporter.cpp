@@ -30,7 +30,7 @@ std::string shapeText(const json& shape) {
 
 const char* plural(uint64_t n) { return n == 1 ? "" : "s"; }
 
-void renderDevice(const json& d, bool fromModel, std::string& out) {
+void renderDevice(const json& d, bool fromModel, bool forked, std::string& out) {
     const char* seen = fromModel ? "the model's" : "visible from Python";
     const char* unseen = fromModel ? "Not the model's" : "Not visible from Python";
     const std::string device = str(d, "device");
@@ -67,7 +67,11 @@ void renderDevice(const json& d, bool fromModel, std::string& out) {
     }
     const uint64_t outside = u64(d, "outside_allocator_bytes");
     if (outside > 0) {
-        out += fmt::format("Visible but not from torch's allocator (not in the live bytes): {} B\n",
+        // A fork child's tensors made before the fork are its parent's allocations.
+        out += fmt::format("Visible but {}: {} B\n",
+                           forked ? "not allocated in this process (its parent's from before the "
+                                    "fork, or not torch's; not in the live bytes)"
+                                  : "not from torch's allocator (not in the live bytes)",
                            core::groupDigits(outside));
         for (const json& t : d.value("outside_allocator", json::array()))
             out +=
@@ -98,8 +102,9 @@ std::string renderTensors(const json& report) {
     if (devices.empty()) out += "No tensors, and no live storage.\n";
     const bool fromModel =
         report.contains("named_from_model") && report["named_from_model"] == true;
+    const bool forked = report.contains("forked") && report["forked"] == true;
     for (const json& d : devices)
-        if (d.is_object()) renderDevice(d, fromModel, out);
+        if (d.is_object()) renderDevice(d, fromModel, forked, out);
     return out;
 }
 

@@ -196,6 +196,34 @@ TEST(LiveInsight, TensorsNamesWhatPythonSeesAndFindsWhatItCannot) {
 }
 
 // ctl's own mistakes are usage errors; a snapshot needs a running process.
+// A tensor whose memory this process did not allocate through torch (numpy's,
+// torch.from_numpy) is named apart from the live bytes; in a fork child, so are
+// the tensors it inherited from its parent, and the report says which may be which.
+TEST(LiveInsight, TensorsNotAllocatedHereAreNamedApart) {
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o = run(
+        {MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("tensors_outside.py")});
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    const size_t child = o.out.find("Tensors of process", 1);
+    ASSERT_NE(child, std::string::npos) << o.out;
+    const std::string parentText = o.out.substr(0, child), childText = o.out.substr(child);
+    EXPECT_NE(parentText.find("Visible but not from torch's allocator (not in the live bytes): "
+                              "1,000,000 B\n"
+                              "        1,000,000 B  n\n"
+                              "Live on cpu: 4,000,000 found from Python + 0 not visible = "
+                              "4,000,000 B (exact)\n"),
+              std::string::npos)
+        << parentText;
+    EXPECT_NE(childText.find("Visible but not allocated in this process (its parent's from before "
+                             "the fork, or not torch's; not in the live bytes): 5,000,000 B\n"
+                             "        4,000,000 B  a\n"
+                             "        1,000,000 B  n\n"
+                             "Live on cpu: 2,000,000 found from Python + 0 not visible = "
+                             "2,000,000 B (exact)\n"),
+              std::string::npos)
+        << childText;
+}
+
 TEST(LiveInsight, CtlSnapshotAndTensorsUsage) {
     Outcome o = ctl({"999999999", "status", "-o", "x.json"}, controlEnv());
     EXPECT_EQ(o.exitCode, 2);
