@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "cli/EventLoop.h"
+#include "cli/FileLimit.h"
 #include "cli/ProcStat.h"
 #include "core/Error.h"
 
@@ -62,9 +63,27 @@ std::string CollectorListener::refusal(int fd) const {
     return {};
 }
 
+void CollectorListener::closeObjectFiles() {
+    for (const auto& c : connections_) c->symbolizer().closeFiles();
+}
+
 void CollectorListener::acceptWaiting(EventLoop& loop) {
     for (;;) {
         int fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE) && FileLimit::releaseSpare()) {
+            // No descriptor left for it: refused (its process runs on, unprofiled),
+            // rather than left waiting while the loop finds it readable again and again.
+            const int err = errno;
+            fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+            if (fd >= 0) close(fd);
+            FileLimit::retakeSpare();
+            if (fd < 0) return;
+            refusals_.push_back(fmt::format(
+                "refused a collector connection: memtool run has no descriptor left ({}; its "
+                "limit is {})",
+                std::strerror(err), FileLimit::current()));
+            continue;
+        }
         if (fd < 0) return;
         if (std::string why = refusal(fd); !why.empty()) {
             refusals_.push_back("refused a collector connection from " + why);

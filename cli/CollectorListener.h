@@ -45,6 +45,9 @@ public:
     }
     // One line per connection refused, saying whose and why.
     const std::vector<std::string>& refusals() const { return refusals_; }
+    // Every stream's symbolizer lets go of the object files it opened (once the
+    // trace's frames are named).
+    void closeObjectFiles();
 
 private:
     void acceptWaiting(EventLoop& loop);

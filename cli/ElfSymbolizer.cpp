@@ -295,6 +295,15 @@ ElfSymbolizer::~ElfSymbolizer() {
 
 bool ElfSymbolizer::known(uint64_t ip) const { return impl_->cache.count(ip) != 0; }
 
+void ElfSymbolizer::closeFiles() {
+    // Symbol names and scopes point into the Dwfl's data: they go first.
+    impl_->symbols.clear();
+    impl_->scopes = ScopeIndexes{};
+    if (impl_->dwfl) dwfl_end(impl_->dwfl);
+    impl_->dwfl = dwfl_begin(&kCallbacks);
+    std::fill(impl_->reported.begin(), impl_->reported.end(), false);
+}
+
 const std::vector<core::Frame>& ElfSymbolizer::symbolize(uint64_t ip) {
     auto it = impl_->cache.find(ip);
     if (it != impl_->cache.end()) return it->second;

@@ -28,6 +28,9 @@ public:
     const std::vector<core::Frame>& symbolize(uint64_t ip) override;
     // `ip` was symbolized already (its frames are kept).
     bool known(uint64_t ip) const;
+    // Lets go of the object files it opened (and what it read from them); the
+    // frames named so far stay, and an address named later opens what it needs.
+    void closeFiles();
 
 private:
     struct Impl;

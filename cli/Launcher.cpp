@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "cli/FileLimit.h"
 #include "core/Error.h"
 
 extern char** environ;
@@ -44,6 +45,7 @@ std::vector<char*> pointers(const std::vector<std::string>& strings) {
 [[noreturn]] void execChild(char* const* argv, char* const* envp, const sigset_t& mask,
                             int errorPipe) {
     sigprocmask(SIG_SETMASK, &mask, nullptr);
+    FileLimit::restoreForChild();  // the program gets the limit memtool was given
     execvpe(argv[0], argv, envp);
     int err = errno;
     ssize_t ignored = write(errorPipe, &err, sizeof err);

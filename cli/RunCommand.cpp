@@ -19,6 +19,7 @@
 #include "cli/ControlServer.h"
 #include "cli/CudaPlan.h"
 #include "cli/EventLoop.h"
+#include "cli/FileLimit.h"
 #include "cli/Launcher.h"
 #include "cli/LiveView.h"
 #include "cli/OutputPattern.h"
@@ -285,6 +286,7 @@ RunResult runCommand(const RunOptions& options) {
         reporters::checkReplaceable(sampleOutputPath(options.output), core::kExitRunFailed);
     const std::string collector = locateCollector();
     const CudaPlan cuda = planCuda(options.cuda, collector, options.quiet);
+    FileLimit::raise();  // descriptors for hundreds of processes; the program keeps its own limit
     CollectorListener listener;
     ControlServer control(listener, options.command, options.siteMode);
     const std::string backups = backupDirectory(options.backupDir);
@@ -317,6 +319,10 @@ RunResult runCommand(const RunOptions& options) {
 
     // One trace file, or with %p or %r in its name one per process (or per rank).
     core::Trace trace = assembleTrace(listener, target, options, cuda);
+    // Every frame is named: the object files the symbolizers hold can go, and the
+    // spare descriptor too, so that the sources and the trace can be opened.
+    listener.closeObjectFiles();
+    FileLimit::releaseSpare();
     // The code its reports show, as it is now: an archived trace shows it as it was.
     reporters::recordSources(trace);
     std::vector<std::string> files;

@@ -311,6 +311,55 @@ TEST(Processes, AProgramThatClosesItsLowDescriptorsIsProfiledOn) {
     EXPECT_EQ(hotspotWithSite(p.process(), "close_low_fds.py:18").at("allocated_bytes"), 2000000);
 }
 
+// memtool run holds a few descriptors per process of the run (its socket, its
+// send buffer, the object files its stacks are named from): 40 children alive at
+// once need more than a soft limit of 64. The CLI raises its own limit to the
+// hard one; the program keeps the limit it was given.
+namespace {
+
+// fork_many.py's 40 children under `prlimit --nofile=LIMITS`: the trace's processes.
+json fortyChildrenUnder(const std::string& limits) {
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o = run({"/usr/bin/prlimit", "--nofile=" + limits, MEMTOOL_BIN, "run", "-q", "-o",
+                     trace, "--", PYTHON_BIN, script("fork_many.py"), "40"});
+    EXPECT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out, "soft limit 64\nchildren 40 failed 0\n");
+    return readJson(trace).at("processes");
+}
+
+}  // namespace
+
+TEST(Processes, ARunOfMoreProcessesThanTheSoftFileLimitIsWhole) {
+    const json processes = fortyChildrenUnder("64:");
+    ASSERT_EQ(processes.size(), 41u);
+    uint64_t childBytes = 0;
+    for (const json& p : processes) {
+        expectWhole(p);
+        if (p.at("pid") != processes.at(0).at("pid"))
+            childBytes += deviceFigure(p, "cpu", "allocated_bytes");
+    }
+    EXPECT_EQ(childBytes, 40u * 1000u);
+}
+
+// Where the hard limit is that low too, the connections past it are refused with
+// the reason in the trace (their processes run on), and the run ends with its trace.
+TEST(Processes, ConnectionsPastTheHardFileLimitAreRefusedAndTheTraceIsWritten) {
+    const json processes = fortyChildrenUnder("64:64");
+    const json& warnings = processes.at(0).at("warnings");
+    EXPECT_LT(processes.size(), 41u);
+    // Each process missing from the trace was refused, and its warnings say why (a
+    // refused child may try again as it exits, and be refused for that too).
+    EXPECT_GE(processes.size() + warnings.size(), 41u) << warnings;
+    size_t noDescriptor = 0;
+    for (const json& w : warnings) {
+        EXPECT_EQ(w.get<std::string>().rfind("refused a collector connection", 0), 0u) << w;
+        noDescriptor += w ==
+                        "refused a collector connection: memtool run has no descriptor left "
+                        "(Too many open files; its limit is 64)";
+    }
+    EXPECT_GT(noDescriptor, 0u) << warnings;
+}
+
 // A thread of the program holds a collector lock while another forks: the
 // child starts with none held, and records its own allocation.
 class ForkUnderLocks : public ::testing::TestWithParam<std::string> {};
