@@ -69,19 +69,13 @@ void CollectorListener::closeObjectFiles() {
 
 void CollectorListener::acceptWaiting(EventLoop& loop) {
     for (;;) {
-        int fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0 && (errno == EMFILE || errno == ENFILE) && FileLimit::releaseSpare()) {
-            // No descriptor left for it: refused (its process runs on, unprofiled),
-            // rather than left waiting while the loop finds it readable again and again.
-            const int err = errno;
-            fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-            if (fd >= 0) close(fd);
-            FileLimit::retakeSpare();
-            if (fd < 0) return;
+        bool shed = false;
+        int fd = FileLimit::acceptOrShed(fd_, &shed);
+        if (shed) {  // no descriptor left for it: its process runs on, unprofiled
             refusals_.push_back(fmt::format(
                 "refused a collector connection: memtool run has no descriptor left ({}; its "
                 "limit is {})",
-                std::strerror(err), FileLimit::current()));
+                std::strerror(errno), FileLimit::current()));
             continue;
         }
         if (fd < 0) return;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cli/FileLimit.h"
 #include "core/Error.h"
 
 namespace memtool::cli {
@@ -63,7 +64,9 @@ std::string controlDirectory(bool create, int exitCode) {
 }
 
 int acceptPeer(int listenFd) {
-    int fd = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    bool shed = false;
+    int fd = FileLimit::acceptOrShed(listenFd, &shed);
+    if (shed) return kRefusedPeer;  // no descriptor left: closed unheard
     if (fd < 0) return -1;
     ucred cred{};
     socklen_t len = sizeof cred;

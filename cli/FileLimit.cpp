@@ -1,7 +1,10 @@
 #include "cli/FileLimit.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 namespace memtool::cli {
 
@@ -46,6 +49,19 @@ bool FileLimit::releaseSpare() {
 
 void FileLimit::retakeSpare() {
     if (gSpare < 0) gSpare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+int FileLimit::acceptOrShed(int listenFd, bool* shed) {
+    *shed = false;
+    const int fd = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0 || (errno != EMFILE && errno != ENFILE) || !releaseSpare()) return fd;
+    const int err = errno;
+    const int taken = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (taken >= 0) close(taken);
+    retakeSpare();
+    *shed = taken >= 0;
+    errno = err;
+    return -1;
 }
 
 }  // namespace memtool::cli
