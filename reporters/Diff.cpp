@@ -21,7 +21,8 @@ namespace {
 int64_t delta(uint64_t a, uint64_t b) { return static_cast<int64_t>(b - a); }
 
 std::string percent(uint64_t a, uint64_t b) {
-    if (a == 0) return b == 0 ? "0.00%" : "new";
+    if (a == b) return "0.00%";  // unchanged: no sign (a change too small to show keeps one)
+    if (a == 0) return "new";
     return fmt::format("{:+.2f}%", 100.0 * (static_cast<double>(b) - static_cast<double>(a)) /
                                        static_cast<double>(a));
 }

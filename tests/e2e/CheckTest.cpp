@@ -418,9 +418,9 @@ TEST(Diff, BytesSaysHowTheTextWritesSizes) {
               "Device                  Base peak          New peak             Peak Δ         %"
               "          Allocated Δ         %             Leaked Δ         %\n"
               "cpu                   5,000,000 B       6,000,000 B       +1,000,000 B   +20.00%"
-              "         +2,000,000 B   +20.00%                  0 B    +0.00%\n"
-              "cuda:0                    1,000 B           1,000 B                0 B    +0.00%"
-              "                  0 B    +0.00%                  0 B     0.00%\n"
+              "         +2,000,000 B   +20.00%                  0 B     0.00%\n"
+              "cuda:0                    1,000 B           1,000 B                0 B     0.00%"
+              "                  0 B     0.00%                  0 B     0.00%\n"
               "\nCall sites whose contribution to the peak grew most\n"
               "Device                Base               New                  Δ  Site\n"
               "cpu            2,000,000 B       3,000,000 B       +1,000,000 B  step "
@@ -632,8 +632,8 @@ TEST(Diff, EveryProcessThatAllocatedIsComparedWithItsCounterpart) {
             "\n## pid 102 (python3 train.py) → pid 202 (python3 train.py) (matched by the "
             "same command line)\n" +
             header +
-            "cpu                   1000 B       1000 B           0 B    +0.00%             0 B "
-            "   +0.00%             0 B     0.00%\n" +
+            "cpu                   1000 B       1000 B           0 B     0.00%             0 B "
+            "    0.00%             0 B     0.00%\n" +
             none +
             "\nOnly in the base trace:\n"
             "  pid 103 (python3 train.py): cpu peak 700 B\n");
