@@ -684,3 +684,46 @@ TEST(Courtesy, AParkThatTimesOutIsWithdrawn) {
     safePoint.reached();  // returns at once: nothing is asked for
     EXPECT_FALSE(safePoint.release());
 }
+
+// What a fork child finds in its table is its copy of its parent's allocations:
+// not its regions' (not listed, not paused), freed the usual way; its own
+// allocations make its regions. (The fork handler's step, run in this process.)
+TEST(Regions, AForkChildsInheritedAllocationsAreNotItsRegions) {
+    Fixture f;
+    uint8_t* a = f.allocate("kv", core::BackupKind::Disk, MiB, 1);
+    uint8_t* p = f.allocate("old", core::BackupKind::Disk, MiB, 2);
+    uint8_t* c = f.allocate("kv", core::BackupKind::Disk, 2 * MiB, 3);
+    ASSERT_TRUE(f.regions->pause("old", core::ControlOrigin::Api).ok);
+    EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(c)));  // kept for reuse
+    ASSERT_EQ(heldBackupsIn(f.dir), 1u);
+
+    f.regions->lockTableForFork();
+    f.regions->childAfterFork();
+    f.regions->unlockTableAfterFork();
+
+    char list[4096];
+    ASSERT_GT(f.regions->describe(list, sizeof list), 0u);
+    EXPECT_STREQ(list, "[]");
+    const OpResult nothing = f.regions->pause(nullptr, core::ControlOrigin::Ctl);
+    EXPECT_TRUE(nothing.ok);
+    EXPECT_FALSE(nothing.changed) << nothing.message;
+    EXPECT_TRUE(Fixture::holds(a, MiB, 1));  // its copy, untouched
+    char tag[64];
+    EXPECT_TRUE(f.regions->pausedAt(reinterpret_cast<uint64_t>(p), tag, sizeof tag));
+    EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(a)));
+    EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(p)));
+    EXPECT_FALSE(f.regions->pausedAt(reinterpret_cast<uint64_t>(p), tag, sizeof tag));
+    EXPECT_EQ(heldBackupsIn(f.dir), 0u);  // its copy of the parent's backup: closed
+
+    uint8_t* own = f.allocate("kv", core::BackupKind::Disk, 2 * MiB, 4);
+    ASSERT_GT(f.regions->describe(list, sizeof list), 0u);
+    EXPECT_STREQ(list, R"([{"tag":"kv","device":"cpu","bytes":2097152,"resident_bytes":2097152,)"
+                       R"("paused_bytes":0,"state":"resident","backup":"disk"}])");
+    const OpResult paused = f.regions->pause(nullptr, core::ControlOrigin::Ctl);
+    EXPECT_TRUE(paused.ok) << paused.message;
+    EXPECT_EQ(paused.bytes, 2 * MiB);
+    EXPECT_EQ(paused.allocations, 1u);
+    ASSERT_TRUE(f.regions->resume(nullptr, core::ControlOrigin::Ctl).ok);
+    EXPECT_TRUE(Fixture::holds(own, 2 * MiB, 4));
+    EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(own)));
+}
