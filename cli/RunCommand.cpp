@@ -226,8 +226,12 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         o.recoveredRecords = c->recoveredRecords();
         o.streamError = lostReason(*c);
         if (o.streamError.empty())
-            o.streamError =
-                c->open() ? "the process was still running when the target exited" : c->error();
+            o.streamError = c->open() ? fmt::format(
+                                            "the process was still running {:.0f} s "
+                                            "after the program exited, when memtool run "
+                                            "stopped waiting for it",
+                                            kGraceS)
+                                      : c->error();
         trace.processes.push_back(
             buildProcessTrace(c->aggregator(), c->symbolizer(), o, options.siteMode));
     }

@@ -1,4 +1,5 @@
 // Real Python + torch (Debian's /usr/bin/python3) under the real `memtool run`.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -6,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 
 #include "tests/e2e/E2eSupport.h"
@@ -272,6 +274,35 @@ TEST(RunPython, SigtermToMemtoolReachesTheTarget) {
     auto proc = readJson(trace).at("processes").at(0);
     EXPECT_EQ(proc.at("exit_code"), 7);
     EXPECT_EQ(proc.at("devices").at("cpu").at("allocated_bytes"), 1000);
+}
+
+// A daemon the program started (double fork, new session) streams on after the
+// program exits: memtool run waits for it 10 s, then writes the trace with the
+// daemon unfinished and says so, and exits with the program's code.
+TEST(RunPython, ADaemonStillRunningTenSecondsAfterTheProgramIsTracedUnfinished) {
+    const std::string dir = tempDir();
+    const std::string trace = dir + "/t.json", fifo = dir + "/release";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    Outcome o =
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("daemon.py"), fifo});
+    // The daemon goes now; without a reader (it died) the open fails rather than waits.
+    const int release = open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    EXPECT_GE(release, 0) << "the daemon is not waiting: " << std::strerror(errno);
+    if (release >= 0) {
+        EXPECT_EQ(write(release, "go", 2), 2);
+        close(release);
+    }
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out, "program exits\n");
+    const nlohmann::json processes = readJson(trace).at("processes");
+    ASSERT_EQ(processes.size(), 2u) << processes.dump(1);
+    EXPECT_TRUE(processes.at(0).at("complete").get<bool>());
+    const nlohmann::json& unfinished = processes.at(1);
+    EXPECT_FALSE(unfinished.at("complete").get<bool>());
+    EXPECT_EQ(unfinished.at("incomplete_reason"),
+              "the process was still running 10 s after the program exited, when memtool run "
+              "stopped waiting for it");
+    EXPECT_EQ(unfinished.at("devices").at("cpu").at("allocated_bytes"), 4000);
 }
 
 TEST(RunPython, TargetRunsOnWhenTheCliDies) {
