@@ -12,6 +12,7 @@ namespace {
 
 rlimit gOriginal{};
 bool gRaised = false;
+constexpr rlim_t kHeadroom = 16;
 int gSpare = -1;
 
 }  // namespace
@@ -54,6 +55,15 @@ void FileLimit::retakeSpare() {
 int FileLimit::acceptOrShed(int listenFd, bool* shed) {
     *shed = false;
     const int fd = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    // Descriptors are numbered lowest first: one this close to the limit leaves
+    // too few for what a connection needs next (reading its peer's /proc entries
+    // to check its descent, its send buffer, the object files its stacks name).
+    if (fd >= 0 && static_cast<rlim_t>(fd) + kHeadroom >= current()) {
+        close(fd);
+        *shed = true;
+        errno = EMFILE;
+        return -1;
+    }
     if (fd >= 0 || (errno != EMFILE && errno != ENFILE) || !releaseSpare()) return fd;
     const int err = errno;
     const int taken = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);

@@ -27,10 +27,11 @@ public:
     static bool releaseSpare();
     // Takes the spare descriptor again, if it was released (and one is free).
     static void retakeSpare();
-    // accept4(listenFd, SOCK_CLOEXEC | SOCK_NONBLOCK). With no descriptor left, the
-    // waiting connection is taken with the spare and closed at once (*shed true,
-    // and -1 with errno EMFILE or ENFILE), rather than left to make the listening
-    // socket readable again and again. -1 with errno as accept4 left it otherwise.
+    // accept4(listenFd, SOCK_CLOEXEC | SOCK_NONBLOCK). With no descriptor left, or
+    // fewer than 16 besides the one accepted, the waiting connection is closed at
+    // once (taken with the spare when need be; *shed true, and -1 with errno EMFILE
+    // or ENFILE), rather than left to make the listening socket readable again and
+    // again. -1 with errno as accept4 left it otherwise.
     static int acceptOrShed(int listenFd, bool* shed);
 };
 
