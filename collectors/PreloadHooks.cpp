@@ -328,6 +328,15 @@ __attribute__((visibility("default"))) size_t memtool_collector_path(char* out, 
     return n;
 }
 
+// A C entry's failure: its reason in `out` (NUL-terminated, at most `size` bytes), and -1.
+static int failedWith(const memtool::collectors::control::Failure& why, char* out, size_t size) {
+    if (out && size) {
+        std::strncpy(out, why.text, size - 1);
+        out[size - 1] = '\0';
+    }
+    return -1;
+}
+
 __attribute__((visibility("default"))) int memtool_region_enter(const char* tag, int backup,
                                                                 char* out, size_t size) {
     using namespace memtool::collectors;
@@ -341,11 +350,7 @@ __attribute__((visibility("default"))) int memtool_region_enter(const char* tag,
                                                why)) {
         return 0;
     }
-    if (out && size) {
-        std::strncpy(out, why.text, size - 1);
-        out[size - 1] = '\0';
-    }
-    return -1;
+    return failedWith(why, out, size);
 }
 
 __attribute__((visibility("default"))) void memtool_region_exit(void) {
@@ -374,11 +379,7 @@ __attribute__((visibility("default"))) int memtool_set_backup_dir(const char* di
         why.set("this process does not run under `memtool run`: regions are not available");
     else if (control::regions().changeBackupDirectory(directory, why))
         return 0;
-    if (out && size) {
-        std::strncpy(out, why.text, size - 1);
-        out[size - 1] = '\0';
-    }
-    return -1;
+    return failedWith(why, out, size);
 }
 
 __attribute__((visibility("default"))) size_t memtool_regions(char* out, size_t size) {

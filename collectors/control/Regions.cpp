@@ -151,9 +151,7 @@ void Regions::childAfterFork() {
             // the driver its parent set up).
             if (regions_[a.region].device == core::kDeviceCpu && cpu_)
                 cpu_->release(core::kDeviceCpu, a.address, a.mapped);
-            a.state = State::Free;
-            a.nextFree = freeSlot_;
-            freeSlot_ = i + 1;
+            freeSlotLocked(i);
         }
     }
     cacheHeads_.clear();
@@ -302,6 +300,12 @@ uint32_t Regions::newSlotLocked() {
     return static_cast<uint32_t>(allocations_.size() - 1);
 }
 
+void Regions::freeSlotLocked(uint32_t slot) {
+    allocations_[slot].state = State::Free;
+    allocations_[slot].nextFree = freeSlot_;
+    freeSlot_ = slot + 1;
+}
+
 int Regions::regionOfLocked(int tag, uint8_t device) {
     uint16_t& cached = regionIndex_[tag * 256 + device];
     if (cached) return cached - 1;
@@ -345,9 +349,7 @@ void Regions::uncacheLocked(const bool* busy, MappedArray<Work>& out) {
         if (a.state != State::Cached || !busy[a.region]) continue;
         out.push(Work{i, a.region, 0, regions_[a.region].device, a.address, a.mapped, 0});
         cachedBytes_ -= a.mapped;
-        a.state = State::Free;
-        a.nextFree = freeSlot_;
-        freeSlot_ = i + 1;
+        freeSlotLocked(i);
         any = true;
     }
     if (!any) return;
@@ -488,9 +490,7 @@ bool Regions::release(uint64_t address) {
                 return true;
             }
         }
-        allocations_[slot].state = State::Free;
-        allocations_[slot].nextFree = freeSlot_;
-        freeSlot_ = slot + 1;
+        freeSlotLocked(slot);
         tableMu_.unlock();
         // A paused allocation's backup bytes stay in its region's backup until the
         // resume, which skips them.
@@ -512,9 +512,7 @@ void Regions::releaseInheritedLocked(uint32_t slot) {
         removePausedLocked(a.pausedSlot);
         if (cpu) unuseBackupLocked(a.backup);
     }
-    allocations_[slot].state = State::Free;
-    allocations_[slot].nextFree = freeSlot_;
-    freeSlot_ = slot + 1;
+    freeSlotLocked(slot);
     tableMu_.unlock();
     if (cpu && cpu_) cpu_->release(device, a.address, a.mapped);
 }

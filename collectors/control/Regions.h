@@ -223,6 +223,8 @@ private:
     int regionLocked(int tag, uint8_t device);  // finds or makes; -1 when full
     void declareLocked(int region);
     uint32_t newSlotLocked();
+    // Puts a slot of allocations_ back on the free list newSlotLocked takes from.
+    void freeSlotLocked(uint32_t slot);
     void warmLocked();
     // The region of (tag, device), made on first use; -1 when the table is full.
     int regionOfLocked(int tag, uint8_t device);
