@@ -35,7 +35,7 @@ void BackgroundSymbolizer::addModule(ElfSymbolizer* symbolizer, const core::Modu
         std::lock_guard<std::mutex> lock(mu_);
         if (stop_) return;
         start();
-        modules_.push_back({symbolizer, module});
+        modules_[symbolizer].push_back(module);
     }
     wake_.notify_one();
 }
@@ -64,21 +64,17 @@ void BackgroundSymbolizer::addNodes(ElfSymbolizer* symbolizer, uint64_t firstId,
 }
 
 void BackgroundSymbolizer::reclaim(ElfSymbolizer* symbolizer) {
-    std::deque<Module> mine;
+    std::vector<core::ModuleRecord> mine;
     {
         std::unique_lock<std::mutex> lock(mu_);
         idle_.wait(lock, [&] { return busyWith_ != symbolizer; });
         tries_.erase(symbolizer);
-        for (auto it = modules_.begin(); it != modules_.end();) {
-            if (it->symbolizer == symbolizer) {
-                mine.push_back(std::move(*it));
-                it = modules_.erase(it);
-            } else {
-                ++it;
-            }
+        if (auto it = modules_.find(symbolizer); it != modules_.end()) {
+            mine = std::move(it->second);
+            modules_.erase(it);
         }
     }
-    for (const Module& m : mine) symbolizer->addModule(m.module);
+    for (const core::ModuleRecord& m : mine) symbolizer->addModule(m);
 }
 
 void BackgroundSymbolizer::waitUntilIdle() {
@@ -126,11 +122,13 @@ void BackgroundSymbolizer::work() {
         if (stop_) return;
         try {
             if (!modules_.empty()) {  // before any frame: a frame's module came first
-                Module m = std::move(modules_.front());
-                modules_.pop_front();
-                busyWith_ = m.symbolizer;
+                auto first = modules_.begin();
+                ElfSymbolizer* s = first->first;
+                std::vector<core::ModuleRecord> queued = std::move(first->second);
+                modules_.erase(first);
+                busyWith_ = s;
                 lock.unlock();
-                m.symbolizer->addModule(m.module);
+                for (const core::ModuleRecord& m : queued) s->addModule(m);
                 lock.lock();
             } else {
                 for (auto& [s, t] : tries_) {

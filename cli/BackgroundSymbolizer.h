@@ -13,7 +13,6 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -53,10 +52,6 @@ public:
     static BackgroundSymbolizer& shared();
 
 private:
-    struct Module {
-        ElfSymbolizer* symbolizer;
-        core::ModuleRecord module;
-    };
     // One symbolizer's trie as far as it arrived: parent and address by id, and
     // which nodes were named or lie beyond a cut.
     struct Trie {
@@ -73,7 +68,8 @@ private:
 
     std::mutex mu_;
     std::condition_variable wake_, idle_;
-    std::deque<Module> modules_;
+    // Modules queued, by symbolizer, in the order they came.
+    std::unordered_map<ElfSymbolizer*, std::vector<core::ModuleRecord>> modules_;
     std::unordered_map<ElfSymbolizer*, Trie> tries_;
     ElfSymbolizer* busyWith_ = nullptr;
     bool stop_ = false;

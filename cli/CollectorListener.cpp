@@ -11,6 +11,7 @@
 
 #include "cli/EventLoop.h"
 #include "cli/FileLimit.h"
+#include "cli/ObjectFiles.h"
 #include "cli/ProcStat.h"
 #include "core/Error.h"
 
@@ -65,6 +66,7 @@ std::string CollectorListener::refusal(int fd) const {
 
 void CollectorListener::closeObjectFiles() {
     for (const auto& c : connections_) c->symbolizer().closeFiles();
+    ObjectFiles::shared().closeAll();
 }
 
 void CollectorListener::acceptWaiting(EventLoop& loop) {

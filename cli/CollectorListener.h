@@ -45,8 +45,8 @@ public:
     }
     // One line per connection refused, saying whose and why.
     const std::vector<std::string>& refusals() const { return refusals_; }
-    // Every stream's symbolizer lets go of the object files it opened (once the
-    // trace's frames are named).
+    // The run's object files are let go of, by every stream's symbolizer and by
+    // the store (once the trace's frames are named).
     void closeObjectFiles();
 
 private:

@@ -6,11 +6,14 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/BackgroundSymbolizer.h"
 #include "cli/ElfSymbolizer.h"
+#include "cli/ObjectFiles.h"
 #include "tests/TempDir.h"
 #include "tests/cli/InlinedCode.h"
 
@@ -228,4 +231,77 @@ TEST(BackgroundSymbolizer, NamesABatchOnlyUpToWhereItIsNoTrie) {
     worker.reclaim(&symbolizer);
     EXPECT_TRUE(symbolizer.known(inner));
     EXPECT_FALSE(symbolizer.known(caller));
+}
+
+// Two processes that map one library, one of them at another address (another
+// run of the same program, a rank): the file is opened and read once, and an
+// address in it is named alike for both.
+TEST(ObjectFiles, AFileMappedByManyProcessesIsReadOnce) {
+    const uint64_t ip = memtool::testing::inlinedCallAddress();
+    const core::ModuleRecord here = thisProgram();
+    core::ModuleRecord elsewhere = here;
+    const uint64_t shift = 0x100000000;
+    elsewhere.loadBias += shift;
+    for (auto& [start, end] : elsewhere.ranges) start += shift, end += shift;
+
+    cli::ObjectFiles store;
+    cli::ElfSymbolizer first(store), second(store);
+    first.addModule(here);
+    second.addModule(elsewhere);
+    const std::vector<core::Frame> a = first.symbolize(ip);
+    const std::vector<core::Frame> b = second.symbolize(ip + shift);
+    EXPECT_EQ(store.opened(), 1u);
+    ASSERT_EQ(a.size(), 3u);
+    ASSERT_EQ(b.size(), a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(b[i].function, a[i].function);
+        EXPECT_EQ(b[i].file, a[i].file);
+        EXPECT_EQ(b[i].line, a[i].line);
+        EXPECT_EQ(b[i].offset, ip - 1 - here.loadBias);
+    }
+    EXPECT_EQ(a[0].function, "memtool::testing::innermost()");
+
+    // Let go of, then needed again: read anew.
+    first.closeFiles();
+    second.closeFiles();
+    store.closeAll();
+    cli::ElfSymbolizer third(store);
+    third.addModule(here);
+    EXPECT_EQ(third.symbolize(ip).at(2).function, "memtool::testing::inlinedCallAddress()");
+    EXPECT_EQ(store.opened(), 2u);
+}
+
+// A file is known by what it is, not by its name: two names of one file are
+// read once; a file put in place of another under its name is read again.
+TEST(ObjectFiles, AFileIsKnownByItsInodeAndModificationNotItsPath) {
+    const std::string dir = memtool::test_support::makeTempDir("memtool-object-files-test");
+    const std::string program = thisProgram().path;
+    const std::string lib = dir + "/libcopy.so", link = dir + "/liblink.so";
+    auto copyTo = [&](const std::string& to) {
+        const std::string tmp = to + ".new";
+        ASSERT_EQ(std::system(("cp " + program + " " + tmp).c_str()), 0);
+        ASSERT_EQ(rename(tmp.c_str(), to.c_str()), 0);  // a new inode under the name
+    };
+    copyTo(lib);
+    ASSERT_EQ(::link(lib.c_str(), link.c_str()), 0);
+
+    cli::ObjectFiles store;
+    const auto one = store.open(lib);
+    ASSERT_NE(one, nullptr);
+    EXPECT_EQ(store.open(lib), one);
+    EXPECT_EQ(store.open(link), one);
+    EXPECT_EQ(store.opened(), 1u);
+
+    copyTo(lib);
+    const auto replaced = store.open(lib);
+    ASSERT_NE(replaced, nullptr);
+    EXPECT_NE(replaced, one);
+    EXPECT_EQ(store.open(link), one);  // the link still names the first file
+    EXPECT_EQ(store.opened(), 2u);
+
+    // What is no regular file is never opened, and not counted.
+    EXPECT_EQ(store.open(dir), nullptr);
+    EXPECT_EQ(store.open("relative/libx.so"), nullptr);
+    EXPECT_EQ(store.open(dir + "/absent.so"), nullptr);
+    EXPECT_EQ(store.opened(), 2u);
 }
