@@ -55,11 +55,13 @@ def workloads(build, quick):
         "alloc_stress_10M": ([f"{build}/bin/alloc_stress", str(20_000 if quick else 10_000_000)], False,
                              20_000 if quick else 10_000_000),
         # Real programs nobody here wrote the loops of (torchvision, torch.nn, DataLoader).
-        # The DataLoader's workers are forked: memtool records the main process only,
-        # but the run's time and CPU count them all.
+        # The DataLoader's workers are forked: memtool records each as a process of
+        # the run, and the run's time and CPU count them all.
         "resnet18": ([PY, f"{w}/resnet18.py"] + (["1", "2", "32"] if quick else []), True, None),
         "transformer": ([PY, f"{w}/transformer.py"] + (["1", "2", "16"] if quick else []), True, None),
         "dataloader": ([PY, f"{w}/dataloader.py"] + (["2", "4"] if quick else []), True, None),
+        # Eight forked workers mapping the same libtorch: the CLI's cost per process.
+        "pool": ([PY, f"{w}/pool.py"] + (["2", "4", "16"] if quick else []), True, None),
     }
 
 
