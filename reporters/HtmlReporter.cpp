@@ -25,12 +25,6 @@ using nlohmann::json;
 // Text from the trace (commands, paths, function names, source code) is input.
 std::string esc(const std::string& text) { return escapeMarkup(text); }
 
-std::string joinCommand(const std::vector<std::string>& cmd) {
-    std::string s;
-    for (const auto& a : cmd) s += (s.empty() ? "" : " ") + a;
-    return s;
-}
-
 // A table cell sorted by its number, shown as bytes.
 std::string bytesCell(uint64_t bytes) {
     return fmt::format("<td class=\"num\" data-v=\"{}\">{}</td>", bytes, core::formatBytes(bytes));
@@ -133,7 +127,7 @@ std::string scriptSafe(const std::string& text) {
 // ---- the page, section by section ----------------------------------------------
 
 void header(const core::ProcessTrace& p, size_t index, std::ostream& out) {
-    const std::string command = joinCommand(p.command);
+    const std::string command = commandLine(p);
     if (index == 0)
         out << "<h1>" << esc(command) << "</h1>\n";
     else
@@ -399,7 +393,7 @@ void renderHtml(const core::Trace& trace, const HtmlOptions& options, std::ostre
     json data = {{"processes", json::array()}};
     for (const auto& p : trace.processes) data["processes"].push_back(processData(p));
     const std::string title =
-        trace.processes.empty() ? "empty trace" : joinCommand(trace.processes[0].command);
+        trace.processes.empty() ? "empty trace" : commandLine(trace.processes[0]);
 
     out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         // Nothing leaves the page: no request of any kind is allowed.

@@ -59,11 +59,21 @@ std::string commandLine(const core::ProcessTrace& p) {
     return s;
 }
 
+std::string shortCommand(const core::ProcessTrace& p, size_t maxCharacters) {
+    const std::string command = commandLine(p);
+    // Characters, not bytes: a cut never splits a UTF-8 sequence.
+    auto starts = [&](size_t i) { return (command[i] & 0xC0) != 0x80; };
+    size_t characters = 0, cut = command.size();
+    for (size_t i = 0; i < command.size(); ++i) {
+        if (!starts(i)) continue;
+        if (characters + 3 == maxCharacters) cut = i;  // where "..." would go
+        if (++characters > maxCharacters) return command.substr(0, cut) + "...";
+    }
+    return command;
+}
+
 std::string processLabel(const core::ProcessTrace& p) {
-    constexpr size_t kMaxCommand = 60;
-    std::string command = commandLine(p);
-    if (command.size() > kMaxCommand) command = command.substr(0, kMaxCommand - 3) + "...";
-    return fmt::format("pid {} ({})", p.pid, command);
+    return fmt::format("pid {} ({})", p.pid, shortCommand(p, 60));
 }
 
 std::vector<const core::ProcessTrace*> withCommand(const core::Trace& trace,

@@ -36,7 +36,10 @@ std::string exitText(const core::ProcessTrace& p);
 std::string noAllocationsText(const core::ProcessTrace& p);
 // Its argv joined by spaces.
 std::string commandLine(const core::ProcessTrace& p);
-// "pid 42 (python3 train.py)": the command cut to a readable length.
+// Its argv joined by spaces, cut to `maxCharacters` where longer (the last three
+// then "...").
+std::string shortCommand(const core::ProcessTrace& p, size_t maxCharacters);
+// "pid 42 (python3 train.py)": the command cut to 60 characters.
 std::string processLabel(const core::ProcessTrace& p);
 // The processes whose command line contains `text` (every one for ""), in order.
 // Throws core::Error (exit 2) when none does, listing those `what` holds: a typo

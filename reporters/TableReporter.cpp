@@ -14,12 +14,6 @@ namespace memtool::reporters {
 
 namespace {
 
-std::string joinCommand(const std::vector<std::string>& cmd) {
-    std::string s;
-    for (const auto& a : cmd) s += (s.empty() ? "" : " ") + a;
-    return s;
-}
-
 // When "Leaked" was counted, as a legend says it.
 const char* leakWhen(const core::ProcessTrace& p) {
     if (p.leakMoment == core::kLeakAtPython) return "when the interpreter began to finalize";
@@ -185,7 +179,7 @@ void renderHotspots(const core::ProcessTrace& p, const std::string& name,
 void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, std::ostream& out) {
     const ByteText b(options.bytes);
     renderOutOfMemory(p, b, out);
-    out << fmt::format("Command:  {}\n", joinCommand(p.command));
+    out << fmt::format("Command:  {}\n", commandLine(p));
     std::string who = fmt::format("pid {}", p.pid);
     if (p.rank) who += fmt::format(" · rank {}", *p.rank);
     if (p.forked) who += fmt::format(" · forked from {}", p.ppid);
@@ -214,9 +208,14 @@ void renderProcessList(const core::Trace& trace, std::ostream& out) {
         std::string how = p.forked ? fmt::format("  (forked from {})", p.ppid) : "";
         if (p.exec) how += "  (exec'd)";
         // A worker the OOM killer took shows in the list, not only in its section.
-        if (p.exitSignal) how += fmt::format("  (killed by signal {})", *p.exitSignal);
+        if (p.exitSignal)
+            how += fmt::format("  (killed by signal {})", *p.exitSignal);
+        else if (!p.complete)
+            how += "  (trace incomplete)";
+        // Its section shows the whole command; here a forkserver's worker's
+        // (a line of Python and its sys.path) would push the rest off the screen.
         out << fmt::format("{:>8} {:>5}  {:<44} {}{}\n", p.pid, rankText(p),
-                           peaks.empty() ? "-" : peaks, joinCommand(p.command), how);
+                           peaks.empty() ? "-" : peaks, shortCommand(p, 60), how);
     }
     out << '\n';
 }

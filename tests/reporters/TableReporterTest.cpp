@@ -79,7 +79,7 @@ core::ProcessTrace process(int64_t pid, std::optional<int64_t> rank, uint64_t cp
 TEST(TableReporter, ARunOfSeveralProcessesOpensWithOneLineEach) {
     core::Trace t;
     t.processes = {process(10, std::nullopt, 2048), process(11, 0, 3 << 20), process(12, 0, 1000),
-                   process(13, std::nullopt, 0)};
+                   process(13, std::nullopt, 0), process(14, std::nullopt, 0)};
     t.processes[2].ppid = 11;
     t.processes[2].forked = true;
     t.processes[2].devices["shared"].peakBytes = 4000000;
@@ -88,22 +88,39 @@ TEST(TableReporter, ARunOfSeveralProcessesOpensWithOneLineEach) {
     t.processes[3].exitCode.reset();
     t.processes[3].exitSignal = 9;  // a worker the OOM killer took, as its parent reaped it
     t.processes[3].devices.clear();
+    // A forkserver's worker: its command is a line of Python, cut here to 60
+    // characters, whole in its section.
+    t.processes[4].forked = true;
+    t.processes[4].ppid = 15;
+    t.processes[4].command = {"python3", "-c",
+                              "from multiprocessing.forkserver import main; main(13, 14, "
+                              "['__main__'], **{'sys_path': ['/tmp/données']})"};
+    t.processes[4].complete = false;
+    t.processes[4].incompleteReason = "the stream ended without its end record";
+    t.processes[4].devices.clear();
     std::ostringstream out;
     reporters::renderTable(t, reporters::ReportOptions{}, out);
     const std::string text = out.str();
     EXPECT_EQ(text.substr(0, text.find("\nCommand:")),
-              "4 processes\n"
+              "5 processes\n"
               "     pid  rank  peak per device                              command\n"
               "      10     -  cpu 2.00 KiB                                 python3 train.py\n"
               "      11     0  cpu 3.00 MiB                                 python3 train.py\n"
               "      12     0  cpu 1000 B, shared 3.81 MiB                  python3 train.py  "
               "(forked from 11)\n"
               "      13     -  -                                            python3 train.py  "
-              "(forked from 10)  (killed by signal 9)\n");
+              "(forked from 10)  (killed by signal 9)\n"
+              "      14     -  -                                            python3 -c from "
+              "multiprocessing.forkserver import main; m...  (forked from 15)  (trace "
+              "incomplete)\n");
+    EXPECT_NE(text.find("Command:  python3 -c from multiprocessing.forkserver import main; "
+                        "main(13, 14, ['__main__'], **{'sys_path': ['/tmp/données']})\n"),
+              std::string::npos)
+        << text;
     EXPECT_NE(text.find("Process:  pid 12 · rank 0 · forked from 11 · exit code 0"),
               std::string::npos)
         << text;
-    EXPECT_NE(text.find("\nProcess 4 of 4\n"), std::string::npos);
+    EXPECT_NE(text.find("\nProcess 4 of 5\n"), std::string::npos);
     EXPECT_NE(text.find("Process:  pid 13 · forked from 10 · killed by signal 9"),
               std::string::npos)
         << text;
@@ -123,7 +140,7 @@ TEST(TableReporter, ARunOfSeveralProcessesOpensWithOneLineEach) {
         EXPECT_EQ(e.exitCode(), core::kExitBadInput);
         EXPECT_STREQ(e.what(),
                      "the trace has no process with rank 5 (it has: 10, 11 (rank 0), 12 "
-                     "(rank 0), 13)");
+                     "(rank 0), 13, 14)");
     }
 }
 
@@ -227,4 +244,16 @@ TEST(TableReporter, AProcessThatAllocatedNothingSaysWhy) {
               std::string::npos)
         << text;
     EXPECT_EQ(text.find("Leaks:"), std::string::npos) << text;
+}
+
+// A command is cut by characters, never inside one: 57 of them and "...".
+TEST(TableReporter, ALongCommandIsCutBetweenCharacters) {
+    core::ProcessTrace p = process(10, std::nullopt, 0);
+    std::string accents;
+    for (int i = 0; i < 40; ++i) accents += "é";  // two bytes each
+    p.command = {"python3", accents};             // 48 characters
+    EXPECT_EQ(reporters::shortCommand(p, 60), "python3 " + accents);
+    EXPECT_EQ(reporters::shortCommand(p, 48), "python3 " + accents);
+    EXPECT_EQ(reporters::shortCommand(p, 47), "python3 " + accents.substr(0, 2 * 36) + "...");
+    EXPECT_EQ(reporters::processLabel(p), "pid 10 (python3 " + accents + ")");
 }
