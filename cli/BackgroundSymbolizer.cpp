@@ -30,12 +30,12 @@ void BackgroundSymbolizer::start() {
     if (!thread_.joinable()) thread_ = std::thread([this] { work(); });
 }
 
-void BackgroundSymbolizer::addModule(ElfSymbolizer* symbolizer, const core::ModuleRecord& module) {
+void BackgroundSymbolizer::addModule(ElfSymbolizer* symbolizer, core::SharedModule module) {
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (stop_) return;
         start();
-        modules_[symbolizer].push_back(module);
+        modules_[symbolizer].push_back(std::move(module));
     }
     wake_.notify_one();
 }
@@ -64,7 +64,7 @@ void BackgroundSymbolizer::addNodes(ElfSymbolizer* symbolizer, uint64_t firstId,
 }
 
 void BackgroundSymbolizer::reclaim(ElfSymbolizer* symbolizer) {
-    std::vector<core::ModuleRecord> mine;
+    std::vector<core::SharedModule> mine;
     {
         std::unique_lock<std::mutex> lock(mu_);
         idle_.wait(lock, [&] { return busyWith_ != symbolizer; });
@@ -74,7 +74,7 @@ void BackgroundSymbolizer::reclaim(ElfSymbolizer* symbolizer) {
             modules_.erase(it);
         }
     }
-    for (const core::ModuleRecord& m : mine) symbolizer->addModule(m);
+    for (core::SharedModule& m : mine) symbolizer->addModule(std::move(m));
 }
 
 void BackgroundSymbolizer::waitUntilIdle() {
@@ -124,11 +124,11 @@ void BackgroundSymbolizer::work() {
             if (!modules_.empty()) {  // before any frame: a frame's module came first
                 auto first = modules_.begin();
                 ElfSymbolizer* s = first->first;
-                std::vector<core::ModuleRecord> queued = std::move(first->second);
+                std::vector<core::SharedModule> queued = std::move(first->second);
                 modules_.erase(first);
                 busyWith_ = s;
                 lock.unlock();
-                for (const core::ModuleRecord& m : queued) s->addModule(m);
+                for (core::SharedModule& m : queued) s->addModule(std::move(m));
                 lock.lock();
             } else {
                 for (auto& [s, t] : tries_) {

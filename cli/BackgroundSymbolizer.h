@@ -38,7 +38,7 @@ public:
     // stacks that arrived together are named from their innermost frames: the
     // worker never starts from a caller whose callees were still on their way.
     // `cutAtInterpreter`: Python frames stand in for the interpreter's.
-    void addModule(ElfSymbolizer* symbolizer, const core::ModuleRecord& module);
+    void addModule(ElfSymbolizer* symbolizer, core::SharedModule module);
     void addNodes(ElfSymbolizer* symbolizer, uint64_t firstId,
                   std::span<const core::NativeNodeRecord> nodes, bool cutAtInterpreter);
     // Takes `symbolizer` back: nothing more is done for it here, and the modules
@@ -69,7 +69,7 @@ private:
     std::mutex mu_;
     std::condition_variable wake_, idle_;
     // Modules queued, by symbolizer, in the order they came.
-    std::unordered_map<ElfSymbolizer*, std::vector<core::ModuleRecord>> modules_;
+    std::unordered_map<ElfSymbolizer*, std::vector<core::SharedModule>> modules_;
     std::unordered_map<ElfSymbolizer*, Trie> tries_;
     ElfSymbolizer* busyWith_ = nullptr;
     bool stop_ = false;

@@ -10,27 +10,27 @@ namespace memtool::cli {
 
 struct ElfSymbolizer::Impl {
     ObjectFiles* store = nullptr;
-    std::vector<core::ModuleRecord> modules;
+    std::vector<core::SharedModule> modules;
     // Per module: looked for in the store yet, and what it gave.
     std::vector<bool> opened;
     std::vector<std::shared_ptr<ObjectFiles::File>> files;
     std::unordered_map<uint64_t, std::vector<core::Frame>> cache;  // by return address
 
-    ObjectFiles::File* fileOf(const core::ModuleRecord* m) {
-        const size_t i = static_cast<size_t>(m - modules.data());
+    ObjectFiles::File* fileOf(size_t i) {
         if (!opened[i]) {
             opened[i] = true;
-            files[i] = store->open(m->path);
+            files[i] = store->open(modules[i]->path);
         }
         return files[i].get();
     }
 
-    const core::ModuleRecord* moduleOf(uint64_t ip) const {
+    // The index of the module `ip` lies in, or modules.size().
+    size_t moduleOf(uint64_t ip) const {
         // Latest first: a range reused after dlclose belongs to the newer module.
-        for (auto it = modules.rbegin(); it != modules.rend(); ++it)
-            for (const auto& [s, e] : it->ranges)
-                if (ip >= s && ip < e) return &*it;
-        return nullptr;
+        for (size_t i = modules.size(); i-- > 0;)
+            for (const auto& [s, e] : modules[i]->ranges)
+                if (ip >= s && ip < e) return i;
+        return modules.size();
     }
 };
 
@@ -45,7 +45,11 @@ ElfSymbolizer::ElfSymbolizer(const std::vector<core::ModuleRecord>& modules) : E
 }
 
 void ElfSymbolizer::addModule(const core::ModuleRecord& module) {
-    impl_->modules.push_back(module);
+    addModule(std::make_shared<const core::ModuleRecord>(module));
+}
+
+void ElfSymbolizer::addModule(core::SharedModule module) {
+    impl_->modules.push_back(std::move(module));
     impl_->opened.push_back(false);
     impl_->files.emplace_back();
 }
@@ -66,10 +70,11 @@ const std::vector<core::Frame>& ElfSymbolizer::symbolize(uint64_t ip) {
     std::string module;
     uint64_t offset = 0;
     std::vector<core::Frame> frames;
-    if (const core::ModuleRecord* m = impl_->moduleOf(pc)) {
-        module = m->path;
-        offset = pc - m->loadBias;
-        if (ObjectFiles::File* file = impl_->fileOf(m)) frames = ObjectFiles::frames(*file, offset);
+    if (const size_t i = impl_->moduleOf(pc); i < impl_->modules.size()) {
+        const core::ModuleRecord& m = *impl_->modules[i];
+        module = m.path;
+        offset = pc - m.loadBias;
+        if (ObjectFiles::File* file = impl_->fileOf(i)) frames = ObjectFiles::frames(*file, offset);
     }
     if (frames.empty()) frames.emplace_back();  // nothing but the module, if that
     for (core::Frame& f : frames) {             // native, all in one module at one address

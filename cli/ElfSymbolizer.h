@@ -26,7 +26,8 @@ public:
     ElfSymbolizer(const ElfSymbolizer&) = delete;
     ElfSymbolizer& operator=(const ElfSymbolizer&) = delete;
 
-    void addModule(const core::ModuleRecord& module);
+    void addModule(core::SharedModule module);
+    void addModule(const core::ModuleRecord& module);  // a copy
     const std::vector<core::Frame>& symbolize(uint64_t ip) override;
     // `ip` was symbolized already (its frames are kept).
     bool known(uint64_t ip) const;

@@ -33,12 +33,12 @@ void Aggregator::takeOver(const Aggregator& from, const StreamContinuation& c) {
     pyCodes_ = prefix(from.pyCodes_, c.pyCodes);
     pyNodes_ = prefix(from.pyNodes_, c.pyNodes);
     held_ = IdCounts{nativeNodes_.size() - 1, pyCodes_.size() - 1, pyNodes_.size() - 1};
-    for (const ModuleRecord& m : from.modules_)
-        if (m.id <= c.modules) modules_.push_back(m);
+    for (const SharedModule& m : from.modules_)
+        if (m->id <= c.modules) modules_.push_back(m);
 }
 
 void Aggregator::onModule(const ModuleRecord& m) {
-    modules_.push_back(m);
+    modules_.push_back(std::make_shared<const ModuleRecord>(m));
     countRecord();
 }
 
@@ -104,7 +104,7 @@ void Aggregator::onOom(const OomRecord& o) {
     const int ordinal = cudaOrdinal(o.f.device);
     if (ordinal >= 0) {
         const uint8_t active = cudaDevice(ordinal, DevicePool::Active);
-        if (!live_[active].empty()) e.heldDevice = active;
+        if (!liveBlocks(active).empty()) e.heldDevice = active;
     }
     for (uint32_t i = 0; i < stacks_.size(); ++i)
         if (stacks_[i].device == e.heldDevice && stacks_[i].liveBytes > 0)
@@ -142,7 +142,8 @@ bool Aggregator::streamVerified() const {
 
 uint32_t Aggregator::lookUpStack(uint8_t device, uint64_t key, uint64_t nativeNode,
                                  uint64_t pyNode) {
-    auto [it, inserted] = stackIds_[device].try_emplace(key, static_cast<uint32_t>(stacks_.size()));
+    auto [it, inserted] =
+        tables(device).stackIds.try_emplace(key, static_cast<uint32_t>(stacks_.size()));
     recentStacks_[recentSlot(key)] = {key, device, it->second};
     if (inserted) {
         StackState s;
@@ -168,10 +169,15 @@ uint64_t Aggregator::liveAtPeak(const StackState& s) const {
     return s.stamp == it->second.peakVersion ? s.liveAtPeak : s.liveBytes;
 }
 
+const Aggregator::LiveBlockMap& Aggregator::liveBlocks(uint8_t device) const {
+    static const LiveBlockMap kNone;
+    return tables_[device] ? tables_[device]->live : kNone;
+}
+
 DeviceState* Aggregator::release(uint8_t device, uint64_t address, uint64_t timeNs, bool counted) {
-    auto& live = live_[device];
-    auto it = live.find(address);
-    if (it == live.end()) {
+    DeviceTables* t = tables_[device].get();
+    auto it = t ? t->live.find(address) : LiveBlockMap::iterator{};
+    if (!t || it == t->live.end()) {
         if (counted) ++unmatchedFrees_;
         return nullptr;
     }
@@ -185,7 +191,7 @@ DeviceState* Aggregator::release(uint8_t device, uint64_t address, uint64_t time
         --r.liveBlocks;
         regionBlocks_[b.region].erase(address);
     }
-    live.erase(it);
+    t->live.erase(it);
     lastTimeNs_ = timeNs;
     return &d;
 }
@@ -237,7 +243,7 @@ void Aggregator::onAlloc(const AllocRecord& a) {
     const uint8_t dev = a.f.device;
     const uint32_t region = static_cast<uint32_t>(a.f.region);
     // One probe of the table: the block's entry, filled in once its stack is known.
-    auto& live = live_[dev];
+    auto& live = tables(dev).live;
     const LiveBlock block{a.f.size, 0, region, false};
     auto [it, inserted] = live.try_emplace(a.f.address, block);
     if (!inserted) {
@@ -258,7 +264,8 @@ void Aggregator::onShortLived(const AllocRecord& a, const FreeRecord& f) {
     // The Alloc and the Free it stands for, in one record: the block never
     // enters the table of live ones.
     countRecord();
-    if (live_[a.f.device].count(a.f.address)) retireOverwritten(a.f.device, a.f.address, a.timeNs);
+    if (liveBlocks(a.f.device).count(a.f.address))
+        retireOverwritten(a.f.device, a.f.address, a.timeNs);
     const Admitted admitted = admit(a);
     ++frees_;
     retire(admitted.device, admitted.stack, a.f.size, false);
@@ -282,7 +289,7 @@ void Aggregator::setPaused(uint64_t regionId, bool paused, uint64_t timeNs) {
     Region& r = regions_[regionId];
     std::bitset<256> changed;
     for (const auto& [address, device] : blocks->second) {
-        LiveBlock& b = live_[device].at(address);
+        LiveBlock& b = tables(device).live.at(address);
         if (b.paused == paused) continue;
         DeviceState& d = devices_[device];
         StackState& s = stacks_[b.stack];

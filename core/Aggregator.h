@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -103,7 +104,7 @@ public:
     const std::optional<EndFields>& end() const { return end_; }
     const std::map<uint8_t, DeviceState>& devices() const { return devices_; }
     const std::vector<StackState>& stacks() const { return stacks_; }
-    const std::vector<ModuleRecord>& modules() const { return modules_; }
+    const std::vector<SharedModule>& modules() const { return modules_; }
     // Index i holds node id i (entry 0 is the unused root).
     const std::vector<NativeNodeRecord>& nativeNodes() const { return nativeNodes_; }
     const std::vector<PyNodeRecord>& pyNodes() const { return pyNodes_; }
@@ -161,7 +162,7 @@ public:
         }
     };
     using LiveBlockMap = tsl::robin_map<uint64_t, LiveBlock, MixHash>;
-    const LiveBlockMap& liveBlocks(uint8_t device) const { return live_[device]; }
+    const LiveBlockMap& liveBlocks(uint8_t device) const;
 
     // Records received before End (the handshake included).
     uint64_t recordsReceived() const { return records_; }
@@ -233,18 +234,26 @@ private:
         DeviceState* state = nullptr;
     } lastDevice_;
     std::vector<StackState> stacks_;
-    tsl::robin_map<uint64_t, uint32_t, MixHash>
-        stackIds_[256];  // per device: (native, py) -> index
+    // Per device code, made on its first record: a stream uses one or two of
+    // the 256, and a run keeps every process's aggregator to its end.
+    struct DeviceTables {
+        tsl::robin_map<uint64_t, uint32_t, MixHash> stackIds;  // (native, py) -> index
+        LiveBlockMap live;                                     // address -> block
+    };
+    std::unique_ptr<DeviceTables> tables_[256];
+    DeviceTables& tables(uint8_t device) {
+        if (!tables_[device]) tables_[device] = std::make_unique<DeviceTables>();
+        return *tables_[device];
+    }
     struct RecentStack {
         uint64_t key = 0;
         uint8_t device = 0;
         uint32_t index = UINT32_MAX;  // none yet
     };
     RecentStack recentStacks_[size_t{1} << kRecentStackBits];  // stackIndex's recent answers
-    LiveBlockMap live_[256];                                   // per device: address -> block
     std::unordered_map<uint64_t, std::unordered_map<uint64_t, uint8_t>>
         regionBlocks_;  // region -> address -> device
-    std::vector<ModuleRecord> modules_;
+    std::vector<SharedModule> modules_;
     std::vector<NativeNodeRecord> nativeNodes_{1};
     std::vector<PyNodeRecord> pyNodes_{1};
     std::vector<PyCodeRecord> pyCodes_{1};

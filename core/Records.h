@@ -3,6 +3,7 @@
 // allocation-free functions in Protocol.h; these are the reader's plain-data mirror.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -33,6 +34,9 @@ struct ModuleRecord {
     uint64_t loadBias = 0;
     std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [start, start+length)
 };
+// A module as the CLI keeps it: one copy for its stream, the streams that
+// continue it (a fork child takes over its parent's ~300) and their symbolizers.
+using SharedModule = std::shared_ptr<const ModuleRecord>;
 
 struct PyCodeRecord {
     uint64_t id = 0;  // implicit, 1-based

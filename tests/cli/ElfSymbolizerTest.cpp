@@ -134,7 +134,7 @@ TEST(BackgroundSymbolizer, NamesFramesOnItsThreadForTheSymbolizerItGivesBack) {
     const uint64_t ip = memtool::testing::inlinedCallAddress();
     cli::ElfSymbolizer early, onTheSpot({thisProgram()});
     cli::BackgroundSymbolizer worker;
-    worker.addModule(&early, thisProgram());
+    worker.addModule(&early, std::make_shared<const core::ModuleRecord>(thisProgram()));
     const core::NativeNodeRecord node{1, 0, ip};
     worker.addNodes(&early, 1, std::span(&node, 1), false);
     worker.waitUntilIdle();
@@ -157,7 +157,7 @@ TEST(BackgroundSymbolizer, AReclaimedSymbolizerKeepsItsQueuedModules) {
     const uint64_t ip = memtool::testing::inlinedCallAddress();
     cli::ElfSymbolizer symbolizer;
     cli::BackgroundSymbolizer worker;
-    worker.addModule(&symbolizer, thisProgram());
+    worker.addModule(&symbolizer, std::make_shared<const core::ModuleRecord>(thisProgram()));
     worker.reclaim(&symbolizer);
     ASSERT_EQ(symbolizer.symbolize(ip).size(), 3u);
     EXPECT_EQ(symbolizer.symbolize(ip)[0].function, "memtool::testing::innermost()");
@@ -201,7 +201,8 @@ TEST(BackgroundSymbolizer, NamesAStackOnlyAsFarAsMain) {
     ASSERT_LT(mainAt + 1, n) << "no frame beyond main";
     cli::ElfSymbolizer symbolizer;
     cli::BackgroundSymbolizer worker;
-    for (const core::ModuleRecord& m : modules) worker.addModule(&symbolizer, m);
+    for (const core::ModuleRecord& m : modules)
+        worker.addModule(&symbolizer, std::make_shared<const core::ModuleRecord>(m));
     std::vector<core::NativeNodeRecord> trie;  // one stack, outermost node first
     for (int k = 0; k < n; ++k)
         trie.push_back({uint64_t(k + 1), uint64_t(k), reinterpret_cast<uint64_t>(raw[n - 1 - k])});
@@ -223,7 +224,7 @@ TEST(BackgroundSymbolizer, NamesABatchOnlyUpToWhereItIsNoTrie) {
     const uint64_t caller = reinterpret_cast<uint64_t>(raw[1]);
     cli::ElfSymbolizer symbolizer;
     cli::BackgroundSymbolizer worker;
-    worker.addModule(&symbolizer, thisProgram());
+    worker.addModule(&symbolizer, std::make_shared<const core::ModuleRecord>(thisProgram()));
     const std::vector<core::NativeNodeRecord> nodes{{1, 0, inner}, {2, 7, caller}};
     worker.addNodes(&symbolizer, 1, nodes, false);
     worker.addNodes(&symbolizer, 3, nodes, false);  // not the next ids: ignored
