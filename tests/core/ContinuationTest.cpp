@@ -114,6 +114,8 @@ TEST(Continuation, AForkChildTakesOverItsParentsStacks) {
     ASSERT_EQ(child.pyNodes().size(), 3u);
     EXPECT_EQ(child.pyNodes()[2].parent, 1u);
     ASSERT_EQ(child.modules().size(), 1u);
+    // Taken over, not copied: a run of many fork children keeps one record.
+    EXPECT_EQ(child.modules()[0].get(), parent.modules()[0].get());
     // Only its own bytes: the parent's live storage is not the child's.
     EXPECT_EQ(child.devices().at(kDeviceCpu).peakBytes, 5000000u);
     EXPECT_EQ(child.devices().at(kDeviceShared).peakBytes, 2000000u);
