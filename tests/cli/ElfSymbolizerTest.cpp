@@ -306,3 +306,41 @@ TEST(ObjectFiles, AFileIsKnownByItsInodeAndModificationNotItsPath) {
     EXPECT_EQ(store.open(dir + "/absent.so"), nullptr);
     EXPECT_EQ(store.opened(), 2u);
 }
+
+// The worker names one process's stack while the main thread names the same
+// addresses for another process, from the same files at the same time (a trace
+// written while streams are still named): each gets the same frames. Under
+// TSan (scripts/test-sanitizers.sh), a race on a file's tables fails here.
+TEST(ObjectFiles, TwoThreadsNameAddressesOfOneFileAtOnce) {
+    void* raw[128];
+    const int n = backtrace(raw, 128);
+    const std::vector<core::ModuleRecord> modules = loadedModules();
+    cli::ObjectFiles store;
+    cli::ElfSymbolizer onWorker(store), here(store);
+    cli::BackgroundSymbolizer worker;
+    for (const core::ModuleRecord& m : modules) {
+        worker.addModule(&onWorker, std::make_shared<const core::ModuleRecord>(m));
+        here.addModule(m);
+    }
+    std::vector<core::NativeNodeRecord> trie;
+    for (int k = 0; k < n; ++k)
+        trie.push_back({uint64_t(k + 1), uint64_t(k), reinterpret_cast<uint64_t>(raw[n - 1 - k])});
+    worker.addNodes(&onWorker, 1, trie, false);
+    std::vector<std::vector<core::Frame>> named;
+    for (int i = 0; i < n; ++i) named.push_back(here.symbolize(reinterpret_cast<uint64_t>(raw[i])));
+    worker.waitUntilIdle();
+    worker.reclaim(&onWorker);
+    ASSERT_TRUE(onWorker.known(reinterpret_cast<uint64_t>(raw[0])));
+    int compared = 0;
+    for (int i = 0; i < n; ++i) {
+        const uint64_t ip = reinterpret_cast<uint64_t>(raw[i]);
+        if (!onWorker.known(ip)) continue;
+        const std::vector<core::Frame>& theirs = onWorker.symbolize(ip);
+        ASSERT_EQ(theirs.size(), named[i].size()) << i;
+        for (size_t f = 0; f < theirs.size(); ++f)
+            EXPECT_TRUE(theirs[f].identity() == named[i][f].identity()) << i << " " << f;
+        ++compared;
+    }
+    EXPECT_GE(compared, 2);  // this test's frame and main's, at least
+    EXPECT_LE(store.opened(), modules.size());
+}

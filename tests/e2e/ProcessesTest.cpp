@@ -300,6 +300,22 @@ TEST(Processes, AProgramThatTakesTheSocketOverGetsNoneOfMemtoolsBytes) {
     EXPECT_EQ(hotspotWithSite(proc, "steal_socket.py:10").at("allocated_bytes"), 1000000);
 }
 
+// A hundred fork children, one after another: each is a whole process of the
+// trace, its 1,000 B at its own line, named from the object files and module
+// records the run read once for all of them.
+TEST(Processes, AHundredChildrenOneAfterAnotherAreEachWhole) {
+    Profiled p = profile({PYTHON_BIN, script("fork_sequence.py"), "100"});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.outcome.out, "children 100 failed 0\n");
+    const std::vector<json> children = others(p);
+    ASSERT_EQ(children.size(), 100u);
+    for (const json& child : children) {
+        expectWhole(child);
+        EXPECT_EQ(deviceFigure(child, "cpu", "allocated_bytes"), 1000u);
+        EXPECT_EQ(hotspotWithSite(child, "fork_sequence.py:14").at("allocated_bytes"), 1000);
+    }
+}
+
 // The collector's descriptors (its socket, its shared send buffer) sit high in the
 // table: a program that closes the low ones, as a daemon does, is profiled on.
 TEST(Processes, AProgramThatClosesItsLowDescriptorsIsProfiledOn) {
@@ -311,9 +327,9 @@ TEST(Processes, AProgramThatClosesItsLowDescriptorsIsProfiledOn) {
     EXPECT_EQ(hotspotWithSite(p.process(), "close_low_fds.py:18").at("allocated_bytes"), 2000000);
 }
 
-// memtool run holds a few descriptors per process of the run (its socket, its
-// send buffer, the object files its stacks are named from): 40 children alive at
-// once need more than a soft limit of 64. The CLI raises its own limit to the
+// memtool run holds two descriptors per process of the run (its socket and its
+// send buffer), and one per object file its stacks are named from: 40 children
+// alive at once need more than a soft limit of 64. The CLI raises its own limit to the
 // hard one; the program keeps the limit it was given.
 namespace {
 
