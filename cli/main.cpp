@@ -2,10 +2,12 @@
 // cli/ (run) and reporters/ (report). Errors surface as core::Error, printed as
 // one line; exit codes are listed in README.md.
 
+#include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -248,6 +250,27 @@ std::optional<std::string> commandProblem(const CLI::App& app, int argc, char** 
     return "unknown command '" + std::string(first) + "' (" + names + "; memtool --help)";
 }
 
+// CLI11 says "The following arguments were not expected: trace.json -f" for
+// `memtool report -f html trace.json`, naming what follows the unknown option
+// first, and "new is required" for `memtool diff base.json`: name the command,
+// the option (or argument) it did not expect, and where its usage is.
+std::string usageProblem(const CLI::App& app, const CLI::ParseError& e) {
+    for (const CLI::App* sub : app.get_subcommands({})) {
+        if (!sub->parsed()) continue;
+        const std::string where = sub->get_name();
+        std::string what = e.what();
+        const std::vector<std::string> extras = sub->remaining();
+        if (dynamic_cast<const CLI::ExtrasError*>(&e) && !extras.empty()) {
+            auto option = std::find_if(extras.begin(), extras.end(),
+                                       [](const std::string& a) { return a.starts_with('-'); });
+            what = option != extras.end() ? fmt::format("unknown option '{}'", *option)
+                                          : fmt::format("unexpected argument '{}'", extras.front());
+        }
+        return fmt::format("{}: {} (memtool {} --help)", where, what, where);
+    }
+    return e.what();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -460,6 +483,12 @@ int main(int argc, char** argv) {
         return app.exit(e);
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
+    } catch (const CLI::ExtrasError& e) {
+        std::cerr << "memtool: " << usageProblem(app, e) << '\n';
+        return core::kExitBadInput;
+    } catch (const CLI::RequiredError& e) {
+        std::cerr << "memtool: " << usageProblem(app, e) << '\n';
+        return core::kExitBadInput;
     } catch (const CLI::ParseError& e) {
         std::cerr << "memtool: " << e.what() << '\n';
         return core::kExitBadInput;

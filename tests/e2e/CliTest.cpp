@@ -42,6 +42,32 @@ TEST(Cli, ReportRejectsBadInputWithExitTwo) {
     EXPECT_EQ(sort.exitCode, 2);
 }
 
+// An option or argument a command does not take, or one it needs, is named with
+// the command (CLI11 alone said "The following arguments were not expected:
+// trace.json -f", naming the trace first, and "new is required").
+TEST(Cli, AnUnknownOptionOrAMissingArgumentIsNamedWithItsCommand) {
+    const struct {
+        std::vector<std::string> args;
+        std::string err;
+    } cases[] = {
+        {{"report", "-f", "html", "trace.json"},
+         "memtool: report: unknown option '-f' (memtool report --help)\n"},
+        {{"report", "a.json", "b.json"},
+         "memtool: report: unexpected argument 'b.json' (memtool report --help)\n"},
+        {{"check", "--max-peek", "cpu=1GiB", "t.json"},
+         "memtool: check: unknown option '--max-peek' (memtool check --help)\n"},
+        {{"diff", "base.json"}, "memtool: diff: new is required (memtool diff --help)\n"},
+    };
+    for (const auto& c : cases) {
+        std::vector<std::string> argv{MEMTOOL_BIN};
+        argv.insert(argv.end(), c.args.begin(), c.args.end());
+        Outcome o = run(argv);
+        EXPECT_EQ(o.exitCode, 2) << c.err;
+        EXPECT_EQ(o.err, c.err);
+        EXPECT_EQ(o.out, "");
+    }
+}
+
 TEST(Cli, AMissingOrMisspeltCommandIsNamed) {
     const std::string commands = "run, ctl, report, check, diff; memtool --help)\n";
     Outcome none = run({MEMTOOL_BIN});
