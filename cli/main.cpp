@@ -254,17 +254,21 @@ std::optional<std::string> commandProblem(const CLI::App& app, int argc, char** 
 // `memtool report -f html trace.json`, naming what follows the unknown option
 // first, and "new is required" for `memtool diff base.json`: name the command,
 // the option (or argument) it did not expect, and where its usage is.
+// Other parse errors (a value out of its set, a bad number) already name their
+// option, and read as CLI11 words them.
 std::string usageProblem(const CLI::App& app, const CLI::ParseError& e) {
+    const bool extras = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr;
+    if (!extras && !dynamic_cast<const CLI::RequiredError*>(&e)) return e.what();
     for (const CLI::App* sub : app.get_subcommands({})) {
         if (!sub->parsed()) continue;
         const std::string where = sub->get_name();
         std::string what = e.what();
-        const std::vector<std::string> extras = sub->remaining();
-        if (dynamic_cast<const CLI::ExtrasError*>(&e) && !extras.empty()) {
-            auto option = std::find_if(extras.begin(), extras.end(),
+        const std::vector<std::string> left = sub->remaining();
+        if (extras && !left.empty()) {
+            auto option = std::find_if(left.begin(), left.end(),
                                        [](const std::string& a) { return a.starts_with('-'); });
-            what = option != extras.end() ? fmt::format("unknown option '{}'", *option)
-                                          : fmt::format("unexpected argument '{}'", extras.front());
+            what = option != left.end() ? fmt::format("unknown option '{}'", *option)
+                                        : fmt::format("unexpected argument '{}'", left.front());
         }
         return fmt::format("{}: {} (memtool {} --help)", where, what, where);
     }
@@ -483,14 +487,8 @@ int main(int argc, char** argv) {
         return app.exit(e);
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
-    } catch (const CLI::ExtrasError& e) {
-        std::cerr << "memtool: " << usageProblem(app, e) << '\n';
-        return core::kExitBadInput;
-    } catch (const CLI::RequiredError& e) {
-        std::cerr << "memtool: " << usageProblem(app, e) << '\n';
-        return core::kExitBadInput;
     } catch (const CLI::ParseError& e) {
-        std::cerr << "memtool: " << e.what() << '\n';
+        std::cerr << "memtool: " << usageProblem(app, e) << '\n';
         return core::kExitBadInput;
     }
 
