@@ -18,6 +18,7 @@
 #include "cli/ControlDirectory.h"
 #include "core/Error.h"
 #include "core/Units.h"
+#include "reporters/ProcessSelection.h"
 #include "reporters/TraceJson.h"
 
 namespace memtool::cli {
@@ -111,12 +112,6 @@ std::vector<Run> discoverRuns(double timeoutS) {
     return runs;
 }
 
-std::string joinCommand(const json& command) {
-    std::string s;
-    for (const auto& a : command) s += (s.empty() ? "" : " ") + a.get<std::string>();
-    return s;
-}
-
 std::string regionSummary(const json& regions) {
     std::string s;
     for (const auto& r : regions)
@@ -142,8 +137,8 @@ int listCommand(const CtlOptions& o) {
     }
     std::cout << fmt::format("{:<8} {:<40} {}\n", "PID", "COMMAND", "REGIONS");
     for (const auto& p : all) {
-        std::string command = joinCommand(p.at("command"));
-        if (command.size() > 40) command = command.substr(0, 37) + "...";
+        const std::string command = reporters::shortText(
+            reporters::commandLine(p.at("command").get<std::vector<std::string>>()), 40);
         std::cout << fmt::format("{:<8} {:<40} {}\n", p.at("pid").get<int64_t>(), command,
                                  regionSummary(p.at("regions")));
     }

@@ -28,6 +28,7 @@
 #include "core/Error.h"
 #include "core/Units.h"
 #include "reporters/Files.h"
+#include "reporters/ProcessSelection.h"
 #include "reporters/RecordedSources.h"
 #include "reporters/TraceJson.h"
 
@@ -107,12 +108,6 @@ void collectStreams(EventLoop& loop, const CollectorListener& listener, const Ta
         }
         loop.waitOnce(timeoutMs);
     }
-}
-
-std::string joinCommand(const std::vector<std::string>& command) {
-    std::string s;
-    for (const auto& a : command) s += (s.empty() ? "" : " ") + a;
-    return s;
 }
 
 // processes[0] when no collector of the target connected: it loaded no tracked allocator.
@@ -299,8 +294,9 @@ RunResult runCommand(const RunOptions& options) {
     EventLoop loop;
     // The panel is made room for before the program prints anything.
     std::unique_ptr<LiveView> live =
-        options.live ? LiveView::open(std::cerr, options.siteMode, joinCommand(options.command))
-                     : nullptr;
+        options.live
+            ? LiveView::open(std::cerr, options.siteMode, reporters::commandLine(options.command))
+            : nullptr;
     TargetProcess target =
         launchTarget(options.command,
                      targetEnvironment(options, collector, cuda, listener.socketPath(), backups,

@@ -53,23 +53,27 @@ std::string noAllocationsText(const core::ProcessTrace& p) {
            "allocated through it).";
 }
 
-std::string commandLine(const core::ProcessTrace& p) {
+std::string commandLine(const std::vector<std::string>& argv) {
     std::string s;
-    for (const auto& a : p.command) s += (s.empty() ? "" : " ") + a;
+    for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
     return s;
 }
 
-std::string shortCommand(const core::ProcessTrace& p, size_t maxCharacters) {
-    const std::string command = commandLine(p);
+std::string commandLine(const core::ProcessTrace& p) { return commandLine(p.command); }
+
+std::string shortText(const std::string& text, size_t maxCharacters) {
     // Characters, not bytes: a cut never splits a UTF-8 sequence.
-    auto starts = [&](size_t i) { return (command[i] & 0xC0) != 0x80; };
-    size_t characters = 0, cut = command.size();
-    for (size_t i = 0; i < command.size(); ++i) {
-        if (!starts(i)) continue;
+    size_t characters = 0, cut = text.size();
+    for (size_t i = 0; i < text.size(); ++i) {
+        if ((text[i] & 0xC0) == 0x80) continue;        // inside a character
         if (characters + 3 == maxCharacters) cut = i;  // where "..." would go
-        if (++characters > maxCharacters) return command.substr(0, cut) + "...";
+        if (++characters > maxCharacters) return text.substr(0, cut) + "...";
     }
-    return command;
+    return text;
+}
+
+std::string shortCommand(const core::ProcessTrace& p, size_t maxCharacters) {
+    return shortText(commandLine(p), maxCharacters);
 }
 
 std::string processLabel(const core::ProcessTrace& p) {

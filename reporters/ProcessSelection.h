@@ -34,10 +34,13 @@ std::string exitText(const core::ProcessTrace& p);
 // The sentence a report shows for a process without a device: whether memtool
 // never saw an allocator it tracks, or saw one that allocated nothing.
 std::string noAllocationsText(const core::ProcessTrace& p);
-// Its argv joined by spaces.
+// An argv joined by spaces; a process's.
+std::string commandLine(const std::vector<std::string>& argv);
 std::string commandLine(const core::ProcessTrace& p);
-// Its argv joined by spaces, cut to `maxCharacters` where longer (the last three
-// then "...").
+// `text` cut to `maxCharacters` (UTF-8 characters) where longer, the last three
+// then "...".
+std::string shortText(const std::string& text, size_t maxCharacters);
+// Its argv joined by spaces, cut so.
 std::string shortCommand(const core::ProcessTrace& p, size_t maxCharacters);
 // "pid 42 (python3 train.py)": the command cut to 60 characters.
 std::string processLabel(const core::ProcessTrace& p);
