@@ -290,8 +290,7 @@ std::vector<const core::ProcessTrace*> pairWithBaseline(
     const CheckOptions& options, const std::string& basePath) {
     std::vector<const core::ProcessTrace*> candidates;
     for (const core::ProcessTrace& b : base.processes)
-        if (allocated(b) &&
-            (options.command.empty() || commandLine(b).find(options.command) != std::string::npos))
+        if (allocated(b) && (options.command.empty() || commandContains(b, options.command)))
             candidates.push_back(&b);
     if (candidates.empty())
         usage(basePath + " holds no process that allocated memory memtool tracks" +

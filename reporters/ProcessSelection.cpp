@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
 #include "core/Error.h"
 
 namespace memtool::reporters {
@@ -53,13 +57,54 @@ std::string noAllocationsText(const core::ProcessTrace& p) {
            "allocated through it).";
 }
 
+namespace {
+
+// `arg` as a POSIX shell reads it back: bare where nothing in it is special,
+// in single quotes otherwise, and in bash's $'...' where it holds a control
+// character (a newline of `python3 -c` code), so that a command always shows
+// on one line and can be pasted back into a shell.
+std::string shellWord(const std::string& arg) {
+    const auto plain = [](unsigned char c) {
+        return std::isalnum(c) || c >= 0x80 || std::strchr("_@%+=:,./-", c) != nullptr;
+    };
+    const auto control = [](unsigned char c) { return c < 0x20 || c == 0x7f; };
+    if (!arg.empty() && std::all_of(arg.begin(), arg.end(), plain)) return arg;
+    if (std::none_of(arg.begin(), arg.end(), control)) {
+        std::string s = "'";
+        for (char c : arg) s += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        return s + "'";
+    }
+    std::string s = "$'";
+    for (unsigned char c : arg) {
+        if (c == '\n')
+            s += "\\n";
+        else if (c == '\t')
+            s += "\\t";
+        else if (c == '\\' || c == '\'')
+            s += fmt::format("\\{}", static_cast<char>(c));
+        else if (control(c))
+            s += fmt::format("\\x{:02x}", c);
+        else
+            s += static_cast<char>(c);
+    }
+    return s + "'";
+}
+
+}  // namespace
+
 std::string commandLine(const std::vector<std::string>& argv) {
     std::string s;
-    for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
+    for (const auto& a : argv) s += (s.empty() ? "" : " ") + shellWord(a);
     return s;
 }
 
 std::string commandLine(const core::ProcessTrace& p) { return commandLine(p.command); }
+
+bool commandContains(const core::ProcessTrace& p, const std::string& text) {
+    std::string plain;
+    for (const auto& a : p.command) plain += (plain.empty() ? "" : " ") + a;
+    return plain.find(text) != std::string::npos || commandLine(p).find(text) != std::string::npos;
+}
 
 std::string shortText(const std::string& text, size_t maxCharacters) {
     // Characters, not bytes: a cut never splits a UTF-8 sequence.
@@ -85,7 +130,7 @@ std::vector<const core::ProcessTrace*> withCommand(const core::Trace& trace,
                                                    const std::string& what) {
     std::vector<const core::ProcessTrace*> out;
     for (const core::ProcessTrace& p : trace.processes)
-        if (commandLine(p).find(text) != std::string::npos) out.push_back(&p);
+        if (commandContains(p, text)) out.push_back(&p);
     if (out.empty() && !text.empty()) {
         std::string known;
         for (const core::ProcessTrace& p : trace.processes)

@@ -34,13 +34,16 @@ std::string exitText(const core::ProcessTrace& p);
 // The sentence a report shows for a process without a device: whether memtool
 // never saw an allocator it tracks, or saw one that allocated nothing.
 std::string noAllocationsText(const core::ProcessTrace& p);
-// An argv joined by spaces; a process's.
+// An argv as a shell command: its words joined by spaces, each quoted as a
+// POSIX shell (bash for control characters) reads it back; a process's.
 std::string commandLine(const std::vector<std::string>& argv);
 std::string commandLine(const core::ProcessTrace& p);
+// Its command contains `text`, as its words joined by spaces or as shown.
+bool commandContains(const core::ProcessTrace& p, const std::string& text);
 // `text` cut to `maxCharacters` (UTF-8 characters) where longer, the last three
 // then "...".
 std::string shortText(const std::string& text, size_t maxCharacters);
-// Its argv joined by spaces, cut so.
+// Its command line, cut so.
 std::string shortCommand(const core::ProcessTrace& p, size_t maxCharacters);
 // "pid 42 (python3 train.py)": the command cut to 60 characters.
 std::string processLabel(const core::ProcessTrace& p);

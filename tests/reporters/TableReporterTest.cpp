@@ -110,11 +110,12 @@ TEST(TableReporter, ARunOfSeveralProcessesOpensWithOneLineEach) {
               "(forked from 11)\n"
               "      13     -  -                                            python3 train.py  "
               "(forked from 10)  (killed by signal 9)\n"
-              "      14     -  -                                            python3 -c from "
-              "multiprocessing.forkserver import main; m...  (forked from 15)  (trace "
+              "      14     -  -                                            python3 -c 'from "
+              "multiprocessing.forkserver import main; ...  (forked from 15)  (trace "
               "incomplete)\n");
-    EXPECT_NE(text.find("Command:  python3 -c from multiprocessing.forkserver import main; "
-                        "main(13, 14, ['__main__'], **{'sys_path': ['/tmp/données']})\n"),
+    EXPECT_NE(text.find("Command:  python3 -c 'from multiprocessing.forkserver import main; "
+                        "main(13, 14, ['\\''__main__'\\''], **{'\\''sys_path'\\'': "
+                        "['\\''/tmp/données'\\'']})'\n"),
               std::string::npos)
         << text;
     EXPECT_NE(text.find("Process:  pid 12 · rank 0 · forked from 11 · exit code 0"),
@@ -244,6 +245,23 @@ TEST(TableReporter, AProcessThatAllocatedNothingSaysWhy) {
               std::string::npos)
         << text;
     EXPECT_EQ(text.find("Leaks:"), std::string::npos) << text;
+}
+
+// A command shows as a shell would read it back, on one line: code passed to
+// `python3 -c` with its newlines, quotes, an empty word.
+TEST(TableReporter, ACommandShowsQuotedAsAShellReadsItBack) {
+    EXPECT_EQ(reporters::commandLine({"/usr/bin/python3", "train.py", "--lr=0.1", "a,b:c@d%e+f"}),
+              "/usr/bin/python3 train.py --lr=0.1 a,b:c@d%e+f");
+    EXPECT_EQ(reporters::commandLine({"python3", "-c", "import torch; print('hi')"}),
+              "python3 -c 'import torch; print('\\''hi'\\'')'");
+    EXPECT_EQ(reporters::commandLine({"python3", "-c", "import os\n\tos.exit('\\')\x01"}),
+              "python3 -c $'import os\\n\\tos.exit(\\'\\\\\\')\\x01'");
+    EXPECT_EQ(reporters::commandLine({"x", "", "a b", "$HOME", "*"}), "x '' 'a b' '$HOME' '*'");
+    core::ProcessTrace p = process(10, std::nullopt, 0);
+    p.command = {"python3", "-c", "x = 1\ny = 2"};
+    EXPECT_TRUE(reporters::commandContains(p, "x = 1\ny"));        // the words
+    EXPECT_TRUE(reporters::commandContains(p, "-c $'x = 1\\ny"));  // as shown
+    EXPECT_FALSE(reporters::commandContains(p, "z"));
 }
 
 // A command is cut by characters, never inside one: 57 of them and "...".
