@@ -182,6 +182,10 @@ std::string shownSite(const core::ProcessTrace& p, const std::optional<uint32_t>
     return frame ? shortFrame(p.frames.at(*frame)) : text;
 }
 
+std::string oomSite(const core::ProcessTrace& p, const core::OomEvent& e) {
+    return e.source.empty() ? "" : shownSite(p, e.siteFrame, core::kNoStackSite);
+}
+
 const core::Frame* siteFrame(const core::ProcessTrace& p, const core::Hotspot& h) {
     return h.siteFrame ? &p.frames.at(*h.siteFrame) : nullptr;
 }

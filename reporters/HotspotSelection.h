@@ -70,6 +70,10 @@ std::string shortFrame(const core::Frame& frame);
 std::string shownSite(const core::ProcessTrace& p, const std::optional<uint32_t>& frame,
                       const std::string& text);
 
+// Where an out-of-memory request was made, as shownSite() names it; empty for
+// an event of an older trace, which kept only its time, device and size.
+std::string oomSite(const core::ProcessTrace& p, const core::OomEvent& e);
+
 // The frame a hotspot is named after, or null when it came with no stack.
 const core::Frame* siteFrame(const core::ProcessTrace& p, const core::Hotspot& h);
 

@@ -360,12 +360,31 @@ void regionSections(const core::ProcessTrace& p, std::ostream& out) {
     }
     if (!p.oom.empty()) {
         out << "<h2>Out of memory</h2>\n<table class=\"oom sortable\">\n<thead>"
-            << headerRow({{"At", true}, {"Device", false}, {"Requested", true}})
+            << headerRow({{"At", true},
+                          {"Device", false},
+                          {"Requested", true},
+                          {"At site", false},
+                          {"Held", true},
+                          {"Held by", false}})
             << "</thead>\n<tbody>\n";
-        for (const auto& e : p.oom)
+        // An older trace's event has no site and no held bytes: empty cells.
+        for (const auto& e : p.oom) {
+            std::string heldBy;
+            for (const auto& s : e.bySite)
+                heldBy += fmt::format("<div>{} {}</div>", core::formatBytes(s.bytes),
+                                      esc(shownSite(p, s.siteFrame, s.site)));
+            // Held on a pool of the device (PyTorch's active blocks): said so.
+            const std::string held =
+                e.heldOn.empty() ? "<td></td>"
+                                 : fmt::format("<td class=\"num\" data-v=\"{}\">{}{}</td>",
+                                               e.liveBytes, core::formatBytes(e.liveBytes),
+                                               e.heldOn == e.device ? "" : " on " + esc(e.heldOn));
             out << fmt::format(
-                "<tr><td class=\"num\" data-v=\"{0}\">{0:.3f} s</td><td>{1}</td>{2}</tr>\n",
-                e.timeS, esc(e.device), bytesCell(e.requestedBytes));
+                "<tr><td class=\"num\" data-v=\"{0}\">{0:.3f} s</td><td>{1}</td>{2}"
+                "<td class=\"site\">{3}</td>{4}<td class=\"site\">{5}</td></tr>\n",
+                e.timeS, esc(e.device), bytesCell(e.requestedBytes), esc(oomSite(p, e)), held,
+                heldBy);
+        }
         out << "</tbody></table>\n";
     }
 }

@@ -51,10 +51,9 @@ void renderOutOfMemory(const core::ProcessTrace& p, const ByteText& b, std::ostr
     if (e.deviceTotalBytes > 0 || e.deviceFreeBytes > 0)
         held += fmt::format(" ({} free on the device{})", b(e.deviceFreeBytes),
                             e.deviceTotalBytes ? " of " + b(e.deviceTotalBytes) : "");
-    // An older trace names only time, device and size. The site reads as in the
-    // hotspot tables: from its frame.
-    const std::string where =
-        e.source.empty() ? "" : " at " + shownSite(p, e.siteFrame, core::kNoStackSite);
+    // The site reads as in the hotspot tables: from its frame.
+    const std::string site = oomSite(p, e);
+    const std::string where = site.empty() ? "" : " at " + site;
     if (e.heldOn.empty()) held.clear();
     out << fmt::format("Out of memory on {}: {} requested{}{}{}\n", e.device, b(e.requestedBytes),
                        where, held.empty() ? "" : " while " + held,

@@ -10,6 +10,7 @@
 #include "tests/TestFrames.h"
 
 using namespace memtool;
+using memtool::testing::nativeFrame;
 using memtool::testing::pythonFrame;
 
 namespace {
@@ -127,4 +128,46 @@ TEST(HtmlReporter, AProcessThatAllocatedNothingSaysHowItEndedAndWhy) {
         page.find("<p class=\"none\">No tracked allocations (memtool tracked the program&apos;s "
                   "allocator, and nothing was allocated through it).</p>"),
         std::string::npos);
+}
+
+// An out-of-memory row says where the request was made and who held what, as the
+// text report's headline does; an older trace's event, with neither, has empty cells.
+TEST(HtmlReporter, AnOutOfMemoryRowNamesItsSiteAndTheHolders) {
+    core::ProcessTrace p;
+    p.pid = 5;
+    p.frames = {nativeFrame("at::empty(long)", "/usr/lib/libtorch_cpu.so"),
+                pythonFrame("grow", "/w/oom.py", 16, true)};
+    p.devices["cuda:0"].peakBytes = p.devices["cuda:0"].allocatedBytes = 3072;
+    core::OomEvent e;
+    e.timeS = 1.5;
+    e.device = "cuda:0";
+    e.requestedBytes = 64 << 20;
+    e.source = "torch";
+    e.frames = {0, 1};
+    e.siteFrame = 1;
+    e.heldOn = "cuda:0.active";
+    e.liveBytes = 3072;
+    e.bySite = {{"grow (/w/oom.py:16)", 2048, 1}, {"(1 other site)", 1024, std::nullopt}};
+    core::OomEvent old;
+    old.timeS = 2;
+    old.device = "cuda:0";
+    old.requestedBytes = 1024;
+    p.oom = {e, old};
+    core::Trace t;
+    t.processes = {p};
+    std::ostringstream out;
+    reporters::renderHtml(t, reporters::HtmlOptions{}, out);
+    const std::string page = out.str();
+    EXPECT_NE(page.find("<tr><td class=\"num\" data-v=\"1.5\">1.500 s</td><td>cuda:0</td><td "
+                        "class=\"num\" data-v=\"67108864\">64.00 MiB</td><td class=\"site\">grow "
+                        "(oom.py:16)</td><td class=\"num\" data-v=\"3072\">3.00 KiB on "
+                        "cuda:0.active</td><td class=\"site\"><div>2.00 KiB grow (oom.py:16)</div>"
+                        "<div>1.00 KiB (1 other site)</div></td></tr>"),
+              std::string::npos)
+        << page;
+    EXPECT_NE(page.find("<tr><td class=\"num\" data-v=\"2\">2.000 s</td><td>cuda:0</td><td "
+                        "class=\"num\" data-v=\"1024\">1.00 KiB</td><td class=\"site\"></td><td>"
+                        "</td><td class=\"site\"></td></tr>"),
+              std::string::npos)
+        << page;
 }
