@@ -170,37 +170,59 @@ const uint8_t* StreamDecoder::decodeHot(const uint8_t* start, const uint8_t* end
 }
 
 void StreamDecoder::feed(const uint8_t* data, size_t len) {
-    if (sawPreamble_ && pendingBytes() == 0) {
-        // Nothing waits (nearly always: the collector sends whole buffers of
-        // records): decode from the caller's bytes, and keep only a tail that
-        // is not a whole record yet.
-        const size_t used = decodeRecords(data, data + len);
-        pending_.assign(data + used, data + len);
-        consumed_ = 0;
-        refuseEndless();
-        return;
-    }
-    pending_.insert(pending_.end(), data, data + len);
     if (!sawPreamble_) {
-        if (pending_.size() - consumed_ < kPreambleBytes) return;
-        const uint8_t* p = pending_.data() + consumed_;
-        if (std::memcmp(p, kMagic, 8) != 0) throw ProtocolError("not a memtool stream (bad magic)");
+        const size_t take = std::min(len, kPreambleBytes - pending_.size());
+        pending_.insert(pending_.end(), data, data + take);
+        data += take;
+        len -= take;
+        if (pending_.size() < kPreambleBytes) return;
+        if (std::memcmp(pending_.data(), kMagic, 8) != 0)
+            throw ProtocolError("not a memtool stream (bad magic)");
         uint32_t version = 0;
-        for (int i = 0; i < 4; ++i) version |= static_cast<uint32_t>(p[8 + i]) << (8 * i);
+        for (int i = 0; i < 4; ++i) version |= static_cast<uint32_t>(pending_[8 + i]) << (8 * i);
         if (version != kProtocolVersion) {
             throw ProtocolError("collector speaks protocol " + std::to_string(version) +
                                 ", this memtool speaks " + std::to_string(kProtocolVersion));
         }
-        consumed_ += kPreambleBytes;
+        pending_.clear();
         sawPreamble_ = true;
     }
-    consumed_ += decodeRecords(pending_.data() + consumed_, pending_.data() + pending_.size());
-    refuseEndless();
-    // Compact once the consumed prefix dominates, so the buffer stays small.
-    if (consumed_ > 0 && consumed_ * 2 >= pending_.size()) {
-        pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(consumed_));
-        consumed_ = 0;
+    // A record the last read cut in two (nearly every read: the collector's
+    // buffers do not end where a read does) is joined from the head of this one,
+    // a slice at a time, so that the rest is not copied but decoded where it lies.
+    // Each slice at least doubles what waits: a long record is measured again
+    // O(log n) times, not once per slice.
+    while (pendingBytes() > 0 && len > 0) {
+        const size_t held = pendingBytes();
+        const size_t take = std::min(len, std::max(kJoinBytes, held));
+        pending_.insert(pending_.end(), data, data + take);
+        data += take;
+        len -= take;
+        const size_t used =
+            decodeRecords(pending_.data() + consumed_, pending_.data() + pending_.size());
+        if (used >= held) {
+            // What waited is read; what this slice has left is read in place below.
+            const size_t unread = pendingBytes() - used;
+            data -= unread;
+            len += unread;
+            pending_.clear();
+            consumed_ = 0;
+            break;
+        }
+        consumed_ += used;
+        refuseEndless();
+        // Compact once the consumed prefix dominates, so the buffer stays small.
+        if (consumed_ > 0 && consumed_ * 2 >= pending_.size()) {
+            pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(consumed_));
+            consumed_ = 0;
+        }
     }
+    if (pendingBytes() > 0) return;
+    // Keep only a tail that is not a whole record yet.
+    const size_t used = decodeRecords(data, data + len);
+    pending_.assign(data + used, data + len);
+    consumed_ = 0;
+    refuseEndless();
 }
 
 size_t StreamDecoder::decodeRecords(const uint8_t* begin, const uint8_t* end) {

@@ -60,6 +60,7 @@ inline constexpr size_t kMaxRecordBytes = size_t{1} << 26;  // 64 MiB
 inline constexpr uint64_t kMaxCount = uint64_t{1} << 20;    // arguments, a module's ranges
 inline constexpr uint64_t kMaxRegionId = UINT32_MAX;        // the aggregator keeps 32 bits
 inline constexpr uint64_t kMaxContinuedIds = UINT32_MAX;    // ids a continuation takes over
+inline constexpr size_t kJoinBytes = 4096;  // the least slice a split record is joined from
 
 class StreamDecoder {
 public:
