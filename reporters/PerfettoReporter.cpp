@@ -1,6 +1,7 @@
 #include "reporters/PerfettoReporter.h"
 
 #include "core/Units.h"
+#include "reporters/ProcessSelection.h"
 #include "reporters/TimelineMarks.h"
 
 namespace memtool::reporters {
@@ -12,10 +13,9 @@ using nlohmann::json;
 // The trace-event format counts time in microseconds.
 double micros(double seconds) { return seconds * 1e6; }
 
+// A process's name in the viewer: its command on one line, as the reports show it.
 std::string commandText(const core::ProcessTrace& p) {
-    std::string s;
-    for (const auto& a : p.command) s += (s.empty() ? "" : " ") + a;
-    return s.empty() ? "pid " + std::to_string(p.pid) : s;
+    return p.command.empty() ? "pid " + std::to_string(p.pid) : commandLine(p);
 }
 
 // The series' points as counter events: a counter holds its value until the next

@@ -67,6 +67,11 @@ TEST(Perfetto, ACounterPerDeviceAndPoolFromZero) {
     const auto names = eventsOf(j, "M");
     ASSERT_EQ(names.size(), 1u);
     EXPECT_EQ(names[0].at("args").at("name"), "python3 t.py");
+    // A command with code on several lines is named on one, as the reports show it.
+    core::Trace code = trace();
+    code.processes[0].command = {"python3", "-c", "import torch\nx = 1"};
+    EXPECT_EQ(eventsOf(reporters::renderPerfetto(code), "M")[0].at("args").at("name"),
+              "python3 -c $'import torch\\nx = 1'");
 }
 
 TEST(Perfetto, PeaksControlAndOomAreInstantsOfTheProcess) {
