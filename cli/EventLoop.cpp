@@ -21,7 +21,7 @@ void EventLoop::unwatch(int fd) {
                    watches_.end());
 }
 
-void EventLoop::waitOnce(int timeoutMs) {
+bool EventLoop::waitOnce(int timeoutMs) {
     std::vector<pollfd> fds;
     std::vector<uint64_t> serials;
     for (const Watch& w : watches_) {
@@ -31,7 +31,7 @@ void EventLoop::waitOnce(int timeoutMs) {
     int n = poll(fds.data(), fds.size(), timeoutMs);
     if (n < 0 && errno != EINTR)
         throw core::Error(core::kExitRunFailed, std::string("poll: ") + std::strerror(errno));
-    if (n <= 0) return;
+    if (n <= 0) return false;
     for (size_t i = 0; i < fds.size(); ++i) {
         if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         // Looked up again: an earlier handler may have unwatched it. The handler is
@@ -42,6 +42,7 @@ void EventLoop::waitOnce(int timeoutMs) {
         Handler onReady = w->onReady;
         onReady();
     }
+    return true;
 }
 
 }  // namespace memtool::cli

@@ -23,7 +23,8 @@ public:
     // Waits up to `timeoutMs` (-1: until a descriptor is ready; EINTR returns
     // early) and runs the handlers of the ready ones, in the order they were
     // watched. Handlers may watch and unwatch. Throws core::Error (125) when poll fails.
-    void waitOnce(int timeoutMs);
+    // Returns whether any descriptor was ready.
+    bool waitOnce(int timeoutMs);
 
 private:
     struct Watch {

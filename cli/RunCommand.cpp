@@ -36,9 +36,9 @@ namespace memtool::cli {
 
 namespace {
 
-// After the target exits, processes it left running get this long to finish
-// their streams; then they are written as incomplete.
-constexpr double kGraceS = 10.0;
+// Past --wait-children, what is already readable is still read (the program's
+// own last bytes, a process that just ended), for at most this long more.
+constexpr double kDrainS = 1.0;
 
 // -o -: the trace goes to stdout, after whatever the program printed there.
 constexpr const char* kStdoutPath = "-";
@@ -92,15 +92,20 @@ std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std:
     return env;
 }
 
-// Runs the loop until the target has exited and every stream has ended (or the
-// grace time is up), the live view (if any) redrawn between waits; a control
-// socket is one more watched descriptor.
+// Runs the loop until the target has exited and every stream has ended (or
+// `waitS` has passed since), the live view (if any) redrawn between waits; a
+// control socket is one more watched descriptor.
 void collectStreams(EventLoop& loop, const CollectorListener& listener, const TargetProcess& target,
-                    LiveView* live) {
+                    LiveView* live, double waitS) {
     for (;;) {
         // A collector may still sit in the listen queue: take it before leaving.
         if (target.exited() && listener.openStreams() == 0 && !listener.connectionWaiting()) return;
-        if (target.exited() && target.secondsSinceExit() > kGraceS) return;
+        if (target.exited() && target.secondsSinceExit() >= waitS) {
+            // Whatever has arrived is read; a process still streaming gets no more.
+            while (loop.waitOnce(0) && target.secondsSinceExit() < waitS + kDrainS) {
+            }
+            return;
+        }
         int timeoutMs = target.exited() ? 100 : -1;
         if (live && live->showing()) {
             const int untilFrame = live->refresh(listener);
@@ -221,12 +226,15 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         o.recoveredRecords = c->recoveredRecords();
         o.streamError = lostReason(*c);
         if (o.streamError.empty())
-            o.streamError = c->open() ? fmt::format(
-                                            "the process was still running {:.0f} s "
-                                            "after the program exited, when memtool run "
-                                            "stopped waiting for it",
-                                            kGraceS)
-                                      : c->error();
+            o.streamError = !c->open()                  ? c->error()
+                            : options.waitChildrenS > 0 ? fmt::format(
+                                                              "the process was still running {:g} "
+                                                              "s after the program exited, when "
+                                                              "memtool run stopped waiting for it",
+                                                              options.waitChildrenS)
+                                                        : "the process was still running when "
+                                                          "the program exited (memtool run "
+                                                          "--wait-children 0 waits for none)";
         trace.processes.push_back(
             buildProcessTrace(c->aggregator(), c->symbolizer(), o, options.siteMode));
     }
@@ -313,7 +321,7 @@ RunResult runCommand(const RunOptions& options) {
     // While the program starts, not before: a collector that connects meanwhile
     // waits in the listen queue.
     listener.removeDeadRuns();
-    collectStreams(loop, listener, target, live.get());
+    collectStreams(loop, listener, target, live.get(), options.waitChildrenS);
     target.waitForExit();  // a no-op: the loop only ends after the target
     if (live) live->finish(listener);
 

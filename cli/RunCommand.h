@@ -29,6 +29,10 @@ struct RunOptions {
     // "default" unless the program names one), so `memtool ctl PID yield` can take
     // all of it away.
     bool pausableAll = false;
+    // After the program exits, how long the processes it left running get to end
+    // their streams (--wait-children); those still running then are written as
+    // incomplete.
+    double waitChildrenS = 10;
 };
 
 struct RunResult {

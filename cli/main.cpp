@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -317,6 +318,20 @@ int main(int argc, char** argv) {
                      "How CUDA memory is recorded: auto (CUPTI, else runtime hooks), cupti, "
                      "runtime-hooks, off")
         ->check(CLI::IsMember({"auto", "cupti", "runtime-hooks", "off"}))
+        ->capture_default_str();
+    runCmd
+        ->add_option("--wait-children", run.waitChildrenS,
+                     "After the program exits, how many seconds the processes it left running "
+                     "get to finish; those still running then are traced as incomplete")
+        ->check(CLI::Validator(
+            [](const std::string& text) -> std::string {
+                char* end = nullptr;
+                const double s = std::strtod(text.c_str(), &end);
+                if (text.empty() || *end != '\0' || !(s >= 0 && s <= 1e7))
+                    return "'" + text + "' is not a number of seconds from 0 to 10000000";
+                return {};
+            },
+            "SECONDS"))
         ->capture_default_str();
     runCmd->add_option("--backup-dir", run.backupDir,
                        "Where paused regions' disk backups go, as files no name points to ("

@@ -276,15 +276,20 @@ TEST(RunPython, SigtermToMemtoolReachesTheTarget) {
     EXPECT_EQ(proc.at("devices").at("cpu").at("allocated_bytes"), 1000);
 }
 
-// A daemon the program started (double fork, new session) streams on after the
-// program exits: memtool run waits for it 10 s, then writes the trace with the
-// daemon unfinished and says so, and exits with the program's code.
-TEST(RunPython, ADaemonStillRunningTenSecondsAfterTheProgramIsTracedUnfinished) {
+namespace {
+
+// Runs tests/e2e/scripts/daemon.py under `memtool run -q EXTRA...`, then lets its
+// daemon go (it waits on a FIFO); checks that the program ran whole and the
+// daemon was still waiting when memtool run ended, and returns the trace's
+// processes: the program's, then the daemon's.
+nlohmann::json runLeavingADaemon(const std::vector<std::string>& extra) {
     const std::string dir = tempDir();
     const std::string trace = dir + "/t.json", fifo = dir + "/release";
-    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-    Outcome o =
-        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("daemon.py"), fifo});
+    EXPECT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    std::vector<std::string> args{MEMTOOL_BIN, "run", "-q", "-o", trace};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"--", PYTHON_BIN, script("daemon.py"), fifo});
+    Outcome o = run(args);
     // The daemon goes now; without a reader (it died) the open fails rather than waits.
     const int release = open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     EXPECT_GE(release, 0) << "the daemon is not waiting: " << std::strerror(errno);
@@ -292,17 +297,51 @@ TEST(RunPython, ADaemonStillRunningTenSecondsAfterTheProgramIsTracedUnfinished) 
         EXPECT_EQ(write(release, "go", 2), 2);
         close(release);
     }
-    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out, "program exits\n");
-    const nlohmann::json processes = readJson(trace).at("processes");
-    ASSERT_EQ(processes.size(), 2u) << processes.dump(1);
-    EXPECT_TRUE(processes.at(0).at("complete").get<bool>());
+    nlohmann::json processes = readJson(trace).at("processes");
+    EXPECT_EQ(processes.size(), 2u) << processes.dump(1);
+    if (processes.size() != 2)
+        return nlohmann::json::array({nlohmann::json::object(), nlohmann::json::object()});
+    EXPECT_TRUE(processes.at(0).at("complete").get<bool>()) << processes.at(0).dump(1);
+    EXPECT_EQ(processes.at(0).at("stream").at("verified"), true);
+    EXPECT_FALSE(processes.at(1).at("complete").get<bool>());
+    return processes;
+}
+
+}  // namespace
+
+// A daemon the program started (double fork, new session) streams on after the
+// program exits: memtool run waits for it 10 s (--wait-children's default), then
+// writes the trace with the daemon unfinished and says so, and exits with the
+// program's code.
+TEST(RunPython, ADaemonStillRunningTenSecondsAfterTheProgramIsTracedUnfinished) {
+    const nlohmann::json processes = runLeavingADaemon({});
     const nlohmann::json& unfinished = processes.at(1);
-    EXPECT_FALSE(unfinished.at("complete").get<bool>());
-    EXPECT_EQ(unfinished.at("incomplete_reason"),
+    EXPECT_EQ(unfinished.value("incomplete_reason", ""),
               "the process was still running 10 s after the program exited, when memtool run "
               "stopped waiting for it");
-    EXPECT_EQ(unfinished.at("devices").at("cpu").at("allocated_bytes"), 4000);
+    EXPECT_EQ(unfinished.value("devices", nlohmann::json::object())
+                  .value("cpu", nlohmann::json::object())
+                  .value("allocated_bytes", 0),
+              4000);
+}
+
+// --wait-children 0: memtool run waits for no process the program left running;
+// what has arrived is read (the program's own stream whole, the daemon's
+// handshake), and the daemon is written as incomplete, saying why.
+TEST(RunPython, WaitChildrenZeroLeavesADaemonRunningUnwaited) {
+    const nlohmann::json processes = runLeavingADaemon({"--wait-children", "0"});
+    EXPECT_EQ(processes.at(1).value("incomplete_reason", ""),
+              "the process was still running when the program exited (memtool run "
+              "--wait-children 0 waits for none)");
+
+    Outcome bad = run({MEMTOOL_BIN, "run", "--wait-children", "-1", "--", PYTHON_BIN, "-c", ""});
+    EXPECT_EQ(bad.exitCode, 2) << bad.err;
+    EXPECT_NE(bad.err.find("memtool: --wait-children: '-1' is not a number of seconds from 0 "
+                           "to 10000000\n"),
+              std::string::npos)
+        << bad.err;
 }
 
 TEST(RunPython, TargetRunsOnWhenTheCliDies) {
