@@ -121,6 +121,13 @@ std::string shortCommand(const core::ProcessTrace& p, size_t maxCharacters) {
     return shortText(commandLine(p), maxCharacters);
 }
 
+std::string parentText(const core::Trace& trace, const core::ProcessTrace& p) {
+    if (p.forked) return fmt::format("forked from {}", p.ppid);
+    for (const core::ProcessTrace& q : trace.processes)
+        if (q.pid == p.ppid && &q != &p) return fmt::format("started by {}", p.ppid);
+    return "";
+}
+
 std::string processLabel(const core::ProcessTrace& p) {
     return fmt::format("pid {} ({})", p.pid, shortCommand(p, 60));
 }

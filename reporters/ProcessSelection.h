@@ -45,6 +45,10 @@ bool commandContains(const core::ProcessTrace& p, const std::string& text);
 std::string shortText(const std::string& text, size_t maxCharacters);
 // Its command line, cut so.
 std::string shortCommand(const core::ProcessTrace& p, size_t maxCharacters);
+// Where it came from: "forked from 41" (a fork child), "started by 41" (a
+// program its parent, a process of the trace, ran: subprocess, torchrun's
+// ranks), or "" (the program memtool ran, or a parent the trace lacks).
+std::string parentText(const core::Trace& trace, const core::ProcessTrace& p);
 // "pid 42 (python3 train.py)": the command cut to 60 characters.
 std::string processLabel(const core::ProcessTrace& p);
 // The processes whose command line contains `text` (every one for ""), in order.

@@ -175,13 +175,14 @@ void renderHotspots(const core::ProcessTrace& p, const std::string& name,
         names.one, name, leakWhen(p));
 }
 
-void renderProcess(const core::ProcessTrace& p, const ReportOptions& options, std::ostream& out) {
+void renderProcess(const core::Trace& trace, const core::ProcessTrace& p,
+                   const ReportOptions& options, std::ostream& out) {
     const ByteText b(options.bytes);
     renderOutOfMemory(p, b, out);
     out << fmt::format("Command:  {}\n", commandLine(p));
     std::string who = fmt::format("pid {}", p.pid);
     if (p.rank) who += fmt::format(" · rank {}", *p.rank);
-    if (p.forked) who += fmt::format(" · forked from {}", p.ppid);
+    if (const std::string parent = parentText(trace, p); !parent.empty()) who += " · " + parent;
     out << fmt::format("Process:  {} · {} · {:.3f} s · {}\n", who, exitText(p), p.durationS,
                        p.complete ? "trace complete" : "trace INCOMPLETE: " + p.incompleteReason);
     renderLeakMoment(p, b, out);
@@ -204,7 +205,8 @@ void renderProcessList(const core::Trace& trace, std::ostream& out) {
         for (const auto& [name, d] : p.devices)
             peaks += fmt::format("{}{} {}", peaks.empty() ? "" : ", ", name,
                                  core::formatBytes(d.peakBytes));
-        std::string how = p.forked ? fmt::format("  (forked from {})", p.ppid) : "";
+        const std::string parent = parentText(trace, p);
+        std::string how = parent.empty() ? "" : "  (" + parent + ")";
         if (p.exec) how += "  (exec'd)";
         // A worker the OOM killer took shows in the list, not only in its section.
         if (p.exitSignal)
@@ -228,7 +230,7 @@ void renderTable(const core::Trace& trace, const ReportOptions& options, std::os
             out << "\n"
                 << std::string(78, '-')
                 << fmt::format("\nProcess {} of {}\n", i + 1, trace.processes.size());
-        renderProcess(trace.processes[i], options, out);
+        renderProcess(trace, trace.processes[i], options, out);
     }
     if (trace.processes.empty()) out << "The trace holds no process.\n";
 }

@@ -80,6 +80,7 @@ TEST(TableReporter, ARunOfSeveralProcessesOpensWithOneLineEach) {
     core::Trace t;
     t.processes = {process(10, std::nullopt, 2048), process(11, 0, 3 << 20), process(12, 0, 1000),
                    process(13, std::nullopt, 0), process(14, std::nullopt, 0)};
+    t.processes[1].ppid = 10;  // a rank its launcher started
     t.processes[2].ppid = 11;
     t.processes[2].forked = true;
     t.processes[2].devices["shared"].peakBytes = 4000000;
@@ -105,7 +106,8 @@ TEST(TableReporter, ARunOfSeveralProcessesOpensWithOneLineEach) {
               "5 processes\n"
               "     pid  rank  peak per device                              command\n"
               "      10     -  cpu 2.00 KiB                                 python3 train.py\n"
-              "      11     0  cpu 3.00 MiB                                 python3 train.py\n"
+              "      11     0  cpu 3.00 MiB                                 python3 train.py  "
+              "(started by 10)\n"
               "      12     0  cpu 1000 B, shared 3.81 MiB                  python3 train.py  "
               "(forked from 11)\n"
               "      13     -  -                                            python3 train.py  "
@@ -119,6 +121,9 @@ TEST(TableReporter, ARunOfSeveralProcessesOpensWithOneLineEach) {
               std::string::npos)
         << text;
     EXPECT_NE(text.find("Process:  pid 12 · rank 0 · forked from 11 · exit code 0"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("Process:  pid 11 · rank 0 · started by 10 · exit code 0"),
               std::string::npos)
         << text;
     EXPECT_NE(text.find("\nProcess 4 of 5\n"), std::string::npos);
