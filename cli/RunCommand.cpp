@@ -115,6 +115,17 @@ void collectStreams(EventLoop& loop, const CollectorListener& listener, const Ta
     }
 }
 
+// Why a process still running when memtool run stopped waiting is incomplete.
+std::string unwaitedReason(double waitS) {
+    if (waitS == 0)
+        return "the process was still running when the program exited (memtool run "
+               "--wait-children 0 waits for none)";
+    return fmt::format(
+        "the process was still running {:g} s after the program exited, when memtool run "
+        "stopped waiting for it",
+        waitS);
+}
+
 // processes[0] when no collector of the target connected: it loaded no tracked allocator.
 core::ProcessTrace untrackedTarget(const TargetProcess& target, const RunOptions& options) {
     const ProcessOutcome outcome = target.outcome();
@@ -226,15 +237,7 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         o.recoveredRecords = c->recoveredRecords();
         o.streamError = lostReason(*c);
         if (o.streamError.empty())
-            o.streamError = !c->open()                  ? c->error()
-                            : options.waitChildrenS > 0 ? fmt::format(
-                                                              "the process was still running {:g} "
-                                                              "s after the program exited, when "
-                                                              "memtool run stopped waiting for it",
-                                                              options.waitChildrenS)
-                                                        : "the process was still running when "
-                                                          "the program exited (memtool run "
-                                                          "--wait-children 0 waits for none)";
+            o.streamError = c->open() ? unwaitedReason(options.waitChildrenS) : c->error();
         trace.processes.push_back(
             buildProcessTrace(c->aggregator(), c->symbolizer(), o, options.siteMode));
     }

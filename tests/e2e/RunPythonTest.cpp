@@ -280,12 +280,12 @@ namespace {
 
 // Runs tests/e2e/scripts/daemon.py under `memtool run -q EXTRA...`, then lets its
 // daemon go (it waits on a FIFO); checks that the program ran whole and the
-// daemon was still waiting when memtool run ended, and returns the trace's
-// processes: the program's, then the daemon's.
-nlohmann::json runLeavingADaemon(const std::vector<std::string>& extra) {
+// daemon was still waiting when memtool run ended, and sets `processes` to the
+// trace's: the program's, then the daemon's. Call it in ASSERT_NO_FATAL_FAILURE.
+void runLeavingADaemon(const std::vector<std::string>& extra, nlohmann::json* processes) {
     const std::string dir = tempDir();
     const std::string trace = dir + "/t.json", fifo = dir + "/release";
-    EXPECT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
     std::vector<std::string> args{MEMTOOL_BIN, "run", "-q", "-o", trace};
     args.insert(args.end(), extra.begin(), extra.end());
     args.insert(args.end(), {"--", PYTHON_BIN, script("daemon.py"), fifo});
@@ -297,16 +297,13 @@ nlohmann::json runLeavingADaemon(const std::vector<std::string>& extra) {
         EXPECT_EQ(write(release, "go", 2), 2);
         close(release);
     }
-    EXPECT_EQ(o.exitCode, 0) << o.err;
+    ASSERT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out, "program exits\n");
-    nlohmann::json processes = readJson(trace).at("processes");
-    EXPECT_EQ(processes.size(), 2u) << processes.dump(1);
-    if (processes.size() != 2)
-        return nlohmann::json::array({nlohmann::json::object(), nlohmann::json::object()});
-    EXPECT_TRUE(processes.at(0).at("complete").get<bool>()) << processes.at(0).dump(1);
-    EXPECT_EQ(processes.at(0).at("stream").at("verified"), true);
-    EXPECT_FALSE(processes.at(1).at("complete").get<bool>());
-    return processes;
+    *processes = readJson(trace).at("processes");
+    ASSERT_EQ(processes->size(), 2u) << processes->dump(1);
+    EXPECT_TRUE(processes->at(0).at("complete").get<bool>()) << processes->at(0).dump(1);
+    EXPECT_EQ(processes->at(0).at("stream").at("verified"), true);
+    EXPECT_FALSE(processes->at(1).at("complete").get<bool>());
 }
 
 }  // namespace
@@ -316,23 +313,22 @@ nlohmann::json runLeavingADaemon(const std::vector<std::string>& extra) {
 // writes the trace with the daemon unfinished and says so, and exits with the
 // program's code.
 TEST(RunPython, ADaemonStillRunningTenSecondsAfterTheProgramIsTracedUnfinished) {
-    const nlohmann::json processes = runLeavingADaemon({});
+    nlohmann::json processes;
+    ASSERT_NO_FATAL_FAILURE(runLeavingADaemon({}, &processes));
     const nlohmann::json& unfinished = processes.at(1);
-    EXPECT_EQ(unfinished.value("incomplete_reason", ""),
+    EXPECT_EQ(unfinished.at("incomplete_reason"),
               "the process was still running 10 s after the program exited, when memtool run "
               "stopped waiting for it");
-    EXPECT_EQ(unfinished.value("devices", nlohmann::json::object())
-                  .value("cpu", nlohmann::json::object())
-                  .value("allocated_bytes", 0),
-              4000);
+    EXPECT_EQ(unfinished.at("devices").at("cpu").at("allocated_bytes"), 4000);
 }
 
 // --wait-children 0: memtool run waits for no process the program left running;
 // what has arrived is read (the program's own stream whole, the daemon's
 // handshake), and the daemon is written as incomplete, saying why.
 TEST(RunPython, WaitChildrenZeroLeavesADaemonRunningUnwaited) {
-    const nlohmann::json processes = runLeavingADaemon({"--wait-children", "0"});
-    EXPECT_EQ(processes.at(1).value("incomplete_reason", ""),
+    nlohmann::json processes;
+    ASSERT_NO_FATAL_FAILURE(runLeavingADaemon({"--wait-children", "0"}, &processes));
+    EXPECT_EQ(processes.at(1).at("incomplete_reason"),
               "the process was still running when the program exited (memtool run "
               "--wait-children 0 waits for none)");
 
