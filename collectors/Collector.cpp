@@ -1,5 +1,6 @@
 #include "collectors/Collector.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <new>
 
+#include "collectors/ChildEnvironment.h"
 #include "collectors/CudaRuntimeHooks.h"
 #include "collectors/GotPatcher.h"
 #include "collectors/ModuleName.h"
@@ -59,6 +61,8 @@ constexpr int kAdmissionTimeoutMs = 10000;
 
 constinit NoDestroy<Engine> gEngine;
 constinit NoDestroy<SocketSink> gSink;
+// memtool's variables, as this process started with them, for its children.
+constinit NoDestroy<ChildEnvironment> gChildEnvironment;
 constinit NoDestroy<control::Regions> gRegions;
 constinit NoDestroy<control::CpuPagesBackend> gCpuPages;
 #if MEMTOOL_HAVE_CUDA_VMM
@@ -490,6 +494,7 @@ void atForkChild() {
 }  // namespace
 
 Engine& engine() { return gEngine.value; }
+const ChildEnvironment& childEnvironment() { return gChildEnvironment.value; }
 
 namespace control {
 Regions& regions() { return gRegions.value; }
@@ -503,6 +508,9 @@ bool startCollector() {
     const char* socket = std::getenv(core::kEnvSocket);
     if (!socket || !*socket || std::strlen(socket) >= sizeof gSocketPath) return false;
     std::strcpy(gSocketPath, socket);
+    Dl_info self;
+    if (dladdr(reinterpret_cast<const void*>(&startCollector), &self) && self.dli_fname)
+        gChildEnvironment.value.capture(environ, self.dli_fname);
     Engine& e = engine();
     const char* why = nullptr;
     if (!e.configure(EngineOptions::parse(std::getenv(core::kEnvOptions)), &why)) warn(why);

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include "collectors/ChildEnvironment.h"
 #include "collectors/Engine.h"
 
 namespace memtool::collectors {
@@ -18,6 +19,9 @@ Engine& engine();
 // From the library constructor: reads MEMTOOL_SOCKET and MEMTOOL_OPTIONS. False
 // outside `memtool run` (then nothing is ever patched or recorded).
 bool startCollector();
+// What a child of this process needs in its environment to be profiled (empty
+// outside `memtool run`); taken by startCollector().
+const ChildEnvironment& childEnvironment();
 bool collectorConfigured();
 
 // After any change to the set of loaded modules (start-up, dlopen): patches

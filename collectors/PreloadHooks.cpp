@@ -1,11 +1,12 @@
 // The LD_PRELOAD front end: the library constructor and destructor, dlopen,
-// _exit, kill, exec and __libc_start_main interposition, and the exported C surface
+// _exit, kill, exec, posix_spawn and __libc_start_main interposition, and the exported C surface
 // (collectors/CollectorApi.h). Everything here calls the collector (Collector.h)
 // and nothing else.
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,14 +28,15 @@
 namespace memtool::collectors {
 namespace {
 
-// The C library's exec functions, found before anything can call them: a vfork
-// child (subprocess) runs in its parent's memory and must not look them up then.
+// The C library's exec and spawn functions, found before anything can call them:
+// a vfork child (subprocess) runs in its parent's memory and must not look them
+// up then. execv and execvp are execve and execvpe with the environment.
 struct ExecFunctions {
     decltype(&::execve) execve = nullptr;
-    decltype(&::execv) execv = nullptr;
-    decltype(&::execvp) execvp = nullptr;
     decltype(&::execvpe) execvpe = nullptr;
     decltype(&::fexecve) fexecve = nullptr;
+    decltype(&::posix_spawn) posixSpawn = nullptr;
+    decltype(&::posix_spawnp) posixSpawnp = nullptr;
 };
 ExecFunctions gExec;
 int (*gRealKill)(pid_t, int) = nullptr;
@@ -79,10 +81,22 @@ void findExecFunctions() {
     gWait.wait = reinterpret_cast<decltype(&::wait)>(dlsym(RTLD_NEXT, "wait"));
     gWait.waitid = reinterpret_cast<decltype(&::waitid)>(dlsym(RTLD_NEXT, "waitid"));
     gExec.execve = reinterpret_cast<decltype(&::execve)>(dlsym(RTLD_NEXT, "execve"));
-    gExec.execv = reinterpret_cast<decltype(&::execv)>(dlsym(RTLD_NEXT, "execv"));
-    gExec.execvp = reinterpret_cast<decltype(&::execvp)>(dlsym(RTLD_NEXT, "execvp"));
     gExec.execvpe = reinterpret_cast<decltype(&::execvpe)>(dlsym(RTLD_NEXT, "execvpe"));
     gExec.fexecve = reinterpret_cast<decltype(&::fexecve)>(dlsym(RTLD_NEXT, "fexecve"));
+    gExec.posixSpawn = reinterpret_cast<decltype(&::posix_spawn)>(dlsym(RTLD_NEXT, "posix_spawn"));
+    gExec.posixSpawnp =
+        reinterpret_cast<decltype(&::posix_spawnp)>(dlsym(RTLD_NEXT, "posix_spawnp"));
+}
+
+// `start` given the child's environment `envp` completed with memtool's variables
+// (ChildEnvironment.h), on this frame's stack: nothing is allocated, so it runs
+// in a vfork child too. Not inlined: the room goes when the call returns.
+template <typename Start>
+[[gnu::noinline]] int withChildEnvironment(char* const* envp, Start start) {
+    const ChildEnvironment& child = childEnvironment();
+    const size_t room = child.roomFor(envp);
+    if (room == 0) return start(envp);
+    return start(child.complete(envp, __builtin_alloca(room)));
 }
 
 // An exec ends this image's stream first (its memory goes with it, and its
@@ -96,6 +110,32 @@ int aroundExec(Call call) {
     afterFailedExec();
     errno = saved;
     return rc;
+}
+
+int execPath(const char* path, char* const argv[], char* const envp[]) {
+    if (!gExec.execve) return errno = ENOSYS, -1;
+    return aroundExec([&] {
+        return withChildEnvironment(
+            envp, [&](char* const* env) { return gExec.execve(path, argv, env); });
+    });
+}
+
+// `file` looked up on PATH, as execvpe does.
+int execSearched(const char* file, char* const argv[], char* const envp[]) {
+    if (!gExec.execvpe) return errno = ENOSYS, -1;
+    return aroundExec([&] {
+        return withChildEnvironment(
+            envp, [&](char* const* env) { return gExec.execvpe(file, argv, env); });
+    });
+}
+
+// posix_spawn or posix_spawnp (`spawn`, the C library's) with the environment completed.
+int spawnCompleted(decltype(&::posix_spawn) spawn, pid_t* pid, const char* file,
+                   const posix_spawn_file_actions_t* actions, const posix_spawnattr_t* attributes,
+                   char* const argv[], char* const envp[]) {
+    if (!spawn) return ENOSYS;
+    return withChildEnvironment(
+        envp, [&](char* const* env) { return spawn(pid, file, actions, attributes, argv, env); });
 }
 
 // execl's arguments up to its terminating null, into `argv` (room for `max`).
@@ -208,34 +248,47 @@ __attribute__((visibility("default"))) int waitid(idtype_t type, id_t id, siginf
 
 __attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
                                                   char* const envp[]) {
-    using namespace memtool::collectors;
-    if (!gExec.execve) return errno = ENOSYS, -1;
-    return aroundExec([&] { return gExec.execve(path, argv, envp); });
+    return memtool::collectors::execPath(path, argv, envp);
 }
 
 __attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) {
-    using namespace memtool::collectors;
-    if (!gExec.execv) return errno = ENOSYS, -1;
-    return aroundExec([&] { return gExec.execv(path, argv); });
+    return memtool::collectors::execPath(path, argv, environ);
 }
 
 __attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) {
-    using namespace memtool::collectors;
-    if (!gExec.execvp) return errno = ENOSYS, -1;
-    return aroundExec([&] { return gExec.execvp(file, argv); });
+    return memtool::collectors::execSearched(file, argv, environ);
 }
 
 __attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[],
                                                    char* const envp[]) {
-    using namespace memtool::collectors;
-    if (!gExec.execvpe) return errno = ENOSYS, -1;
-    return aroundExec([&] { return gExec.execvpe(file, argv, envp); });
+    return memtool::collectors::execSearched(file, argv, envp);
 }
 
 __attribute__((visibility("default"))) int fexecve(int fd, char* const argv[], char* const envp[]) {
     using namespace memtool::collectors;
     if (!gExec.fexecve) return errno = ENOSYS, -1;
-    return aroundExec([&] { return gExec.fexecve(fd, argv, envp); });
+    return aroundExec([&] {
+        return withChildEnvironment(envp,
+                                    [&](char* const* env) { return gExec.fexecve(fd, argv, env); });
+    });
+}
+
+// A spawned child is a process of its own (the caller goes on): only its
+// environment is completed. These return an error number, not -1 with errno.
+__attribute__((visibility("default"))) int posix_spawn(pid_t* pid, const char* path,
+                                                       const posix_spawn_file_actions_t* actions,
+                                                       const posix_spawnattr_t* attributes,
+                                                       char* const argv[], char* const envp[]) {
+    return memtool::collectors::spawnCompleted(memtool::collectors::gExec.posixSpawn, pid, path,
+                                               actions, attributes, argv, envp);
+}
+
+__attribute__((visibility("default"))) int posix_spawnp(pid_t* pid, const char* file,
+                                                        const posix_spawn_file_actions_t* actions,
+                                                        const posix_spawnattr_t* attributes,
+                                                        char* const argv[], char* const envp[]) {
+    return memtool::collectors::spawnCompleted(memtool::collectors::gExec.posixSpawnp, pid, file,
+                                               actions, attributes, argv, envp);
 }
 
 __attribute__((visibility("default"))) int execl(const char* path, const char* arg, ...) {

@@ -467,3 +467,30 @@ TEST(Processes, TorchrunRanks) {
     Outcome diff = run({MEMTOOL_BIN, "diff", all, all, "--rank", "0"});
     EXPECT_EQ(diff.exitCode, 0) << diff.err;
 }
+
+// A child whose environment the program made itself (subprocess's env={...},
+// `env -i`, posix_spawn with a list of its own, an exec after os.environ.clear())
+// still gets memtool's variables: every one is a whole process of the trace,
+// with its own bytes, and keeps its own LD_PRELOAD and PYTHONPATH entries after
+// memtool's.
+TEST(Processes, ChildrenGivenAnEnvironmentOfTheProgramsOwnAreProfiled) {
+    Profiled p = profile({PYTHON_BIN, script("own_environment.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.outcome.out,
+              "2000 [] []\n"
+              "3000 [] []\n"
+              "4000 ['libc.so.6'] ['/nonexistent']\n"
+              "5000 [] []\n")
+        << p.outcome.err;
+    // The image the program ended in first, then the one before its exec and the
+    // three children (`env` loads no torch: not a process of the trace).
+    const json& all = p.trace.at("processes");
+    ASSERT_EQ(all.size(), 5u) << all.dump(1);
+    std::multiset<uint64_t> sizes;
+    for (const json& process : all) {
+        expectWhole(process);
+        sizes.insert(deviceFigure(process, "cpu", "allocated_bytes"));
+    }
+    EXPECT_EQ(sizes, (std::multiset<uint64_t>{1000, 2000, 3000, 4000, 5000}));
+    EXPECT_EQ(deviceFigure(p.process(), "cpu", "allocated_bytes"), 5000u);
+}
