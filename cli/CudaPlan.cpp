@@ -1,6 +1,7 @@
 #include "cli/CudaPlan.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/CollectorLocator.h"
@@ -13,7 +14,12 @@ CudaPlan planCuda(const std::string& mode, const std::string& collectorPath, boo
     if (mode == "off") return plan;
     const std::string injection = locateCudaInjection(collectorPath);
     const char* theirs = std::getenv("CUDA_INJECTION64_PATH");
-    const bool slotTaken = theirs && *theirs;
+    // Set to memtool's own (a memtool run inside another, a program's child whose
+    // environment carried it): the slot is memtool's to use.
+    std::error_code ignored;
+    const bool slotTaken =
+        theirs && *theirs &&
+        !(!injection.empty() && std::filesystem::equivalent(theirs, injection, ignored));
     if (mode == "cupti") {
         if (injection.empty())
             throw core::Error(core::kExitBadInput,

@@ -5,6 +5,7 @@
 // a real GPU or a CUDA torch is in RunCudaTest.cpp.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "tests/e2e/E2eSupport.h"
@@ -199,6 +200,23 @@ TEST(RunCudaHooks, AnInjectionSetByTheUserLeavesRuntimeHooks) {
     Outcome cupti = run({MEMTOOL_BIN, "run", "-q", "--cuda", "cupti", "--", CUDA_RUNTIME_USER_BIN},
                         "", {"CUDA_INJECTION64_PATH=/opt/their/injection.so"});
     EXPECT_EQ(cupti.exitCode, 2);
+}
+
+// A memtool run inside another, or a program's child whose environment carried it:
+// the slot holds memtool's own injection (here spelled another way), which is
+// no other tool's to keep.
+TEST(RunCudaHooks, AnInjectionThatIsMemtoolsOwnIsUsed) {
+    const std::string collector = COLLECTOR_LIB;
+    const std::string ours = collector.substr(0, collector.rfind('/')) + "/./libmemtool_cupti.so";
+    ASSERT_TRUE(std::filesystem::exists(ours)) << ours;
+    HookRun r = profileHooks({"CUDA_INJECTION64_PATH=" + ours}, {});
+    ASSERT_EQ(r.outcome.exitCode, 0) << r.outcome.err;
+    EXPECT_EQ(warnings(r.process()).find("CUDA_INJECTION64_PATH"), std::string::npos)
+        << warnings(r.process());
+    Outcome cupti = run({MEMTOOL_BIN, "run", "-q", "-o", tempDir() + "/t.json", "--cuda", "cupti",
+                         "--", CUDA_RUNTIME_USER_BIN},
+                        "", {"CUDA_INJECTION64_PATH=" + ours});
+    EXPECT_EQ(cupti.exitCode, 0) << cupti.err;
 }
 
 TEST(RunCudaHooks, OffRecordsNoCuda) {
