@@ -1,13 +1,14 @@
 // The LD_PRELOAD front end: the library constructor and destructor, dlopen,
-// _exit, kill, exec, posix_spawn and __libc_start_main interposition, and the exported C surface
-// (collectors/CollectorApi.h). Everything here calls the collector (Collector.h)
-// and nothing else.
+// _exit, kill, exec, posix_spawn, close and __libc_start_main interposition, and the exported C
+// surface (collectors/CollectorApi.h). Everything here calls the collector (Collector.h) and
+// nothing else.
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "collectors/CollectorApi.h"
 #include "collectors/CudaRuntimeHooks.h"
 #include "collectors/NativeUnwinder.h"
+#include "collectors/OwnDescriptors.h"
 #include "collectors/ProgramEnd.h"
 #include "collectors/TorchBridgeLoader.h"
 #include "collectors/control/Courtesy.h"
@@ -47,6 +49,48 @@ struct WaitFunctions {
     decltype(&::waitid) waitid = nullptr;
 };
 WaitFunctions gWait;
+// The C library's close family (close_range and closefrom may be missing: the
+// system calls stand in).
+struct CloseFunctions {
+    decltype(&::close) close = nullptr;
+    decltype(&::close_range) closeRange = nullptr;
+    decltype(&::closefrom) closeFrom = nullptr;
+};
+CloseFunctions gClose;
+
+int realClose(int fd) {
+    return gClose.close ? gClose.close(fd) : static_cast<int>(syscall(SYS_close, fd));
+}
+
+int realCloseRange(unsigned first, unsigned last, int flags) {
+    if (gClose.closeRange) return gClose.closeRange(first, last, flags);
+    return static_cast<int>(syscall(SYS_close_range, first, last, flags));
+}
+
+// [first, last] closed but for the collector's own descriptors (OwnDescriptors.h):
+// the ranges between them, by `closeRange`; `closeTail` closes from the last gap.
+template <typename CloseRange, typename CloseTail>
+int closeAroundOwn(unsigned first, unsigned last, CloseRange closeRange, CloseTail closeTail) {
+    int own[own::kMaxOwnDescriptors];
+    const size_t n = own::ownedIn(first, last, own);
+    if (n == 0) return closeTail(first);  // none of them in it: the call as made
+    int rc = 0, error = 0;
+    unsigned from = first;
+    for (size_t i = 0; i < n; ++i) {
+        const unsigned fd = static_cast<unsigned>(own[i]);
+        if (fd > from && closeRange(from, fd - 1) != 0 && rc == 0) {
+            rc = -1;
+            error = errno;
+        }
+        if (fd + 1 > from) from = fd + 1;
+    }
+    if (from <= last && closeTail(from) != 0 && rc == 0) {
+        rc = -1;
+        error = errno;
+    }
+    if (rc != 0) errno = error;
+    return rc;
+}
 
 // `sig` would end this process now: its default action terminates, that action is
 // in place, and the calling thread does not block it.
@@ -80,6 +124,9 @@ void findExecFunctions() {
     gWait.wait4 = reinterpret_cast<decltype(&::wait4)>(dlsym(RTLD_NEXT, "wait4"));
     gWait.wait = reinterpret_cast<decltype(&::wait)>(dlsym(RTLD_NEXT, "wait"));
     gWait.waitid = reinterpret_cast<decltype(&::waitid)>(dlsym(RTLD_NEXT, "waitid"));
+    gClose.close = reinterpret_cast<decltype(&::close)>(dlsym(RTLD_NEXT, "close"));
+    gClose.closeRange = reinterpret_cast<decltype(&::close_range)>(dlsym(RTLD_NEXT, "close_range"));
+    gClose.closeFrom = reinterpret_cast<decltype(&::closefrom)>(dlsym(RTLD_NEXT, "closefrom"));
     gExec.execve = reinterpret_cast<decltype(&::execve)>(dlsym(RTLD_NEXT, "execve"));
     gExec.execvpe = reinterpret_cast<decltype(&::execvpe)>(dlsym(RTLD_NEXT, "execvpe"));
     gExec.fexecve = reinterpret_cast<decltype(&::fexecve)>(dlsym(RTLD_NEXT, "fexecve"));
@@ -209,6 +256,44 @@ __attribute__((visibility("default"))) int kill(pid_t pid, int sig) {
     if (!gRealKill) return errno = ENOSYS, -1;
     if (pid == getpid() && endsTheProcess(sig)) finishCollector(memtool::core::ExitKind::Immediate);
     return gRealKill(pid, sig);
+}
+
+// The collector's descriptors stay open when the program closes "all of its own"
+// (OwnDescriptors.h): the call succeeds and they are left alone.
+__attribute__((visibility("default"))) int close(int fd) {
+    using namespace memtool::collectors;
+    if (own::owned(fd)) return 0;
+    return realClose(fd);
+}
+
+__attribute__((visibility("default"))) int close_range(unsigned first, unsigned last, int flags) {
+    using namespace memtool::collectors;
+    // Marking them close-on-exec changes nothing: they are already.
+    if (flags & CLOSE_RANGE_CLOEXEC) return realCloseRange(first, last, flags);
+    return closeAroundOwn(
+        first, last, [&](unsigned a, unsigned b) { return realCloseRange(a, b, flags); },
+        [&](unsigned a) { return realCloseRange(a, last, flags); });
+}
+
+__attribute__((visibility("default"))) void closefrom(int lowest) {
+    using namespace memtool::collectors;
+    if (lowest < 0) lowest = 0;
+    const int saved = errno;
+    closeAroundOwn(
+        static_cast<unsigned>(lowest), ~0U,
+        [](unsigned a, unsigned b) {
+            if (realCloseRange(a, b, 0) == 0) return 0;
+            for (unsigned fd = a; fd <= b; ++fd) realClose(static_cast<int>(fd));
+            return 0;
+        },
+        [](unsigned a) {
+            if (gClose.closeFrom)
+                gClose.closeFrom(static_cast<int>(a));
+            else
+                realCloseRange(a, ~0U, 0);
+            return 0;
+        });
+    errno = saved;
 }
 
 // The wait family says which child ended and how (reportingReaped; waitid below).

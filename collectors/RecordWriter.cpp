@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "collectors/HighDescriptor.h"
+#include "collectors/OwnDescriptors.h"
 
 namespace memtool::collectors {
 
@@ -21,6 +22,7 @@ inline void ordered() { std::atomic_signal_fence(std::memory_order_seq_cst); }
 
 RecordWriter::~RecordWriter() {
     if (buf_ != buffer_) munmap(mapping(), kSharedBytes);
+    own::letGo(tailFd_);
     if (tailFd_ >= 0) ::close(tailFd_);
 }
 
@@ -41,6 +43,7 @@ bool RecordWriter::makeShared() {
     tail_ = static_cast<core::TailHeader*>(p);
     buf_ = static_cast<uint8_t*>(p) + core::kTailHeaderBytes;
     tailFd_ = fd;
+    own::keep(fd);
     return true;
 }
 
@@ -84,6 +87,7 @@ void RecordWriter::leaveParentsBuffer() {
         buf_ = buffer_;  // the mapping stays the parent's: never write to it again
     }
     tail_ = nullptr;
+    own::letGo(tailFd_);
     ::close(tailFd_);
     tailFd_ = -1;
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "collectors/HighDescriptor.h"
+#include "collectors/OwnDescriptors.h"
 #include "core/Protocol.h"
 
 namespace memtool::collectors {
@@ -72,6 +73,7 @@ void SocketSink::adopt(int fd) {
         inode_ = st.st_ino;
     }
     failure_ = "";
+    own::keep(fd);
     fd_.store(fd);
     closed_.store(false);
 }
@@ -93,7 +95,7 @@ bool SocketSink::write(const uint8_t* data, size_t len) {
             "trace is "
             "incomplete)";
         // Not ours any more: never shut down or close what the number now names.
-        fd_.store(-1);
+        own::letGo(fd_.exchange(-1));
         closed_.store(true);
         if (takenOver_) takenOver_(failure_);
         return false;
@@ -161,6 +163,7 @@ void SocketSink::release() {
 
 void SocketSink::releaseDescriptor() {
     int fd = fd_.exchange(-1);
+    own::letGo(fd);
     if (fd >= 0) ::close(fd);
 }
 

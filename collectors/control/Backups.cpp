@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "collectors/OwnDescriptors.h"
+
 namespace memtool::collectors::control {
 
 void Failure::set(const char* a, const char* b, const char* c, const char* d) {
@@ -82,6 +84,7 @@ bool DiskBackup::openNamed(const char* directory, const char* name, uint64_t byt
 }
 
 bool DiskBackup::claim(uint64_t bytes, Failure& why) {
+    own::keep(fd_);  // the program's closing every descriptor must not lose it
     // The space now: a full disk fails the pause before anything is released.
     int rc = bytes ? posix_fallocate(fd_, 0, static_cast<off_t>(bytes)) : 0;
     if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
@@ -180,6 +183,7 @@ bool DiskBackup::readChunks(uint64_t offset, char* data, uint64_t bytes, uint64_
 }
 
 void DiskBackup::discard() {
+    own::letGo(fd_);
     if (fd_ >= 0) ::close(fd_);  // the file was unlinked when it was made
     fd_ = -1;
     path_[0] = '\0';

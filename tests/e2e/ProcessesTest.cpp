@@ -327,6 +327,24 @@ TEST(Processes, AProgramThatClosesItsLowDescriptorsIsProfiledOn) {
     EXPECT_EQ(hotspotWithSite(p.process(), "close_low_fds.py:18").at("allocated_bytes"), 2000000);
 }
 
+// A daemon closes every descriptor it has from 3 up (python-daemon does, by
+// closefrom, os.closerange or one os.close at a time): memtool's stay open, and
+// the stream goes on whole through each way.
+TEST(Processes, AProgramThatClosesEveryDescriptorIsProfiledOn) {
+    Profiled p = profile({PYTHON_BIN, script("close_all_fds.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    // The directory listing's own descriptor is gone by the time it is closed.
+    EXPECT_EQ(p.outcome.out, "still works refused 1\n");
+    expectWhole(p.process());
+    EXPECT_EQ(p.process().at("warnings"), json::array()) << p.process().at("warnings");
+    for (const auto& [line, bytes] : std::vector<std::pair<int, int>>{
+             {10, 1000000}, {12, 2000000}, {14, 3000000}, {22, 4000000}})
+        EXPECT_EQ(hotspotWithSite(p.process(), "close_all_fds.py:" + std::to_string(line))
+                      .at("allocated_bytes"),
+                  bytes)
+            << line;
+}
+
 // memtool run holds two descriptors per process of the run (its socket and its
 // send buffer), and one per object file its stacks are named from: 40 children
 // alive at once need more than a soft limit of 64. The CLI raises its own limit to the

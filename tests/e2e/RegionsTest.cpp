@@ -98,6 +98,22 @@ TEST(Regions, ThePythonApiPausesAndResumesExactly) {
     EXPECT_NE(report.out.find("Memory control (4 events)"), std::string::npos) << report.out;
 }
 
+// A daemon's closing every descriptor from 3 up while a region is paused: its disk
+// backup (an unnamed file only a descriptor holds) stays open, the resume reads
+// it back whole, and the stream goes on.
+TEST(Regions, ADiskBackupOutlivesTheProgramClosingEveryDescriptor) {
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o = run(
+        {MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("close_fds_paused.py")},
+        "", controlEnv());
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    // 8,000,000 bytes of int64, paused in whole pages from the block's start.
+    EXPECT_EQ(o.out, "pause True 8003584\nresume True 8003584\nintact True\n");
+    const auto p = readJson(trace).at("processes").at(0);
+    EXPECT_TRUE(p.at("complete").get<bool>()) << p.value("incomplete_reason", "");
+    EXPECT_EQ(p.at("control").size(), 2u);
+}
+
 // Code written for torch_memory_saver, with its import changed to memtool's: tags,
 // a disk backup in the directory it names, disable(), and its argument checks.
 TEST(Regions, TorchMemorySaversApiRunsWithOneImportChanged) {
