@@ -181,8 +181,10 @@ std::map<int64_t, int> reapedChildren(const CollectorListener& listener) {
 }
 
 // processes[0] is the launched program (the last image it exec'd), then every
-// other process that connected, in connection order (an image that exec'd, then
-// the one it became; a fork child after its parent).
+// other process in order of birth: by pid, as the kernel hands them out (the order
+// they connected in is a race between siblings: a DataLoader's workers would come
+// in another order each run, and diff would pair them so), the images of one pid
+// in the order they ran.
 core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess& target,
                           const RunOptions& options, const CudaPlan& cuda) {
     core::Trace trace;
@@ -241,6 +243,9 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         trace.processes.push_back(
             buildProcessTrace(c->aggregator(), c->symbolizer(), o, options.siteMode));
     }
+    std::stable_sort(
+        trace.processes.begin() + 1, trace.processes.end(),
+        [](const core::ProcessTrace& a, const core::ProcessTrace& b) { return a.pid < b.pid; });
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd))
         for (auto& p : trace.processes) p.cwd = cwd;

@@ -345,6 +345,31 @@ TEST(Processes, AProgramThatClosesEveryDescriptorIsProfiledOn) {
             << line;
 }
 
+// Two fork children that reach memtool in either order, run after run: the trace
+// lists them in order of birth (pid), so that diff pairs each with its own
+// counterpart and finds nothing grew.
+TEST(Processes, ChildrenAreListedInOrderOfBirthWhicheverConnectsFirst) {
+    const std::string dir = tempDir();
+    for (const char* order : {"first", "second"}) {
+        Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", dir + "/" + order + ".json", "--",
+                         PYTHON_BIN, script("fork_order.py"), order});
+        ASSERT_EQ(o.exitCode, 0) << o.err;
+        const json all = readJson(dir + "/" + order + ".json").at("processes");
+        ASSERT_EQ(all.size(), 3u) << all.dump(1);
+        EXPECT_LT(all.at(1).at("pid"), all.at(2).at("pid")) << order;
+        EXPECT_EQ(deviceFigure(all.at(1), "cpu", "allocated_bytes"), 1000000u) << order;
+        EXPECT_EQ(deviceFigure(all.at(2), "cpu", "allocated_bytes"), 2000000u) << order;
+    }
+    Outcome diff =
+        run({MEMTOOL_BIN, "diff", dir + "/first.json", dir + "/second.json", "--format", "json"});
+    ASSERT_EQ(diff.exitCode, 0) << diff.err;
+    const json d = json::parse(diff.out);
+    ASSERT_EQ(d.at("processes").size(), 3u);
+    for (const json& process : d.at("processes"))
+        for (const json& device : process.at("devices"))
+            EXPECT_EQ(device.at("peak_delta_bytes"), 0) << process.dump();
+}
+
 // memtool run holds two descriptors per process of the run (its socket and its
 // send buffer), and one per object file its stacks are named from: 40 children
 // alive at once need more than a soft limit of 64. The CLI raises its own limit to the
