@@ -107,29 +107,30 @@ size_t ChildEnvironment::listBytes(const char* theirs, const Variable& v) {
     return v.nameBytes + std::strlen(v.entry) + (*list ? 1 + std::strlen(list) : 0) + 1;
 }
 
-size_t ChildEnvironment::roomFor(char* const* envp) const {
-    size_t entries = 0;
-    for (char* const* e = envp; e && *e; ++e) ++entries;
-    size_t added = 0, text = 0;
+ChildEnvironment::Shape ChildEnvironment::shape(char* const* envp) const {
+    Shape s;
+    for (char* const* e = envp; e && *e; ++e) ++s.entries;
     for (size_t i = 0; i < count_; ++i) {
         const char* theirs = find(envp, variables_[i]);
         if (!theirs)
-            ++added;
+            ++s.added;
         else
-            text += listBytes(theirs, variables_[i]);
+            s.text += listBytes(theirs, variables_[i]);
     }
-    if (added == 0 && text == 0) return 0;
-    return (entries + added + 1) * sizeof(char*) + text;
+    return s;
+}
+
+size_t ChildEnvironment::roomFor(char* const* envp) const {
+    const Shape s = shape(envp);
+    if (s.added == 0 && s.text == 0) return 0;
+    return (s.entries + s.added + 1) * sizeof(char*) + s.text;
 }
 
 char* const* ChildEnvironment::complete(char* const* envp, void* room) const {
-    size_t entries = 0;
-    for (char* const* e = envp; e && *e; ++e) ++entries;
-    size_t added = 0;
-    for (size_t i = 0; i < count_; ++i)
-        if (!find(envp, variables_[i])) ++added;
+    const Shape s = shape(envp);
+    const size_t entries = s.entries;
     char** out = static_cast<char**>(room);
-    char* text = reinterpret_cast<char*>(out + entries + added + 1);
+    char* text = reinterpret_cast<char*>(out + entries + s.added + 1);
     for (size_t k = 0; k < entries; ++k) out[k] = envp[k];
     size_t next = entries;
     for (size_t i = 0; i < count_; ++i) {

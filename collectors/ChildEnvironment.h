@@ -39,6 +39,12 @@ private:
         const char* entry = nullptr;
         const char* separators = ":";
     };
+    // What `envp` holds and lacks: its entries, the variables it lacks, and the
+    // bytes of its lists completed.
+    struct Shape {
+        size_t entries = 0, added = 0, text = 0;
+    };
+    Shape shape(char* const* envp) const;
     // The child's variable of `v`'s name (its NAME=value), or null.
     static const char* find(char* const* envp, const Variable& v);
     // Bytes of a list the child has that lacks memtool's entry, as completed
