@@ -78,10 +78,11 @@ void SocketSink::adopt(int fd) {
     closed_.store(false);
 }
 
-bool SocketSink::stillOurs() const {
+bool SocketSink::stillOurs(bool* gone) const {
     struct stat st {};
-    return fstat(fd_.load(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == device_ &&
-           st.st_ino == inode_;
+    const bool open = fstat(fd_.load(), &st) == 0;
+    if (gone) *gone = !open && errno == EBADF;
+    return open && S_ISSOCK(st.st_mode) && st.st_dev == device_ && st.st_ino == inode_;
 }
 
 bool SocketSink::write(const uint8_t* data, size_t len) {
@@ -89,11 +90,12 @@ bool SocketSink::write(const uint8_t* data, size_t len) {
     // One fstat per write: writes are whole buffers (up to 256 KiB) or the timer's
     // flush, so this costs nothing measurable and keeps records out of a channel
     // the program took over.
-    if (!stillOurs()) {
-        failure_ =
-            "the program closed memtool's socket and reused its descriptor; profiling stopped (the "
-            "trace is "
-            "incomplete)";
+    bool gone = false;
+    if (!stillOurs(&gone)) {
+        failure_ = gone ? "the program closed memtool's socket; profiling stopped (the trace is "
+                          "incomplete)"
+                        : "the program closed memtool's socket and reused its descriptor; "
+                          "profiling stopped (the trace is incomplete)";
         // Not ours any more: never shut down or close what the number now names.
         own::letGo(fd_.exchange(-1));
         closed_.store(true);

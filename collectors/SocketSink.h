@@ -47,8 +47,9 @@ public:
     int acquire();
     void release();
     // The descriptor still names the socket this sink connected (the program did
-    // not close it and get the number back for something of its own).
-    bool stillOurs() const;
+    // not close it and get the number back for something of its own). *gone: not
+    // ours because nothing is open at that number.
+    bool stillOurs(bool* gone = nullptr) const;
     // Called once, under the writer's lock, when the sink finds its descriptor
     // taken over: the collector tells `memtool run` why the stream stops.
     void onTakenOver(void (*handler)(const char* why)) { takenOver_ = handler; }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -434,6 +435,23 @@ TEST(Engine, DeactivatesOnceWhenThePeerGoesAway) {
     });
     EXPECT_FALSE(s.engine.active());
     EXPECT_EQ(said, "memtool: lost the connection to `memtool run`; profiling stopped\n");
+}
+
+TEST(Engine, StopsWhenItsDescriptorIsClosedUnderIt) {
+    Stream s;
+    ASSERT_TRUE(s.connect());
+    // The program closes memtool's descriptor by the system call (the preload
+    // library's close would leave it open) and opens nothing in its place (inside
+    // the capture of stderr, whose own descriptors would take the number).
+    std::string said = stderrOf([&] {
+        EXPECT_EQ(syscall(SYS_close, s.fds[0]), 0);
+        s.engine.alloc(core::kDeviceCpu, 0x10, 1);
+        s.engine.flush();
+    });
+    EXPECT_FALSE(s.engine.active());
+    EXPECT_EQ(said,
+              "memtool: the program closed memtool's socket; profiling stopped (the trace is "
+              "incomplete)\n");
 }
 
 TEST(Engine, StopsWhenItsDescriptorIsTakenOver) {
