@@ -92,14 +92,43 @@ std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std:
     return env;
 }
 
+// A second after the program exited, with processes of the run still streaming,
+// the user is told what memtool run waits for (the program's output has ended).
+constexpr double kWaitNoticeS = 1;
+
+// What memtool run still waits for once the program has exited: "1 process still
+// running (pid 7202): waiting for it", up to five pids named.
+std::string stillRunning(const CollectorListener& listener) {
+    std::vector<int64_t> pids;
+    for (const auto& c : listener.connections())
+        if (c->open() && c->isStream()) pids.push_back(c->aggregator().handshake()->pid);
+    std::string named;
+    for (size_t i = 0; i < pids.size() && i < 5; ++i)
+        named += fmt::format("{}{}", i ? ", " : "", pids[i]);
+    if (pids.size() > 5) named += fmt::format(" and {} more", pids.size() - 5);
+    const bool one = pids.size() == 1;
+    return fmt::format("{} process{} still running (pid{} {}): waiting for {}", pids.size(),
+                       one ? "" : "es", one ? "" : "s", named, one ? "it" : "them");
+}
+
 // Runs the loop until the target has exited and every stream has ended (or
 // `waitS` has passed since), the live view (if any) redrawn between waits; a
-// control socket is one more watched descriptor.
+// control socket is one more watched descriptor. Unless `quiet`, a wait past
+// kWaitNoticeS is said on stderr.
 void collectStreams(EventLoop& loop, const CollectorListener& listener, const TargetProcess& target,
-                    LiveView* live, double waitS) {
+                    LiveView* live, double waitS, bool quiet) {
+    bool noticed = quiet || waitS <= kWaitNoticeS;
     for (;;) {
         // A collector may still sit in the listen queue: take it before leaving.
         if (target.exited() && listener.openStreams() == 0 && !listener.connectionWaiting()) return;
+        if (!noticed && target.exited() && target.secondsSinceExit() >= kWaitNoticeS &&
+            !(live && live->showing())) {
+            noticed = true;
+            std::cerr << fmt::format(
+                "memtool: the program exited; {} until {:g} s after the exit (--wait-children "
+                "sets how long)\n",
+                stillRunning(listener), waitS);
+        }
         if (target.exited() && target.secondsSinceExit() >= waitS) {
             // Whatever has arrived is read; a process still streaming gets no more.
             while (loop.waitOnce(0) && target.secondsSinceExit() < waitS + kDrainS) {
@@ -329,7 +358,7 @@ RunResult runCommand(const RunOptions& options) {
     // While the program starts, not before: a collector that connects meanwhile
     // waits in the listen queue.
     listener.removeDeadRuns();
-    collectStreams(loop, listener, target, live.get(), options.waitChildrenS);
+    collectStreams(loop, listener, target, live.get(), options.waitChildrenS, options.quiet);
     target.waitForExit();  // a no-op: the loop only ends after the target
     if (live) live->finish(listener);
 

@@ -281,12 +281,15 @@ namespace {
 // Runs tests/e2e/scripts/daemon.py under `memtool run -q EXTRA...`, then lets its
 // daemon go (it waits on a FIFO); checks that the program ran whole and the
 // daemon was still waiting when memtool run ended, and sets `processes` to the
-// trace's: the program's, then the daemon's. Call it in ASSERT_NO_FATAL_FAILURE.
-void runLeavingADaemon(const std::vector<std::string>& extra, nlohmann::json* processes) {
+// trace's: the program's, then the daemon's. With `err`, memtool run is not -q
+// and its stderr goes there. Call it in ASSERT_NO_FATAL_FAILURE.
+void runLeavingADaemon(const std::vector<std::string>& extra, nlohmann::json* processes,
+                       std::string* err = nullptr) {
     const std::string dir = tempDir();
     const std::string trace = dir + "/t.json", fifo = dir + "/release";
     ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-    std::vector<std::string> args{MEMTOOL_BIN, "run", "-q", "-o", trace};
+    std::vector<std::string> args{MEMTOOL_BIN, "run", "-o", trace};
+    if (!err) args.push_back("-q");
     args.insert(args.end(), extra.begin(), extra.end());
     args.insert(args.end(), {"--", PYTHON_BIN, script("daemon.py"), fifo});
     Outcome o = run(args);
@@ -299,6 +302,7 @@ void runLeavingADaemon(const std::vector<std::string>& extra, nlohmann::json* pr
     }
     ASSERT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out, "program exits\n");
+    if (err) *err = o.err;
     *processes = readJson(trace).at("processes");
     ASSERT_EQ(processes->size(), 2u) << processes->dump(1);
     EXPECT_TRUE(processes->at(0).at("complete").get<bool>()) << processes->at(0).dump(1);
@@ -320,6 +324,23 @@ TEST(RunPython, ADaemonStillRunningTenSecondsAfterTheProgramIsTracedUnfinished) 
               "the process was still running 10 s after the program exited, when memtool run "
               "stopped waiting for it");
     EXPECT_EQ(unfinished.at("devices").at("cpu").at("allocated_bytes"), 4000);
+}
+
+// A second into the wait, memtool run says what it waits for and until when (the
+// program's output has ended: it would seem to hang); -q keeps it quiet.
+TEST(RunPython, AWaitForProcessesLeftRunningIsSaid) {
+    nlohmann::json processes;
+    std::string err;
+    ASSERT_NO_FATAL_FAILURE(runLeavingADaemon({"--wait-children", "2"}, &processes, &err));
+    const std::string daemon = std::to_string(processes.at(1).at("pid").get<int64_t>());
+    EXPECT_NE(err.find("memtool: the program exited; 1 process still running (pid " + daemon +
+                       "): waiting for it until 2 s after the exit (--wait-children sets how "
+                       "long)\n"),
+              std::string::npos)
+        << err;
+    // A wait of a second or less says nothing.
+    ASSERT_NO_FATAL_FAILURE(runLeavingADaemon({"--wait-children", "1"}, &processes, &err));
+    EXPECT_EQ(err.find("the program exited;"), std::string::npos) << err;
 }
 
 // --wait-children 0: memtool run waits for no process the program left running;
