@@ -75,19 +75,19 @@ int closeAroundOwn(unsigned first, unsigned last, CloseRange closeRange, CloseTa
     const size_t n = own::ownedIn(first, last, own);
     if (n == 0) return closeTail(first);  // none of them in it: the call as made
     int rc = 0, error = 0;
-    unsigned from = first;
-    for (size_t i = 0; i < n; ++i) {
-        const unsigned fd = static_cast<unsigned>(own[i]);
-        if (fd > from && closeRange(from, fd - 1) != 0 && rc == 0) {
+    auto keepFirstFailure = [&](int result) {
+        if (result != 0 && rc == 0) {
             rc = -1;
             error = errno;
         }
+    };
+    unsigned from = first;
+    for (size_t i = 0; i < n; ++i) {
+        const unsigned fd = static_cast<unsigned>(own[i]);
+        if (fd > from) keepFirstFailure(closeRange(from, fd - 1));
         if (fd + 1 > from) from = fd + 1;
     }
-    if (from <= last && closeTail(from) != 0 && rc == 0) {
-        rc = -1;
-        error = errno;
-    }
+    if (from <= last) keepFirstFailure(closeTail(from));
     if (rc != 0) errno = error;
     return rc;
 }

@@ -334,11 +334,11 @@ TEST(Processes, AProgramThatClosesEveryDescriptorIsProfiledOn) {
     Profiled p = profile({PYTHON_BIN, script("close_all_fds.py")});
     ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
     // The directory listing's own descriptor is gone by the time it is closed.
-    EXPECT_EQ(p.outcome.out, "still works refused 1\n");
+    EXPECT_EQ(p.outcome.out, "still works refused 1 bad range -1 True\n");
     expectWhole(p.process());
     EXPECT_EQ(p.process().at("warnings"), json::array()) << p.process().at("warnings");
     for (const auto& [line, bytes] : std::vector<std::pair<int, int>>{
-             {10, 1000000}, {12, 2000000}, {14, 3000000}, {22, 4000000}})
+             {11, 1000000}, {13, 2000000}, {15, 3000000}, {23, 4000000}})
         EXPECT_EQ(hotspotWithSite(p.process(), "close_all_fds.py:" + std::to_string(line))
                       .at("allocated_bytes"),
                   bytes)

@@ -2,6 +2,7 @@
 # os.closerange, then os.close on each one /proc/self/fd lists), allocating
 # between them, and then uses descriptors of its own.
 import ctypes
+import errno
 import os
 
 import torch
@@ -22,4 +23,6 @@ for name in os.listdir("/proc/self/fd"):
 d = torch.empty(4_000_000, dtype=torch.uint8)
 r, w = os.pipe()
 os.write(w, b"still works")
-print(os.read(r, 100).decode(), "refused", refused, flush=True)
+bad = libc.close_range(10, 5, 0)  # first past last: refused as the C library does
+einval = ctypes.get_errno() == errno.EINVAL
+print(os.read(r, 100).decode(), "refused", refused, "bad range", bad, einval, flush=True)
