@@ -19,7 +19,7 @@ CudaPlan planCuda(const std::string& mode, const std::string& collectorPath, boo
     std::error_code ignored;
     const bool slotTaken =
         theirs && *theirs &&
-        !(!injection.empty() && std::filesystem::equivalent(theirs, injection, ignored));
+        (injection.empty() || !std::filesystem::equivalent(theirs, injection, ignored));
     if (mode == "cupti") {
         if (injection.empty())
             throw core::Error(core::kExitBadInput,

@@ -10,12 +10,18 @@ namespace memtool::collectors {
 
 namespace {
 
+// The first NAME=value entry of `env` whose NAME is `name` (`nameBytes` long), or null.
+const char* entryNamed(char* const* env, const char* name, size_t nameBytes) {
+    for (; env && *env; ++env)
+        if (std::strncmp(*env, name, nameBytes) == 0 && (*env)[nameBytes] == '=') return *env;
+    return nullptr;
+}
+
 // The value of `name` in `env`, or null.
 const char* valueIn(char* const* env, const char* name) {
     const size_t n = std::strlen(name);
-    for (; env && *env; ++env)
-        if (std::strncmp(*env, name, n) == 0 && (*env)[n] == '=') return *env + n + 1;
-    return nullptr;
+    const char* entry = entryNamed(env, name, n);
+    return entry ? entry + n + 1 : nullptr;
 }
 
 // `list` (entries split by any of `separators`) holds `entry`.
@@ -94,9 +100,7 @@ void ChildEnvironment::capture(char* const* env, const char* collectorPath) {
 }
 
 const char* ChildEnvironment::find(char* const* envp, const Variable& v) {
-    for (; envp && *envp; ++envp)
-        if (std::strncmp(*envp, v.whole, v.nameBytes) == 0) return *envp;
-    return nullptr;
+    return entryNamed(envp, v.whole, v.nameBytes - 1);  // v.whole begins NAME=
 }
 
 size_t ChildEnvironment::listBytes(const char* theirs, const Variable& v) {

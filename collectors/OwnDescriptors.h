@@ -10,6 +10,8 @@
 // Lock-free, allocation-free: the hooks run in vfork children, which share this
 // memory with their parent, and only read it.
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstddef>
 
@@ -35,6 +37,13 @@ inline void letGo(int fd) {
         int held = fd + 1;
         if (slot.compare_exchange_strong(held, 0)) return;
     }
+}
+
+// The collector closes `fd`, its own: let go of, then closed (no-op for -1).
+inline void release(int fd) {
+    if (fd < 0) return;
+    letGo(fd);
+    ::close(fd);
 }
 
 inline bool owned(int fd) {

@@ -22,8 +22,7 @@ inline void ordered() { std::atomic_signal_fence(std::memory_order_seq_cst); }
 
 RecordWriter::~RecordWriter() {
     if (buf_ != buffer_) munmap(mapping(), kSharedBytes);
-    own::letGo(tailFd_);
-    if (tailFd_ >= 0) ::close(tailFd_);
+    own::release(tailFd_);
 }
 
 bool RecordWriter::makeShared() {
@@ -87,8 +86,7 @@ void RecordWriter::leaveParentsBuffer() {
         buf_ = buffer_;  // the mapping stays the parent's: never write to it again
     }
     tail_ = nullptr;
-    own::letGo(tailFd_);
-    ::close(tailFd_);
+    own::release(tailFd_);
     tailFd_ = -1;
 }
 

@@ -163,10 +163,6 @@ void SocketSink::release() {
     if (readers_.fetch_sub(1) == 1 && closed_.load()) releaseDescriptor();
 }
 
-void SocketSink::releaseDescriptor() {
-    int fd = fd_.exchange(-1);
-    own::letGo(fd);
-    if (fd >= 0) ::close(fd);
-}
+void SocketSink::releaseDescriptor() { own::release(fd_.exchange(-1)); }
 
 }  // namespace memtool::collectors

@@ -183,8 +183,7 @@ bool DiskBackup::readChunks(uint64_t offset, char* data, uint64_t bytes, uint64_
 }
 
 void DiskBackup::discard() {
-    own::letGo(fd_);
-    if (fd_ >= 0) ::close(fd_);  // the file was unlinked when it was made
+    own::release(fd_);  // the file was unlinked when it was made
     fd_ = -1;
     path_[0] = '\0';
 }
