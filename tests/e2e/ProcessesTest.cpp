@@ -345,6 +345,34 @@ TEST(Processes, AProgramThatClosesEveryDescriptorIsProfiledOn) {
             << line;
 }
 
+// The program's descriptor table below memtool's own is what it is bare: nothing
+// of the collector's (libunwind's pipe included) takes a low number, so a
+// program's first open() gets the number it gets bare, and one started with its
+// stdout closed finds fd 1 closed, not taken by memtool.
+TEST(Processes, AProgramFindsTheDescriptorNumbersItFindsBare) {
+    const std::string dir = tempDir();
+    for (const char* redirect : {"", ">&-"}) {
+        const std::vector<std::string> shell = {"/bin/sh", "-c",
+                                                std::string("exec \"$@\" ") + redirect, "sh"};
+        std::vector<std::string> bare = shell, profiled = shell;
+        for (const std::string& word : {PYTHON_BIN, script("descriptor_numbers.py")})
+            bare.push_back(word);
+        for (const std::string& word :
+             {std::string(MEMTOOL_BIN), std::string("run"), std::string("-q"), std::string("-o"),
+              dir + "/trace.json", std::string("--"), std::string(PYTHON_BIN),
+              script("descriptor_numbers.py")})
+            profiled.push_back(word);
+        const Outcome alone = run(bare), under = run(profiled);
+        ASSERT_EQ(alone.exitCode, 0) << alone.err;
+        ASSERT_EQ(under.exitCode, 0) << under.err;
+        EXPECT_EQ(under.err, alone.err) << "redirect: " << redirect;
+        EXPECT_EQ(alone.err.substr(alone.err.size() - 8), " 250000\n") << alone.err;
+        EXPECT_EQ(deviceFigure(readJson(dir + "/trace.json").at("processes").at(0), "cpu",
+                               "allocated_bytes"),
+                  1000000u);
+    }
+}
+
 // Two fork children that reach memtool in either order, run after run: the trace
 // lists them in order of birth (pid), so that diff pairs each with its own
 // counterpart and finds nothing grew.
