@@ -23,6 +23,7 @@
 #include "cli/Launcher.h"
 #include "cli/LiveView.h"
 #include "cli/OutputPattern.h"
+#include "cli/PreloadReach.h"
 #include "cli/SignalRouter.h"
 #include "cli/TargetProcess.h"
 #include "core/Error.h"
@@ -155,7 +156,12 @@ std::string unwaitedReason(double waitS) {
         waitS);
 }
 
-// processes[0] when no collector of the target connected: it loaded no tracked allocator.
+constexpr const char* kNoTrackedAllocator =
+    "the program loaded no allocator memtool tracks (no libc10 CPU allocator)";
+
+// processes[0] when no collector of the target connected: it loaded no tracked
+// allocator, or the collector could not load into it (PreloadReach.h), which its
+// warning says instead.
 core::ProcessTrace untrackedTarget(const TargetProcess& target, const RunOptions& options) {
     const ProcessOutcome outcome = target.outcome();
     core::ProcessTrace p;
@@ -170,8 +176,10 @@ core::ProcessTrace untrackedTarget(const TargetProcess& target, const RunOptions
     p.complete = true;
     p.tracked = false;
     p.stream.verified = true;
-    p.warnings.push_back(
-        "the program loaded no allocator memtool tracks (no libc10 CPU allocator)");
+    const char* path = getenv("PATH");
+    const std::string unreachable =
+        preloadUnreachable(options.command.at(0), path ? path : "/usr/local/bin:/usr/bin:/bin");
+    p.warnings.push_back(unreachable.empty() ? kNoTrackedAllocator : unreachable);
     return p;
 }
 
@@ -423,7 +431,10 @@ std::string runSummary(const core::Trace& trace, const std::vector<std::string>&
     std::string summary =
         fmt::format("memtool: wrote {} ({} process{}{}{})\n", written, trace.processes.size(),
                     trace.processes.size() == 1 ? "" : "es", peaks, incomplete);
-    if (!tracked)
+    // Untracked, the program is the trace's one process, its first warning why.
+    if (!tracked && !p.warnings.empty() && p.warnings.front() != kNoTrackedAllocator)
+        summary += "memtool: nothing was measured: " + p.warnings.front() + "\n";
+    else if (!tracked)
         summary +=
             "memtool: nothing was measured: the program loaded no allocator memtool "
             "tracks (PyTorch's libc10, CUDA); does it import torch, under a python that "

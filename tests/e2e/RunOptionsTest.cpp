@@ -111,3 +111,20 @@ TEST(RunOptions, AProgramThatLoadedNoTrackedAllocatorSaysSo) {
                   "(PyTorch's libc10, CUDA); does it import torch, under a python that has it?\n");
     EXPECT_FALSE(readJson(trace).at("processes").at(0).at("tracked").get<bool>());
 }
+
+// A program LD_PRELOAD cannot reach (statically linked) runs as it does bare, and
+// the run says why nothing was measured.
+TEST(RunOptions, AProgramTheCollectorCannotLoadIntoSaysWhy) {
+    const std::string trace = tempDir() + "/trace.json";
+    Outcome o = run({MEMTOOL_BIN, "run", "-o", trace, "--", STATIC_PROGRAM_BIN, "7"});
+    EXPECT_EQ(o.exitCode, 7);
+    const std::string why = std::string(STATIC_PROGRAM_BIN) +
+                            " is statically linked: memtool's collector (LD_PRELOAD) cannot load "
+                            "into it; link it dynamically against LibTorch";
+    EXPECT_EQ(o.err, "memtool: wrote " + trace +
+                         " (1 process)\nmemtool: nothing was measured: " + why + "\n");
+    const nlohmann::json p = readJson(trace).at("processes").at(0);
+    EXPECT_FALSE(p.at("tracked").get<bool>());
+    EXPECT_EQ(p.at("exit_code"), 7);
+    EXPECT_EQ(p.at("warnings"), nlohmann::json::array({why}));
+}
