@@ -156,9 +156,6 @@ std::string unwaitedReason(double waitS) {
         waitS);
 }
 
-constexpr const char* kNoTrackedAllocator =
-    "the program loaded no allocator memtool tracks (no libc10 CPU allocator)";
-
 // processes[0] when no collector of the target connected: it loaded no tracked
 // allocator, or the collector could not load into it (PreloadReach.h), which its
 // warning says instead.
@@ -179,7 +176,7 @@ core::ProcessTrace untrackedTarget(const TargetProcess& target, const RunOptions
     const char* path = getenv("PATH");
     const std::string unreachable =
         preloadUnreachable(options.command.at(0), path ? path : "/usr/local/bin:/usr/bin:/bin");
-    p.warnings.push_back(unreachable.empty() ? kNoTrackedAllocator : unreachable);
+    p.warnings.push_back(unreachable.empty() ? core::kNoTrackedAllocatorWarning : unreachable);
     return p;
 }
 
@@ -431,9 +428,9 @@ std::string runSummary(const core::Trace& trace, const std::vector<std::string>&
     std::string summary =
         fmt::format("memtool: wrote {} ({} process{}{}{})\n", written, trace.processes.size(),
                     trace.processes.size() == 1 ? "" : "es", peaks, incomplete);
-    // Untracked, the program is the trace's one process, its first warning why.
-    if (!tracked && !p.warnings.empty() && p.warnings.front() != kNoTrackedAllocator)
-        summary += "memtool: nothing was measured: " + p.warnings.front() + "\n";
+    // Untracked, the program is the trace's one process.
+    if (const std::string why = core::collectorUnloadable(p); !why.empty())
+        summary += "memtool: nothing was measured: " + why + "\n";
     else if (!tracked)
         summary +=
             "memtool: nothing was measured: the program loaded no allocator memtool "

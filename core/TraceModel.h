@@ -233,6 +233,19 @@ struct ProcessTrace {
     std::vector<std::string> warnings;
 };
 
+// The first warning of an untracked process: that it loaded no allocator memtool
+// tracks, or instead why memtool's collector could not load into it at all (a
+// statically linked or setuid program, cli/PreloadReach.h).
+inline constexpr const char* kNoTrackedAllocatorWarning =
+    "the program loaded no allocator memtool tracks (no libc10 CPU allocator)";
+// That reason for an untracked process whose collector could not load; empty
+// for any other.
+inline std::string collectorUnloadable(const ProcessTrace& p) {
+    if (p.tracked || p.warnings.empty() || p.warnings.front() == kNoTrackedAllocatorWarning)
+        return {};
+    return p.warnings.front();
+}
+
 struct Trace {
     std::string schema = kTraceSchema;
     std::string memtoolVersion;

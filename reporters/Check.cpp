@@ -207,7 +207,12 @@ bool measuredCheck(const core::Trace& trace, const std::vector<const core::Proce
     r.kind = "measured";
     r.name = "memory was measured";
     r.passed = options.allowEmpty;
-    if (tracked == 0)
+    const std::string unloadable = tracked == 0 && !trace.processes.empty()
+                                       ? core::collectorUnloadable(trace.processes.front())
+                                       : "";
+    if (!unloadable.empty())
+        r.message = "nothing was measured: " + unloadable;
+    else if (tracked == 0)
         r.message =
             "nothing was measured: no process loaded an allocator memtool tracks (PyTorch's "
             "libc10, CUDA); did the program import torch, under the python that has it?";

@@ -51,6 +51,8 @@ std::string exitText(const core::ProcessTrace& p) {
 }
 
 std::string noAllocationsText(const core::ProcessTrace& p) {
+    if (const std::string why = core::collectorUnloadable(p); !why.empty())
+        return "No tracked allocations: " + why + ".";
     if (!p.tracked)
         return "No tracked allocations (the program loaded no allocator memtool tracks).";
     return "No tracked allocations (memtool tracked the program's allocator, and nothing was "

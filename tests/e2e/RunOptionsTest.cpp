@@ -127,4 +127,13 @@ TEST(RunOptions, AProgramTheCollectorCannotLoadIntoSaysWhy) {
     EXPECT_FALSE(p.at("tracked").get<bool>());
     EXPECT_EQ(p.at("exit_code"), 7);
     EXPECT_EQ(p.at("warnings"), nlohmann::json::array({why}));
+    // The report and a CI check say it too.
+    Outcome report = run({MEMTOOL_BIN, "report", trace});
+    ASSERT_EQ(report.exitCode, 0) << report.err;
+    EXPECT_NE(report.out.find("\nNo tracked allocations: " + why + ".\n"), std::string::npos)
+        << report.out;
+    Outcome check = run({MEMTOOL_BIN, "check", trace, "--max-peak", "cpu=1MiB"});
+    EXPECT_EQ(check.exitCode, 1);
+    EXPECT_EQ(check.out,
+              "FAIL  nothing was measured: " + why + "\nmemtool check: 1 check, 1 failed\n");
 }
