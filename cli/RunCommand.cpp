@@ -13,6 +13,7 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "cli/CollectorListener.h"
 #include "cli/CollectorLocator.h"
@@ -100,9 +101,12 @@ constexpr double kWaitNoticeS = 1;
 // What memtool run still waits for once the program has exited: "1 process still
 // running (pid 7202): waiting for it", up to five pids named.
 std::string stillRunning(const CollectorListener& listener) {
-    std::vector<int64_t> pids;
+    // Those streaming, and those left to memtool that have not connected (yet).
+    std::set<int64_t> streaming;
     for (const auto& c : listener.connections())
-        if (c->open() && c->isStream()) pids.push_back(c->aggregator().handshake()->pid);
+        if (c->open() && c->isStream()) streaming.insert(c->aggregator().handshake()->pid);
+    for (const auto& [pid, name] : childrenOf(getpid())) streaming.insert(pid);
+    const std::vector<int64_t> pids(streaming.begin(), streaming.end());
     std::string named;
     for (size_t i = 0; i < pids.size() && i < 5; ++i)
         named += fmt::format("{}{}", i ? ", " : "", pids[i]);
@@ -121,7 +125,11 @@ void collectStreams(EventLoop& loop, const CollectorListener& listener, const Ta
     bool noticed = quiet || waitS <= kWaitNoticeS;
     for (;;) {
         // A collector may still sit in the listen queue: take it before leaving.
-        if (target.exited() && listener.openStreams() == 0 && !listener.connectionWaiting()) return;
+        // A descendant left running may connect yet (importing torch when its parent
+        // exited) or be about to exit: it is waited for as a stream is.
+        if (target.exited() && listener.openStreams() == 0 && !listener.connectionWaiting() &&
+            !target.childrenLeft())
+            return;
         if (!noticed && target.exited() && target.secondsSinceExit() >= kWaitNoticeS &&
             !(live && live->showing())) {
             noticed = true;
@@ -258,6 +266,12 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
     for (const auto& c : listener.connections())
         if (!c->aggregator().handshake() && !c->error().empty())
             warnings.push_back("a collector's stream broke before its handshake: " + c->error());
+    for (const auto& [pid, name] : childrenOf(getpid()))
+        if (!lastOfPid.count(pid))
+            warnings.push_back(fmt::format(
+                "pid {} ({}) was still running when memtool run stopped waiting and had not "
+                "connected: it is not in the trace",
+                pid, name));
     for (const auto& c : listener.connections()) {
         if (c.get() == launched || !c->isStream()) continue;
         const int64_t pid = c->aggregator().handshake()->pid;

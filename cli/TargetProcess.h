@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "cli/TraceBuilder.h"
 
@@ -17,6 +19,9 @@ namespace memtool::cli {
 
 // User + system seconds of a getrusage/wait4 record.
 double cpuSecondsOf(const rusage& usage);
+
+// The processes whose parent is `parent`, by pid, with their names (from /proc).
+std::map<pid_t, std::string> childrenOf(pid_t parent);
 
 class TargetProcess {
 public:
@@ -36,6 +41,11 @@ public:
     void waitForExit();
     // Sends `signal` to it while it runs.
     void forward(int signal);
+
+    // Whether memtool still has a child, living or not yet reaped: once the target
+    // is reaped, a descendant it left behind (adopted by memtool) that may yet
+    // connect or end its stream.
+    bool childrenLeft() const;
 
     double secondsSinceExit() const;
     // How a descendant memtool reaped (its parent had exited) ended: exit code or

@@ -345,6 +345,22 @@ TEST(Processes, AProgramThatClosesEveryDescriptorIsProfiledOn) {
             << line;
 }
 
+// A child the program left running, which connects only after the program
+// exited (it was still importing torch): memtool run waits for it as for a
+// stream, takes it whole and, having adopted it, knows its exit code.
+TEST(Processes, AChildThatConnectsAfterTheProgramExitedIsWaitedFor) {
+    Profiled p = profile({PYTHON_BIN, script("late_child.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.outcome.out, "parent done\n");
+    const json& all = p.trace.at("processes");
+    ASSERT_EQ(all.size(), 2u) << all.dump(1);
+    EXPECT_EQ(deviceFigure(all.at(0), "cpu", "allocated_bytes"), 2000000u);
+    EXPECT_EQ(deviceFigure(all.at(1), "cpu", "allocated_bytes"), 1000000u);
+    expectWhole(all.at(1));
+    EXPECT_EQ(all.at(1).at("exit_code"), 3);
+    EXPECT_EQ(all.at(0).at("warnings"), json::array()) << all.at(0).at("warnings");
+}
+
 // The program's descriptor table below memtool's own is what it is bare: nothing
 // of the collector's (libunwind's pipe included) takes a low number, so a
 // program's first open() gets the number it gets bare, and one started with its
