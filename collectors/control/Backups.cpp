@@ -188,10 +188,11 @@ void DiskBackup::discard() {
     path_[0] = '\0';
 }
 
-bool HostBackup::open(MemoryBackend& backend, uint64_t bytes, Failure& why) {
+bool HostBackup::open(MemoryBackend& backend, uint8_t device, uint64_t bytes, Failure& why) {
     discard();
     backend_ = &backend;
-    memory_ = backend.allocateHost(bytes, why);
+    device_ = device;
+    memory_ = backend.allocateHost(device, bytes, why);
     bytes_ = bytes;
     return memory_ != nullptr;
 }
@@ -207,7 +208,7 @@ bool HostBackup::read(uint64_t offset, void* data, uint64_t bytes, Failure&) {
 }
 
 void HostBackup::discard() {
-    if (memory_ && backend_) backend_->freeHost(memory_, bytes_);
+    if (memory_ && backend_) backend_->freeHost(device_, memory_, bytes_);
     memory_ = nullptr;
     bytes_ = 0;
 }

@@ -58,7 +58,7 @@ public:
     HostBackup& operator=(const HostBackup&) = delete;
     ~HostBackup() override { discard(); }
 
-    bool open(MemoryBackend& backend, uint64_t bytes, Failure& why);
+    bool open(MemoryBackend& backend, uint8_t device, uint64_t bytes, Failure& why);
     void* directView(uint64_t offset, uint64_t) override {
         return static_cast<char*>(memory_) + offset;
     }
@@ -68,6 +68,7 @@ public:
 
 private:
     MemoryBackend* backend_ = nullptr;
+    uint8_t device_ = 0;
     void* memory_ = nullptr;
     uint64_t bytes_ = 0;
 };

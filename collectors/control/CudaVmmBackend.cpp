@@ -274,7 +274,8 @@ bool CudaVmmBackend::staging(Failure& why) {
     for (void*& buffer : staging_) {
         if (buffer) continue;
         OwnDeviceCalls ours;
-        if (!check(api_->cuMemHostAlloc_(&buffer, kChunkBytes, 0), "cuMemHostAlloc (staging)", why))
+        if (!check(api_->cuMemHostAlloc_(&buffer, kChunkBytes, CU_MEMHOSTALLOC_PORTABLE),
+                   "cuMemHostAlloc (staging)", why))
             return false;
     }
     return true;
@@ -336,7 +337,7 @@ bool CudaVmmBackend::copyIn(uint8_t device, uint64_t address, uint64_t bytes, Ba
     return check(api_->cuStreamSynchronize_(cs), "cuStreamSynchronize", why);
 }
 
-void* CudaVmmBackend::allocateHost(uint64_t bytes, Failure& why) {
+void* CudaVmmBackend::allocateHost(uint8_t device, uint64_t bytes, Failure& why) {
     if (!api_) {
         why.set("the CUDA driver is not loaded");
         return nullptr;
@@ -355,9 +356,15 @@ void* CudaVmmBackend::allocateHost(uint64_t bytes, Failure& why) {
             return p;
         }
     }
+    // The driver allocates pinned memory in the calling thread's context, which
+    // the control thread (memtool ctl's pauses, a yield) has none of: the device's.
+    // Portable, it stays pinned for a region of another device that reuses it.
+    DeviceScope scope(*this, core::cudaOrdinal(device), why);
+    if (!scope.ok()) return nullptr;
     void* p = nullptr;
     OwnDeviceCalls ours;
-    if (!check(api_->cuMemHostAlloc_(&p, bytes, 0), "cuMemHostAlloc (host backup)", why))
+    if (!check(api_->cuMemHostAlloc_(&p, bytes, CU_MEMHOSTALLOC_PORTABLE),
+               "cuMemHostAlloc (host backup)", why))
         return nullptr;
     return p;
 }
@@ -372,7 +379,7 @@ bool CudaVmmBackend::deviceMemory(uint8_t device, uint64_t* free, uint64_t* tota
     return true;
 }
 
-void CudaVmmBackend::freeHost(void* p, uint64_t bytes) {
+void CudaVmmBackend::freeHost(uint8_t device, void* p, uint64_t bytes) {
     if (!p) return;
     {
         LockGuard lock(mu_);
@@ -382,8 +389,10 @@ void CudaVmmBackend::freeHost(void* p, uint64_t bytes) {
             return;
         }
     }
+    Failure why;
+    DeviceScope scope(*this, core::cudaOrdinal(device), why);
     OwnDeviceCalls ours;
-    api_->cuMemFreeHost_(p);
+    if (scope.ok()) api_->cuMemFreeHost_(p);
 }
 
 }  // namespace memtool::collectors::control

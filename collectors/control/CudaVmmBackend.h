@@ -49,8 +49,8 @@ public:
     bool copyIn(uint8_t device, uint64_t address, uint64_t bytes, Backup& from, uint64_t offset,
                 Failure& why) override;
 
-    void* allocateHost(uint64_t bytes, Failure& why) override;
-    void freeHost(void* p, uint64_t bytes) override;
+    void* allocateHost(uint8_t device, uint64_t bytes, Failure& why) override;
+    void freeHost(uint8_t device, void* p, uint64_t bytes) override;
     bool deviceMemory(uint8_t device, uint64_t* free, uint64_t* total) override;
 
     struct Api;  // the driver's functions (CudaVmmBackend.cpp)

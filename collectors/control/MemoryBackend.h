@@ -65,13 +65,13 @@ public:
     virtual bool copyIn(uint8_t device, uint64_t address, uint64_t bytes, Backup& from,
                         uint64_t offset, Failure& why) = 0;
 
-    // Host memory for BackupKind::Host (pinned, for fast device copies); null
-    // where the backend has none.
-    virtual void* allocateHost(uint64_t bytes, Failure& why) {
+    // Host memory for BackupKind::Host of `device`'s memory (pinned, for fast
+    // device copies); null where the backend has none.
+    virtual void* allocateHost(uint8_t device, uint64_t bytes, Failure& why) {
         why.set("this memory cannot be backed up to host memory");
         return nullptr;
     }
-    virtual void freeHost(void* p, uint64_t bytes) {}
+    virtual void freeHost(uint8_t device, void* p, uint64_t bytes) {}
 
     // The device's free and total memory (all of its users'), where the backend
     // can tell; false otherwise.

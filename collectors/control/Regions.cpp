@@ -569,7 +569,7 @@ int Regions::openBackupLocked(int region, core::BackupKind kind, uint64_t bytes,
         opened = b.disk.open(backupDirectory_[0] ? backupDirectory_ : "/tmp", name, bytes, why);
     } else if (kind == core::BackupKind::Host) {
         MemoryBackend* backend = backendFor(r.device);
-        opened = backend && b.host.open(*backend, bytes, why);
+        opened = backend && b.host.open(*backend, r.device, bytes, why);
     }
     if (!opened) return -1;
     b.used = true;

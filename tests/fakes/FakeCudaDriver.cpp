@@ -9,6 +9,8 @@
 //   cuMemUnmap           the range back to PROT_NONE (addresses kept)
 //   cuMemRelease         the memfd closed: no longer used
 //   copies               memcpy; streams and contexts are tokens
+//   cuMemHostAlloc       host memory; like the driver, only with a context current
+//                        on the calling thread (pushed and not yet popped)
 //
 // Test controls: fake_cuda_used_bytes() is the device memory held (what NVML or
 // cudaMemGetInfo would say); FAKE_CUDA_CAPACITY caps it (cuMemCreate then fails
@@ -39,6 +41,7 @@ std::atomic<size_t> capacity{0};  // 0: unlimited
 CUmemGenericAllocationHandle nextHandle = 1;
 int contextToken = 0;
 int streamToken = 0;
+thread_local int contextsPushed = 0;  // this thread's context stack
 
 std::unordered_map<void*, size_t>& hostBlocks() {
     static std::unordered_map<void*, size_t> blocks;
@@ -79,8 +82,13 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice) {
     return CUDA_SUCCESS;
 }
 
-CUresult cuCtxPushCurrent_v2(CUcontext) { return CUDA_SUCCESS; }
+CUresult cuCtxPushCurrent_v2(CUcontext) {
+    ++contextsPushed;
+    return CUDA_SUCCESS;
+}
 CUresult cuCtxPopCurrent_v2(CUcontext* ctx) {
+    if (contextsPushed == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    --contextsPushed;
     if (ctx) *ctx = reinterpret_cast<CUcontext>(&contextToken);
     return CUDA_SUCCESS;
 }
@@ -187,6 +195,7 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, CU
 }
 
 CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned int) {
+    if (contextsPushed == 0) return CUDA_ERROR_INVALID_CONTEXT;
     *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (*p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
     std::lock_guard<std::mutex> lock(mu);
@@ -195,6 +204,7 @@ CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned int) {
 }
 
 CUresult cuMemFreeHost(void* p) {
+    if (contextsPushed == 0) return CUDA_ERROR_INVALID_CONTEXT;
     std::lock_guard<std::mutex> lock(mu);
     auto it = hostBlocks().find(p);
     if (it == hostBlocks().end()) return CUDA_ERROR_INVALID_VALUE;
