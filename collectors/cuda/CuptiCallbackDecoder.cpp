@@ -8,21 +8,28 @@ const P& params(const CUpti_CallbackData& cb) {
     return *static_cast<const P*>(cb.functionParams);
 }
 
+// Whether the driver wrote through the output pointer `out`: at the exit site of
+// a call that succeeded. A failed call leaves it unwritten, and it may be null
+// (CUDA_ERROR_INVALID_VALUE): it is not read then.
+template <typename T>
+bool wrote(const DriverCall& call, const T* out) {
+    return call.exit && call.result == CUDA_SUCCESS && out != nullptr;
+}
+
 // Fills `call` from the callback's parameters; false for a callback id not handled here.
 bool describe(CUpti_CallbackId id, const CUpti_CallbackData& cb, DriverCall& call) {
-    const bool exit = call.exit;
     switch (id) {
         case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
             const auto& p = params<cuMemAlloc_v2_params>(cb);
             call.api = DriverApi::MemAlloc;
             call.size = p.bytesize;
-            if (exit) call.pointer = *p.dptr;
+            if (wrote(call, p.dptr)) call.pointer = *p.dptr;
             return true;
         }
         case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
             const auto& p = params<cuMemAllocPitch_v2_params>(cb);
             call.api = DriverApi::MemAllocPitch;
-            if (exit) {
+            if (wrote(call, p.dptr) && wrote(call, p.pPitch)) {
                 call.pointer = *p.dptr;
                 call.size = static_cast<uint64_t>(*p.pPitch) * p.Height;
             }
@@ -32,7 +39,7 @@ bool describe(CUpti_CallbackId id, const CUpti_CallbackData& cb, DriverCall& cal
             const auto& p = params<cuMemAllocManaged_params>(cb);
             call.api = DriverApi::MemAllocManaged;
             call.size = p.bytesize;
-            if (exit) call.pointer = *p.dptr;
+            if (wrote(call, p.dptr)) call.pointer = *p.dptr;
             return true;
         }
         case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
@@ -41,7 +48,7 @@ bool describe(CUpti_CallbackId id, const CUpti_CallbackData& cb, DriverCall& cal
             const auto& p = params<cuMemAllocAsync_params>(cb);
             call.api = DriverApi::MemAllocAsync;
             call.size = p.bytesize;
-            if (exit) call.pointer = *p.dptr;
+            if (wrote(call, p.dptr)) call.pointer = *p.dptr;
             return true;
         }
         case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
@@ -49,21 +56,21 @@ bool describe(CUpti_CallbackId id, const CUpti_CallbackData& cb, DriverCall& cal
             const auto& p = params<cuMemAllocFromPoolAsync_params>(cb);
             call.api = DriverApi::MemAllocFromPoolAsync;
             call.size = p.bytesize;
-            if (exit) call.pointer = *p.dptr;
+            if (wrote(call, p.dptr)) call.pointer = *p.dptr;
             return true;
         }
         case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc: {
             const auto& p = params<cuMemHostAlloc_params>(cb);
             call.api = DriverApi::MemHostAlloc;
             call.size = p.bytesize;
-            if (exit) call.pointer = reinterpret_cast<uint64_t>(*p.pp);
+            if (wrote(call, p.pp)) call.pointer = reinterpret_cast<uint64_t>(*p.pp);
             return true;
         }
         case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2: {
             const auto& p = params<cuMemAllocHost_v2_params>(cb);
             call.api = DriverApi::MemAllocHost;
             call.size = p.bytesize;
-            if (exit) call.pointer = reinterpret_cast<uint64_t>(*p.pp);
+            if (wrote(call, p.pp)) call.pointer = reinterpret_cast<uint64_t>(*p.pp);
             return true;
         }
         case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
@@ -72,7 +79,11 @@ bool describe(CUpti_CallbackId id, const CUpti_CallbackData& cb, DriverCall& cal
             call.size = p.size;
             if (p.prop && p.prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
                 call.device = p.prop->location.id;
-            if (exit) call.handle = *p.handle;
+            // Host memory made through the VMM API (NCCL's cuMem host buffers).
+            call.host = p.prop && (p.prop->location.type == CU_MEM_LOCATION_TYPE_HOST ||
+                                   p.prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+                                   p.prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT);
+            if (wrote(call, p.handle)) call.handle = *p.handle;
             return true;
         }
         case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:

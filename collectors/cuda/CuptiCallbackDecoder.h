@@ -32,9 +32,10 @@ inline constexpr CUpti_CallbackId kDecodedDriverCallbacks[] = {
 };
 
 // `contextDevice`: the ordinal of the callback context's device (-1: unknown), which
-// the call counts on unless it names a device itself (cuMemCreate's location). Output
-// pointers and the return value are read only at the exit site, where the driver has
-// written them. Empty for a callback id not in kDecodedDriverCallbacks.
+// the call counts on unless it names a device itself (cuMemCreate's location). The
+// return value is read at the exit site, and output pointers there only when the
+// call succeeded: a failed call need not have written them, nor have been given any. Empty for a
+// callback id not in kDecodedDriverCallbacks.
 std::optional<DriverCall> decodeDriverCallback(CUpti_CallbackId id, const CUpti_CallbackData& cb,
                                                int contextDevice);
 

@@ -25,13 +25,14 @@ void translateDriverCall(const DriverCall& c, AllocationSink& sink) {
             else if (c.exit && c.result == kCudaErrorOutOfMemory)
                 sink.oom(core::kDevicePinnedHost, c.size, false, 0);
             break;
-        case DriverApi::MemCreate:
+        case DriverApi::MemCreate: {
+            const uint8_t device =
+                c.host ? core::kDevicePinnedHost : core::cudaDeviceOrFirst(c.device);
             if (c.exit && c.result == 0 && c.handle != 0)
-                sink.alloc(core::cudaDeviceOrFirst(c.device), c.handle | core::kKeyVmmHandle,
-                           c.size);
+                sink.alloc(device, c.handle | core::kKeyVmmHandle, c.size);
             else if (c.exit && c.result == kCudaErrorOutOfMemory)
-                sink.oom(core::cudaDeviceOrFirst(c.device), c.size, false, 0);
-            break;
+                sink.oom(device, c.size, false, 0);
+        } break;
         case DriverApi::MemFree:
         case DriverApi::MemFreeAsync:
         case DriverApi::MemFreeHost:

@@ -7,8 +7,10 @@
 //   cuMemAlloc, cuMemAllocPitch (pitch x height), cuMemAllocManaged,
 //   cuMemAllocAsync, cuMemAllocFromPoolAsync -> cuda:N of the call's context
 //   cuMemHostAlloc, cuMemAllocHost           -> the "pinned" row
-//   cuMemCreate (VMM physical memory)        -> cuda:N of its location; mapping
-//                                               the handle (cuMemMap) adds nothing
+//   cuMemCreate (VMM physical memory)        -> cuda:N of its location, or the
+//                                               "pinned" row for a host location;
+//                                               mapping the handle (cuMemMap) adds
+//                                               nothing
 //   cuMemFree, cuMemFreeAsync, cuMemFreeHost, cuMemRelease -> free
 // Allocations count when the call returns CUDA_SUCCESS; frees are reported when
 // the call begins, before the memory can be handed out again. An allocation that
@@ -42,6 +44,7 @@ struct DriverCall {
     uint64_t pointer = 0;  // the allocated pointer (at exit) or the one freed
     uint64_t size = 0;     // bytes
     uint64_t handle = 0;   // cuMemCreate / cuMemRelease
+    bool host = false;     // cuMemCreate of host memory (a host or host NUMA location)
 };
 
 class AllocationSink {

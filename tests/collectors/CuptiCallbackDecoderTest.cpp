@@ -10,12 +10,12 @@
 namespace memtool::collectors {
 bool operator==(const DriverCall& a, const DriverCall& b) {
     return a.api == b.api && a.exit == b.exit && a.result == b.result && a.device == b.device &&
-           a.pointer == b.pointer && a.size == b.size && a.handle == b.handle;
+           a.pointer == b.pointer && a.size == b.size && a.handle == b.handle && a.host == b.host;
 }
 void PrintTo(const DriverCall& c, std::ostream* os) {
     *os << "{api " << static_cast<int>(c.api) << ", exit " << c.exit << ", result " << c.result
         << ", device " << c.device << ", pointer 0x" << std::hex << c.pointer << std::dec
-        << ", size " << c.size << ", handle " << c.handle << "}";
+        << ", size " << c.size << ", handle " << c.handle << ", host " << c.host << "}";
 }
 }  // namespace memtool::collectors
 
@@ -69,6 +69,30 @@ TEST(CuptiCallbackDecoder, AFailedCallCarriesItsResult) {
     CUdeviceptr out = 0;
     cuMemAlloc_v2_params p{&out, 1ull << 40};
     EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, p, &outOfMemory),
+              expected(DriverApi::MemAlloc, true, 0, 1ull << 40, CUDA_ERROR_OUT_OF_MEMORY));
+}
+
+// A failed call need not write its outputs, and one given a null output pointer
+// fails (CUDA_ERROR_INVALID_VALUE): nothing is read through them then.
+TEST(CuptiCallbackDecoder, AFailedCallsOutputsAreNotRead) {
+    CUresult invalid = CUDA_ERROR_INVALID_VALUE;
+    cuMemAlloc_v2_params alloc{nullptr, 4096};
+    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, alloc, &invalid),
+              expected(DriverApi::MemAlloc, true, 0, 4096, CUDA_ERROR_INVALID_VALUE));
+    size_t pitch = 512;
+    cuMemAllocPitch_v2_params pitched{nullptr, &pitch, 500, 300, 4};
+    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2, CUPTI_API_EXIT, pitched, &invalid),
+              expected(DriverApi::MemAllocPitch, true, 0, 0, CUDA_ERROR_INVALID_VALUE));
+    cuMemHostAlloc_params host{nullptr, 4096, 0};
+    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc, CUPTI_API_EXIT, host, &invalid),
+              expected(DriverApi::MemHostAlloc, true, 0, 4096, CUDA_ERROR_INVALID_VALUE));
+    cuMemCreate_params create{nullptr, 2097152, nullptr, 0};
+    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, CUPTI_API_EXIT, create, &invalid),
+              expected(DriverApi::MemCreate, true, 0, 2097152, CUDA_ERROR_INVALID_VALUE));
+    // Out of memory: a pointer was given, but what it holds is not the driver's.
+    CUdeviceptr stale = kDevicePtr;
+    cuMemAlloc_v2_params failed{&stale, 1ull << 40};
+    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, failed, &outOfMemory),
               expected(DriverApi::MemAlloc, true, 0, 1ull << 40, CUDA_ERROR_OUT_OF_MEMORY));
 }
 
@@ -149,16 +173,23 @@ TEST(CuptiCallbackDecoder, MemCreateOnADeviceCountsOnThatDevice) {
               expected(DriverApi::MemCreate, true, 0, 2097152, 0, 3, kHandle));
 }
 
-// A host location names no device: the call keeps its context's.
-TEST(CuptiCallbackDecoder, MemCreateOnTheHostKeepsTheContextDevice) {
+// A host location (CUDA 12.2+: host memory through the VMM API, as NCCL's cuMem
+// host buffers) is host memory; without a location the call keeps its context's.
+TEST(CuptiCallbackDecoder, MemCreateOnTheHostIsHostMemory) {
     CUmemGenericAllocationHandle out = kHandle;
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
     prop.location.id = 3;  // ignored by the driver for a host location
-    cuMemCreate_params p{&out, 2097152, &prop, 0};
-    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, CUPTI_API_EXIT, p, &success),
-              expected(DriverApi::MemCreate, true, 0, 2097152, 0, kContextDevice, kHandle));
+    for (CUmemLocationType where : {CU_MEM_LOCATION_TYPE_HOST, CU_MEM_LOCATION_TYPE_HOST_NUMA,
+                                    CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT}) {
+        prop.location.type = where;
+        cuMemCreate_params p{&out, 2097152, &prop, 0};
+        DriverCall host =
+            expected(DriverApi::MemCreate, true, 0, 2097152, 0, kContextDevice, kHandle);
+        host.host = true;
+        EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, CUPTI_API_EXIT, p, &success), host)
+            << where;
+    }
     cuMemCreate_params noProp{&out, 2097152, nullptr, 0};
     EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, CUPTI_API_EXIT, noProp, &success),
               expected(DriverApi::MemCreate, true, 0, 2097152, 0, kContextDevice, kHandle));

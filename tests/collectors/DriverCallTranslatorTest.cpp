@@ -108,6 +108,15 @@ TEST(DriverCallTranslator, VmmCountsPhysicalMemoryOnceHoweverMapped) {
     // A handle value equal to some pointer's value is still a different object.
     call(s, enter(DriverApi::MemAlloc), exitOk(DriverApi::MemAlloc, 0, h2, 100));
     EXPECT_EQ(s.dev(kCuda0).currentBytes, (2u << 20) + 100);
+    // Host memory made through the same API is pinned host memory, not the device's.
+    const uint64_t h3 = 0x55550003;
+    DriverCall host = exitOk(DriverApi::MemCreate, 0, 0, 4 << 20, h3);
+    host.host = true;
+    call(s, enter(DriverApi::MemCreate), host);
+    EXPECT_EQ(s.dev(kDevicePinnedHost).currentBytes, 4u << 20);
+    EXPECT_EQ(s.dev(kCuda0).currentBytes, (2u << 20) + 100);
+    call(s, enter(DriverApi::MemRelease, 0, h3), exitOk(DriverApi::MemRelease, 0, 0, 0));
+    EXPECT_EQ(s.dev(kDevicePinnedHost).currentBytes, 0u);
 }
 
 TEST(DriverCallTranslator, PinnedHostAndManagedAndAsync) {
