@@ -1,10 +1,15 @@
 #include "collectors/CudaRuntimeHooks.h"
 
+#include <dlfcn.h>
+#include <link.h>
+
 #include <cstdint>
+#include <cstring>
 
 #include "collectors/Collector.h"
 #include "collectors/CudaRuntimeDecls.h"
 #include "collectors/ModuleName.h"
+#include "collectors/NativeUnwinder.h"
 #include "collectors/TorchBridgeLoader.h"
 #include "collectors/control/Regions.h"
 #include "core/Protocol.h"
@@ -12,9 +17,36 @@
 namespace memtool::collectors {
 namespace {
 
+// The runtime function a hook stands in for: the global scope's, or where the
+// program loaded libcudart into a local scope only (an extension module that
+// links it, loaded RTLD_LOCAL as Python loads them, with no torch making the
+// runtime global), the loaded libcudart's own. The handle is kept: the hooks call
+// into that library for as long as the process runs.
+void* runtimeOriginal(const char* symbol) {
+    if (void* global = findOriginal(symbol)) return global;
+    struct Search {
+        const char* symbol;
+        void* found;
+    } search{symbol, nullptr};
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* arg) {
+            auto* s = static_cast<Search*>(arg);
+            const char* path = info->dlpi_name ? info->dlpi_name : "";
+            const char* slash = std::strrchr(path, '/');
+            if (std::strncmp(slash ? slash + 1 : path, "libcudart.so", 12) != 0) return 0;
+            void* lib = realDlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+            s->found = lib ? dlsym(lib, s->symbol) : nullptr;
+            return s->found ? 1 : 0;
+        },
+        &search);
+    return search.found;
+}
+#define RUNTIME_ORIGINAL(function) \
+    (reinterpret_cast<decltype(&::function)>(runtimeOriginal(#function)))
+
 // The calling thread's current device, where cudaMalloc & co. allocate.
 uint8_t currentDevice() {
-    static auto getDevice = MEMTOOL_ORIGINAL(cudaGetDevice);
+    static auto getDevice = RUNTIME_ORIGINAL(cudaGetDevice);
     int ordinal = -1;
     if (getDevice && getDevice(&ordinal) != 0) ordinal = -1;
     return core::cudaDeviceOrFirst(ordinal);
@@ -69,7 +101,7 @@ bool releaseRegion(void* p) {
 }
 
 int hookMalloc(void** out, size_t size) {
-    static auto real = MEMTOOL_ORIGINAL(cudaMalloc);
+    static auto real = RUNTIME_ORIGINAL(cudaMalloc);
     beforeDeviceAlloc();
     if (control::regions().threadInRegion()) return serveRegion(out, size);
     int rc = real(out, size);
@@ -78,7 +110,7 @@ int hookMalloc(void** out, size_t size) {
 }
 
 int hookMallocAsync(void** out, size_t size, void* stream) {
-    static auto real = MEMTOOL_ORIGINAL(cudaMallocAsync);
+    static auto real = RUNTIME_ORIGINAL(cudaMallocAsync);
     beforeDeviceAlloc();
     if (control::regions().threadInRegion()) return serveRegion(out, size);
     int rc = real(out, size, stream);
@@ -87,28 +119,28 @@ int hookMallocAsync(void** out, size_t size, void* stream) {
 }
 
 int hookMallocManaged(void** out, size_t size, unsigned flags) {
-    static auto real = MEMTOOL_ORIGINAL(cudaMallocManaged);
+    static auto real = RUNTIME_ORIGINAL(cudaMallocManaged);
     int rc = real(out, size, flags);
     recordDevice(rc, out, size);
     return rc;
 }
 
 int hookMallocPitch(void** out, size_t* pitch, size_t width, size_t height) {
-    static auto real = MEMTOOL_ORIGINAL(cudaMallocPitch);
+    static auto real = RUNTIME_ORIGINAL(cudaMallocPitch);
     int rc = real(out, pitch, width, height);
     if (rc == 0 && pitch) recordDevice(rc, out, *pitch * height);
     return rc;
 }
 
 int hookFree(void* p) {
-    static auto real = MEMTOOL_ORIGINAL(cudaFree);
+    static auto real = RUNTIME_ORIGINAL(cudaFree);
     if (releaseRegion(p)) return kCudaSuccess;
     recordFree(p);
     return real(p);
 }
 
 int hookFreeAsync(void* p, void* stream) {
-    static auto real = MEMTOOL_ORIGINAL(cudaFreeAsync);
+    static auto real = RUNTIME_ORIGINAL(cudaFreeAsync);
     if (releaseRegion(p))
         return kCudaSuccess;  // released once the device is idle (the backend synchronizes)
     recordFree(p);
@@ -116,21 +148,21 @@ int hookFreeAsync(void* p, void* stream) {
 }
 
 int hookMallocHost(void** out, size_t size) {
-    static auto real = MEMTOOL_ORIGINAL(cudaMallocHost);
+    static auto real = RUNTIME_ORIGINAL(cudaMallocHost);
     int rc = real(out, size);
     recordPinned(rc, out, size);
     return rc;
 }
 
 int hookHostAlloc(void** out, size_t size, unsigned flags) {
-    static auto real = MEMTOOL_ORIGINAL(cudaHostAlloc);
+    static auto real = RUNTIME_ORIGINAL(cudaHostAlloc);
     int rc = real(out, size, flags);
     recordPinned(rc, out, size);
     return rc;
 }
 
 int hookFreeHost(void* p) {
-    static auto real = MEMTOOL_ORIGINAL(cudaFreeHost);
+    static auto real = RUNTIME_ORIGINAL(cudaFreeHost);
     recordFree(p);
     return real(p);
 }
@@ -163,7 +195,7 @@ const GotHook* cudaRuntimeHooks(size_t* count) {
 }
 
 void* pluggableMalloc(size_t size, int device) {
-    static auto realMalloc = MEMTOOL_ORIGINAL(cudaMalloc);
+    static auto realMalloc = RUNTIME_ORIGINAL(cudaMalloc);
     if (control::regions().threadInRegion()) {
         control::Failure why;
         return control::regions().serve(core::cudaDeviceOrFirst(device), size, 256, why);
@@ -173,7 +205,7 @@ void* pluggableMalloc(size_t size, int device) {
 }
 
 void pluggableFree(void* p) {
-    static auto realFree = MEMTOOL_ORIGINAL(cudaFree);
+    static auto realFree = RUNTIME_ORIGINAL(cudaFree);
     if (!releaseRegion(p) && p && realFree) realFree(p);
 }
 

@@ -247,3 +247,22 @@ TEST(RunCudaHooks, ARefusedAllocationIsAnOutOfMemoryEvent) {
     EXPECT_EQ(p.at("devices").at("cuda:0").at("peak_bytes"), 5000000);
     EXPECT_EQ(p.at("devices").at("cuda:0").at("alloc_count"), 2);
 }
+
+// The runtime loaded into a local scope only (a library linking it, loaded
+// RTLD_LOCAL, as Python loads an extension module such as CuPy's): the hooks
+// forward to that libcudart, which no global lookup finds, and count its calls.
+TEST(RunCudaHooks, ARuntimeInALocalScopeIsHookedAndCalled) {
+    const std::string trace = tempDir() + "/trace.json";
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "--cuda", "runtime-hooks", "-o", trace, "--",
+                     CUDA_LOCAL_USER_BIN, CUDA_LOCAL_LIB});
+    ASSERT_EQ(o.exitCode, 0) << o.out << o.err << " signal " << o.signal;
+    EXPECT_EQ(o.out, "done\n");
+    const nlohmann::json t = readJson(trace);
+    const auto& devices = t.at("processes").at(0).at("devices");
+    ASSERT_TRUE(devices.contains("cuda:0")) << t.dump(1);
+    const auto& cuda0 = devices.at("cuda:0");
+    EXPECT_EQ(cuda0.at("source"), "runtime-hooks");
+    EXPECT_EQ(cuda0.at("allocated_bytes"), 4000000);
+    EXPECT_EQ(cuda0.at("peak_bytes"), 4000000);
+    EXPECT_EQ(cuda0.at("current_bytes"), 1000000);
+}
