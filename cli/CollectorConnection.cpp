@@ -134,25 +134,27 @@ ssize_t CollectorConnection::receive(std::vector<uint8_t>& buffer) {
     return r;
 }
 
-std::vector<uint8_t> CollectorConnection::unsentTail() const {
-    if (tailFd_ < 0 || decoder_.sawEnd() || !aggregator_.handshake()) return {};
+bool CollectorConnection::unsentTail(std::vector<uint8_t>* bytes,
+                                     core::StreamCounts* counts) const {
+    if (tailFd_ < 0 || decoder_.sawEnd() || !aggregator_.handshake()) return false;
     core::TailHeader h;
-    if (pread(tailFd_, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return {};
+    if (pread(tailFd_, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return false;
     // What it says is the dead process's word: checked against what arrived.
     if (h.magic != core::kTailMagic || h.used > core::kTailBufferBytes ||
         h.bufferStart > received_ || received_ - h.bufferStart > h.used)
-        return {};
+        return false;
     const uint64_t skip = received_ - h.bufferStart;
-    std::vector<uint8_t> bytes(h.used - skip);
-    if (!bytes.empty() && pread(tailFd_, bytes.data(), bytes.size(),
-                                static_cast<off_t>(core::kTailHeaderBytes + skip)) !=
-                              static_cast<ssize_t>(bytes.size()))
-        return {};
+    bytes->assign(h.used - skip, 0);
+    if (!bytes->empty() && pread(tailFd_, bytes->data(), bytes->size(),
+                                 static_cast<off_t>(core::kTailHeaderBytes + skip)) !=
+                               static_cast<ssize_t>(bytes->size()))
+        return false;
     if (h.deferred == 1) {
         uint8_t record[core::kMaxFixedRecordBytes];
-        bytes.insert(bytes.end(), record, core::encodeAlloc(record, h.deferredAlloc));
+        bytes->insert(bytes->end(), record, core::encodeAlloc(record, h.deferredAlloc));
     }
-    return bytes;
+    *counts = core::StreamCounts{h.records, h.allocs, h.frees, h.missed};
+    return true;
 }
 
 void CollectorConnection::fold(const uint8_t* data, size_t len) {
@@ -190,11 +192,15 @@ void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
         // was read: an end like any.
         if (r < 0 && errno != ECONNRESET)
             error_ = std::string("reading the stream failed: ") + std::strerror(errno);
-        // What it recorded and had not sent, if it died first: folded like the rest.
-        if (const std::vector<uint8_t> tail = unsentTail(); !tail.empty()) {
+        // What it recorded and had not sent, if it died first: folded like the
+        // rest, and checked against the counts it kept beside it.
+        std::vector<uint8_t> tail;
+        core::StreamCounts counts;
+        if (unsentTail(&tail, &counts)) {
             const uint64_t before = decoder_.recordCount();
-            fold(tail.data(), tail.size());
+            if (!tail.empty()) fold(tail.data(), tail.size());
             recovered_ = decoder_.recordCount() - before;
+            if (open()) aggregator_.onRecoveredCounts(counts);  // the tail decoded whole
         }
         close();
     }

@@ -145,6 +145,7 @@ void Engine::allocCaptured(const RecursionGuard&, Stacks& stacks, uint8_t device
         writer_.commit(core::encodeAlloc(p, a));
     ++counters_.allocCount;
     counters_.allocatedBytes += size;
+    publishCountsLocked();
     writer_.flushIfDue(lastClockNs_, flush);
     healthyLocked();
 }
@@ -190,6 +191,7 @@ void Engine::freeGuarded(const RecursionGuard&, uint64_t key) {
     }
     ++counters_.freeCount;
     counters_.freedBytes += entry & kSizeMask;
+    publishCountsLocked();
     writer_.flushIfDue(lastClockNs_, FlushPolicy::WhenFull);
     healthyLocked();
 }

@@ -219,6 +219,14 @@ private:
     // Under mu_: forgets the live keys and the bytes they hold (a new stream).
     void clearLiveLocked();
     void missed() { missedEvents_.fetch_add(1, std::memory_order_relaxed); }
+    // Under mu_, after an allocation or a free: the End record's counts beside the
+    // shared buffer (core::TailHeader), for a kill to leave them behind. (A miss
+    // after the last event is not among them: a nested event in the instant
+    // before the kill.)
+    void publishCountsLocked() {
+        writer_.publishCounts(counters_.allocCount, counters_.freeCount,
+                              missedEvents_.load(std::memory_order_relaxed));
+    }
     // An event while the stream waits for an exec: missed if the exec fails.
     void suspendedMiss() {
         if (suspended_.load(std::memory_order_relaxed)) missed();

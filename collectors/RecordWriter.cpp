@@ -62,6 +62,8 @@ void RecordWriter::open(Sink* sink, uint64_t nowNs) {
         tail_->used = 0;
         tail_->deferred = 0;
         tail_->bufferStart = 0;
+        tail_->records = 0;
+        publishCounts(0, 0, 0);
         ordered();
         tail_->magic = core::kTailMagic;
         sink->attachTail(tailFd_);
@@ -100,6 +102,7 @@ void RecordWriter::deferAlloc(const core::AllocFields& a) {
         tail_->deferred = 1;
     }
     ++records_;
+    publishUsed();
 }
 
 bool RecordWriter::encodeDeferred() {
@@ -135,6 +138,7 @@ void RecordWriter::commit(uint8_t* end) {
         scratch_ = nullptr;
         sent_ += bytes;  // the buffer is empty: it starts after this record
         if (tail_) tail_->bufferStart = sent_;
+        publishUsed();
         return;
     }
     used_ = static_cast<size_t>(end - buf_);

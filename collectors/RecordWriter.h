@@ -63,6 +63,13 @@ public:
 
     // Records committed since open(), the handshake included.
     uint64_t records() const { return records_; }
+    // The engine's counts after an event, beside the buffer (core::TailHeader).
+    void publishCounts(uint64_t allocs, uint64_t frees, uint64_t missed) {
+        if (!tail_) return;
+        tail_->allocs = allocs;
+        tail_->frees = frees;
+        tail_->missed = missed;
+    }
 
     // An Alloc held back instead of encoded: when its Free is the next record the
     // two go as one ShortLived record (a temporary's pair is encoded once). Any
@@ -77,6 +84,7 @@ public:
         deferred_ = false;
         if (tail_) tail_->deferred = 0;
         --records_;
+        publishUsed();
         *a = deferredAlloc_;
         return true;
     }
@@ -94,9 +102,13 @@ private:
     // The start of the header and buffer's mapping (buf_ not buffer_: shared, or
     // a fork child's private copy of it).
     uint8_t* mapping() const { return buf_ - core::kTailHeaderBytes; }
-    // Where `used_` bytes are, as the CLI would read them after a kill.
+    // Where `used_` bytes are, and how many records the stream has, as the CLI
+    // would read them after a kill.
     void publishUsed() {
-        if (tail_) tail_->used = used_;
+        if (tail_) {
+            tail_->used = used_;
+            tail_->records = records_;
+        }
     }
 
     Sink* sink_ = nullptr;

@@ -136,8 +136,12 @@ void Aggregator::countRecord() {
 }
 
 bool Aggregator::streamVerified() const {
-    return end_ && end_->recordCount == records_ && end_->allocCount == allocs_ &&
-           end_->freeCount == frees_ && end_->missedEvents == 0;
+    if (end_)
+        return end_->recordCount == records_ && end_->allocCount == allocs_ &&
+               end_->freeCount == frees_ && end_->missedEvents == 0;
+    const std::optional<StreamCounts>& c = recoveredCounts_;
+    return c && c->records == records_ && c->allocs == allocs_ && c->frees == frees_ &&
+           c->missed == 0;
 }
 
 uint32_t Aggregator::lookUpStack(uint8_t device, uint64_t key, uint64_t nativeNode,

@@ -45,6 +45,15 @@ struct DeviceState {
     Timeline timeline;
 };
 
+// The counts an End record carries (EndFields), as a killed process left them
+// beside its send buffer (core::TailHeader).
+struct StreamCounts {
+    uint64_t records = 0;  // the handshake included
+    uint64_t allocs = 0;
+    uint64_t frees = 0;
+    uint64_t missed = 0;
+};
+
 struct StackState {
     uint8_t device = kDeviceCpu;
     uint64_t nativeNode = 0;
@@ -88,6 +97,9 @@ public:
     void onReply(const ReplyRecord& r) override;
     void onOom(const OomRecord& o) override;
     void onEnd(const EndFields& e) override;
+    // A stream without End: the counts its process left behind, which verify it
+    // in End's place when they match what arrived.
+    void onRecoveredCounts(const StreamCounts& c) { recoveredCounts_ = c; }
     IdCounts heldIds() const override { return held_; }
 
     // A stream that continues another (a fork child's) starts with that stream's
@@ -172,7 +184,8 @@ public:
     uint64_t unmatchedFrees() const { return unmatchedFrees_; }
     uint64_t doubleAllocs() const { return doubleAllocs_; }
 
-    // True when End arrived and its counters equal what was received.
+    // True when End arrived, or a killed process left its counts behind
+    // (onRecoveredCounts), and they equal what was received.
     bool streamVerified() const;
 
 private:
@@ -228,6 +241,7 @@ private:
     std::string continuationProblem_;
     std::optional<Handshake> handshake_;
     std::optional<EndFields> end_;
+    std::optional<StreamCounts> recoveredCounts_;
     std::map<uint8_t, DeviceState> devices_;  // never erased from: deviceState() points in
     struct {
         uint8_t code = 0;
