@@ -337,6 +337,7 @@ core::StreamCheck streamCheck(const core::Aggregator& agg) {
     c.freesReceived = agg.freesReceived();
     c.unmatchedFrees = agg.unmatchedFrees();
     c.verified = agg.streamVerified();
+    c.readBack = c.verified && !agg.end();
     if (agg.end()) c.missedEvents = agg.end()->missedEvents;
     return c;
 }

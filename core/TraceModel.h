@@ -87,6 +87,9 @@ struct LineStat : LineFigures {
 
 struct StreamCheck {
     bool verified = false;  // the collector's end counters equal what was received
+    // Verified from the counts a killed process left beside its send buffer: it
+    // died before its collector could end the stream (core::TailHeader).
+    bool readBack = false;
     uint64_t recordsReceived = 0;
     uint64_t allocsReceived = 0;
     uint64_t freesReceived = 0;

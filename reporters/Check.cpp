@@ -150,23 +150,27 @@ Increase parseIncrease(const std::string& text) {
 namespace {
 
 // The trace is whole (the launched process's, and each checked one's), and the
-// program was not killed (the kernel's OOM killer, a CI timeout): its trace may
-// be whole (its send buffer read back), the run still failed. A process it
-// started and ended by a signal (a pool's worker) fails nothing that way.
+// program was not killed before its collector could end the stream (the
+// kernel's OOM killer, a CI timeout): its trace may be whole (its send buffer
+// read back), the run still failed. A program that dies of Ctrl-C after
+// finalizing ended its stream; a process it started and ended by a signal (a
+// pool's worker) fails nothing that way.
 void completenessChecks(const core::Trace& trace,
                         const std::vector<const core::ProcessTrace*>& selected,
                         const CheckOptions& options, std::vector<CheckResult>& results) {
     std::vector<const core::ProcessTrace*> whose{&trace.processes[0]};
     for (const core::ProcessTrace* q : selected)
         if (q != whose[0]) whose.push_back(q);
-    if (const core::ProcessTrace& p = trace.processes[0]; p.complete && p.exitSignal) {
+    if (const core::ProcessTrace& p = trace.processes[0]; p.complete && p.stream.readBack) {
         CheckResult r;
         r.kind = "complete";
         r.name = "trace complete";
         r.pid = p.pid;
         r.passed = options.allowIncomplete;
-        r.message = fmt::format("the program was killed by signal {}{}", *p.exitSignal,
-                                options.allowIncomplete ? " (allowed by --allow-incomplete)" : "");
+        r.message = fmt::format(
+            "the program was killed{} before memtool's collector could end its stream{}",
+            p.exitSignal ? fmt::format(" by signal {}", *p.exitSignal) : "",
+            options.allowIncomplete ? " (allowed by --allow-incomplete)" : "");
         results.push_back(r);
     }
     for (const core::ProcessTrace* q : whose) {

@@ -305,6 +305,18 @@ json hotspotToJson(const core::Hotspot& h) {
 
 namespace {
 
+// `read_back` only where it is true: most streams end with their end record.
+json streamToJson(const core::StreamCheck& s) {
+    json j{{"verified", s.verified},
+           {"records", s.recordsReceived},
+           {"allocs", s.allocsReceived},
+           {"frees", s.freesReceived},
+           {"unmatched_frees", s.unmatchedFrees},
+           {"missed_events", s.missedEvents}};
+    if (s.readBack) j["read_back"] = true;
+    return j;
+}
+
 json regionsToJson(const std::vector<core::RegionTotals>& regions) {
     json out = json::array();
     for (const auto& r : regions)
@@ -531,13 +543,7 @@ json processToJson(const core::ProcessTrace& p) {
               {"frames", frames},
               {"hotspots", hotspots},
               {"lines", lines},
-              {"stream",
-               {{"verified", p.stream.verified},
-                {"records", p.stream.recordsReceived},
-                {"allocs", p.stream.allocsReceived},
-                {"frees", p.stream.freesReceived},
-                {"unmatched_frees", p.stream.unmatchedFrees},
-                {"missed_events", p.stream.missedEvents}}},
+              {"stream", streamToJson(p.stream)},
               {"regions", regionsToJson(p.regions)},
               {"control", controlToJson(p.control)},
               {"oom", oomToJson(p.oom)},
@@ -599,6 +605,7 @@ core::ProcessTrace processFromJson(const json& j) {
     if (j.contains("stream")) {
         const json& s = j["stream"];
         p.stream.verified = s.value("verified", false);
+        p.stream.readBack = s.value("read_back", false);
         p.stream.recordsReceived = optionalUnsigned(s, "records");
         p.stream.allocsReceived = optionalUnsigned(s, "allocs");
         p.stream.freesReceived = optionalUnsigned(s, "frees");
