@@ -15,6 +15,12 @@ namespace memtool::cli {
 
 namespace {
 
+// Only a regular file is read: a FIFO or a device in its place must not block.
+bool regularFile(const std::string& file) {
+    struct stat st {};
+    return !file.empty() && stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 // `name` as execvp finds it: itself when it holds a slash, else the first
 // executable file of that name along `path` (an empty entry is the current directory).
 std::string resolve(const std::string& name, const std::string& path) {
@@ -23,10 +29,7 @@ std::string resolve(const std::string& name, const std::string& path) {
     std::string dir;
     while (std::getline(dirs, dir, ':')) {
         const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-        struct stat st {};
-        if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-            access(candidate.c_str(), X_OK) == 0)
-            return candidate;
+        if (regularFile(candidate) && access(candidate.c_str(), X_OK) == 0) return candidate;
     }
     return {};
 }
@@ -35,6 +38,7 @@ std::string resolve(const std::string& name, const std::string& path) {
 // option or an assignment); empty when `file` is not a script.
 std::string interpreterOf(const std::string& file, const std::string& path) {
     // The kernel reads the "#!" line from the file's first 256 bytes.
+    if (!regularFile(file)) return {};
     std::ifstream in(file, std::ios::binary);
     char head[256];
     in.read(head, sizeof head);
@@ -81,7 +85,7 @@ std::string preloadUnreachable(const std::string& program, const std::string& pa
     if (std::string interpreter = interpreterOf(file, path); !interpreter.empty())
         file = interpreter;
     struct stat st {};
-    if (file.empty() || stat(file.c_str(), &st) != 0) return {};
+    if (!regularFile(file) || stat(file.c_str(), &st) != 0) return {};
     if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
         ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
         return file +

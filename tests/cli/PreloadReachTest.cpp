@@ -43,6 +43,11 @@ TEST(PreloadReach, ADynamicallyLinkedProgramOrAFileThatIsNoneIsNotNamed) {
     const std::string dir = memtool::test_support::makeTempDir("memtool-reach");
     EXPECT_EQ(preloadUnreachable(script(dir, "text", "just words\n"), ""), "");
     EXPECT_EQ(preloadUnreachable(script(dir, "empty", ""), ""), "");
+    // Not a regular file: not opened (a FIFO would block the reader).
+    const std::string fifo = dir + "/fifo";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0700), 0);
+    EXPECT_EQ(preloadUnreachable(fifo, ""), "");
+    EXPECT_EQ(preloadUnreachable(script(dir, "via-fifo", "#!" + fifo + "\n"), ""), "");
 }
 
 TEST(PreloadReach, AScriptIsJudgedByItsInterpreter) {
