@@ -134,8 +134,7 @@ ssize_t CollectorConnection::receive(std::vector<uint8_t>& buffer) {
     return r;
 }
 
-bool CollectorConnection::unsentTail(std::vector<uint8_t>* bytes,
-                                     core::StreamCounts* counts) const {
+bool CollectorConnection::unsentTail(std::vector<uint8_t>* bytes, core::EndFields* counts) const {
     if (tailFd_ < 0 || decoder_.sawEnd() || !aggregator_.handshake()) return false;
     core::TailHeader h;
     if (pread(tailFd_, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return false;
@@ -153,7 +152,11 @@ bool CollectorConnection::unsentTail(std::vector<uint8_t>* bytes,
         uint8_t record[core::kMaxFixedRecordBytes];
         bytes->insert(bytes->end(), record, core::encodeAlloc(record, h.deferredAlloc));
     }
-    *counts = core::StreamCounts{h.records, h.allocs, h.frees, h.missed};
+    *counts = core::EndFields{};
+    counts->recordCount = h.records;
+    counts->allocCount = h.allocs;
+    counts->freeCount = h.frees;
+    counts->missedEvents = h.missed;
     return true;
 }
 
@@ -195,7 +198,7 @@ void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
         // What it recorded and had not sent, if it died first: folded like the
         // rest, and checked against the counts it kept beside it.
         std::vector<uint8_t> tail;
-        core::StreamCounts counts;
+        core::EndFields counts;
         if (unsentTail(&tail, &counts)) {
             const uint64_t before = decoder_.recordCount();
             if (!tail.empty()) fold(tail.data(), tail.size());

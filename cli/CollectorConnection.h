@@ -80,7 +80,7 @@ private:
     // the process had buffered and not sent, from its shared buffer (input like
     // any other: they go through fold()), and the counts it kept beside them.
     // False when there is no buffer to read, or it does not fit the stream.
-    bool unsentTail(std::vector<uint8_t>* bytes, core::StreamCounts* counts) const;
+    bool unsentTail(std::vector<uint8_t>* bytes, core::EndFields* counts) const;
     // Decodes and folds stream bytes; on bytes that can never be a stream, or a
     // fault of memtool's own, says why in error() and closes.
     void fold(const uint8_t* data, size_t len);

@@ -85,7 +85,7 @@ std::string preloadUnreachable(const std::string& program, const std::string& pa
     if (std::string interpreter = interpreterOf(file, path); !interpreter.empty())
         file = interpreter;
     struct stat st {};
-    if (!regularFile(file) || stat(file.c_str(), &st) != 0) return {};
+    if (file.empty() || stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
     if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
         ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
         return file +

@@ -6,12 +6,14 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
 namespace memtool::cli {
 
 struct ProcStat {
+    std::string name;  // COMM (field 2), without its parentheses
     pid_t ppid = 0;
     uint64_t startTicks = 0;  // clock ticks after boot (field 22)
 };
@@ -28,5 +30,8 @@ std::string pidNamespace();
 // chain of parents in /proc reaches one of them before init. False when `pid` is
 // gone (its chain can no longer be read).
 bool descendsFrom(pid_t pid, pid_t ancestor, pid_t adopter);
+
+// The processes whose parent is `parent`, by pid, with their names.
+std::map<pid_t, std::string> childrenOf(pid_t parent);
 
 }  // namespace memtool::cli

@@ -25,6 +25,7 @@
 #include "cli/LiveView.h"
 #include "cli/OutputPattern.h"
 #include "cli/PreloadReach.h"
+#include "cli/ProcStat.h"
 #include "cli/SignalRouter.h"
 #include "cli/TargetProcess.h"
 #include "core/Error.h"

@@ -1,13 +1,7 @@
 #include "cli/TargetProcess.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
 
 namespace memtool::cli {
 
@@ -53,28 +47,6 @@ void TargetProcess::waitForExit() {
 bool TargetProcess::childrenLeft() const {
     siginfo_t info{};
     return waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0;
-}
-
-std::map<pid_t, std::string> childrenOf(pid_t parent) {
-    std::map<pid_t, std::string> children;
-    DIR* proc = opendir("/proc");
-    if (!proc) return children;
-    while (const dirent* entry = readdir(proc)) {
-        char* end = nullptr;
-        const long pid = std::strtol(entry->d_name, &end, 10);
-        if (pid <= 0 || *end != '\0') continue;
-        // "PID (NAME) STATE PPID ...": the name may hold spaces and parentheses.
-        std::ifstream in(std::string("/proc/") + entry->d_name + "/stat");
-        const std::string stat((std::istreambuf_iterator<char>(in)), {});
-        const size_t open = stat.find('('), close = stat.rfind(')');
-        if (open == std::string::npos || close == std::string::npos || close < open) continue;
-        char state = 0;
-        long ppid = 0;
-        if (std::sscanf(stat.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 && ppid == parent)
-            children[static_cast<pid_t>(pid)] = stat.substr(open + 1, close - open - 1);
-    }
-    closedir(proc);
-    return children;
 }
 
 void TargetProcess::forward(int signal) {

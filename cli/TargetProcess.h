@@ -10,8 +10,6 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <string>
-#include <vector>
 
 #include "cli/TraceBuilder.h"
 
@@ -19,9 +17,6 @@ namespace memtool::cli {
 
 // User + system seconds of a getrusage/wait4 record.
 double cpuSecondsOf(const rusage& usage);
-
-// The processes whose parent is `parent`, by pid, with their names (from /proc).
-std::map<pid_t, std::string> childrenOf(pid_t parent);
 
 class TargetProcess {
 public:

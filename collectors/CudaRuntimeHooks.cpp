@@ -4,7 +4,6 @@
 #include <link.h>
 
 #include <cstdint>
-#include <cstring>
 
 #include "collectors/Collector.h"
 #include "collectors/CudaRuntimeDecls.h"
@@ -32,8 +31,7 @@ void* runtimeOriginal(const char* symbol) {
         [](dl_phdr_info* info, size_t, void* arg) {
             auto* s = static_cast<Search*>(arg);
             const char* path = info->dlpi_name ? info->dlpi_name : "";
-            const char* slash = std::strrchr(path, '/');
-            if (std::strncmp(slash ? slash + 1 : path, "libcudart.so", 12) != 0) return 0;
+            if (!fileNameStartsWith(path, "libcudart.so")) return 0;
             void* lib = realDlopen(path, RTLD_LAZY | RTLD_NOLOAD);
             s->found = lib ? dlsym(lib, s->symbol) : nullptr;
             return s->found ? 1 : 0;

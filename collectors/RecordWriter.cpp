@@ -59,10 +59,9 @@ void RecordWriter::open(Sink* sink, uint64_t nowNs) {
     deferred_ = false;
     lastFlushNs_ = nowNs;
     if (tail_) {
-        tail_->used = 0;
+        publishUsed();  // none, and no records yet
         tail_->deferred = 0;
         tail_->bufferStart = 0;
-        tail_->records = 0;
         publishCounts(0, 0, 0);
         ordered();
         tail_->magic = core::kTailMagic;

@@ -136,12 +136,9 @@ void Aggregator::countRecord() {
 }
 
 bool Aggregator::streamVerified() const {
-    if (end_)
-        return end_->recordCount == records_ && end_->allocCount == allocs_ &&
-               end_->freeCount == frees_ && end_->missedEvents == 0;
-    const std::optional<StreamCounts>& c = recoveredCounts_;
-    return c && c->records == records_ && c->allocs == allocs_ && c->frees == frees_ &&
-           c->missed == 0;
+    const std::optional<EndFields>& e = end_ ? end_ : recoveredCounts_;
+    return e && e->recordCount == records_ && e->allocCount == allocs_ && e->freeCount == frees_ &&
+           e->missedEvents == 0;
 }
 
 uint32_t Aggregator::lookUpStack(uint8_t device, uint64_t key, uint64_t nativeNode,

@@ -45,15 +45,6 @@ struct DeviceState {
     Timeline timeline;
 };
 
-// The counts an End record carries (EndFields), as a killed process left them
-// beside its send buffer (core::TailHeader).
-struct StreamCounts {
-    uint64_t records = 0;  // the handshake included
-    uint64_t allocs = 0;
-    uint64_t frees = 0;
-    uint64_t missed = 0;
-};
-
 struct StackState {
     uint8_t device = kDeviceCpu;
     uint64_t nativeNode = 0;
@@ -97,9 +88,10 @@ public:
     void onReply(const ReplyRecord& r) override;
     void onOom(const OomRecord& o) override;
     void onEnd(const EndFields& e) override;
-    // A stream without End: the counts its process left behind, which verify it
-    // in End's place when they match what arrived.
-    void onRecoveredCounts(const StreamCounts& c) { recoveredCounts_ = c; }
+    // A stream without End: the counts its process left beside its send buffer
+    // (core::TailHeader) as an End record would carry them, which verify it in
+    // End's place when they match what arrived.
+    void onRecoveredCounts(const EndFields& counts) { recoveredCounts_ = counts; }
     IdCounts heldIds() const override { return held_; }
 
     // A stream that continues another (a fork child's) starts with that stream's
@@ -241,7 +233,7 @@ private:
     std::string continuationProblem_;
     std::optional<Handshake> handshake_;
     std::optional<EndFields> end_;
-    std::optional<StreamCounts> recoveredCounts_;
+    std::optional<EndFields> recoveredCounts_;
     std::map<uint8_t, DeviceState> devices_;  // never erased from: deviceState() points in
     struct {
         uint8_t code = 0;

@@ -158,33 +158,28 @@ namespace {
 void completenessChecks(const core::Trace& trace,
                         const std::vector<const core::ProcessTrace*>& selected,
                         const CheckOptions& options, std::vector<CheckResult>& results) {
+    const char* allowed = options.allowIncomplete ? " (allowed by --allow-incomplete)" : "";
+    auto fail = [&](const core::ProcessTrace& q, std::string message) {
+        CheckResult r;
+        r.kind = "complete";
+        r.name = "trace complete";
+        r.pid = q.pid;
+        r.passed = options.allowIncomplete;
+        r.message = std::move(message) + allowed;
+        results.push_back(r);
+    };
     std::vector<const core::ProcessTrace*> whose{&trace.processes[0]};
     for (const core::ProcessTrace* q : selected)
         if (q != whose[0]) whose.push_back(q);
-    if (const core::ProcessTrace& p = trace.processes[0]; p.complete && p.stream.readBack) {
-        CheckResult r;
-        r.kind = "complete";
-        r.name = "trace complete";
-        r.pid = p.pid;
-        r.passed = options.allowIncomplete;
-        r.message = fmt::format(
-            "the program was killed{} before memtool's collector could end its stream{}",
-            p.exitSignal ? fmt::format(" by signal {}", *p.exitSignal) : "",
-            options.allowIncomplete ? " (allowed by --allow-incomplete)" : "");
-        results.push_back(r);
-    }
-    for (const core::ProcessTrace* q : whose) {
-        if (q->complete) continue;
-        CheckResult r;
-        r.kind = "complete";
-        r.name = "trace complete";
-        r.pid = q->pid;
-        r.passed = options.allowIncomplete;
-        r.message = fmt::format(
-            "the trace {}is incomplete: {}{}", q == whose[0] ? "" : "of " + processLabel(*q) + " ",
-            q->incompleteReason, options.allowIncomplete ? " (allowed by --allow-incomplete)" : "");
-        results.push_back(r);
-    }
+    if (const core::ProcessTrace& p = *whose[0]; p.complete && p.stream.readBack)
+        fail(p, fmt::format("the program was killed{} before memtool's collector could end its "
+                            "stream",
+                            p.exitSignal ? fmt::format(" by signal {}", *p.exitSignal) : ""));
+    for (const core::ProcessTrace* q : whose)
+        if (!q->complete)
+            fail(*q, fmt::format("the trace {}is incomplete: {}",
+                                 q == whose[0] ? "" : "of " + processLabel(*q) + " ",
+                                 q->incompleteReason));
 }
 
 // A run that hit out-of-memory failed, whatever its peaks say (any process's).
