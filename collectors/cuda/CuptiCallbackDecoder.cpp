@@ -103,6 +103,27 @@ bool describe(CUpti_CallbackId id, const CUpti_CallbackData& cb, DriverCall& cal
             call.api = DriverApi::MemRelease;
             call.handle = params<cuMemRelease_params>(cb).handle;
             return true;
+        case CUPTI_DRIVER_TRACE_CBID_cuMemRetainAllocationHandle: {
+            const auto& p = params<cuMemRetainAllocationHandle_params>(cb);
+            call.api = DriverApi::MemRetain;
+            if (wrote(call, p.handle)) call.handle = *p.handle;
+            return true;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
+            const auto& p = params<cuMemMap_params>(cb);
+            call.api = DriverApi::MemMap;
+            call.pointer = p.ptr;
+            call.size = p.size;
+            call.handle = p.handle;
+            return true;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap: {
+            const auto& p = params<cuMemUnmap_params>(cb);
+            call.api = DriverApi::MemUnmap;
+            call.pointer = p.ptr;
+            call.size = p.size;
+            return true;
+        }
         default:
             return false;
     }

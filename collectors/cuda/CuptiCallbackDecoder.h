@@ -29,6 +29,9 @@ inline constexpr CUpti_CallbackId kDecodedDriverCallbacks[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost,
     CUPTI_DRIVER_TRACE_CBID_cuMemRelease,
+    CUPTI_DRIVER_TRACE_CBID_cuMemRetainAllocationHandle,
+    CUPTI_DRIVER_TRACE_CBID_cuMemMap,
+    CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
 };
 
 // `contextDevice`: the ordinal of the callback context's device (-1: unknown), which

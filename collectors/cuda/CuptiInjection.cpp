@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "collectors/CollectorApi.h"
+#include "collectors/NoDestroy.h"
 #include "collectors/Warn.h"
 #include "collectors/cuda/CuptiCallbackDecoder.h"
 #include "collectors/cuda/DriverCallTranslator.h"
@@ -30,6 +31,8 @@ MemtoolRecordAllocFn recordAlloc = nullptr;
 MemtoolRecordFreeFn recordFree = nullptr;
 MemtoolRecordOomFn recordOom = nullptr;
 MemtoolTorchBridgeTryFn bridgeTry = nullptr;
+// Callbacks come until the process is gone, static destruction included.
+NoDestroy<DriverCallTranslator> translator;
 
 struct CollectorSink : AllocationSink {
     void alloc(uint8_t device, uint64_t key, uint64_t size) override {
@@ -60,7 +63,7 @@ void CUPTIAPI onDriverCall(void*, CUpti_CallbackDomain domain, CUpti_CallbackId 
          call.api == DriverApi::MemAllocAsync))
         bridgeTry();
     CollectorSink sink;
-    translateDriverCall(call, sink);
+    translator.value.translate(call, sink);
 }
 
 }  // namespace

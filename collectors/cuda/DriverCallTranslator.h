@@ -11,12 +11,24 @@
 //                                               "pinned" row for a host location;
 //                                               mapping the handle (cuMemMap) adds
 //                                               nothing
-//   cuMemFree, cuMemFreeAsync, cuMemFreeHost, cuMemRelease -> free
+//   cuMemFree, cuMemFreeAsync, cuMemFreeHost -> free
+//   cuMemRelease, cuMemUnmap                 -> free of VMM physical memory once
+//                                               both happened (below)
 // Allocations count when the call returns CUDA_SUCCESS; frees are reported when
 // the call begins, before the memory can be handed out again. An allocation that
 // returns CUDA_ERROR_OUT_OF_MEMORY is an out-of-memory event for its device.
+//
+// The driver frees VMM physical memory when its handle's last reference is
+// released and its last mapping unmapped, in either order: CUDA's programming
+// guide releases the handle right after mapping it, NCCL retains and releases a
+// handle again around its unmap, PyTorch unmaps then releases. So the translator
+// follows each handle it saw created: its references (cuMemCreate, and each
+// cuMemRetainAllocationHandle) and its mappings (cuMemMap, cuMemUnmap).
 
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <unordered_map>
 
 namespace memtool::collectors {
 
@@ -33,6 +45,9 @@ enum class DriverApi : uint8_t {
     MemFreeAsync,
     MemFreeHost,
     MemRelease,
+    MemRetain,  // cuMemRetainAllocationHandle: one more reference to a handle
+    MemMap,     // `handle` mapped at `pointer` for `size` bytes
+    MemUnmap,   // the mappings that start in [pointer, pointer + size) end
 };
 
 struct DriverCall {
@@ -43,7 +58,7 @@ struct DriverCall {
         -1;  // ordinal of the call's context device (or cuMemCreate's location); -1 unknown
     uint64_t pointer = 0;  // the allocated pointer (at exit) or the one freed
     uint64_t size = 0;     // bytes
-    uint64_t handle = 0;   // cuMemCreate / cuMemRelease
+    uint64_t handle = 0;   // cuMemCreate, cuMemRelease, cuMemRetainAllocationHandle, cuMemMap
     bool host = false;     // cuMemCreate of host memory (a host or host NUMA location)
 };
 
@@ -60,6 +75,25 @@ public:
 inline constexpr int kCudaErrorOutOfMemory =
     2;  // CUDA_ERROR_OUT_OF_MEMORY, cudaErrorMemoryAllocation
 
-void translateDriverCall(const DriverCall& call, AllocationSink& sink);
+// One per process: the state of the VMM handles it saw. Thread-safe (CUPTI calls
+// back on every thread that calls the driver); the sink is called under its lock,
+// so that the events of one handle reach it in the order they happened.
+class DriverCallTranslator {
+public:
+    void translate(const DriverCall& call, AllocationSink& sink);
+
+private:
+    struct Handle {
+        uint64_t references = 0;
+        uint64_t mappings = 0;
+    };
+    // The handle's bytes are freed once nothing holds them.
+    void dropIfUnheld(std::unordered_map<uint64_t, Handle>::iterator it, AllocationSink& sink);
+    void vmmCall(const DriverCall& call, AllocationSink& sink);
+
+    std::mutex mu_;
+    std::unordered_map<uint64_t, Handle> handles_;  // handles created and not yet freed
+    std::map<uint64_t, uint64_t> mapped_;           // address of a mapping -> its handle
+};
 
 }  // namespace memtool::collectors

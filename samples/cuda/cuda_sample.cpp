@@ -8,7 +8,11 @@
 //   keepActivations  cudaMalloc        3,000,000 B, live until the end
 //   managedScratch   cudaMallocManaged 2,000,000 B, freed (peak 5,000,000 here)
 //   asyncScratch     cudaMallocAsync     500,000 B, freed
-//   vmmChunk         cuMemCreate               G B, mapped, unmapped, released
+//   vmmChunk         cuMemCreate               G B, mapped, its handle released
+//                                                 at once (CUDA's guide does so:
+//                                                 the bytes stay while mapped), then
+//   whileMapped      cudaMalloc        2,500,000 B, freed (peak 5,500,000 + G
+//                                                 here), then the chunk unmapped
 //   leakOnPurpose    cudaMalloc          700,000 B, never freed
 //   pinnedStaging    cudaMallocHost    1,000,000 B pinned host memory, freed
 #include <cuda.h>
@@ -54,6 +58,12 @@ __attribute__((noinline)) void asyncScratch(cudaStream_t s) {
     CHECK_RT(cudaStreamSynchronize(s));
 }
 
+__attribute__((noinline)) void whileMapped() {
+    void* p = nullptr;
+    CHECK_RT(cudaMalloc(&p, 2500000));
+    CHECK_RT(cudaFree(p));
+}
+
 __attribute__((noinline)) size_t vmmChunk(int device) {
     CUmemAllocationProp prop;
     std::memset(&prop, 0, sizeof prop);
@@ -67,9 +77,10 @@ __attribute__((noinline)) size_t vmmChunk(int device) {
     CUdeviceptr va;
     CHECK_DRV(cuMemAddressReserve(&va, granularity, 0, 0, 0));
     CHECK_DRV(cuMemMap(va, granularity, 0, handle, 0));
+    CHECK_DRV(cuMemRelease(handle));
+    whileMapped();
     CHECK_DRV(cuMemUnmap(va, granularity));
     CHECK_DRV(cuMemAddressFree(va, granularity));
-    CHECK_DRV(cuMemRelease(handle));
     return granularity;
 }
 

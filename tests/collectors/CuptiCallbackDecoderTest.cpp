@@ -219,6 +219,28 @@ TEST(CuptiCallbackDecoder, ReleaseNamesItsHandle) {
               expected(DriverApi::MemRelease, true, 0, 0, 0, kContextDevice, kHandle));
 }
 
+TEST(CuptiCallbackDecoder, MapAndUnmapNameTheirRangeAndRetainItsHandleAtExit) {
+    cuMemMap_params map{kDevicePtr, 2097152, 0, kHandle, 0};
+    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemMap, CUPTI_API_EXIT, map, &success),
+              expected(DriverApi::MemMap, true, kDevicePtr, 2097152, 0, kContextDevice, kHandle));
+    cuMemUnmap_params unmap{kDevicePtr, 4194304};
+    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, CUPTI_API_ENTER, unmap),
+              expected(DriverApi::MemUnmap, false, kDevicePtr, 4194304));
+    CUmemGenericAllocationHandle out = kHandle;
+    cuMemRetainAllocationHandle_params retain{&out, reinterpret_cast<void*>(kDevicePtr)};
+    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemRetainAllocationHandle, CUPTI_API_EXIT, retain,
+                     &success),
+              expected(DriverApi::MemRetain, true, 0, 0, 0, kContextDevice, kHandle));
+    // Not at enter, nor after a failure, nor through a null output.
+    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemRetainAllocationHandle, CUPTI_API_ENTER, retain),
+              expected(DriverApi::MemRetain, false, 0, 0));
+    CUresult invalid = CUDA_ERROR_INVALID_VALUE;
+    cuMemRetainAllocationHandle_params nullOut{nullptr, reinterpret_cast<void*>(kDevicePtr)};
+    EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemRetainAllocationHandle, CUPTI_API_EXIT, nullOut,
+                     &invalid),
+              expected(DriverApi::MemRetain, true, 0, 0, CUDA_ERROR_INVALID_VALUE));
+}
+
 TEST(CuptiCallbackDecoder, AnUnknownContextDeviceStaysUnknown) {
     CUdeviceptr out = kDevicePtr;
     cuMemAlloc_v2_params p{&out, 4096};

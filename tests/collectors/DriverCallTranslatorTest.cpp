@@ -13,6 +13,7 @@ namespace {
 
 // Feeds the translator's events to an Aggregator, as the tracker and CLI would.
 struct AggregatingSink : AllocationSink {
+    DriverCallTranslator translator;
     Aggregator agg;
     std::unordered_map<uint64_t, uint8_t> deviceOf;
     uint64_t t = 0;
@@ -57,9 +58,9 @@ DriverCall exitOk(DriverApi api, int device, uint64_t pointer, uint64_t size, ui
     return c;
 }
 
-void call(AllocationSink& s, DriverCall enterCall, DriverCall exitCall) {
-    translateDriverCall(enterCall, s);
-    translateDriverCall(exitCall, s);
+void call(AggregatingSink& s, DriverCall enterCall, DriverCall exitCall) {
+    s.translator.translate(enterCall, s);
+    s.translator.translate(exitCall, s);
 }
 
 constexpr uint8_t kCuda0 = kDeviceCudaBase, kCuda1 = kDeviceCudaBase + 1;
@@ -119,6 +120,100 @@ TEST(DriverCallTranslator, VmmCountsPhysicalMemoryOnceHoweverMapped) {
     EXPECT_EQ(s.dev(kDevicePinnedHost).currentBytes, 0u);
 }
 
+namespace {
+// cuMemMap / cuMemUnmap of `bytes` at `address`.
+void map(AggregatingSink& s, uint64_t address, uint64_t bytes, uint64_t handle) {
+    DriverCall c = enter(DriverApi::MemMap, address, handle);
+    c.size = bytes;
+    DriverCall done = c;
+    done.exit = true;
+    call(s, c, done);
+}
+void unmap(AggregatingSink& s, uint64_t address, uint64_t bytes) {
+    DriverCall c = enter(DriverApi::MemUnmap, address);
+    c.size = bytes;
+    DriverCall done = c;
+    done.exit = true;
+    call(s, c, done);
+}
+void release(AggregatingSink& s, uint64_t handle) {
+    call(s, enter(DriverApi::MemRelease, 0, handle), exitOk(DriverApi::MemRelease, 0, 0, 0));
+}
+constexpr uint64_t kVa = 0x7f4000000000, k2M = 2 << 20;
+}  // namespace
+
+TEST(DriverCallTranslator, AHandleReleasedWhileMappedHoldsItsBytesUntilUnmapped) {
+    // CUDA's programming guide: create, map, release the handle at once; the
+    // memory lives while it is mapped.
+    AggregatingSink s;
+    const uint64_t h = 0x55550011;
+    call(s, enter(DriverApi::MemCreate), exitOk(DriverApi::MemCreate, 0, 0, k2M, h));
+    map(s, kVa, k2M, h);
+    release(s, h);
+    EXPECT_EQ(s.dev(kCuda0).currentBytes, k2M);
+    call(s, enter(DriverApi::MemAlloc), exitOk(DriverApi::MemAlloc, 0, 0x7f0000000000, 1000));
+    EXPECT_EQ(s.dev(kCuda0).peakBytes, k2M + 1000);
+    unmap(s, kVa, k2M);
+    EXPECT_EQ(s.dev(kCuda0).currentBytes, 1000u);
+    // The handle is gone: a second release or unmap of it changes nothing.
+    release(s, h);
+    unmap(s, kVa, k2M);
+    EXPECT_EQ(s.dev(kCuda0).currentBytes, 1000u);
+    EXPECT_EQ(s.agg.unmatchedFrees(), 0u);
+}
+
+TEST(DriverCallTranslator, EveryReferenceAndMappingOfAHandleHoldsIt) {
+    AggregatingSink s;
+    const uint64_t h = 0x55550012;
+    call(s, enter(DriverApi::MemCreate), exitOk(DriverApi::MemCreate, 0, 0, 2 * k2M, h));
+    // Mapped twice, at two addresses (the second maps the handle's second half).
+    map(s, kVa, 2 * k2M, h);
+    map(s, kVa + (64 << 20), k2M, h);
+    // NCCL's free: retain the handle of an address, release it, unmap, release.
+    call(s, enter(DriverApi::MemRetain), exitOk(DriverApi::MemRetain, 0, 0, 0, h));
+    release(s, h);
+    unmap(s, kVa, 2 * k2M);
+    release(s, h);
+    EXPECT_EQ(s.dev(kCuda0).currentBytes, 2 * k2M);  // still mapped at the second address
+    unmap(s, kVa + (64 << 20), k2M);
+    EXPECT_EQ(s.dev(kCuda0).currentBytes, 0u);
+    EXPECT_EQ(s.dev(kCuda0).freeCount, 1u);
+}
+
+TEST(DriverCallTranslator, OneUnmapEndsEveryMappingItsRangeStarts) {
+    // Two handles mapped side by side in one reserved range, both released, then
+    // the whole range unmapped at once; a mapping outside it stays.
+    AggregatingSink s;
+    const uint64_t h1 = 0x55550021, h2 = 0x55550022, h3 = 0x55550023;
+    for (uint64_t h : {h1, h2, h3})
+        call(s, enter(DriverApi::MemCreate), exitOk(DriverApi::MemCreate, 0, 0, k2M, h));
+    map(s, kVa, k2M, h1);
+    map(s, kVa + k2M, k2M, h2);
+    map(s, kVa + 2 * k2M, k2M, h3);
+    for (uint64_t h : {h1, h2, h3}) release(s, h);
+    unmap(s, kVa, 2 * k2M);
+    EXPECT_EQ(s.dev(kCuda0).currentBytes, k2M);
+    unmap(s, kVa + 2 * k2M, k2M);
+    EXPECT_EQ(s.dev(kCuda0).currentBytes, 0u);
+}
+
+TEST(DriverCallTranslator, FailedMapsAndUnknownHandlesHoldNothing) {
+    AggregatingSink s;
+    const uint64_t h = 0x55550031;
+    call(s, enter(DriverApi::MemCreate), exitOk(DriverApi::MemCreate, 0, 0, k2M, h));
+    DriverCall failed = enter(DriverApi::MemMap, kVa, h);
+    failed.size = k2M;
+    DriverCall failedExit = failed;
+    failedExit.exit = true;
+    failedExit.result = 1;  // CUDA_ERROR_INVALID_VALUE
+    call(s, failed, failedExit);
+    map(s, kVa + k2M, k2M, 0x99990000);  // a handle this process never created
+    release(s, 0x99990000);
+    release(s, h);
+    EXPECT_EQ(s.dev(kCuda0).currentBytes, 0u);
+    EXPECT_EQ(s.agg.unmatchedFrees(), 0u);
+}
+
 TEST(DriverCallTranslator, PinnedHostAndManagedAndAsync) {
     AggregatingSink s;
     call(s, enter(DriverApi::MemHostAlloc),
@@ -150,8 +245,9 @@ TEST(DriverCallTranslator, FreesAreReportedBeforeTheCallRuns) {
         void alloc(uint8_t, uint64_t, uint64_t) override { events.push_back("alloc"); }
         void free(uint64_t) override { events.push_back("free"); }
     } log;
-    translateDriverCall(enter(DriverApi::MemFree, 0x1000), log);
+    DriverCallTranslator translator;
+    translator.translate(enter(DriverApi::MemFree, 0x1000), log);
     EXPECT_EQ(log.events, std::vector<std::string>{"free"});
-    translateDriverCall(exitOk(DriverApi::MemFree, 0, 0x1000, 0), log);
+    translator.translate(exitOk(DriverApi::MemFree, 0, 0x1000, 0), log);
     EXPECT_EQ(log.events.size(), 1u);
 }
