@@ -79,9 +79,11 @@ std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std:
         {core::kEnvBackupDir, backupDir},
         // Where the program asks memtool run about itself (memtool.snapshot, ...).
         {core::kEnvControlSocket, controlSocket},
-        {core::kEnvOptions, fmt::format("native={},python={},cudahooks={},pausable={}",
-                                        options.nativeStacks ? 1 : 0, options.pythonStacks ? 1 : 0,
-                                        cuda.runtimeHooks ? 1 : 0, options.pausableAll ? 1 : 0)},
+        {core::kEnvOptions,
+         fmt::format(
+             "native={},python={},cudahooks={},pausable={}{}", options.nativeStacks ? 1 : 0,
+             options.pythonStacks ? 1 : 0, cuda.runtimeHooks ? 1 : 0, options.pausableAll ? 1 : 0,
+             options.hostPoolBytes ? fmt::format(",hostpool={}", *options.hostPoolBytes) : "")},
     };
     // The CUDA driver loads this when (and only if) the program initializes CUDA.
     if (!cuda.injection.empty()) env.push_back({"CUDA_INJECTION64_PATH", cuda.injection});

@@ -2,6 +2,7 @@
 // `memtool run`: launch a command with the collector injected, fold the streams
 // of every process that connects, write trace.json when the command exits.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct RunOptions {
     // "default" unless the program names one), so `memtool ctl PID yield` can take
     // all of it away.
     bool pausableAll = false;
+    // --host-pool: the most pinned host memory (host backups of CUDA regions) a
+    // resume keeps for the next pause; unset: all of it.
+    std::optional<uint64_t> hostPoolBytes;
     // After the program exits, how long the processes it left running get to end
     // their streams (--wait-children); those still running then are written as
     // incomplete.

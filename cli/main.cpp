@@ -333,6 +333,18 @@ int main(int argc, char** argv) {
             },
             "SECONDS"))
         ->capture_default_str();
+    std::string hostPool = "all";
+    runCmd
+        ->add_option("--host-pool", hostPool,
+                     "The most pinned host memory (host backups of paused CUDA regions) a resume "
+                     "keeps for the next pause, as pinning is slow: a size (0: none) or all")
+        ->check(CLI::Validator(
+            [](const std::string& text) -> std::string {
+                if (text == "all" || core::parseSize(text)) return {};
+                return "'" + text + "' is not a size (e.g. 0, 8GiB, 500MB) or all";
+            },
+            "SIZE|all"))
+        ->capture_default_str();
     runCmd->add_option("--backup-dir", run.backupDir,
                        "Where paused regions' disk backups go, as files no name points to ("
                        "default $TMPDIR or /tmp)");
@@ -513,6 +525,7 @@ int main(int argc, char** argv) {
         return cli::runGuarded(
             [&] {
                 run.pausableAll = pausable == "all";
+                if (hostPool != "all") run.hostPoolBytes = core::parseSize(hostPool);
                 run.nativeStacks = !noNative;
                 run.pythonStacks = !noPython;
                 run.siteMode = *core::parseSiteMode(siteMode);

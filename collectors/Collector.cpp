@@ -523,6 +523,7 @@ bool startCollector() {
     r.setCpuBackend(&gCpuPages.value);
 #if MEMTOOL_HAVE_CUDA_VMM
     r.setCudaBackend(&gCudaVmm.value, cudaVmmReady);
+    gCudaVmm.value.setHostPoolLimit(e.options().hostPoolBytes);
 #endif
     r.setBackupDirectory(std::getenv(core::kEnvBackupDir));
     if (e.options().pausableAll) r.setPausableAll();

@@ -78,6 +78,10 @@ int memtool_resume(const char* tag, char* out, size_t size);
 // Where disk backups go from now on (`memtool run --backup-dir` until then): a
 // directory this process can write. 0 on success, -1 with the reason in `out`.
 int memtool_set_backup_dir(const char* directory, char* out, size_t size);
+// Host backups' pinned memory that a resume keeps for the next pause: at most
+// `max_bytes` from now on (UINT64_MAX: every buffer, `memtool run --host-pool`'s
+// default), what is kept beyond it freed now. Returns the bytes kept.
+uint64_t memtool_set_host_pool(uint64_t max_bytes);
 // The regions as a JSON array (tag, device, bytes, resident_bytes, paused_bytes,
 // state, backup). Returns its length, or 0 when it does not fit in `size`.
 size_t memtool_regions(char* out, size_t size);

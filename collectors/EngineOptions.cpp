@@ -23,6 +23,8 @@ EngineOptions EngineOptions::parse(const char* text) {
             if (keyIs(item, keyLen, "python")) o.pythonStacks = value != 0;
             if (keyIs(item, keyLen, "cudahooks")) o.cudaRuntimeHooks = value != 0;
             if (keyIs(item, keyLen, "pausable")) o.pausableAll = value != 0;
+            if (keyIs(item, keyLen, "hostpool"))
+                o.hostPoolBytes = std::strtoull(eq + 1, nullptr, 10);
             if (keyIs(item, keyLen, "depth") && value > 0)
                 o.maxNativeDepth = value < kMaxNativeDepth ? value : kMaxNativeDepth;
         }

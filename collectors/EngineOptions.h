@@ -3,6 +3,8 @@
 // ("native=1,python=1,depth=128,cudahooks=0"). Unknown keys are ignored, so an
 // older collector runs under a newer CLI.
 
+#include <cstdint>
+
 #include "collectors/ThreadState.h"
 
 namespace memtool::collectors {
@@ -10,9 +12,10 @@ namespace memtool::collectors {
 struct EngineOptions {
     bool nativeStacks = true;
     bool pythonStacks = true;
-    int maxNativeDepth = 128;       // at most kMaxNativeDepth
-    bool cudaRuntimeHooks = false;  // record CUDA memory through runtime hooks from the start
-    bool pausableAll = false;       // every allocation belongs to a region (--pausable all)
+    int maxNativeDepth = 128;             // at most kMaxNativeDepth
+    bool cudaRuntimeHooks = false;        // record CUDA memory through runtime hooks from the start
+    bool pausableAll = false;             // every allocation belongs to a region (--pausable all)
+    uint64_t hostPoolBytes = UINT64_MAX;  // pinned memory kept after a resume (--host-pool)
 
     // Parses the MEMTOOL_OPTIONS text over the defaults; null leaves them.
     static EngineOptions parse(const char* text);

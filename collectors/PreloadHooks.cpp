@@ -520,6 +520,10 @@ __attribute__((visibility("default"))) int memtool_set_backup_dir(const char* di
     return failedWith(why, out, size);
 }
 
+__attribute__((visibility("default"))) uint64_t memtool_set_host_pool(uint64_t max_bytes) {
+    return memtool::collectors::control::regions().setHostPoolLimit(max_bytes);
+}
+
 __attribute__((visibility("default"))) size_t memtool_regions(char* out, size_t size) {
     return memtool::collectors::control::regions().describe(out, size);
 }

@@ -192,8 +192,8 @@ bool HostBackup::open(MemoryBackend& backend, uint8_t device, uint64_t bytes, Fa
     discard();
     backend_ = &backend;
     device_ = device;
-    memory_ = backend.allocateHost(device, bytes, why);
     bytes_ = bytes;
+    memory_ = backend.allocateHost(device, &bytes_, why);
     return memory_ != nullptr;
 }
 

@@ -70,7 +70,7 @@ private:
     MemoryBackend* backend_ = nullptr;
     uint8_t device_ = 0;
     void* memory_ = nullptr;
-    uint64_t bytes_ = 0;
+    uint64_t bytes_ = 0;  // the buffer's whole size (a reused one may be larger than asked)
 };
 
 }  // namespace memtool::collectors::control

@@ -337,7 +337,7 @@ bool CudaVmmBackend::copyIn(uint8_t device, uint64_t address, uint64_t bytes, Ba
     return check(api_->cuStreamSynchronize_(cs), "cuStreamSynchronize", why);
 }
 
-void* CudaVmmBackend::allocateHost(uint8_t device, uint64_t bytes, Failure& why) {
+void* CudaVmmBackend::allocateHost(uint8_t device, uint64_t* bytes, Failure& why) {
     if (!api_) {
         why.set("the CUDA driver is not loaded");
         return nullptr;
@@ -347,11 +347,12 @@ void* CudaVmmBackend::allocateHost(uint8_t device, uint64_t bytes, Failure& why)
         LockGuard lock(mu_);
         int best = -1;
         for (int i = 0; i < kPoolSize; ++i)
-            if (pool_[i].memory && pool_[i].bytes >= bytes &&
+            if (pool_[i].memory && pool_[i].bytes >= *bytes &&
                 (best < 0 || pool_[i].bytes < pool_[best].bytes))
                 best = i;
         if (best >= 0) {
             void* p = pool_[best].memory;
+            *bytes = pool_[best].bytes;
             pool_[best].memory = nullptr;
             return p;
         }
@@ -363,7 +364,7 @@ void* CudaVmmBackend::allocateHost(uint8_t device, uint64_t bytes, Failure& why)
     if (!scope.ok()) return nullptr;
     void* p = nullptr;
     OwnDeviceCalls ours;
-    if (!check(api_->cuMemHostAlloc_(&p, bytes, CU_MEMHOSTALLOC_PORTABLE),
+    if (!check(api_->cuMemHostAlloc_(&p, *bytes, CU_MEMHOSTALLOC_PORTABLE),
                "cuMemHostAlloc (host backup)", why))
         return nullptr;
     return p;
@@ -383,12 +384,48 @@ void CudaVmmBackend::freeHost(uint8_t device, void* p, uint64_t bytes) {
     if (!p) return;
     {
         LockGuard lock(mu_);
-        for (PooledBuffer& b : pool_) {
-            if (b.memory) continue;
-            b = PooledBuffer{p, bytes};
-            return;
+        if (pooledLocked() + bytes <= poolLimit_)
+            for (PooledBuffer& b : pool_) {
+                if (b.memory) continue;
+                b = PooledBuffer{p, bytes, device};
+                return;
+            }
+    }
+    freePinned(device, p);
+}
+
+uint64_t CudaVmmBackend::pooledLocked() const {
+    uint64_t bytes = 0;
+    for (const PooledBuffer& b : pool_)
+        if (b.memory) bytes += b.bytes;
+    return bytes;
+}
+
+uint64_t CudaVmmBackend::hostPoolBytes() {
+    LockGuard lock(mu_);
+    return pooledLocked();
+}
+
+void CudaVmmBackend::setHostPoolLimit(uint64_t bytes) {
+    PooledBuffer freed[kPoolSize] = {};
+    int n = 0;
+    {
+        LockGuard lock(mu_);
+        poolLimit_ = bytes;
+        // The largest go first: what stays is the most buffers for the bytes kept.
+        for (uint64_t kept = pooledLocked(); kept > poolLimit_;) {
+            PooledBuffer* largest = nullptr;
+            for (PooledBuffer& b : pool_)
+                if (b.memory && (!largest || b.bytes > largest->bytes)) largest = &b;
+            kept -= largest->bytes;
+            freed[n++] = *largest;
+            largest->memory = nullptr;
         }
     }
+    for (int i = 0; i < n; ++i) freePinned(freed[i].device, freed[i].memory);
+}
+
+void CudaVmmBackend::freePinned(uint8_t device, void* p) {
     Failure why;
     DeviceScope scope(*this, core::cudaOrdinal(device), why);
     OwnDeviceCalls ours;

@@ -5,7 +5,8 @@
 // releases the physical memory and keeps the range, so a tensor's data_ptr()
 // is the same after resume; sizes round up to the allocation granularity.
 //
-// Backups: host backup goes into pinned host memory from a reused pool; disk
+// Backups: host backup goes into pinned host memory from a reused pool (kept
+// after a resume up to a limit, setHostPoolLimit: by default every buffer); disk
 // backup streams through two pinned staging buffers, the device copy of one
 // chunk overlapping the file write of the other. Copies run on a stream of the
 // backend's own per device. The driver is found in the process (libcuda.so.1,
@@ -49,8 +50,10 @@ public:
     bool copyIn(uint8_t device, uint64_t address, uint64_t bytes, Backup& from, uint64_t offset,
                 Failure& why) override;
 
-    void* allocateHost(uint8_t device, uint64_t bytes, Failure& why) override;
+    void* allocateHost(uint8_t device, uint64_t* bytes, Failure& why) override;
     void freeHost(uint8_t device, void* p, uint64_t bytes) override;
+    void setHostPoolLimit(uint64_t bytes) override;
+    uint64_t hostPoolBytes() override;
     bool deviceMemory(uint8_t device, uint64_t* free, uint64_t* total) override;
 
     struct Api;  // the driver's functions (CudaVmmBackend.cpp)
@@ -61,6 +64,7 @@ private:
     struct PooledBuffer {
         void* memory;
         uint64_t bytes;
+        uint8_t device;  // whose context it was pinned in (portable: any will do to free it)
     };
 
     // Makes `device`'s primary context current on this thread for the scope.
@@ -69,6 +73,9 @@ private:
     bool enter(int ordinal, Failure& why);
     bool stream(int ordinal, void** out, Failure& why);
     bool staging(Failure& why);
+    // Frees pinned host memory now, in `device`'s context.
+    void freePinned(uint8_t device, void* p);
+    uint64_t pooledLocked() const;
 
     Api* api_ = nullptr;
     Mutex mu_;  // everything below
@@ -77,6 +84,7 @@ private:
     void* streams_[kMaxDevices] = {};
     PointerMap handles_;  // mapped address -> physical allocation handle
     PooledBuffer pool_[kPoolSize] = {};
+    uint64_t poolLimit_ = UINT64_MAX;
     void* staging_[2] = {};  // kChunkBytes each, pinned
     Mutex stagingMu_;        // one streamed copy at a time
 };

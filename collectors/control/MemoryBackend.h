@@ -66,12 +66,18 @@ public:
                         uint64_t offset, Failure& why) = 0;
 
     // Host memory for BackupKind::Host of `device`'s memory (pinned, for fast
-    // device copies); null where the backend has none.
-    virtual void* allocateHost(uint8_t device, uint64_t bytes, Failure& why) {
+    // device copies) of at least *bytes, which becomes its size (a reused buffer
+    // may be larger: freeHost takes that size back); null where the backend has none.
+    virtual void* allocateHost(uint8_t device, uint64_t* bytes, Failure& why) {
         why.set("this memory cannot be backed up to host memory");
         return nullptr;
     }
     virtual void freeHost(uint8_t device, void* p, uint64_t bytes) {}
+    // Host memory freed by a resume may be kept for the next pause (pinning is
+    // slow): at most `bytes` of it from now on, what is kept beyond it freed now.
+    virtual void setHostPoolLimit(uint64_t bytes) {}
+    // What is kept so, now.
+    virtual uint64_t hostPoolBytes() { return 0; }
 
     // The device's free and total memory (all of its users'), where the backend
     // can tell; false otherwise.

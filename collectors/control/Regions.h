@@ -90,6 +90,13 @@ public:
     // the next disk backups go to `directory`, which must be a directory this
     // process can write; false, with the reason, when it is not.
     bool changeBackupDirectory(const char* directory, Failure& why);
+    // Host backups' pinned memory kept after a resume for the next pause: at most
+    // `bytes` (MemoryBackend::setHostPoolLimit). Returns what is kept now.
+    uint64_t setHostPoolLimit(uint64_t bytes) {
+        if (!cuda_) return 0;
+        cuda_->setHostPoolLimit(bytes);
+        return cuda_->hostPoolBytes();
+    }
     void setEngine(Engine* engine) { engine_ = engine; }
 
     // ---- the calling thread's region ------------------------------------------------

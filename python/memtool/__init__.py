@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from . import _collector, _live, _run
 
 __all__ = ["enabled", "region", "outside_regions", "pause", "resume", "regions", "yield_memory", "restore",
-           "report_tensors", "snapshot", "hook_mode", "set_hook_mode", "set_backup_dir", "Result", "Region"]
+           "report_tensors", "snapshot", "hook_mode", "set_hook_mode", "set_backup_dir", "set_host_pool", "Result", "Region"]
 
 _BACKUPS = {"none": 0, "host": 1, "disk": 2}
 _collector_handle = _collector.find()
@@ -215,6 +215,21 @@ def set_backup_dir(path):
         _disabled("set_backup_dir")
         return
     _collector_handle.set_backup_dir(os.fspath(path))
+
+
+def set_host_pool(max_bytes):
+    """Host backups (backup="host", yield_memory(to="host")) are pinned host
+    memory, which a resume keeps for the next pause, pinning being slow: at most
+    `max_bytes` of it from now on (None: all of it, `memtool run --host-pool`'s
+    default; 0: none, a resume gives it all back), what is kept beyond it freed
+    now. Returns the bytes kept. Outside `memtool run` it does nothing."""
+    if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int)
+                                  or max_bytes < 0):
+        raise ValueError(f"max_bytes must be None or a number of bytes >= 0, not {max_bytes!r}")
+    if not enabled:
+        _disabled("set_host_pool")
+        return 0
+    return _collector_handle.set_host_pool((1 << 64) - 1 if max_bytes is None else min(max_bytes, (1 << 64) - 1))
 
 
 def regions():

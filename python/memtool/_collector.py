@@ -87,6 +87,13 @@ class Collector:
         if f(os.fsencode(directory), err, len(err)) != 0:
             raise ValueError(err.value.decode("utf-8", "replace"))
 
+    def set_host_pool(self, max_bytes):
+        """The most pinned host memory kept after a resume; returns what is kept."""
+        f = self._lib.memtool_set_host_pool
+        f.argtypes = [ctypes.c_uint64]
+        f.restype = ctypes.c_uint64
+        return f(max_bytes)
+
     def flush(self):
         """Sends the collector's buffered records to memtool run now."""
         self._lib.memtool_flush.argtypes = []

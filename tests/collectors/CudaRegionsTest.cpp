@@ -25,11 +25,13 @@ constexpr uint64_t MiB = 1 << 20;
 struct FakeDriver {
     size_t (*usedBytes)() = nullptr;
     void (*setCapacity)(size_t) = nullptr;
+    size_t (*hostBytes)() = nullptr;
     FakeDriver() {
         setenv("MEMTOOL_CUDA_DRIVER", FAKE_CUDA_DRIVER, 1);
         void* lib = dlopen(FAKE_CUDA_DRIVER, RTLD_NOW | RTLD_LOCAL);
         usedBytes = reinterpret_cast<size_t (*)()>(dlsym(lib, "fake_cuda_used_bytes"));
         setCapacity = reinterpret_cast<void (*)(size_t)>(dlsym(lib, "fake_cuda_set_capacity"));
+        hostBytes = reinterpret_cast<size_t (*)()>(dlsym(lib, "fake_cuda_host_bytes"));
     }
 };
 
@@ -89,6 +91,56 @@ TEST(CudaRegions, PauseGivesDeviceMemoryBackAndResumeRestoresItAtTheSameAddress)
     EXPECT_TRUE(CudaFixture::holds(kv, 5 * MiB + 1, 7));  // the same address, the same content
     EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(kv)));
     EXPECT_EQ(driver().usedBytes(), before);
+}
+
+TEST(CudaRegions, AResumeKeepsPinnedMemoryUpToTheHostPoolLimit) {
+    CudaFixture f;
+    uint8_t* a = f.allocate("a", core::BackupKind::Host, 4 * MiB, 1);
+    uint8_t* b = f.allocate("b", core::BackupKind::Host, 2 * MiB, 2);
+    ASSERT_TRUE(a && b);
+    const size_t before = driver().hostBytes();
+    auto pause = [&](const char* tag) {
+        ASSERT_TRUE(f.regions->pause(tag, core::ControlOrigin::Api).ok);
+    };
+    auto resume = [&](const char* tag) {
+        ASSERT_TRUE(f.regions->resume(tag, core::ControlOrigin::Api).ok);
+    };
+    // By default a resume keeps each backup's pinned buffer for the next pause,
+    // and that pause reuses it: the smallest that fits, whole (b's pause takes a's
+    // 4 MiB buffer, and gives all 4 MiB back for a's next pause).
+    pause("a");
+    resume("a");
+    pause("b");
+    resume("b");
+    pause("a");
+    resume("a");
+    EXPECT_EQ(driver().hostBytes() - before, 4 * MiB);
+    // Two backups at once need two buffers.
+    pause("a");
+    pause("b");
+    resume("a");
+    resume("b");
+    EXPECT_EQ(driver().hostBytes() - before, 6 * MiB);
+    EXPECT_EQ(f.cuda.hostPoolBytes(), 6 * MiB);
+    pause("b");
+    resume("b");
+    pause("a");
+    resume("a");
+    EXPECT_EQ(driver().hostBytes() - before, 6 * MiB);
+    EXPECT_EQ(f.cuda.hostPoolBytes(), 6 * MiB);
+    // A lower limit frees the largest first, now; 0 keeps nothing after a resume.
+    EXPECT_EQ(f.regions->setHostPoolLimit(3 * MiB), 2 * MiB);
+    EXPECT_EQ(driver().hostBytes() - before, 2 * MiB);
+    EXPECT_EQ(f.regions->setHostPoolLimit(0), 0u);
+    EXPECT_EQ(driver().hostBytes(), before);
+    pause("a");
+    EXPECT_EQ(driver().hostBytes() - before, 4 * MiB);
+    resume("a");
+    EXPECT_EQ(driver().hostBytes(), before);
+    EXPECT_TRUE(CudaFixture::holds(a, 4 * MiB, 1));
+    EXPECT_TRUE(CudaFixture::holds(b, 2 * MiB, 2));
+    f.regions->release(reinterpret_cast<uint64_t>(a));
+    f.regions->release(reinterpret_cast<uint64_t>(b));
 }
 
 TEST(CudaRegions, DiskBackupsStreamInChunksAndComeBackWhole) {

@@ -134,7 +134,9 @@ TEST(Regions, TorchMemorySaversApiRunsWithOneImportChanged) {
               "refused: cpu_backup_backend requires enable_cpu_backup=True\n"
               "refused: cpu_backup_backend is 'pinned' or 'mmap', not 'paged'\n"
               "refused: enable_cpu_backup and enable_disk_backup are mutually exclusive\n"
-              "refused: the backup directory DIR/file is not a directory\n");
+              "refused: the backup directory DIR/file is not a directory\n"
+              "host pool 0 0 0\n"
+              "refused: max_bytes must be None or a number of bytes >= 0, not -1\n");
     const auto p = readJson(trace).at("processes").at(0);
     EXPECT_EQ(p.at("regions"), nlohmann::json::parse(R"([
         {"tag": "type1", "device": "cpu", "backup": "disk", "bytes": 0, "paused_bytes": 0},
@@ -296,8 +298,9 @@ TEST(Regions, CudaMemoryIsPausedThroughTheDriversVmmApi) {
                      "MEMTOOL_CONTROL_DIR=" + controlDir()});
     ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
     // 3,000,000 bytes take two 2 MiB granules of device memory; all of it goes on
-    // pause and comes back, with the content.
-    EXPECT_EQ(o.out, "held 4194304 paused 0 0 resumed 0 same freed 0\n");
+    // pause and comes back, with the content. The resume keeps the pinned buffer
+    // the content was backed up in, for the next pause.
+    EXPECT_EQ(o.out, "held 4194304 paused 0 0 resumed 0 same freed 0 pinned 4194304\n");
     const auto p = readJson(trace).at("processes").at(0);
     const auto& cuda0 = p.at("devices").at("cuda:0");
     EXPECT_EQ(cuda0.at("peak_bytes"), 3000000);
@@ -308,4 +311,19 @@ TEST(Regions, CudaMemoryIsPausedThroughTheDriversVmmApi) {
     EXPECT_EQ(p.at("control").at(0).at("bytes"), 4194304);
     EXPECT_EQ(p.at("control").at(0).at("backup"), "host");
     EXPECT_EQ(p.at("regions").at(0).at("tag"), "kv");
+}
+
+TEST(Regions, HostPoolZeroGivesPinnedMemoryBackOnResume) {
+    if (std::string(CUDA_REGION_USER_BIN).empty()) GTEST_SKIP() << "built without the CUDA parts";
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "--cuda", "runtime-hooks", "--host-pool", "0", "-o",
+                     tempDir() + "/t.json", "--", CUDA_REGION_USER_BIN},
+                    "",
+                    {std::string("MEMTOOL_CUDA_DRIVER=") + FAKE_CUDA_DRIVER,
+                     "MEMTOOL_CONTROL_DIR=" + controlDir()});
+    ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
+    EXPECT_EQ(o.out, "held 4194304 paused 0 0 resumed 0 same freed 0 pinned 0\n");
+    // A size it cannot read is refused before anything runs.
+    Outcome bad = run({MEMTOOL_BIN, "run", "--host-pool", "lots", "--", "true"});
+    EXPECT_EQ(bad.exitCode, 2) << bad.err;
+    EXPECT_NE(bad.err.find("'lots' is not a size"), std::string::npos) << bad.err;
 }

@@ -3,7 +3,8 @@
 // with the fake driver (FakeCudaDriver.cpp, MEMTOOL_CUDA_DRIVER): cudaMalloc inside
 // the region is served by the CUDA VMM backend through the runtime hooks, then
 // paused (host backup), resumed and freed. Prints what the "device" held at each
-// step, and whether the content survived.
+// step, whether the content survived, and the pinned host memory held at the end
+// (the host backup's buffer, when the resume kept it: memtool run --host-pool).
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -45,7 +46,8 @@ int main() {
     leave();
     driver = driver ? driver : dlopen(driverPath, RTLD_NOW | RTLD_NOLOAD);
     auto used = driver ? find<size_t (*)()>(driver, "fake_cuda_used_bytes") : nullptr;
-    if (rc != 0 || !p || !used) {
+    auto pinned = driver ? find<size_t (*)()>(driver, "fake_cuda_host_bytes") : nullptr;
+    if (rc != 0 || !p || !used || !pinned) {
         std::printf("cudaMalloc in the region: %d\n", rc);
         return 1;
     }
@@ -58,7 +60,7 @@ int main() {
     bool same = true;
     for (size_t i = 0; i < 3000000; ++i) same &= bytes[i] == static_cast<uint8_t>(i * 31);
     cudaFree(p);
-    std::printf("held %zu paused %d %zu resumed %d %s freed %zu\n", held, paused, whilePaused,
-                resumed, same ? "same" : "DIFFERENT", used());
+    std::printf("held %zu paused %d %zu resumed %d %s freed %zu pinned %zu\n", held, paused,
+                whilePaused, resumed, same ? "same" : "DIFFERENT", used(), pinned());
     return 0;
 }

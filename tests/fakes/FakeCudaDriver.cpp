@@ -14,7 +14,8 @@
 //
 // Test controls: fake_cuda_used_bytes() is the device memory held (what NVML or
 // cudaMemGetInfo would say); FAKE_CUDA_CAPACITY caps it (cuMemCreate then fails
-// with CUDA_ERROR_OUT_OF_MEMORY); fake_cuda_set_capacity() changes it at run time.
+// with CUDA_ERROR_OUT_OF_MEMORY); fake_cuda_set_capacity() changes it at run time;
+// fake_cuda_host_bytes() is the pinned host memory held (cuMemHostAlloc's).
 #include <cuda.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -60,6 +61,12 @@ extern "C" {
 __attribute__((visibility("default"))) size_t fake_cuda_used_bytes() { return used.load(); }
 __attribute__((visibility("default"))) void fake_cuda_set_capacity(size_t bytes) {
     capacity.store(bytes);
+}
+__attribute__((visibility("default"))) size_t fake_cuda_host_bytes() {
+    std::lock_guard<std::mutex> lock(mu);
+    size_t bytes = 0;
+    for (const auto& [p, n] : hostBlocks()) bytes += n;
+    return bytes;
 }
 
 CUresult cuInit(unsigned int) {

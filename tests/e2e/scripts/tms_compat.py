@@ -58,3 +58,9 @@ try:
     memtool.set_backup_dir(os.path.join(sys.argv[1], "file"))  # what set_disk_backup_dir calls
 except ValueError as e:
     print("refused:", e.args[0].replace(sys.argv[1], "DIR"))
+# Pinned host memory kept after a resume: none here (CPU regions back up to disk).
+print("host pool", memtool.set_host_pool(0), memtool.set_host_pool(None), memtool.set_host_pool(1 << 70))
+try:
+    memtool.set_host_pool(-1)
+except ValueError as e:
+    print("refused:", e)
