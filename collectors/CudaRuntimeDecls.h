@@ -18,4 +18,6 @@ int cudaFreeAsync(void* devPtr, void* stream);
 int cudaMallocHost(void** ptr, size_t size);
 int cudaHostAlloc(void** pHost, size_t size, unsigned int flags);
 int cudaFreeHost(void* ptr);
+// status: cudaStreamCaptureStatus (0 none, 1 active, 2 invalidated)
+int cudaStreamIsCapturing(void* stream, int* status);
 }

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "collectors/Collector.h"
@@ -10,6 +11,7 @@
 #include "collectors/ModuleName.h"
 #include "collectors/NativeUnwinder.h"
 #include "collectors/TorchBridgeLoader.h"
+#include "collectors/Warn.h"
 #include "collectors/control/Regions.h"
 #include "core/Protocol.h"
 
@@ -98,6 +100,22 @@ bool releaseRegion(void* p) {
     return p && control::regions().release(reinterpret_cast<uint64_t>(p));
 }
 
+// Whether `stream` is being captured into a CUDA graph. Its stream-ordered
+// allocations and frees are then the graph's, done when the graph runs, and it
+// must see no synchronizing call (releasing region memory synchronizes).
+bool capturing(void* stream) {
+    static auto isCapturing = RUNTIME_ORIGINAL(cudaStreamIsCapturing);
+    int status = 0;
+    return isCapturing && isCapturing(stream, &status) == kCudaSuccess && status != 0;
+}
+
+// Said once per process, on stderr and in the trace.
+void warnOnce(std::atomic<bool>& said, const char* text) {
+    if (said.exchange(true)) return;
+    warn(text);
+    engine().note(core::kNoteWarning, text);
+}
+
 int hookMalloc(void** out, size_t size) {
     static auto real = RUNTIME_ORIGINAL(cudaMalloc);
     beforeDeviceAlloc();
@@ -109,8 +127,14 @@ int hookMalloc(void** out, size_t size) {
 
 int hookMallocAsync(void** out, size_t size, void* stream) {
     static auto real = RUNTIME_ORIGINAL(cudaMallocAsync);
+    static std::atomic<bool> said{false};
     beforeDeviceAlloc();
-    if (control::regions().threadInRegion()) return serveRegion(out, size);
+    if (control::regions().threadInRegion()) {
+        if (!capturing(stream)) return serveRegion(out, size);
+        warnOnce(said,
+                 "cudaMallocAsync inside CUDA graph capture allocates the graph's memory: it is "
+                 "not pausable, inside a region too");
+    }
     int rc = real(out, size, stream);
     recordDevice(rc, out, size);
     return rc;
@@ -139,8 +163,19 @@ int hookFree(void* p) {
 
 int hookFreeAsync(void* p, void* stream) {
     static auto real = RUNTIME_ORIGINAL(cudaFreeAsync);
-    if (releaseRegion(p))
-        return kCudaSuccess;  // released once the device is idle (the backend synchronizes)
+    static std::atomic<bool> said{false};
+    if (p && control::regions().holds(reinterpret_cast<uint64_t>(p))) {
+        if (!capturing(stream)) {
+            releaseRegion(p);  // once the device is idle (the backend synchronizes)
+            return kCudaSuccess;
+        }
+        // The graph frees it when it runs, maybe many times, maybe never: the
+        // memory stays the region's.
+        warnOnce(said,
+                 "pausable memory freed by cudaFreeAsync inside CUDA graph capture stays "
+                 "allocated (the graph may use it when it runs) until the process ends");
+        return kCudaSuccess;
+    }
     recordFree(p);
     return real(p, stream);
 }

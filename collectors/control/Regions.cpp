@@ -451,6 +451,15 @@ void Regions::warmLocked() {
     paused_[0].start.store(paused_[0].start.load());
 }
 
+bool Regions::holds(uint64_t address) {
+    if (!anyServed_.load(std::memory_order_acquire)) return false;
+    uint64_t slotPlusOne = 0;
+    tableMu_.lock();
+    const bool found = index_.find(address, &slotPlusOne);
+    tableMu_.unlock();
+    return found;
+}
+
 bool Regions::release(uint64_t address) {
     if (!anyServed_.load(std::memory_order_acquire))
         return false;  // no region ever served: the common case

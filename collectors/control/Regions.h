@@ -142,6 +142,8 @@ public:
     // Frees a region allocation (recorded as freed first). False when `address`
     // is not one: the caller frees it its own way.
     bool release(uint64_t address);
+    // Whether `address` is a live region allocation's (release() would take it).
+    bool holds(uint64_t address);
 
     // ---- commands ---------------------------------------------------------------------
     // Pauses every resident allocation of `tag` (null: of every tag). With

@@ -286,16 +286,28 @@ TEST(Regions, OutsideMemtoolRunTheApiDoesNothing) {
         << o.err;
 }
 
+namespace {
+// tests/fakes/CudaRegionUser.cpp under memtool run (`options` before it, `args`
+// after), with the test doubles of the runtime (linked) and the driver.
+Outcome runCudaRegionUser(const std::vector<std::string>& options,
+                          const std::vector<std::string>& args) {
+    std::vector<std::string> command{MEMTOOL_BIN, "run", "-q", "--cuda", "runtime-hooks"};
+    command.insert(command.end(), options.begin(), options.end());
+    command.push_back("--");
+    command.push_back(CUDA_REGION_USER_BIN);
+    command.insert(command.end(), args.begin(), args.end());
+    return run(command, "",
+               {std::string("MEMTOOL_CUDA_DRIVER=") + FAKE_CUDA_DRIVER,
+                "MEMTOOL_CONTROL_DIR=" + controlDir()});
+}
+}  // namespace
+
 // CUDA memory in a region, through the runtime hooks and the CUDA VMM backend, with
 // test doubles of the runtime and the driver whose device memory is host memory.
 TEST(Regions, CudaMemoryIsPausedThroughTheDriversVmmApi) {
     if (std::string(CUDA_REGION_USER_BIN).empty()) GTEST_SKIP() << "built without the CUDA parts";
     const std::string trace = tempDir() + "/t.json";
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "--cuda", "runtime-hooks", "-o", trace, "--",
-                     CUDA_REGION_USER_BIN},
-                    "",
-                    {std::string("MEMTOOL_CUDA_DRIVER=") + FAKE_CUDA_DRIVER,
-                     "MEMTOOL_CONTROL_DIR=" + controlDir()});
+    Outcome o = runCudaRegionUser({"-o", trace}, {});
     ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
     // 3,000,000 bytes take two 2 MiB granules of device memory; all of it goes on
     // pause and comes back, with the content. The resume keeps the pinned buffer
@@ -313,13 +325,36 @@ TEST(Regions, CudaMemoryIsPausedThroughTheDriversVmmApi) {
     EXPECT_EQ(p.at("regions").at(0).at("tag"), "kv");
 }
 
+// Region memory freed by cudaFreeAsync while its stream is captured into a CUDA
+// graph is the graph's to free when it runs: memtool keeps it (releasing would
+// synchronize, which a capture forbids, and the graph may still use it), and an
+// allocation made during capture is the graph's, not the region's.
+TEST(Regions, CudaGraphCaptureKeepsRegionMemoryAndSynchronizesNothing) {
+    if (std::string(CUDA_REGION_USER_BIN).empty()) GTEST_SKIP() << "built without the CUDA parts";
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o = runCudaRegionUser({"-o", trace}, {"capture"});
+    ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
+    EXPECT_EQ(o.out, "capture held 4194304 graph's 0 4194304 after 4194304\n");
+    EXPECT_NE(o.err.find("memtool: cudaMallocAsync inside CUDA graph capture allocates the "
+                         "graph's memory: it is not pausable"),
+              std::string::npos)
+        << o.err;
+    EXPECT_NE(o.err.find("memtool: pausable memory freed by cudaFreeAsync inside CUDA graph "
+                         "capture stays allocated"),
+              std::string::npos)
+        << o.err;
+    const auto p = readJson(trace).at("processes").at(0);
+    EXPECT_EQ(p.at("warnings").size(), 2u) << p.at("warnings").dump();
+    // Recorded as the device holds it: the region's 3,000,000 bytes still live,
+    // the graph's 1,000 allocated and freed.
+    const auto& cuda0 = p.at("devices").at("cuda:0");
+    EXPECT_EQ(cuda0.at("allocated_bytes"), 3001000);
+    EXPECT_EQ(cuda0.at("current_bytes"), 3000000);
+}
+
 TEST(Regions, HostPoolZeroGivesPinnedMemoryBackOnResume) {
     if (std::string(CUDA_REGION_USER_BIN).empty()) GTEST_SKIP() << "built without the CUDA parts";
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "--cuda", "runtime-hooks", "--host-pool", "0", "-o",
-                     tempDir() + "/t.json", "--", CUDA_REGION_USER_BIN},
-                    "",
-                    {std::string("MEMTOOL_CUDA_DRIVER=") + FAKE_CUDA_DRIVER,
-                     "MEMTOOL_CONTROL_DIR=" + controlDir()});
+    Outcome o = runCudaRegionUser({"--host-pool", "0", "-o", tempDir() + "/t.json"}, {});
     ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
     EXPECT_EQ(o.out, "held 4194304 paused 0 0 resumed 0 same freed 0 pinned 0\n");
     // A size it cannot read is refused before anything runs.

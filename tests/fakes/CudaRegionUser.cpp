@@ -5,6 +5,10 @@
 // paused (host backup), resumed and freed. Prints what the "device" held at each
 // step, whether the content survived, and the pinned host memory held at the end
 // (the host backup's buffer, when the resume kept it: memtool run --host-pool).
+//
+//   cuda_region_user capture: a region allocation freed by cudaFreeAsync while its
+//   stream is captured into a CUDA graph, and one made then; prints the device
+//   memory held before and after.
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -15,6 +19,10 @@
 extern "C" {
 int cudaMalloc(void**, size_t);
 int cudaFree(void*);
+int cudaMallocAsync(void**, size_t, void*);
+int cudaFreeAsync(void*, void*);
+int cudaStreamBeginCapture(void*, int);
+int cudaStreamEndCapture(void*, void**);
 }
 
 namespace {
@@ -24,7 +32,7 @@ Fn find(void* lib, const char* name) {
 }
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
     auto enter =
         find<int (*)(const char*, int, char*, size_t)>(RTLD_DEFAULT, "memtool_region_enter");
     auto leave = find<void (*)()>(RTLD_DEFAULT, "memtool_region_exit");
@@ -41,8 +49,10 @@ int main() {
         std::printf("enter: %s\n", out);
         return 1;
     }
+    const bool capture = argc > 1 && std::strcmp(argv[1], "capture") == 0;
+    void* const stream = reinterpret_cast<void*>(0x5);
     void* p = nullptr;
-    const int rc = cudaMalloc(&p, 3000000);
+    const int rc = capture ? cudaMallocAsync(&p, 3000000, stream) : cudaMalloc(&p, 3000000);
     leave();
     driver = driver ? driver : dlopen(driverPath, RTLD_NOW | RTLD_NOLOAD);
     auto used = driver ? find<size_t (*)()>(driver, "fake_cuda_used_bytes") : nullptr;
@@ -50,6 +60,22 @@ int main() {
     if (rc != 0 || !p || !used || !pinned) {
         std::printf("cudaMalloc in the region: %d\n", rc);
         return 1;
+    }
+    if (capture) {
+        const size_t before = used();
+        cudaStreamBeginCapture(stream, 0);
+        void* inGraph = nullptr;
+        enter("kv", 1, out, sizeof out);
+        const int graphRc = cudaMallocAsync(&inGraph, 1000, stream);
+        leave();
+        const size_t whileCapturing = used();
+        cudaFreeAsync(p, stream);
+        cudaFreeAsync(inGraph, stream);
+        void* graph = nullptr;
+        cudaStreamEndCapture(stream, &graph);
+        std::printf("capture held %zu graph's %d %zu after %zu\n", before, graphRc, whileCapturing,
+                    used());
+        return 0;
     }
     auto* bytes = static_cast<uint8_t*>(p);
     for (size_t i = 0; i < 3000000; ++i) bytes[i] = static_cast<uint8_t>(i * 31);

@@ -4,6 +4,8 @@
 // the same program against the real runtime needs a GPU.
 #include <cstddef>
 #include <cstdlib>
+#include <mutex>
+#include <set>
 
 namespace {
 thread_local int gDevice = 0;
@@ -12,6 +14,10 @@ constexpr int kOutOfMemory = 2;  // cudaErrorMemoryAllocation
 
 // The fake device's memory: a larger request fails as a full GPU would.
 constexpr size_t kDeviceBytes = size_t{1} << 30;
+
+// Streams being captured into a graph (cudaStreamBeginCapture .. EndCapture).
+std::mutex captureMu;
+std::set<void*> capturing;
 
 int hostAlloc(void** out, size_t size) {
     if (size > kDeviceBytes) {
@@ -47,4 +53,20 @@ int cudaFree(void* p) {
 }
 int cudaFreeAsync(void* p, void*) { return cudaFree(p); }
 int cudaFreeHost(void* p) { return cudaFree(p); }
+int cudaStreamBeginCapture(void* stream, int) {
+    std::lock_guard lock(captureMu);
+    capturing.insert(stream);
+    return kSuccess;
+}
+int cudaStreamEndCapture(void* stream, void** graph) {
+    std::lock_guard lock(captureMu);
+    capturing.erase(stream);
+    *graph = nullptr;
+    return kSuccess;
+}
+int cudaStreamIsCapturing(void* stream, int* status) {
+    std::lock_guard lock(captureMu);
+    *status = capturing.count(stream) ? 1 : 0;  // cudaStreamCaptureStatusActive : None
+    return kSuccess;
+}
 }
