@@ -23,6 +23,8 @@ struct CudaVmmBackend::Api {
     MEMTOOL_CU_FN(cuInit);
     MEMTOOL_CU_FN(cuGetErrorString);
     MEMTOOL_CU_FN(cuDeviceGet);
+    MEMTOOL_CU_FN(cuDeviceGetCount);
+    MEMTOOL_CU_FN(cuDeviceCanAccessPeer);
     MEMTOOL_CU_FN(cuDevicePrimaryCtxRetain);
     MEMTOOL_CU_FN(cuCtxPushCurrent);
     MEMTOOL_CU_FN(cuCtxPopCurrent);
@@ -120,7 +122,8 @@ bool CudaVmmBackend::load(Failure& why) {
     Api& a = gApi;
     const bool ok =
         MEMTOOL_CU_RESOLVE(lib, a, cuInit) && MEMTOOL_CU_RESOLVE(lib, a, cuGetErrorString) &&
-        MEMTOOL_CU_RESOLVE(lib, a, cuDeviceGet) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuDeviceGet) && MEMTOOL_CU_RESOLVE(lib, a, cuDeviceGetCount) &&
+        MEMTOOL_CU_RESOLVE(lib, a, cuDeviceCanAccessPeer) &&
         MEMTOOL_CU_RESOLVE(lib, a, cuDevicePrimaryCtxRetain) &&
         MEMTOOL_CU_RESOLVE(lib, a, cuCtxPushCurrent) &&
         MEMTOOL_CU_RESOLVE(lib, a, cuCtxPopCurrent) &&
@@ -205,15 +208,23 @@ bool CudaVmmBackend::map(uint8_t device, uint64_t address, uint64_t bytes, Failu
     CUmemAllocationProp prop = deviceProp(ordinal);
     CUmemGenericAllocationHandle handle = 0;
     if (!check(api_->cuMemCreate_(&handle, bytes, &prop, 0), "cuMemCreate", why)) return false;
-    CUmemAccessDesc access{};
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = ordinal;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    // The device's own, and every device that can reach it (peers): cudaMalloc
+    // memory is theirs once the program enables peer access, VMM memory only
+    // through access granted to them here.
+    CUmemAccessDesc access[kMaxDevices] = {};
+    const uint64_t devices = (uint64_t{1} << ordinal) | peersOf(ordinal);
+    size_t n = 0;
+    for (int d = 0; d < kMaxDevices; ++d) {
+        if (!(devices >> d & 1)) continue;
+        access[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        access[n].location.id = d;
+        access[n++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
     if (!check(api_->cuMemMap_(address, bytes, 0, handle, 0), "cuMemMap", why)) {
         api_->cuMemRelease_(handle);
         return false;
     }
-    if (!check(api_->cuMemSetAccess_(address, bytes, &access, 1), "cuMemSetAccess", why)) {
+    if (!check(api_->cuMemSetAccess_(address, bytes, access, n), "cuMemSetAccess", why)) {
         api_->cuMemUnmap_(address, bytes);
         api_->cuMemRelease_(handle);
         return false;
@@ -226,6 +237,29 @@ bool CudaVmmBackend::map(uint8_t device, uint64_t address, uint64_t bytes, Failu
         return false;
     }
     return true;
+}
+
+uint64_t CudaVmmBackend::peersOf(int ordinal) {
+    {
+        LockGuard lock(mu_);
+        if (peersKnown_ >> ordinal & 1) return peers_[ordinal];
+    }
+    int count = 0;
+    uint64_t peers = 0;
+    CUdevice owner;
+    if (api_->cuDeviceGetCount_(&count) == CUDA_SUCCESS &&
+        api_->cuDeviceGet_(&owner, ordinal) == CUDA_SUCCESS)
+        for (int d = 0; d < count && d < kMaxDevices; ++d) {
+            CUdevice other;
+            int can = 0;
+            if (d != ordinal && api_->cuDeviceGet_(&other, d) == CUDA_SUCCESS &&
+                api_->cuDeviceCanAccessPeer_(&can, other, owner) == CUDA_SUCCESS && can)
+                peers |= uint64_t{1} << d;
+        }
+    LockGuard lock(mu_);
+    peers_[ordinal] = peers;
+    peersKnown_ |= uint64_t{1} << ordinal;
+    return peers;
 }
 
 bool CudaVmmBackend::unmap(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) {

@@ -3,7 +3,8 @@
 // allocation is an address range (cuMemAddressReserve) with physical memory
 // mapped behind it (cuMemCreate, cuMemMap, cuMemSetAccess). A pause unmaps and
 // releases the physical memory and keeps the range, so a tensor's data_ptr()
-// is the same after resume; sizes round up to the allocation granularity.
+// is the same after resume; sizes round up to the allocation granularity. The
+// owning device and its peers (cuDeviceCanAccessPeer) get read/write access.
 //
 // Backups: host backup goes into pinned host memory from a reused pool (kept
 // after a resume up to a limit, setHostPoolLimit: by default every buffer); disk
@@ -73,6 +74,8 @@ private:
     bool enter(int ordinal, Failure& why);
     bool stream(int ordinal, void** out, Failure& why);
     bool staging(Failure& why);
+    // The devices (bits by ordinal) that can reach `ordinal`'s memory, asked once.
+    uint64_t peersOf(int ordinal);
     // Frees pinned host memory now, in `device`'s context.
     void freePinned(uint8_t device, void* p);
     uint64_t pooledLocked() const;
@@ -80,6 +83,8 @@ private:
     Api* api_ = nullptr;
     Mutex mu_;  // everything below
     uint64_t granularity_[kMaxDevices] = {};
+    uint64_t peers_[kMaxDevices] = {};
+    uint64_t peersKnown_ = 0;  // bits by ordinal: peers_ holds the answer
     void* contexts_[kMaxDevices] = {};
     void* streams_[kMaxDevices] = {};
     PointerMap handles_;  // mapped address -> physical allocation handle

@@ -26,12 +26,15 @@ struct FakeDriver {
     size_t (*usedBytes)() = nullptr;
     void (*setCapacity)(size_t) = nullptr;
     size_t (*hostBytes)() = nullptr;
+    unsigned long long (*accessDevices)(uint64_t) = nullptr;
     FakeDriver() {
         setenv("MEMTOOL_CUDA_DRIVER", FAKE_CUDA_DRIVER, 1);
         void* lib = dlopen(FAKE_CUDA_DRIVER, RTLD_NOW | RTLD_LOCAL);
         usedBytes = reinterpret_cast<size_t (*)()>(dlsym(lib, "fake_cuda_used_bytes"));
         setCapacity = reinterpret_cast<void (*)(size_t)>(dlsym(lib, "fake_cuda_set_capacity"));
         hostBytes = reinterpret_cast<size_t (*)()>(dlsym(lib, "fake_cuda_host_bytes"));
+        accessDevices = reinterpret_cast<unsigned long long (*)(uint64_t)>(
+            dlsym(lib, "fake_cuda_access_devices"));
     }
 };
 
@@ -91,6 +94,34 @@ TEST(CudaRegions, PauseGivesDeviceMemoryBackAndResumeRestoresItAtTheSameAddress)
     EXPECT_TRUE(CudaFixture::holds(kv, 5 * MiB + 1, 7));  // the same address, the same content
     EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(kv)));
     EXPECT_EQ(driver().usedBytes(), before);
+}
+
+TEST(CudaRegions, TheOwningDeviceAndItsPeersGetAccessAtEveryMapping) {
+    {
+        CudaFixture f;  // one device: its own access only
+        uint8_t* p = f.allocate("solo", core::BackupKind::None, MiB, 1);
+        ASSERT_NE(p, nullptr);
+        EXPECT_EQ(driver().accessDevices(reinterpret_cast<uint64_t>(p)), 0b1u);
+        f.regions->release(reinterpret_cast<uint64_t>(p));
+    }
+    // Three devices, the third with no peer-to-peer path: cuda:0's memory is
+    // cuda:0's and cuda:1's, after a resume too.
+    setenv("FAKE_CUDA_DEVICES", "3", 1);
+    setenv("FAKE_CUDA_PEERLESS", "2", 1);
+    {
+        CudaFixture f;
+        uint8_t* p = f.allocate("peers", core::BackupKind::Host, MiB, 1);
+        ASSERT_NE(p, nullptr);
+        const uint64_t address = reinterpret_cast<uint64_t>(p);
+        EXPECT_EQ(driver().accessDevices(address), 0b011u);
+        ASSERT_TRUE(f.regions->pause("peers", core::ControlOrigin::Api).ok);
+        ASSERT_TRUE(f.regions->resume("peers", core::ControlOrigin::Api).ok);
+        EXPECT_EQ(driver().accessDevices(address), 0b011u);
+        EXPECT_TRUE(CudaFixture::holds(p, MiB, 1));
+        f.regions->release(address);
+    }
+    unsetenv("FAKE_CUDA_DEVICES");
+    unsetenv("FAKE_CUDA_PEERLESS");
 }
 
 TEST(CudaRegions, AResumeKeepsPinnedMemoryUpToTheHostPoolLimit) {

@@ -16,6 +16,9 @@
 // cudaMemGetInfo would say); FAKE_CUDA_CAPACITY caps it (cuMemCreate then fails
 // with CUDA_ERROR_OUT_OF_MEMORY); fake_cuda_set_capacity() changes it at run time;
 // fake_cuda_host_bytes() is the pinned host memory held (cuMemHostAlloc's).
+// FAKE_CUDA_DEVICES devices (default 1) reach each other's memory, except the one
+// FAKE_CUDA_PEERLESS names; fake_cuda_access_devices(address) is the devices (bits
+// by ordinal) the last cuMemSetAccess at that address granted.
 #include <cuda.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -44,6 +47,15 @@ int contextToken = 0;
 int streamToken = 0;
 thread_local int contextsPushed = 0;  // this thread's context stack
 
+int envInt(const char* name, int fallback) {
+    const char* text = std::getenv(name);
+    return text && *text ? std::atoi(text) : fallback;
+}
+std::unordered_map<CUdeviceptr, unsigned long long>& accessGranted() {
+    static std::unordered_map<CUdeviceptr, unsigned long long> granted;
+    return granted;
+}
+
 std::unordered_map<void*, size_t>& hostBlocks() {
     static std::unordered_map<void*, size_t> blocks;
     return blocks;
@@ -62,6 +74,24 @@ __attribute__((visibility("default"))) size_t fake_cuda_used_bytes() { return us
 __attribute__((visibility("default"))) void fake_cuda_set_capacity(size_t bytes) {
     capacity.store(bytes);
 }
+__attribute__((visibility("default"))) unsigned long long fake_cuda_access_devices(
+    CUdeviceptr address) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = accessGranted().find(address);
+    return it == accessGranted().end() ? 0 : it->second;
+}
+
+CUresult cuDeviceGetCount(int* count) {
+    *count = envInt("FAKE_CUDA_DEVICES", 1);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceCanAccessPeer(int* can, CUdevice device, CUdevice peer) {
+    const int peerless = envInt("FAKE_CUDA_PEERLESS", -1);
+    *can = device != peer && device != peerless && peer != peerless;
+    return CUDA_SUCCESS;
+}
+
 __attribute__((visibility("default"))) size_t fake_cuda_host_bytes() {
     std::lock_guard<std::mutex> lock(mu);
     size_t bytes = 0;
@@ -169,7 +199,16 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
-CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc*, size_t) {
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
+    unsigned long long devices = 0;
+    for (size_t i = 0; i < count; ++i)
+        if (desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+            desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            devices |= 1ull << desc[i].location.id;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        accessGranted()[ptr] = devices;
+    }
     return mprotect(reinterpret_cast<void*>(ptr), size, PROT_READ | PROT_WRITE) == 0
                ? CUDA_SUCCESS
                : CUDA_ERROR_INVALID_VALUE;
