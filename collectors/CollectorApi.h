@@ -82,6 +82,10 @@ int memtool_set_backup_dir(const char* directory, char* out, size_t size);
 // `max_bytes` from now on (UINT64_MAX: every buffer, `memtool run --host-pool`'s
 // default), what is kept beyond it freed now. Returns the bytes kept.
 uint64_t memtool_set_host_pool(uint64_t max_bytes);
+// Device memory a new CUDA region allocation must leave free (0: none): one
+// that would leave less fails as out of memory (torch_memory_saver's
+// memory_margin_bytes).
+void memtool_set_memory_margin(uint64_t bytes);
 // The regions as a JSON array (tag, device, bytes, resident_bytes, paused_bytes,
 // state, backup). Returns its length, or 0 when it does not fit in `size`.
 size_t memtool_regions(char* out, size_t size);

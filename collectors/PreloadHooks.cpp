@@ -524,6 +524,10 @@ __attribute__((visibility("default"))) uint64_t memtool_set_host_pool(uint64_t m
     return memtool::collectors::control::regions().setHostPoolLimit(max_bytes);
 }
 
+__attribute__((visibility("default"))) void memtool_set_memory_margin(uint64_t bytes) {
+    memtool::collectors::control::regions().setMemoryMargin(bytes);
+}
+
 __attribute__((visibility("default"))) size_t memtool_regions(char* out, size_t size) {
     return memtool::collectors::control::regions().describe(out, size);
 }

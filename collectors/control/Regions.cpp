@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 
 #include "collectors/Engine.h"
 #include "collectors/ThreadState.h"
+#include "collectors/Warn.h"
 #include "collectors/control/JsonWriter.h"
 
 namespace memtool::collectors::control {
@@ -365,6 +367,24 @@ void Regions::uncacheLocked(const bool* busy, MappedArray<Work>& out) {
     }
 }
 
+bool Regions::leavesMargin(MemoryBackend& backend, uint8_t device, uint64_t bytes, Failure& why) {
+    const uint64_t margin = margin_.load(std::memory_order_relaxed);
+    uint64_t free = 0, total = 0;
+    if (margin == 0 || !backend.deviceMemory(device, &free, &total)) return true;
+    if (bytes <= free && free - bytes >= margin) return true;
+    char dev[16];
+    deviceText(device, dev, sizeof dev);
+    char text[sizeof why.text];
+    std::snprintf(text, sizeof text,
+                  "a region allocation of %" PRIu64 " B on %s is refused: %" PRIu64
+                  " B are free, and the memory margin keeps %" PRIu64 " B free",
+                  bytes, dev, free, margin);
+    why.set(text);
+    // Said once on stderr: the program sees only an out-of-memory error.
+    if (!marginSaid_.exchange(true)) warn(text);
+    return false;
+}
+
 void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure& why) {
     ThreadState* ts = existingThreadState();
     MemoryBackend* backend = backendFor(device);
@@ -406,6 +426,7 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
             cacheLocked(slot);  // no room in the index: leave it cached, map fresh pages
         }
     }
+    if (!leavesMargin(*backend, device, mapped, why)) return nullptr;
     uint64_t address = 0;
     if (!backend->reserve(device, mapped, alignment, &address, why)) return nullptr;
     if (!backend->map(device, address, mapped, why)) {

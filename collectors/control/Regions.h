@@ -97,6 +97,10 @@ public:
         cuda_->setHostPoolLimit(bytes);
         return cuda_->hostPoolBytes();
     }
+    // Device memory a new region allocation must leave free (torch_memory_saver's
+    // memory_margin_bytes; 0: none): one that would leave less fails as out of
+    // memory, where the backend can tell the device's free memory (CUDA).
+    void setMemoryMargin(uint64_t bytes) { margin_.store(bytes, std::memory_order_relaxed); }
     void setEngine(Engine* engine) { engine_ = engine; }
 
     // ---- the calling thread's region ------------------------------------------------
@@ -227,6 +231,8 @@ private:
     };
 
     MemoryBackend* backendFor(uint8_t device);
+    // Whether mapping `bytes` more on `device` leaves the memory margin free.
+    bool leavesMargin(MemoryBackend& backend, uint8_t device, uint64_t bytes, Failure& why);
     bool cudaAvailable(Failure& why);
     int findTagLocked(const char* tag) const;
     int regionLocked(int tag, uint8_t device);  // finds or makes; -1 when full
@@ -304,6 +310,8 @@ private:
     // Returns the entry used (kMaxPausedRanges when full).
     uint32_t addPausedLocked(uint64_t start, uint64_t bytes, uint16_t region);
     void removePausedLocked(uint32_t slot);
+    std::atomic<uint64_t> margin_{0};
+    std::atomic<bool> marginSaid_{false};
     std::atomic<bool> anyServed_{false};  // release() skips the lock until a region served memory
     bool pausableAll_ = false;
     int defaultTag_ = -1;

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from . import _collector, _live, _run
 
 __all__ = ["enabled", "region", "outside_regions", "pause", "resume", "regions", "yield_memory", "restore",
-           "report_tensors", "snapshot", "hook_mode", "set_hook_mode", "set_backup_dir", "set_host_pool", "Result", "Region"]
+           "report_tensors", "snapshot", "hook_mode", "set_hook_mode", "set_backup_dir", "set_host_pool", "set_memory_margin", "Result", "Region"]
 
 _BACKUPS = {"none": 0, "host": 1, "disk": 2}
 _collector_handle = _collector.find()
@@ -230,6 +230,19 @@ def set_host_pool(max_bytes):
         _disabled("set_host_pool")
         return 0
     return _collector_handle.set_host_pool((1 << 64) - 1 if max_bytes is None else min(max_bytes, (1 << 64) - 1))
+
+
+def set_memory_margin(nbytes):
+    """A new CUDA region allocation must leave `nbytes` of the device free (0,
+    the default: no margin): one that would leave less fails as the device
+    being full would, and the first refusal is said on stderr. For processes
+    that share a GPU. Outside `memtool run` it does nothing."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 0 <= nbytes < 1 << 64:
+        raise ValueError(f"nbytes must be a number of bytes >= 0, not {nbytes!r}")
+    if not enabled:
+        _disabled("set_memory_margin")
+        return
+    _collector_handle.set_memory_margin(nbytes)
 
 
 def regions():

@@ -94,6 +94,13 @@ class Collector:
         f.restype = ctypes.c_uint64
         return f(max_bytes)
 
+    def set_memory_margin(self, nbytes):
+        """Device memory a new CUDA region allocation must leave free."""
+        f = self._lib.memtool_set_memory_margin
+        f.argtypes = [ctypes.c_uint64]
+        f.restype = None
+        f(nbytes)
+
     def flush(self):
         """Sends the collector's buffered records to memtool run now."""
         self._lib.memtool_flush.argtypes = []

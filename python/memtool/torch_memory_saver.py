@@ -10,12 +10,16 @@ memtool.region(tag, backup="host", "disk" or "none"); cpu_backup_backend
 ("pinned" or "mmap") is checked as torch_memory_saver checks it, and either
 gives memtool's host backup (pinned memory from a pool it reuses);
 set_disk_backup_dir(path) to memtool.set_backup_dir; pause/resume(tag=None) to
-memtool's; hook_mode is "preload" or "torch". Outside `memtool run` it is
+memtool's; hook_mode is "preload" or "torch"; memory_margin_bytes (set only) to
+memtool.set_memory_margin; retain_cpu_backup (False unless
+TMS_RETAIN_CPU_BACKUP=1, as torch_memory_saver's), consulted at each resume:
+False gives host backups' pinned memory back after it (memtool.set_host_pool(0)),
+True keeps it for the next pause (set_host_pool(None)). Outside `memtool run` it is
 disabled (enabled is False) and does nothing, as torch_memory_saver does
 without its preload library. What memtool adds: CPU tensors in regions (backed
 up to disk), `memtool ctl PID pause TAG` from outside, and every pause and
 resume in the trace. Not offered (torch_memory_saver's CUDA-only extras):
-cuda_graph, get_cpu_backup, retain_cpu_backup, memory_margin_bytes.
+cuda_graph, get_cpu_backup.
 """
 import contextlib
 import os
@@ -28,6 +32,7 @@ __all__ = ["TorchMemorySaver", "torch_memory_saver", "configure_subprocess"]
 class TorchMemorySaver:
     def __init__(self):
         self._mode = None
+        self._retain = os.environ.get("TMS_RETAIN_CPU_BACKUP", "") == "1"
 
     @contextlib.contextmanager
     def region(self, tag: str = "default", enable_cpu_backup: bool = False,
@@ -63,7 +68,25 @@ class TorchMemorySaver:
         memtool.pause(tag)
 
     def resume(self, tag=None):
+        if memtool.enabled:
+            memtool.set_host_pool(None if self._retain else 0)
         memtool.resume(tag)
+
+    @property
+    def retain_cpu_backup(self):
+        return self._retain
+
+    @retain_cpu_backup.setter
+    def retain_cpu_backup(self, value):
+        self._retain = bool(value)
+
+    @property
+    def memory_margin_bytes(self):
+        raise NotImplementedError("Only setter is supported")
+
+    @memory_margin_bytes.setter
+    def memory_margin_bytes(self, value):
+        memtool.set_memory_margin(value)
 
     @property
     def enabled(self):

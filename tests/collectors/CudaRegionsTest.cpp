@@ -174,6 +174,29 @@ TEST(CudaRegions, AResumeKeepsPinnedMemoryUpToTheHostPoolLimit) {
     f.regions->release(reinterpret_cast<uint64_t>(b));
 }
 
+TEST(CudaRegions, AMemoryMarginRefusesWhatWouldLeaveLessFree) {
+    CudaFixture f;
+    const size_t used = driver().usedBytes();
+    driver().setCapacity(used + 16 * MiB);
+    f.regions->setMemoryMargin(8 * MiB);
+    uint8_t* first = f.allocate("m", core::BackupKind::None, 6 * MiB, 1);  // leaves 10 MiB
+    ASSERT_NE(first, nullptr);
+    Failure why;
+    ASSERT_TRUE(f.regions->enter("m", core::BackupKind::None, why));
+    EXPECT_EQ(f.regions->serve(f.cuda0, 4 * MiB, 256, why), nullptr);  // would leave 6 MiB
+    EXPECT_STREQ(why.text,
+                 "a region allocation of 4194304 B on cuda:0 is refused: 10485760 B are free, and "
+                 "the memory margin keeps 8388608 B free");
+    EXPECT_EQ(driver().usedBytes(), used + 6 * MiB);
+    f.regions->setMemoryMargin(0);
+    void* second = f.regions->serve(f.cuda0, 4 * MiB, 256, why);
+    f.regions->exit();
+    EXPECT_NE(second, nullptr) << why.text;
+    f.regions->release(reinterpret_cast<uint64_t>(first));
+    f.regions->release(reinterpret_cast<uint64_t>(second));
+    driver().setCapacity(0);
+}
+
 TEST(CudaRegions, DiskBackupsStreamInChunksAndComeBackWhole) {
     CudaFixture f;
     // Larger than two staging chunks: the pipelined copy runs its whole course.

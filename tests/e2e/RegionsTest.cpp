@@ -136,7 +136,9 @@ TEST(Regions, TorchMemorySaversApiRunsWithOneImportChanged) {
               "refused: enable_cpu_backup and enable_disk_backup are mutually exclusive\n"
               "refused: the backup directory DIR/file is not a directory\n"
               "host pool 0 0 0\n"
-              "refused: max_bytes must be None or a number of bytes >= 0, not -1\n");
+              "refused: max_bytes must be None or a number of bytes >= 0, not -1\n"
+              "retain False True\n"
+              "margin: Only setter is supported\n");
     const auto p = readJson(trace).at("processes").at(0);
     EXPECT_EQ(p.at("regions"), nlohmann::json::parse(R"([
         {"tag": "type1", "device": "cpu", "backup": "disk", "bytes": 0, "paused_bytes": 0},

@@ -64,3 +64,12 @@ try:
     memtool.set_host_pool(-1)
 except ValueError as e:
     print("refused:", e)
+# torch_memory_saver's retention flag (consulted at resume) and its margin (set only).
+print("retain", torch_memory_saver.retain_cpu_backup, end=" ")
+torch_memory_saver.retain_cpu_backup = True
+print(torch_memory_saver.retain_cpu_backup)
+torch_memory_saver.memory_margin_bytes = 0
+try:
+    torch_memory_saver.memory_margin_bytes
+except NotImplementedError as e:
+    print("margin:", e)
