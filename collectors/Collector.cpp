@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -575,6 +576,30 @@ void refreshModules() {
 }
 
 bool cudaRuntimeRecording() { return gRuntimeHooks.load(std::memory_order_relaxed); }
+
+void warnOnce(std::atomic<bool>& said, const char* text) {
+    if (said.exchange(true)) return;
+    warn(text);
+    engine().note(core::kNoteWarning, text);
+}
+
+void regionMemoryReferenced(uint64_t address) {
+    if (OwnDeviceCalls::active) return;  // the region backend's own calls
+    static std::atomic<bool> said{false};
+    char tag[core::kMaxTagBytes + 1];
+    if (said.load(std::memory_order_relaxed) || !control::regions().tagOf(address, tag, sizeof tag))
+        return;
+    char text[640];
+    std::snprintf(text, sizeof text,
+                  "region '%s' memory at 0x%llx got a reference from outside memtool "
+                  "(cuMemRetainAllocationHandle), as NCCL takes one when it registers a buffer "
+                  "(ncclCommRegister, or a collective captured in a CUDA graph): a pause gives "
+                  "that memory back and a resume maps new memory at the same address, which the "
+                  "registration does not follow; keep buffers NCCL registers out of regions, or "
+                  "set NCCL_GRAPH_REGISTER=0",
+                  tag, static_cast<unsigned long long>(address));
+    warnOnce(said, text);
+}
 
 bool attachCuda() {
     if (!gConfigured) return false;

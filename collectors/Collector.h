@@ -36,6 +36,13 @@ bool cudaRuntimeRecording();
 // The CUDA injection's requests (collectors/CollectorApi.h).
 bool attachCuda();
 void fallBackToCudaRuntimeHooks(const char* why);
+// A reference to the VMM memory at `address` taken outside memtool: said once
+// when it is a region's (memtool_cuda_memory_referenced).
+void regionMemoryReferenced(uint64_t address);
+
+// `text` on stderr and as a warning in the trace, the first time `said` is seen
+// false (once per process for each flag).
+void warnOnce(std::atomic<bool>& said, const char* text);
 
 // Ends the stream (library destructor, _exit). `exitStatus`: what the process
 // gave _exit(); -1 for what exit() was given (when the collector saw it) or not known.

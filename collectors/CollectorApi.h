@@ -50,6 +50,12 @@ typedef void (*MemtoolCudaFallbackFn)(const char* why);
 // Before each CUDA device allocation until settled: attach the torch bridge.
 void memtool_torch_bridge_try(void);
 typedef void (*MemtoolTorchBridgeTryFn)(void);
+// Someone other than memtool took a reference to the VMM memory mapped at
+// `address` (cuMemRetainAllocationHandle, as NCCL's buffer registration does):
+// when it is a region's, the user is told once that a pause does not carry
+// such a registration along.
+void memtool_cuda_memory_referenced(uint64_t address);
+typedef void (*MemtoolCudaMemoryReferencedFn)(uint64_t address);
 
 // 1 when this process runs under `memtool run` (the collector is configured):
 // regions and control are available. 0 when the library is merely loaded.
@@ -125,3 +131,4 @@ void memtool_cuda_free(void* ptr, size_t size, int device, void* stream);
 #define MEMTOOL_SYM_CUDA_ATTACH "memtool_cuda_attach"
 #define MEMTOOL_SYM_CUDA_FALLBACK "memtool_cuda_fallback"
 #define MEMTOOL_SYM_TORCH_BRIDGE_TRY "memtool_torch_bridge_try"
+#define MEMTOOL_SYM_CUDA_MEMORY_REFERENCED "memtool_cuda_memory_referenced"

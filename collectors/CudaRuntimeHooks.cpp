@@ -11,7 +11,6 @@
 #include "collectors/ModuleName.h"
 #include "collectors/NativeUnwinder.h"
 #include "collectors/TorchBridgeLoader.h"
-#include "collectors/Warn.h"
 #include "collectors/control/Regions.h"
 #include "core/Protocol.h"
 
@@ -107,13 +106,6 @@ bool capturing(void* stream) {
     static auto isCapturing = RUNTIME_ORIGINAL(cudaStreamIsCapturing);
     int status = 0;
     return isCapturing && isCapturing(stream, &status) == kCudaSuccess && status != 0;
-}
-
-// Said once per process, on stderr and in the trace.
-void warnOnce(std::atomic<bool>& said, const char* text) {
-    if (said.exchange(true)) return;
-    warn(text);
-    engine().note(core::kNoteWarning, text);
 }
 
 int hookMalloc(void** out, size_t size) {

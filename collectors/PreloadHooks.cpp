@@ -451,6 +451,10 @@ __attribute__((visibility("default"))) void memtool_torch_bridge_try(void) {
     memtool::collectors::tryAttachTorchBridge();
 }
 
+__attribute__((visibility("default"))) void memtool_cuda_memory_referenced(uint64_t address) {
+    memtool::collectors::regionMemoryReferenced(address);
+}
+
 __attribute__((visibility("default"))) int memtool_enabled(void) {
     return memtool::collectors::collectorConfigured() ? 1 : 0;
 }

@@ -481,6 +481,20 @@ bool Regions::holds(uint64_t address) {
     return found;
 }
 
+bool Regions::tagOf(uint64_t address, char* tag, size_t tagSize) {
+    if (!anyServed_.load(std::memory_order_acquire)) return false;
+    LockGuard lock(tableMu_);
+    for (size_t i = 0; i < allocations_.size(); ++i) {
+        const Allocation& a = allocations_[i];
+        if ((a.state != State::Resident && a.state != State::Paused) || address < a.address ||
+            address - a.address >= a.mapped)
+            continue;
+        std::snprintf(tag, tagSize, "%s", tags_[regions_[a.region].tag].name);
+        return true;
+    }
+    return false;
+}
+
 bool Regions::release(uint64_t address) {
     if (!anyServed_.load(std::memory_order_acquire))
         return false;  // no region ever served: the common case

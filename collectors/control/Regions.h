@@ -148,6 +148,9 @@ public:
     bool release(uint64_t address);
     // Whether `address` is a live region allocation's (release() would take it).
     bool holds(uint64_t address);
+    // The tag of the live region allocation whose mapping contains `address`
+    // (into `tag`); false when none does.
+    bool tagOf(uint64_t address, char* tag, size_t tagSize);
 
     // ---- commands ---------------------------------------------------------------------
     // Pauses every resident allocation of `tag` (null: of every tag). With

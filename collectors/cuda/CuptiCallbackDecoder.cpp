@@ -106,6 +106,7 @@ bool describe(CUpti_CallbackId id, const CUpti_CallbackData& cb, DriverCall& cal
         case CUPTI_DRIVER_TRACE_CBID_cuMemRetainAllocationHandle: {
             const auto& p = params<cuMemRetainAllocationHandle_params>(cb);
             call.api = DriverApi::MemRetain;
+            call.pointer = reinterpret_cast<uint64_t>(p.addr);
             if (wrote(call, p.handle)) call.handle = *p.handle;
             return true;
         }

@@ -31,6 +31,7 @@ MemtoolRecordAllocFn recordAlloc = nullptr;
 MemtoolRecordFreeFn recordFree = nullptr;
 MemtoolRecordOomFn recordOom = nullptr;
 MemtoolTorchBridgeTryFn bridgeTry = nullptr;
+MemtoolCudaMemoryReferencedFn memoryReferenced = nullptr;
 // Callbacks come until the process is gone, static destruction included.
 NoDestroy<DriverCallTranslator> translator;
 
@@ -64,6 +65,11 @@ void CUPTIAPI onDriverCall(void*, CUpti_CallbackDomain domain, CUpti_CallbackId 
         bridgeTry();
     CollectorSink sink;
     translator.value.translate(call, sink);
+    // A reference to mapped memory taken by someone (NCCL registering a buffer):
+    // the collector says so when it is a region's.
+    if (call.api == DriverApi::MemRetain && call.exit && call.result == CUDA_SUCCESS &&
+        memoryReferenced)
+        memoryReferenced(call.pointer);
 }
 
 }  // namespace
@@ -92,6 +98,8 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
         reinterpret_cast<MemtoolCudaFallbackFn>(dlsym(RTLD_DEFAULT, MEMTOOL_SYM_CUDA_FALLBACK));
     bridgeTry = reinterpret_cast<MemtoolTorchBridgeTryFn>(
         dlsym(RTLD_DEFAULT, MEMTOOL_SYM_TORCH_BRIDGE_TRY));
+    memoryReferenced = reinterpret_cast<MemtoolCudaMemoryReferencedFn>(
+        dlsym(RTLD_DEFAULT, MEMTOOL_SYM_CUDA_MEMORY_REFERENCED));
     if (!attach || !recordAlloc || !recordFree || !fallback) {
         warn(
             "the CUDA injection needs the memtool collector (use memtool run); CUDA memory is not "

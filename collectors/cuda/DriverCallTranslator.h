@@ -45,7 +45,7 @@ enum class DriverApi : uint8_t {
     MemFreeAsync,
     MemFreeHost,
     MemRelease,
-    MemRetain,  // cuMemRetainAllocationHandle: one more reference to a handle
+    MemRetain,  // cuMemRetainAllocationHandle: one more reference to the handle mapped at `pointer`
     MemMap,     // `handle` mapped at `pointer` for `size` bytes
     MemUnmap,   // the mappings that start in [pointer, pointer + size) end
 };

@@ -219,7 +219,7 @@ TEST(CuptiCallbackDecoder, ReleaseNamesItsHandle) {
               expected(DriverApi::MemRelease, true, 0, 0, 0, kContextDevice, kHandle));
 }
 
-TEST(CuptiCallbackDecoder, MapAndUnmapNameTheirRangeAndRetainItsHandleAtExit) {
+TEST(CuptiCallbackDecoder, MapAndUnmapNameTheirRangeAndRetainItsAddressAndHandle) {
     cuMemMap_params map{kDevicePtr, 2097152, 0, kHandle, 0};
     EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemMap, CUPTI_API_EXIT, map, &success),
               expected(DriverApi::MemMap, true, kDevicePtr, 2097152, 0, kContextDevice, kHandle));
@@ -230,15 +230,15 @@ TEST(CuptiCallbackDecoder, MapAndUnmapNameTheirRangeAndRetainItsHandleAtExit) {
     cuMemRetainAllocationHandle_params retain{&out, reinterpret_cast<void*>(kDevicePtr)};
     EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemRetainAllocationHandle, CUPTI_API_EXIT, retain,
                      &success),
-              expected(DriverApi::MemRetain, true, 0, 0, 0, kContextDevice, kHandle));
+              expected(DriverApi::MemRetain, true, kDevicePtr, 0, 0, kContextDevice, kHandle));
     // Not at enter, nor after a failure, nor through a null output.
     EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemRetainAllocationHandle, CUPTI_API_ENTER, retain),
-              expected(DriverApi::MemRetain, false, 0, 0));
+              expected(DriverApi::MemRetain, false, kDevicePtr, 0));
     CUresult invalid = CUDA_ERROR_INVALID_VALUE;
     cuMemRetainAllocationHandle_params nullOut{nullptr, reinterpret_cast<void*>(kDevicePtr)};
     EXPECT_EQ(decode(CUPTI_DRIVER_TRACE_CBID_cuMemRetainAllocationHandle, CUPTI_API_EXIT, nullOut,
                      &invalid),
-              expected(DriverApi::MemRetain, true, 0, 0, CUDA_ERROR_INVALID_VALUE));
+              expected(DriverApi::MemRetain, true, kDevicePtr, 0, CUDA_ERROR_INVALID_VALUE));
 }
 
 TEST(CuptiCallbackDecoder, AnUnknownContextDeviceStaysUnknown) {

@@ -354,6 +354,27 @@ TEST(Regions, CudaGraphCaptureKeepsRegionMemoryAndSynchronizesNothing) {
     EXPECT_EQ(cuda0.at("current_bytes"), 3000000);
 }
 
+// A reference another library takes to region memory (NCCL registering a buffer:
+// cuMemRetainAllocationHandle, which the CUDA injection reports) is said once,
+// naming the region; a reference to memory of no region says nothing.
+TEST(Regions, AReferenceFromOutsideToRegionMemoryIsSaidOnce) {
+    if (std::string(CUDA_REGION_USER_BIN).empty()) GTEST_SKIP() << "built without the CUDA parts";
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o = runCudaRegionUser({"-o", trace}, {"referenced"});
+    ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
+    ASSERT_EQ(o.out.rfind("referenced 0x", 0), 0u) << o.out;
+    // The first reference inside the allocation is the one named.
+    const std::string said =
+        "memtool: region 'kv' memory at " + o.out.substr(11, o.out.size() - 12);
+    const size_t at = o.err.find(said);
+    ASSERT_NE(at, std::string::npos) << o.err;
+    EXPECT_EQ(o.err.find(said, at + 1), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("set NCCL_GRAPH_REGISTER=0"), std::string::npos) << o.err;
+    const auto warnings = readJson(trace).at("processes").at(0).at("warnings");
+    ASSERT_EQ(warnings.size(), 1u) << warnings.dump();
+    EXPECT_NE(warnings.at(0).get<std::string>().find("region 'kv' memory"), std::string::npos);
+}
+
 TEST(Regions, HostPoolZeroGivesPinnedMemoryBackOnResume) {
     if (std::string(CUDA_REGION_USER_BIN).empty()) GTEST_SKIP() << "built without the CUDA parts";
     Outcome o = runCudaRegionUser({"--host-pool", "0", "-o", tempDir() + "/t.json"}, {});

@@ -9,6 +9,10 @@
 //   cuda_region_user capture: a region allocation freed by cudaFreeAsync while its
 //   stream is captured into a CUDA graph, and one made then; prints the device
 //   memory held before and after.
+//   cuda_region_user referenced: what the CUDA injection says when a library takes
+//   a reference to mapped memory (cuMemRetainAllocationHandle, as NCCL's buffer
+//   registration does), for an address inside the region's allocation, twice,
+//   and for one outside every region.
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -60,6 +64,17 @@ int main(int argc, char** argv) {
     if (rc != 0 || !p || !used || !pinned) {
         std::printf("cudaMalloc in the region: %d\n", rc);
         return 1;
+    }
+    if (argc > 1 && std::strcmp(argv[1], "referenced") == 0) {
+        auto referenced = find<void (*)(uint64_t)>(RTLD_DEFAULT, "memtool_cuda_memory_referenced");
+        const uint64_t address = reinterpret_cast<uint64_t>(p);
+        static char outside[64];
+        referenced(reinterpret_cast<uint64_t>(outside));
+        referenced(address + 4096);
+        referenced(address);
+        std::printf("referenced 0x%llx\n", static_cast<unsigned long long>(address + 4096));
+        cudaFree(p);
+        return 0;
     }
     if (capture) {
         const size_t before = used();
