@@ -162,13 +162,14 @@ std::string bytesText(uint64_t bytes) {
     return fmt::format("{} ({} bytes)", core::formatBytes(bytes), bytes);
 }
 
-void printRegions(const json& regions) {
-    if (regions.empty()) {
+// `status`: the regions' table, then what the process keeps beside them.
+void printStatus(const json& body) {
+    const json regions = body.value("regions", json::array());
+    if (regions.empty())
         std::cout << "No pausable regions.\n";
-        return;
-    }
-    std::cout << fmt::format("{:<24} {:<8} {:<6} {:>12} {:>12} {:>12}  {}\n", "Region", "Device",
-                             "Backup", "Bytes", "Resident", "Paused", "State");
+    else
+        std::cout << fmt::format("{:<24} {:<8} {:<6} {:>12} {:>12} {:>12}  {}\n", "Region",
+                                 "Device", "Backup", "Bytes", "Resident", "Paused", "State");
     for (const auto& r : regions)
         std::cout << fmt::format("{:<24} {:<8} {:<6} {:>12} {:>12} {:>12}  {}\n",
                                  r.value("tag", ""), r.value("device", ""), r.value("backup", ""),
@@ -176,6 +177,13 @@ void printRegions(const json& regions) {
                                  core::formatBytes(r.value("resident_bytes", uint64_t{0})),
                                  core::formatBytes(r.value("paused_bytes", uint64_t{0})),
                                  r.value("state", ""));
+    if (const uint64_t pool = body.value("host_pool_bytes", uint64_t{0}))
+        std::cout << fmt::format(
+            "Pinned host memory kept for the next pause: {} (memtool run --host-pool caps it)\n",
+            bytesText(pool));
+    if (const uint64_t margin = body.value("memory_margin_bytes", uint64_t{0}))
+        std::cout << fmt::format("Memory margin: a new CUDA region allocation leaves {} free\n",
+                                 bytesText(margin));
 }
 
 void printOperation(const json& body) {
@@ -292,7 +300,7 @@ int processCommand(const CtlOptions& o) {
             std::cerr << fmt::format("memtool: process {} does not know the command '{}'\n", pid,
                                      argv[0]);
         } else if (argv[0] == "status" && body.is_object()) {
-            printRegions(body.value("regions", json::array()));
+            printStatus(body);
         } else if ((argv[0] == "yield" || argv[0] == "restore") && body.is_object()) {
             printCourtesy(body, status == "ok");
         } else if ((argv[0] == "pause" || argv[0] == "resume") && body.is_object()) {

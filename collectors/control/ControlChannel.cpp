@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -186,18 +187,22 @@ long decodeRequests(uint8_t* data, size_t len, RequestCallback onRequest, void* 
 uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, size_t size) {
     const char* command = argv[0];
     if (std::strcmp(command, "status") == 0 && argc == 1) {
-        // {"regions": [...]}: describe() writes the array in place.
+        // {"regions": [...], "host_pool_bytes": N, "memory_margin_bytes": M}:
+        // describe() writes the array in place, the rest follows it.
         static const char head[] = "{\"regions\":";
         const size_t headBytes = sizeof head - 1;
-        const size_t n =
-            size > headBytes + 2 ? regions_.describe(out + headBytes, size - headBytes - 1) : 0;
+        constexpr size_t kTailBytes = 96;  // the two figures and the closing brace
+        const size_t n = size > headBytes + kTailBytes
+                             ? regions_.describe(out + headBytes, size - headBytes - kTailBytes)
+                             : 0;
         if (n == 0) {
             std::snprintf(out, size, "{\"error\":\"the answer does not fit in %zu bytes\"}", size);
             return static_cast<uint8_t>(core::ReplyStatus::Failed);
         }
         std::memcpy(out, head, headBytes);
-        out[headBytes + n] = '}';
-        out[headBytes + n + 1] = '\0';
+        std::snprintf(out + headBytes + n, size - headBytes - n,
+                      ",\"host_pool_bytes\":%" PRIu64 ",\"memory_margin_bytes\":%" PRIu64 "}",
+                      regions_.hostPoolBytes(), regions_.memoryMargin());
         return static_cast<uint8_t>(core::ReplyStatus::Ok);
     }
     if (std::strcmp(command, "ping") == 0 &&

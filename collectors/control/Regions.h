@@ -93,14 +93,16 @@ public:
     // Host backups' pinned memory kept after a resume for the next pause: at most
     // `bytes` (MemoryBackend::setHostPoolLimit). Returns what is kept now.
     uint64_t setHostPoolLimit(uint64_t bytes) {
-        if (!cuda_) return 0;
-        cuda_->setHostPoolLimit(bytes);
-        return cuda_->hostPoolBytes();
+        if (cuda_) cuda_->setHostPoolLimit(bytes);
+        return hostPoolBytes();
     }
     // Device memory a new region allocation must leave free (torch_memory_saver's
     // memory_margin_bytes; 0: none): one that would leave less fails as out of
     // memory, where the backend can tell the device's free memory (CUDA).
     void setMemoryMargin(uint64_t bytes) { margin_.store(bytes, std::memory_order_relaxed); }
+    uint64_t memoryMargin() const { return margin_.load(std::memory_order_relaxed); }
+    // Pinned host memory kept now for the next pause.
+    uint64_t hostPoolBytes() { return cuda_ ? cuda_->hostPoolBytes() : 0; }
     void setEngine(Engine* engine) { engine_ = engine; }
 
     // ---- the calling thread's region ------------------------------------------------

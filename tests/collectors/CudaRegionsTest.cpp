@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "collectors/control/ControlChannel.h"
 #include "collectors/control/CpuPagesBackend.h"
 #include "collectors/control/CudaVmmBackend.h"
 #include "collectors/control/Regions.h"
@@ -159,6 +160,18 @@ TEST(CudaRegions, AResumeKeepsPinnedMemoryUpToTheHostPoolLimit) {
     resume("a");
     EXPECT_EQ(driver().hostBytes() - before, 6 * MiB);
     EXPECT_EQ(f.cuda.hostPoolBytes(), 6 * MiB);
+    // `memtool ctl PID status` says what is kept, and the margin.
+    f.regions->setMemoryMargin(8 * MiB);
+    char status[4096];
+    RegionCommands commands(*f.regions);
+    const char* argv[] = {"status"};
+    ASSERT_EQ(commands.handle(1, argv, status, sizeof status),
+              static_cast<uint8_t>(core::ReplyStatus::Ok));
+    EXPECT_NE(
+        std::string(status).find("}],\"host_pool_bytes\":6291456,\"memory_margin_bytes\":8388608}"),
+        std::string::npos)
+        << status;
+    f.regions->setMemoryMargin(0);
     // A lower limit frees the largest first, now; 0 keeps nothing after a resume.
     EXPECT_EQ(f.regions->setHostPoolLimit(3 * MiB), 2 * MiB);
     EXPECT_EQ(driver().hostBytes() - before, 2 * MiB);

@@ -489,7 +489,8 @@ TEST(ControlChannel, AnswersRequestsFromTheStream) {
     EXPECT_EQ(agg.replies()[0].body,
               "{\"regions\":[{\"tag\":\"w\",\"device\":\"cpu\",\"bytes\":1048576,\"resident_"
               "bytes\":1048576,"
-              "\"paused_bytes\":0,\"state\":\"resident\",\"backup\":\"none\"}]}");
+              "\"paused_bytes\":0,\"state\":\"resident\",\"backup\":\"none\"}],"
+              "\"host_pool_bytes\":0,\"memory_margin_bytes\":0}");
     EXPECT_EQ(agg.replies()[1].id, 2u);
     EXPECT_NE(agg.replies()[1].body.find("\"ok\":true,\"changed\":true,\"bytes\":1048576"),
               std::string::npos)
