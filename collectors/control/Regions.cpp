@@ -380,8 +380,12 @@ bool Regions::leavesMargin(MemoryBackend& backend, uint8_t device, uint64_t byte
                   " B are free, and the memory margin keeps %" PRIu64 " B free",
                   bytes, dev, free, margin);
     why.set(text);
-    // Said once on stderr: the program sees only an out-of-memory error.
-    if (!marginSaid_.exchange(true)) warn(text);
+    // Said once, on stderr and in the trace: the program sees only an
+    // out-of-memory error.
+    if (!marginSaid_.exchange(true)) {
+        warn(text);
+        if (engine_) engine_->note(core::kNoteWarning, text);
+    }
     return false;
 }
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from . import _collector, _live, _run
 
 __all__ = ["enabled", "region", "outside_regions", "pause", "resume", "regions", "yield_memory", "restore",
-           "report_tensors", "snapshot", "hook_mode", "set_hook_mode", "set_backup_dir", "set_host_pool", "set_memory_margin", "Result", "Region"]
+           "report_tensors", "snapshot", "hook_mode", "set_hook_mode", "set_backup_dir", "set_host_pool",
+           "set_memory_margin", "Result", "Region"]
 
 _BACKUPS = {"none": 0, "host": 1, "disk": 2}
 _collector_handle = _collector.find()
