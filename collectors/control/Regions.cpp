@@ -479,10 +479,8 @@ void Regions::warmLocked() {
 bool Regions::holds(uint64_t address) {
     if (!anyServed_.load(std::memory_order_acquire)) return false;
     uint64_t slotPlusOne = 0;
-    tableMu_.lock();
-    const bool found = index_.find(address, &slotPlusOne);
-    tableMu_.unlock();
-    return found;
+    LockGuard lock(tableMu_);
+    return index_.find(address, &slotPlusOne);
 }
 
 bool Regions::tagOf(uint64_t address, char* tag, size_t tagSize) {
