@@ -92,6 +92,11 @@ uint64_t memtool_set_host_pool(uint64_t max_bytes);
 // that would leave less fails as out of memory (torch_memory_saver's
 // memory_margin_bytes).
 void memtool_set_memory_margin(uint64_t bytes);
+// Copies `bytes` of a paused region's memory at `address` (a paused tensor's
+// data) from its backup, disk or host, into `dst`; the region stays paused.
+// 0 on success, -1 with the reason in `out` (not region memory, not paused,
+// paused without a backup, past its allocation's end).
+int memtool_read_backup(uint64_t address, void* dst, uint64_t bytes, char* out, size_t size);
 // The regions as a JSON array (tag, device, bytes, resident_bytes, paused_bytes,
 // state, backup). Returns its length, or 0 when it does not fit in `size`.
 size_t memtool_regions(char* out, size_t size);

@@ -528,6 +528,14 @@ __attribute__((visibility("default"))) uint64_t memtool_set_host_pool(uint64_t m
     return memtool::collectors::control::regions().setHostPoolLimit(max_bytes);
 }
 
+__attribute__((visibility("default"))) int memtool_read_backup(uint64_t address, void* dst,
+                                                               uint64_t bytes, char* out,
+                                                               size_t size) {
+    memtool::collectors::control::Failure why;
+    if (memtool::collectors::control::regions().readBackup(address, dst, bytes, why)) return 0;
+    return failedWith(why, out, size);
+}
+
 __attribute__((visibility("default"))) void memtool_set_memory_margin(uint64_t bytes) {
     memtool::collectors::control::regions().setMemoryMargin(bytes);
 }

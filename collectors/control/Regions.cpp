@@ -1,5 +1,6 @@
 #include "collectors/control/Regions.h"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -483,18 +484,81 @@ bool Regions::holds(uint64_t address) {
     return index_.find(address, &slotPlusOne);
 }
 
+long Regions::slotContainingLocked(uint64_t address) const {
+    for (size_t i = 0; i < allocations_.size(); ++i) {
+        const Allocation& a = allocations_[i];
+        if ((a.state == State::Resident || a.state == State::Paused) && address >= a.address &&
+            address - a.address < a.mapped)
+            return static_cast<long>(i);
+    }
+    return -1;
+}
+
 bool Regions::tagOf(uint64_t address, char* tag, size_t tagSize) {
     if (!anyServed_.load(std::memory_order_acquire)) return false;
     LockGuard lock(tableMu_);
-    for (size_t i = 0; i < allocations_.size(); ++i) {
-        const Allocation& a = allocations_[i];
-        if ((a.state != State::Resident && a.state != State::Paused) || address < a.address ||
-            address - a.address >= a.mapped)
-            continue;
-        std::snprintf(tag, tagSize, "%s", tags_[regions_[a.region].tag].name);
-        return true;
+    const long slot = slotContainingLocked(address);
+    if (slot < 0) return false;
+    std::snprintf(tag, tagSize, "%s", tags_[regions_[allocations_[slot].region].tag].name);
+    return true;
+}
+
+bool Regions::readBackup(uint64_t address, void* out, uint64_t bytes, Failure& why) {
+    LockGuard op(opMu_);  // no pause or resume meanwhile
+    uint16_t backup = 0;
+    uint64_t offset = 0;
+    uint8_t device = 0;
+    {
+        LockGuard lock(tableMu_);
+        const long slot =
+            anyServed_.load(std::memory_order_acquire) ? slotContainingLocked(address) : -1;
+        if (slot < 0) {
+            why.set("this memory is no region's");
+            return false;
+        }
+        const Allocation& a = allocations_[slot];
+        const char* tag = tags_[regions_[a.region].tag].name;
+        if (a.state != State::Paused) {
+            why.set("region '", tag, "' is not paused: its memory holds the content");
+            return false;
+        }
+        if (a.backup == 0) {
+            why.set("region '", tag, "' was paused without a backup: its content is gone");
+            return false;
+        }
+        if (bytes > a.size - (address - a.address)) {
+            why.set("the range runs past the end of its allocation in region '", tag, "'");
+            return false;
+        }
+        backup = a.backup;
+        ++backups_[backup - 1].users;  // kept while it is read, should the tensor be freed
+        offset = a.backupOffset + (address - a.address);
+        device = regions_[a.region].device;
     }
-    return false;
+    // Backups are read in whole units of the backend's granularity (disk files
+    // with O_DIRECT), through a bounce buffer.
+    MemoryBackend* backend = backendFor(device);
+    const uint64_t unit = backend ? backend->granularity(device) : 4096;
+    const uint64_t chunk = roundUp(uint64_t{4} << 20, unit);
+    void* bounce = mmap(nullptr, chunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    bool ok = bounce != MAP_FAILED;
+    if (!ok) why.set("no memory for reading the backup");
+    Backup& content = backups_[backup - 1].content();
+    for (uint64_t done = 0; ok && done < bytes;) {
+        const uint64_t at = offset + done;
+        const uint64_t start = at / unit * unit;
+        const uint64_t length = std::min(chunk, roundUp(offset + bytes, unit) - start);
+        ok = content.read(start, bounce, length, why);
+        const uint64_t n = std::min(bytes - done, start + length - at);
+        if (ok)
+            std::memcpy(static_cast<char*>(out) + done, static_cast<char*>(bounce) + (at - start),
+                        n);
+        done += n;
+    }
+    if (bounce != MAP_FAILED) munmap(bounce, chunk);
+    LockGuard lock(tableMu_);
+    unuseBackupLocked(backup);
+    return ok;
 }
 
 bool Regions::release(uint64_t address) {

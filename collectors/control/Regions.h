@@ -153,6 +153,10 @@ public:
     // The tag of the live region allocation whose mapping contains `address`
     // (into `tag`); false when none does.
     bool tagOf(uint64_t address, char* tag, size_t tagSize);
+    // Copies `bytes` of paused memory at `address` from its backup (disk or
+    // host) into `out`; the region stays paused. False, with the reason, when
+    // the range is not one paused allocation's with a backup.
+    bool readBackup(uint64_t address, void* out, uint64_t bytes, Failure& why);
 
     // ---- commands ---------------------------------------------------------------------
     // Pauses every resident allocation of `tag` (null: of every tag). With
@@ -236,6 +240,8 @@ private:
     };
 
     MemoryBackend* backendFor(uint8_t device);
+    // The slot of the live allocation whose mapping contains `address`, or -1.
+    long slotContainingLocked(uint64_t address) const;
     // Whether mapping `bytes` more on `device` leaves the memory margin free.
     bool leavesMargin(MemoryBackend& backend, uint8_t device, uint64_t bytes, Failure& why);
     bool cudaAvailable(Failure& why);

@@ -20,7 +20,7 @@ from . import _collector, _live, _run
 
 __all__ = ["enabled", "region", "outside_regions", "pause", "resume", "regions", "yield_memory", "restore",
            "report_tensors", "snapshot", "hook_mode", "set_hook_mode", "set_backup_dir", "set_host_pool",
-           "set_memory_margin", "Result", "Region"]
+           "set_memory_margin", "read_backup", "Result", "Region"]
 
 _BACKUPS = {"none": 0, "host": 1, "disk": 2}
 _collector_handle = _collector.find()
@@ -244,6 +244,22 @@ def set_memory_margin(nbytes):
         _disabled("set_memory_margin")
         return
     _collector_handle.set_memory_margin(nbytes)
+
+
+def read_backup(tensor):
+    """The content of a tensor of a paused region, read from the region's backup
+    (disk or host) into a new CPU tensor of the same shape and dtype; the region
+    stays paused and the tensor untouched. ValueError when the tensor is not
+    paused, was paused without a backup, or is not contiguous."""
+    if not enabled:
+        raise RuntimeError("memtool.read_backup needs `memtool run`")
+    import torch
+    if not tensor.is_contiguous():
+        raise ValueError("read_backup reads contiguous tensors only")
+    with outside_regions():
+        out = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu")
+    _collector_handle.read_backup(tensor.data_ptr(), out.data_ptr(), tensor.numel() * tensor.element_size())
+    return out
 
 
 def regions():

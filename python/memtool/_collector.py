@@ -101,6 +101,15 @@ class Collector:
         f.restype = None
         f(nbytes)
 
+    def read_backup(self, address, dst, nbytes):
+        """Copies nbytes of paused memory from its backup; ValueError with the reason."""
+        f = self._lib.memtool_read_backup
+        f.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]
+        f.restype = ctypes.c_int
+        err = ctypes.create_string_buffer(512)
+        if f(address, dst, nbytes, err, len(err)) != 0:
+            raise ValueError(err.value.decode("utf-8", "replace"))
+
     def flush(self):
         """Sends the collector's buffered records to memtool run now."""
         self._lib.memtool_flush.argtypes = []

@@ -18,8 +18,9 @@ True keeps it for the next pause (set_host_pool(None)). Outside `memtool run` it
 disabled (enabled is False) and does nothing, as torch_memory_saver does
 without its preload library. What memtool adds: CPU tensors in regions (backed
 up to disk), `memtool ctl PID pause TAG` from outside, and every pause and
-resume in the trace. Not offered (torch_memory_saver's CUDA-only extras):
-cuda_graph, get_cpu_backup.
+resume in the trace. get_cpu_backup(x) is memtool.read_backup(x): a copy
+(zero_copy is not offered), of disk backups too, None when x has no backup to
+read. Not offered (torch_memory_saver's CUDA-only extra): cuda_graph.
 """
 import contextlib
 import os
@@ -71,6 +72,13 @@ class TorchMemorySaver:
         if memtool.enabled:
             memtool.set_host_pool(None if self._retain else 0)
         memtool.resume(tag)
+
+    def get_cpu_backup(self, x, zero_copy=False):
+        """A CPU copy of paused tensor x from its backup; None when there is none."""
+        try:
+            return memtool.read_backup(x)
+        except ValueError:
+            return None
 
     @property
     def retain_cpu_backup(self):

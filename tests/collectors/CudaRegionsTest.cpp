@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "collectors/control/ControlChannel.h"
 #include "collectors/control/CpuPagesBackend.h"
@@ -89,6 +90,19 @@ TEST(CudaRegions, PauseGivesDeviceMemoryBackAndResumeRestoresItAtTheSameAddress)
     ASSERT_TRUE(paused.ok) << paused.message;
     EXPECT_EQ(paused.bytes, 6 * MiB);
     EXPECT_EQ(driver().usedBytes(), before);  // every byte of it given back to the device
+    // Its content, read from the host backup while paused (memtool.read_backup).
+    std::vector<uint8_t> copy(3 * MiB);
+    Failure why;
+    ASSERT_TRUE(
+        f.regions->readBackup(reinterpret_cast<uint64_t>(kv) + MiB, copy.data(), copy.size(), why))
+        << why.text;
+    bool same = true;
+    for (uint64_t i = 0; i < copy.size(); i += 4096)
+        same &= copy[i] == static_cast<uint8_t>(7 + (MiB + i) / 4096);
+    EXPECT_TRUE(same);
+    EXPECT_FALSE(f.regions->readBackup(reinterpret_cast<uint64_t>(kv) + 4 * MiB, copy.data(),
+                                       copy.size(), why));
+    EXPECT_STREQ(why.text, "the range runs past the end of its allocation in region 'kv'");
     OpResult resumed = f.regions->resume("kv", core::ControlOrigin::Api);
     ASSERT_TRUE(resumed.ok) << resumed.message;
     EXPECT_EQ(driver().usedBytes() - before, 6 * MiB);

@@ -148,6 +148,24 @@ TEST(Regions, TorchMemorySaversApiRunsWithOneImportChanged) {
     EXPECT_EQ(p.at("control").at(1).at("bytes"), 4 * MiB);
 }
 
+// A paused tensor's content, read from its disk backup while the region stays
+// paused (memtool.read_backup, torch_memory_saver's get_cpu_backup).
+TEST(Regions, APausedTensorIsReadFromItsBackup) {
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", tempDir() + "/t.json", "--backup-dir",
+                     tempDir(), "--", PYTHON_BIN, script("read_backup.py")},
+                    "", controlEnv());
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out,
+              "resident: region 'weights' is not paused: its memory holds the content\n"
+              "whole torch.float32 (3000000,) True\n"
+              "view (1000100,) True\n"
+              "tms True None\n"
+              "refused: region 'scratch' was paused without a backup: its content is gone\n"
+              "refused: this memory is no region's\n"
+              "still paused ['paused', 'paused']\n"
+              "after resume True\n");
+}
+
 // A fork child's regions are its own; its parent's, inherited, are not its to
 // pause (that once broke its stream with a control event for a region it never
 // declared), and each process's trace has its own regions and events.
