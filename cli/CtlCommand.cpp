@@ -9,8 +9,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -61,7 +65,7 @@ json exchange(const std::string& socketPath, const json& request, double timeout
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
         pollfd p{fd, POLLIN, 0};
-        if (left <= 0 || poll(&p, 1, static_cast<int>(left)) == 0) {
+        if (left <= 0 || poll(&p, 1, static_cast<int>(std::min<int64_t>(left, INT_MAX))) == 0) {
             close(fd);
             fail(1, fmt::format(
                         "no answer within {:g} s (the command may still be running in the process; "
@@ -315,6 +319,13 @@ int processCommand(const CtlOptions& o) {
 
 }  // namespace
 
+std::optional<double> ctlTimeoutSeconds(const std::string& text) {
+    char* end = nullptr;
+    const double seconds = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end || !(seconds > 0 && seconds <= 1e7)) return std::nullopt;
+    return seconds;
+}
+
 // ctl's own options may come after the PID too (`memtool ctl 42 status --format
 // json`); CLI11 stops at the first word, so they are taken out of the words here.
 // Every other word is the process's command's own.
@@ -344,11 +355,11 @@ CtlOptions withTrailingOptions(CtlOptions o) {
                 fail(core::kExitBadInput, "ctl: --format is text or json, not '" + value + "'");
             o.format = value;
         } else {
-            char* end = nullptr;
-            const double seconds = std::strtod(value.c_str(), &end);
-            if (value.empty() || *end || !(seconds > 0))
-                fail(core::kExitBadInput, "ctl: --timeout takes seconds, not '" + value + "'");
-            o.timeoutS = seconds;
+            const std::optional<double> seconds = ctlTimeoutSeconds(value);
+            if (!seconds)
+                fail(core::kExitBadInput,
+                     std::string("ctl: --timeout ") + kCtlTimeoutRule + ", not '" + value + "'");
+            o.timeoutS = *seconds;
         }
     }
     o.words = std::move(words);

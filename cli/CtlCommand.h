@@ -16,6 +16,7 @@
 // unknown); 3 the process does not run under memtool (or is gone); 4 it belongs
 // to another user.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,5 +33,10 @@ inline constexpr int kExitNoSuchProcess = 3;
 inline constexpr int kExitOtherUser = 4;
 
 int ctlCommand(const CtlOptions& options);
+
+// --timeout's value: seconds above 0, at most 10,000,000 (nan, inf and what does
+// not parse: none).
+std::optional<double> ctlTimeoutSeconds(const std::string& text);
+inline constexpr const char* kCtlTimeoutRule = "takes seconds (above 0, at most 10000000)";
 
 }  // namespace memtool::cli

@@ -218,6 +218,26 @@ void addProcessOptions(CLI::App* command, reporters::ProcessFilter& filter, cons
 }
 
 // --bytes of report, check and diff: how sizes are written in text.
+// The most rows or frames a report is asked for: more than any trace holds.
+constexpr uint64_t kMostShown = 1000000000;
+
+// A count in decimal digits. CLI11 (2.1, Debian's) reads an unsigned option with
+// strtoull in base 0: "-1" became the largest count, "010" eight, "0x3" three.
+CLI::Validator decimalCount(uint64_t most) {
+    return CLI::Validator(
+        [most](std::string& text) -> std::string {
+            const bool digits =
+                !text.empty() && text.size() <= 20 &&
+                std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+            if (!digits || std::strtoull(text.c_str(), nullptr, 10) > most)
+                return fmt::format("'{}' is not a whole number from 0 to {}", text, most);
+            // What CLI11 then converts (a transform may change it): no leading zeros.
+            text.erase(0, std::min(text.find_first_not_of('0'), text.size() - 1));
+            return {};
+        },
+        "COUNT");
+}
+
 CLI::Option* addBytesOption(CLI::App* command, std::string& units) {
     return command
         ->add_option("--bytes", units,
@@ -365,6 +385,13 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"text", "json"}))
         ->capture_default_str();
     ctlCmd->add_option("--timeout", ctl.timeoutS, "Seconds to wait for the answer")
+        ->check(CLI::Validator(
+            [](const std::string& text) -> std::string {
+                return cli::ctlTimeoutSeconds(text)
+                           ? std::string()
+                           : std::string(cli::kCtlTimeoutRule) + ", not '" + text + "'";
+            },
+            "SECONDS"))
         ->capture_default_str();
     // No positional: with prefix_command, CLI11 hands every word from the first positional on
     // (list, or the PID and its command with the command's own options, yield --to disk) to
@@ -383,6 +410,7 @@ int main(int argc, char** argv) {
         reportCmd
             ->add_option("--top", report.options.top,
                          "How many hotspots per device (html: 100 unless given)")
+            ->transform(decimalCount(kMostShown))
             ->capture_default_str();
     reportCmd
         ->add_option("--sort", sort,
@@ -416,6 +444,7 @@ int main(int argc, char** argv) {
         reportCmd
             ->add_option("--depth", report.options.depth,
                          "How many frames below each site to show (wrappers skipped)")
+            ->transform(decimalCount(kMostShown))
             ->capture_default_str();
     CLI::Option* groupOption =
         reportCmd
@@ -475,7 +504,9 @@ int main(int argc, char** argv) {
         app.add_subcommand("diff", "Compare two traces: per-device deltas and the sites that grew");
     diffCmd->add_option("base", diffBase, "the baseline trace.json")->required();
     diffCmd->add_option("new", diffNew, "the trace.json to compare")->required();
-    diffCmd->add_option("--top", diff.top, "how many sites")->capture_default_str();
+    diffCmd->add_option("--top", diff.top, "how many sites")
+        ->transform(decimalCount(kMostShown))
+        ->capture_default_str();
     diffCmd->add_option("--command", diff.command,
                         "compare only processes whose command line contains this");
     diffCmd->add_option("--format", diffFormat, "text or json")

@@ -238,13 +238,46 @@ TEST(Cli, CtlOptionsAreTakenAnywhereAndTheirValuesChecked) {
     EXPECT_EQ(noValue.err, "memtool: ctl: --timeout needs a value\n");
     Outcome badTimeout = run({MEMTOOL_BIN, "ctl", "1", "restore", "--timeout=soon"}, "", env);
     EXPECT_EQ(badTimeout.exitCode, 2);
-    EXPECT_EQ(badTimeout.err, "memtool: ctl: --timeout takes seconds, not 'soon'\n");
+    EXPECT_EQ(badTimeout.err,
+              "memtool: ctl: --timeout takes seconds (above 0, at most 10000000), not 'soon'\n");
+    // Before the PID too; no endless or negative wait (inf overflowed the deadline).
+    for (const char* seconds : {"inf", "nan", "-5", "0", "1e8"}) {
+        Outcome before = run({MEMTOOL_BIN, "ctl", "--timeout", seconds, "list"}, "", env);
+        EXPECT_EQ(before.exitCode, 2) << seconds;
+        EXPECT_EQ(before.err, std::string("memtool: --timeout: takes seconds (above 0, at most "
+                                          "10000000), not '") +
+                                  seconds + "'\n");
+        Outcome after = run({MEMTOOL_BIN, "ctl", "1", "status", "--timeout", seconds}, "", env);
+        EXPECT_EQ(after.exitCode, 2) << seconds;
+    }
     // Well-formed: the words reach the lookup of process 1 (not ours), options and all.
     Outcome yield =
         run({MEMTOOL_BIN, "ctl", "1", "yield", "--to", "disk", "--format=json"}, "", env);
     EXPECT_EQ(yield.exitCode, 3);
     EXPECT_EQ(yield.err,
               "memtool: process 1 does not run under memtool (see `memtool ctl list`)\n");
+}
+
+// Counts are whole numbers in decimal: CLI11 alone took "-1" as the largest count,
+// "0x3" as three and refused "08" as a bad octal number.
+TEST(Cli, CountsAreDecimalWholeNumbers) {
+    const std::string t = traceWith(kCpu);
+    for (const char* bad : {"-1", "0x3", "1.5", "", "99999999999999999999", "1000000001"}) {
+        for (const char* option : {"--top", "--depth"}) {
+            Outcome o = run({MEMTOOL_BIN, "report", t, option, bad});
+            EXPECT_EQ(o.exitCode, 2) << option << " " << bad;
+            EXPECT_EQ(o.err, std::string("memtool: ") + option + ": '" + bad +
+                                 "' is not a whole number from 0 to 1000000000\n");
+        }
+        Outcome diff = run({MEMTOOL_BIN, "diff", t, t, "--top", bad});
+        EXPECT_EQ(diff.exitCode, 2) << bad;
+    }
+    for (const char* good : {"08", "0", "000", "1000000000"}) {
+        Outcome o = run({MEMTOOL_BIN, "report", t, "--top", good, "--depth", good});
+        EXPECT_EQ(o.exitCode, 0) << good << ": " << o.err;
+        Outcome diff = run({MEMTOOL_BIN, "diff", t, t, "--top", good});
+        EXPECT_EQ(diff.exitCode, 0) << good << ": " << diff.err;
+    }
 }
 
 // A trace is a regular file of bounded size: anything else is refused before it
