@@ -22,6 +22,7 @@
 #include "cli/ControlDirectory.h"
 #include "core/Error.h"
 #include "core/Units.h"
+#include "reporters/Files.h"
 #include "reporters/ProcessSelection.h"
 #include "reporters/TraceJson.h"
 
@@ -261,7 +262,9 @@ int writeSnapshot(const json& reply, const std::string& output) {
                   << '\n';
         return 0;
     }
-    reporters::saveTrace(parsed, output);
+    // A place no file can be made was refused before the command was sent, but
+    // the directory may have changed since: still the caller's error (2).
+    reporters::replaceFile(output, reporters::traceToText(parsed), core::kExitBadInput);
     std::cerr << fmt::format("memtool: snapshot of process {} written to {}\n",
                              parsed.processes.empty() ? 0 : parsed.processes[0].pid, output);
     return 0;
@@ -278,6 +281,9 @@ int processCommand(const CtlOptions& o) {
     const std::vector<std::string> argv(o.words.begin() + 1, o.words.end());
     if (!o.output.empty() && argv[0] != "snapshot")
         fail(core::kExitBadInput, "ctl: -o is for snapshot only");
+    // Before the process does the work: as `memtool run -o` is checked before it starts.
+    if (!o.output.empty() && o.output != "-")
+        reporters::checkReplaceable(o.output, core::kExitBadInput);
     for (const Run& run : discoverRuns(o.timeoutS)) {
         bool owns = false;
         for (const auto& p : run.listing.at("processes")) owns |= p.at("pid").get<long>() == pid;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "collectors/control/CommandArgs.h"
 #include "collectors/control/JsonWriter.h"
 
 namespace memtool::collectors::control {
@@ -102,12 +103,13 @@ uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, 
         } else if (std::strcmp(argv[i], "--to") == 0 && hasValue &&
                    std::strcmp(argv[i + 1], "disk") == 0) {
             ++i;
-        } else if (std::strcmp(argv[i], "--wait") == 0 && hasValue && std::atof(argv[i + 1]) > 0) {
-            waitS = std::atof(argv[++i]);
+        } else if (std::strcmp(argv[i], "--wait") == 0 && hasValue &&
+                   parseWaitSeconds(argv[i + 1], &waitS)) {
+            ++i;
         } else {
-            std::snprintf(
-                out, size,
-                "{\"ok\":false,\"message\":\"yield takes [--to host|disk] [--wait SECONDS]\"}");
+            std::snprintf(out, size,
+                          "{\"ok\":false,\"message\":\"yield takes [--to host|disk] [--wait "
+                          "SECONDS] (seconds above 0, at most 10000000)\"}");
             return static_cast<uint8_t>(core::ReplyStatus::Refused);
         }
     }

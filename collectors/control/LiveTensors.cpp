@@ -6,6 +6,7 @@
 
 #include "collectors/CPythonApi.h"
 #include "collectors/Engine.h"
+#include "collectors/control/CommandArgs.h"
 #include "collectors/control/SafePoint.h"
 
 namespace memtool::collectors::control {
@@ -82,14 +83,16 @@ void LiveTensors::command(size_t argc, const char* const* argv, Engine& engine, 
     double waitS = kDefaultWaitS;
     for (size_t i = 1; i < argc; ++i) {
         const bool hasValue = i + 1 < argc;
-        if (std::strcmp(argv[i], "--device") == 0 && hasValue) {
+        if (std::strcmp(argv[i], "--device") == 0 && hasValue && isTensorDevice(argv[i + 1])) {
             device = argv[++i];
-        } else if (std::strcmp(argv[i], "--wait") == 0 && hasValue && std::atof(argv[i + 1]) > 0) {
-            waitS = std::atof(argv[++i]);
+        } else if (std::strcmp(argv[i], "--wait") == 0 && hasValue &&
+                   parseWaitSeconds(argv[i + 1], &waitS)) {
+            ++i;
         } else {
-            return replyText(
-                engine, id, core::ReplyStatus::Refused,
-                "{\"error\":\"tensors takes [--device cpu|cuda:N] [--wait SECONDS]\"}");
+            return replyText(engine, id, core::ReplyStatus::Refused,
+                             "{\"error\":\"tensors takes [--device cpu|cuda:N] [--wait SECONDS] "
+                             "(seconds above 0, "
+                             "at most 10000000)\"}");
         }
     }
     if (!gResolved) gResolved = gPython.resolveCalls();

@@ -643,11 +643,20 @@ TEST(Courtesy, CtlYieldParksAProgramAtTheSafePointsItMarks) {
     EXPECT_NE(std::strstr(out, "this program runs no Python interpreter and marks no safe points"),
               nullptr)
         << out;
-    const char* badArgs[] = {"yield", "--to", "tape"};
-    EXPECT_EQ(courtesy.yieldCommand(3, badArgs, out, sizeof out),
-              static_cast<uint8_t>(core::ReplyStatus::Refused));
-    EXPECT_STREQ(out,
-                 "{\"ok\":false,\"message\":\"yield takes [--to host|disk] [--wait SECONDS]\"}");
+    // Refused before anything is done, each: a wait must read whole (atof took
+    // "inf" as forever and "5s" as 5).
+    for (const char* bad : {"--to=tape", "inf", "5s", "0", "-1", "nan", "1e8", ""}) {
+        const char* badArgs[] = {"yield", "--to", "tape"};
+        const char* badWait[] = {"yield", "--wait", bad};
+        const char* const* args = std::strcmp(bad, "--to=tape") == 0 ? badArgs : badWait;
+        EXPECT_EQ(courtesy.yieldCommand(3, args, out, sizeof out),
+                  static_cast<uint8_t>(core::ReplyStatus::Refused))
+            << bad;
+        EXPECT_STREQ(out,
+                     "{\"ok\":false,\"message\":\"yield takes [--to host|disk] [--wait SECONDS] "
+                     "(seconds above 0, at most 10000000)\"}")
+            << bad;
+    }
 
     // The "program": a loop of safe points on another thread, counting its steps.
     std::atomic<bool> stop{false};

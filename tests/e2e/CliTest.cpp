@@ -250,6 +250,13 @@ TEST(Cli, CtlOptionsAreTakenAnywhereAndTheirValuesChecked) {
         Outcome after = run({MEMTOOL_BIN, "ctl", "1", "status", "--timeout", seconds}, "", env);
         EXPECT_EQ(after.exitCode, 2) << seconds;
     }
+    // snapshot's -o is checked before the process is asked (as run's -o before it
+    // starts): a place no file can be made is a usage error, whatever the process.
+    Outcome nowhere =
+        run({MEMTOOL_BIN, "ctl", "1", "snapshot", "-o", "/nonexistent/t.json"}, "", env);
+    EXPECT_EQ(nowhere.exitCode, 2);
+    EXPECT_EQ(nowhere.err,
+              "memtool: cannot write /nonexistent/t.json: No such file or directory\n");
     // Well-formed: the words reach the lookup of process 1 (not ours), options and all.
     Outcome yield =
         run({MEMTOOL_BIN, "ctl", "1", "yield", "--to", "disk", "--format=json"}, "", env);

@@ -294,13 +294,31 @@ TEST(LiveInsight, TensorsGivesUpWhenTheMainThreadDoesNotCome) {
     const std::string dir = tempDir(), fifo = dir + "/fifo";
     ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
     Outcome answer;
+    std::vector<Outcome> refused;
     Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", dir + "/t.json", "--", PYTHON_BIN,
                      script("blocked_main.py"), fifo},
                     "", controlEnv(), [&](pid_t, const std::string& first) {
                         const std::string pid = first.substr(first.find(' ') + 1);
+                        // Bad values are refused at once, not after waiting for the
+                        // main thread ("inf" was taken as no wait at all, a device
+                        // that names none listed nothing after 30 s).
+                        const std::pair<const char*, const char*> bad[] = {{"--wait", "inf"},
+                                                                           {"--wait", "5s"},
+                                                                           {"--device", "bogus"},
+                                                                           {"--device", "cuda0"},
+                                                                           {"--device", "cuda:"}};
+                        for (const auto& [option, value] : bad)
+                            refused.push_back(ctl({pid, "tensors", option, value}, controlEnv()));
                         answer = ctl({pid, "tensors", "--wait", "0.2"}, controlEnv());
                         std::ofstream(fifo) << "go\n";  // lets it go on
                     });
+    ASSERT_EQ(refused.size(), 5u);
+    for (const Outcome& r : refused) {
+        EXPECT_EQ(r.exitCode, 1);
+        EXPECT_EQ(r.err,
+                  "memtool: tensors failed: tensors takes [--device cpu|cuda:N] [--wait SECONDS] "
+                  "(seconds above 0, at most 10000000)\n");
+    }
     EXPECT_EQ(answer.exitCode, 1);
     EXPECT_EQ(answer.out, "");
     EXPECT_EQ(answer.err,
