@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -318,6 +319,15 @@ std::string sampleOutputPath(const std::string& pattern) {
     return expandOutputPattern(pattern, sample);
 }
 
+// -o /dev/null (or a link to it): the run is for its control or its live view,
+// and its trace is not wanted. Known by the device, so that no rename of a
+// temporary file ever lands on the null device.
+bool discardsTrace(const std::string& output) {
+    struct stat st {};
+    return stat(output.c_str(), &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 &&
+           minor(st.st_rdev) == 3;
+}
+
 // Writes the trace where -o said (stdout for "-"); returns how to name where it
 // went. Should that fail now (the disk filled, the directory went), the trace is
 // kept in the temporary directory, and the error says where.
@@ -348,7 +358,8 @@ RunResult runCommand(const RunOptions& options) {
         throw core::Error(core::kExitBadInput, "run: no command given (memtool run -- CMD ...)");
     // Everything that can refuse the run does so before the program starts: a run
     // is never thrown away at the end for a path that could not have worked.
-    if (options.output != kStdoutPath)
+    const bool discard = discardsTrace(options.output);
+    if (options.output != kStdoutPath && !discard)
         reporters::checkReplaceable(sampleOutputPath(options.output), core::kExitRunFailed);
     const std::string collector = locateCollector();
     const CudaPlan cuda = planCuda(options.cuda, collector, options.quiet);
@@ -390,11 +401,13 @@ RunResult runCommand(const RunOptions& options) {
     // spare descriptor too, so that the sources and the trace can be opened.
     listener.closeObjectFiles();
     FileLimit::releaseSpare();
-    // The code its reports show, as it is now: an archived trace shows it as it was.
-    reporters::recordSources(trace);
-    std::vector<std::string> files;
-    for (const auto& [path, part] : splitByOutputPattern(trace, options.output))
-        files.push_back(writeTrace(part, path));
+    std::vector<std::string> files;  // none: discarded
+    if (!discard) {
+        // The code its reports show, as it is now: an archived trace shows it as it was.
+        reporters::recordSources(trace);
+        for (const auto& [path, part] : splitByOutputPattern(trace, options.output))
+            files.push_back(writeTrace(part, path));
+    }
     if (!options.quiet) std::cerr << runSummary(trace, files);
 
     const ProcessOutcome outcome = target.outcome();
@@ -436,8 +449,10 @@ std::string runSummary(const core::Trace& trace, const std::vector<std::string>&
                               core::formatBytes(peak), q->pid);
     }
     peaks += others;
-    const std::string written =
-        files.size() == 1 ? files[0] : fmt::format("{} files ({} ...)", files.size(), files[0]);
+    const std::string written = files.empty() ? "no trace (-o /dev/null)"
+                                : files.size() == 1
+                                    ? files[0]
+                                    : fmt::format("{} files ({} ...)", files.size(), files[0]);
     std::string incomplete = p.complete ? "" : ", INCOMPLETE: " + p.incompleteReason;
     for (const core::ProcessTrace& q : trace.processes)
         if (&q != &p && !q.complete)

@@ -46,8 +46,9 @@ struct RunResult {
 
 RunResult runCommand(const RunOptions& options);
 
-// What `memtool run` says on stderr at the end (unless -q): the file, the
-// program's peaks, the largest of any other process, and what is wrong.
+// What `memtool run` says on stderr at the end (unless -q): the file (no files:
+// -o /dev/null), the program's peaks, the largest of any other process, and what
+// is wrong.
 std::string runSummary(const core::Trace& trace, const std::vector<std::string>& files);
 
 }  // namespace memtool::cli

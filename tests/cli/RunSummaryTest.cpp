@@ -26,6 +26,13 @@ TEST(RunSummary, OneProcessGivesItsPeaks) {
               "memtool: wrote trace.json (1 process, cpu peak 2.86 MiB)\n");
 }
 
+TEST(RunSummary, NoFileIsATraceDiscarded) {
+    core::Trace t;
+    t.processes.push_back(process(10, {{"cpu", 5000000}}));
+    EXPECT_EQ(cli::runSummary(t, {}),
+              "memtool: wrote no trace (-o /dev/null) (1 process, cpu peak 4.77 MiB)\n");
+}
+
 TEST(RunSummary, AWorkerThatHeldMoreIsNamedByDevice) {
     core::Trace t;
     t.processes.push_back(process(10, {{"cpu", 292}, {"cuda:0", 5000000}}));

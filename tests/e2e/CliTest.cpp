@@ -92,6 +92,28 @@ TEST(Cli, RunReportsCommandsThatCannotStart) {
     EXPECT_EQ(notExec.exitCode, 126);
 }
 
+// -o /dev/null, or a link to it: a run wanted for its control or its live view,
+// not its trace. Nothing is written (no temporary is renamed onto the device) and
+// the summary still gives the peak; another character device is still refused
+// before the program starts.
+TEST(Cli, RunToDevNullWritesNoTrace) {
+    const std::string link = tempDir() + "/null";
+    ASSERT_EQ(symlink("/dev/null", link.c_str()), 0);
+    for (const std::string& out : {std::string("/dev/null"), link}) {
+        Outcome o = run({MEMTOOL_BIN, "run", "-o", out, "--", PYTHON_BIN, script("storages.py")});
+        EXPECT_EQ(o.exitCode, 0) << o.err;
+        EXPECT_EQ(o.out, "views 10 (1000, 3000)\n");
+        EXPECT_EQ(o.err, "memtool: wrote no trace (-o /dev/null) (1 process, cpu peak 4.77 MiB)\n");
+    }
+    struct stat st {};
+    ASSERT_EQ(lstat("/dev/null", &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode));
+    Outcome zero = run({MEMTOOL_BIN, "run", "-o", "/dev/zero", "--", "/bin/true"});
+    EXPECT_EQ(zero.exitCode, 125);
+    EXPECT_EQ(zero.err,
+              "memtool: cannot write /dev/zero: it is a character device, not a regular file\n");
+}
+
 TEST(Cli, AReportThatCannotBeWrittenSaysWhy) {
     Profiled p = profile({"/bin/sh", "-c", "exit 0"});
     const std::string dir = tempDir();
