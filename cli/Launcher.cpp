@@ -42,9 +42,10 @@ std::vector<char*> pointers(const std::vector<std::string>& strings) {
 }
 
 // In the child: only async-signal-safe calls from here on (the parent built every string).
-[[noreturn]] void execChild(char* const* argv, char* const* envp, const sigset_t& mask,
+[[noreturn]] void execChild(char* const* argv, char* const* envp, const ChildSignals& signals,
                             int errorPipe) {
-    sigprocmask(SIG_SETMASK, &mask, nullptr);
+    sigaction(SIGPIPE, &signals.pipe, nullptr);
+    sigprocmask(SIG_SETMASK, &signals.mask, nullptr);
     FileLimit::restoreForChild();  // the program gets the limit memtool was given
     execvpe(argv[0], argv, envp);
     int err = errno;
@@ -56,7 +57,8 @@ std::vector<char*> pointers(const std::vector<std::string>& strings) {
 }  // namespace
 
 TargetProcess launchTarget(const std::vector<std::string>& command,
-                           const std::vector<EnvVariable>& environment, const sigset_t& childMask) {
+                           const std::vector<EnvVariable>& environment,
+                           const ChildSignals& signals) {
     const std::vector<std::string> env = environmentFor(environment);
     const std::vector<char*> argv = pointers(command), envp = pointers(env);
     int pipeFds[2];
@@ -72,7 +74,7 @@ TargetProcess launchTarget(const std::vector<std::string>& command,
         close(pipeFds[1]);
         throw core::Error(core::kExitRunFailed, std::string("fork: ") + std::strerror(err));
     }
-    if (child == 0) execChild(argv.data(), envp.data(), childMask, pipeFds[1]);
+    if (child == 0) execChild(argv.data(), envp.data(), signals, pipeFds[1]);
     close(pipeFds[1]);
     // The pipe closes on a successful exec (nothing read) or carries exec's errno.
     int execErrno = 0;

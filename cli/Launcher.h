@@ -1,10 +1,9 @@
 #pragma once
-// Starting the program to profile: fork, then in the child the signal mask memtool
-// started with and exec with the environment given. memtool becomes a child
-// subreaper first, so that the program's descendants whose parents exit are
-// re-parented to memtool rather than to init, and stay recognisable as the
-// program's (CollectorListener). An exec that fails sends its
-// errno back through a close-on-exec pipe, so "not found" (127) and "not
+// Starting the program to profile: fork, then in the child the signal mask and
+// SIGPIPE's disposition memtool started with, and exec with the environment given. memtool becomes
+// a child subreaper first, so that the program's descendants whose parents exit are re-parented to
+// memtool rather than to init, and stay recognisable as the program's (CollectorListener). An exec
+// that fails sends its errno back through a close-on-exec pipe, so "not found" (127) and "not
 // executable" (126) are memtool's own errors, raised before it waits for a stream
 // that will never come.
 
@@ -13,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/SignalRouter.h"
 #include "cli/TargetProcess.h"
 
 namespace memtool::cli {
@@ -26,6 +26,7 @@ struct EnvVariable {
 
 // Throws core::Error: 127 (not found), 126 (not executable), 125 (no pipe, no fork).
 TargetProcess launchTarget(const std::vector<std::string>& command,
-                           const std::vector<EnvVariable>& environment, const sigset_t& childMask);
+                           const std::vector<EnvVariable>& environment,
+                           const ChildSignals& signals);
 
 }  // namespace memtool::cli

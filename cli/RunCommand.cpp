@@ -379,7 +379,7 @@ RunResult runCommand(const RunOptions& options) {
         launchTarget(options.command,
                      targetEnvironment(options, collector, cuda, listener.socketPath(), backups,
                                        control.socketPath()),
-                     signals.originalMask());
+                     signals.forChild());
 
     // Connections are accepted (and their peers' descent checked) before SIGCHLD
     // reaps anyone: a descendant that connected and exited stays a zombie, its

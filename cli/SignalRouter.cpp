@@ -18,10 +18,16 @@ SignalRouter::SignalRouter() {
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD})
         sigaddset(&handled_, s);
     sigprocmask(SIG_BLOCK, &handled_, &original_);
+    child_.mask = original_;
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &child_.pipe);
     fd_ = signalfd(-1, &handled_, SFD_CLOEXEC | SFD_NONBLOCK);
     if (fd_ < 0) {
         int err = errno;
         sigprocmask(SIG_SETMASK, &original_, nullptr);
+        sigaction(SIGPIPE, &child_.pipe, nullptr);
         throw core::Error(core::kExitRunFailed, std::string("signalfd: ") + std::strerror(err));
     }
 }

@@ -4,6 +4,11 @@
 // SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to memtool go on to the target. The signals are blocked
 // from construction until destruction, which restores the original mask; the target gets the
 // original mask before exec.
+//
+// SIGPIPE is ignored from construction on, and stays so: memtool's own output (the summary
+// on stderr, a trace on stdout) may go to a reader that has gone (`memtool run ... 2>&1 |
+// head -1`), and the write failing must not kill memtool in place of reporting the program's
+// exit. The target gets SIGPIPE's disposition as memtool found it.
 
 #include <signal.h>
 
@@ -12,6 +17,12 @@ namespace memtool::cli {
 class EventLoop;
 class TargetProcess;
 
+// What the program gets of memtool's signal state: what memtool was started with.
+struct ChildSignals {
+    sigset_t mask;
+    struct sigaction pipe;  // SIGPIPE's disposition
+};
+
 class SignalRouter {
 public:
     SignalRouter();  // throws core::Error (125) when there is no signalfd
@@ -19,8 +30,8 @@ public:
     SignalRouter(const SignalRouter&) = delete;
     SignalRouter& operator=(const SignalRouter&) = delete;
 
-    // The mask memtool had before: the target's.
-    const sigset_t& originalMask() const { return original_; }
+    // The mask and SIGPIPE's disposition memtool had before: the target's.
+    const ChildSignals& forChild() const { return child_; }
 
     // Routes the signals to `target` from now on. Both must outlive the loop's use.
     void attach(EventLoop& loop, TargetProcess& target);
@@ -29,6 +40,7 @@ private:
     void route(TargetProcess& target);
 
     sigset_t handled_, original_;
+    ChildSignals child_{};
     int fd_ = -1;
 };
 

@@ -1,6 +1,9 @@
 // Exit codes and one-line errors of the CLI itself.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -90,6 +93,43 @@ TEST(Cli, RunReportsCommandsThatCannotStart) {
               "memtool: cannot run '/nonexistent/program': No such file or directory\n");
     Outcome notExec = run({MEMTOOL_BIN, "run", "-o", trace, "--", "/tmp"});
     EXPECT_EQ(notExec.exitCode, 126);
+}
+
+// memtool's last words (the summary on stderr) may find their reader gone, as in
+// `memtool run ... 2>&1 | head -1`: the write fails, and memtool still exits
+// with the program's code (before, it died of SIGPIPE: 141). The program gets
+// SIGPIPE as memtool found it, not memtool's own SIG_IGN.
+TEST(Cli, RunOutlivesAReaderThatHasGone) {
+    const std::string trace = tempDir() + "/t.json";
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    close(fds[0]);  // nobody reads memtool's stderr
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    std::vector<std::string> args{MEMTOOL_BIN, "run", "-o", trace, "--", "/bin/sh", "-c", "exit 7"};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = -1;
+    ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    close(fds[1]);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status)) << "signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 7);
+    EXPECT_EQ(nlohmann::json::parse(std::ifstream(trace)).at("processes").at(0).at("exit_code"), 7);
+
+    const std::vector<std::string> ignored{"/bin/sh", "-c", "grep SigIgn /proc/self/status"};
+    Outcome bare = run(ignored);
+    std::vector<std::string> under{MEMTOOL_BIN, "run", "-q", "-o", trace, "--"};
+    under.insert(under.end(), ignored.begin(), ignored.end());
+    Outcome o = run(under);
+    EXPECT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out, bare.out);
+    EXPECT_EQ(bare.out.rfind("SigIgn:\t", 0), 0u) << bare.out;
 }
 
 // -o /dev/null, or a link to it: a run wanted for its control or its live view,
