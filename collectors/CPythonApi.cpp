@@ -66,6 +66,10 @@ bool CPythonApi::callWithFunction(const char* module, const char* method, PyMeth
 }
 
 bool CPythonApi::resolvePendingCalls() {
+    find(GILStateEnsure, "PyGILState_Ensure");
+    find(GILStateRelease, "PyGILState_Release");
+    find(GetVersion, "Py_GetVersion");
+    if (!find(IsFinalizing, "Py_IsFinalizing")) find(IsFinalizing, "_Py_IsFinalizing");
     return find(IsInitialized, "Py_IsInitialized") && find(AddPendingCall, "Py_AddPendingCall");
 }
 

@@ -49,6 +49,10 @@ struct CPythonApi {
     // from any thread without the GIL (Py_AddPendingCall). -1 when its queue is full.
     int (*AddPendingCall)(int (*)(void*), void*) = nullptr;
     void (*ErrFetch)(PyObjectPtr*, PyObjectPtr*, PyObjectPtr*) = nullptr;
+    // Taking the GIL from a thread of memtool's own and giving it back
+    // (PyGILState_Ensure, PyGILState_Release; their state is an int-sized enum).
+    int (*GILStateEnsure)() = nullptr;
+    void (*GILStateRelease)(int) = nullptr;
     PyObjectPtr (*ObjectStr)(PyObjectPtr) = nullptr;
 
     // ---- for reading frames directly (CPythonFrames); each may be missing -------
@@ -73,7 +77,9 @@ struct CPythonApi {
     // Resolves every symbol from the global scope; true when an interpreter is
     // linked into this process and all required functions were found.
     bool resolve();
-    // Resolves only what safe points need (Py_IsInitialized, Py_AddPendingCall).
+    // Resolves only what safe points need (Py_IsInitialized, Py_AddPendingCall),
+    // and, where they are, what waking the main thread up needs (PyGILState_Ensure
+    // and _Release, Py_GetVersion, Py_IsFinalizing or _Py_IsFinalizing).
     bool resolvePendingCalls();
     // Resolves what reading frames directly needs; false when any is missing.
     bool resolveFrameReading();

@@ -1,6 +1,10 @@
 #include "collectors/control/SafePoint.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <time.h>
+
+#include <cstdlib>
 
 #include "collectors/CPythonApi.h"
 
@@ -15,6 +19,58 @@ bool gPythonResolved = false;
 bool pythonRuns() {
     if (!gPythonResolved) gPythonResolved = gPython.resolvePendingCalls();
     return gPythonResolved && gPython.IsInitialized();
+}
+
+// Before 3.13, Py_AddPendingCall from a thread other than the main one does not
+// wake the main thread up: the interpreter's eval breaker is computed for the
+// calling thread, which cannot run pending calls, and stays unset. A main thread
+// that ran only Python code (never releasing the GIL, whose retaking recomputes
+// it) did not come: a pure-Python loop timed out as if blocked (3.11 and 3.12;
+// 3.13 came in 0.07 s). A thread that asks for the GIL sets the drop request,
+// which breaks into the main thread's loop, and there pending calls run first.
+// That thread may wait until the task ends: it is one of its own, holds nothing
+// of memtool's, and ends once it has had the GIL for a moment (or, at
+// finalization, where the interpreter ends threads that ask for it).
+//
+// Only for run() (tensors, which reads what Python holds and touches no tensor's
+// memory). A park is not hurried: a yield pauses memory, and another thread may be
+// inside an op, the GIL released, using it. Hurried, a yield with a second thread
+// in a matmul ended the program with SIGSEGV (3 of 3); unhurried, the main thread
+// comes when that op hands the GIL back.
+bool wakingNeeded() {
+    static const bool needed = [] {
+        if (!gPython.GILStateEnsure || !gPython.GILStateRelease || !gPython.GetVersion)
+            return false;
+        const char* v = gPython.GetVersion();  // "3.11.2 (main, ...)"
+        char* end = nullptr;
+        const long major = std::strtol(v, &end, 10);
+        const long minor = end && *end == '.' ? std::strtol(end + 1, nullptr, 10) : 0;
+        return major == 3 && minor < 13;
+    }();
+    return needed;
+}
+
+void* askForTheGil(void*) {
+    if (!(gPython.IsFinalizing && gPython.IsFinalizing())) {
+        const int state = gPython.GILStateEnsure();
+        gPython.GILStateRelease(state);
+    }
+    return nullptr;
+}
+
+void wakeTheMainThread() {
+    if (!wakingNeeded()) return;
+    sigset_t all, old;  // every signal blocked in it: they are the program's
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    pthread_t thread;
+    pthread_create(&thread, &attr, askForTheGil, nullptr);  // none: it may still come
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 timespec deadlineAfter(uint64_t ns) {
@@ -37,11 +93,16 @@ bool SafePoint::requestLocked(Outcome* refused) {
     }
     ++generation_;
     state_ = State::Requested;
-    if (python && gPython.AddPendingCall(onMainThread, reinterpret_cast<void*>(generation_)) != 0 &&
-        !canPark) {
-        state_ = State::Idle;  // the interpreter's queue is full: as good as not coming
-        *refused = Outcome::TimedOut;
-        return false;
+    if (python) {
+        if (gPython.AddPendingCall(onMainThread, reinterpret_cast<void*>(generation_)) != 0) {
+            if (!canPark) {
+                state_ = State::Idle;  // the interpreter's queue is full: as good as not coming
+                *refused = Outcome::TimedOut;
+                return false;
+            }
+        } else if (task_) {
+            wakeTheMainThread();
+        }
     }
     return true;
 }

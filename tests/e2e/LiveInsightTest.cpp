@@ -327,3 +327,26 @@ TEST(LiveInsight, TensorsGivesUpWhenTheMainThreadDoesNotCome) {
     EXPECT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out.substr(o.out.find('\n') + 1), "done\n");
 }
+
+// A main thread that runs only Python (no op, no I/O: nothing hands the GIL over)
+// is not blocked: tensors reaches it. Before, on 3.11 and 3.12, the pending call
+// asked from the control thread waited for a GIL handover that never came, and
+// tensors gave up as if the thread were blocked.
+TEST(LiveInsight, TensorsReachesAMainThreadThatOnlyRunsPython) {
+    json tensors;
+    int code = -1;
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", tempDir() + "/t.json", "--", PYTHON_BIN,
+                     script("busy_main.py")},
+                    "", controlEnv(), [&](pid_t, const std::string& first) {
+                        const std::string pid = first.substr(first.find(' ') + 1);
+                        tensors = ctlJson(pid, {"tensors", "--wait", "60"}, &code);
+                        kill(std::stoi(pid), SIGUSR1);  // lets it end
+                    });
+    ASSERT_EQ(code, 0);
+    const json& cpu = tensors.at("body").at("devices").at(0);
+    EXPECT_EQ(cpu.at("device"), "cpu");
+    EXPECT_EQ(tensorBytes(cpu), (std::map<std::string, uint64_t>{{"weights", 1000000}}))
+        << tensors.dump();
+    EXPECT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out.substr(o.out.find('\n') + 1), "done\n");
+}
