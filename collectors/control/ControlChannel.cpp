@@ -18,6 +18,7 @@
 #include "collectors/control/Courtesy.h"
 #include "collectors/control/JsonWriter.h"
 #include "collectors/control/LiveTensors.h"
+#include "collectors/control/OwnThread.h"
 #include "collectors/control/Regions.h"
 #include "core/Protocol.h"
 
@@ -244,20 +245,7 @@ bool startControlThread(SocketSink& sink, Engine& engine, CommandHandler& handle
     auto* c = static_cast<Channel*>(mem);
     *c = Channel{&sink, &engine, &handler, static_cast<char*>(answerMem)};
     std::memset(answerMem, 0, kAnswerBytes);
-    // Every signal blocked in the new thread: they are the program's to handle.
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    pthread_t thread;
-    const bool started = pthread_create(&thread, &attr, run, c) == 0;
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    if (started) pthread_setname_np(thread, "memtool-ctl");
-    return started;
+    return startOwnThread(run, c, "memtool-ctl");
 }
 
 }  // namespace memtool::collectors::control

@@ -1,12 +1,11 @@
 #include "collectors/control/SafePoint.h"
 
-#include <pthread.h>
-#include <signal.h>
 #include <time.h>
 
 #include <cstdlib>
 
 #include "collectors/CPythonApi.h"
+#include "collectors/control/OwnThread.h"
 
 namespace memtool::collectors::control {
 
@@ -59,18 +58,7 @@ void* askForTheGil(void*) {
 }
 
 void wakeTheMainThread() {
-    if (!wakingNeeded()) return;
-    sigset_t all, old;  // every signal blocked in it: they are the program's
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    pthread_t thread;
-    pthread_create(&thread, &attr, askForTheGil, nullptr);  // none: it may still come
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (wakingNeeded()) startOwnThread(askForTheGil, nullptr, nullptr);  // none: it may still come
 }
 
 timespec deadlineAfter(uint64_t ns) {
