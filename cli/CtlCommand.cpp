@@ -22,6 +22,7 @@
 #include "cli/ControlDirectory.h"
 #include "core/Error.h"
 #include "core/Units.h"
+#include "core/WaitSeconds.h"
 #include "reporters/Files.h"
 #include "reporters/ProcessSelection.h"
 #include "reporters/TraceJson.h"
@@ -326,9 +327,8 @@ int processCommand(const CtlOptions& o) {
 }  // namespace
 
 std::optional<double> ctlTimeoutSeconds(const std::string& text) {
-    char* end = nullptr;
-    const double seconds = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end || !(seconds > 0 && seconds <= 1e7)) return std::nullopt;
+    double seconds = 0;
+    if (!core::parseWaitSeconds(text.c_str(), &seconds)) return std::nullopt;
     return seconds;
 }
 
