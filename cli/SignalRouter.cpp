@@ -17,8 +17,7 @@ SignalRouter::SignalRouter() {
     sigemptyset(&handled_);
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD})
         sigaddset(&handled_, s);
-    sigprocmask(SIG_BLOCK, &handled_, &original_);
-    child_.mask = original_;
+    sigprocmask(SIG_BLOCK, &handled_, &child_.mask);
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;
     sigemptyset(&ignore.sa_mask);
@@ -26,7 +25,7 @@ SignalRouter::SignalRouter() {
     fd_ = signalfd(-1, &handled_, SFD_CLOEXEC | SFD_NONBLOCK);
     if (fd_ < 0) {
         int err = errno;
-        sigprocmask(SIG_SETMASK, &original_, nullptr);
+        sigprocmask(SIG_SETMASK, &child_.mask, nullptr);
         sigaction(SIGPIPE, &child_.pipe, nullptr);
         throw core::Error(core::kExitRunFailed, std::string("signalfd: ") + std::strerror(err));
     }
@@ -34,7 +33,7 @@ SignalRouter::SignalRouter() {
 
 SignalRouter::~SignalRouter() {
     close(fd_);
-    sigprocmask(SIG_SETMASK, &original_, nullptr);
+    sigprocmask(SIG_SETMASK, &child_.mask, nullptr);
 }
 
 void SignalRouter::attach(EventLoop& loop, TargetProcess& target) {

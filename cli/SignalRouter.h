@@ -39,8 +39,8 @@ public:
 private:
     void route(TargetProcess& target);
 
-    sigset_t handled_, original_;
-    ChildSignals child_{};
+    sigset_t handled_;
+    ChildSignals child_{};  // also what the destructor restores
     int fd_ = -1;
 };
 

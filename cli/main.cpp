@@ -217,7 +217,6 @@ void addProcessOptions(CLI::App* command, reporters::ProcessFilter& filter, cons
         std::string("Only the processes of this rank (RANK, SLURM_PROCID, ...) are ") + what);
 }
 
-// --bytes of report, check and diff: how sizes are written in text.
 // The most rows or frames a report is asked for: more than any trace holds.
 constexpr uint64_t kMostShown = 1000000000;
 
@@ -238,6 +237,7 @@ CLI::Validator decimalCount(uint64_t most) {
         "COUNT");
 }
 
+// --bytes of report, check and diff: how sizes are written in text.
 CLI::Option* addBytesOption(CLI::App* command, std::string& units) {
     return command
         ->add_option("--bytes", units,

@@ -91,8 +91,7 @@ void LiveTensors::command(size_t argc, const char* const* argv, Engine& engine, 
         } else {
             return replyText(engine, id, core::ReplyStatus::Refused,
                              "{\"error\":\"tensors takes [--device cpu|cuda:N] [--wait SECONDS] "
-                             "(seconds above 0, "
-                             "at most 10000000)\"}");
+                             "(seconds above 0, at most 10000000)\"}");
         }
     }
     if (!gResolved) gResolved = gPython.resolveCalls();
