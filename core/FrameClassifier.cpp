@@ -44,12 +44,34 @@ bool isInterpreterModule(const std::string& modulePath) {
     return startsWith(b, "python") || startsWith(b, "libpython");
 }
 
+// NVIDIA's driver and CUDA libraries, wherever they were installed: a container's
+// driver mount (/usr/local/nvidia/lib64/libcuda.so.1), pip's nvidia-* wheels, a
+// cluster's module tree. A CUDA allocation seen through CUPTI has them all on its
+// stack, between the user's call and memtool's callback.
+namespace {
+bool isNvidiaLibrary(const std::string& base) {
+    static const char* const prefixes[] = {
+        "libcuda.so",   "libnvidia-",  "libcudart.so", "libcupti.so",   "libcublas",
+        "libcudnn",     "libnccl.so",  "libnvrtc",     "libnvJitLink",  "libcufft",
+        "libcurand.so", "libcusparse", "libcusolver",  "libnvToolsExt", "libnvshmem"};
+    for (const char* p : prefixes)
+        if (startsWith(base, p)) return true;
+    return false;
+}
+}  // namespace
+
 bool isLibraryModule(const std::string& path) {
     if (path.empty() || path[0] != '/') return true;  // unknown, the vDSO
-    static const char* systemDirs[] = {"/usr/lib/", "/lib/",           "/usr/lib64/",
-                                       "/lib64/",   "/usr/local/cuda", "/usr/local/lib/python"};
+    static const char* systemDirs[] = {"/usr/lib/",
+                                       "/lib/",
+                                       "/usr/lib64/",
+                                       "/lib64/",
+                                       "/usr/local/cuda",
+                                       "/usr/local/nvidia/",
+                                       "/usr/local/lib/python"};
     for (const char* d : systemDirs)
         if (startsWith(path, d)) return true;
+    if (isNvidiaLibrary(baseName(path))) return true;
     return path.find("/site-packages/") != std::string::npos ||
            path.find("/dist-packages/") != std::string::npos || inPythonLibDir(path) ||
            baseName(path).find("libmemtool_") != std::string::npos || isInterpreterModule(path);

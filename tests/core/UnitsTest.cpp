@@ -75,6 +75,13 @@ TEST(FrameClassifier, TellsUserCodeFromLibraries) {
     EXPECT_FALSE(isLibraryModule("/home/me/build/bin/libtorch_sample"));
     EXPECT_TRUE(isLibraryModule("/usr/lib/x86_64-linux-gnu/libc10.so.1.13"));
     EXPECT_TRUE(isLibraryModule("/usr/bin/python3.11"));
+    // NVIDIA's libraries outside the system directories: a container's driver
+    // mount (where the H100 of the GPU checks has libcuda.so.1), pip's wheels.
+    EXPECT_TRUE(isLibraryModule("/usr/local/nvidia/lib64/libcuda.so.1"));
+    EXPECT_TRUE(isLibraryModule("/opt/drivers/580/libcuda.so.1"));
+    EXPECT_TRUE(isLibraryModule("/opt/cuda-13/lib64/libcupti.so.13"));
+    EXPECT_TRUE(isLibraryModule("/home/me/venv/nvidia/cu13/lib/libcudart.so.13"));
+    EXPECT_FALSE(isLibraryModule("/home/me/build/libcudaops.so"));
     EXPECT_TRUE(isLibraryModule("/opt/venv/lib/python3.12/site-packages/torch/lib/libc10.so"));
     EXPECT_TRUE(
         isLibraryModule("/root/.pyenv/versions/3.12.1/lib/python3.12/lib-dynload/"
