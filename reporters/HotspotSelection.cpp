@@ -126,9 +126,44 @@ bool opensScope(const std::string& name, size_t open) {
     return false;
 }
 
-}  // namespace
+// Template argument lists longer than this show as "<...>": torch's kernel wrappers
+// carry whole signatures in theirs (c10::impl::wrap_kernel_functor_unboxed_<...>::call
+// runs to a thousand characters and more on a backward pass's stacks).
+constexpr size_t kLongestTemplateArguments = 40;
 
-std::string shortFunctionName(const std::string& function) {
+std::string elideLongTemplateArguments(const std::string& name) {
+    std::string out;
+    for (size_t i = 0; i < name.size();) {
+        if (isOperatorKeyword(name, i)) {  // "operator<", "operator->": no bracket
+            const size_t end = pastOperatorSymbol(name, i + 8);
+            out.append(name, i, end - i);
+            i = end;
+            continue;
+        }
+        if (name[i] != '<') {
+            out += name[i++];
+            continue;
+        }
+        size_t close = i + 1;
+        for (int depth = 1; close < name.size(); ++close) {
+            if (isOperatorKeyword(name, close))
+                close = pastOperatorSymbol(name, close + 8) - 1;
+            else if (name[close] == '<')
+                ++depth;
+            else if (name[close] == '>' && --depth == 0)
+                break;
+        }
+        if (close >= name.size()) return out + name.substr(i);  // unbalanced: as it is
+        if (close - i - 1 > kLongestTemplateArguments)
+            out += "<...>";
+        else
+            out.append(name, i, close + 1 - i);
+        i = close + 1;
+    }
+    return out;
+}
+
+std::string withoutParameters(const std::string& function) {
     // One pass over the name, brackets counted together: the parameter list is the
     // first "(" outside all of them that opens no scope; the return type (template
     // functions' names carry one) ends at the last space outside them before the
@@ -167,6 +202,12 @@ std::string shortFunctionName(const std::string& function) {
         }
     }
     return function;  // no parameter list: a C name, or one demangling left alone
+}
+
+}  // namespace
+
+std::string shortFunctionName(const std::string& function) {
+    return elideLongTemplateArguments(withoutParameters(function));
 }
 
 std::string shortFrame(const core::Frame& frame) {

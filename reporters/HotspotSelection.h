@@ -56,7 +56,9 @@ std::vector<const core::Hotspot*> selectHotspots(const core::ProcessTrace& p,
 // "at::Tensor ns::f<std::function<void (int)> >(long) const" ->
 // "ns::f<std::function<void (int)> >". Never cut inside template arguments,
 // "(anonymous namespace)", a lambda's "{lambda(int)#1}" or an operator's symbol
-// ("operator<", "operator()"); a name without parameters is left whole.
+// ("operator<", "operator()"); a name without parameters is left whole. Template
+// argument lists of more than 40 characters show as "<...>":
+// "c10::impl::wrap_kernel_functor_unboxed_<...>::call".
 std::string shortFunctionName(const std::string& function);
 
 // A frame for a table: path cut to the file name, C++ parameters dropped
