@@ -177,7 +177,9 @@ cuda = proc["devices"].get("cuda:0", {})
 def fig(row, key):
     return row.get(key, {}).get("peak_bytes") if isinstance(row.get(key), dict) else None
 device = "device peak (" + str(cuda.get("source")) + ")"
-rows = [  # memtool's figure beside the one it should equal, or (NVML) bound from below
+rows = [  # memtool's figure beside the one it should equal, or one bounding it: whole
+    # blocks (max_memory_allocated) from above, NVML (the context too) from below
+    ("active peak", fig(cuda, "active"), "requested_bytes.all.peak", torch["max_requested"]),
     ("active peak", fig(cuda, "active"), "torch.cuda.max_memory_allocated()", torch["max_allocated"]),
     ("reserved peak", fig(cuda, "reserved"), "torch.cuda.max_memory_reserved()", torch["max_reserved"]),
     (device, cuda.get("peak_bytes"), "torch.cuda.max_memory_reserved()", torch["max_reserved"]),

@@ -1,5 +1,5 @@
 # Known CUDA tensors for the torch bridge (tests/e2e/RunCudaTest.cpp): memtool's
-# active and reserved peaks must equal what PyTorch itself reports, printed here
+# active and reserved figures must equal what PyTorch itself reports, printed here
 # as one JSON line on stdout; NVML's view of this process comes with it.
 import json
 import os
@@ -29,7 +29,14 @@ def main():
     del tmp, grown
     leak = torch.ones(3 * MiB, dtype=torch.uint8, device="cuda")  # line 30
     torch.cuda.synchronize()
+    del kept, leak  # the figures below are the run's last: memtool's current is at exit
+    stats = torch.cuda.memory_stats()
     figures = {
+        # What tensors asked for: PyTorch's requested_bytes, which memtool's
+        # active counts. max_memory_allocated() counts whole blocks (rounded up
+        # to 512 bytes, or a segment's whole remainder), so it can be larger.
+        "max_requested": stats["requested_bytes.all.peak"],
+        "requested": stats["requested_bytes.all.current"],
         "max_allocated": torch.cuda.max_memory_allocated(),
         "max_reserved": torch.cuda.max_memory_reserved(),
         "allocated": torch.cuda.memory_allocated(),
@@ -47,7 +54,6 @@ def main():
     except (OSError, ValueError, subprocess.SubprocessError):
         pass
     print(json.dumps(figures))
-    del kept, leak
     return 0
 
 
