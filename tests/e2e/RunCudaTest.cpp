@@ -116,8 +116,8 @@ INSTANTIATE_TEST_SUITE_P(AllocatorConfigs, TorchCuda,
                          ::testing::Values("", "expandable_segments:True"));
 
 // A 1 GiB region of real torch tensors on a real GPU, in both hook modes and with
-// each backup: the device gets the whole GiB back on pause, and the tensor its
-// address and (backed up) its content on resume.
+// each backup, paused and resumed twice: the device gets the GiB back on pause, and
+// the tensor its address and (backed up) its content on resume.
 class TorchCudaRegions : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
 
 TEST_P(TorchCudaRegions, PauseGivesTheDeviceAGibAndResumeRestoresTheTensor) {
@@ -128,22 +128,36 @@ TEST_P(TorchCudaRegions, PauseGivesTheDeviceAGibAndResumeRestoresTheTensor) {
     const auto [mode, backup] = GetParam();
     Profiled p = profile({TORCH_PYTHON_BIN, script("regions_cuda.py"), mode, backup});
     ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
-    const auto r = nlohmann::json::parse(p.outcome.out.substr(p.outcome.out.rfind('{')));
+    // The script's last line (its JSON has objects inside).
+    const std::string& out = p.outcome.out;
+    const size_t lineStart = out.rfind('\n', out.size() >= 2 ? out.size() - 2 : 0);
+    const auto r = nlohmann::json::parse(
+        lineStart == std::string::npos ? out : out.substr(lineStart + 1), nullptr, false);
+    ASSERT_TRUE(r.is_object()) << out;
     std::cout << "regions_cuda " << r.dump() << '\n';  // the figures, for gpu-check's log
     constexpr int64_t GiB = 1ll << 30;
-    EXPECT_TRUE(r.at("pause_ok").get<bool>()) << r.dump();
-    EXPECT_TRUE(r.at("resume_ok").get<bool>()) << r.dump();
-    EXPECT_EQ(r.at("pause_bytes"), GiB);
-    EXPECT_GE(r.at("freed_by_pause").get<int64_t>(), GiB);
-    EXPECT_GE(r.at("taken_by_resume").get<int64_t>(), GiB);
-    EXPECT_TRUE(r.at("same_address").get<bool>());
-    if (std::string(backup) != "none") {
-        EXPECT_TRUE(r.at("same_content").get<bool>()) << r.dump();
+    for (const nlohmann::json& round : {r.at("first"), r}) {
+        EXPECT_TRUE(round.at("pause_ok").get<bool>()) << round.dump();
+        EXPECT_TRUE(round.at("resume_ok").get<bool>()) << round.dump();
+        EXPECT_EQ(round.at("pause_bytes"), GiB);
+        EXPECT_GE(round.at("taken_by_resume").get<int64_t>(), GiB);
+        EXPECT_TRUE(round.at("same_address").get<bool>());
+        if (std::string(backup) != "none") {
+            EXPECT_TRUE(round.at("same_content").get<bool>()) << round.dump();
+        }
     }
+    // The second pause gives the device the whole GiB. The first gives it less by
+    // what the driver took for memtool's copies: the page tables that map the
+    // pinned backup (or the staging buffers) and the copy stream, 2 to 4 MiB on an
+    // H100, kept for the next pause.
+    EXPECT_EQ(r.at("freed_by_pause").get<int64_t>(), GiB);
+    EXPECT_GE(r.at("first").at("freed_by_pause").get<int64_t>(), GiB - (16ll << 20));
     const auto& control = p.process().at("control");
-    ASSERT_EQ(control.size(), 2u);
-    EXPECT_EQ(control.at(0).at("device"), "cuda:0");
-    EXPECT_EQ(control.at(0).at("bytes"), GiB);
+    ASSERT_EQ(control.size(), 4u);
+    for (const auto& c : control) {
+        EXPECT_EQ(c.at("device"), "cuda:0");
+        EXPECT_EQ(c.at("bytes"), GiB);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(
