@@ -51,7 +51,7 @@ def worker(gib, device, flag):
                 torch.cuda.synchronize()
                 times.append(time.perf_counter() - start)
             copies[name] = (gib << 30) / statistics.median(times)
-        del host, flat
+        del host, flat, dst, src  # the loop's names held them too: 2 GiB more to yield
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
     print("ready", os.getpid(), json.dumps(copies), flush=True)
@@ -102,8 +102,10 @@ def main():
         raise SystemExit("bench: the worker did not start")
     pid, copies = words[1], json.loads(words[2])
     results = {"yield_s": [], "yield_wall": [], "restore_s": [], "restore_wall": [], "bytes": []}
+    first_yield = None
     for _ in range(args.rounds):
         body, wall = ctl(memtool, env, pid, "yield", "--to", target)
+        first_yield = first_yield or body
         results["yield_s"].append(body["seconds"])
         results["yield_wall"].append(wall)
         results["bytes"].append(sum(d["bytes"] for d in body["devices"] if d["device"] != "cpu")
@@ -133,6 +135,11 @@ def main():
              f"{size / med['yield_s'] / 2**30:.2f} | {bare_out / 2**30:.2f} | {size / med['yield_s'] / bare_out:.0%} |",
              f"| restore | {per_gib(med['restore_s']):.3f} | {med['restore_wall']:.3f} | "
              f"{size / med['restore_s'] / 2**30:.2f} | {bare_in / 2**30:.2f} | {size / med['restore_s'] / bare_in:.0%} |"]
+    # What the first yield moved, device by device, and what each device still held.
+    held = lambda d: (f", the process still resident {d['process_resident_bytes']:,} B" if "process_resident_bytes" in d
+                      else f", the device still used {d['device_used_bytes']:,} B" if "device_used_bytes" in d else "")
+    lines += ["", "first yield: " + "; ".join(f"{d['device']} {d['bytes']:,} B{held(d)}" for d in first_yield["devices"])
+              + f" ({first_yield['allocations']} allocations)"]
     table = "\n".join(lines)
     print(table)
     if args.markdown:

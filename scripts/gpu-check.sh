@@ -25,6 +25,7 @@ CHECKS=(
     regions             # *TorchCudaRegions*: 1 GiB paused and resumed, both hook modes, each backup; timings
     courtesy            # TorchCudaCourtesy: a training run yielded to host and restored; yield/restore per GiB
 )
+# MEMTOOL_GPU_CHECKS="courtesy regions" runs only those checks, in that order.
 set -uo pipefail  # no -e: a failing check is recorded and the next one still runs
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -219,11 +220,17 @@ check_courtesy() {
 main() {
     mkdir -p "$RESULTS"
     log "$(date -u +%FT%TZ) in $ROOT, python $PY"
+    local check passed=() failed=()
+    if [ -n "${MEMTOOL_GPU_CHECKS:-}" ]; then
+        read -ra CHECKS <<<"$MEMTOOL_GPU_CHECKS"
+        for check in "${CHECKS[@]}"; do
+            declare -F "check_$check" >/dev/null || stop "MEMTOOL_GPU_CHECKS: no check named '$check'"
+        done
+    fi
     stage_pack
     build
     require_gpu
     set_e2e_env
-    local check passed=() failed=()
     for check in "${CHECKS[@]}"; do
         log "--- $check"
         if "check_$check"; then passed+=("$check"); else failed+=("$check"); fi
