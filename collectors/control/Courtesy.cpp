@@ -10,6 +10,7 @@
 
 #include "collectors/control/CommandArgs.h"
 #include "collectors/control/JsonWriter.h"
+#include "collectors/control/PausedAccess.h"
 
 namespace memtool::collectors::control {
 
@@ -54,8 +55,8 @@ OpResult Courtesy::yieldLocked(core::BackupKind cudaTarget, core::ControlOrigin 
     return r;
 }
 
-void Courtesy::describe(const OpResult& r, const char* action, double parkS, char* out,
-                        size_t size) {
+void Courtesy::describe(const OpResult& r, const char* action, double parkS, int64_t threadsWaited,
+                        char* out, size_t size) {
     JsonWriter j(out, size);
     j.open('{');
     j.key("ok").value(r.ok);
@@ -66,6 +67,7 @@ void Courtesy::describe(const OpResult& r, const char* action, double parkS, cha
     j.key("seconds").value(r.seconds);
     j.key("park_seconds").value(parkS);
     j.key("parked").value(parkedByUs_);
+    if (threadsWaited >= 0) j.key("threads_waited").value(static_cast<uint64_t>(threadsWaited));
     j.key("message").value(r.message);
     // Per device: what moved, and what the device (or the process) still holds:
     // memory memtool does not serve (the CUDA context, libraries' own buffers).
@@ -152,10 +154,14 @@ uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, 
     }
     parkedByUs_ = true;
     const double parkS = static_cast<double>(nowNs() - start) / 1e9;
+    // Threads that run on while the main thread is parked (inside an op, the GIL
+    // released) and touch what the yield takes wait for restore, not die.
+    holdFaultsWhileYielded(true);
     OpResult r = yieldLocked(target, core::ControlOrigin::Ctl);
     if (!r.ok) {  // nothing is away (or some is, and stays away): the program waits for restore
         yielded_ = r.changed;
         if (!r.changed) {
+            holdFaultsWhileYielded(false);
             safePoint_.release();
             parkedByUs_ = false;
         }
@@ -171,7 +177,7 @@ uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, 
         std::snprintf(r.message + used, sizeof r.message - used,
                       "; content backed up: CPU memory to disk%s%s",
                       cuda ? ", CUDA memory to " : "", cuda ? backupName(target) : "");
-    describe(r, "yield", parkS, out, size);
+    describe(r, "yield", parkS, -1, out, size);
     return static_cast<uint8_t>(r.ok ? core::ReplyStatus::Ok : core::ReplyStatus::Failed);
 }
 
@@ -188,13 +194,23 @@ uint8_t Courtesy::restoreCommand(char* out, size_t size) {
     OpResult r = regions_.resume(nullptr, core::ControlOrigin::Ctl, core::ControlAction::Restore);
     // A resume that could not bring everything back keeps the program parked: it
     // must not run on with memory missing. restore can be asked again.
+    uint32_t waited = 0;
     if (r.ok) {
         yielded_ = false;
-        if (parkedByUs_) safePoint_.release();
+        if (parkedByUs_) {
+            waited = holdFaultsWhileYielded(false);
+            safePoint_.release();
+        }
         parkedByUs_ = false;
     }
+    if (waited) {
+        const size_t used = std::strlen(r.message);
+        std::snprintf(r.message + used, sizeof r.message - used,
+                      "; %u thread%s that touched yielded memory waited for it and went on", waited,
+                      waited == 1 ? "" : "s");
+    }
     r.seconds = static_cast<double>(nowNs() - start) / 1e9;
-    describe(r, "restore", 0, out, size);
+    describe(r, "restore", 0, waited, out, size);
     return static_cast<uint8_t>(r.ok ? core::ReplyStatus::Ok : core::ReplyStatus::Failed);
 }
 
@@ -235,6 +251,7 @@ void Courtesy::abandon() {
     regions_.resume(nullptr, core::ControlOrigin::Ctl, core::ControlAction::Restore);
     yielded_ = false;
     parkedByUs_ = false;
+    holdFaultsWhileYielded(false);
     safePoint_.release();
 }
 

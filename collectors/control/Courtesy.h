@@ -46,7 +46,10 @@ public:
 private:
     // Pauses every region with forced backups; under mu_.
     OpResult yieldLocked(core::BackupKind cudaTarget, core::ControlOrigin origin);
-    void describe(const OpResult& r, const char* action, double parkS, char* out, size_t size);
+    // threadsWaited: for a restore, the threads that touched yielded memory and
+    // waited for it (PausedAccess); below 0 for a yield.
+    void describe(const OpResult& r, const char* action, double parkS, int64_t threadsWaited,
+                  char* out, size_t size);
 
     Regions& regions_;
     SafePoint& safePoint_;

@@ -71,4 +71,34 @@ bool CpuPagesBackend::copyIn(uint8_t, uint64_t address, uint64_t bytes, Backup& 
     return from.read(offset, reinterpret_cast<void*>(address), bytes, why);
 }
 
+bool CpuPagesBackend::freeze(uint8_t, uint64_t address, uint64_t bytes, Failure& why) {
+    if (mprotect(reinterpret_cast<void*>(address), bytes, PROT_READ) != 0) {
+        why.set("cannot make pages read-only: ", std::strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+bool CpuPagesBackend::mapFilled(uint8_t, uint64_t address, uint64_t bytes, Backup& from,
+                                uint64_t offset, Failure& why) {
+    void* fresh = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (fresh == MAP_FAILED) {
+        why.set("cannot map pages: ", std::strerror(errno));
+        return false;
+    }
+    if (!from.read(offset, fresh, bytes, why)) {
+        munmap(fresh, bytes);
+        return false;
+    }
+    // Replaces the reserved range [address, address + bytes) whole.
+    if (mremap(fresh, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED,
+               reinterpret_cast<void*>(address)) == MAP_FAILED) {
+        why.set("cannot move restored pages into place: ", std::strerror(errno));
+        munmap(fresh, bytes);
+        return false;
+    }
+    return true;
+}
+
 }  // namespace memtool::collectors::control

@@ -64,6 +64,22 @@ public:
                          uint64_t offset, Failure& why) = 0;
     virtual bool copyIn(uint8_t device, uint64_t address, uint64_t bytes, Backup& from,
                         uint64_t offset, Failure& why) = 0;
+    // A yield's first step: the memory stays readable but refuses writes until
+    // unmap() (or map(), when the yield is called off), so that its backup is
+    // what the memory holds. Threads that write meanwhile fault and wait
+    // (PausedAccess). The default does nothing: a device whose own work cannot be
+    // stopped this way is synchronized instead.
+    virtual bool freeze(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) {
+        return true;
+    }
+    // A resume with content: map() then copyIn(), where a backend that can makes
+    // the memory accessible only once it is whole, so that no thread reads it half
+    // restored.
+    virtual bool mapFilled(uint8_t device, uint64_t address, uint64_t bytes, Backup& from,
+                           uint64_t offset, Failure& why) {
+        return map(device, address, bytes, why) &&
+               copyIn(device, address, bytes, from, offset, why);
+    }
 
     // Host memory for BackupKind::Host of `device`'s memory (pinned, for fast
     // device copies) of at least *bytes, which becomes its size (a reused buffer

@@ -1,9 +1,13 @@
 #include "collectors/control/PausedAccess.h"
 
+#include <linux/futex.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 
@@ -16,6 +20,13 @@ namespace {
 const Regions* gRegions = nullptr;
 struct sigaction gPrevious;
 std::atomic<bool> gInstalled{false};
+// 1 while memtool ctl holds the program yielded: the futex word faulting threads
+// wait on.
+std::atomic<uint32_t> gHold{0};
+std::atomic<uint32_t> gHeld{0};  // threads that waited, since the hold began
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a futex word");
+
+uint32_t* holdWord() { return reinterpret_cast<uint32_t*>(&gHold); }
 
 // Async-signal-safe output: write(2) of fixed pieces, the address in hex.
 void say(const char* s) {
@@ -38,6 +49,17 @@ void sayHex(uint64_t v) {
 
 void onSegv(int sig, siginfo_t* info, void* context) {
     const uint64_t address = reinterpret_cast<uint64_t>(info->si_addr);
+    if (info->si_code == SEGV_ACCERR && gHold.load(std::memory_order_acquire)) {
+        // A yield: memory made read-only or released under a thread that ran on.
+        // It waits for restore, then the access is made again (and, if that memory
+        // is still refused, handled below as any other fault).
+        const int savedErrno = errno;
+        gHeld.fetch_add(1, std::memory_order_relaxed);
+        while (gHold.load(std::memory_order_acquire))
+            syscall(SYS_futex, holdWord(), FUTEX_WAIT_PRIVATE, 1, nullptr, nullptr, 0);
+        errno = savedErrno;
+        return;
+    }
     char tag[64];
     if (gRegions && info->si_code == SEGV_ACCERR && gRegions->pausedAt(address, tag, sizeof tag)) {
         say("memtool: the program touched paused memory at ");
@@ -61,6 +83,19 @@ void onSegv(int sig, siginfo_t* info, void* context) {
 }
 
 }  // namespace
+
+uint32_t holdFaultsWhileYielded(bool hold) {
+    if (hold) {
+        gHeld.store(0, std::memory_order_relaxed);
+        gHold.store(1, std::memory_order_release);
+        return 0;
+    }
+    gHold.store(0, std::memory_order_release);
+    syscall(SYS_futex, holdWord(), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+    return gHeld.load(std::memory_order_relaxed);
+}
+
+uint32_t threadsHeld() { return gHeld.load(std::memory_order_relaxed); }
 
 void installPausedAccessHandler(const Regions& regions) {
     if (gInstalled.exchange(true)) return;

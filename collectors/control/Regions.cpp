@@ -835,6 +835,14 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
     for (size_t i = 0; i < work.size() && ok; ++i)
         if (i == 0 || work[i].device != work[i - 1].device)
             ok = backendFor(work[i].device)->synchronize(work[i].device, why);
+    // A yield comes to a program that did not ask for it: a thread of it may be
+    // inside an op (the GIL released) and write on. Its writes stop here, so that
+    // the backup is what the memory holds (it waits in PausedAccess until restore).
+    size_t frozen = 0;
+    if (action == core::ControlAction::Yield)
+        for (; frozen < work.size() && ok; ++frozen)
+            ok = backendFor(work[frozen].device)
+                     ->freeze(work[frozen].device, work[frozen].address, work[frozen].mapped, why);
     // 2. Content out, region by region, before anything is released.
     int* opened = opOpened_;  // the backup slot each region's content goes to in this pause
     std::fill(opOpened_, opOpened_ + kMaxRegions, -1);
@@ -860,6 +868,11 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
                                            backups_[slot].content(), work[i].offset, why);
     }
     if (!ok) {
+        for (size_t i = 0; i < frozen; ++i) {  // writable again, as before the yield
+            Failure ignored;
+            backendFor(work[i].device)
+                ->map(work[i].device, work[i].address, work[i].mapped, ignored);
+        }
         {
             LockGuard lock(tableMu_);
             for (int r = 0; r < kMaxRegions; ++r)
@@ -879,6 +892,10 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
         Work& w = work[i];
         Failure unmapWhy;
         const bool released = backendFor(w.device)->unmap(w.device, w.address, w.mapped, unmapWhy);
+        if (!released && i < frozen) {  // it stays resident: writable again
+            Failure ignored;
+            backendFor(w.device)->map(w.device, w.address, w.mapped, ignored);
+        }
         LockGuard lock(tableMu_);
         Allocation& a = allocations_[w.index];
         Region& r = regions_[w.region];
@@ -955,10 +972,9 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
         bool ok = true;
         for (; mapped < to && ok; ++mapped) {
             const Work& w = work[mapped];
-            ok = backend->map(w.device, w.address, w.mapped, why);
-            if (ok && w.backup)
-                ok = backend->copyIn(w.device, w.address, w.mapped,
-                                     backups_[w.backup - 1].content(), w.offset, why);
+            ok = w.backup ? backend->mapFilled(w.device, w.address, w.mapped,
+                                               backups_[w.backup - 1].content(), w.offset, why)
+                          : backend->map(w.device, w.address, w.mapped, why);
         }
         if (!ok) {
             for (size_t i = from; i < mapped; ++i) {

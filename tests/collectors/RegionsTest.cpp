@@ -24,6 +24,7 @@
 #include "collectors/control/ControlChannel.h"
 #include "collectors/control/Courtesy.h"
 #include "collectors/control/CpuPagesBackend.h"
+#include "collectors/control/PausedAccess.h"
 #include "collectors/control/Regions.h"
 #include "collectors/control/SafePoint.h"
 #include "core/Aggregator.h"
@@ -86,6 +87,8 @@ uint64_t residentBytes(const void* p, uint64_t bytes) {
 struct FlakyBackend final : MemoryBackend {
     CpuPagesBackend real;
     bool failCopyOut = false, failMap = false;
+    // copyOut looks whether the memory it backs up could be written meanwhile.
+    int copiesOfWritableMemory = 0, copiesOfReadOnlyMemory = 0;
     const char* name() const override { return "flaky-cpu-pages"; }
     uint64_t granularity(uint8_t d) override { return real.granularity(d); }
     bool supports(core::BackupKind k) const override { return real.supports(k); }
@@ -109,6 +112,19 @@ struct FlakyBackend final : MemoryBackend {
             why.set("the test made the copy fail");
             return false;
         }
+        // read(2) into memory that refuses writes fails with EFAULT, faulting nobody.
+        // The byte read back is the one that was there.
+        int pipeFds[2];
+        if (pipe(pipeFds) == 0) {
+            auto* p = reinterpret_cast<uint8_t*>(a);
+            EXPECT_EQ(write(pipeFds[1], p, 1), 1);
+            if (read(pipeFds[0], p, 1) == 1)
+                ++copiesOfWritableMemory;
+            else if (errno == EFAULT)
+                ++copiesOfReadOnlyMemory;
+            close(pipeFds[0]);
+            close(pipeFds[1]);
+        }
         return real.copyOut(d, a, b, to, o, why);
     }
     bool copyIn(uint8_t d, uint64_t a, uint64_t b, Backup& from, uint64_t o,
@@ -116,6 +132,14 @@ struct FlakyBackend final : MemoryBackend {
         return real.copyIn(d, a, b, from, o, why);
     }
     bool keepsFreedMemory() const override { return real.keepsFreedMemory(); }
+    bool freeze(uint8_t d, uint64_t a, uint64_t b, Failure& why) override {
+        return real.freeze(d, a, b, why);
+    }
+    bool mapFilled(uint8_t d, uint64_t a, uint64_t b, Backup& from, uint64_t o,
+                   Failure& why) override {
+        if (failMap) return map(d, a, b, why);
+        return real.mapFilled(d, a, b, from, o, why);
+    }
 };
 
 // Regions recording into an engine whose stream the test reads.
@@ -682,6 +706,73 @@ TEST(Courtesy, CtlYieldParksAProgramAtTheSafePointsItMarks) {
     stop.store(true);
     program.join();  // it was let go: the loop ends
     EXPECT_FALSE(safePoint.parked());
+}
+
+// A yield backs up memory no thread can write meanwhile; a pause the program asked
+// for leaves it as it is (its program does not touch what it pauses).
+TEST(Courtesy, AYieldBacksUpMemoryThatNoThreadCanWrite) {
+    Fixture f;
+    SafePoint safePoint;
+    Courtesy courtesy(*f.regions, safePoint);
+    uint8_t* w = f.allocate("w", core::BackupKind::Disk, MiB, 4);
+    ASSERT_TRUE(f.regions->pause("w", core::ControlOrigin::Api).ok);
+    EXPECT_EQ(f.backend.copiesOfWritableMemory, 1);
+    ASSERT_TRUE(f.regions->resume("w", core::ControlOrigin::Api).ok);
+    ASSERT_TRUE(courtesy.yieldHere(core::BackupKind::Disk).ok);
+    EXPECT_EQ(f.backend.copiesOfReadOnlyMemory, 1);
+    EXPECT_EQ(f.backend.copiesOfWritableMemory, 1);
+    ASSERT_TRUE(courtesy.restoreHere().ok);
+    EXPECT_TRUE(Fixture::holds(w, MiB, 4));
+    w[0] = 1;  // writable again
+    // A yield that cannot back up leaves the memory writable, as it was.
+    f.backend.failCopyOut = true;
+    EXPECT_FALSE(courtesy.yieldHere(core::BackupKind::Disk).ok);
+    w[1] = 2;
+    EXPECT_EQ(w[1], 2);
+}
+
+// From outside: a thread of the program that runs on while its main thread is
+// parked (inside an op, the GIL released) and writes into yielded memory waits
+// for restore, then its write lands.
+TEST(Courtesy, AThreadThatTouchesYieldedMemoryWaitsForRestore) {
+    // The handler outlives every fixture: it looks paused addresses up here.
+    static Regions* const lookups = new Regions();
+    installPausedAccessHandler(*lookups);
+    Fixture f;
+    SafePoint safePoint;
+    Courtesy courtesy(*f.regions, safePoint);
+    uint8_t* w = f.allocate("w", core::BackupKind::None, MiB, 8);
+    std::atomic<bool> stop{false};
+    safePoint.reached();
+    std::thread program([&] {
+        while (!stop.load()) safePoint.reached();
+    });
+    const char* yieldArgs[] = {"yield"};
+    char out[4096];
+    ASSERT_EQ(courtesy.yieldCommand(1, yieldArgs, out, sizeof out),
+              static_cast<uint8_t>(core::ReplyStatus::Ok))
+        << out;
+    EXPECT_EQ(residentBytes(w, MiB), 0u);
+    std::atomic<bool> wrote{false};
+    std::thread op([&] {
+        w[100] = 0xAB;
+        wrote.store(true);
+    });
+    while (threadsHeld() == 0) std::this_thread::yield();
+    EXPECT_FALSE(wrote.load());  // it waits
+    ASSERT_EQ(courtesy.restoreCommand(out, sizeof out), static_cast<uint8_t>(core::ReplyStatus::Ok))
+        << out;
+    op.join();
+    EXPECT_TRUE(wrote.load());
+    EXPECT_NE(std::strstr(out, "\"threads_waited\":1"), nullptr) << out;
+    EXPECT_NE(std::strstr(out, "1 thread that touched yielded memory waited for it and went on"),
+              nullptr)
+        << out;
+    EXPECT_EQ(w[100], 0xAB);
+    w[100] = static_cast<uint8_t>(8 + 100 * 7);  // the pattern's byte: the rest is restored
+    EXPECT_TRUE(Fixture::holds(w, MiB, 8));
+    stop.store(true);
+    program.join();
 }
 
 // A program whose marks stop coming (it blocks elsewhere): the park times out and
