@@ -31,11 +31,12 @@ bool pythonRuns() {
 // of memtool's, and ends once it has had the GIL for a moment (or, at
 // finalization, where the interpreter ends threads that ask for it).
 //
-// Only for run() (tensors, which reads what Python holds and touches no tensor's
-// memory). A park is not hurried: a yield pauses memory, and another thread may be
-// inside an op, the GIL released, using it. Hurried, a yield with a second thread
-// in a matmul ended the program with SIGSEGV (3 of 3); unhurried, the main thread
-// comes when that op hands the GIL back.
+// A park too: unhurried, the main thread came only when another thread asked for
+// the GIL, a thread inside a long op at its end (a yield waited 1 s for a sort).
+// Another thread may well be inside an op, the GIL released, when the main thread
+// parks (as on 3.13): a yield makes memory read-only before backing it up, then
+// takes it, and a thread that touches it meanwhile waits for restore
+// (PausedAccess).
 bool wakingNeeded() {
     static const bool needed = [] {
         if (!gPython.GILStateEnsure || !gPython.GILStateRelease || !gPython.GetVersion)
@@ -88,7 +89,7 @@ bool SafePoint::requestLocked(Outcome* refused) {
                 *refused = Outcome::TimedOut;
                 return false;
             }
-        } else if (task_) {
+        } else {
             wakeTheMainThread();
         }
     }
