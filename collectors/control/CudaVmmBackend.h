@@ -76,8 +76,8 @@ private:
     bool staging(Failure& why);
     // The devices (bits by ordinal) that can reach `ordinal`'s memory, asked once.
     uint64_t peersOf(int ordinal);
-    // Frees pinned host memory now, in `device`'s context.
-    void freePinned(uint8_t device, void* p);
+    // Frees a host backup's pinned memory (allocateHost's) now, in `device`'s context.
+    void freePinned(uint8_t device, void* p, uint64_t bytes);
     uint64_t pooledLocked() const;
 
     Api* api_ = nullptr;

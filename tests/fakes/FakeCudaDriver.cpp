@@ -11,11 +11,13 @@
 //   copies               memcpy; streams and contexts are tokens
 //   cuMemHostAlloc       host memory; like the driver, only with a context current
 //                        on the calling thread (pushed and not yet popped)
+//   cuMemHostRegister    the caller's memory counted as pinned (same condition)
 //
 // Test controls: fake_cuda_used_bytes() is the device memory held (what NVML or
 // cudaMemGetInfo would say); FAKE_CUDA_CAPACITY caps it (cuMemCreate then fails
 // with CUDA_ERROR_OUT_OF_MEMORY); fake_cuda_set_capacity() changes it at run time;
-// fake_cuda_host_bytes() is the pinned host memory held (cuMemHostAlloc's).
+// fake_cuda_host_bytes() is the pinned host memory held (cuMemHostAlloc's and
+// cuMemHostRegister's).
 // FAKE_CUDA_DEVICES devices (default 1) reach each other's memory, except the one
 // FAKE_CUDA_PEERLESS names; fake_cuda_access_devices(address) is the devices (bits
 // by ordinal) the last cuMemSetAccess at that address granted.
@@ -246,6 +248,21 @@ CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned int) {
     if (*p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
     std::lock_guard<std::mutex> lock(mu);
     hostBlocks()[*p] = bytes;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned int) {
+    if (contextsPushed == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    std::lock_guard<std::mutex> lock(mu);
+    if (hostBlocks().count(p)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    hostBlocks()[p] = bytes;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostUnregister(void* p) {
+    if (contextsPushed == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!hostBlocks().erase(p)) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     return CUDA_SUCCESS;
 }
 
