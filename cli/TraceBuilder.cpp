@@ -364,10 +364,21 @@ std::string incompleteReason(const core::Aggregator& agg, const ProcessOutcome& 
                readBack;
     }
     if (!agg.streamVerified()) {
-        return fmt::format(
-            "the collector counted {} records, {} allocations and {} frees; {}, {} and {} arrived",
-            agg.end()->recordCount, agg.end()->allocCount, agg.end()->freeCount,
-            agg.recordsReceived(), agg.allocsReceived(), agg.freesReceived());
+        const core::EndFields& e = *agg.end();
+        std::string why;
+        if (e.recordCount != agg.recordsReceived() || e.allocCount != agg.allocsReceived() ||
+            e.freeCount != agg.freesReceived())
+            why = fmt::format(
+                "the collector counted {} records, {} allocations and {} frees; {}, {} and {} "
+                "arrived",
+                e.recordCount, e.allocCount, e.freeCount, agg.recordsReceived(),
+                agg.allocsReceived(), agg.freesReceived());
+        if (e.missedEvents)
+            why += fmt::format(
+                "{}the collector could not record {} event{} (each made while it was recording "
+                "another on the same thread)",
+                why.empty() ? "" : "; ", e.missedEvents, e.missedEvents == 1 ? "" : "s");
+        return why;
     }
     return {};
 }
