@@ -17,6 +17,18 @@ struct RecursionGuard {
     const bool wasActive;
 };
 
+// The opposite, for a stretch of memtool's own thread that frees or allocates the
+// program's memory on its behalf (the control thread emptying PyTorch's CUDA
+// cache for a yield): those events are the program's, recorded as any other.
+struct ProgramEvents {
+    ProgramEvents() : wasActive(RecursionGuard::active) { RecursionGuard::active = false; }
+    ~ProgramEvents() { RecursionGuard::active = wasActive; }
+    ProgramEvents(const ProgramEvents&) = delete;
+    ProgramEvents& operator=(const ProgramEvents&) = delete;
+
+    const bool wasActive;
+};
+
 }  // namespace memtool::collectors
 
 namespace memtool::collectors {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "collectors/RecursionGuard.h"
 #include "collectors/control/CommandArgs.h"
 #include "collectors/control/JsonWriter.h"
 #include "collectors/control/PausedAccess.h"
@@ -43,7 +44,13 @@ uint64_t residentBytes() {
 
 OpResult Courtesy::yieldLocked(core::BackupKind cudaTarget, core::ControlOrigin origin) {
     // PyTorch's cache holds free blocks that need no backup: let them go first.
-    if (emptyCache_) emptyCache_();
+    // What it gives back is the program's memory, recorded as such, though the
+    // control thread (which records nothing of its own) asks: before, those frees
+    // went missing, and the trace kept the segments as held.
+    if (emptyCache_) {
+        ProgramEvents program;
+        emptyCache_();
+    }
     ForcedBackup forced;
     forced.cpu = core::BackupKind::Disk;
     forced.cuda = cudaTarget;

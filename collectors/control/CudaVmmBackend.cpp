@@ -403,8 +403,8 @@ void* CudaVmmBackend::allocateHost(uint8_t device, uint64_t* bytes, Failure& why
     // cuMemHostAlloc's. Aligned to 2 MiB, so that every page can be a huge one.
     constexpr uint64_t kHugePage = 2ull << 20;
     const uint64_t size = (*bytes + kHugePage - 1) / kHugePage * kHugePage;
-    void* raw = mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* raw =
+        mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) {
         why.set("cannot map host memory for the backup: ", std::strerror(errno));
         return nullptr;
@@ -421,9 +421,8 @@ void* CudaVmmBackend::allocateHost(uint8_t device, uint64_t* bytes, Failure& why
     // pinned for a region of another device that reuses it.
     DeviceScope scope(*this, core::cudaOrdinal(device), why);
     OwnDeviceCalls ours;
-    if (!scope.ok() ||
-        !check(api_->cuMemHostRegister_(p, size, CU_MEMHOSTREGISTER_PORTABLE),
-               "cuMemHostRegister (host backup)", why)) {
+    if (!scope.ok() || !check(api_->cuMemHostRegister_(p, size, CU_MEMHOSTREGISTER_PORTABLE),
+                              "cuMemHostRegister (host backup)", why)) {
         munmap(p, size);
         return nullptr;
     }

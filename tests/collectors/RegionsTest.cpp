@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "collectors/Engine.h"
+#include "collectors/RecursionGuard.h"
 #include "collectors/SocketSink.h"
 #include "collectors/control/Backups.h"
 #include "collectors/control/ControlChannel.h"
@@ -706,6 +707,30 @@ TEST(Courtesy, CtlYieldParksAProgramAtTheSafePointsItMarks) {
     stop.store(true);
     program.join();  // it was let go: the loop ends
     EXPECT_FALSE(safePoint.parked());
+}
+
+// A yield from outside runs on the control thread, which records nothing of its
+// own; what emptying PyTorch's cache frees is the program's memory all the same.
+TEST(Courtesy, WhatEmptyingTheCacheFreesIsRecordedFromTheControlThread) {
+    Fixture f;
+    SafePoint safePoint;
+    Courtesy courtesy(*f.regions, safePoint);
+    f.allocate("w", core::BackupKind::None, MiB, 1);
+    static Engine* engine;
+    engine = &f.engine;
+    f.engine.alloc(core::kDeviceCpu, 0x10000, 4096);  // a block the "cache" holds
+    courtesy.setCacheEmptier([] { engine->free(0x10000); });
+    std::thread control([&] {
+        RecursionGuard ours;  // as the control thread runs
+        EXPECT_TRUE(courtesy.yieldHere(core::BackupKind::Disk).ok);
+        EXPECT_TRUE(courtesy.restoreHere().ok);
+    });
+    control.join();
+    core::Aggregator agg = f.finish();
+    EXPECT_TRUE(agg.streamVerified());  // nothing missed
+    ASSERT_TRUE(agg.end().has_value());
+    EXPECT_EQ(agg.end()->missedEvents, 0u);
+    EXPECT_EQ(agg.freesReceived(), 1u);
 }
 
 // A yield backs up memory no thread can write meanwhile; a pause the program asked

@@ -216,6 +216,12 @@ TEST(TorchCudaCourtesy, YieldLeavesTheDeviceOnlyWhatPytorchDoesNotHold) {
     }
     EXPECT_TRUE(sawCuda) << yielded.dump();
     EXPECT_EQ(restored.at("status"), "ok") << restored.dump();
+    // The cache the yield emptied was the program's memory: its frees are in the
+    // trace (they once went missing: INCOMPLETE, and later blocks "reused a live
+    // address").
+    const auto proc = readJson(dir + "/t.json").at("processes").at(0);
+    EXPECT_TRUE(proc.at("complete").get<bool>()) << proc.value("incomplete_reason", "");
+    EXPECT_EQ(proc.at("warnings").dump(), "[]");
     std::ifstream a(bareLosses), b(losses);
     std::stringstream sa, sb;
     sa << a.rdbuf();
