@@ -23,6 +23,44 @@ bool gpuUsable(std::string* why) {
            std::to_string(probe.exitCode) + "); the CUDA checks need one";
     return false;
 }
+
+// `memtool run -q --pausable all -o DIR/t.json -- COMMAND`, yielded to host from
+// memtool ctl and restored when the program's first line ("ready PID ...") comes,
+// then let go by creating FLAG.
+struct YieldedRun {
+    Outcome outcome;
+    std::string first;                 // the program's first line
+    nlohmann::json yielded, restored;  // ctl's answers (discarded where none parsed)
+};
+
+YieldedRun yieldToHostAndRestore(const std::string& dir, const std::vector<std::string>& command,
+                                 const std::string& flag) {
+    YieldedRun r;
+    std::vector<std::string> argv{MEMTOOL_BIN, "run",           "-q", "--pausable", "all",
+                                  "-o",        dir + "/t.json", "--"};
+    argv.insert(argv.end(), command.begin(), command.end());
+    r.outcome = run(argv, "", controlEnv(), [&](pid_t, const std::string& first) {
+        r.first = first;
+        std::istringstream words(first);
+        std::string ready, pid;
+        words >> ready >> pid;
+        auto answer = [&](std::vector<std::string> w) {
+            w.insert(w.begin(), {"--format", "json", pid});
+            return nlohmann::json::parse(ctl(w, controlEnv()).out, nullptr, false);
+        };
+        r.yielded = answer({"yield", "--to", "host"});
+        r.restored = answer({"restore"});
+        std::ofstream(flag) << "go\n";
+    });
+    return r;
+}
+
+std::string fileText(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
 }  // namespace
 
 TEST(RunCuda, DeviceMemoryOfAPlainCudaProgram) {
@@ -184,23 +222,14 @@ TEST(TorchCudaCourtesy, YieldLeavesTheDeviceOnlyWhatPytorchDoesNotHold) {
     Outcome bare =
         run({TORCH_PYTHON_BIN, script("courtesy_train.py"), "4", bareLosses, "-", "cuda"});
     ASSERT_EQ(bare.exitCode, 0) << bare.err;
-    nlohmann::json yielded, restored;
-    uint64_t other = 0;
-    Outcome o =
-        run({MEMTOOL_BIN, "run", "-q", "--pausable", "all", "-o", dir + "/t.json", "--",
-             TORCH_PYTHON_BIN, script("courtesy_train.py"), "4", losses, flag, "cuda"},
-            "", controlEnv(), [&](pid_t, const std::string& first) {
-                std::istringstream words(first);
-                std::string ready, pid;
-                uint64_t params = 0;
-                words >> ready >> pid >> params >> other;
-                yielded = nlohmann::json::parse(
-                    ctl({"--format", "json", pid, "yield", "--to", "host"}, controlEnv()).out,
-                    nullptr, false);
-                restored = nlohmann::json::parse(
-                    ctl({"--format", "json", pid, "restore"}, controlEnv()).out, nullptr, false);
-                std::ofstream(flag) << "go\n";
-            });
+    YieldedRun y = yieldToHostAndRestore(
+        dir, {TORCH_PYTHON_BIN, script("courtesy_train.py"), "4", losses, flag, "cuda"}, flag);
+    const Outcome& o = y.outcome;
+    const nlohmann::json &yielded = y.yielded, &restored = y.restored;
+    std::istringstream words(y.first);  // "ready PID PARAM_BYTES OTHER_BYTES"
+    std::string ready, pid;
+    uint64_t params = 0, other = 0;
+    words >> ready >> pid >> params >> other;
     ASSERT_EQ(o.exitCode, 0) << o.err;
     std::cout << "[ figures  ] courtesy yield " << yielded.dump()
               << "\n[ figures  ] courtesy restore " << restored.dump()
@@ -223,11 +252,7 @@ TEST(TorchCudaCourtesy, YieldLeavesTheDeviceOnlyWhatPytorchDoesNotHold) {
     const auto proc = readJson(dir + "/t.json").at("processes").at(0);
     EXPECT_TRUE(proc.at("complete").get<bool>()) << proc.value("incomplete_reason", "");
     EXPECT_EQ(proc.at("warnings").dump(), "[]");
-    std::ifstream a(bareLosses), b(losses);
-    std::stringstream sa, sb;
-    sa << a.rdbuf();
-    sb << b.rdbuf();
-    EXPECT_EQ(sb.str(), sa.str());
+    EXPECT_EQ(fileText(losses), fileText(bareLosses));
 }
 
 // A user's training run: resnet18 fed by a DataLoader with worker processes and a
@@ -247,21 +272,10 @@ TEST(TorchCudaCourtesy, ADataLoaderWithPinnedMemoryGoesOnUnchanged) {
     if (bare.err.find("No module named 'torchvision'") != std::string::npos)
         GTEST_SKIP() << "torchvision is not installed for " << TORCH_PYTHON_BIN;
     ASSERT_EQ(bare.exitCode, 0) << bare.err;
-    nlohmann::json yielded, restored;
-    Outcome o =
-        run({MEMTOOL_BIN, "run", "-q", "--pausable", "all", "-o", dir + "/t.json", "--",
-             TORCH_PYTHON_BIN, script("courtesy_loader_cuda.py"), losses, flag},
-            "", controlEnv(), [&](pid_t, const std::string& first) {
-                std::istringstream words(first);
-                std::string ready, pid;
-                words >> ready >> pid;
-                yielded = nlohmann::json::parse(
-                    ctl({"--format", "json", pid, "yield", "--to", "host"}, controlEnv()).out,
-                    nullptr, false);
-                restored = nlohmann::json::parse(
-                    ctl({"--format", "json", pid, "restore"}, controlEnv()).out, nullptr, false);
-                std::ofstream(flag) << "go\n";
-            });
+    YieldedRun y = yieldToHostAndRestore(
+        dir, {TORCH_PYTHON_BIN, script("courtesy_loader_cuda.py"), losses, flag}, flag);
+    const Outcome& o = y.outcome;
+    const nlohmann::json &yielded = y.yielded, &restored = y.restored;
     ASSERT_EQ(o.exitCode, 0) << o.err;
     ASSERT_TRUE(yielded.is_object()) << o.err;
     EXPECT_EQ(yielded.at("status"), "ok") << yielded.dump();
@@ -271,12 +285,8 @@ TEST(TorchCudaCourtesy, ADataLoaderWithPinnedMemoryGoesOnUnchanged) {
     for (const auto& d : yielded.at("body").at("devices"))
         if (d.at("device") == "cuda:0") cudaBytes = d.at("bytes").get<uint64_t>();
     EXPECT_GT(cudaBytes, 40u << 20) << yielded.dump();  // resnet18's weights: 42.7 MiB
-    std::ifstream a(bareLosses), b(losses);
-    std::stringstream sa, sb;
-    sa << a.rdbuf();
-    sb << b.rdbuf();
-    const std::string got = sb.str();
-    EXPECT_EQ(got, sa.str());
+    const std::string got = fileText(losses);
+    EXPECT_EQ(got, fileText(bareLosses));
     EXPECT_EQ(std::count(got.begin(), got.end(), '\n'), 20);
     const auto trace = readJson(dir + "/t.json");
     const auto& proc = trace.at("processes").at(0);
