@@ -1,6 +1,7 @@
 #include "collectors/control/PausedAccess.h"
 
 #include <linux/futex.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -100,6 +101,10 @@ uint32_t threadsHeld() { return gHeld.load(std::memory_order_relaxed); }
 void installPausedAccessHandler(const Regions& regions) {
     if (gInstalled.exchange(true)) return;
     gRegions = &regions;
+    // A child forked while its parent is held yielded (by a thread that ran on) is
+    // not yielded: its faults are its own, not to wait for a restore that never
+    // comes to it.
+    pthread_atfork(nullptr, nullptr, [] { gHold.store(0, std::memory_order_relaxed); });
     struct sigaction action {};
     action.sa_sigaction = onSegv;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -798,6 +799,19 @@ TEST(Courtesy, AThreadThatTouchesYieldedMemoryWaitsForRestore) {
     EXPECT_TRUE(Fixture::holds(w, MiB, 8));
     stop.store(true);
     program.join();
+
+    // A child forked while the hold is on is not held: a fault of its own ends it.
+    holdFaultsWhileYielded(true);
+    const pid_t child = fork();
+    if (child == 0) {
+        void* page = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        *static_cast<volatile char*>(page) = 1;
+        _exit(0);
+    }
+    holdFaultsWhileYielded(false);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) << status;
 }
 
 // A program whose marks stop coming (it blocks elsewhere): the park times out and
