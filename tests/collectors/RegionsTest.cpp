@@ -810,8 +810,12 @@ TEST(Courtesy, AThreadThatTouchesYieldedMemoryWaitsForRestore) {
     }
     holdFaultsWhileYielded(false);
     int status = 0;
-    ASSERT_EQ(waitpid(child, &status, 0), child);
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) << status;
+    ASSERT_EQ(waitpid(child, &status, 0), child);  // held, it would never return
+    // The fault goes on to the handler before memtool's: the default (SIGSEGV), or
+    // AddressSanitizer's, which reports it and exits 1.
+    EXPECT_TRUE((WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) ||
+                (WIFEXITED(status) && WEXITSTATUS(status) != 0))
+        << status;
 }
 
 // A program whose marks stop coming (it blocks elsewhere): the park times out and
