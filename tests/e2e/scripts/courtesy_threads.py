@@ -8,6 +8,7 @@
 import os
 import sys
 import threading
+import time
 
 import torch
 
@@ -30,6 +31,10 @@ def worker():
 
 t = threading.Thread(target=worker)
 t.start()
-while t.is_alive():  # pure Python: a safe point between any two bytecodes
-    pass
+# Python between any two bytecodes: a safe point. sleep(0) hands the GIL over each
+# turn, so that the worker, which needs it after "ready" to start its sort, is
+# inside the sort before the yield comes (with a loop that kept the GIL, the park
+# could come first: then nothing touched the memory).
+while t.is_alive():
+    time.sleep(0)
 print("sorts", len(sorts), "all right:", all(sorts), flush=True)
