@@ -87,6 +87,10 @@ bool CpuPagesBackend::mapFilled(uint8_t, uint64_t address, uint64_t bytes, Backu
         why.set("cannot map pages: ", std::strerror(errno));
         return false;
     }
+    // Faulting the pages in as the reads land in them bound a restore to about
+    // 1 GiB/s here, where dd read up to 2; in 2 MiB pages (where the kernel allows)
+    // it ran at 1.5-1.7 GiB/s. A hint: refused, the pages are small ones.
+    madvise(fresh, bytes, MADV_HUGEPAGE);
     if (!from.read(offset, fresh, bytes, why)) {
         munmap(fresh, bytes);
         return false;

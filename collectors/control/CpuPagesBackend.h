@@ -30,9 +30,10 @@ public:
                 Failure& why) override;
     // Read-only pages (mprotect).
     bool freeze(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) override;
-    // The content is read into fresh pages elsewhere, which mremap then moves over
-    // the paused range in one step: a thread that touches it meanwhile faults
-    // (PausedAccess) instead of reading pages not yet filled.
+    // The content is read into fresh pages elsewhere (advised to be huge pages),
+    // which mremap then moves over the paused range in one step: a thread that
+    // touches it meanwhile faults (PausedAccess) instead of reading pages not yet
+    // filled.
     bool mapFilled(uint8_t device, uint64_t address, uint64_t bytes, Backup& from, uint64_t offset,
                    Failure& why) override;
 };
