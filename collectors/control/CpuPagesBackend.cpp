@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "collectors/control/AlignedMapping.h"
+
 namespace memtool::collectors::control {
 
 uint64_t CpuPagesBackend::granularity(uint8_t) {
@@ -15,25 +17,13 @@ uint64_t CpuPagesBackend::granularity(uint8_t) {
 
 bool CpuPagesBackend::reserve(uint8_t, uint64_t bytes, uint64_t alignment, uint64_t* address,
                               Failure& why) {
-    const uint64_t page = granularity(0);
-    // Storages ask for 64-byte alignment; pages give more. A larger request is
-    // met by reserving extra and returning the slack on either side.
-    const uint64_t extra = alignment > page ? alignment : 0;
-    void* p =
-        mmap(nullptr, bytes + extra, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    // Storages ask for 64-byte alignment; pages give more.
+    void* p = mapAligned(bytes, alignment, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
     if (p == MAP_FAILED) {
         why.set("cannot reserve addresses: ", std::strerror(errno));
         return false;
     }
-    uint64_t start = reinterpret_cast<uint64_t>(p);
-    if (extra) {
-        const uint64_t aligned = (start + alignment - 1) / alignment * alignment;
-        if (aligned > start) munmap(p, aligned - start);
-        const uint64_t tail = start + bytes + extra - (aligned + bytes);
-        if (tail) munmap(reinterpret_cast<void*>(aligned + bytes), tail);
-        start = aligned;
-    }
-    *address = start;
+    *address = reinterpret_cast<uint64_t>(p);
     return true;
 }
 

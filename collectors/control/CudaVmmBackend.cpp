@@ -11,6 +11,7 @@
 
 #include "collectors/NativeUnwinder.h"
 #include "collectors/RecursionGuard.h"
+#include "collectors/control/AlignedMapping.h"
 #include "core/Protocol.h"
 
 namespace memtool::collectors::control {
@@ -403,18 +404,11 @@ void* CudaVmmBackend::allocateHost(uint8_t device, uint64_t* bytes, Failure& why
     // cuMemHostAlloc's. Aligned to 2 MiB, so that every page can be a huge one.
     constexpr uint64_t kHugePage = 2ull << 20;
     const uint64_t size = (*bytes + kHugePage - 1) / kHugePage * kHugePage;
-    void* raw =
-        mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) {
+    void* p = mapAligned(size, kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+    if (p == MAP_FAILED) {
         why.set("cannot map host memory for the backup: ", std::strerror(errno));
         return nullptr;
     }
-    const uint64_t start = reinterpret_cast<uint64_t>(raw);
-    const uint64_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
-    if (aligned > start) munmap(raw, aligned - start);
-    if (start + kHugePage > aligned)
-        munmap(reinterpret_cast<void*>(aligned + size), start + kHugePage - aligned);
-    void* p = reinterpret_cast<void*>(aligned);
     madvise(p, size, MADV_HUGEPAGE);  // a hint: refused, the pages are small ones
     // The driver pins in the calling thread's context, which the control thread
     // (memtool ctl's pauses, a yield) has none of: the device's. Portable, it stays
