@@ -24,6 +24,29 @@ bool gpuUsable(std::string* why) {
     return false;
 }
 
+// gpuUsable, and a python with a CUDA torch to run the scripts with.
+bool torchGpuUsable(std::string* why) {
+    if (!gpuUsable(why)) return false;
+    if (!TORCH_PYTHON_BIN.empty()) return true;
+    *why = "no python with a CUDA torch was found at build time";
+    return false;
+}
+
+// Where a courtesy test's runs write: the losses of a bare run and of the yielded
+// one, and the flag that lets the yielded one go on (and its trace, DIR/t.json).
+struct CourtesyFiles {
+    std::string dir = tempDir();
+    std::string bareLosses = dir + "/bare.txt", losses = dir + "/losses.txt", flag = dir + "/go";
+};
+
+// The trace of a yielded run is whole: the frees of the cache the yield emptied
+// are in it (they once went missing: INCOMPLETE, and later blocks "reused a live
+// address").
+void expectWholeTrace(const nlohmann::json& proc) {
+    EXPECT_TRUE(proc.at("complete").get<bool>()) << proc.value("incomplete_reason", "");
+    EXPECT_EQ(proc.at("warnings").dump(), "[]");
+}
+
 // `memtool run -q --pausable all -o DIR/t.json -- COMMAND`, yielded to host from
 // memtool ctl and restored when the program's first line ("ready PID ...") comes,
 // then let go by creating FLAG.
@@ -161,9 +184,7 @@ class TorchCudaRegions : public ::testing::TestWithParam<std::pair<const char*, 
 
 TEST_P(TorchCudaRegions, PauseGivesTheDeviceAGibAndResumeRestoresTheTensor) {
     std::string why;
-    if (!gpuUsable(&why)) GTEST_SKIP() << why;
-    if (TORCH_PYTHON_BIN.empty())
-        GTEST_SKIP() << "no python with a CUDA torch was found at build time";
+    if (!torchGpuUsable(&why)) GTEST_SKIP() << why;
     const auto [mode, backup] = GetParam();
     Profiled p = profile({TORCH_PYTHON_BIN, script("regions_cuda.py"), mode, backup});
     ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
@@ -213,17 +234,14 @@ INSTANTIATE_TEST_SUITE_P(
 // losses are a bare run's, step for step.
 TEST(TorchCudaCourtesy, YieldLeavesTheDeviceOnlyWhatPytorchDoesNotHold) {
     std::string why;
-    if (!gpuUsable(&why)) GTEST_SKIP() << why;
-    if (TORCH_PYTHON_BIN.empty())
-        GTEST_SKIP() << "no python with a CUDA torch was found at build time";
-    const std::string dir = tempDir();
-    const std::string bareLosses = dir + "/bare.txt", losses = dir + "/losses.txt",
-                      flag = dir + "/go";
+    if (!torchGpuUsable(&why)) GTEST_SKIP() << why;
+    const CourtesyFiles f;
     Outcome bare =
-        run({TORCH_PYTHON_BIN, script("courtesy_train.py"), "4", bareLosses, "-", "cuda"});
+        run({TORCH_PYTHON_BIN, script("courtesy_train.py"), "4", f.bareLosses, "-", "cuda"});
     ASSERT_EQ(bare.exitCode, 0) << bare.err;
     YieldedRun y = yieldToHostAndRestore(
-        dir, {TORCH_PYTHON_BIN, script("courtesy_train.py"), "4", losses, flag, "cuda"}, flag);
+        f.dir, {TORCH_PYTHON_BIN, script("courtesy_train.py"), "4", f.losses, f.flag, "cuda"},
+        f.flag);
     const Outcome& o = y.outcome;
     const nlohmann::json &yielded = y.yielded, &restored = y.restored;
     std::istringstream words(y.first);  // "ready PID PARAM_BYTES OTHER_BYTES"
@@ -246,13 +264,8 @@ TEST(TorchCudaCourtesy, YieldLeavesTheDeviceOnlyWhatPytorchDoesNotHold) {
     }
     EXPECT_TRUE(sawCuda) << yielded.dump();
     EXPECT_EQ(restored.at("status"), "ok") << restored.dump();
-    // The cache the yield emptied was the program's memory: its frees are in the
-    // trace (they once went missing: INCOMPLETE, and later blocks "reused a live
-    // address").
-    const auto proc = readJson(dir + "/t.json").at("processes").at(0);
-    EXPECT_TRUE(proc.at("complete").get<bool>()) << proc.value("incomplete_reason", "");
-    EXPECT_EQ(proc.at("warnings").dump(), "[]");
-    EXPECT_EQ(fileText(losses), fileText(bareLosses));
+    expectWholeTrace(readJson(f.dir + "/t.json").at("processes").at(0));
+    EXPECT_EQ(fileText(f.losses), fileText(f.bareLosses));
 }
 
 // A user's training run: resnet18 fed by a DataLoader with worker processes and a
@@ -262,18 +275,14 @@ TEST(TorchCudaCourtesy, YieldLeavesTheDeviceOnlyWhatPytorchDoesNotHold) {
 // MiB "leaked" on cuda:0).
 TEST(TorchCudaCourtesy, ADataLoaderWithPinnedMemoryGoesOnUnchanged) {
     std::string why;
-    if (!gpuUsable(&why)) GTEST_SKIP() << why;
-    if (TORCH_PYTHON_BIN.empty())
-        GTEST_SKIP() << "no python with a CUDA torch was found at build time";
-    const std::string dir = tempDir();
-    const std::string bareLosses = dir + "/bare.txt", losses = dir + "/losses.txt",
-                      flag = dir + "/go";
-    Outcome bare = run({TORCH_PYTHON_BIN, script("courtesy_loader_cuda.py"), bareLosses, "-"});
+    if (!torchGpuUsable(&why)) GTEST_SKIP() << why;
+    const CourtesyFiles f;
+    Outcome bare = run({TORCH_PYTHON_BIN, script("courtesy_loader_cuda.py"), f.bareLosses, "-"});
     if (bare.err.find("No module named 'torchvision'") != std::string::npos)
         GTEST_SKIP() << "torchvision is not installed for " << TORCH_PYTHON_BIN;
     ASSERT_EQ(bare.exitCode, 0) << bare.err;
     YieldedRun y = yieldToHostAndRestore(
-        dir, {TORCH_PYTHON_BIN, script("courtesy_loader_cuda.py"), losses, flag}, flag);
+        f.dir, {TORCH_PYTHON_BIN, script("courtesy_loader_cuda.py"), f.losses, f.flag}, f.flag);
     const Outcome& o = y.outcome;
     const nlohmann::json &yielded = y.yielded, &restored = y.restored;
     ASSERT_EQ(o.exitCode, 0) << o.err;
@@ -285,12 +294,10 @@ TEST(TorchCudaCourtesy, ADataLoaderWithPinnedMemoryGoesOnUnchanged) {
     for (const auto& d : yielded.at("body").at("devices"))
         if (d.at("device") == "cuda:0") cudaBytes = d.at("bytes").get<uint64_t>();
     EXPECT_GT(cudaBytes, 40u << 20) << yielded.dump();  // resnet18's weights: 42.7 MiB
-    const std::string got = fileText(losses);
-    EXPECT_EQ(got, fileText(bareLosses));
+    const std::string got = fileText(f.losses);
+    EXPECT_EQ(got, fileText(f.bareLosses));
     EXPECT_EQ(std::count(got.begin(), got.end(), '\n'), 20);
-    const auto trace = readJson(dir + "/t.json");
-    const auto& proc = trace.at("processes").at(0);
-    EXPECT_TRUE(proc.at("complete").get<bool>()) << proc.value("incomplete_reason", "");
-    EXPECT_EQ(proc.at("warnings").dump(), "[]");
+    const auto trace = readJson(f.dir + "/t.json");
+    expectWholeTrace(trace.at("processes").at(0));
     EXPECT_EQ(trace.at("processes").size(), 3u);  // the two loader workers are processes too
 }
