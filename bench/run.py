@@ -73,6 +73,8 @@ def modes(build, python, have_heaptrack, tmp, compare=True, baseline=""):
         "memtool": lambda argv: [memtool, "run", "-q", "-o", trace, "--"] + argv,
         "memtool --no-native": lambda argv: [memtool, "run", "-q", "--no-native", "-o", trace, "--"] + argv,
         "memtool --no-python": lambda argv: [memtool, "run", "-q", "--no-python", "-o", trace, "--"] + argv,
+        # Every event sent as its own record (MEMTOOL_FOLD=0): what Window records save.
+        "memtool (no folding)": lambda argv: ["env", "MEMTOOL_FOLD=0", memtool, "run", "-q", "-o", trace, "--"] + argv,
         # Every CPU storage served from pausable memory (courtesy: memtool ctl PID yield).
         "memtool --pausable all": lambda argv: [memtool, "run", "-q", "--pausable", "all", "-o", trace, "--"] + argv,
     }

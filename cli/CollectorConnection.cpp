@@ -139,13 +139,15 @@ bool CollectorConnection::unsentTail(std::vector<uint8_t>* bytes, core::EndField
     core::TailHeader h;
     if (pread(tailFd_, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return false;
     // What it says is the dead process's word: checked against what arrived.
-    if (h.magic != core::kTailMagic || h.used > core::kTailBufferBytes ||
-        h.bufferStart > received_ || received_ - h.bufferStart > h.used)
+    if (h.magic != core::kTailMagic || h.half > 1) return false;
+    const uint64_t used = h.used[h.half];
+    if (used > core::kTailBufferBytes || h.bufferStart > received_ ||
+        received_ - h.bufferStart > used)
         return false;
     const uint64_t skip = received_ - h.bufferStart;
-    bytes->assign(h.used - skip, 0);
-    if (!bytes->empty() && pread(tailFd_, bytes->data(), bytes->size(),
-                                 static_cast<off_t>(core::kTailHeaderBytes + skip)) !=
+    bytes->assign(used - skip, 0);
+    const uint64_t at = core::kTailHeaderBytes + h.half * core::kTailBufferBytes + skip;
+    if (!bytes->empty() && pread(tailFd_, bytes->data(), bytes->size(), static_cast<off_t>(at)) !=
                                static_cast<ssize_t>(bytes->size()))
         return false;
     if (h.deferred == 1) {
@@ -153,7 +155,7 @@ bool CollectorConnection::unsentTail(std::vector<uint8_t>* bytes, core::EndField
         bytes->insert(bytes->end(), record, core::encodeAlloc(record, h.deferredAlloc));
     }
     *counts = core::EndFields{};
-    counts->recordCount = h.records;
+    counts->recordCount = h.records[h.half];
     counts->allocCount = h.allocs;
     counts->freeCount = h.frees;
     counts->missedEvents = h.missed;

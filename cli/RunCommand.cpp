@@ -67,6 +67,17 @@ std::string backupDirectory(const std::string& base) {
     return resolved;
 }
 
+// MEMTOOL_FOLD in memtool run's environment: 0, the collector sends every event
+// as its own record; 2, it folds every run of events into Window records; else
+// only runs that come fast (collectors/RecordWriter.h). The trace is the same
+// either way: it is there to measure what folding costs and saves, and to test it.
+std::string foldingOption() {
+    const char* fold = std::getenv("MEMTOOL_FOLD");
+    if (fold && std::string(fold) == "0") return ",fold=0";
+    if (fold && std::string(fold) == "2") return ",fold=2";
+    return "";
+}
+
 // What the collector in the target is told: where to connect, what to record,
 // where `import memtool` is found, where paused regions' backups go.
 std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std::string& collector,
@@ -82,9 +93,10 @@ std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std:
         {core::kEnvControlSocket, controlSocket},
         {core::kEnvOptions,
          fmt::format(
-             "native={},python={},cudahooks={},pausable={}{}", options.nativeStacks ? 1 : 0,
+             "native={},python={},cudahooks={},pausable={}{}{}", options.nativeStacks ? 1 : 0,
              options.pythonStacks ? 1 : 0, cuda.runtimeHooks ? 1 : 0, options.pausableAll ? 1 : 0,
-             options.hostPoolBytes ? fmt::format(",hostpool={}", *options.hostPoolBytes) : "")},
+             options.hostPoolBytes ? fmt::format(",hostpool={}", *options.hostPoolBytes) : "",
+             foldingOption())},
     };
     // The CUDA driver loads this when (and only if) the program initializes CUDA.
     if (!cuda.injection.empty()) env.push_back({"CUDA_INJECTION64_PATH", cuda.injection});

@@ -57,7 +57,9 @@ bool Engine::connect(Sink& sink, const StreamIdentity& id) {
     streamPid_.store(id.pid);
     streamStartNs_ = id.startUnixNs;
     lastClockNs_ = monotonicNs();
-    writer_.open(&sink, lastClockNs_);
+    writer_.open(&sink, lastClockNs_,
+                 options_.pausableAll ? RecordWriter::Folding::Never
+                                      : static_cast<RecordWriter::Folding>(options_.fold));
     clearLiveLocked();
     counters_ = core::EndFields{};
     missedEvents_.store(0);
@@ -125,9 +127,18 @@ void Engine::allocCaptured(const RecursionGuard&, Stacks& stacks, uint8_t device
                            uint64_t size, FlushPolicy flush, uint32_t region) {
     LockGuard lock(mu_);
     if (!active_.load(std::memory_order_relaxed)) return;
-    if (!live_.insert(key, (static_cast<uint64_t>(device) << 56) | (size & kSizeMask))) {
+    uint64_t replaced = 0;
+    const int put =
+        live_.put(key, (static_cast<uint64_t>(device) << 56) | (size & kSizeMask), &replaced);
+    if (put == PointerMap::kFailed) {
         deactivateLocked("out of memory for the table of live blocks; profiling stopped");
         return;
+    }
+    if (put == PointerMap::kReplaced) {
+        // Its free never came (the reader retires it when this Alloc arrives, and
+        // says so): its bytes leave as they do there, and no window hides this.
+        liveBytes_[replaced >> 56] -= replaced & kSizeMask;
+        writer_.foldNothingBuffered();
     }
     core::AllocFields a;
     a.device = device;
@@ -139,10 +150,13 @@ void Engine::allocCaptured(const RecursionGuard&, Stacks& stacks, uint8_t device
     if (newHigh) highBytes_[device] = liveBytes_[device];
     a.timeDeltaNs = clockDeltaLocked(/*coarse=*/!newHigh);
     a.region = region;
-    if (region == 0)
-        writer_.deferAlloc(a);  // its free, if next, makes a ShortLived record of it
-    else if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
-        writer_.commit(core::encodeAlloc(p, a));
+    if (region == 0) {
+        // Its free, if next, makes a ShortLived record of it.
+        writer_.deferAlloc(a, liveBytes_[device]);
+    } else if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) {
+        writer_.stopFolding();  // a region's bytes leave the reader's count when paused
+        writer_.commitEvent(core::encodeAlloc(p, a), device, a.timeDeltaNs, liveBytes_[device]);
+    }
     ++counters_.allocCount;
     counters_.allocatedBytes += size;
     publishCountsLocked();
@@ -167,7 +181,9 @@ void Engine::oom(uint8_t device, uint64_t size, core::OomSource source, uint64_t
     o.source = source;
     o.deviceFree = deviceFree;
     o.deviceTotal = deviceTotal;
-    sendNowLocked(core::kMaxFixedRecordBytes, [&](uint8_t* p) { return core::encodeOom(p, o); });
+    sendNowLocked(
+        core::kMaxFixedRecordBytes, [&](uint8_t* p) { return core::encodeOom(p, o); },
+        o.timeDeltaNs);
     healthyLocked();
 }
 
@@ -181,13 +197,16 @@ void Engine::freeGuarded(const RecursionGuard&, uint64_t key) {
     liveBytes_[f.device] -= entry & kSizeMask;
     f.address = key;
     f.timeDeltaNs = clockDeltaLocked(/*coarse=*/true);
+    const uint64_t liveAfter = liveBytes_[f.device];
     core::AllocFields a;
-    if (writer_.takeDeferred(f.device, key, &a)) {
+    uint64_t liveAfterAlloc = 0;
+    if (writer_.takeDeferred(f.device, key, &a, &liveAfterAlloc)) {
         // Its Alloc is the last record and still held back: both go as one.
         if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
-            writer_.commit(core::encodeShortLived(p, a, f.timeDeltaNs));
+            writer_.commitShortLived(core::encodeShortLived(p, a, f.timeDeltaNs), f.device,
+                                     a.timeDeltaNs + f.timeDeltaNs, liveAfterAlloc, liveAfter);
     } else if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) {
-        writer_.commit(core::encodeFree(p, f));
+        writer_.commitEvent(core::encodeFree(p, f), f.device, f.timeDeltaNs, liveAfter);
     }
     ++counters_.freeCount;
     counters_.freedBytes += entry & kSizeMask;
@@ -197,9 +216,9 @@ void Engine::freeGuarded(const RecursionGuard&, uint64_t key) {
 }
 
 template <typename Encode>
-void Engine::sendNowLocked(size_t bytes, Encode encode) {
+void Engine::sendNowLocked(size_t bytes, Encode encode, uint64_t deltaNs) {
     if (!active_.load(std::memory_order_relaxed)) return;
-    if (uint8_t* p = writer_.reserve(bytes)) writer_.commit(encode(p));
+    if (uint8_t* p = writer_.reserve(bytes)) writer_.commit(encode(p), deltaNs);
     writer_.flush();
     healthyLocked();
 }
@@ -220,6 +239,7 @@ void Engine::region(uint32_t id, const char* tag, uint8_t device, core::BackupKi
     const size_t tagBytes = std::strlen(tag);
     LockGuard lock(mu_);
     if (!active_.load(std::memory_order_relaxed)) return;
+    writer_.stopFolding();  // its blocks leave the reader's live bytes when paused
     if (uint8_t* p = writer_.reserve(core::regionBytes(tagBytes)))
         writer_.commit(core::encodeRegion(p, id, tag, tagBytes, device, backup));
     healthyLocked();
@@ -231,9 +251,11 @@ void Engine::control(core::ControlFields fields, const char* message) {
     const size_t messageBytes = std::strlen(message);
     LockGuard lock(mu_);
     fields.timeDeltaNs = clockDeltaLocked();
-    sendNowLocked(core::controlBytes(messageBytes), [&](uint8_t* p) {
-        return core::encodeControl(p, fields, message, messageBytes);
-    });
+    writer_.stopFolding();
+    sendNowLocked(
+        core::controlBytes(messageBytes),
+        [&](uint8_t* p) { return core::encodeControl(p, fields, message, messageBytes); },
+        fields.timeDeltaNs);
 }
 
 void Engine::reply(uint64_t requestId, core::ReplyStatus status, const char* body,
@@ -258,7 +280,8 @@ uint32_t Engine::pyCode(const char* file, size_t fileBytes, const char* name, si
         return id;
     }
     if (uint8_t* p = writer_.reserve(core::pyCodeBytes(fileBytes, nameBytes)))
-        writer_.commit(core::encodePyCode(p, file, fileBytes, name, nameBytes, firstLine));
+        writer_.commitDefinition(
+            core::encodePyCode(p, file, fileBytes, name, nameBytes, firstLine));
     healthyLocked();
     return id;
 }
@@ -273,7 +296,7 @@ void Engine::announceModule(const ModuleInfo& m) {
     p = core::encodeModuleHead(p, ++moduleIds_, m.path, m.pathBytes, m.loadBias, m.rangeCount);
     for (size_t r = 0; r < m.rangeCount; ++r)
         p = core::encodeModuleRange(p, m.ranges[r][0], m.ranges[r][1] - m.ranges[r][0]);
-    writer_.commit(p);
+    writer_.commitDefinition(p);
 }
 
 void Engine::finish(core::ExitKind kind, int exitStatus) {
@@ -283,6 +306,7 @@ void Engine::finish(core::ExitKind kind, int exitStatus) {
     suspended_.store(false);
     if (!active_.load()) return;
     active_.store(false, std::memory_order_release);
+    writer_.flush();  // folded first: End counts the records as they travel
     counters_.recordCount = writer_.records();  // every record before End
     counters_.missedEvents = missedEvents_.load();
     counters_.exitKind = static_cast<uint64_t>(kind);
@@ -340,6 +364,7 @@ void Engine::suspendForExec() {
     if (!active_.load()) return;
     active_.store(false, std::memory_order_release);
     suspended_.store(true);
+    writer_.flush();  // folded first: End counts the records as they travel
     core::EndFields end = counters_;
     end.recordCount = writer_.records();
     end.missedEvents = missedEvents_.load();

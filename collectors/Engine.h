@@ -202,9 +202,10 @@ private:
     void allocCaptured(const RecursionGuard&, Stacks& stacks, uint8_t device, uint64_t key,
                        uint64_t size, FlushPolicy flush, uint32_t region);
     // Under mu_: reserves, encodes with `encode(p)` (returning the record's end),
-    // commits and flushes at once. For rare records that say something now.
+    // commits and flushes at once. For rare records that say something now;
+    // `deltaNs`: the time delta the record carries, if it is timed.
     template <typename Encode>
-    void sendNowLocked(size_t bytes, Encode encode);
+    void sendNowLocked(size_t bytes, Encode encode, uint64_t deltaNs = 0);
     void freeGuarded(const RecursionGuard&, uint64_t key);
     // Under mu_: ends the stream, warns once with the reason.
     void deactivateLocked(const char* why);

@@ -16,6 +16,7 @@ struct EngineOptions {
     bool cudaRuntimeHooks = false;        // record CUDA memory through runtime hooks from the start
     bool pausableAll = false;             // every allocation belongs to a region (--pausable all)
     uint64_t hostPoolBytes = UINT64_MAX;  // pinned memory kept after a resume (--host-pool)
+    int fold = 1;                         // Window records: 0 never, 1 fast runs, 2 always
 
     // Parses the MEMTOOL_OPTIONS text over the defaults; null leaves them.
     static EngineOptions parse(const char* text);

@@ -112,13 +112,26 @@ public:
     }
 
     bool insert(uint64_t ptr, uint64_t size) {
-        if ((count_ + 1) * 2 > capacity_ && !grow()) return false;
+        uint64_t replaced;
+        return put(ptr, size, &replaced) != kFailed;
+    }
+
+    // insert(), saying what it did: kFailed (out of memory), kAdded, or
+    // kReplaced with the value ptr had in *replaced.
+    static constexpr int kFailed = 0, kAdded = 1, kReplaced = 2;
+    int put(uint64_t ptr, uint64_t size, uint64_t* replaced) {
+        if ((count_ + 1) * 2 > capacity_ && !grow()) return kFailed;
         size_t mask = capacity_ - 1;
         for (size_t i = mixHash(ptr) & mask;; i = (i + 1) & mask) {
-            if (slots_[i].ptr == 0 || slots_[i].ptr == ptr) {
-                if (slots_[i].ptr == 0) ++count_;
+            if (slots_[i].ptr == 0) {
+                ++count_;
                 slots_[i] = Slot{ptr, size};
-                return true;
+                return kAdded;
+            }
+            if (slots_[i].ptr == ptr) {
+                *replaced = slots_[i].size;
+                slots_[i].size = size;
+                return kReplaced;
             }
         }
     }

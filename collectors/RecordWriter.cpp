@@ -1,18 +1,30 @@
 #include "collectors/RecordWriter.h"
 
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 
 #include "collectors/HighDescriptor.h"
+#include "collectors/MappedTable.h"
 #include "collectors/OwnDescriptors.h"
 
 namespace memtool::collectors {
 
 namespace {
 
-constexpr size_t kSharedBytes = core::kTailHeaderBytes + RecordWriter::kBufferBytes;
+// The header, then the buffer's two halves (the records, and what fold() writes).
+constexpr size_t kSharedBytes = core::kTailHeaderBytes + 2 * RecordWriter::kBufferBytes;
+
+// The clock as of the kernel's last tick (1-10 ms): enough to tell a buffer
+// that filled in a few milliseconds from one that took a second.
+uint64_t coarseNowNs() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 // Stores before it are not moved after it by the compiler: a kill between two
 // of the header's fields leaves them in an order the CLI can trust.
@@ -21,7 +33,10 @@ inline void ordered() { std::atomic_signal_fence(std::memory_order_seq_cst); }
 }  // namespace
 
 RecordWriter::~RecordWriter() {
-    if (buf_ != buffer_) munmap(mapping(), kSharedBytes);
+    if (base_) munmap(base_, kSharedBytes);
+    if (privateHalf_) munmap(privateHalf_, kBufferBytes);
+    if (spans_) munmap(spans_, WindowCompactor::kMaxSpans * sizeof(Span));
+    if (liveAfter_) munmap(liveAfter_, WindowCompactor::kMaxEvents * sizeof(uint64_t));
     own::release(tailFd_);
 }
 
@@ -38,28 +53,44 @@ bool RecordWriter::makeShared() {
         ::close(fd);
         return false;
     }
-    if (buf_ != buffer_) munmap(mapping(), kSharedBytes);  // a child's private copy
+    if (base_) munmap(base_, kSharedBytes);  // a child's private copy
+    base_ = static_cast<uint8_t*>(p);
     tail_ = static_cast<core::TailHeader*>(p);
-    buf_ = static_cast<uint8_t*>(p) + core::kTailHeaderBytes;
+    half_ = 0;
+    buf_ = base_ + core::kTailHeaderBytes;
     tailFd_ = fd;
     own::keep(fd);
     return true;
 }
 
-void RecordWriter::open(Sink* sink, uint64_t nowNs) {
+void RecordWriter::open(Sink* sink, uint64_t nowNs, Folding folding) {
     makeShared();  // without it, the buffer is private: a kill loses what it holds
-    // The whole buffer resident from the start: no page fault in a hook, and no
-    // growth of the process later (a pause's records must not add to it).
-    for (size_t i = 0; i < kBufferBytes; i += 4096)
+    // The whole buffer resident from the start, both halves: no page fault in a
+    // hook, and no growth of the process later (a pause's records must not add
+    // to it).
+    uint8_t* other = folding == Folding::Never ? nullptr : otherHalf();
+    for (size_t i = 0; i < kBufferBytes; i += 4096) {
         reinterpret_cast<volatile uint8_t*>(buf_)[i] = 0;
+        if (other) reinterpret_cast<volatile uint8_t*>(other)[i] = 0;
+    }
+    if (!spans_) spans_ = static_cast<Span*>(mapZeroed(WindowCompactor::kMaxSpans * sizeof(Span)));
+    if (!liveAfter_)
+        liveAfter_ =
+            static_cast<uint64_t*>(mapZeroed(WindowCompactor::kMaxEvents * sizeof(uint64_t)));
     sink_ = sink;
     used_ = 0;
     sent_ = 0;
     records_ = 0;
     deferred_ = false;
     lastFlushNs_ = nowNs;
+    clockNs_ = 0;
+    std::memset(high_, 0, sizeof high_);
+    folding_ = folding;
+    foldingOff_ = folding == Folding::Never;
+    restartSpans();
     if (tail_) {
         publishUsed();  // none, and no records yet
+        tail_->half = half_;
         tail_->deferred = 0;
         tail_->bufferStart = 0;
         publishCounts(0, 0, 0);
@@ -81,19 +112,21 @@ void RecordWriter::leaveParentsBuffer() {
     if (!tail_) return;
     // Private, zeroed memory at the same place: nothing this process writes from
     // here on reaches its parent's buffer.
-    void* p = mmap(mapping(), kSharedBytes, PROT_READ | PROT_WRITE,
+    void* p = mmap(base_, kSharedBytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     if (p == MAP_FAILED) {
         buf_ = buffer_;  // the mapping stays the parent's: never write to it again
+        base_ = nullptr;
     }
     tail_ = nullptr;
     own::release(tailFd_);
     tailFd_ = -1;
 }
 
-void RecordWriter::deferAlloc(const core::AllocFields& a) {
+void RecordWriter::deferAlloc(const core::AllocFields& a, uint64_t liveAfter) {
     if (!sink_ || !settle()) return;
     deferredAlloc_ = a;
+    deferredLive_ = liveAfter;
     deferred_ = true;
     if (tail_) {
         tail_->deferredAlloc = a;
@@ -108,7 +141,11 @@ bool RecordWriter::encodeDeferred() {
     deferred_ = false;
     if (tail_) tail_->deferred = 0;
     if (used_ + core::kMaxFixedRecordBytes > kBufferBytes && !send()) return false;
+    // Counted in records_ when it was held back: in its span from now.
+    noteEvent(deferredAlloc_.device, deferredLive_);
+    clockNs_ += deferredAlloc_.timeDeltaNs;
     used_ = static_cast<size_t>(core::encodeAlloc(buf_ + used_, deferredAlloc_) - buf_);
+    addSpan(SpanKind::Events);
     ordered();
     publishUsed();
     return true;
@@ -128,8 +165,9 @@ uint8_t* RecordWriter::reserve(size_t bytes) {
     return buf_ + used_;
 }
 
-void RecordWriter::commit(uint8_t* end) {
+void RecordWriter::commitAs(uint8_t* end, SpanKind kind, uint64_t deltaNs) {
     ++records_;
+    clockNs_ += deltaNs;
     if (scratch_) {
         const size_t bytes = static_cast<size_t>(end - scratch_);
         if (sink_ && !sink_->write(scratch_, bytes)) sink_ = nullptr;
@@ -138,17 +176,88 @@ void RecordWriter::commit(uint8_t* end) {
         sent_ += bytes;  // the buffer is empty: it starts after this record
         if (tail_) tail_->bufferStart = sent_;
         publishUsed();
+        restartSpans();
         return;
     }
     used_ = static_cast<size_t>(end - buf_);
+    addSpan(kind);
     ordered();
     publishUsed();
+}
+
+void RecordWriter::addSpan(SpanKind kind) {
+    if (!spans_) {
+        bufferFoldable_ = false;
+        return;
+    }
+    if (spanCount_ > 0 && spans_[spanCount_ - 1].kind == kind) {
+        Span& s = spans_[spanCount_ - 1];
+        s.end = static_cast<uint32_t>(used_);
+        ++s.records;
+        s.clockNs = clockNs_;
+    } else if (spanCount_ < WindowCompactor::kMaxSpans) {
+        spans_[spanCount_++] = Span{static_cast<uint32_t>(used_), 1, clockNs_, kind};
+    } else {
+        bufferFoldable_ = false;
+    }
+}
+
+void RecordWriter::restartSpans() {
+    if (folding_ == Folding::Fast) bufferStartNs_ = coarseNowNs();
+    spanCount_ = 0;
+    events_ = 0;
+    bufferFoldable_ = true;
+    startClockNs_ = clockNs_;
+    std::memcpy(highBefore_, high_, sizeof high_);
+}
+
+uint8_t* RecordWriter::otherHalf() {
+    if (tail_) return base_ + core::kTailHeaderBytes + (half_ ^ 1) * kBufferBytes;
+    if (buf_ != buffer_) return buffer_;
+    if (!privateHalf_) privateHalf_ = static_cast<uint8_t*>(mapZeroed(kBufferBytes));
+    return privateHalf_;
+}
+
+void RecordWriter::fold() {
+    if (foldingOff_ || !bufferFoldable_ || events_ == 0 || spanCount_ == 0 ||
+        spans_[spanCount_ - 1].end != used_)
+        return;
+    if (folding_ == Folding::Fast) {
+        if (events_ < kFoldLeastEvents) return;
+        const uint64_t ms = (coarseNowNs() - bufferStartNs_) / 1'000'000;
+        if (events_ < kFoldEventsPerMs * ms) return;
+    }
+    uint8_t* other = otherHalf();
+    if (!other) return;
+    WindowCompactor::Input in;
+    in.records = buf_;
+    in.spans = spans_;
+    in.spanCount = spanCount_;
+    in.startClockNs = startClockNs_;
+    in.liveAfter = liveAfter_;
+    in.events = events_;
+    in.highBefore = highBefore_;
+    uint64_t folded = 0;
+    const size_t bytes = compactor_.compact(in, other, &folded);
+    if (bytes >= used_) return;
+    uint64_t buffered = 0;
+    for (size_t i = 0; i < spanCount_; ++i) buffered += spans_[i].records;
+    records_ = records_ - buffered + folded;
+    // The other half's figures first, then the switch: a kill at any point
+    // leaves the header naming a half whose figures are its own.
+    buf_ = other;
+    used_ = bytes;
+    half_ ^= 1;
+    publishUsed();
+    ordered();
+    if (tail_) tail_->half = half_;
 }
 
 bool RecordWriter::flush() { return settle() && send(); }
 
 bool RecordWriter::send() {
     if (!sink_) return false;
+    if (used_ > 0) fold();
     if (used_ > 0 && !sink_->write(buf_, used_)) {
         sink_ = nullptr;
         used_ = 0;
@@ -161,6 +270,7 @@ bool RecordWriter::send() {
     publishUsed();
     ordered();
     if (tail_) tail_->bufferStart = sent_;
+    restartSpans();
     return true;
 }
 

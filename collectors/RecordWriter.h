@@ -2,14 +2,21 @@
 // Records on their way to a sink: encoded in place into one buffer and sent in
 // large writes. Not thread-safe: the engine calls it under its lock.
 //
-// Use: p = reserve(n); p = core::encodeX(p, ...); commit(p). A record larger
-// than the buffer (a huge command line) is encoded into scratch memory from
-// mmap and sent on its own. No heap allocation, stdio or exception anywhere.
+// Use: p = reserve(n); p = core::encodeX(p, ...); commit(p) (or one of the
+// commits that say what the record is: an event, a definition, one with a time).
+// A record larger than the buffer (a huge command line) is encoded into scratch
+// memory from mmap and sent on its own. No heap allocation, stdio or exception
+// anywhere.
+//
+// Before a send, the buffer's Alloc, Free and ShortLived records are folded
+// into Window records (WindowCompactor.h) where that is smaller, into the other
+// half of the buffer's memory; the halves then trade places.
 
 #include <cstddef>
 #include <cstdint>
 
 #include "collectors/Sink.h"
+#include "collectors/WindowCompactor.h"
 #include "core/Protocol.h"
 #include "core/Tail.h"
 
@@ -36,7 +43,19 @@ public:
     // Starts a stream on `sink`: counters and buffer start empty. The buffer is
     // one `memtool run` can read after a kill (core::TailHeader), made here the
     // first time and handed to the sink; without it (no memfd), a private one.
-    void open(Sink* sink, uint64_t nowNs);
+    // How far events are folded into Window records (MEMTOOL_OPTIONS fold=).
+    enum class Folding : uint8_t {
+        Never = 0,
+        // A buffer whose events came faster than kFoldEventsPerMs: where the
+        // reader's cost per record (~50-100 ns) would be a large share of the
+        // program's time per event. Slower ones go as they are: folding costs
+        // the program more than reading costs the reader on its own core.
+        Fast = 1,
+        Always = 2,
+    };
+    static constexpr uint64_t kFoldEventsPerMs = 1000;
+    static constexpr size_t kFoldLeastEvents = 1024;
+    void open(Sink* sink, uint64_t nowNs, Folding folding = Folding::Fast);
     // Drops the sink without sending what is buffered (fork child, lost peer).
     void detach();
     // In a fork child, before anything else: the buffer it inherited is its
@@ -47,8 +66,31 @@ public:
 
     // Room for a record of at most `bytes`; null when the sink has failed.
     uint8_t* reserve(size_t bytes);
-    // The record reserved last ends at `end`.
-    void commit(uint8_t* end);
+    // The record reserved last ends at `end`: a record that ends a window of
+    // folded events (a note, a region, an end); with `deltaNs`, one that moves
+    // the stream's clock (a control, an out-of-memory).
+    void commit(uint8_t* end, uint64_t deltaNs = 0) { commitAs(end, SpanKind::Others, deltaNs); }
+    // A stack node, code object or module: it ends no window.
+    void commitDefinition(uint8_t* end) { commitAs(end, SpanKind::Definitions, 0); }
+    // An Alloc or Free on `device`, after which the device holds `liveAfter`
+    // bytes as the reader counts them (its records so far, summed).
+    void commitEvent(uint8_t* end, uint8_t device, uint64_t deltaNs, uint64_t liveAfter) {
+        noteEvent(device, liveAfter);
+        commitAs(end, SpanKind::Events, deltaNs);
+    }
+    // A ShortLived record: the device's bytes after its allocation, then after its free.
+    void commitShortLived(uint8_t* end, uint8_t device, uint64_t deltaNs, uint64_t liveAfterAlloc,
+                          uint64_t liveAfterFree) {
+        noteEvent(device, liveAfterAlloc);
+        noteEvent(device, liveAfterFree);
+        commitAs(end, SpanKind::Events, deltaNs);
+    }
+    // From now until the stream ends, nothing is folded: the reader's live bytes
+    // will follow pauses and resumes, which the liveAfter figures do not.
+    void stopFolding() { foldingOff_ = true; }
+    // The buffer as it is now goes as its records (an event the window format
+    // cannot say: an address allocated again while live).
+    void foldNothingBuffered() { bufferFoldable_ = false; }
 
     // Sends everything buffered; false when the sink failed.
     bool flush();
@@ -75,10 +117,10 @@ public:
     // two go as one ShortLived record (a temporary's pair is encoded once). Any
     // other record, a send, or another deferral encodes it first. Counted in
     // records() from now. Not for a region's blocks (ShortLived has no region).
-    void deferAlloc(const core::AllocFields& a);
+    void deferAlloc(const core::AllocFields& a, uint64_t liveAfter);
     // The held-back Alloc, when it is of `address` on `device`: taken back (it
-    // leaves records()) into *a.
-    bool takeDeferred(uint8_t device, uint64_t address, core::AllocFields* a) {
+    // leaves records()) into *a, with the device's bytes after it.
+    bool takeDeferred(uint8_t device, uint64_t address, core::AllocFields* a, uint64_t* liveAfter) {
         if (!deferred_ || deferredAlloc_.address != address || deferredAlloc_.device != device)
             return false;
         deferred_ = false;
@@ -86,6 +128,7 @@ public:
         --records_;
         publishUsed();
         *a = deferredAlloc_;
+        *liveAfter = deferredLive_;
         return true;
     }
 
@@ -94,25 +137,41 @@ private:
     // Inline: every reserve() asks, and mostly nothing is held back.
     bool settle() { return deferred_ ? encodeDeferred() : sink_ != nullptr; }
     bool encodeDeferred();
-    // Sends the buffer as it is.
+    // Sends the buffer, folded where that makes it smaller.
     bool send();
+    void commitAs(uint8_t* end, SpanKind kind, uint64_t deltaNs);
+    // The record that ends at used_ joins the buffer's spans.
+    void addSpan(SpanKind kind);
+    void noteEvent(uint8_t device, uint64_t liveAfter) {
+        if (foldingOff_) return;
+        if (liveAfter > high_[device]) high_[device] = liveAfter;
+        if (events_ < WindowCompactor::kMaxEvents && liveAfter_)
+            liveAfter_[events_++] = liveAfter;
+        else
+            bufferFoldable_ = false;
+    }
+    // Folds the buffer into the other half and makes that the buffer; nothing
+    // changes where folding does not make it smaller.
+    void fold();
+    // The buffer is empty: what folding counts starts again.
+    void restartSpans();
+    uint8_t* otherHalf();
 
     // The shared buffer, made once per process (nullptr: none, buf_ is buffer_).
     bool makeShared();
-    // The start of the header and buffer's mapping (buf_ not buffer_: shared, or
-    // a fork child's private copy of it).
-    uint8_t* mapping() const { return buf_ - core::kTailHeaderBytes; }
     // Where `used_` bytes are, and how many records the stream has, as the CLI
     // would read them after a kill.
     void publishUsed() {
         if (tail_) {
-            tail_->used = used_;
-            tail_->records = records_;
+            tail_->used[half_] = used_;
+            tail_->records[half_] = records_;
         }
     }
 
     Sink* sink_ = nullptr;
     uint8_t* buf_ = buffer_;
+    // The header and buffer's mapping, shared (or a fork child's private copy of it).
+    uint8_t* base_ = nullptr;
     core::TailHeader* tail_ = nullptr;
     int tailFd_ = -1;
     uint64_t sent_ = 0;  // stream bytes sent since open()
@@ -121,6 +180,28 @@ private:
     uint64_t lastFlushNs_ = 0;
     bool deferred_ = false;
     core::AllocFields deferredAlloc_;
+    uint64_t deferredLive_ = 0;
+    // Which half of the memory buf_ is (0: the first); the other one is where
+    // fold() writes. Private memory has its second half at privateHalf_.
+    unsigned half_ = 0;
+    uint8_t* privateHalf_ = nullptr;
+    // What folding needs to know of the buffer: its spans of records by kind,
+    // the live bytes after each event, the stream's clock and each device's
+    // most at its start.
+    Span* spans_ = nullptr;
+    size_t spanCount_ = 0;
+    uint64_t* liveAfter_ = nullptr;
+    size_t events_ = 0;
+    uint64_t recordsAtStart_ = 0;
+    uint64_t clockNs_ = 0;       // the stream's clock after the last record
+    uint64_t startClockNs_ = 0;  // ... before the buffer's first
+    uint64_t high_[256] = {};
+    uint64_t highBefore_[256] = {};
+    bool bufferFoldable_ = true;
+    bool foldingOff_ = false;
+    Folding folding_ = Folding::Fast;
+    uint64_t bufferStartNs_ = 0;  // CLOCK_MONOTONIC_COARSE when the buffer was last emptied
+    WindowCompactor compactor_;
     uint8_t* scratch_ = nullptr;  // an oversized record being encoded
     size_t scratchBytes_ = 0;
     uint8_t buffer_[kBufferBytes] = {};

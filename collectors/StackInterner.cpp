@@ -36,7 +36,7 @@ uint32_t StackInterner::native(ThreadState& ts, const uint64_t* ips, int count, 
         if (child == 0) break;  // out of memory: keep the outer part
         if (created) {
             uint8_t* p = out.reserve(core::kMaxFixedRecordBytes);
-            if (p) out.commit(core::encodeNativeNode(p, node, ip));
+            if (p) out.commitDefinition(core::encodeNativeNode(p, node, ip));
         }
         node = child;
         ts.nativeNodes[k] = node;
@@ -60,7 +60,7 @@ uint32_t StackInterner::python(ShadowStack& s, uint32_t firstStale, RecordWriter
         if (node == 0) return parent;  // out of memory: frames from here stay stale
         if (created) {
             uint8_t* p = out.reserve(core::kMaxFixedRecordBytes);
-            if (p) out.commit(core::encodePyNode(p, parent, f.codeId, f.line));
+            if (p) out.commitDefinition(core::encodePyNode(p, parent, f.codeId, f.line));
         }
         f.node = node;
         parent = node;

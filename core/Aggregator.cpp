@@ -324,4 +324,97 @@ void Aggregator::onFree(const FreeRecord& f) {
         d->timeline.record(f.timeNs, d->currentBytes);
 }
 
+void Aggregator::onWindow(const WindowRecord& w) {
+    // What the window's records would have done one by one, in a few steps: the
+    // collector summed them, and the blocks allocated before it that it freed
+    // are looked up here, where their stacks are known.
+    countRecord();
+    std::vector<uint32_t> index(w.stacks.size());
+    for (size_t i = 0; i < w.stacks.size(); ++i)
+        index[i] = stackIndex(w.stacks[i].device, w.stacks[i].nativeNode, w.stacks[i].pyNode);
+    struct Change {
+        uint64_t added = 0;        // bytes of its blocks allocated in the window, live at its end
+        uint64_t freed = 0;        // bytes of its blocks from before, freed in it
+        uint64_t freedEarly = 0;   // of those, freed before its device's last new peak
+        uint64_t addedAtPeak = 0;  // bytes of its window blocks live at that peak
+    };
+    tsl::robin_map<uint32_t, Change> changes;
+    for (size_t i = 0; i < w.stacks.size(); ++i)
+        changes[index[i]].addedAtPeak += w.stacks[i].liveAtPeak;
+    for (const WindowRecord::Block& b : w.blocks) changes[index[b.stack]].added += b.size;
+    for (const WindowRecord::OldFree& f : w.oldFrees) {
+        ++frees_;
+        DeviceTables* t = tables_[f.device].get();
+        auto it = t ? t->live.find(f.address) : LiveBlockMap::iterator{};
+        if (!t || it == t->live.end()) {
+            ++unmatchedFrees_;
+            continue;
+        }
+        const LiveBlock b = it->second;
+        if (b.region || b.paused) {  // never folded by a collector: taken as a Free
+            release(f.device, f.address, w.endNs, true);
+            continue;
+        }
+        t->live.erase(it);
+        Change& c = changes[b.stack];
+        c.freed += b.size;
+        if (f.beforePeak) c.freedEarly += b.size;
+        DeviceState& d = deviceState(f.device);
+        d.freedBytes += b.size;
+        ++d.freeCount;
+        if (programEnd_) {
+            d.teardownFreedBytes += b.size;
+            ++d.teardownFreeCount;
+        }
+    }
+    // Every stack that changes keeps what it held at the device's peaks so far.
+    for (const auto& [i, c] : changes) touch(stacks_[i], deviceState(stacks_[i].device));
+    for (const WindowRecord::Device& wd : w.devices) {
+        DeviceState& d = deviceState(wd.device);
+        d.allocCount += wd.allocs;
+        d.allocatedBytes += wd.allocatedBytes;
+        d.freeCount += wd.frees;
+        d.freedBytes += wd.freedBytes;
+        if (programEnd_) {
+            d.teardownFreedBytes += wd.freedBytes;
+            d.teardownFreeCount += wd.frees;
+        }
+        allocs_ += wd.allocs;
+        frees_ += wd.frees;
+        if (wd.peakBytes != 0) {
+            d.peakBytes = wd.peakBytes;
+            d.peakTimeNs = wd.peakTimeNs;
+            ++d.peakVersion;
+        }
+        for (const auto& [time, bytes] : wd.points) d.timeline.record(time, bytes);
+    }
+    for (const auto& [i, c] : changes) {
+        StackState& s = stacks_[i];
+        DeviceState& d = deviceState(s.device);
+        if (s.stamp != d.peakVersion) {  // a new peak in the window
+            s.liveAtPeak = s.liveBytes + c.addedAtPeak - c.freedEarly;
+            s.stamp = d.peakVersion;
+        }
+        s.liveBytes += c.added - c.freed;
+        d.currentBytes += c.added - c.freed;
+    }
+    for (size_t i = 0; i < w.stacks.size(); ++i) {
+        StackState& s = stacks_[index[i]];
+        s.count += w.stacks[i].allocs;
+        s.allocatedBytes += w.stacks[i].allocatedBytes;
+        s.maxDeviceBytesAtAlloc =
+            std::max(s.maxDeviceBytesAtAlloc, w.stacks[i].maxDeviceBytesAtAlloc);
+    }
+    for (const WindowRecord::Block& b : w.blocks) {
+        const uint8_t device = w.stacks[b.stack].device;
+        auto& live = tables(device).live;
+        const LiveBlock block{b.size, index[b.stack], 0, false};
+        if (!live.try_emplace(b.address, block).second) {  // not from a collector
+            retireOverwritten(device, b.address, w.endNs);
+            tables(device).live.try_emplace(b.address, block);
+        }
+    }
+    lastTimeNs_ = w.endNs;
+}
+
 }  // namespace memtool::core

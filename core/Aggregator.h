@@ -87,6 +87,7 @@ public:
     void onControl(const ControlRecord& c) override;
     void onReply(const ReplyRecord& r) override;
     void onOom(const OomRecord& o) override;
+    void onWindow(const WindowRecord& w) override;
     void onEnd(const EndFields& e) override;
     // A stream without End: the counts its process left beside its send buffer
     // (core::TailHeader) as an End record would carry them, which verify it in

@@ -16,7 +16,7 @@
 namespace memtool::core {
 
 inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'O', 'O', 'L', '\0'};
-inline constexpr uint32_t kProtocolVersion = 7;
+inline constexpr uint32_t kProtocolVersion = 8;
 
 // Environment variables shared by the CLI and the collectors.
 inline constexpr const char* kEnvSocket = "MEMTOOL_SOCKET";    // path of the CLI's Unix socket
@@ -37,6 +37,7 @@ enum class RecordTag : uint8_t {
     Alloc = 'A',
     Free = 'F',
     ShortLived = 'S',  // an Alloc and its Free, nothing recorded between them
+    Window = 'B',      // a run of Allocs and Frees, folded by the collector (PROTOCOL.md)
     Note = 'W',
     Region = 'R',   // a pausable region (tag, device, backup)
     Control = 'X',  // a pause or resume that happened
@@ -270,6 +271,23 @@ inline uint8_t* encodeEnd(uint8_t* p, const EndFields& e) {
     p = putVarint(p, e.exitKind);
     return putVarint(p, e.exitStatus);
 }
+
+// ---- Window ------------------------------------------------------------------------
+// A run of Alloc, Free and ShortLived records that the collector folded before
+// sending (collectors/WindowCompactor.h writes it; PROTOCOL.md has the layout): a
+// reader that applies it holds exactly what the records would have left it with.
+// Its timeline points are M4 samples (core/Timeline.h) in buckets of 2^shift ns,
+// shift the least at or above kTimelineFirstShift that puts the time in one of
+// kTimelineMaxBuckets buckets: the reader's own buckets are never finer.
+inline constexpr unsigned kTimelineFirstShift = 10;
+inline constexpr uint64_t kTimelineMaxBuckets = 1024;
+inline unsigned timelineShift(uint64_t timeNs) {
+    const unsigned bits = timeNs == 0 ? 0 : 64 - static_cast<unsigned>(__builtin_clzll(timeNs));
+    return bits > kTimelineFirstShift + 10 ? bits - 10 : kTimelineFirstShift;
+}
+static_assert(kTimelineMaxBuckets == 1024, "timelineShift() counts 10 bits of buckets");
+// Old frees' flags: freed before the last new peak of its device in the window.
+inline constexpr uint8_t kWindowFreeBeforePeak = 1;
 
 // ---- string-carrying records -----------------------------------------------------
 // The caller sizes the buffer with the matching *Bytes() function.

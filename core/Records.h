@@ -68,6 +68,40 @@ struct FreeRecord {
     uint64_t timeNs = 0;
 };
 
+// A Window record (Protocol.h, RecordTag::Window), decoded: node ids mapped as an
+// Alloc's, times on the stream's clock.
+struct WindowRecord {
+    struct Device {
+        uint8_t device = kDeviceCpu;
+        uint64_t allocs = 0, allocatedBytes = 0;
+        uint64_t frees = 0, freedBytes = 0;  // of blocks allocated in the window
+        uint64_t peakBytes = 0;              // a new peak in the window; 0: none
+        uint64_t peakTimeNs = 0;
+        std::vector<std::pair<uint64_t, uint64_t>> points;  // time, live bytes
+    };
+    struct Stack {
+        uint8_t device = kDeviceCpu;
+        uint64_t nativeNode = 0, pyNode = 0;
+        uint64_t allocs = 0, allocatedBytes = 0;
+        uint64_t maxDeviceBytesAtAlloc = 0;
+        uint64_t liveAtPeak = 0;  // of its blocks allocated in the window
+    };
+    struct Block {           // allocated in the window and live at its end
+        uint32_t stack = 0;  // index into stacks
+        uint64_t address = 0, size = 0;
+    };
+    struct OldFree {  // a block allocated before the window, freed in it
+        uint8_t device = kDeviceCpu;
+        uint64_t address = 0;
+        bool beforePeak = false;
+    };
+    uint64_t startNs = 0, endNs = 0;
+    std::vector<Device> devices;
+    std::vector<Stack> stacks;
+    std::vector<Block> blocks;
+    std::vector<OldFree> oldFrees;
+};
+
 struct OomRecord {
     OomFields f;
     uint64_t timeNs = 0;  // since stream start, on the Alloc/Free clock

@@ -116,6 +116,56 @@ bool readFree(C& c, FreeRecord& f) {
     return c.ok;
 }
 
+// A Window record's fields (PROTOCOL.md), as they are on the wire: times are
+// deltas and node ids the stream's own until passWindow(); false when the input
+// ended first. Lists grow as items arrive, never by a count that was claimed.
+template <typename C>
+bool readWindow(C& c, WindowRecord& w) {
+    w.endNs = c.varint();  // the window's length, for now
+    for (uint64_t i = 0, n = c.count("devices in a window"); i < n && c.ok; ++i) {
+        WindowRecord::Device d;
+        d.device = c.byte();
+        d.allocs = c.varint();
+        d.allocatedBytes = c.varint();
+        d.frees = c.varint();
+        d.freedBytes = c.varint();
+        d.peakBytes = c.varint();
+        if (d.peakBytes != 0) d.peakTimeNs = c.varint();
+        for (uint64_t j = 0, m = c.count("points in a window"); j < m && c.ok; ++j) {
+            const uint64_t delta = c.varint();
+            d.points.emplace_back(delta, c.varint());
+        }
+        if (!c.dry) w.devices.push_back(std::move(d));
+    }
+    for (uint64_t i = 0, n = c.count("stacks in a window"); i < n && c.ok; ++i) {
+        WindowRecord::Stack s;
+        s.device = c.byte();
+        s.nativeNode = c.varint();
+        s.pyNode = c.varint();
+        s.allocs = c.varint();
+        s.allocatedBytes = c.varint();
+        s.maxDeviceBytesAtAlloc = c.varint();
+        s.liveAtPeak = c.varint();
+        if (!c.dry) w.stacks.push_back(s);
+    }
+    for (uint64_t i = 0, n = c.count("blocks in a window"); i < n && c.ok; ++i) {
+        WindowRecord::Block b;
+        const uint64_t stack = c.varint();
+        b.stack = static_cast<uint32_t>(std::min<uint64_t>(stack, UINT32_MAX));
+        b.address = c.varint();
+        b.size = c.varint();
+        if (!c.dry) w.blocks.push_back(b);
+    }
+    for (uint64_t i = 0, n = c.count("frees in a window"); i < n && c.ok; ++i) {
+        WindowRecord::OldFree f;
+        f.device = c.byte();
+        f.address = c.varint();
+        f.beforePeak = (c.byte() & kWindowFreeBeforePeak) != 0;
+        if (!c.dry) w.oldFrees.push_back(f);
+    }
+    return c.ok;
+}
+
 }  // namespace
 
 static_assert(1 + 1 + 6 * kMaxVarintBytes <= kMaxFixedRecordBytes,
@@ -136,6 +186,33 @@ void StreamDecoder::passAlloc(bool shortLived, AllocRecord& a, FreeRecord& f) {
     clockNs_ += f.f.timeDeltaNs;
     f.timeNs = clockNs_;
     sink_.onShortLived(a, f);
+}
+
+void StreamDecoder::passWindow(WindowRecord& w) {
+    for (WindowRecord::Stack& s : w.stacks) {
+        if (s.nativeNode >= nextNativeId_ || s.pyNode >= nextPyNodeId_)
+            throw ProtocolError("window refers to an unknown stack");
+        s.nativeNode = native_.map(s.nativeNode);
+        s.pyNode = pyNode_.map(s.pyNode);
+    }
+    for (const WindowRecord::Block& b : w.blocks)
+        if (b.stack >= w.stacks.size()) throw ProtocolError("window block of no stack");
+    // Times: the window starts where the stream's clock stands and lasts its
+    // length; a device's points and peak fall inside it.
+    w.startNs = clockNs_;
+    clockNs_ += w.endNs;
+    if (clockNs_ < w.startNs) throw ProtocolError("window past the end of the clock");
+    w.endNs = clockNs_;
+    for (WindowRecord::Device& d : w.devices) {
+        uint64_t t = w.startNs;
+        // Saturating: a hostile delta cannot wrap a time back before the window.
+        auto after = [&](uint64_t from, uint64_t delta) {
+            return delta > w.endNs - from ? w.endNs : from + delta;
+        };
+        for (auto& [time, bytes] : d.points) time = t = after(t, time);
+        d.peakTimeNs = after(w.startNs, d.peakTimeNs);
+    }
+    sink_.onWindow(w);
 }
 
 void StreamDecoder::passFree(FreeRecord& f) {
@@ -415,6 +492,13 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool d
             clockNs_ += o.f.timeDeltaNs;
             o.timeNs = clockNs_;
             sink_.onOom(o);
+            break;
+        }
+        case RecordTag::Window: {
+            WindowRecord w;
+            if (!readWindow(c, w)) return 0;
+            if (dry) break;
+            passWindow(w);
             break;
         }
         case RecordTag::Free: {

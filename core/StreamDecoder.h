@@ -36,6 +36,8 @@ public:
     virtual void onControl(const ControlRecord&) = 0;
     virtual void onReply(const ReplyRecord&) = 0;
     virtual void onOom(const OomRecord&) {}
+    // A Window record: the Allocs and Frees the collector folded into it.
+    virtual void onWindow(const WindowRecord&) = 0;
     virtual void onEnd(const EndFields&) = 0;
     // Right after a handshake that continues an earlier stream: how many of its
     // node and code ids the sink took over (it may find fewer, or none).
@@ -89,6 +91,7 @@ private:
     // What decodeOne and decodeHot do alike once a record's fields are read.
     void passAlloc(bool shortLived, AllocRecord& a, FreeRecord& f);
     void passFree(FreeRecord& f);
+    void passWindow(WindowRecord& w);
 
     RecordSink& sink_;
     std::vector<uint8_t> pending_;

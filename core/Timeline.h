@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/Protocol.h"
+
 namespace memtool::core {
 
 struct TimelineSample {
@@ -25,10 +27,10 @@ struct TimelineSample {
 
 class Timeline {
 public:
-    static constexpr uint64_t kMaxBuckets = 1024;
+    static constexpr uint64_t kMaxBuckets = kTimelineMaxBuckets;
     // At most this many samples come out, however many went in.
     static constexpr uint64_t kMaxSamples = 4 * kMaxBuckets;
-    static constexpr unsigned kFirstShift = 10;  // buckets start 1.024 µs wide
+    static constexpr unsigned kFirstShift = kTimelineFirstShift;  // buckets start 1.024 µs wide
 
     // The bytes after an event; times never decrease (the stream's clock).
     // Inline where the sample joins the latest bucket (nearly every one does: a

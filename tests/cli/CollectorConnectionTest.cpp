@@ -29,17 +29,21 @@ std::vector<uint8_t> allocBytes(uint64_t address, uint64_t size) {
     return {record, core::encodeAlloc(record, a)};
 }
 
-// A memfd laid out as the collector's: the header, then the buffer's bytes.
+// A memfd laid out as the collector's: the header, then the buffer's bytes in
+// the half the header names (the other half holds `other`).
 int sharedBuffer(const core::TailHeader& h, const std::vector<uint8_t>& buffer,
-                 size_t fileBytes = core::kTailHeaderBytes + core::kTailBufferBytes) {
+                 size_t fileBytes = core::kTailMemfdBytes, const std::vector<uint8_t>& other = {}) {
     const int fd = memfd_create("test-tail", MFD_CLOEXEC);
     EXPECT_GE(fd, 0);
     EXPECT_EQ(ftruncate(fd, static_cast<off_t>(fileBytes)), 0);
     EXPECT_EQ(pwrite(fd, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
-    if (!buffer.empty()) {
-        EXPECT_EQ(pwrite(fd, buffer.data(), buffer.size(), core::kTailHeaderBytes),
-                  static_cast<ssize_t>(buffer.size()));
-    }
+    auto put = [&](const std::vector<uint8_t>& bytes, uint64_t half) {
+        if (bytes.empty()) return;
+        const off_t at = static_cast<off_t>(core::kTailHeaderBytes + half * core::kTailBufferBytes);
+        EXPECT_EQ(pwrite(fd, bytes.data(), bytes.size(), at), static_cast<ssize_t>(bytes.size()));
+    };
+    put(buffer, h.half & 1);
+    put(other, (h.half & 1) ^ 1);
     return fd;
 }
 
@@ -95,7 +99,7 @@ struct Stream {
         core::TailHeader h;
         h.magic = core::kTailMagic;
         h.bufferStart = handshake.size();
-        h.used = records.size();
+        h.used[0] = records.size();
         return h;
     }
 };
@@ -125,6 +129,28 @@ TEST(CollectorConnection, ASendCutOffMidRecordIsResumedFromTheBuffer) {
     EXPECT_EQ(f.error, "");
 }
 
+// The collector folds its buffer into the other half before it sends it, and
+// names that half last: its records are read from the half the header names.
+TEST(CollectorConnection, TheRecordsAreReadFromTheHalfTheHeaderNames) {
+    const Stream s;
+    core::TailHeader h = s.header();
+    h.half = 1;
+    h.used[1] = s.records.size();
+    h.used[0] = 3;  // what the other half held before: not read
+    const std::vector<uint8_t> stale(3, 0xff);
+    int pair[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+    const int fd = sharedBuffer(h, s.records, core::kTailMemfdBytes, stale);
+    sendWithDescriptor(pair[1], s.handshake, fd);
+    ::close(fd);
+    ::close(pair[1]);
+    const Folded f = readToTheEnd(pair[0]);
+    EXPECT_EQ(f.allocs, 3u);
+    EXPECT_EQ(f.recovered, 3u);
+    EXPECT_EQ(f.cpuBytes, 6000u);
+    EXPECT_EQ(f.error, "");
+}
+
 TEST(CollectorConnection, TheAllocationHeldBackForAShortLivedRecordIsReadBackToo) {
     const Stream s;
     core::TailHeader h = s.header();
@@ -150,13 +176,16 @@ TEST(CollectorConnection, AHeaderThatDoesNotSquareWithWhatArrivedReadsNothing) {
     h.magic ^= 1;
     expectNothingRead(h, "another magic");
     h = s.header();
-    h.used = core::kTailBufferBytes + 1;
+    h.used[0] = core::kTailBufferBytes + 1;
     expectNothingRead(h, "more bytes than the buffer has");
+    h = s.header();
+    h.half = 2;
+    expectNothingRead(h, "a third half");
     h = s.header();
     h.bufferStart = s.handshake.size() + firstRecord + 1;
     expectNothingRead(h, "a buffer that starts past what arrived");
     h = s.header();
-    h.used = firstRecord - 1;
+    h.used[0] = firstRecord - 1;
     expectNothingRead(h, "fewer bytes than arrived from it");
     // The file cut short under its header: the bytes it names cannot be read.
     const int shortFile = sharedBuffer(s.header(), {}, core::kTailHeaderBytes + firstRecord + 2);

@@ -63,6 +63,11 @@ struct Recorded : core::RecordSink {
     std::vector<core::ControlRecord> controls;
     std::vector<core::ReplyRecord> replies;
     void onEnd(const core::EndFields& e) override { agg.onEnd(e), end = e, log.push_back("E"); }
+    // Logged as one token: which events it folded is the aggregator's to say.
+    void onWindow(const core::WindowRecord& w) override {
+        agg.onWindow(w), ++windows, log.push_back("B");
+    }
+    size_t windows = 0;
     // The log without node records (their number depends on the stack depth).
     std::vector<std::string> events() const {
         std::vector<std::string> out;
@@ -77,11 +82,14 @@ struct Stream {
     int fds[2] = {-1, -1};
     SocketSink sink;
     Engine engine;
-    explicit Stream(bool nativeStacks = false) {
+    // Folding off unless asked for: most tests here read the stream's events one
+    // by one (WindowCompactorTest and the tests of folding below ask for it).
+    explicit Stream(bool nativeStacks = false, int fold = 0) {
         EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
         EngineOptions o;
         o.nativeStacks = nativeStacks;
         o.pythonStacks = false;
+        o.fold = fold;
         const char* why = nullptr;
         EXPECT_TRUE(engine.configure(o, &why)) << why;
         sink.adopt(fds[0]);

@@ -11,22 +11,12 @@
 #include "collectors/RecordWriter.h"
 #include "collectors/StackInterner.h"
 #include "collectors/ThreadState.h"
+#include "tests/collectors/BufferSink.h"
 
 using namespace memtool;
 using namespace memtool::collectors;
 
 namespace {
-
-struct BufferSink : Sink {
-    std::vector<uint8_t> bytes;
-    bool write(const uint8_t* data, size_t len) override {
-        bytes.insert(bytes.end(), data, data + len);
-        return true;
-    }
-    void close() override {}
-    void abandon() override {}
-    const char* failure() const override { return ""; }
-};
 
 struct Interning {
     BufferSink sink;

@@ -51,6 +51,8 @@ struct Recorder : RecordSink {
     ControlRecord control;
     ReplyRecord reply;
     void onEnd(const EndFields& e) override { end = e, log.push_back("E"); }
+    std::vector<WindowRecord> windows;
+    void onWindow(const WindowRecord& w) override { windows.push_back(w), log.push_back("B"); }
 };
 
 std::vector<uint8_t> sampleStream() {
@@ -480,6 +482,167 @@ TEST(Protocol, AShortLivedRecordIsAnAllocationAndItsFree) {
     Recorder r2;
     StreamDecoder d2(r2);
     EXPECT_THROW(d2.feed(bad.data(), bad.size()), ProtocolError);
+}
+
+namespace {
+
+// A record of varints and bytes, as tests/e2e/scripts/wire.py writes them.
+struct Fields {
+    std::vector<uint8_t> bytes;
+    Fields& v(uint64_t x) {
+        uint8_t buf[kMaxVarintBytes];
+        bytes.insert(bytes.end(), buf, putVarint(buf, x));
+        return *this;
+    }
+    Fields& u8(uint8_t x) {
+        bytes.push_back(x);
+        return *this;
+    }
+};
+
+}  // namespace
+
+// Two windows, as tests/fuzz/make_stream_seeds.py's windows.bin has them, and
+// the records they stand for. Before them, 0x5000 (100 B, stack 1). The first:
+// +100 0x6000 (100 B, stack 2), +300 0x6100 (100 B, stack 2) and its free, +600
+// 0x6200 (200 B, stack 1): a peak of 400 B, +1000 its free. The second: +10 frees
+// 0x6000, +200 0x7000 (350 B, stack 2): a peak of 450 B, +490 frees 0x5000.
+TEST(Protocol, AWindowLeavesTheReaderWhereItsEventsWould) {
+    auto head = encodeHandshake(Handshake{});
+    uint8_t buf[128];
+    auto put = [&](std::vector<uint8_t>& to, uint8_t* end) { to.insert(to.end(), buf, end); };
+    put(head, encodeNativeNode(buf, 0, 0x1000));
+    put(head, encodeNativeNode(buf, 1, 0x2000));
+    put(head, encodeAlloc(buf, AllocFields{kDeviceCpu, 0x5000, 100, 1, 0, 3}));
+    std::vector<uint8_t> windows = head, records = head;
+    Fields w1;
+    w1.u8(static_cast<uint8_t>(RecordTag::Window)).v(1000);
+    w1.v(1).u8(kDeviceCpu).v(3).v(400).v(2).v(300).v(400).v(600);  // cpu: peak 400 at +600
+    w1.v(3).v(100).v(200).v(500).v(400).v(400).v(200);             // points
+    w1.v(2).u8(kDeviceCpu).v(2).v(0).v(2).v(200).v(300).v(100);    // stack 2: 100 B at the peak
+    w1.u8(kDeviceCpu).v(1).v(0).v(1).v(200).v(400).v(200);         // stack 1: 200 B at the peak
+    w1.v(1).v(0).v(0x6000).v(100);                                 // a block of stack 2, live
+    w1.v(0);
+    Fields w2;
+    w2.u8(static_cast<uint8_t>(RecordTag::Window)).v(490);
+    w2.v(1).u8(kDeviceCpu).v(1).v(350).v(0).v(0).v(450).v(200);
+    w2.v(3).v(10).v(100).v(190).v(450).v(290).v(350);
+    w2.v(1).u8(kDeviceCpu).v(2).v(0).v(1).v(350).v(450).v(350);
+    w2.v(1).v(0).v(0x7000).v(350);
+    w2.v(2).u8(kDeviceCpu).v(0x6000).u8(kWindowFreeBeforePeak).u8(kDeviceCpu).v(0x5000).u8(0);
+    for (const Fields* w : {&w1, &w2})
+        windows.insert(windows.end(), w->bytes.begin(), w->bytes.end());
+    put(records, encodeAlloc(buf, AllocFields{kDeviceCpu, 0x6000, 100, 2, 0, 100}));
+    put(records, encodeShortLived(buf, AllocFields{kDeviceCpu, 0x6100, 100, 2, 0, 200}, 0));
+    put(records, encodeAlloc(buf, AllocFields{kDeviceCpu, 0x6200, 200, 1, 0, 300}));
+    put(records, encodeFree(buf, FreeFields{kDeviceCpu, 0x6200, 400}));
+    put(records, encodeFree(buf, FreeFields{kDeviceCpu, 0x6000, 10}));
+    put(records, encodeAlloc(buf, AllocFields{kDeviceCpu, 0x7000, 350, 2, 0, 190}));
+    put(records, encodeFree(buf, FreeFields{kDeviceCpu, 0x5000, 290}));
+
+    Recorder r;
+    StreamDecoder(r).feed(windows.data(), windows.size());
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "N1<0:4096", "N2<1:8192", "A", "B", "B"}));
+    ASSERT_EQ(r.windows.size(), 2u);
+    const WindowRecord& a = r.windows[0];
+    EXPECT_EQ(a.startNs, 3u);
+    EXPECT_EQ(a.endNs, 1003u);
+    ASSERT_EQ(a.devices.size(), 1u);
+    EXPECT_EQ(a.devices[0].peakBytes, 400u);
+    EXPECT_EQ(a.devices[0].peakTimeNs, 603u);
+    EXPECT_EQ(a.devices[0].points,
+              (std::vector<std::pair<uint64_t, uint64_t>>{{103, 200}, {603, 400}, {1003, 200}}));
+    ASSERT_EQ(a.stacks.size(), 2u);
+    EXPECT_EQ(a.stacks[1].nativeNode, 1u);
+    EXPECT_EQ(a.stacks[1].liveAtPeak, 200u);
+    ASSERT_EQ(a.blocks.size(), 1u);
+    EXPECT_EQ(a.blocks[0].address, 0x6000u);
+    ASSERT_EQ(r.windows[1].oldFrees.size(), 2u);
+    EXPECT_TRUE(r.windows[1].oldFrees[0].beforePeak);
+    EXPECT_FALSE(r.windows[1].oldFrees[1].beforePeak);
+
+    Aggregator folded, plain;
+    StreamDecoder(folded).feed(windows.data(), windows.size());
+    StreamDecoder(plain).feed(records.data(), records.size());
+    for (const Aggregator* agg : {&folded, &plain}) {
+        SCOPED_TRACE(agg == &folded ? "windows" : "records");
+        EXPECT_EQ(agg->allocsReceived(), 5u);
+        EXPECT_EQ(agg->freesReceived(), 4u);
+        EXPECT_EQ(agg->lastTimeNs(), 1493u);
+        const DeviceState& cpu = agg->devices().at(kDeviceCpu);
+        EXPECT_EQ(cpu.currentBytes, 350u);
+        EXPECT_EQ(cpu.allocatedBytes, 850u);
+        EXPECT_EQ(cpu.freedBytes, 500u);
+        EXPECT_EQ(cpu.allocCount, 5u);
+        EXPECT_EQ(cpu.freeCount, 4u);
+        EXPECT_EQ(cpu.peakBytes, 450u);
+        EXPECT_EQ(cpu.peakTimeNs, 1203u);
+        const auto samples = cpu.timeline.samples();
+        std::vector<std::pair<uint64_t, uint64_t>> points;
+        for (const TimelineSample& p : samples) points.emplace_back(p.timeNs, p.bytes);
+        // Buckets of 1,024 ns: each one's first, lowest, highest and last.
+        EXPECT_EQ(points, (std::vector<std::pair<uint64_t, uint64_t>>{
+                              {3, 100}, {603, 400}, {1013, 100}, {1203, 450}, {1493, 350}}));
+        ASSERT_EQ(agg->stacks().size(), 2u);
+        for (const StackState& s : agg->stacks()) {
+            const bool one = s.nativeNode == 1;
+            EXPECT_EQ(s.count, one ? 2u : 3u);
+            EXPECT_EQ(s.allocatedBytes, one ? 300u : 550u);
+            EXPECT_EQ(s.liveBytes, one ? 0u : 350u);
+            EXPECT_EQ(s.maxDeviceBytesAtAlloc, one ? 400u : 450u);
+            // At 1203 ns: 0x5000 still live; 0x6000 gone, 0x7000 come.
+            EXPECT_EQ(agg->liveAtPeak(s), one ? 100u : 350u);
+        }
+        EXPECT_EQ(agg->liveBlocks(kDeviceCpu).size(), 1u);
+        EXPECT_EQ(agg->liveBlocks(kDeviceCpu).count(0x7000), 1u);
+        EXPECT_EQ(agg->unmatchedFrees(), 0u);
+    }
+}
+
+TEST(Protocol, AWindowNamesOnlyStacksAndBlocksThatExist) {
+    auto refused = [](const Fields& window) {
+        auto bytes = encodeHandshake(Handshake{});
+        uint8_t buf[32];
+        bytes.insert(bytes.end(), buf, encodeNativeNode(buf, 0, 0x1000));
+        bytes.insert(bytes.end(), window.bytes.begin(), window.bytes.end());
+        Recorder r;
+        StreamDecoder d(r);
+        try {
+            d.feed(bytes.data(), bytes.size());
+        } catch (const ProtocolError& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    const uint8_t tag = static_cast<uint8_t>(RecordTag::Window);
+    Fields unknownStack;
+    unknownStack.u8(tag).v(0).v(0).v(1).u8(kDeviceCpu).v(2).v(0).v(1).v(8).v(8).v(0).v(0).v(0);
+    EXPECT_EQ(refused(unknownStack), "window refers to an unknown stack");
+    Fields noStack;
+    noStack.u8(tag).v(0).v(0).v(1).u8(kDeviceCpu).v(1).v(0).v(1).v(8).v(8).v(0);
+    noStack.v(1).v(1).v(0x1000).v(8).v(0);
+    EXPECT_EQ(refused(noStack), "window block of no stack");
+    Fields tooMany;
+    tooMany.u8(tag).v(0).v(kMaxCount + 1);
+    EXPECT_EQ(refused(tooMany), "1048577 devices in a window, more than 1048576");
+    Fields fine;
+    fine.u8(tag)
+        .v(0)
+        .v(0)
+        .v(1)
+        .u8(kDeviceCpu)
+        .v(1)
+        .v(0)
+        .v(1)
+        .v(8)
+        .v(8)
+        .v(0)
+        .v(1)
+        .v(0)
+        .v(0x1000)
+        .v(8)
+        .v(0);
+    EXPECT_EQ(refused(fine), "accepted");
 }
 
 // Runs of Alloc, ShortLived and Free records, fed whole, take the decoder's fast

@@ -267,6 +267,36 @@ TEST(RunPython, SigkillStillWritesAWholeTraceWithEveryAllocation) {
     EXPECT_EQ(allowed.exitCode, 0) << allowed.out;
 }
 
+// The same loop with its events folded into Window records and sent one by one:
+// every figure of the trace is the same, and it is exact.
+TEST(RunPython, FoldedEventsGiveTheSameTraceAsEventsSentOneByOne) {
+    Profiled folded = profile({PYTHON_BIN, script("fold_loop.py")}, {}, "", {"MEMTOOL_FOLD=2"});
+    Profiled plain = profile({PYTHON_BIN, script("fold_loop.py")}, {}, "", {"MEMTOOL_FOLD=0"});
+    ASSERT_EQ(folded.outcome.exitCode, 0) << folded.outcome.err;
+    ASSERT_EQ(plain.outcome.exitCode, 0) << plain.outcome.err;
+    const auto& f = folded.process();
+    const auto& p = plain.process();
+    EXPECT_TRUE(f.at("stream").at("verified").get<bool>());
+    EXPECT_EQ(f.at("stream").at("allocs"), p.at("stream").at("allocs"));
+    // Two records an iteration one by one; a few a buffer folded.
+    EXPECT_GT(p.at("stream").at("records").get<int>(), 60'000);
+    EXPECT_LT(f.at("stream").at("records").get<int>() * 4, p.at("stream").at("records").get<int>());
+    const auto& cpu = f.at("devices").at("cpu");
+    for (const char* key : {"alloc_count", "allocated_bytes", "free_count", "freed_bytes",
+                            "peak_bytes", "current_bytes", "leaked_bytes"})
+        EXPECT_EQ(cpu.at(key), p.at("devices").at("cpu").at(key)) << key;
+    auto row = [](const nlohmann::json& proc, int line) {
+        return lineRow(proc, "fold_loop.py", line);
+    };
+    EXPECT_EQ(row(f, 7).at("allocated_bytes"), 30'000 * 256);
+    EXPECT_EQ(row(f, 7).at("count"), 30'000);
+    EXPECT_EQ(row(f, 9).at("allocated_bytes"), 30 * 4000);
+    EXPECT_EQ(row(f, 10).at("peak_bytes"), (1 << 22) + 30 * 4000 + 256);
+    for (int line : {7, 9, 10}) EXPECT_EQ(row(f, line), row(p, line)) << "line " << line;
+    EXPECT_EQ(f.at("hotspots"), p.at("hotspots"));
+    EXPECT_EQ(f.at("lines"), p.at("lines"));
+}
+
 TEST(RunPython, SigtermToMemtoolReachesTheTarget) {
     std::string trace = tempDir() + "/t.json";
     Outcome o =

@@ -1,7 +1,7 @@
 # Writes the hand-made seeds of tests/fuzz/corpus/stream: streams with the records
 # a short Python run does not send (regions, pauses, replies, notes, CUDA pools,
 # frees of unknown addresses, an address allocated twice, an out-of-memory, a
-# short-lived block over a live one). The recorded seeds
+# short-lived block over a live one, windows of folded events). The recorded seeds
 # (c10-*.bin) are the collector's own bytes for tests/e2e/scripts/c10_ctypes.py.
 # Usage: make_stream_seeds.py DIR
 import os
@@ -12,8 +12,19 @@ from wire import PREAMBLE, record, string, u8, varint  # noqa: E402
 
 
 def count(records, tag):
-    """Events of one kind: a ShortLived record (S) is an allocation and its free."""
-    return sum(r[:1] in (tag, b"S") for r in records)
+    """Events of one kind: a ShortLived record (S) is an allocation and its free; a
+    Window's (B) are given beside it, as windows[record] = (allocations, frees)."""
+    events = sum(r[:1] in (tag, b"S") for r in records)
+    return events + sum(windows.get(r, (0, 0))[tag == b"F"] for r in records)
+
+
+windows = {}
+
+
+def window(allocs, frees, *fields):
+    r = record(b"B", *fields)
+    windows[r] = (allocs, frees)
+    return r
 
 
 def end(records, kind=0, status=1):
@@ -92,6 +103,24 @@ seeds = {
         record(b"S", u8(1), 0x9000, 128, 1, 0, 0, 2),
         record(b"A", u8(16), (1 << 63) | 7, 1 << 21, 0, 0, 2, 0),
         record(b"O", u8(16), 3 << 30, 2, 0, 9, u8(2), 123456789, 80 << 30),
+    ),
+    # Two windows (tests/core/ProtocolTest.cpp, AWindowLeavesTheReaderWhereItsEventsWould
+    # says which events they stand for): the first leaves a block live after a new
+    # peak; the second frees it before a peak of its own, and one from before them after.
+    "windows.bin": stream(
+        record(b"N", 0, 0x1000),
+        record(b"N", 1, 0x2000),
+        record(b"A", u8(0), 0x5000, 100, 1, 0, 3, 0),
+        window(3, 2, 1000,
+               1, u8(0), 3, 400, 2, 300, 400, 600, 3, 100, 200, 500, 400, 400, 200,
+               2, u8(0), 2, 0, 2, 200, 300, 100, u8(0), 1, 0, 1, 200, 400, 200,
+               1, 0, 0x6000, 100,
+               0),
+        window(1, 2, 490,
+               1, u8(0), 1, 350, 0, 0, 450, 200, 3, 10, 100, 190, 450, 290, 350,
+               1, u8(0), 2, 0, 1, 350, 450, 350,
+               1, 0, 0x7000, 350,
+               2, u8(0), 0x6000, u8(1), u8(0), 0x5000, u8(0)),
     ),
 }
 for name, data in seeds.items():

@@ -1,0 +1,495 @@
+#include "collectors/WindowCompactor.h"
+
+#include <sys/mman.h>
+
+#include <cstring>
+
+#include "collectors/MappedTable.h"
+#include "core/Protocol.h"
+
+namespace memtool::collectors {
+
+struct WindowCompactor::Block {
+    uint64_t address;
+    uint64_t size;
+    uint32_t stack;
+    bool live;
+};
+
+struct WindowCompactor::Stack {
+    uint64_t nativeNode, pyNode;
+    uint64_t allocs, bytes, maxAtAlloc;
+    uint64_t liveNow;     // bytes of its window blocks live now
+    uint64_t liveAtPeak;  // ... at its device's latest new peak, when stamp says so
+    uint32_t stamp;       // the device's peaks when liveAtPeak was taken
+    uint8_t device;
+};
+
+struct WindowCompactor::OldFree {
+    uint64_t address;
+    uint32_t peaks;  // its device's new peaks in the window before it
+    uint8_t device;
+};
+
+struct WindowCompactor::Point {
+    uint64_t timeNs;
+    uint64_t bytes;
+    uint64_t event;  // order of recording
+    uint8_t device;
+};
+
+struct WindowCompactor::Device {
+    uint32_t generation;  // the window it was last seen in
+    uint64_t allocs, allocBytes, frees, freedBytes;
+    uint32_t peaks;  // new peaks in the window
+    uint64_t peakBytes, peakTimeNs;
+    // The M4 samples of the bucket being filled (core/Timeline.h).
+    unsigned shift;
+    bool bucketOpen;
+    uint64_t bucket;
+    Point first, low, high, last;
+};
+
+namespace {
+
+constexpr size_t kSlots = 2 * WindowCompactor::kMaxEvents;  // a power of two
+
+template <typename T>
+T* mapArray(size_t n) {
+    return static_cast<T*>(mapZeroed(n * sizeof(T)));
+}
+
+// Reads a varint the collector wrote: false past `end`. Where ten bytes remain,
+// one of up to eight bytes is read with one load, as core/StreamDecoder.cpp does.
+inline bool readVarint(const uint8_t*& p, const uint8_t* end, uint64_t* v) {
+    if (end - p >= static_cast<ptrdiff_t>(core::kMaxVarintBytes)) [[likely]] {
+        if (p[0] < 0x80) {
+            *v = *p++;
+            return true;
+        }
+        uint64_t x;
+        std::memcpy(&x, p, sizeof x);
+        const uint64_t stops = ~x & 0x8080808080808080ULL;
+        if (stops != 0) [[likely]] {
+            const unsigned bytes = (static_cast<unsigned>(__builtin_ctzll(stops)) >> 3) + 1;
+            x &= ~uint64_t{0} >> (64 - 8 * bytes);
+            x &= 0x7f7f7f7f7f7f7f7fULL;
+            x = (x & 0x007f007f007f007fULL) | ((x & 0x7f007f007f007f00ULL) >> 1);
+            x = (x & 0x00003fff00003fffULL) | ((x & 0x3fff00003fff0000ULL) >> 2);
+            x = (x & 0x000000000fffffffULL) | ((x & 0x0fffffff00000000ULL) >> 4);
+            p += bytes;
+            *v = x;
+            return true;
+        }
+    }
+    uint64_t x = 0;
+    for (unsigned shift = 0; shift < 64 && p < end; shift += 7) {
+        const uint8_t b = *p++;
+        x |= static_cast<uint64_t>(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+}  // namespace
+
+WindowCompactor::~WindowCompactor() {
+    if (!mapped_) return;
+    munmap(blocks_, kMaxEvents * sizeof(Block));
+    munmap(stacks_, kMaxEvents * sizeof(Stack));
+    munmap(oldFrees_, kMaxEvents * sizeof(OldFree));
+    munmap(points_, kMaxEvents * sizeof(Point));
+    munmap(stackSlots_, kSlots * sizeof(Slot));
+    munmap(devices_, 256 * sizeof(Device));
+}
+
+bool WindowCompactor::ready() {
+    if (mapped_ || failed_) return mapped_;
+    blocks_ = mapArray<Block>(kMaxEvents);
+    stacks_ = mapArray<Stack>(kMaxEvents);
+    oldFrees_ = mapArray<OldFree>(kMaxEvents);
+    points_ = mapArray<Point>(kMaxEvents);
+    stackSlots_ = mapArray<Slot>(kSlots);
+    devices_ = mapArray<Device>(256);
+    mapped_ = blocks_ && stacks_ && oldFrees_ && points_ && stackSlots_ && devices_;
+    if (!mapped_) {
+        failed_ = true;  // what was mapped stays: a few pages of address space
+        return false;
+    }
+    return true;
+}
+
+void WindowCompactor::begin(size_t events) {
+    if (++generation_ == 0) {  // after 2^32 windows: the slots' marks could repeat
+        rezeroMapped(stackSlots_, kSlots * sizeof(Slot));
+        rezeroMapped(devices_, 256 * sizeof(Device));
+        generation_ = 1;
+    }
+    deviceCount_ = blockCount_ = stackCount_ = oldFreeCount_ = pointCount_ = 0;
+    // Tables twice the buffer's events at most: a small buffer's stay in cache.
+    mask_ = 1023;
+    while (mask_ + 1 < 2 * events && mask_ + 1 < kSlots) mask_ = 2 * mask_ + 1;
+    foldable_ = true;
+    windowStartNs_ = clockNs_;
+}
+
+WindowCompactor::Device& WindowCompactor::device(uint8_t code, uint64_t timeNs) {
+    Device& d = devices_[code];
+    if (d.generation != generation_) {
+        std::memset(&d, 0, sizeof d);
+        d.generation = generation_;
+        // Buckets no finer than the reader's will ever be for this device: its
+        // timeline has seen times up to this one at least.
+        d.shift = core::timelineShift(timeNs);
+        deviceOrder_[deviceCount_++] = code;
+    }
+    return d;
+}
+
+uint64_t WindowCompactor::blockKey(uint8_t device, uint64_t address) {
+    // Addresses and keys leave bits 48-55 clear (Protocol.h): the device goes there.
+    constexpr uint64_t kDeviceBits = uint64_t{0xff} << 48;
+    if ((address & kDeviceBits) != 0 || address == 0) return 0;
+    return address | (static_cast<uint64_t>(device) << 48) | (uint64_t{1} << 60);
+}
+
+uint32_t WindowCompactor::stack(uint8_t device, uint64_t nativeNode, uint64_t pyNode) {
+    // A loop allocates from a few stacks in turn: the last answers first.
+    const uint64_t hash = mixHash(nativeNode * 0x9e3779b97f4a7c15ULL ^ pyNode ^ device);
+    Slot& recent = recent_[hash & (kRecent - 1)];
+    if (recent.generation == generation_ && recent.a == nativeNode && recent.b == pyNode &&
+        recent.device == device)
+        return recent.index;
+    const size_t mask = mask_;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        Slot& s = stackSlots_[i];
+        if (s.generation == generation_) {
+            if (s.a == nativeNode && s.b == pyNode && s.device == device) {
+                recent = s;
+                return s.index;
+            }
+            continue;
+        }
+        s = Slot{nativeNode, pyNode, generation_, static_cast<uint32_t>(stackCount_), device};
+        Stack& st = stacks_[stackCount_++];
+        std::memset(&st, 0, sizeof st);
+        st.nativeNode = nativeNode;
+        st.pyNode = pyNode;
+        st.device = device;
+        recent = s;
+        return s.index;
+    }
+}
+
+void WindowCompactor::touch(Stack& s, const Device& d) {
+    // As the reader's stacks: what it held at the latest peak, taken before its
+    // first change after that peak.
+    if (s.stamp != d.peaks) {
+        s.liveAtPeak = s.liveNow;
+        s.stamp = d.peaks;
+    }
+}
+
+void WindowCompactor::allocated(Device& d, uint32_t index, uint64_t size, uint64_t liveAfter,
+                                uint64_t timeNs) {
+    Stack& s = stacks_[index];
+    touch(s, d);
+    s.liveNow += size;
+    ++s.allocs;
+    s.bytes += size;
+    ++d.allocs;
+    d.allocBytes += size;
+    uint64_t& high = high_[stacks_[index].device];
+    if (liveAfter > high) {
+        high = liveAfter;
+        ++d.peaks;
+        d.peakBytes = liveAfter;
+        d.peakTimeNs = timeNs;
+    }
+    if (liveAfter > s.maxAtAlloc) s.maxAtAlloc = liveAfter;
+}
+
+void WindowCompactor::released(Device& d, uint32_t index, uint64_t size) {
+    Stack& s = stacks_[index];
+    touch(s, d);
+    s.liveNow -= size;
+    ++d.frees;
+    d.freedBytes += size;
+}
+
+void WindowCompactor::sample(Device& d, uint64_t timeNs, uint64_t bytes, size_t event) {
+    const uint64_t bucket = timeNs >> d.shift;
+    const Point p{timeNs, bytes, event, 0};
+    if (!d.bucketOpen || bucket != d.bucket) {
+        closeBucket(d);
+        d.bucketOpen = true;
+        d.bucket = bucket;
+        d.first = d.low = d.high = d.last = p;
+        return;
+    }
+    // Strictly: a level reached again keeps its first time (Timeline::record).
+    if (bytes > d.high.bytes) d.high = p;
+    if (bytes < d.low.bytes) d.low = p;
+    d.last = p;
+}
+
+void WindowCompactor::closeBucket(Device& d) {
+    if (!d.bucketOpen) return;
+    d.bucketOpen = false;
+    // Its first, lowest, highest and last samples, in the order they were
+    // recorded, each once: recorded in that order they leave any bucket that
+    // holds this one as all of its samples would.
+    Point kept[4] = {d.first, d.low, d.high, d.last};
+    for (size_t i = 1; i < 4; ++i)
+        for (size_t j = i; j > 0 && kept[j].event < kept[j - 1].event; --j) {
+            const Point t = kept[j];
+            kept[j] = kept[j - 1];
+            kept[j - 1] = t;
+        }
+    const uint8_t code = static_cast<uint8_t>(&d - devices_);
+    for (size_t i = 0; i < 4; ++i) {
+        if (i > 0 && kept[i].event == kept[i - 1].event) continue;
+        Point& p = points_[pointCount_++];
+        p = kept[i];
+        p.device = code;
+    }
+}
+
+const uint8_t* WindowCompactor::fold(const uint8_t* p, const uint8_t* end, const Input& in,
+                                     size_t* event) {
+    const auto tag = static_cast<core::RecordTag>(*p++);
+    if (tag != core::RecordTag::Alloc && tag != core::RecordTag::Free &&
+        tag != core::RecordTag::ShortLived)
+        return nullptr;
+    if (p >= end) return nullptr;
+    const uint8_t code = *p++;
+    uint64_t address = 0, size = 0, nativeNode = 0, pyNode = 0, delta = 0, last = 0;
+    if (!readVarint(p, end, &address)) return nullptr;
+    if (tag != core::RecordTag::Free &&
+        !(readVarint(p, end, &size) && readVarint(p, end, &nativeNode) &&
+          readVarint(p, end, &pyNode)))
+        return nullptr;
+    if (!readVarint(p, end, &delta)) return nullptr;
+    // An Alloc's region, or a ShortLived's second delta (its free's).
+    if (tag != core::RecordTag::Free && !readVarint(p, end, &last)) return nullptr;
+    const size_t events = tag == core::RecordTag::ShortLived ? 2 : 1;
+    if (*event + events > in.events) return nullptr;
+    const uint64_t* liveAfter = in.liveAfter + *event;
+    const size_t first = *event;
+    *event += events;
+    clockNs_ += delta;
+    if (tag == core::RecordTag::Alloc && last != 0) foldable_ = false;  // a region's block
+    const uint64_t key = blockKey(code, address);
+    if (key == 0) foldable_ = false;
+    uint64_t index = 0;
+    if (foldable_ && tag != core::RecordTag::Free && live_.find(key, &index))
+        foldable_ = false;  // allocated again while live: the reader says so
+    if (!foldable_) {
+        // Still the most each device held, for the windows after this one.
+        if (tag != core::RecordTag::Free && liveAfter[0] > high_[code]) high_[code] = liveAfter[0];
+        if (tag == core::RecordTag::ShortLived) clockNs_ += last;
+        return p;
+    }
+    Device& d = device(code, clockNs_);
+    if (tag == core::RecordTag::Free) {
+        if (live_.erase(key, &index)) {
+            Block& b = blocks_[index];
+            released(d, b.stack, b.size);
+            b.live = false;
+        } else {
+            oldFrees_[oldFreeCount_++] = OldFree{address, d.peaks, code};
+        }
+        sample(d, clockNs_, liveAfter[0], first);
+        return p;
+    }
+    const uint32_t from = stack(code, nativeNode, pyNode);
+    allocated(d, from, size, liveAfter[0], clockNs_);
+    sample(d, clockNs_, liveAfter[0], first);
+    if (tag == core::RecordTag::ShortLived) {
+        clockNs_ += last;
+        released(d, from, size);
+        sample(d, clockNs_, liveAfter[1], first + 1);
+        return p;
+    }
+    if (!live_.insert(key, blockCount_)) {
+        foldable_ = false;  // out of memory for the table
+        return p;
+    }
+    blocks_[blockCount_++] = Block{address, size, from, true};
+    return p;
+}
+
+void WindowCompactor::end(const Input& in, size_t firstSpan, size_t lastSpan) {
+    // The table of live blocks starts the next window empty.
+    for (size_t i = 0; i < blockCount_; ++i) {
+        uint64_t index;
+        if (blocks_[i].live)
+            live_.erase(blockKey(stacks_[blocks_[i].stack].device, blocks_[i].address), &index);
+    }
+    size_t rawBytes = 0;
+    for (size_t i = firstSpan; i < lastSpan; ++i)
+        if (in.spans[i].kind == SpanKind::Events)
+            rawBytes += in.spans[i].end - (i == 0 ? 0 : in.spans[i - 1].end);
+    if (foldable_) {
+        for (size_t i = 0; i < deviceCount_; ++i) closeBucket(devices_[deviceOrder_[i]]);
+        if (windowBytes() < rawBytes) {
+            out_ = encode(out_);
+            ++outRecords_;
+            return;
+        }
+    }
+    for (size_t i = firstSpan; i < lastSpan; ++i) {
+        const Span& s = in.spans[i];
+        if (s.kind != SpanKind::Events) continue;
+        const uint32_t start = i == 0 ? 0 : in.spans[i - 1].end;
+        std::memcpy(out_, in.records + start, s.end - start);
+        out_ += s.end - start;
+        outRecords_ += s.records;
+    }
+}
+
+size_t WindowCompactor::compact(const Input& in, uint8_t* out, uint64_t* records) {
+    const size_t total = in.spanCount ? in.spans[in.spanCount - 1].end : 0;
+    auto asTheyAre = [&] {
+        std::memcpy(out, in.records, total);
+        *records = 0;
+        for (size_t i = 0; i < in.spanCount; ++i) *records += in.spans[i].records;
+        return total;
+    };
+    if (!ready()) return asTheyAre();
+    out_ = out;
+    outRecords_ = 0;
+    std::memcpy(high_, in.highBefore, sizeof high_);
+    clockNs_ = in.startClockNs;
+    size_t event = 0, firstSpan = 0;
+    bool open = false;
+    for (size_t i = 0; i < in.spanCount; ++i) {
+        const Span& s = in.spans[i];
+        const uint32_t start = i == 0 ? 0 : in.spans[i - 1].end;
+        if (s.kind == SpanKind::Events) {
+            if (!open) {
+                begin(in.events - event);
+                open = true;
+                firstSpan = i;
+            }
+            for (const uint8_t* p = in.records + start; p < in.records + s.end;)
+                if (!(p = fold(p, in.records + s.end, in, &event))) return asTheyAre();
+            continue;
+        }
+        if (s.kind == SpanKind::Others && open) {
+            end(in, firstSpan, i);
+            open = false;
+        }
+        std::memcpy(out_, in.records + start, s.end - start);
+        out_ += s.end - start;
+        outRecords_ += s.records;
+        clockNs_ = s.clockNs;
+    }
+    if (open) end(in, firstSpan, in.spanCount);
+    *records = outRecords_;
+    return static_cast<size_t>(out_ - out);
+}
+
+size_t WindowCompactor::windowBytes() const {
+    size_t n = 1 + core::varintBytes(clockNs_ - windowStartNs_) + core::varintBytes(deviceCount_);
+    for (size_t i = 0; i < deviceCount_; ++i) {
+        const Device& d = devices_[deviceOrder_[i]];
+        n += 1 + core::varintBytes(d.allocs) + core::varintBytes(d.allocBytes) +
+             core::varintBytes(d.frees) + core::varintBytes(d.freedBytes);
+        n += core::varintBytes(d.peaks ? d.peakBytes : 0);
+        if (d.peaks) n += core::varintBytes(d.peakTimeNs - windowStartNs_);
+        size_t points = 0;
+        uint64_t t = windowStartNs_;
+        for (size_t j = 0; j < pointCount_; ++j) {
+            const Point& p = points_[j];
+            if (p.device != deviceOrder_[i]) continue;
+            ++points;
+            n += core::varintBytes(p.timeNs - t) + core::varintBytes(p.bytes);
+            t = p.timeNs;
+        }
+        n += core::varintBytes(points);
+    }
+    n += core::varintBytes(stackCount_);
+    for (size_t i = 0; i < stackCount_; ++i) {
+        const Stack& s = stacks_[i];
+        const uint64_t atPeak = s.stamp == devices_[s.device].peaks ? s.liveAtPeak : s.liveNow;
+        n += 1 + core::varintBytes(s.nativeNode) + core::varintBytes(s.pyNode) +
+             core::varintBytes(s.allocs) + core::varintBytes(s.bytes) +
+             core::varintBytes(s.maxAtAlloc) +
+             core::varintBytes(devices_[s.device].peaks ? atPeak : 0);
+    }
+    size_t live = 0;
+    for (size_t i = 0; i < blockCount_; ++i) {
+        const Block& b = blocks_[i];
+        if (!b.live) continue;
+        ++live;
+        n += core::varintBytes(b.stack) + core::varintBytes(b.address) + core::varintBytes(b.size);
+    }
+    n += core::varintBytes(live) + core::varintBytes(oldFreeCount_);
+    for (size_t i = 0; i < oldFreeCount_; ++i) n += 2 + core::varintBytes(oldFrees_[i].address);
+    return n;
+}
+
+uint8_t* WindowCompactor::encode(uint8_t* p) const {
+    using core::putVarint;
+    *p++ = static_cast<uint8_t>(core::RecordTag::Window);
+    p = putVarint(p, clockNs_ - windowStartNs_);
+    p = putVarint(p, deviceCount_);
+    for (size_t i = 0; i < deviceCount_; ++i) {
+        const uint8_t code = deviceOrder_[i];
+        const Device& d = devices_[code];
+        *p++ = code;
+        p = putVarint(p, d.allocs);
+        p = putVarint(p, d.allocBytes);
+        p = putVarint(p, d.frees);
+        p = putVarint(p, d.freedBytes);
+        p = putVarint(p, d.peaks ? d.peakBytes : 0);
+        if (d.peaks) p = putVarint(p, d.peakTimeNs - windowStartNs_);
+        size_t points = 0;
+        for (size_t j = 0; j < pointCount_; ++j) points += points_[j].device == code;
+        p = putVarint(p, points);
+        uint64_t t = windowStartNs_;
+        for (size_t j = 0; j < pointCount_; ++j) {
+            const Point& pt = points_[j];
+            if (pt.device != code) continue;
+            p = putVarint(p, pt.timeNs - t);
+            p = putVarint(p, pt.bytes);
+            t = pt.timeNs;
+        }
+    }
+    p = putVarint(p, stackCount_);
+    for (size_t i = 0; i < stackCount_; ++i) {
+        const Stack& s = stacks_[i];
+        const Device& d = devices_[s.device];
+        *p++ = s.device;
+        p = putVarint(p, s.nativeNode);
+        p = putVarint(p, s.pyNode);
+        p = putVarint(p, s.allocs);
+        p = putVarint(p, s.bytes);
+        p = putVarint(p, s.maxAtAlloc);
+        p = putVarint(p, d.peaks ? (s.stamp == d.peaks ? s.liveAtPeak : s.liveNow) : 0);
+    }
+    size_t live = 0;
+    for (size_t i = 0; i < blockCount_; ++i) live += blocks_[i].live;
+    p = putVarint(p, live);
+    for (size_t i = 0; i < blockCount_; ++i) {
+        const Block& b = blocks_[i];
+        if (!b.live) continue;
+        p = putVarint(p, b.stack);
+        p = putVarint(p, b.address);
+        p = putVarint(p, b.size);
+    }
+    p = putVarint(p, oldFreeCount_);
+    for (size_t i = 0; i < oldFreeCount_; ++i) {
+        const OldFree& f = oldFrees_[i];
+        *p++ = f.device;
+        p = putVarint(p, f.address);
+        *p++ = f.peaks < devices_[f.device].peaks ? core::kWindowFreeBeforePeak : 0;
+    }
+    return p;
+}
+
+}  // namespace memtool::collectors

@@ -1,0 +1,381 @@
+// Folding a send buffer's events into Window records changes what travels, never
+// what the reader ends with: the same records written by a writer that folds and
+// by one that does not must leave two aggregators equal in every figure, the
+// timelines' samples, each stack's bytes at its device's peak and the table of
+// live blocks included.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "collectors/RecordWriter.h"
+#include "core/Aggregator.h"
+#include "core/Records.h"
+#include "core/StreamDecoder.h"
+#include "core/Tail.h"
+#include "tests/collectors/BufferSink.h"
+
+using namespace memtool;
+using namespace memtool::collectors;
+
+namespace {
+
+// Counts the Window records among what it passes on to an aggregator.
+struct Counting : core::Aggregator {
+    size_t windows = 0;
+    void onWindow(const core::WindowRecord& w) override {
+        ++windows;
+        core::Aggregator::onWindow(w);
+    }
+};
+
+// One writer and where its bytes go (a writer is large: on the heap).
+struct Writer {
+    BufferSink sink;
+    std::unique_ptr<RecordWriter> writer = std::make_unique<RecordWriter>();
+    explicit Writer(RecordWriter::Folding folding) {
+        writer->open(&sink, 0, folding);
+        const std::vector<uint8_t> h = core::encodeHandshake(core::Handshake{});
+        uint8_t* p = writer->reserve(h.size());
+        std::memcpy(p, h.data(), h.size());
+        writer->commit(p + h.size());
+    }
+};
+
+void expectSame(const core::Aggregator& a, const core::Aggregator& b);
+
+// Random programs of allocations and frees on three devices from a few stacks,
+// written alike to a writer that folds every buffer and one that never folds.
+class Program {
+public:
+    explicit Program(uint32_t seed) : rng_(seed) {}
+
+    void run(size_t ops) {
+        for (uint64_t n = 1; n <= 6; ++n) definition(n);
+        for (size_t i = 0; i < ops; ++i) {
+            const unsigned op = pick(100);
+            if (op < 40)
+                alloc();
+            else if (op < 75)
+                free();
+            else if (op < 90)
+                shortLived();
+            else if (op < 93)
+                definition(++nodes_);
+            else if (op < 95)
+                note();
+            else if (op < 97)
+                flush();
+            else
+                jump();
+        }
+        flush();
+    }
+
+    Writer folded{RecordWriter::Folding::Always};
+    Writer plain{RecordWriter::Folding::Never};
+
+private:
+    unsigned pick(unsigned n) { return std::uniform_int_distribution<unsigned>(0, n - 1)(rng_); }
+    uint8_t device() {
+        static const uint8_t kDevices[] = {core::kDeviceCpu, core::cudaDevice(0),
+                                           core::cudaDevice(0, core::DevicePool::Active)};
+        return kDevices[pick(3)];
+    }
+    uint64_t delta() {
+        // Mostly 0 (the coarse clock), sometimes a few µs: buckets fill and turn over.
+        const unsigned r = pick(10);
+        return r < 6 ? 0 : r < 9 ? pick(3000) : 100'000 + pick(1'000'000);
+    }
+    uint64_t size() {
+        // A few sizes again and again (peaks repeat exactly), some odd ones.
+        static constexpr uint64_t kSizes[] = {64, 256, 4096, 1 << 20};
+        return pick(4) ? kSizes[pick(4)] : 1 + pick(100'000);
+    }
+    uint64_t address() {
+        if (!freed_.empty() && pick(2)) {  // an address reused, as allocators do
+            const size_t i = pick(static_cast<unsigned>(freed_.size()));
+            const uint64_t a = freed_[i];
+            freed_[i] = freed_.back();
+            freed_.pop_back();
+            if (!live_.count(a)) return a;
+        }
+        return next_ += 0x40;
+    }
+    template <typename Commit>
+    void both(size_t bytes, Commit commit) {
+        for (Writer* w : {&folded, &plain}) {
+            uint8_t* p = w->writer->reserve(bytes);
+            ASSERT_NE(p, nullptr);
+            commit(*w->writer, p);
+        }
+    }
+    // Native node `id`, under one defined before it.
+    void definition(uint64_t id) {
+        const uint64_t parent = id > 1 ? pick(static_cast<unsigned>(id - 1)) : 0;
+        both(core::kMaxFixedRecordBytes, [&](RecordWriter& w, uint8_t* p) {
+            w.commitDefinition(core::encodeNativeNode(p, parent, 0x1000 + id));
+        });
+    }
+    core::AllocFields fields(uint8_t dev) {
+        core::AllocFields a;
+        a.device = dev;
+        a.address = address();
+        a.size = size();
+        a.nativeNode = 1 + pick(static_cast<unsigned>(nodes_));
+        a.timeDeltaNs = delta();
+        return a;
+    }
+    void alloc() {
+        const core::AllocFields a = fields(device());
+        live_[a.address] = {a.device, a.size};
+        bytes_[a.device] += a.size;
+        both(core::kMaxFixedRecordBytes, [&](RecordWriter& w, uint8_t* p) {
+            w.commitEvent(core::encodeAlloc(p, a), a.device, a.timeDeltaNs, bytes_[a.device]);
+        });
+    }
+    void free() {
+        if (live_.empty()) return;
+        auto it = live_.begin();
+        std::advance(it, pick(static_cast<unsigned>(std::min<size_t>(live_.size(), 64))));
+        core::FreeFields f;
+        f.device = it->second.first;
+        f.address = it->first;
+        f.timeDeltaNs = delta();
+        bytes_[f.device] -= it->second.second;
+        freed_.push_back(it->first);
+        live_.erase(it);
+        both(core::kMaxFixedRecordBytes, [&](RecordWriter& w, uint8_t* p) {
+            w.commitEvent(core::encodeFree(p, f), f.device, f.timeDeltaNs, bytes_[f.device]);
+        });
+    }
+    void shortLived() {
+        const core::AllocFields a = fields(device());
+        const uint64_t freeDelta = delta();
+        const uint64_t after = bytes_[a.device] + a.size;
+        freed_.push_back(a.address);
+        both(core::kMaxFixedRecordBytes, [&](RecordWriter& w, uint8_t* p) {
+            w.commitShortLived(core::encodeShortLived(p, a, freeDelta), a.device,
+                               a.timeDeltaNs + freeDelta, after, bytes_[a.device]);
+        });
+    }
+    void note() {
+        both(core::noteBytes(4, 1), [&](RecordWriter& w, uint8_t* p) {
+            w.commit(core::encodeNote(p, "test", 4, "x", 1));
+        });
+    }
+    // Both streams sent to here: the readers stand alike after every send, not
+    // only at the end (a stack's bytes at a peak that a later one replaces).
+    void flush() {
+        ASSERT_TRUE(folded.writer->flush());
+        ASSERT_TRUE(plain.writer->flush());
+        for (auto [w, decoder, read] : {std::tuple{&folded, &foldedDecoder_, &foldedRead_},
+                                        std::tuple{&plain, &plainDecoder_, &plainRead_}}) {
+            decoder->feed(w->sink.bytes.data() + *read, w->sink.bytes.size() - *read);
+            *read = w->sink.bytes.size();
+        }
+        expectSame(foldedReader, plainReader);
+    }
+
+public:
+    Counting foldedReader, plainReader;
+
+private:
+    core::StreamDecoder foldedDecoder_{foldedReader}, plainDecoder_{plainReader};
+    size_t foldedRead_ = 0, plainRead_ = 0;
+    // Time moves on by seconds: the reader's buckets widen between two windows.
+    void jump() {
+        const core::AllocFields a = [&] {
+            core::AllocFields x = fields(core::kDeviceCpu);
+            x.timeDeltaNs = (1ull << 30) + pick(1u << 30);
+            return x;
+        }();
+        live_[a.address] = {a.device, a.size};
+        bytes_[a.device] += a.size;
+        both(core::kMaxFixedRecordBytes, [&](RecordWriter& w, uint8_t* p) {
+            w.commitEvent(core::encodeAlloc(p, a), a.device, a.timeDeltaNs, bytes_[a.device]);
+        });
+    }
+
+    std::mt19937 rng_;
+    uint64_t nodes_ = 6;
+    uint64_t next_ = 0x10000;
+    std::map<uint64_t, std::pair<uint8_t, uint64_t>> live_;  // address -> device, size
+    std::vector<uint64_t> freed_;
+    uint64_t bytes_[256] = {};
+};
+
+void decode(const std::vector<uint8_t>& bytes, core::Aggregator& into) {
+    core::StreamDecoder decoder(into);
+    decoder.feed(bytes.data(), bytes.size());
+    EXPECT_EQ(decoder.pendingBytes(), 0u);
+}
+
+void expectSame(const core::Aggregator& a, const core::Aggregator& b) {
+    ASSERT_FALSE(::testing::Test::HasFailure());  // one difference is enough to read
+    EXPECT_EQ(a.allocsReceived(), b.allocsReceived());
+    EXPECT_EQ(a.freesReceived(), b.freesReceived());
+    EXPECT_EQ(a.unmatchedFrees(), b.unmatchedFrees());
+    EXPECT_EQ(a.doubleAllocs(), b.doubleAllocs());
+    EXPECT_EQ(a.lastTimeNs(), b.lastTimeNs());
+    ASSERT_EQ(a.devices().size(), b.devices().size());
+    for (const auto& [code, d] : a.devices()) {
+        const core::DeviceState& e = b.devices().at(code);
+        SCOPED_TRACE("device " + std::to_string(code));
+        EXPECT_EQ(d.currentBytes, e.currentBytes);
+        EXPECT_EQ(d.peakBytes, e.peakBytes);
+        EXPECT_EQ(d.peakTimeNs, e.peakTimeNs);
+        EXPECT_EQ(d.allocatedBytes, e.allocatedBytes);
+        EXPECT_EQ(d.freedBytes, e.freedBytes);
+        EXPECT_EQ(d.allocCount, e.allocCount);
+        EXPECT_EQ(d.freeCount, e.freeCount);
+        const auto x = d.timeline.samples(), y = e.timeline.samples();
+        ASSERT_EQ(x.size(), y.size());
+        for (size_t i = 0; i < x.size(); ++i) {
+            EXPECT_EQ(x[i].timeNs, y[i].timeNs) << "sample " << i;
+            EXPECT_EQ(x[i].bytes, y[i].bytes) << "sample " << i;
+        }
+        const auto& la = a.liveBlocks(code);
+        const auto& lb = b.liveBlocks(code);
+        ASSERT_EQ(la.size(), lb.size());
+        for (const auto& [address, block] : la) {
+            auto it = lb.find(address);
+            ASSERT_NE(it, lb.end());
+            EXPECT_EQ(block.size, it->second.size);
+            const core::StackState& sa = a.stacks()[block.stack];
+            const core::StackState& sb = b.stacks()[it->second.stack];
+            EXPECT_EQ(sa.nativeNode, sb.nativeNode);
+        }
+    }
+    // Stacks may be numbered in another order: matched by what they are.
+    std::map<std::tuple<uint8_t, uint64_t, uint64_t>, const core::StackState*> byKey;
+    for (const core::StackState& s : b.stacks()) byKey[{s.device, s.nativeNode, s.pyNode}] = &s;
+    ASSERT_EQ(a.stacks().size(), b.stacks().size());
+    for (const core::StackState& s : a.stacks()) {
+        const core::StackState* t = byKey.at({s.device, s.nativeNode, s.pyNode});
+        SCOPED_TRACE("stack " + std::to_string(s.nativeNode) + " on " + std::to_string(s.device));
+        EXPECT_EQ(s.allocatedBytes, t->allocatedBytes);
+        EXPECT_EQ(s.count, t->count);
+        EXPECT_EQ(s.liveBytes, t->liveBytes);
+        EXPECT_EQ(s.maxDeviceBytesAtAlloc, t->maxDeviceBytesAtAlloc);
+        EXPECT_EQ(a.liveAtPeak(s), b.liveAtPeak(*t));
+    }
+}
+
+}  // namespace
+
+// A window goes only where it is smaller than its records: in these sparse
+// programs some do and some do not, and either way the reader ends the same.
+TEST(WindowCompactor, FoldedRecordsLeaveTheReaderWhereTheRecordsWould) {
+    size_t windows = 0;
+    for (uint32_t seed = 1; seed <= 24; ++seed) {
+        SCOPED_TRACE("seed " + std::to_string(seed));
+        Program program(seed);
+        program.run(6000);
+        const Counting& folded = program.foldedReader;
+        const Counting& plain = program.plainReader;
+        windows += folded.windows;
+        EXPECT_EQ(plain.windows, 0u);
+        EXPECT_LE(program.folded.sink.bytes.size(), program.plain.sink.bytes.size());
+        expectSame(folded, plain);
+        if (HasFailure()) break;
+    }
+    EXPECT_GT(windows, 24u);
+}
+
+// samples/libtorch/alloc_stress's loop: four stacks in turn, each block freed 16
+// allocations later, on the coarse clock. A buffer of it is a few windows.
+TEST(WindowCompactor, ALoopOfAllocationsTravelsAsAFewWindows) {
+    Writer folded{RecordWriter::Folding::Always}, plain{RecordWriter::Folding::Never};
+    for (Writer* w : {&folded, &plain}) {
+        for (uint64_t n = 1; n <= 4; ++n) {
+            uint8_t* p = w->writer->reserve(core::kMaxFixedRecordBytes);
+            w->writer->commitDefinition(core::encodeNativeNode(p, 0, 0x1000 + n));
+        }
+        uint64_t live = 0;
+        for (uint64_t i = 0; i < 100'000; ++i) {
+            core::AllocFields a;
+            a.address = 0x7f0000000000 + (i % 64) * 0x1000;
+            a.size = 64 + (i % 4) * 64;
+            a.nativeNode = 1 + i % 4;
+            a.timeDeltaNs = i % 1000 == 0 ? 4'000'000 : 0;
+            live += a.size;
+            uint8_t* p = w->writer->reserve(core::kMaxFixedRecordBytes);
+            w->writer->commitEvent(core::encodeAlloc(p, a), 0, a.timeDeltaNs, live);
+            if (i < 16) continue;
+            core::FreeFields f;
+            f.address = 0x7f0000000000 + ((i - 16) % 64) * 0x1000;
+            live -= 64 + ((i - 16) % 4) * 64;
+            p = w->writer->reserve(core::kMaxFixedRecordBytes);
+            w->writer->commitEvent(core::encodeFree(p, f), 0, 0, live);
+        }
+        ASSERT_TRUE(w->writer->flush());
+    }
+    Counting a, b;
+    decode(folded.sink.bytes, a);
+    decode(plain.sink.bytes, b);
+    expectSame(a, b);
+    EXPECT_EQ(a.allocsReceived(), 100'000u);
+    EXPECT_EQ(a.freesReceived(), 99'984u);
+    // Seventeen blocks right after an allocation, before its free: four of each
+    // size and one more of 256 bytes (alloc_stress's traces say 2,816 too).
+    EXPECT_EQ(a.devices().at(0).peakBytes, 4 * (64 + 128 + 192 + 256) + 256);
+    EXPECT_EQ(a.liveBlocks(0).size(), 16u);
+    // A buffer holds ~20,000 of these records; each goes as one window.
+    EXPECT_GE(a.windows, 5u);
+    EXPECT_LE(a.windows, 12u);
+    EXPECT_LT(folded.sink.bytes.size() * 50, plain.sink.bytes.size());
+}
+
+// The shared buffer's header (core/Tail.h) after a folded send names the half
+// the folded records went out of, with the count of records the reader got:
+// what memtool run reads back after a kill agrees with what it was sent.
+TEST(WindowCompactor, TheSharedHeaderNamesTheHalfThatWasSent) {
+    struct TailSink : BufferSink {
+        int tail = -1;  // the writer's own descriptor
+        void attachTail(int fd) override { tail = fd; }
+    } sink;
+    auto writer = std::make_unique<RecordWriter>();
+    writer->open(&sink, 0, RecordWriter::Folding::Always);
+    ASSERT_GE(sink.tail, 0);
+    auto header = [&] {
+        core::TailHeader h;
+        EXPECT_EQ(pread(sink.tail, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
+        return h;
+    };
+    const std::vector<uint8_t> hs = core::encodeHandshake(core::Handshake{});
+    uint8_t* p = writer->reserve(hs.size());
+    std::memcpy(p, hs.data(), hs.size());
+    writer->commit(p + hs.size());
+    p = writer->reserve(core::kMaxFixedRecordBytes);
+    writer->commitDefinition(core::encodeNativeNode(p, 0, 0x1000));
+    uint64_t live = 0;
+    for (uint64_t i = 0; i < 1000; ++i) {
+        core::AllocFields a;
+        a.address = 0x10000 + 0x100 * i;
+        a.size = 64;
+        a.nativeNode = 1;
+        live += 64;
+        p = writer->reserve(core::kMaxFixedRecordBytes);
+        writer->commitEvent(core::encodeAlloc(p, a), core::kDeviceCpu, 0, live);
+    }
+    core::TailHeader before = header();
+    EXPECT_EQ(before.half, 0u);
+    EXPECT_EQ(before.records[0], 1002u);
+    EXPECT_GT(before.used[0], 1000u * 6);
+    ASSERT_TRUE(writer->flush());
+    const core::TailHeader after = header();
+    EXPECT_EQ(after.half, 1u);
+    EXPECT_EQ(after.used[1], 0u);     // sent
+    EXPECT_EQ(after.records[1], 3u);  // the handshake, the node, one window
+    EXPECT_EQ(after.bufferStart, sink.bytes.size());
+    Counting reader;
+    decode(sink.bytes, reader);
+    EXPECT_EQ(reader.windows, 1u);
+    EXPECT_EQ(reader.recordsReceived(), 3u);
+    EXPECT_EQ(reader.liveBlocks(core::kDeviceCpu).size(), 1000u);  // the writer closes its memfd
+}
