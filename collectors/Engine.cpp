@@ -127,24 +127,25 @@ void Engine::allocCaptured(const RecursionGuard&, Stacks& stacks, uint8_t device
                            uint64_t size, FlushPolicy flush, uint32_t region) {
     LockGuard lock(mu_);
     if (!active_.load(std::memory_order_relaxed)) return;
-    uint64_t replaced = 0;
-    const int put =
-        live_.put(key, (static_cast<uint64_t>(device) << 56) | (size & kSizeMask), &replaced);
-    if (put == PointerMap::kFailed) {
-        deactivateLocked("out of memory for the table of live blocks; profiling stopped");
-        return;
-    }
-    if (put == PointerMap::kReplaced) {
-        // Its free never came (the reader retires it when this Alloc arrives, and
-        // says so): its bytes leave as they do there, and no window hides this.
-        liveBytes_[replaced >> 56] -= replaced & kSizeMask;
-        writer_.foldNothingBuffered();
-    }
     core::AllocFields a;
     a.device = device;
     a.address = key;
     a.size = size;
-    internLocked(stacks, &a.nativeNode, &a.pyNode);
+    internLocked(stacks, &a.nativeNode, &a.pyNode);  // node records first
+    const uint64_t tag = writer_.prepareEvent();
+    LiveEntry replaced{};
+    const int put = live_.put(
+        key, {(static_cast<uint64_t>(device) << 56) | (size & kSizeMask), tag}, &replaced);
+    if (put == decltype(live_)::kFailed) {
+        deactivateLocked("out of memory for the table of live blocks; profiling stopped");
+        return;
+    }
+    if (put == decltype(live_)::kReplaced) {
+        // Its free never came (the reader retires it when this Alloc arrives, and
+        // says so): its bytes leave as they do there, and no window hides this.
+        liveBytes_[replaced.deviceSize >> 56] -= replaced.deviceSize & kSizeMask;
+        writer_.foldNothingBuffered();
+    }
     liveBytes_[device] += size;
     const bool newHigh = liveBytes_[device] > highBytes_[device];
     if (newHigh) highBytes_[device] = liveBytes_[device];
@@ -155,7 +156,7 @@ void Engine::allocCaptured(const RecursionGuard&, Stacks& stacks, uint8_t device
         writer_.deferAlloc(a, liveBytes_[device]);
     } else if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) {
         writer_.stopFolding();  // a region's bytes leave the reader's count when paused
-        writer_.commitEvent(core::encodeAlloc(p, a), device, a.timeDeltaNs, liveBytes_[device]);
+        writer_.commitAlloc(core::encodeAlloc(p, a), a, liveBytes_[device]);
     }
     ++counters_.allocCount;
     counters_.allocatedBytes += size;
@@ -190,11 +191,11 @@ void Engine::oom(uint8_t device, uint64_t size, core::OomSource source, uint64_t
 void Engine::freeGuarded(const RecursionGuard&, uint64_t key) {
     LockGuard lock(mu_);
     if (!active_.load(std::memory_order_relaxed)) return;
-    uint64_t entry;
+    LiveEntry entry;
     if (!live_.erase(key, &entry)) return;  // not ours: nothing to say
     core::FreeFields f;
-    f.device = static_cast<uint8_t>(entry >> 56);
-    liveBytes_[f.device] -= entry & kSizeMask;
+    f.device = static_cast<uint8_t>(entry.deviceSize >> 56);
+    liveBytes_[f.device] -= entry.deviceSize & kSizeMask;
     f.address = key;
     f.timeDeltaNs = clockDeltaLocked(/*coarse=*/true);
     const uint64_t liveAfter = liveBytes_[f.device];
@@ -203,13 +204,13 @@ void Engine::freeGuarded(const RecursionGuard&, uint64_t key) {
     if (writer_.takeDeferred(f.device, key, &a, &liveAfterAlloc)) {
         // Its Alloc is the last record and still held back: both go as one.
         if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes))
-            writer_.commitShortLived(core::encodeShortLived(p, a, f.timeDeltaNs), f.device,
-                                     a.timeDeltaNs + f.timeDeltaNs, liveAfterAlloc, liveAfter);
+            writer_.commitShortLived(core::encodeShortLived(p, a, f.timeDeltaNs), a, f.timeDeltaNs,
+                                     liveAfterAlloc, liveAfter);
     } else if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) {
-        writer_.commitEvent(core::encodeFree(p, f), f.device, f.timeDeltaNs, liveAfter);
+        writer_.commitFree(core::encodeFree(p, f), f, liveAfter, entry.tag);
     }
     ++counters_.freeCount;
-    counters_.freedBytes += entry & kSizeMask;
+    counters_.freedBytes += entry.deviceSize & kSizeMask;
     publishCountsLocked();
     writer_.flushIfDue(lastClockNs_, FlushPolicy::WhenFull);
     healthyLocked();

@@ -252,7 +252,13 @@ private:
     // streamStartNs_) received: a new stream may continue them.
     bool continuable_ = false;
     StackInterner interner_;
-    PointerMap live_;  // key -> device (top byte) | size
+    // A live block: device (top byte) | size, and its Alloc's tag in the writer
+    // (RecordWriter::prepareEvent), which tells its free where that record is.
+    struct LiveEntry {
+        uint64_t deviceSize;
+        uint64_t tag;
+    };
+    BasicPointerMap<LiveEntry> live_;
     // Per wire device code: the bytes live_ holds, and their high-water mark.
     uint64_t liveBytes_[256] = {};
     uint64_t highBytes_[256] = {};

@@ -97,60 +97,60 @@ private:
     uint32_t count_ = 0;
 };
 
-// Non-zero 64-bit keys (live tracked pointers) -> a 64-bit value (the engine packs
-// device and size).
-// Linear probing with backward-shift
-// deletion, so there are no tombstones and lookups of untracked pointers stop
-// at the first empty slot.
-class PointerMap {
+// Non-zero 64-bit keys (live tracked pointers) -> a trivially copyable value
+// (PointerMap: 64 bits; the engine keeps a block's device, size and where its
+// record is). Linear probing with backward-shift deletion, so there are no
+// tombstones and lookups of untracked pointers stop at the first empty slot.
+template <typename Value>
+class BasicPointerMap {
 public:
-    PointerMap() = default;
-    PointerMap(const PointerMap&) = delete;
-    PointerMap& operator=(const PointerMap&) = delete;
-    ~PointerMap() {
+    BasicPointerMap() = default;
+    BasicPointerMap(const BasicPointerMap&) = delete;
+    BasicPointerMap& operator=(const BasicPointerMap&) = delete;
+    ~BasicPointerMap() {
         if (slots_) munmap(slots_, capacity_ * sizeof(Slot));
     }
 
-    bool insert(uint64_t ptr, uint64_t size) {
-        uint64_t replaced;
-        return put(ptr, size, &replaced) != kFailed;
+    bool insert(uint64_t ptr, Value value) {
+        Value replaced;
+        return put(ptr, value, &replaced) != kFailed;
     }
 
     // insert(), saying what it did: kFailed (out of memory), kAdded, or
     // kReplaced with the value ptr had in *replaced.
     static constexpr int kFailed = 0, kAdded = 1, kReplaced = 2;
-    int put(uint64_t ptr, uint64_t size, uint64_t* replaced) {
+    int put(uint64_t ptr, Value value, Value* replaced) {
         if ((count_ + 1) * 2 > capacity_ && !grow()) return kFailed;
         size_t mask = capacity_ - 1;
         for (size_t i = mixHash(ptr) & mask;; i = (i + 1) & mask) {
             if (slots_[i].ptr == 0) {
                 ++count_;
-                slots_[i] = Slot{ptr, size};
+                slots_[i] = Slot{ptr, value};
                 return kAdded;
             }
             if (slots_[i].ptr == ptr) {
-                *replaced = slots_[i].size;
-                slots_[i].size = size;
+                *replaced = slots_[i].value;
+                slots_[i].value = value;
                 return kReplaced;
             }
         }
     }
 
     // The value stored for ptr; false when ptr is not in the map.
-    bool find(uint64_t ptr, uint64_t* value) const {
+    bool find(uint64_t ptr, Value* value) const {
         if (count_ == 0) return false;
         size_t mask = capacity_ - 1;
         for (size_t i = mixHash(ptr) & mask;; i = (i + 1) & mask) {
             if (slots_[i].ptr == ptr) {
-                *value = slots_[i].size;
+                *value = slots_[i].value;
                 return true;
             }
             if (slots_[i].ptr == 0) return false;
         }
     }
 
-    // Removes ptr; returns its size through *size. False when ptr is not tracked.
-    bool erase(uint64_t ptr, uint64_t* size) {
+    // Removes ptr; returns its value through *value. False when ptr is not tracked.
+    bool erase(uint64_t ptr, Value* value) {
         if (count_ == 0) return false;
         size_t mask = capacity_ - 1;
         size_t i = mixHash(ptr) & mask;
@@ -158,7 +158,7 @@ public:
             if (slots_[i].ptr == 0) return false;
             i = (i + 1) & mask;
         }
-        *size = slots_[i].size;
+        *value = slots_[i].value;
         // Backward shift: pull later entries of the probe run into the hole.
         size_t hole = i;
         for (size_t j = (i + 1) & mask; slots_[j].ptr != 0; j = (j + 1) & mask) {
@@ -169,7 +169,7 @@ public:
                 hole = j;
             }
         }
-        slots_[hole] = Slot{0, 0};
+        slots_[hole] = Slot{0, Value{}};
         --count_;
         return true;
     }
@@ -183,7 +183,7 @@ public:
 private:
     struct Slot {
         uint64_t ptr;
-        uint64_t size;
+        Value value;
     };
     bool grow() {
         size_t newCap = capacity_ ? capacity_ * 2 : 16384;
@@ -208,6 +208,8 @@ private:
     size_t capacity_ = 0;
     size_t count_ = 0;
 };
+
+using PointerMap = BasicPointerMap<uint64_t>;
 
 // A growable array of trivially copyable T in memory from mmap.
 template <typename T>

@@ -36,7 +36,7 @@ RecordWriter::~RecordWriter() {
     if (base_) munmap(base_, kSharedBytes);
     if (privateHalf_) munmap(privateHalf_, kBufferBytes);
     if (spans_) munmap(spans_, WindowCompactor::kMaxSpans * sizeof(Span));
-    if (liveAfter_) munmap(liveAfter_, WindowCompactor::kMaxEvents * sizeof(uint64_t));
+    if (facts_) munmap(facts_, WindowCompactor::kMaxEvents * sizeof(EventFacts));
     own::release(tailFd_);
 }
 
@@ -74,9 +74,9 @@ void RecordWriter::open(Sink* sink, uint64_t nowNs, Folding folding) {
         if (other) reinterpret_cast<volatile uint8_t*>(other)[i] = 0;
     }
     if (!spans_) spans_ = static_cast<Span*>(mapZeroed(WindowCompactor::kMaxSpans * sizeof(Span)));
-    if (!liveAfter_)
-        liveAfter_ =
-            static_cast<uint64_t*>(mapZeroed(WindowCompactor::kMaxEvents * sizeof(uint64_t)));
+    if (!facts_)
+        facts_ =
+            static_cast<EventFacts*>(mapZeroed(WindowCompactor::kMaxEvents * sizeof(EventFacts)));
     sink_ = sink;
     used_ = 0;
     sent_ = 0;
@@ -127,6 +127,9 @@ void RecordWriter::deferAlloc(const core::AllocFields& a, uint64_t liveAfter) {
     if (!sink_ || !settle()) return;
     deferredAlloc_ = a;
     deferredLive_ = liveAfter;
+    // Its facts now, in the place its record will have (prepareEvent() made room).
+    deferredFact_ = factCount_;
+    deferredNoted_ = noteAlloc(a, liveAfter, EventFacts::Alloc) != nullptr;
     deferred_ = true;
     if (tail_) {
         tail_->deferredAlloc = a;
@@ -140,9 +143,14 @@ void RecordWriter::deferAlloc(const core::AllocFields& a, uint64_t liveAfter) {
 bool RecordWriter::encodeDeferred() {
     deferred_ = false;
     if (tail_) tail_->deferred = 0;
-    if (used_ + core::kMaxFixedRecordBytes > kBufferBytes && !send()) return false;
+    // prepareEvent() made room for it; were there none, the buffer goes first,
+    // and as it is: the facts of this record are noted in it already.
+    if (used_ + core::kMaxFixedRecordBytes > kBufferBytes) {
+        bufferFoldable_ = false;
+        if (!send()) return false;
+        bufferFoldable_ = false;
+    }
     // Counted in records_ when it was held back: in its span from now.
-    noteEvent(deferredAlloc_.device, deferredLive_);
     clockNs_ += deferredAlloc_.timeDeltaNs;
     used_ = static_cast<size_t>(core::encodeAlloc(buf_ + used_, deferredAlloc_) - buf_);
     addSpan(SpanKind::Events);
@@ -205,7 +213,8 @@ void RecordWriter::addSpan(SpanKind kind) {
 void RecordWriter::restartSpans() {
     if (folding_ == Folding::Fast) bufferStartNs_ = coarseNowNs();
     spanCount_ = 0;
-    events_ = 0;
+    factCount_ = 0;
+    ++generation_;
     bufferFoldable_ = true;
     startClockNs_ = clockNs_;
     std::memcpy(highBefore_, high_, sizeof high_);
@@ -219,14 +228,18 @@ uint8_t* RecordWriter::otherHalf() {
 }
 
 void RecordWriter::fold() {
-    if (foldingOff_ || !bufferFoldable_ || events_ == 0 || spanCount_ == 0 ||
+    if (foldingOff_ || !bufferFoldable_ || factCount_ == 0 || spanCount_ == 0 ||
         spans_[spanCount_ - 1].end != used_)
         return;
     if (folding_ == Folding::Fast) {
-        if (events_ < kFoldLeastEvents) return;
+        if (factCount_ < kFoldLeastEvents) return;
         const uint64_t ms = (coarseNowNs() - bufferStartNs_) / 1'000'000;
-        if (events_ < kFoldEventsPerMs * ms) return;
+        if (factCount_ < kFoldEventsPerMs * ms) return;
     }
+    size_t noted = 0;  // one fact per event record, or nothing is folded
+    for (size_t i = 0; i < spanCount_; ++i)
+        if (spans_[i].kind == SpanKind::Events) noted += spans_[i].records;
+    if (noted != factCount_) return;
     uint8_t* other = otherHalf();
     if (!other) return;
     WindowCompactor::Input in;
@@ -234,8 +247,7 @@ void RecordWriter::fold() {
     in.spans = spans_;
     in.spanCount = spanCount_;
     in.startClockNs = startClockNs_;
-    in.liveAfter = liveAfter_;
-    in.events = events_;
+    in.facts = facts_;
     in.highBefore = highBefore_;
     uint64_t folded = 0;
     const size_t bytes = compactor_.compact(in, other, &folded);

@@ -72,18 +72,40 @@ public:
     void commit(uint8_t* end, uint64_t deltaNs = 0) { commitAs(end, SpanKind::Others, deltaNs); }
     // A stack node, code object or module: it ends no window.
     void commitDefinition(uint8_t* end) { commitAs(end, SpanKind::Definitions, 0); }
-    // An Alloc or Free on `device`, after which the device holds `liveAfter`
-    // bytes as the reader counts them (its records so far, summed).
-    void commitEvent(uint8_t* end, uint8_t device, uint64_t deltaNs, uint64_t liveAfter) {
-        noteEvent(device, liveAfter);
-        commitAs(end, SpanKind::Events, deltaNs);
+    // Before the records of an allocation: settles a held-back Alloc and makes
+    // room for one fixed record, so that the allocation's record goes into the
+    // buffer as it is now. Returns the allocation's tag, for the engine to keep
+    // with its block and give back at its free (commitFree).
+    uint64_t prepareEvent() {
+        if (!settle() || (used_ + core::kMaxFixedRecordBytes > kBufferBytes && !flush())) return 0;
+        return (generation_ << 32) | (factCount_ + 1);
     }
-    // A ShortLived record: the device's bytes after its allocation, then after its free.
-    void commitShortLived(uint8_t* end, uint8_t device, uint64_t deltaNs, uint64_t liveAfterAlloc,
-                          uint64_t liveAfterFree) {
-        noteEvent(device, liveAfterAlloc);
-        noteEvent(device, liveAfterFree);
-        commitAs(end, SpanKind::Events, deltaNs);
+    // An Alloc after which its device holds `liveAfter` bytes as the reader counts
+    // them (its records so far, summed).
+    void commitAlloc(uint8_t* end, const core::AllocFields& a, uint64_t liveAfter) {
+        noteAlloc(a, liveAfter, EventFacts::Alloc);
+        commitAs(end, SpanKind::Events, a.timeDeltaNs);
+    }
+    // A Free of the block whose allocation had `allocTag` (prepareEvent()).
+    void commitFree(uint8_t* end, const core::FreeFields& f, uint64_t liveAfter,
+                    uint64_t allocTag) {
+        if (EventFacts* e = noteEvent(f.device, liveAfter)) {
+            e->kind = EventFacts::Free;
+            e->address = f.address;
+            e->deltaNs = f.timeDeltaNs;
+            e->allocRecord = allocTag >> 32 == generation_ ? static_cast<uint32_t>(allocTag) : 0;
+        }
+        commitAs(end, SpanKind::Events, f.timeDeltaNs);
+    }
+    // A ShortLived record in place of the Alloc taken back (takeDeferred): the
+    // device's bytes after its allocation, then after its free.
+    void commitShortLived(uint8_t* end, const core::AllocFields& a, uint64_t freeDeltaNs,
+                          uint64_t liveAfterAlloc, uint64_t liveAfterFree) {
+        if (EventFacts* e = noteAlloc(a, liveAfterAlloc, EventFacts::ShortLived)) {
+            e->freeDeltaNs = freeDeltaNs;
+            e->liveAfterFree = liveAfterFree;
+        }
+        commitAs(end, SpanKind::Events, a.timeDeltaNs + freeDeltaNs);
     }
     // From now until the stream ends, nothing is folded: the reader's live bytes
     // will follow pauses and resumes, which the liveAfter figures do not.
@@ -117,6 +139,7 @@ public:
     // two go as one ShortLived record (a temporary's pair is encoded once). Any
     // other record, a send, or another deferral encodes it first. Counted in
     // records() from now. Not for a region's blocks (ShortLived has no region).
+    // After prepareEvent(): the room it made is the held-back Alloc's.
     void deferAlloc(const core::AllocFields& a, uint64_t liveAfter);
     // The held-back Alloc, when it is of `address` on `device`: taken back (it
     // leaves records()) into *a, with the device's bytes after it.
@@ -129,6 +152,8 @@ public:
         publishUsed();
         *a = deferredAlloc_;
         *liveAfter = deferredLive_;
+        // The ShortLived record takes its place in the buffer and in the facts.
+        if (deferredNoted_) factCount_ = deferredFact_;
         return true;
     }
 
@@ -142,13 +167,31 @@ private:
     void commitAs(uint8_t* end, SpanKind kind, uint64_t deltaNs);
     // The record that ends at used_ joins the buffer's spans.
     void addSpan(SpanKind kind);
-    void noteEvent(uint8_t device, uint64_t liveAfter) {
-        if (foldingOff_) return;
+    // The facts of the event record about to be committed; null where folding
+    // is off or they do not fit (the buffer then goes as it is).
+    EventFacts* noteEvent(uint8_t device, uint64_t liveAfter) {
+        if (foldingOff_) return nullptr;
         if (liveAfter > high_[device]) high_[device] = liveAfter;
-        if (events_ < WindowCompactor::kMaxEvents && liveAfter_)
-            liveAfter_[events_++] = liveAfter;
-        else
+        if (factCount_ >= WindowCompactor::kMaxEvents || !facts_) {
             bufferFoldable_ = false;
+            return nullptr;
+        }
+        EventFacts* e = &facts_[factCount_++];
+        e->device = device;
+        e->liveAfter = liveAfter;
+        return e;
+    }
+    EventFacts* noteAlloc(const core::AllocFields& a, uint64_t liveAfter, EventFacts::Kind kind) {
+        EventFacts* e = noteEvent(a.device, liveAfter);
+        if (!e) return nullptr;
+        if (a.nativeNode > UINT32_MAX || a.pyNode > UINT32_MAX) bufferFoldable_ = false;
+        e->kind = kind;
+        e->address = a.address;
+        e->size = a.size;
+        e->deltaNs = a.timeDeltaNs;
+        e->nativeNode = static_cast<uint32_t>(a.nativeNode);
+        e->pyNode = static_cast<uint32_t>(a.pyNode);
+        return e;
     }
     // Folds the buffer into the other half and makes that the buffer; nothing
     // changes where folding does not make it smaller.
@@ -181,17 +224,20 @@ private:
     bool deferred_ = false;
     core::AllocFields deferredAlloc_;
     uint64_t deferredLive_ = 0;
+    bool deferredNoted_ = false;  // its facts are facts_[deferredFact_]
     // Which half of the memory buf_ is (0: the first); the other one is where
     // fold() writes. Private memory has its second half at privateHalf_.
     unsigned half_ = 0;
     uint8_t* privateHalf_ = nullptr;
     // What folding needs to know of the buffer: its spans of records by kind,
-    // the live bytes after each event, the stream's clock and each device's
-    // most at its start.
+    // the facts of each event record, the stream's clock and each device's most
+    // at its start.
     Span* spans_ = nullptr;
     size_t spanCount_ = 0;
-    uint64_t* liveAfter_ = nullptr;
-    size_t events_ = 0;
+    EventFacts* facts_ = nullptr;
+    size_t factCount_ = 0;
+    uint64_t generation_ = 1;  // of the buffer's contents: one more after each send
+    size_t deferredFact_ = 0;  // the held-back Alloc's facts: facts_[deferredFact_]
     uint64_t recordsAtStart_ = 0;
     uint64_t clockNs_ = 0;       // the stream's clock after the last record
     uint64_t startClockNs_ = 0;  // ... before the buffer's first

@@ -9,9 +9,8 @@
 
 namespace memtool::collectors {
 
+// The block an Alloc record of the window made, kept at its record's index.
 struct WindowCompactor::Block {
-    uint64_t address;
-    uint64_t size;
     uint32_t stack;
     bool live;
 };
@@ -34,7 +33,7 @@ struct WindowCompactor::OldFree {
 struct WindowCompactor::Point {
     uint64_t timeNs;
     uint64_t bytes;
-    uint64_t event;  // order of recording
+    uint64_t seq;  // order of recording
     uint8_t device;
 };
 
@@ -59,46 +58,12 @@ T* mapArray(size_t n) {
     return static_cast<T*>(mapZeroed(n * sizeof(T)));
 }
 
-// Reads a varint the collector wrote: false past `end`. Where ten bytes remain,
-// one of up to eight bytes is read with one load, as core/StreamDecoder.cpp does.
-inline bool readVarint(const uint8_t*& p, const uint8_t* end, uint64_t* v) {
-    if (end - p >= static_cast<ptrdiff_t>(core::kMaxVarintBytes)) [[likely]] {
-        if (p[0] < 0x80) {
-            *v = *p++;
-            return true;
-        }
-        uint64_t x;
-        std::memcpy(&x, p, sizeof x);
-        const uint64_t stops = ~x & 0x8080808080808080ULL;
-        if (stops != 0) [[likely]] {
-            const unsigned bytes = (static_cast<unsigned>(__builtin_ctzll(stops)) >> 3) + 1;
-            x &= ~uint64_t{0} >> (64 - 8 * bytes);
-            x &= 0x7f7f7f7f7f7f7f7fULL;
-            x = (x & 0x007f007f007f007fULL) | ((x & 0x7f007f007f007f00ULL) >> 1);
-            x = (x & 0x00003fff00003fffULL) | ((x & 0x3fff00003fff0000ULL) >> 2);
-            x = (x & 0x000000000fffffffULL) | ((x & 0x0fffffff00000000ULL) >> 4);
-            p += bytes;
-            *v = x;
-            return true;
-        }
-    }
-    uint64_t x = 0;
-    for (unsigned shift = 0; shift < 64 && p < end; shift += 7) {
-        const uint8_t b = *p++;
-        x |= static_cast<uint64_t>(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = x;
-            return true;
-        }
-    }
-    return false;
-}
-
 }  // namespace
 
 WindowCompactor::~WindowCompactor() {
     if (!mapped_) return;
     munmap(blocks_, kMaxEvents * sizeof(Block));
+    munmap(liveIndex_, kMaxEvents * sizeof(uint32_t));
     munmap(stacks_, kMaxEvents * sizeof(Stack));
     munmap(oldFrees_, kMaxEvents * sizeof(OldFree));
     munmap(points_, kMaxEvents * sizeof(Point));
@@ -109,12 +74,13 @@ WindowCompactor::~WindowCompactor() {
 bool WindowCompactor::ready() {
     if (mapped_ || failed_) return mapped_;
     blocks_ = mapArray<Block>(kMaxEvents);
+    liveIndex_ = mapArray<uint32_t>(kMaxEvents);
     stacks_ = mapArray<Stack>(kMaxEvents);
     oldFrees_ = mapArray<OldFree>(kMaxEvents);
     points_ = mapArray<Point>(kMaxEvents);
     stackSlots_ = mapArray<Slot>(kSlots);
     devices_ = mapArray<Device>(256);
-    mapped_ = blocks_ && stacks_ && oldFrees_ && points_ && stackSlots_ && devices_;
+    mapped_ = blocks_ && liveIndex_ && stacks_ && oldFrees_ && points_ && stackSlots_ && devices_;
     if (!mapped_) {
         failed_ = true;  // what was mapped stays: a few pages of address space
         return false;
@@ -122,17 +88,17 @@ bool WindowCompactor::ready() {
     return true;
 }
 
-void WindowCompactor::begin(size_t events) {
+void WindowCompactor::begin(size_t events, size_t first) {
     if (++generation_ == 0) {  // after 2^32 windows: the slots' marks could repeat
         rezeroMapped(stackSlots_, kSlots * sizeof(Slot));
         rezeroMapped(devices_, 256 * sizeof(Device));
         generation_ = 1;
     }
-    deviceCount_ = blockCount_ = stackCount_ = oldFreeCount_ = pointCount_ = 0;
+    deviceCount_ = stackCount_ = oldFreeCount_ = pointCount_ = 0;
+    firstRecord_ = endRecord_ = first;
     // Tables twice the buffer's events at most: a small buffer's stay in cache.
     mask_ = 1023;
     while (mask_ + 1 < 2 * events && mask_ + 1 < kSlots) mask_ = 2 * mask_ + 1;
-    foldable_ = true;
     windowStartNs_ = clockNs_;
 }
 
@@ -147,13 +113,6 @@ WindowCompactor::Device& WindowCompactor::device(uint8_t code, uint64_t timeNs) 
         deviceOrder_[deviceCount_++] = code;
     }
     return d;
-}
-
-uint64_t WindowCompactor::blockKey(uint8_t device, uint64_t address) {
-    // Addresses and keys leave bits 48-55 clear (Protocol.h): the device goes there.
-    constexpr uint64_t kDeviceBits = uint64_t{0xff} << 48;
-    if ((address & kDeviceBits) != 0 || address == 0) return 0;
-    return address | (static_cast<uint64_t>(device) << 48) | (uint64_t{1} << 60);
 }
 
 uint32_t WindowCompactor::stack(uint8_t device, uint64_t nativeNode, uint64_t pyNode) {
@@ -220,9 +179,9 @@ void WindowCompactor::released(Device& d, uint32_t index, uint64_t size) {
     d.freedBytes += size;
 }
 
-void WindowCompactor::sample(Device& d, uint64_t timeNs, uint64_t bytes, size_t event) {
+inline void WindowCompactor::sample(Device& d, uint64_t timeNs, uint64_t bytes) {
     const uint64_t bucket = timeNs >> d.shift;
-    const Point p{timeNs, bytes, event, 0};
+    const Point p{timeNs, bytes, ++seq_, 0};
     if (!d.bucketOpen || bucket != d.bucket) {
         closeBucket(d);
         d.bucketOpen = true;
@@ -244,102 +203,66 @@ void WindowCompactor::closeBucket(Device& d) {
     // holds this one as all of its samples would.
     Point kept[4] = {d.first, d.low, d.high, d.last};
     for (size_t i = 1; i < 4; ++i)
-        for (size_t j = i; j > 0 && kept[j].event < kept[j - 1].event; --j) {
+        for (size_t j = i; j > 0 && kept[j].seq < kept[j - 1].seq; --j) {
             const Point t = kept[j];
             kept[j] = kept[j - 1];
             kept[j - 1] = t;
         }
     const uint8_t code = static_cast<uint8_t>(&d - devices_);
     for (size_t i = 0; i < 4; ++i) {
-        if (i > 0 && kept[i].event == kept[i - 1].event) continue;
+        if (i > 0 && kept[i].seq == kept[i - 1].seq) continue;
         Point& p = points_[pointCount_++];
         p = kept[i];
         p.device = code;
     }
 }
 
-const uint8_t* WindowCompactor::fold(const uint8_t* p, const uint8_t* end, const Input& in,
-                                     size_t* event) {
-    const auto tag = static_cast<core::RecordTag>(*p++);
-    if (tag != core::RecordTag::Alloc && tag != core::RecordTag::Free &&
-        tag != core::RecordTag::ShortLived)
-        return nullptr;
-    if (p >= end) return nullptr;
-    const uint8_t code = *p++;
-    uint64_t address = 0, size = 0, nativeNode = 0, pyNode = 0, delta = 0, last = 0;
-    if (!readVarint(p, end, &address)) return nullptr;
-    if (tag != core::RecordTag::Free &&
-        !(readVarint(p, end, &size) && readVarint(p, end, &nativeNode) &&
-          readVarint(p, end, &pyNode)))
-        return nullptr;
-    if (!readVarint(p, end, &delta)) return nullptr;
-    // An Alloc's region, or a ShortLived's second delta (its free's).
-    if (tag != core::RecordTag::Free && !readVarint(p, end, &last)) return nullptr;
-    const size_t events = tag == core::RecordTag::ShortLived ? 2 : 1;
-    if (*event + events > in.events) return nullptr;
-    const uint64_t* liveAfter = in.liveAfter + *event;
-    const size_t first = *event;
-    *event += events;
-    clockNs_ += delta;
-    if (tag == core::RecordTag::Alloc && last != 0) foldable_ = false;  // a region's block
-    const uint64_t key = blockKey(code, address);
-    if (key == 0) foldable_ = false;
-    uint64_t index = 0;
-    if (foldable_ && tag != core::RecordTag::Free && live_.find(key, &index))
-        foldable_ = false;  // allocated again while live: the reader says so
-    if (!foldable_) {
-        // Still the most each device held, for the windows after this one.
-        if (tag != core::RecordTag::Free && liveAfter[0] > high_[code]) high_[code] = liveAfter[0];
-        if (tag == core::RecordTag::ShortLived) clockNs_ += last;
-        return p;
-    }
-    Device& d = device(code, clockNs_);
-    if (tag == core::RecordTag::Free) {
-        if (live_.erase(key, &index)) {
-            Block& b = blocks_[index];
-            released(d, b.stack, b.size);
+void WindowCompactor::fold(const EventFacts* facts, size_t index) {
+    const EventFacts& e = facts[index];
+    endRecord_ = index + 1;
+    clockNs_ += e.deltaNs;
+    Device& d = device(e.device, clockNs_);
+    if (e.kind == EventFacts::Free) {
+        // Its block, where an Alloc of this window made it; else one the reader has.
+        const size_t from = e.allocRecord ? e.allocRecord - 1 : SIZE_MAX;
+        if (from >= firstRecord_ && from < index && facts[from].kind == EventFacts::Alloc &&
+            blocks_[from].live) {
+            Block& b = blocks_[from];
+            released(d, b.stack, facts[from].size);
             b.live = false;
         } else {
-            oldFrees_[oldFreeCount_++] = OldFree{address, d.peaks, code};
+            oldFrees_[oldFreeCount_++] = OldFree{e.address, d.peaks, e.device};
         }
-        sample(d, clockNs_, liveAfter[0], first);
-        return p;
+        sample(d, clockNs_, e.liveAfter);
+        return;
     }
-    const uint32_t from = stack(code, nativeNode, pyNode);
-    allocated(d, from, size, liveAfter[0], clockNs_);
-    sample(d, clockNs_, liveAfter[0], first);
-    if (tag == core::RecordTag::ShortLived) {
-        clockNs_ += last;
-        released(d, from, size);
-        sample(d, clockNs_, liveAfter[1], first + 1);
-        return p;
+    const uint32_t from = stack(e.device, e.nativeNode, e.pyNode);
+    allocated(d, from, e.size, e.liveAfter, clockNs_);
+    sample(d, clockNs_, e.liveAfter);
+    if (e.kind == EventFacts::ShortLived) {
+        clockNs_ += e.freeDeltaNs;
+        released(d, from, e.size);
+        sample(d, clockNs_, e.liveAfterFree);
+        return;
     }
-    if (!live_.insert(key, blockCount_)) {
-        foldable_ = false;  // out of memory for the table
-        return p;
-    }
-    blocks_[blockCount_++] = Block{address, size, from, true};
-    return p;
+    blocks_[index] = Block{from, true};
 }
 
 void WindowCompactor::end(const Input& in, size_t firstSpan, size_t lastSpan) {
-    // The table of live blocks starts the next window empty.
-    for (size_t i = 0; i < blockCount_; ++i) {
-        uint64_t index;
-        if (blocks_[i].live)
-            live_.erase(blockKey(stacks_[blocks_[i].stack].device, blocks_[i].address), &index);
-    }
     size_t rawBytes = 0;
     for (size_t i = firstSpan; i < lastSpan; ++i)
         if (in.spans[i].kind == SpanKind::Events)
             rawBytes += in.spans[i].end - (i == 0 ? 0 : in.spans[i - 1].end);
-    if (foldable_) {
-        for (size_t i = 0; i < deviceCount_; ++i) closeBucket(devices_[deviceOrder_[i]]);
-        if (windowBytes() < rawBytes) {
-            out_ = encode(out_);
-            ++outRecords_;
-            return;
-        }
+    for (size_t i = 0; i < deviceCount_; ++i) closeBucket(devices_[deviceOrder_[i]]);
+    // The window's blocks still live, once (the Alloc records' own places are reused).
+    liveCount_ = 0;
+    for (size_t i = firstRecord_; i < endRecord_; ++i)
+        if (in.facts[i].kind == EventFacts::Alloc && blocks_[i].live)
+            liveIndex_[liveCount_++] = static_cast<uint32_t>(i);
+    if (windowBytes(in.facts) < rawBytes) {
+        out_ = encode(out_, in.facts);
+        ++outRecords_;
+        return;
     }
     for (size_t i = firstSpan; i < lastSpan; ++i) {
         const Span& s = in.spans[i];
@@ -353,30 +276,32 @@ void WindowCompactor::end(const Input& in, size_t firstSpan, size_t lastSpan) {
 
 size_t WindowCompactor::compact(const Input& in, uint8_t* out, uint64_t* records) {
     const size_t total = in.spanCount ? in.spans[in.spanCount - 1].end : 0;
-    auto asTheyAre = [&] {
+    if (!ready()) {
         std::memcpy(out, in.records, total);
         *records = 0;
         for (size_t i = 0; i < in.spanCount; ++i) *records += in.spans[i].records;
         return total;
-    };
-    if (!ready()) return asTheyAre();
+    }
     out_ = out;
     outRecords_ = 0;
     std::memcpy(high_, in.highBefore, sizeof high_);
     clockNs_ = in.startClockNs;
-    size_t event = 0, firstSpan = 0;
+    size_t events = 0;
+    for (size_t i = 0; i < in.spanCount; ++i)
+        if (in.spans[i].kind == SpanKind::Events) events += in.spans[i].records;
+    size_t record = 0, firstSpan = 0;
     bool open = false;
     for (size_t i = 0; i < in.spanCount; ++i) {
         const Span& s = in.spans[i];
         const uint32_t start = i == 0 ? 0 : in.spans[i - 1].end;
         if (s.kind == SpanKind::Events) {
             if (!open) {
-                begin(in.events - event);
+                begin(events - record, record);
                 open = true;
                 firstSpan = i;
             }
-            for (const uint8_t* p = in.records + start; p < in.records + s.end;)
-                if (!(p = fold(p, in.records + s.end, in, &event))) return asTheyAre();
+            for (const size_t last = record + s.records; record < last; ++record)
+                fold(in.facts, record);
             continue;
         }
         if (s.kind == SpanKind::Others && open) {
@@ -393,7 +318,7 @@ size_t WindowCompactor::compact(const Input& in, uint8_t* out, uint64_t* records
     return static_cast<size_t>(out_ - out);
 }
 
-size_t WindowCompactor::windowBytes() const {
+size_t WindowCompactor::windowBytes(const EventFacts* facts) const {
     size_t n = 1 + core::varintBytes(clockNs_ - windowStartNs_) + core::varintBytes(deviceCount_);
     for (size_t i = 0; i < deviceCount_; ++i) {
         const Device& d = devices_[deviceOrder_[i]];
@@ -421,19 +346,17 @@ size_t WindowCompactor::windowBytes() const {
              core::varintBytes(s.maxAtAlloc) +
              core::varintBytes(devices_[s.device].peaks ? atPeak : 0);
     }
-    size_t live = 0;
-    for (size_t i = 0; i < blockCount_; ++i) {
-        const Block& b = blocks_[i];
-        if (!b.live) continue;
-        ++live;
-        n += core::varintBytes(b.stack) + core::varintBytes(b.address) + core::varintBytes(b.size);
+    for (size_t j = 0; j < liveCount_; ++j) {
+        const uint32_t i = liveIndex_[j];
+        n += core::varintBytes(blocks_[i].stack) + core::varintBytes(facts[i].address) +
+             core::varintBytes(facts[i].size);
     }
-    n += core::varintBytes(live) + core::varintBytes(oldFreeCount_);
+    n += core::varintBytes(liveCount_) + core::varintBytes(oldFreeCount_);
     for (size_t i = 0; i < oldFreeCount_; ++i) n += 2 + core::varintBytes(oldFrees_[i].address);
     return n;
 }
 
-uint8_t* WindowCompactor::encode(uint8_t* p) const {
+uint8_t* WindowCompactor::encode(uint8_t* p, const EventFacts* facts) const {
     using core::putVarint;
     *p++ = static_cast<uint8_t>(core::RecordTag::Window);
     p = putVarint(p, clockNs_ - windowStartNs_);
@@ -472,15 +395,12 @@ uint8_t* WindowCompactor::encode(uint8_t* p) const {
         p = putVarint(p, s.maxAtAlloc);
         p = putVarint(p, d.peaks ? (s.stamp == d.peaks ? s.liveAtPeak : s.liveNow) : 0);
     }
-    size_t live = 0;
-    for (size_t i = 0; i < blockCount_; ++i) live += blocks_[i].live;
-    p = putVarint(p, live);
-    for (size_t i = 0; i < blockCount_; ++i) {
-        const Block& b = blocks_[i];
-        if (!b.live) continue;
-        p = putVarint(p, b.stack);
-        p = putVarint(p, b.address);
-        p = putVarint(p, b.size);
+    p = putVarint(p, liveCount_);
+    for (size_t j = 0; j < liveCount_; ++j) {
+        const uint32_t i = liveIndex_[j];
+        p = putVarint(p, blocks_[i].stack);
+        p = putVarint(p, facts[i].address);
+        p = putVarint(p, facts[i].size);
     }
     p = putVarint(p, oldFreeCount_);
     for (size_t i = 0; i < oldFreeCount_; ++i) {

@@ -130,38 +130,60 @@ private:
         a.timeDeltaNs = delta();
         return a;
     }
-    void alloc() {
-        const core::AllocFields a = fields(device());
-        live_[a.address] = {a.device, a.size};
+    // As the engine does: every allocation is held back (the next record settles
+    // it; its free, if next, makes a ShortLived record of it), or with `now`
+    // written at once (a region's); its tag goes with the block to its free.
+    void alloc(core::AllocFields a, bool now = false) {
+        Block& b = live_[a.address];
+        b.device = a.device;
+        b.size = a.size;
         bytes_[a.device] += a.size;
-        both(core::kMaxFixedRecordBytes, [&](RecordWriter& w, uint8_t* p) {
-            w.commitEvent(core::encodeAlloc(p, a), a.device, a.timeDeltaNs, bytes_[a.device]);
-        });
+        for (size_t i = 0; i < 2; ++i) {
+            RecordWriter& w = *(i == 0 ? folded : plain).writer;
+            b.tag[i] = w.prepareEvent();
+            if (!now) {
+                w.deferAlloc(a, bytes_[a.device]);
+                continue;
+            }
+            uint8_t* p = w.reserve(core::kMaxFixedRecordBytes);
+            ASSERT_NE(p, nullptr);
+            w.commitAlloc(core::encodeAlloc(p, a), a, bytes_[a.device]);
+        }
+    }
+    void alloc() { alloc(fields(device()), pick(4) == 0); }
+    void free(uint64_t address) {
+        const Block b = live_.at(address);
+        live_.erase(address);
+        core::FreeFields f;
+        f.device = b.device;
+        f.address = address;
+        f.timeDeltaNs = delta();
+        bytes_[f.device] -= b.size;
+        freed_.push_back(address);
+        for (size_t i = 0; i < 2; ++i) {
+            RecordWriter& w = *(i == 0 ? folded : plain).writer;
+            core::AllocFields held;
+            uint64_t heldLive = 0;
+            const bool shortLived = w.takeDeferred(f.device, address, &held, &heldLive);
+            uint8_t* p = w.reserve(core::kMaxFixedRecordBytes);
+            ASSERT_NE(p, nullptr);
+            if (shortLived)
+                w.commitShortLived(core::encodeShortLived(p, held, f.timeDeltaNs), held,
+                                   f.timeDeltaNs, heldLive, bytes_[f.device]);
+            else
+                w.commitFree(core::encodeFree(p, f), f, bytes_[f.device], b.tag[i]);
+        }
     }
     void free() {
         if (live_.empty()) return;
         auto it = live_.begin();
         std::advance(it, pick(static_cast<unsigned>(std::min<size_t>(live_.size(), 64))));
-        core::FreeFields f;
-        f.device = it->second.first;
-        f.address = it->first;
-        f.timeDeltaNs = delta();
-        bytes_[f.device] -= it->second.second;
-        freed_.push_back(it->first);
-        live_.erase(it);
-        both(core::kMaxFixedRecordBytes, [&](RecordWriter& w, uint8_t* p) {
-            w.commitEvent(core::encodeFree(p, f), f.device, f.timeDeltaNs, bytes_[f.device]);
-        });
+        free(it->first);
     }
     void shortLived() {
         const core::AllocFields a = fields(device());
-        const uint64_t freeDelta = delta();
-        const uint64_t after = bytes_[a.device] + a.size;
-        freed_.push_back(a.address);
-        both(core::kMaxFixedRecordBytes, [&](RecordWriter& w, uint8_t* p) {
-            w.commitShortLived(core::encodeShortLived(p, a, freeDelta), a.device,
-                               a.timeDeltaNs + freeDelta, after, bytes_[a.device]);
-        });
+        alloc(a);
+        free(a.address);
     }
     void note() {
         both(core::noteBytes(4, 1), [&](RecordWriter& w, uint8_t* p) {
@@ -194,17 +216,18 @@ private:
             x.timeDeltaNs = (1ull << 30) + pick(1u << 30);
             return x;
         }();
-        live_[a.address] = {a.device, a.size};
-        bytes_[a.device] += a.size;
-        both(core::kMaxFixedRecordBytes, [&](RecordWriter& w, uint8_t* p) {
-            w.commitEvent(core::encodeAlloc(p, a), a.device, a.timeDeltaNs, bytes_[a.device]);
-        });
+        alloc(a);
     }
 
+    struct Block {
+        uint8_t device;
+        uint64_t size;
+        uint64_t tag[2];  // from each writer
+    };
     std::mt19937 rng_;
     uint64_t nodes_ = 6;
     uint64_t next_ = 0x10000;
-    std::map<uint64_t, std::pair<uint8_t, uint64_t>> live_;  // address -> device, size
+    std::map<uint64_t, Block> live_;
     std::vector<uint64_t> freed_;
     uint64_t bytes_[256] = {};
 };
@@ -296,7 +319,7 @@ TEST(WindowCompactor, ALoopOfAllocationsTravelsAsAFewWindows) {
             uint8_t* p = w->writer->reserve(core::kMaxFixedRecordBytes);
             w->writer->commitDefinition(core::encodeNativeNode(p, 0, 0x1000 + n));
         }
-        uint64_t live = 0;
+        uint64_t live = 0, tags[64] = {};
         for (uint64_t i = 0; i < 100'000; ++i) {
             core::AllocFields a;
             a.address = 0x7f0000000000 + (i % 64) * 0x1000;
@@ -304,14 +327,14 @@ TEST(WindowCompactor, ALoopOfAllocationsTravelsAsAFewWindows) {
             a.nativeNode = 1 + i % 4;
             a.timeDeltaNs = i % 1000 == 0 ? 4'000'000 : 0;
             live += a.size;
-            uint8_t* p = w->writer->reserve(core::kMaxFixedRecordBytes);
-            w->writer->commitEvent(core::encodeAlloc(p, a), 0, a.timeDeltaNs, live);
+            tags[i % 64] = w->writer->prepareEvent();
+            w->writer->deferAlloc(a, live);
             if (i < 16) continue;
             core::FreeFields f;
             f.address = 0x7f0000000000 + ((i - 16) % 64) * 0x1000;
             live -= 64 + ((i - 16) % 4) * 64;
-            p = w->writer->reserve(core::kMaxFixedRecordBytes);
-            w->writer->commitEvent(core::encodeFree(p, f), 0, 0, live);
+            uint8_t* p = w->writer->reserve(core::kMaxFixedRecordBytes);
+            w->writer->commitFree(core::encodeFree(p, f), f, live, tags[(i - 16) % 64]);
         }
         ASSERT_TRUE(w->writer->flush());
     }
@@ -360,8 +383,9 @@ TEST(WindowCompactor, TheSharedHeaderNamesTheHalfThatWasSent) {
         a.size = 64;
         a.nativeNode = 1;
         live += 64;
+        writer->prepareEvent();
         p = writer->reserve(core::kMaxFixedRecordBytes);
-        writer->commitEvent(core::encodeAlloc(p, a), core::kDeviceCpu, 0, live);
+        writer->commitAlloc(core::encodeAlloc(p, a), a, live);
     }
     core::TailHeader before = header();
     EXPECT_EQ(before.half, 0u);
