@@ -40,21 +40,23 @@ public:
     RecordWriter(const RecordWriter&) = delete;
     RecordWriter& operator=(const RecordWriter&) = delete;
 
-    // Starts a stream on `sink`: counters and buffer start empty. The buffer is
-    // one `memtool run` can read after a kill (core::TailHeader), made here the
-    // first time and handed to the sink; without it (no memfd), a private one.
     // How far events are folded into Window records (MEMTOOL_OPTIONS fold=).
     enum class Folding : uint8_t {
         Never = 0,
-        // A buffer whose events came faster than kFoldEventsPerMs: where the
-        // reader's cost per record (~50-100 ns) would be a large share of the
-        // program's time per event. Slower ones go as they are: folding costs
-        // the program more than reading costs the reader on its own core.
+        // A buffer of at least kFoldLeastEvents event records that came faster
+        // than kFoldEventsPerMs: where the reader's cost per record (~50 ns)
+        // would be 10% of the program's time or more. Slower ones go as they
+        // are: folding costs the program ~130 instructions a record, which the
+        // reader's own core takes off it (small_tensors: 1.050 unfolded, 1.069
+        // folding at 1,000 a ms, bench/RESULTS.md run 25).
         Fast = 1,
         Always = 2,
     };
-    static constexpr uint64_t kFoldEventsPerMs = 1000;
+    static constexpr uint64_t kFoldEventsPerMs = 2000;
     static constexpr size_t kFoldLeastEvents = 1024;
+    // Starts a stream on `sink`: counters and buffer start empty. The buffer is
+    // one `memtool run` can read after a kill (core::TailHeader), made here the
+    // first time and handed to the sink; without it (no memfd), a private one.
     void open(Sink* sink, uint64_t nowNs, Folding folding = Folding::Fast);
     // Drops the sink without sending what is buffered (fork child, lost peer).
     void detach();
@@ -236,9 +238,8 @@ private:
     size_t spanCount_ = 0;
     EventFacts* facts_ = nullptr;
     size_t factCount_ = 0;
-    uint64_t generation_ = 1;  // of the buffer's contents: one more after each send
-    size_t deferredFact_ = 0;  // the held-back Alloc's facts: facts_[deferredFact_]
-    uint64_t recordsAtStart_ = 0;
+    uint64_t generation_ = 1;    // of the buffer's contents: one more after each send
+    size_t deferredFact_ = 0;    // the held-back Alloc's facts: facts_[deferredFact_]
     uint64_t clockNs_ = 0;       // the stream's clock after the last record
     uint64_t startClockNs_ = 0;  // ... before the buffer's first
     uint64_t high_[256] = {};
