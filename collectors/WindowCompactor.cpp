@@ -52,6 +52,8 @@ struct WindowCompactor::Device {
 namespace {
 
 constexpr size_t kSlots = 2 * WindowCompactor::kMaxEvents;  // a power of two
+// A window's timeline points: at most one a sample, two a ShortLived record.
+constexpr size_t kMaxPoints = 2 * WindowCompactor::kMaxEvents;
 
 template <typename T>
 T* mapArray(size_t n) {
@@ -66,7 +68,7 @@ WindowCompactor::~WindowCompactor() {
     munmap(liveIndex_, kMaxEvents * sizeof(uint32_t));
     munmap(stacks_, kMaxEvents * sizeof(Stack));
     munmap(oldFrees_, kMaxEvents * sizeof(OldFree));
-    munmap(points_, kMaxEvents * sizeof(Point));
+    munmap(points_, kMaxPoints * sizeof(Point));
     munmap(stackSlots_, kSlots * sizeof(Slot));
     munmap(devices_, 256 * sizeof(Device));
 }
@@ -77,7 +79,7 @@ bool WindowCompactor::ready() {
     liveIndex_ = mapArray<uint32_t>(kMaxEvents);
     stacks_ = mapArray<Stack>(kMaxEvents);
     oldFrees_ = mapArray<OldFree>(kMaxEvents);
-    points_ = mapArray<Point>(kMaxEvents);
+    points_ = mapArray<Point>(kMaxPoints);
     stackSlots_ = mapArray<Slot>(kSlots);
     devices_ = mapArray<Device>(256);
     mapped_ = blocks_ && liveIndex_ && stacks_ && oldFrees_ && points_ && stackSlots_ && devices_;
