@@ -513,10 +513,13 @@ TEST(Engine, AHugeCommandLineTravelsWhole) {
     EXPECT_EQ(received, "xxx1048576tail");
 }
 
-TEST(Engine, ThreadsRecordEveryEventExactly) {
-    Stream s(/*nativeStacks=*/true);
+namespace {
+
+// Four threads allocate 20,000 blocks each and free every other one at once;
+// `fold` as in EngineOptions. `r`: what the reader made of the stream.
+void recordThreads(int fold, Recorded& r) {
+    Stream s(/*nativeStacks=*/true, fold);
     constexpr int kThreads = 4, kPerThread = 20000;
-    Recorded r;
     std::thread reader([&] { s.readAll(r); });
     ASSERT_TRUE(s.connect());
     std::vector<std::thread> threads;
@@ -532,6 +535,14 @@ TEST(Engine, ThreadsRecordEveryEventExactly) {
     for (auto& th : threads) th.join();
     s.engine.finish(core::ExitKind::Normal);
     reader.join();
+}
+
+}  // namespace
+
+TEST(Engine, ThreadsRecordEveryEventExactly) {
+    constexpr int kThreads = 4, kPerThread = 20000;
+    Recorded r;
+    recordThreads(0, r);
     EXPECT_TRUE(r.agg.streamVerified());
     EXPECT_EQ(r.end.allocCount, uint64_t{kThreads * kPerThread});
     EXPECT_EQ(r.end.freeCount, uint64_t{kThreads * kPerThread / 2});
@@ -539,4 +550,23 @@ TEST(Engine, ThreadsRecordEveryEventExactly) {
     EXPECT_EQ(cpu.allocatedBytes, uint64_t{kPerThread} * (100 + 101 + 102 + 103));
     EXPECT_EQ(cpu.currentBytes, uint64_t{kPerThread / 2} * (100 + 101 + 102 + 103));
     EXPECT_EQ(r.agg.unmatchedFrees(), 0u);
+}
+
+// The same with every buffer folded into Window records: the engine's tags,
+// held-back allocations and live bytes, written from four threads.
+TEST(Engine, ThreadsRecordEveryEventExactlyFolded) {
+    constexpr int kThreads = 4, kPerThread = 20000;
+    Recorded r;
+    recordThreads(2, r);
+    EXPECT_GT(r.windows, 0u);
+    EXPECT_TRUE(r.agg.streamVerified());
+    EXPECT_EQ(r.agg.allocsReceived(), uint64_t{kThreads * kPerThread});
+    EXPECT_EQ(r.agg.freesReceived(), uint64_t{kThreads * kPerThread / 2});
+    const auto& cpu = r.agg.devices().at(core::kDeviceCpu);
+    EXPECT_EQ(cpu.allocatedBytes, uint64_t{kPerThread} * (100 + 101 + 102 + 103));
+    EXPECT_EQ(cpu.currentBytes, uint64_t{kPerThread / 2} * (100 + 101 + 102 + 103));
+    EXPECT_EQ(cpu.peakBytes, cpu.currentBytes);  // nothing live is ever freed
+    EXPECT_EQ(r.agg.liveBlocks(core::kDeviceCpu).size(), size_t{kThreads * kPerThread / 2});
+    EXPECT_EQ(r.agg.unmatchedFrees(), 0u);
+    EXPECT_EQ(r.agg.doubleAllocs(), 0u);
 }
