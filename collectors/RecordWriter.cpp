@@ -65,10 +65,12 @@ bool RecordWriter::makeShared() {
 
 void RecordWriter::open(Sink* sink, uint64_t nowNs, Folding folding) {
     makeShared();  // without it, the buffer is private: a kill loses what it holds
-    // The whole buffer resident from the start, both halves: no page fault in a
-    // hook, and no growth of the process later (a pause's records must not add
-    // to it).
-    uint8_t* other = folding == Folding::Never ? nullptr : otherHalf();
+    // The whole buffer resident from the start: no page fault in a hook, and no
+    // growth of the process later (a pause's records must not add to it). The
+    // other half too where every buffer is folded; else it is faulted in by the
+    // first fold, in a run of allocations that came fast (never in a stream with
+    // a region, where pauses are).
+    uint8_t* other = folding != Folding::Always ? nullptr : otherHalf();
     for (size_t i = 0; i < kBufferBytes; i += 4096) {
         reinterpret_cast<volatile uint8_t*>(buf_)[i] = 0;
         if (other) reinterpret_cast<volatile uint8_t*>(other)[i] = 0;
@@ -87,6 +89,7 @@ void RecordWriter::open(Sink* sink, uint64_t nowNs, Folding folding) {
     std::memset(high_, 0, sizeof high_);
     folding_ = folding;
     foldingOff_ = folding == Folding::Never;
+    noteFacts_ = folding == Folding::Always;  // Fast: from the second buffer on, if it pays
     restartSpans();
     if (tail_) {
         publishUsed();  // none, and no records yet
@@ -211,7 +214,7 @@ void RecordWriter::addSpan(SpanKind kind) {
 }
 
 void RecordWriter::restartSpans() {
-    if (folding_ == Folding::Fast) bufferStartNs_ = coarseNowNs();
+    bufferStartNs_ = folding_ == Folding::Fast ? coarseNowNs() : 0;
     spanCount_ = 0;
     factCount_ = 0;
     ++generation_;
@@ -227,15 +230,19 @@ uint8_t* RecordWriter::otherHalf() {
     return privateHalf_;
 }
 
+bool RecordWriter::cameFast() const {
+    size_t events = 0;
+    for (size_t i = 0; i < spanCount_; ++i)
+        if (spans_[i].kind == SpanKind::Events) events += spans_[i].records;
+    if (events < kFoldLeastEvents) return false;
+    const uint64_t ms = (coarseNowNs() - bufferStartNs_) / 1'000'000;
+    return events >= kFoldEventsPerMs * ms;
+}
+
 void RecordWriter::fold() {
     if (foldingOff_ || !bufferFoldable_ || factCount_ == 0 || spanCount_ == 0 ||
         spans_[spanCount_ - 1].end != used_)
         return;
-    if (folding_ == Folding::Fast) {
-        if (factCount_ < kFoldLeastEvents) return;
-        const uint64_t ms = (coarseNowNs() - bufferStartNs_) / 1'000'000;
-        if (factCount_ < kFoldEventsPerMs * ms) return;
-    }
     size_t noted = 0;  // one fact per event record, or nothing is folded
     for (size_t i = 0; i < spanCount_; ++i)
         if (spans_[i].kind == SpanKind::Events) noted += spans_[i].records;
@@ -269,7 +276,11 @@ bool RecordWriter::flush() { return settle() && send(); }
 
 bool RecordWriter::send() {
     if (!sink_) return false;
-    if (used_ > 0) fold();
+    // A buffer that came fast is folded where its facts were noted, and the
+    // next one's are: a program that allocates slowly never pays for them.
+    const bool fast = folding_ == Folding::Always || (folding_ == Folding::Fast && cameFast());
+    if (used_ > 0 && fast) fold();
+    noteFacts_ = fast;
     if (used_ > 0 && !sink_->write(buf_, used_)) {
         sink_ = nullptr;
         used_ = 0;

@@ -44,11 +44,13 @@ public:
     enum class Folding : uint8_t {
         Never = 0,
         // A buffer of at least kFoldLeastEvents event records that came faster
-        // than kFoldEventsPerMs: where the reader's cost per record (~50 ns)
-        // would be 10% of the program's time or more. Slower ones go as they
-        // are: folding costs the program ~130 instructions a record, which the
-        // reader's own core takes off it (small_tensors: 1.050 unfolded, 1.069
-        // folding at 1,000 a ms, bench/RESULTS.md run 25).
+        // than kFoldEventsPerMs, where the one before it did too: where the
+        // reader's cost per record (~50 ns) would be 10% of the program's time
+        // or more. Slower ones go as they are: folding costs the program ~130
+        // instructions a record, which the reader's own core takes off it
+        // (small_tensors: 1.050 unfolded, 1.069 folding at 1,000 a ms,
+        // bench/RESULTS.md run 25), and keeping the facts for it 64 bytes a
+        // record, kept only after a buffer that came fast.
         Fast = 1,
         Always = 2,
     };
@@ -174,6 +176,7 @@ private:
     EventFacts* noteEvent(uint8_t device, uint64_t liveAfter) {
         if (foldingOff_) return nullptr;
         if (liveAfter > high_[device]) high_[device] = liveAfter;
+        if (!noteFacts_) return nullptr;
         if (factCount_ >= WindowCompactor::kMaxEvents || !facts_) {
             bufferFoldable_ = false;
             return nullptr;
@@ -198,6 +201,8 @@ private:
     // Folds the buffer into the other half and makes that the buffer; nothing
     // changes where folding does not make it smaller.
     void fold();
+    // The buffer's event records came at kFoldEventsPerMs or faster (Folding::Fast).
+    bool cameFast() const;
     // The buffer is empty: what folding counts starts again.
     void restartSpans();
     uint8_t* otherHalf();
@@ -246,6 +251,8 @@ private:
     uint64_t highBefore_[256] = {};
     bool bufferFoldable_ = true;
     bool foldingOff_ = false;
+    // Facts are kept for this buffer: Folding::Always, or the one before came fast.
+    bool noteFacts_ = false;
     Folding folding_ = Folding::Fast;
     uint64_t bufferStartNs_ = 0;  // CLOCK_MONOTONIC_COARSE when the buffer was last emptied
     WindowCompactor compactor_;
