@@ -230,10 +230,15 @@ uint8_t* RecordWriter::otherHalf() {
     return privateHalf_;
 }
 
-bool RecordWriter::cameFast() const {
+size_t RecordWriter::eventRecords() const {
     size_t events = 0;
     for (size_t i = 0; i < spanCount_; ++i)
         if (spans_[i].kind == SpanKind::Events) events += spans_[i].records;
+    return events;
+}
+
+bool RecordWriter::cameFast() const {
+    const size_t events = eventRecords();
     if (events < kFoldLeastEvents) return false;
     const uint64_t ms = (coarseNowNs() - bufferStartNs_) / 1'000'000;
     return events >= kFoldEventsPerMs * ms;
@@ -243,10 +248,7 @@ void RecordWriter::fold() {
     if (foldingOff_ || !bufferFoldable_ || factCount_ == 0 || spanCount_ == 0 ||
         spans_[spanCount_ - 1].end != used_)
         return;
-    size_t noted = 0;  // one fact per event record, or nothing is folded
-    for (size_t i = 0; i < spanCount_; ++i)
-        if (spans_[i].kind == SpanKind::Events) noted += spans_[i].records;
-    if (noted != factCount_) return;
+    if (eventRecords() != factCount_) return;  // one fact per event record, or nothing folds
     uint8_t* other = otherHalf();
     if (!other) return;
     WindowCompactor::Input in;

@@ -201,6 +201,8 @@ private:
     // Folds the buffer into the other half and makes that the buffer; nothing
     // changes where folding does not make it smaller.
     void fold();
+    // The buffer's Alloc, Free and ShortLived records, by its spans.
+    size_t eventRecords() const;
     // The buffer's event records came at kFoldEventsPerMs or faster (Folding::Fast).
     bool cameFast() const;
     // The buffer is empty: what folding counts starts again.

@@ -250,6 +250,77 @@ void WindowCompactor::fold(const EventFacts* facts, size_t index) {
     blocks_[index] = Block{from, true};
 }
 
+namespace {
+
+// Where a window goes: counted (how many bytes it takes) or written.
+struct CountBytes {
+    size_t n = 0;
+    void byte(uint8_t) { ++n; }
+    void varint(uint64_t v) { n += core::varintBytes(v); }
+};
+struct WriteBytes {
+    uint8_t* p;
+    void byte(uint8_t b) { *p++ = b; }
+    void varint(uint64_t v) { p = core::putVarint(p, v); }
+};
+
+}  // namespace
+
+template <typename Out>
+void WindowCompactor::emit(Out& out, const EventFacts* facts) const {
+    out.byte(static_cast<uint8_t>(core::RecordTag::Window));
+    out.varint(clockNs_ - windowStartNs_);
+    out.varint(deviceCount_);
+    for (size_t i = 0; i < deviceCount_; ++i) {
+        const uint8_t code = deviceOrder_[i];
+        const Device& d = devices_[code];
+        out.byte(code);
+        out.varint(d.allocs);
+        out.varint(d.allocBytes);
+        out.varint(d.frees);
+        out.varint(d.freedBytes);
+        out.varint(d.peaks ? d.peakBytes : 0);
+        if (d.peaks) out.varint(d.peakTimeNs - windowStartNs_);
+        size_t points = 0;
+        for (size_t j = 0; j < pointCount_; ++j) points += points_[j].device == code;
+        out.varint(points);
+        uint64_t t = windowStartNs_;
+        for (size_t j = 0; j < pointCount_; ++j) {
+            const Point& pt = points_[j];
+            if (pt.device != code) continue;
+            out.varint(pt.timeNs - t);
+            out.varint(pt.bytes);
+            t = pt.timeNs;
+        }
+    }
+    out.varint(stackCount_);
+    for (size_t i = 0; i < stackCount_; ++i) {
+        const Stack& s = stacks_[i];
+        const Device& d = devices_[s.device];
+        out.byte(s.device);
+        out.varint(s.nativeNode);
+        out.varint(s.pyNode);
+        out.varint(s.allocs);
+        out.varint(s.bytes);
+        out.varint(s.maxAtAlloc);
+        out.varint(d.peaks ? (s.stamp == d.peaks ? s.liveAtPeak : s.liveNow) : 0);
+    }
+    out.varint(liveCount_);
+    for (size_t j = 0; j < liveCount_; ++j) {
+        const uint32_t i = liveIndex_[j];
+        out.varint(blocks_[i].stack);
+        out.varint(facts[i].address);
+        out.varint(facts[i].size);
+    }
+    out.varint(oldFreeCount_);
+    for (size_t i = 0; i < oldFreeCount_; ++i) {
+        const OldFree& f = oldFrees_[i];
+        out.byte(f.device);
+        out.varint(f.address);
+        out.byte(f.peaks < devices_[f.device].peaks ? core::kWindowFreeBeforePeak : 0);
+    }
+}
+
 void WindowCompactor::end(const Input& in, size_t firstSpan, size_t lastSpan) {
     size_t rawBytes = 0;
     for (size_t i = firstSpan; i < lastSpan; ++i)
@@ -261,8 +332,14 @@ void WindowCompactor::end(const Input& in, size_t firstSpan, size_t lastSpan) {
     for (size_t i = firstRecord_; i < endRecord_; ++i)
         if (in.facts[i].kind == EventFacts::Alloc && blocks_[i].live)
             liveIndex_[liveCount_++] = static_cast<uint32_t>(i);
-    if (windowBytes(in.facts) < rawBytes) {
-        out_ = encode(out_, in.facts);
+    // Measured first: written only where it is smaller, so that the output never
+    // outgrows the input.
+    CountBytes size;
+    emit(size, in.facts);
+    if (size.n < rawBytes) {
+        WriteBytes write{out_};
+        emit(write, in.facts);
+        out_ = write.p;
         ++outRecords_;
         return;
     }
@@ -318,100 +395,6 @@ size_t WindowCompactor::compact(const Input& in, uint8_t* out, uint64_t* records
     if (open) end(in, firstSpan, in.spanCount);
     *records = outRecords_;
     return static_cast<size_t>(out_ - out);
-}
-
-size_t WindowCompactor::windowBytes(const EventFacts* facts) const {
-    size_t n = 1 + core::varintBytes(clockNs_ - windowStartNs_) + core::varintBytes(deviceCount_);
-    for (size_t i = 0; i < deviceCount_; ++i) {
-        const Device& d = devices_[deviceOrder_[i]];
-        n += 1 + core::varintBytes(d.allocs) + core::varintBytes(d.allocBytes) +
-             core::varintBytes(d.frees) + core::varintBytes(d.freedBytes);
-        n += core::varintBytes(d.peaks ? d.peakBytes : 0);
-        if (d.peaks) n += core::varintBytes(d.peakTimeNs - windowStartNs_);
-        size_t points = 0;
-        uint64_t t = windowStartNs_;
-        for (size_t j = 0; j < pointCount_; ++j) {
-            const Point& p = points_[j];
-            if (p.device != deviceOrder_[i]) continue;
-            ++points;
-            n += core::varintBytes(p.timeNs - t) + core::varintBytes(p.bytes);
-            t = p.timeNs;
-        }
-        n += core::varintBytes(points);
-    }
-    n += core::varintBytes(stackCount_);
-    for (size_t i = 0; i < stackCount_; ++i) {
-        const Stack& s = stacks_[i];
-        const uint64_t atPeak = s.stamp == devices_[s.device].peaks ? s.liveAtPeak : s.liveNow;
-        n += 1 + core::varintBytes(s.nativeNode) + core::varintBytes(s.pyNode) +
-             core::varintBytes(s.allocs) + core::varintBytes(s.bytes) +
-             core::varintBytes(s.maxAtAlloc) +
-             core::varintBytes(devices_[s.device].peaks ? atPeak : 0);
-    }
-    for (size_t j = 0; j < liveCount_; ++j) {
-        const uint32_t i = liveIndex_[j];
-        n += core::varintBytes(blocks_[i].stack) + core::varintBytes(facts[i].address) +
-             core::varintBytes(facts[i].size);
-    }
-    n += core::varintBytes(liveCount_) + core::varintBytes(oldFreeCount_);
-    for (size_t i = 0; i < oldFreeCount_; ++i) n += 2 + core::varintBytes(oldFrees_[i].address);
-    return n;
-}
-
-uint8_t* WindowCompactor::encode(uint8_t* p, const EventFacts* facts) const {
-    using core::putVarint;
-    *p++ = static_cast<uint8_t>(core::RecordTag::Window);
-    p = putVarint(p, clockNs_ - windowStartNs_);
-    p = putVarint(p, deviceCount_);
-    for (size_t i = 0; i < deviceCount_; ++i) {
-        const uint8_t code = deviceOrder_[i];
-        const Device& d = devices_[code];
-        *p++ = code;
-        p = putVarint(p, d.allocs);
-        p = putVarint(p, d.allocBytes);
-        p = putVarint(p, d.frees);
-        p = putVarint(p, d.freedBytes);
-        p = putVarint(p, d.peaks ? d.peakBytes : 0);
-        if (d.peaks) p = putVarint(p, d.peakTimeNs - windowStartNs_);
-        size_t points = 0;
-        for (size_t j = 0; j < pointCount_; ++j) points += points_[j].device == code;
-        p = putVarint(p, points);
-        uint64_t t = windowStartNs_;
-        for (size_t j = 0; j < pointCount_; ++j) {
-            const Point& pt = points_[j];
-            if (pt.device != code) continue;
-            p = putVarint(p, pt.timeNs - t);
-            p = putVarint(p, pt.bytes);
-            t = pt.timeNs;
-        }
-    }
-    p = putVarint(p, stackCount_);
-    for (size_t i = 0; i < stackCount_; ++i) {
-        const Stack& s = stacks_[i];
-        const Device& d = devices_[s.device];
-        *p++ = s.device;
-        p = putVarint(p, s.nativeNode);
-        p = putVarint(p, s.pyNode);
-        p = putVarint(p, s.allocs);
-        p = putVarint(p, s.bytes);
-        p = putVarint(p, s.maxAtAlloc);
-        p = putVarint(p, d.peaks ? (s.stamp == d.peaks ? s.liveAtPeak : s.liveNow) : 0);
-    }
-    p = putVarint(p, liveCount_);
-    for (size_t j = 0; j < liveCount_; ++j) {
-        const uint32_t i = liveIndex_[j];
-        p = putVarint(p, blocks_[i].stack);
-        p = putVarint(p, facts[i].address);
-        p = putVarint(p, facts[i].size);
-    }
-    p = putVarint(p, oldFreeCount_);
-    for (size_t i = 0; i < oldFreeCount_; ++i) {
-        const OldFree& f = oldFrees_[i];
-        *p++ = f.device;
-        p = putVarint(p, f.address);
-        *p++ = f.peaks < devices_[f.device].peaks ? core::kWindowFreeBeforePeak : 0;
-    }
-    return p;
 }
 
 }  // namespace memtool::collectors

@@ -110,8 +110,9 @@ private:
     void sample(Device& d, uint64_t timeNs, uint64_t bytes);
     void closeBucket(Device& d);
     void touch(Stack& s, const Device& d);
-    size_t windowBytes(const EventFacts* facts) const;
-    uint8_t* encode(uint8_t* p, const EventFacts* facts) const;
+    // The window's record, as bytes to `out` (CountBytes measures, WriteBytes writes).
+    template <typename Out>
+    void emit(Out& out, const EventFacts* facts) const;
 
     bool mapped_ = false;
     bool failed_ = false;
@@ -133,7 +134,6 @@ private:
     Slot recent_[kRecent] = {};  // stacks looked up last, by their hash's low bits
     uint64_t seq_ = 0;           // samples taken: their order
     uint64_t windowStartNs_ = 0, clockNs_ = 0;
-    uint8_t* outStart_ = nullptr;
     uint8_t* out_ = nullptr;
     uint64_t outRecords_ = 0;
     uint64_t high_[256] = {};  // per device: the most it held, as of clockNs_
