@@ -206,11 +206,15 @@ void Aggregator::retire(DeviceState& d, StackState& s, uint64_t size, bool pause
         s.liveBytes -= size;
         d.currentBytes -= size;
     }
-    d.freedBytes += size;
-    ++d.freeCount;
+    countFreed(d, 1, size);
+}
+
+void Aggregator::countFreed(DeviceState& d, uint64_t frees, uint64_t bytes) const {
+    d.freedBytes += bytes;
+    d.freeCount += frees;
     if (programEnd_) {
-        d.teardownFreedBytes += size;
-        ++d.teardownFreeCount;
+        d.teardownFreedBytes += bytes;
+        d.teardownFreeCount += frees;
     }
 }
 
@@ -359,13 +363,7 @@ void Aggregator::onWindow(const WindowRecord& w) {
         Change& c = changes[b.stack];
         c.freed += b.size;
         if (f.beforePeak) c.freedEarly += b.size;
-        DeviceState& d = deviceState(f.device);
-        d.freedBytes += b.size;
-        ++d.freeCount;
-        if (programEnd_) {
-            d.teardownFreedBytes += b.size;
-            ++d.teardownFreeCount;
-        }
+        countFreed(deviceState(f.device), 1, b.size);
     }
     // Every stack that changes keeps what it held at the device's peaks so far.
     for (const auto& [i, c] : changes) touch(stacks_[i], deviceState(stacks_[i].device));
@@ -373,12 +371,7 @@ void Aggregator::onWindow(const WindowRecord& w) {
         DeviceState& d = deviceState(wd.device);
         d.allocCount += wd.allocs;
         d.allocatedBytes += wd.allocatedBytes;
-        d.freeCount += wd.frees;
-        d.freedBytes += wd.freedBytes;
-        if (programEnd_) {
-            d.teardownFreedBytes += wd.freedBytes;
-            d.teardownFreeCount += wd.frees;
-        }
+        countFreed(d, wd.frees, wd.freedBytes);
         allocs_ += wd.allocs;
         frees_ += wd.frees;
         if (wd.peakBytes != 0) {

@@ -215,6 +215,9 @@ private:
     void retireOverwritten(uint8_t device, uint64_t address, uint64_t timeNs);
     // A block of `size` leaves its device and stack.
     void retire(DeviceState& d, StackState& s, uint64_t size, bool paused);
+    // `frees` blocks of `bytes` in all freed on `d` (and in its teardown, after the
+    // program's end).
+    void countFreed(DeviceState& d, uint64_t frees, uint64_t bytes) const;
     // The device it left; null when the address was not live (nothing changed).
     DeviceState* release(uint8_t device, uint64_t address, uint64_t timeNs, bool counted);
     // A region's blocks leave (pause) or rejoin (resume) the resident bytes; each

@@ -133,7 +133,8 @@ bool readWindow(C& c, WindowRecord& w) {
         if (d.peakBytes != 0) d.peakTimeNs = c.varint();
         for (uint64_t j = 0, m = c.count("points in a window"); j < m && c.ok; ++j) {
             const uint64_t delta = c.varint();
-            d.points.emplace_back(delta, c.varint());
+            const uint64_t bytes = c.varint();
+            if (!c.dry) d.points.emplace_back(delta, bytes);
         }
         if (!c.dry) w.devices.push_back(std::move(d));
     }
