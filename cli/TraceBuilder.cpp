@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <set>
 #include <tuple>
@@ -339,6 +340,20 @@ core::StreamCheck streamCheck(const core::Aggregator& agg) {
     c.verified = agg.streamVerified();
     c.readBack = c.verified && !agg.end();
     if (agg.end()) c.missedEvents = agg.end()->missedEvents;
+    // The last one counts: a stream that went on after an exec failed says it again.
+    // Text that is not two whole numbers (a stream from elsewhere) is ignored.
+    for (const core::NoteRecord& n : agg.notes()) {
+        if (n.key != core::kNoteCollectorLock) continue;
+        const char* const end = n.text.data() + n.text.size();
+        uint64_t contended = 0, waits = 0;
+        const auto first = std::from_chars(n.text.data(), end, contended);
+        if (first.ec != std::errc() || first.ptr == end || *first.ptr != ' ') continue;
+        const auto second = std::from_chars(first.ptr + 1, end, waits);
+        if (second.ec != std::errc() || second.ptr != end) continue;
+        c.lockCounted = true;
+        c.lockContended = contended;
+        c.lockWaits = waits;
+    }
     return c;
 }
 

@@ -20,6 +20,7 @@
 
 #include "collectors/ChildEnvironment.h"
 #include "collectors/CudaRuntimeHooks.h"
+#include "collectors/DecimalPair.h"
 #include "collectors/GotPatcher.h"
 #include "collectors/ModuleName.h"
 #include "collectors/NoDestroy.h"
@@ -629,18 +630,9 @@ void finishCollector(core::ExitKind kind, int exitStatus) {
 void childReaped(pid_t pid, int status) {
     if (pid <= 0 || !(WIFEXITED(status) || WIFSIGNALED(status))) return;  // stopped, continued
     const int saved = errno;  // the wait succeeded: the caller sees errno as it was
-    // "PID STATUS" without snprintf.
-    char text[32];
-    char* p = text + sizeof text;
-    *--p = '\0';
-    auto prepend = [&p](uint64_t v) {
-        do *--p = static_cast<char>('0' + v % 10);
-        while (v /= 10);
-    };
-    prepend(static_cast<uint32_t>(status));
-    *--p = ' ';
-    prepend(static_cast<uint64_t>(pid));
-    engine().note(core::kNoteChildEnded, p);
+    char text[kDecimalPairBytes];
+    engine().note(core::kNoteChildEnded,
+                  decimalPair(text, static_cast<uint64_t>(pid), static_cast<uint32_t>(status)));
     errno = saved;
 }
 

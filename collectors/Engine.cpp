@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "collectors/DecimalPair.h"
 #include "collectors/Warn.h"
 
 namespace memtool::collectors {
@@ -63,6 +64,7 @@ bool Engine::connect(Sink& sink, const StreamIdentity& id) {
     clearLiveLocked();
     counters_ = core::EndFields{};
     missedEvents_.store(0);
+    mu_.resetCounts();  // the stream's own: counted in its End's note
 
     // argv as /proc/self/cmdline has it: NUL-terminated arguments (the last one
     // may lack its NUL when the buffer cut it short).
@@ -307,6 +309,7 @@ void Engine::finish(core::ExitKind kind, int exitStatus) {
     suspended_.store(false);
     if (!active_.load()) return;
     active_.store(false, std::memory_order_release);
+    commitLockCountsLocked();
     writer_.flush();  // folded first: End counts the records as they travel
     counters_.recordCount = writer_.records();  // every record before End
     counters_.missedEvents = missedEvents_.load();
@@ -365,6 +368,7 @@ void Engine::suspendForExec() {
     if (!active_.load()) return;
     active_.store(false, std::memory_order_release);
     suspended_.store(true);
+    commitLockCountsLocked();
     writer_.flush();  // folded first: End counts the records as they travel
     core::EndFields end = counters_;
     end.recordCount = writer_.records();
@@ -381,6 +385,15 @@ void Engine::resumeAfterFailedExec() {
     LockGuard lock(mu_);
     if (!suspended_.exchange(false) || !writer_.isOpen()) return;
     active_.store(true, std::memory_order_release);
+}
+
+void Engine::commitLockCountsLocked() {
+    char text[kDecimalPairBytes];
+    const char* counts = decimalPair(text, mu_.contended(), mu_.waits());
+    const size_t keyBytes = std::strlen(core::kNoteCollectorLock);
+    const size_t textBytes = std::strlen(counts);
+    if (uint8_t* p = writer_.reserve(core::noteBytes(keyBytes, textBytes)))
+        writer_.commit(core::encodeNote(p, core::kNoteCollectorLock, keyBytes, counts, textBytes));
 }
 
 void Engine::deactivateLocked(const char* why) {

@@ -207,6 +207,9 @@ private:
     template <typename Encode>
     void sendNowLocked(size_t bytes, Encode encode, uint64_t deltaNs = 0);
     void freeGuarded(const RecursionGuard&, uint64_t key);
+    // Under mu_, before an End record: the lock's counts over the stream
+    // (core::kNoteCollectorLock).
+    void commitLockCountsLocked();
     // Under mu_: ends the stream, warns once with the reason.
     void deactivateLocked(const char* why);
     // Under mu_: checks the writer after a send; deactivates when the sink failed.

@@ -15,6 +15,11 @@
 //
 // The word: 0 free, 1 held, 2 held and a thread may be asleep on it (the unlock
 // then wakes one). Drepper's "Futexes Are Tricky", mutex 2.
+//
+// It counts, on the contended path only, the locks that found it held and the
+// times a thread went to sleep on it: the engine reports its own in the trace
+// (core::kNoteCollectorLock), so that what threads cost each other in the
+// collector is a figure, not a guess.
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -43,6 +48,15 @@ public:
         if (__builtin_expect(__atomic_exchange_n(&word_, 0, __ATOMIC_RELEASE) == 2, 0)) wakeOne();
     }
 
+    // Locks that found it held, and sleeps on it, since it was made.
+    uint64_t contended() const { return __atomic_load_n(&contended_, __ATOMIC_RELAXED); }
+    uint64_t waits() const { return __atomic_load_n(&waits_, __ATOMIC_RELAXED); }
+    // Forgets them (a fork child's engine: its parent's are not its own).
+    void resetCounts() {
+        __atomic_store_n(&contended_, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&waits_, 0, __ATOMIC_RELAXED);
+    }
+
 private:
     static constexpr int kSpins = 100;
 
@@ -55,6 +69,7 @@ private:
     }
 
     __attribute__((noinline)) void lockContended() {
+        __atomic_fetch_add(&contended_, 1, __ATOMIC_RELAXED);
         for (int i = 0; i < kSpins; ++i) {
             pause();
             uint32_t expected = 0;
@@ -66,8 +81,10 @@ private:
         // From here the word says 2 while anyone waits, so every unlock wakes one.
         // The program's errno survives (a hook may not change it).
         const int savedErrno = errno;
-        while (__atomic_exchange_n(&word_, 2, __ATOMIC_ACQUIRE) != 0)
+        while (__atomic_exchange_n(&word_, 2, __ATOMIC_ACQUIRE) != 0) {
+            __atomic_fetch_add(&waits_, 1, __ATOMIC_RELAXED);
             syscall(SYS_futex, &word_, FUTEX_WAIT_PRIVATE, 2, nullptr, nullptr, 0);
+        }
         errno = savedErrno;
     }
 
@@ -78,6 +95,8 @@ private:
     }
 
     uint32_t word_ = 0;
+    uint64_t contended_ = 0;
+    uint64_t waits_ = 0;
 };
 
 class LockGuard {

@@ -404,6 +404,10 @@ inline constexpr const char* kNoteTorchBridge = "torch.bridge";
 inline constexpr const char* kNoteChildEnded = "child.ended";
 //   "stream.lost"  (in a notice) why the collector stopped writing the stream
 inline constexpr const char* kNoteStreamLost = "stream.lost";
+//   "collector.lock" before an End record: "CONTENDED WAITS", decimal: how many of
+//                  the events' turns at the collector's lock found another
+//                  thread holding it, and how many times a thread slept on it
+inline constexpr const char* kNoteCollectorLock = "collector.lock";
 inline size_t noteBytes(size_t keyLen, size_t textLen) {
     return 1 + stringBytes(keyLen) + stringBytes(textLen);
 }

@@ -95,6 +95,11 @@ struct StreamCheck {
     uint64_t freesReceived = 0;
     uint64_t unmatchedFrees = 0;
     uint64_t missedEvents = 0;
+    // The collector's lock over the stream (core::kNoteCollectorLock): the times a
+    // thread found it held, and slept on it; where the stream said.
+    bool lockCounted = false;
+    uint64_t lockContended = 0;
+    uint64_t lockWaits = 0;
 };
 
 // A pausable region (a tag on one device) as the stream left it.

@@ -314,6 +314,10 @@ json streamToJson(const core::StreamCheck& s) {
            {"unmatched_frees", s.unmatchedFrees},
            {"missed_events", s.missedEvents}};
     if (s.readBack) j["read_back"] = true;
+    if (s.lockCounted) {
+        j["lock_contended"] = s.lockContended;
+        j["lock_waits"] = s.lockWaits;
+    }
     return j;
 }
 
@@ -611,6 +615,9 @@ core::ProcessTrace processFromJson(const json& j) {
         p.stream.freesReceived = optionalUnsigned(s, "frees");
         p.stream.unmatchedFrees = optionalUnsigned(s, "unmatched_frees");
         p.stream.missedEvents = optionalUnsigned(s, "missed_events");
+        p.stream.lockCounted = s.contains("lock_contended");
+        p.stream.lockContended = optionalUnsigned(s, "lock_contended");
+        p.stream.lockWaits = optionalUnsigned(s, "lock_waits");
     }
     if (j.contains("regions"))
         for (const auto& r : j.at("regions")) p.regions.push_back(regionFromJson(r));

@@ -491,6 +491,44 @@ TEST(TraceBuilder, MissedEventsAndUnpairedEventsAreReported) {
     EXPECT_EQ(p.devices.at("cpu").peakBytes, 300u);
 }
 
+// The collector's lock counts (a note before each End): the last note's, as the
+// trace's stream figures; a text that is not two whole numbers is no count.
+TEST(TraceBuilder, TheCollectorsLockCountsAreTheLastNotes) {
+    auto build = [](const std::vector<std::string>& texts) {
+        Stream s;
+        FakeSymbolizer symbolizer;
+        s.handshake(1, {"x"});
+        for (const std::string& t : texts) s.note(core::kNoteCollectorLock, t.c_str());
+        s.end();
+        return cli::buildProcessTrace(s.agg, symbolizer, cli::ProcessOutcome{},
+                                      cli::SiteMode::User);
+    };
+    const core::ProcessTrace p = build({"7 2", "1300 604"});  // an exec that failed, then the end
+    EXPECT_TRUE(p.stream.lockCounted);
+    EXPECT_EQ(p.stream.lockContended, 1300u);
+    EXPECT_EQ(p.stream.lockWaits, 604u);
+    const nlohmann::json j =
+        reporters::traceToJson(core::Trace{core::kTraceSchema, "0", 0, std::nullopt, {p}});
+    EXPECT_EQ(j["processes"][0]["stream"]["lock_contended"], 1300u);
+    EXPECT_EQ(j["processes"][0]["stream"]["lock_waits"], 604u);
+    const core::ProcessTrace back = reporters::traceFromJson(j, "t.json").processes.at(0);
+    EXPECT_TRUE(back.stream.lockCounted);
+    EXPECT_EQ(back.stream.lockContended, 1300u);
+    EXPECT_EQ(back.stream.lockWaits, 604u);
+
+    for (const char* hostile : {"", "1", "1 ", " 1 2", "1  2", "-1 2", "1 -2", "+1 2", "1 2 3",
+                                "1 2x", "18446744073709551616 0", "a b"}) {
+        const core::ProcessTrace q = build({hostile});
+        EXPECT_FALSE(q.stream.lockCounted) << hostile;
+        EXPECT_FALSE(reporters::traceToJson(core::Trace{
+            core::kTraceSchema, "0", 0, std::nullopt, {q}})["processes"][0]["stream"]
+                         .contains("lock_contended"))
+            << hostile;
+    }
+    // A stream without the note (an older collector's) has no counts.
+    EXPECT_FALSE(build({}).stream.lockCounted);
+}
+
 TEST(TraceBuilder, AnAllocationWithoutStackHasNoSite) {
     Stream s;
     FakeSymbolizer symbolizer;

@@ -51,7 +51,9 @@ struct Recorded : core::RecordSink {
     }
     size_t shortLived = 0;
     void onNote(const core::NoteRecord& n) override {
-        agg.onNote(n), notes.push_back(n), log.push_back("W");
+        // "L": the collector's lock counts, before every End.
+        agg.onNote(n), notes.push_back(n),
+            log.push_back(n.key == core::kNoteCollectorLock ? "L" : "W");
     }
     void onRegion(const core::RegionRecord& g) override { agg.onRegion(g), log.push_back("R"); }
     void onControl(const core::ControlRecord& x) override {
@@ -158,7 +160,7 @@ TEST(Engine, RecordsExactlyWhatItIsTold) {
 
     Recorded r;
     s.readAll(r);
-    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "A", "A", "F", "W", "F", "A", "E"}));
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "A", "A", "F", "W", "F", "A", "L", "E"}));
     ASSERT_TRUE(r.agg.handshake());
     EXPECT_EQ(r.agg.handshake()->pid, 4242);
     EXPECT_EQ(r.agg.handshake()->command, (std::vector<std::string>{"prog", "--flag"}));
@@ -172,11 +174,14 @@ TEST(Engine, RecordsExactlyWhatItIsTold) {
     EXPECT_EQ(r.frees[0].f.device, core::kDeviceCpu);
     EXPECT_EQ(r.frees[1].f.device, core::cudaDevice(1));
     EXPECT_EQ(r.notes.at(0).text, "a note");
+    // One thread: it never found the lock held.
+    EXPECT_EQ(r.notes.at(1).key, core::kNoteCollectorLock);
+    EXPECT_EQ(r.notes.at(1).text, "0 0");
     EXPECT_EQ(r.end.allocCount, 3u);
     EXPECT_EQ(r.end.freeCount, 2u);
     EXPECT_EQ(r.end.allocatedBytes, 350u);
     EXPECT_EQ(r.end.freedBytes, 300u);
-    EXPECT_EQ(r.end.recordCount, 7u);  // the handshake and six records
+    EXPECT_EQ(r.end.recordCount, 8u);  // the handshake and seven records
     EXPECT_EQ(r.end.missedEvents, 0u);
     EXPECT_EQ(r.end.exitKind, static_cast<uint64_t>(core::ExitKind::Immediate));
     EXPECT_TRUE(r.agg.streamVerified());
@@ -211,7 +216,7 @@ TEST(Engine, ABlockFreedBeforeAnythingElseIsOneShortLivedRecord) {
     EXPECT_EQ(r.shortLived, 2u);
     EXPECT_EQ(r.end.allocCount, 6u);
     EXPECT_EQ(r.end.freeCount, 6u);
-    EXPECT_EQ(r.end.recordCount, 13u);  // the handshake, the region, 11 others
+    EXPECT_EQ(r.end.recordCount, 14u);  // the handshake, the region, 12 others
     EXPECT_TRUE(r.agg.streamVerified());
     ASSERT_EQ(r.frees.size(), 6u);
     EXPECT_EQ(r.frees[0].f.address, 0x1000u);
@@ -257,7 +262,7 @@ TEST(Engine, NothingBeforeConnectOrAfterFinish) {
     s.engine.finish(core::ExitKind::Normal);  // once only
     Recorded r;
     s.readAll(r);
-    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "E"}));
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "L", "E"}));
     EXPECT_TRUE(r.agg.streamVerified());
 }
 
@@ -275,7 +280,7 @@ TEST(Engine, RepeatedStacksCostNoNewNodes) {
     // Every node record comes before the first allocation: the second added none.
     size_t firstAlloc = 0;
     while (r.log[firstAlloc] != "A") ++firstAlloc;
-    EXPECT_EQ(r.log.size(), firstAlloc + 3);  // A A E
+    EXPECT_EQ(r.log.size(), firstAlloc + 4);  // A A L E
     EXPECT_TRUE(r.agg.streamVerified());
 }
 
@@ -291,7 +296,7 @@ TEST(Engine, EventsInsideTheEngineAreCountedAsMissed) {
     s.engine.finish(core::ExitKind::Normal);
     Recorded r;
     s.readAll(r);
-    EXPECT_EQ(r.events(), (std::vector<std::string>{"H", "A", "E"}));
+    EXPECT_EQ(r.events(), (std::vector<std::string>{"H", "A", "L", "E"}));
     EXPECT_EQ(r.end.missedEvents, 2u);
     EXPECT_FALSE(r.agg.streamVerified());  // the trace will not claim what it missed
 }
@@ -319,7 +324,7 @@ TEST(Engine, AForkChildNeverWritesIntoTheParentsStream) {
     s.engine.finish(core::ExitKind::Normal);
     Recorded r;
     s.readAll(r);
-    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "A", "A", "E"}));
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "A", "A", "L", "E"}));
     EXPECT_EQ(r.allocs.at(1).f.address, 0x30u);
     EXPECT_TRUE(r.agg.streamVerified());
 }
@@ -364,7 +369,7 @@ TEST(Engine, AForkChildsStreamContinuesItsParentsStacks) {
         if (!h || !h->forked || !h->continues || h->continues->pid != 4242 ||
             h->continues->startUnixNs != 1700000000000000000ull || h->continues->nativeNodes == 0)
             _exit(12);
-        if (r.events() != std::vector<std::string>{"H", "A", "E"}) _exit(13);
+        if (r.events() != std::vector<std::string>{"H", "A", "L", "E"}) _exit(13);
         if (r.end.exitStatus != 4 || r.end.freeCount != 0) _exit(14);
         // Only the frames from this test's body inwards are new to the stream.
         _exit(nodeRecords(r) < h->continues->nativeNodes ? 0 : 15);
@@ -377,7 +382,7 @@ TEST(Engine, AForkChildsStreamContinuesItsParentsStacks) {
     s.engine.finish(core::ExitKind::Normal);
     Recorded r;
     s.readAll(r);
-    EXPECT_EQ(r.events(), (std::vector<std::string>{"H", "A", "E"}));
+    EXPECT_EQ(r.events(), (std::vector<std::string>{"H", "A", "L", "E"}));
     EXPECT_TRUE(r.agg.streamVerified());
 }
 
@@ -395,7 +400,7 @@ TEST(Engine, AnExecThatFailsLeavesTheStreamGoingOn) {
     s.engine.finish(core::ExitKind::Normal, 0);
     Recorded r;
     s.readAll(r);
-    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "A", "E", "A", "E"}));
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "A", "L", "E", "A", "L", "E"}));
     EXPECT_EQ(r.end.exitKind, static_cast<uint64_t>(core::ExitKind::Normal));
     EXPECT_EQ(r.end.exitStatus, 1u);
     EXPECT_TRUE(r.agg.streamVerified());
@@ -410,7 +415,7 @@ TEST(Engine, EventsWhileWaitingForAnExecAreMissed) {
     s.engine.finish(core::ExitKind::Normal);
     Recorded r;
     s.readAll(r);
-    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "E", "E"}));
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "L", "E", "L", "E"}));
     EXPECT_EQ(r.end.missedEvents, 1u);
     EXPECT_FALSE(r.agg.streamVerified());
 }
@@ -423,7 +428,7 @@ TEST(Engine, AnExecThatSucceedsLeavesAnEndOfKindExec) {
     s.sink.abandon();  // what the exec does to the descriptor
     Recorded r;
     s.readAll(r);
-    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "A", "E"}));
+    EXPECT_EQ(r.log, (std::vector<std::string>{"H", "A", "L", "E"}));
     EXPECT_EQ(r.end.exitKind, static_cast<uint64_t>(core::ExitKind::Exec));
     EXPECT_EQ(r.end.exitStatus, 0u);  // an image that execs has no exit status
     EXPECT_TRUE(r.agg.streamVerified());

@@ -1,5 +1,6 @@
 // The engine's lock: exclusion under contention, a waiter put to sleep in the
-// kernel and woken by the unlock, and the program's errno kept through it.
+// kernel and woken by the unlock, the program's errno kept through it, and the
+// counts of both.
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -66,8 +67,16 @@ TEST(Mutex, AWaiterSleepsUntilTheUnlockWakesItAndKeepsErrno) {
     waiter.join();
     EXPECT_TRUE(acquired.load());
     EXPECT_EQ(errnoAfter, 4321);
-    m.lock();  // free again: taken at once
+    // One lock found it held, and slept once: the unlock's wake-up found it free.
+    EXPECT_EQ(m.contended(), 1u);
+    EXPECT_EQ(m.waits(), 1u);
+    m.lock();  // free again: taken at once, and not counted
     m.unlock();
+    EXPECT_EQ(m.contended(), 1u);
+    EXPECT_EQ(m.waits(), 1u);
+    m.resetCounts();
+    EXPECT_EQ(m.contended(), 0u);
+    EXPECT_EQ(m.waits(), 0u);
 }
 
 }  // namespace

@@ -250,6 +250,8 @@ TEST(RunPython, SigkillStillWritesAWholeTraceWithEveryAllocation) {
     EXPECT_TRUE(p.process().at("complete").get<bool>()) << p.process().at("incomplete_reason");
     EXPECT_TRUE(p.process().at("stream").at("verified").get<bool>());
     EXPECT_TRUE(p.process().at("stream").at("read_back").get<bool>());
+    // The collector's lock counts come with its end record: none here.
+    EXPECT_FALSE(p.process().at("stream").contains("lock_contended"));
     EXPECT_EQ(p.process().at("exit_signal"), SIGKILL);
     const auto& cpu = p.process().at("devices").at("cpu");
     EXPECT_EQ(cpu.at("allocated_bytes"), 5000000);
@@ -278,6 +280,11 @@ TEST(RunPython, FoldedEventsGiveTheSameTraceAsEventsSentOneByOne) {
     const auto& p = plain.process();
     EXPECT_TRUE(f.at("stream").at("verified").get<bool>());
     EXPECT_EQ(f.at("stream").at("allocs"), p.at("stream").at("allocs"));
+    // A stream the collector ended says how often its threads met at its lock.
+    for (const auto* s : {&f, &p}) {
+        EXPECT_TRUE(s->at("stream").contains("lock_contended")) << s->at("stream").dump();
+        EXPECT_TRUE(s->at("stream").contains("lock_waits"));
+    }
     // Two records an iteration one by one; a few a buffer folded.
     EXPECT_GT(p.at("stream").at("records").get<int>(), 60'000);
     EXPECT_LT(f.at("stream").at("records").get<int>() * 4, p.at("stream").at("records").get<int>());
