@@ -5,7 +5,10 @@ the collector's start or the trace's writing (bench/run.py times the whole
 process). Each run reports the least CPU time per iteration of 5 passes; runs of
 every mode alternate, so machine noise hits them alike.
 
-    bench/alloc_cost.py [--rounds 5] [--build build] [--other DIR ...] [--memtool-args "..."]
+    bench/alloc_cost.py [--rounds 5] [--depth D] [--build build] [--other DIR ...] [--memtool-args "..."]
+
+--depth D runs the loop under D more Python frames (a deep stack: the frames read at
+every allocation).
 
 Modes: bare, `memtool run` from --build, and `memtool run` from each --other build
 directory (an earlier build to compare with: its bin/memtool). Prints, per mode,
@@ -24,18 +27,25 @@ PY = "/usr/bin/python3"  # Debian's, with python3-torch
 N = 200_000
 
 
-def worker():
+def below(depth, f):
+    return f() if depth == 0 else below(depth - 1, f)
+
+
+def worker(depth):
     sys.path.insert(0, os.path.join(ROOT, "bench", "workloads"))
     from small_tensors import loop  # bench/run.py's small_tensors, the same loop
 
-    loop(1000)  # the first allocations: code objects, stack nodes, modules
-    best = None
-    for _ in range(5):
-        start = time.process_time()
-        loop(N)
-        ns = (time.process_time() - start) / N * 1e9
-        best = ns if best is None else min(best, ns)
-    print(f"{best:.1f}")
+    def passes():
+        loop(1000)  # the first allocations: code objects, stack nodes, modules
+        best = None
+        for _ in range(5):
+            start = time.process_time()
+            loop(N)
+            ns = (time.process_time() - start) / N * 1e9
+            best = ns if best is None else min(best, ns)
+        return best
+
+    print(f"{below(depth, passes):.1f}")
 
 
 def main():
@@ -44,11 +54,12 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--other", action="append", default=[], help="another build directory to compare")
     ap.add_argument("--memtool-args", default="", help="options for memtool run (e.g. --no-native)")
+    ap.add_argument("--depth", type=int, default=0, help="Python frames above the loop")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
-        return worker()
-    me = [PY, os.path.abspath(__file__), "--worker"]
+        return worker(a.depth)
+    me = [PY, os.path.abspath(__file__), "--worker", "--depth", str(a.depth)]
     modes = {"bare": []}
     for label, build in [("memtool", a.build)] + [(f"memtool ({d})", d) for d in a.other]:
         exe = os.path.join(build, "bin", "memtool")
@@ -65,7 +76,8 @@ def main():
                     sys.exit(f"alloc_cost.py: {mode} failed ({out.returncode}): {out.stderr.strip()}")
                 runs[mode].append(float(out.stdout.split()[-1]))
     bare = min(runs["bare"])
-    print(f"{N:,} x torch.empty(64), {a.rounds} rounds, CPU ns per iteration (least of 5 passes a run)")
+    print(f"{N:,} x torch.empty(64) under {a.depth} more Python frames, {a.rounds} rounds, CPU ns per "
+          "iteration (least of 5 passes a run)")
     print(f"| mode | least | added over bare | every run |\n|---|---|---|---|")
     for mode, values in runs.items():
         added = "" if mode == "bare" else f"{min(values) - bare:.0f}"

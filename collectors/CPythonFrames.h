@@ -65,7 +65,25 @@ public:
     // interpreter starts shutting down: it frees other threads' states then (a
     // daemon thread inside a torch op when that begins is the one case left).
     template <typename Visit>
-    void walk(Visit&& visit) const;
+    void walk(Visit&& visit) const {
+        walkRaw([&](const PyFrameRef& ref, int owner) {
+            if (complete(ref, owner)) visit(ref);
+        });
+    }
+    // The same frames and the ones walk() leaves out for being incomplete: calls
+    // visit(PyFrameRef, owner) for each; complete(ref, owner) tells them apart.
+    // For a caller that knows most frames already (a frame with the code object
+    // and instruction of one that was complete is complete) and checks only the rest.
+    template <typename Visit>
+    void walkRaw(Visit&& visit) const;
+    // _PyFrame_IsIncomplete's opposite: past its prologue (MAKE_CELL,
+    // COPY_FREE_VARS), or a generator's.
+    bool complete(const PyFrameRef& ref, int owner) const {
+        const char* firstTraceable = static_cast<const char*>(ref.code) + layout_.codeAdaptive +
+                                     2 * load<int>(ref.code, layout_.codeFirstTraceable);
+        return owner == layout_.ownerGenerator ||
+               static_cast<const char*>(ref.instr) >= firstTraceable;
+    }
 
     // The line the frame executes, as PyFrame_GetLineNumber computes it (0 for a
     // frame that does not run a code object).
@@ -101,25 +119,21 @@ private:
 };
 
 template <typename Visit>
-void CPythonFrames::walk(Visit&& visit) const {
+void CPythonFrames::walkRaw(Visit&& visit) const {
     if (!isInitialized_() || isFinalizing_()) return;
     const void* ts = threadState_();
     if (!ts) return;  // a thread that never ran Python
     const void* f = load<const void*>(ts, layout_.tstateFrame);
     if (layout_.viaCFrame && f) f = load<const void*>(f, layout_.cframeCurrent);
+    // The offsets in registers: a deep stack reads them for every frame.
+    const uint32_t previous = layout_.framePrevious, ownerAt = layout_.frameOwner,
+                   codeAt = layout_.frameCode, instrAt = layout_.frameInstr;
+    const int cstack = layout_.ownerCStack;
     // A chain longer than any recursion limit is not a chain: stop.
-    for (int guard = 0; f && guard < (1 << 20);
-         ++guard, f = load<const void*>(f, layout_.framePrevious)) {
-        const int owner = load<char>(f, layout_.frameOwner);
-        if (owner == layout_.ownerCStack) continue;
-        const PyFrameRef ref{load<const void*>(f, layout_.frameCode),
-                             load<const void*>(f, layout_.frameInstr)};
-        // _PyFrame_IsIncomplete: not yet past its prologue (MAKE_CELL, COPY_FREE_VARS).
-        const char* firstTraceable = static_cast<const char*>(ref.code) + layout_.codeAdaptive +
-                                     2 * load<int>(ref.code, layout_.codeFirstTraceable);
-        if (owner != layout_.ownerGenerator && static_cast<const char*>(ref.instr) < firstTraceable)
-            continue;
-        visit(ref);
+    for (int guard = 0; f && guard < (1 << 20); ++guard, f = load<const void*>(f, previous)) {
+        const int owner = load<char>(f, ownerAt);
+        if (owner == cstack) continue;
+        visit(PyFrameRef{load<const void*>(f, codeAt), load<const void*>(f, instrAt)}, owner);
     }
 }
 

@@ -68,22 +68,41 @@ uint32_t codeIdOf(const void* code, uint64_t generation) {
 // allocation: a frame with the same code object at the same depth keeps its code
 // id, one at the same instruction too keeps its line, and its node while every
 // frame outside it kept theirs.
+//
+// A loop allocates at one depth, under frames that stay: the walk compares each
+// frame with the one recorded at its place were the depth the same, in the same
+// pass, and checks a frame for being complete only where it differs (one with
+// the code object and instruction of a recorded frame was complete). Where the
+// depth is the same, the frames outside the outermost difference are settled
+// there; otherwise every frame is compared again by its place from the outermost.
 ShadowStack* readFrames(ThreadState& ts, uint64_t generation, uint32_t* firstStale) {
     ShadowStack& s = ts.python;
-    uint32_t walked = 0;
-    gFrames->walk([&](const PyFrameRef& f) {
-        s.walked[walked % ShadowStack::kCapacity] = f;
-        ++walked;
-    });
     if (s.generation != generation) {
         for (uint32_t i = 0; i < s.recorded(); ++i) s.frames[i].code = nullptr;
         s.generation = generation;
     }
     const uint32_t before = s.recorded();
+    uint32_t walked = 0;
+    // The outermost recorded frame that differs or has no node, were the depth
+    // the same (before: none).
+    uint32_t settledBelow = before;
+    gFrames->walkRaw([&](const PyFrameRef& f, int owner) {
+        const uint32_t at = before - 1 - walked;  // its place, were the depth the same
+        const bool same =
+            walked < before && s.frames[at].code == f.code && s.frames[at].instr == f.instr;
+        if (!same && !gFrames->complete(f, owner)) return;
+        if (!same || s.frames[at].node == 0) settledBelow = at;
+        s.walked[walked % ShadowStack::kCapacity] = f;
+        ++walked;
+    });
     s.depth = walked;
     const uint32_t n = s.recorded();
+    // Frames [0, start) are what they were, nodes included.
+    const uint32_t start = walked == before && settledBelow < before ? settledBelow
+                           : walked == before                        ? n
+                                                                     : 0;
     uint32_t first = n;
-    for (uint32_t i = 0; i < n; ++i) {  // outermost first
+    for (uint32_t i = start; i < n; ++i) {  // outermost first
         const PyFrameRef& w = s.walked[(walked - 1 - i) % ShadowStack::kCapacity];
         ShadowFrame& f = s.frames[i];
         bool changed = false;

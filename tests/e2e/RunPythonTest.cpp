@@ -219,6 +219,34 @@ TEST(RunPython, AFrameLayoutThatFailsTheSelfCheckFallsBackToAProfileFunction) {
     EXPECT_EQ(fallback.process().at("hotspots"), read.process().at("hotspots"));
 }
 
+// Stacks that differ from the one before in one place (a middle frame, the
+// depth, a generator): the frames read at each allocation are settled partly in
+// the walk itself, and every figure is the one the profile function gives.
+TEST(RunPython, StacksThatChangeInOnePlaceAreReadExactly) {
+    Profiled read = profile({PYTHON_BIN, script("frame_reuse.py")});
+    Profiled fallback = profile({PYTHON_BIN, script("frame_reuse.py")}, {}, "",
+                                {"MEMTOOL_TEST_PYTHON_LAYOUT=broken"});
+    ASSERT_EQ(read.outcome.exitCode, 0) << read.outcome.err;
+    ASSERT_EQ(fallback.outcome.exitCode, 0) << fallback.outcome.err;
+    const auto& proc = read.process();
+    EXPECT_EQ(proc.at("warnings"), nlohmann::json::array());
+    struct Row {
+        int line;
+        int allocatedBytes;
+        int count;
+    };
+    for (const Row& want : {Row{13, 300000, 100}, Row{17, 100000, 100}, Row{21, 400000, 200},
+                            Row{26, 6000, 60}, Row{27, 4500, 45},  // depths 1-3: 45 of the 60
+                            Row{32, 500, 50}, Row{9, 406500, 310}}) {
+        const auto r = lineRow(proc, "frame_reuse.py", want.line);
+        ASSERT_FALSE(r.is_null()) << "no row for line " << want.line << proc.at("lines").dump(1);
+        EXPECT_EQ(r.at("allocated_bytes"), want.allocatedBytes) << "line " << want.line;
+        EXPECT_EQ(r.at("count"), want.count) << "line " << want.line;
+    }
+    EXPECT_EQ(fallback.process().at("lines"), proc.at("lines"));
+    EXPECT_EQ(fallback.process().at("hotspots"), proc.at("hotspots"));
+}
+
 TEST(RunPython, ExitCodeAndOutputPassThrough) {
     Profiled p = profile({PYTHON_BIN, script("exit_code.py"), "3"});
     EXPECT_EQ(p.outcome.exitCode, 3);
