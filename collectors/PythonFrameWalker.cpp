@@ -97,10 +97,9 @@ ShadowStack* readFrames(ThreadState& ts, uint64_t generation, uint32_t* firstSta
     });
     s.depth = walked;
     const uint32_t n = s.recorded();
-    // Frames [0, start) are what they were, nodes included.
-    const uint32_t start = walked == before && settledBelow < before ? settledBelow
-                           : walked == before                        ? n
-                                                                     : 0;
+    // Frames [0, start) are what they were, nodes included (n == before where the
+    // depth is the same: no more than kCapacity frames then).
+    const uint32_t start = walked == before ? settledBelow : 0;
     uint32_t first = n;
     for (uint32_t i = start; i < n; ++i) {  // outermost first
         const PyFrameRef& w = s.walked[(walked - 1 - i) % ShadowStack::kCapacity];
