@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -29,6 +28,7 @@
 #include "cli/ProcStat.h"
 #include "cli/SignalRouter.h"
 #include "cli/TargetProcess.h"
+#include "core/DecimalPair.h"
 #include "core/Error.h"
 #include "core/Units.h"
 #include "reporters/Files.h"
@@ -227,12 +227,10 @@ std::map<int64_t, int> reapedChildren(const CollectorListener& listener) {
         if (!c->isStream()) continue;
         for (const core::NoteRecord& n : c->aggregator().notes()) {
             if (n.key != core::kNoteChildEnded) continue;
-            long long pid = 0;
-            unsigned status = 0;
-            int used = 0;
-            if (std::sscanf(n.text.c_str(), "%lld %u%n", &pid, &status, &used) == 2 &&
-                static_cast<size_t>(used) == n.text.size() && pid > 0 && status <= 0xffff)
-                reaped[pid] = static_cast<int>(status);
+            uint64_t pid = 0, status = 0;
+            if (core::readDecimalPair(n.text, &pid, &status) && pid > 0 && pid <= INT64_MAX &&
+                status <= 0xffff)
+                reaped[static_cast<int64_t>(pid)] = static_cast<int>(status);
         }
     }
     return reaped;

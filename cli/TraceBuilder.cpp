@@ -4,12 +4,12 @@
 #include <sys/wait.h>
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <set>
 #include <tuple>
 
 #include "cli/Symbolizer.h"
+#include "core/DecimalPair.h"
 #include "core/FrameClassifier.h"
 #include "core/FrameTable.h"
 #include "core/Protocol.h"
@@ -344,12 +344,8 @@ core::StreamCheck streamCheck(const core::Aggregator& agg) {
     // Text that is not two whole numbers (a stream from elsewhere) is ignored.
     for (const core::NoteRecord& n : agg.notes()) {
         if (n.key != core::kNoteCollectorLock) continue;
-        const char* const end = n.text.data() + n.text.size();
         uint64_t contended = 0, waits = 0;
-        const auto first = std::from_chars(n.text.data(), end, contended);
-        if (first.ec != std::errc() || first.ptr == end || *first.ptr != ' ') continue;
-        const auto second = std::from_chars(first.ptr + 1, end, waits);
-        if (second.ec != std::errc() || second.ptr != end) continue;
+        if (!core::readDecimalPair(n.text, &contended, &waits)) continue;
         c.lockCounted = true;
         c.lockContended = contended;
         c.lockWaits = waits;

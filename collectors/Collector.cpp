@@ -20,7 +20,6 @@
 
 #include "collectors/ChildEnvironment.h"
 #include "collectors/CudaRuntimeHooks.h"
-#include "collectors/DecimalPair.h"
 #include "collectors/GotPatcher.h"
 #include "collectors/ModuleName.h"
 #include "collectors/NoDestroy.h"
@@ -38,6 +37,7 @@
 #endif
 #include "collectors/control/PausedAccess.h"
 #include "collectors/control/Regions.h"
+#include "core/DecimalPair.h"
 
 namespace memtool::collectors {
 
@@ -630,9 +630,9 @@ void finishCollector(core::ExitKind kind, int exitStatus) {
 void childReaped(pid_t pid, int status) {
     if (pid <= 0 || !(WIFEXITED(status) || WIFSIGNALED(status))) return;  // stopped, continued
     const int saved = errno;  // the wait succeeded: the caller sees errno as it was
-    char text[kDecimalPairBytes];
-    engine().note(core::kNoteChildEnded,
-                  decimalPair(text, static_cast<uint64_t>(pid), static_cast<uint32_t>(status)));
+    char text[core::kDecimalPairBytes];
+    engine().note(core::kNoteChildEnded, core::decimalPair(text, static_cast<uint64_t>(pid),
+                                                           static_cast<uint32_t>(status)));
     errno = saved;
 }
 

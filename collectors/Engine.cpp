@@ -6,8 +6,8 @@
 #include <cstring>
 #include <iterator>
 
-#include "collectors/DecimalPair.h"
 #include "collectors/Warn.h"
+#include "core/DecimalPair.h"
 
 namespace memtool::collectors {
 
@@ -388,8 +388,8 @@ void Engine::resumeAfterFailedExec() {
 }
 
 void Engine::commitLockCountsLocked() {
-    char text[kDecimalPairBytes];
-    const char* counts = decimalPair(text, mu_.contended(), mu_.waits());
+    char text[core::kDecimalPairBytes];
+    const char* counts = core::decimalPair(text, mu_.contended(), mu_.waits());
     const size_t keyBytes = std::strlen(core::kNoteCollectorLock);
     const size_t textBytes = std::strlen(counts);
     if (uint8_t* p = writer_.reserve(core::noteBytes(keyBytes, textBytes)))

@@ -51,7 +51,7 @@ public:
     // Locks that found it held, and sleeps on it, since it was made.
     uint64_t contended() const { return __atomic_load_n(&contended_, __ATOMIC_RELAXED); }
     uint64_t waits() const { return __atomic_load_n(&waits_, __ATOMIC_RELAXED); }
-    // Forgets them (a fork child's engine: its parent's are not its own).
+    // Forgets them: a new stream counts its own.
     void resetCounts() {
         __atomic_store_n(&contended_, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&waits_, 0, __ATOMIC_RELAXED);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/Aggregator.h"
+#include "core/DecimalPair.h"
 #include "core/StreamDecoder.h"
 #include "core/TraceModel.h"
 
@@ -715,4 +716,23 @@ TEST(Protocol, ALongRunOfHotRecordsDecodesAsByteAtATime) {
     late.insert(late.end(), buf, encodeEnd(buf, EndFields{}));
     late.insert(late.end(), bytes.begin() + middle, bytes.end());
     EXPECT_EQ(refusal(ended, late), "record after end of stream");
+}
+
+// Notes that carry two numbers ("PID STATUS", the lock's counts): the text the
+// collector writes reads back exactly, and nothing else reads at all.
+TEST(Protocol, DecimalPairsReadBackExactlyAndNothingElseDoes) {
+    char text[kDecimalPairBytes];
+    uint64_t a = 1, b = 1;
+    EXPECT_STREQ(decimalPair(text, 0, 0), "0 0");
+    EXPECT_TRUE(readDecimalPair(decimalPair(text, 0, 0), &a, &b));
+    EXPECT_EQ(a, 0u);
+    EXPECT_EQ(b, 0u);
+    EXPECT_STREQ(decimalPair(text, UINT64_MAX, UINT64_MAX),
+                 "18446744073709551615 18446744073709551615");
+    EXPECT_TRUE(readDecimalPair(decimalPair(text, UINT64_MAX, 4242), &a, &b));
+    EXPECT_EQ(a, UINT64_MAX);
+    EXPECT_EQ(b, 4242u);
+    for (const char* other : {"", "1", "1 ", " 1 2", "1  2", "-1 2", "1 -2", "+1 2", "1 2 3",
+                              "1 2x", "1\t2", "18446744073709551616 0", "a b"})
+        EXPECT_FALSE(readDecimalPair(other, &a, &b)) << other;
 }
