@@ -237,18 +237,17 @@ size_t RecordWriter::eventRecords() const {
     return events;
 }
 
-bool RecordWriter::cameFast() const {
-    const size_t events = eventRecords();
+bool RecordWriter::cameFast(size_t events) const {
     if (events < kFoldLeastEvents) return false;
     const uint64_t ms = (coarseNowNs() - bufferStartNs_) / 1'000'000;
     return events >= kFoldEventsPerMs * ms;
 }
 
-void RecordWriter::fold() {
+void RecordWriter::fold(size_t events) {
     if (foldingOff_ || !bufferFoldable_ || factCount_ == 0 || spanCount_ == 0 ||
         spans_[spanCount_ - 1].end != used_)
         return;
-    if (eventRecords() != factCount_) return;  // one fact per event record, or nothing folds
+    if (events != factCount_) return;  // one fact per event record, or nothing folds
     uint8_t* other = otherHalf();
     if (!other) return;
     WindowCompactor::Input in;
@@ -280,8 +279,10 @@ bool RecordWriter::send() {
     if (!sink_) return false;
     // A buffer that came fast is folded where its facts were noted, and the
     // next one's are: a program that allocates slowly never pays for them.
-    const bool fast = folding_ == Folding::Always || (folding_ == Folding::Fast && cameFast());
-    if (used_ > 0 && fast) fold();
+    const size_t events = folding_ == Folding::Never ? 0 : eventRecords();
+    const bool fast =
+        folding_ == Folding::Always || (folding_ == Folding::Fast && cameFast(events));
+    if (used_ > 0 && fast) fold(events);
     noteFacts_ = fast;
     if (used_ > 0 && !sink_->write(buf_, used_)) {
         sink_ = nullptr;

@@ -198,13 +198,15 @@ private:
         e->pyNode = static_cast<uint32_t>(a.pyNode);
         return e;
     }
-    // Folds the buffer into the other half and makes that the buffer; nothing
-    // changes where folding does not make it smaller.
-    void fold();
+    // Folds the buffer, which holds `events` event records, into the other half
+    // and makes that the buffer; nothing changes where folding does not make it
+    // smaller.
+    void fold(size_t events);
     // The buffer's Alloc, Free and ShortLived records, by its spans.
     size_t eventRecords() const;
-    // The buffer's event records came at kFoldEventsPerMs or faster (Folding::Fast).
-    bool cameFast() const;
+    // The buffer's `events` event records came at kFoldEventsPerMs or faster
+    // (Folding::Fast).
+    bool cameFast(size_t events) const;
     // The buffer is empty: what folding counts starts again.
     void restartSpans();
     uint8_t* otherHalf();
