@@ -48,7 +48,9 @@ uint64_t ruleReads();
 // caller's own: what unw_backtrace gives from the same call site. `ts` is the
 // calling thread's state (threadState()): its stack bounds and cached rules. -1
 // when a frame's rule is not supported (the caller then asks libunwind). x86-64
-// only; elsewhere always -1.
+// only; elsewhere always -1. `out` may be ts->walkMemo.ips itself (max at most
+// kWalkRoom): the walk then copies nothing, kept or replayed; a caller that then
+// writes there otherwise must say so (WalkMemo::forget).
 extern "C" __attribute__((visibility("hidden"))) int memtool_cfi_backtrace(void** out, int max,
                                                                            ThreadState* ts);
 

@@ -121,7 +121,9 @@ void Engine::internLocked(Stacks& s, uint64_t* nativeNode, uint64_t* pyNode) {
     // A new stream began while this thread read its stacks (a fork child
     // reconnecting): its Python frames' code ids are the old stream's.
     if (s.hasPython && s.python->generation != interner_.generation()) s.hasPython = false;
-    *nativeNode = s.thread ? interner_.native(*s.thread, s.ips + s.firstIp, s.depth, writer_) : 0;
+    *nativeNode = s.thread && s.ips ? interner_.native(*s.thread, s.ips + s.firstIp, s.depth,
+                                                       s.walkSerial, writer_)
+                                    : 0;
     *pyNode = s.hasPython ? interner_.python(*s.python, s.firstStale, writer_) : 0;
 }
 

@@ -177,7 +177,10 @@ private:
         int depth = 0;
         int firstIp = 0;  // ips[firstIp .. firstIp + depth): the native stack
         uint32_t firstStale = 0;
-        uint64_t ips[kMaxNativeDepth + StackCapture::kOwnFrameRoom];
+        // The walk's frames, kept in the thread's walk memo (a replay copies
+        // nothing), and which kept walk gave them (WalkMemo::resultSerial).
+        const uint64_t* ips = nullptr;
+        uint64_t walkSerial = 0;
     };
     [[gnu::always_inline]] void captureStacks(Stacks& s) {
         // The Python stack first: native unwinding stops at the interpreter when
@@ -189,10 +192,12 @@ private:
                                   &s.firstStale)
                 : nullptr;
         s.hasPython = s.python != nullptr;
-        s.depth = options_.nativeStacks && s.thread
-                      ? capture_.native(*s.thread, s.ips, options_.maxNativeDepth, s.hasPython,
-                                        &s.firstIp)
-                      : 0;
+        if (options_.nativeStacks && s.thread) {
+            s.depth = capture_.native(*s.thread, s.thread->walkMemo.ips, options_.maxNativeDepth,
+                                      s.hasPython, &s.firstIp);
+            s.ips = s.thread->walkMemo.ips;
+            s.walkSerial = s.thread->walkMemo.resultSerial;
+        }
     }
     // Inactive: starts a stream when one is wanted (never from inside the
     // collector's own work). True when the engine is active after it.

@@ -1,5 +1,6 @@
 #pragma once
 #include "collectors/CfiUnwinder.h"
+#include "collectors/ThreadState.h"
 
 // The seam to libunwind. The shared libunwind is loaded RTLD_LOCAL at start-up
 // instead of being linked: linked into a preloaded library it would join the
@@ -26,6 +27,7 @@ public:
             if (n >= 0) return n;
         }
         *cfi = false;
+        ts.walkMemo.forget();  // out may be its frames
         return backtrace_(out, max);
     }
 

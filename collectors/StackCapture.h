@@ -34,6 +34,7 @@ public:
     // Frames of the collector's own above the caller's, at most: `ips` has room
     // for maxDepth plus these.
     static constexpr int kOwnFrameRoom = 8;
+    static_assert(kWalkRoom == kMaxNativeDepth + kOwnFrameRoom, "a walk's room in its memo");
     // Return addresses of the calling thread, innermost first, at most maxDepth:
     // the walk writes them into ips and they are left there, from ips[*first]
     // (after the collector's own frames).

@@ -12,16 +12,23 @@ void StackInterner::reset() {
     ++generation_;
 }
 
-uint32_t StackInterner::native(ThreadState& ts, const uint64_t* ips, int count, RecordWriter& out) {
+uint32_t StackInterner::native(ThreadState& ts, const uint64_t* ips, int count, uint64_t walkSerial,
+                               RecordWriter& out) {
     if (ts.nativeGeneration != generation_) {
         ts.nativeGeneration = generation_;
         ts.nativeDepth = 0;
+        ts.nativeWalkSerial = 0;
     }
     const int depth = ts.nativeDepth;
     // The thread's last stack again (a loop allocating at one place): its node.
+    // Frames a replayed walk left where the last stack interned lay are those.
     if (count == depth && count > 0 &&
-        std::memcmp(ips, ts.nativeIps, sizeof(uint64_t) * static_cast<size_t>(count)) == 0)
+        ((walkSerial != 0 && walkSerial == ts.nativeWalkSerial && ips == ts.nativeWalkIps) ||
+         std::memcmp(ips, ts.nativeIps, sizeof(uint64_t) * static_cast<size_t>(count)) == 0)) {
+        ts.nativeWalkSerial = walkSerial;
+        ts.nativeWalkIps = ips;
         return ts.nativeNodes[count - 1];
+    }
     // Both innermost first; the trie and the nodes go outermost first.
     int common = 0;
     while (common < count && common < depth &&
@@ -45,6 +52,9 @@ uint32_t StackInterner::native(ThreadState& ts, const uint64_t* ips, int count, 
     if (k > 0)
         std::memcpy(ts.nativeIps, ips + (count - k), sizeof(uint64_t) * static_cast<size_t>(k));
     ts.nativeDepth = k;
+    // Only a whole stack interned stands for its walk.
+    ts.nativeWalkSerial = k == count ? walkSerial : 0;
+    ts.nativeWalkIps = ips;
     return node;
 }
 

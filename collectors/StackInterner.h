@@ -22,8 +22,12 @@ public:
     uint32_t pythonCount() const { return python_.size(); }
 
     // `ips` innermost first. 0 for no stack. On running out of memory, the node of
-    // the outer part that could be interned.
-    uint32_t native(ThreadState& ts, const uint64_t* ips, int count, RecordWriter& out);
+    // the outer part that could be interned. `walkSerial`: the kept walk of the
+    // thread's whose frames these are, in place (WalkMemo::resultSerial), or 0:
+    // the same serial at the same `ips` as the thread's last stack is that stack,
+    // without comparing frames.
+    uint32_t native(ThreadState& ts, const uint64_t* ips, int count, uint64_t walkSerial,
+                    RecordWriter& out);
     // Computes the nodes of frames [firstStale, recorded()) (see refreshLines);
     // returns the innermost frame's node, 0 for an empty stack.
     uint32_t python(ShadowStack& stack, uint32_t firstStale, RecordWriter& out);

@@ -32,7 +32,14 @@ inline constexpr int kRecentWalkDepth = 48;
 // holds what it held then: a walk is a function of those and of the frame rules,
 // which stay while nothing is unloaded. A loop that allocates at one place walks
 // once. Walks of more than kWalkMemoFrames frames are not kept.
+//
+// The engine's walks write into `ips` itself (StackCapture): a replay then
+// copies nothing, and `serial` tells the stack interner that the frames are the
+// very ones a walk it has seen gave, so it need not compare them either.
 inline constexpr int kWalkMemoFrames = 48;
+// Room for the deepest walk the engine asks for (StackCapture::kOwnFrameRoom more
+// than kMaxNativeDepth).
+inline constexpr int kWalkRoom = kMaxNativeDepth + 8;
 struct WalkMemo {
     uint64_t ip, sp, bp;  // the registers it started from; bp counts only when usesBp
     uint64_t stopStart, stopEnd, rulesGeneration;
@@ -41,11 +48,20 @@ struct WalkMemo {
     int reads;
     bool usesBp;       // a frame's CFA came from the starting rbp
     uint64_t replays;  // walks answered from here (tests read it)
+    // Each kept walk gets the next serial (from 1); `resultSerial` says which one's
+    // frames the last walk gave: that of the walk kept or replayed, 0 when it was
+    // neither (not kept, failed, or libunwind's).
+    uint64_t serial, resultSerial;
     // The stack slots the result depends on, with what they held: every return
     // address read, and each restored rbp that a frame's CFA was computed from.
     uint64_t slot[2 * kWalkMemoFrames];
     uint64_t value[2 * kWalkMemoFrames];
-    uint64_t ips[kWalkMemoFrames];
+    uint64_t ips[kWalkRoom];
+    // `ips` was written by something else (libunwind): nothing is kept.
+    void forget() {
+        frames = 0;
+        resultSerial = 0;
+    }
 };
 
 struct ThreadState {
@@ -55,6 +71,10 @@ struct ThreadState {
     // (main, the interpreter loop), so only the differing inner part is looked up.
     uint64_t nativeGeneration;
     int nativeDepth;
+    // The kept walk (WalkMemo::serial) whose frames, at nativeWalkIps, the last
+    // stack was; 0: none or not known.
+    uint64_t nativeWalkSerial;
+    const uint64_t* nativeWalkIps;
     uint64_t nativeIps[kMaxNativeDepth];
     uint32_t nativeNodes[kMaxNativeDepth];
     // How deep the interpreter loop sat in this thread's last stack: the next walk

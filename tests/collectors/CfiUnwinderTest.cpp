@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -420,4 +421,46 @@ TEST(CfiUnwinder, WalksAgainWhenOnlyARestoredRbpChanged) {
     EXPECT_EQ(replayed[0], 0u);
     EXPECT_EQ(replayed[1], 1u);  // the memo is asked: the same registers
     EXPECT_EQ(replayed[2], 0u);
+}
+
+// The engine's walks write into the memo's own frames: kept there, replayed
+// there without a copy, and each result names the kept walk it is (resultSerial),
+// which the stack interner trusts instead of comparing frames. A walk that reads
+// differently is a new serial; one that fails names none.
+TEST(CfiUnwinder, AWalkIntoItsMemoNamesTheKeptWalkItGives) {
+    const uint64_t r = pcInRbpFrame(8), x = pcInOtherRbpFrame(8);
+    ASSERT_NE(r, x);
+    uint64_t serial[4] = {}, frames[4][3] = {};
+    int got[4] = {};
+    std::thread([&] {
+        uint64_t s[32] = {};
+        auto at = [&](int i) { return reinterpret_cast<uint64_t>(&s[i]); };
+        s[2] = at(6), s[3] = r;  // the stack of WalksAgainWhenOnlyARestoredRbpChanged
+        s[6] = at(10), s[7] = x;
+        s[10] = at(12), s[11] = 0;
+        s[14] = at(18), s[15] = r;
+        s[18] = at(20), s[19] = 0;
+        const uint64_t regs[3] = {r, at(0), at(2)};
+        ThreadState* ts = threadState();
+        void** out = reinterpret_cast<void**>(ts->walkMemo.ips);
+        for (int i = 0; i < 4; ++i) {
+            if (i == 2) s[2] = at(14);  // a slot the walk read changes
+            if (i == 3) s[15] = 0x10;   // a return address with no rule: the walk fails
+            got[i] = memtool_cfi_walk(out, kWalkRoom, regs, ts);
+            serial[i] = ts->walkMemo.resultSerial;
+            for (int k = 0; k < 3 && k < got[i]; ++k) frames[i][k] = ts->walkMemo.ips[k];
+        }
+    }).join();
+    EXPECT_EQ(got[0], 3);
+    EXPECT_EQ(got[1], 3);
+    EXPECT_EQ(got[2], 3);
+    EXPECT_EQ(got[3], -1);
+    EXPECT_NE(serial[0], 0u);
+    EXPECT_EQ(serial[1], serial[0]);  // replayed in place
+    EXPECT_EQ(serial[2], serial[0] + 1);
+    EXPECT_EQ(serial[3], 0u);
+    const uint64_t first[3] = {r, r, x}, changed[3] = {r, r, r};
+    EXPECT_TRUE(std::equal(first, first + 3, frames[0]));
+    EXPECT_TRUE(std::equal(first, first + 3, frames[1]));
+    EXPECT_TRUE(std::equal(changed, changed + 3, frames[2]));
 }

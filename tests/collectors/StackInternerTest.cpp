@@ -26,7 +26,11 @@ struct Interning {
     Interning() { writer->open(&sink, 0); }
     uint32_t intern(std::vector<uint64_t> innermostFirst) {
         return interner.native(*ts, innermostFirst.data(), static_cast<int>(innermostFirst.size()),
-                               *writer);
+                               0, *writer);
+    }
+    // Frames in place, as the engine's walks leave them in the walk memo.
+    uint32_t internAt(const uint64_t* ips, int count, uint64_t walkSerial) {
+        return interner.native(*ts, ips, count, walkSerial, *writer);
     }
     // Node records written so far (nothing else is written here).
     uint64_t written() const { return writer->records(); }
@@ -58,4 +62,40 @@ TEST(StackInterner, ANewGenerationForgetsTheThreadsLastStack) {
     t.interner.reset();
     EXPECT_EQ(t.intern({0x3000, 0x2000, 0x1000}), before);  // ids start again
     EXPECT_EQ(t.written(), 6u);                             // and every node is written again
+}
+
+// A replayed walk leaves the very frames of a kept walk where they were: the
+// same serial at the same place as the thread's last stack is that stack, and
+// its node comes without comparing a frame. Anything else is compared: another
+// serial, another place, no serial, or a stack that was cut short.
+TEST(StackInterner, TheSameKeptWalkInPlaceIsTheLastStackUncompared) {
+    Interning t;
+    uint64_t frames[3] = {0x3000, 0x2000, 0x1000};
+    const uint32_t first = t.internAt(frames, 3, 7);
+    EXPECT_EQ(first, 3u);
+    // What the serial stands for: were the frames to differ (they cannot, when
+    // the memo replays), the node would still be the last one. Nothing is compared.
+    frames[0] = 0x3100;
+    EXPECT_EQ(t.internAt(frames, 3, 7), first);
+    EXPECT_EQ(t.written(), 3u);
+    // The same frames under another serial, or none, are compared: a new node.
+    EXPECT_EQ(t.internAt(frames, 3, 8), 4u);
+    EXPECT_EQ(t.written(), 4u);
+    frames[0] = 0x3200;
+    EXPECT_EQ(t.internAt(frames, 3, 0), 5u);
+    EXPECT_EQ(t.internAt(frames, 3, 0), 5u);  // compared, equal
+    // Serial 0 never stands for anything, even twice at one place.
+    frames[0] = 0x3300;
+    EXPECT_EQ(t.internAt(frames, 3, 0), 6u);
+    // The right serial at another place, or with another depth, is compared too.
+    t.internAt(frames, 3, 9);
+    uint64_t copy[3] = {0x3400, 0x2000, 0x1000};
+    EXPECT_EQ(t.internAt(copy, 3, 9), 7u);
+    EXPECT_EQ(t.internAt(copy + 1, 2, 9), 2u);
+    EXPECT_EQ(t.written(), 7u);
+    // A new generation forgets the serial with the stack.
+    t.internAt(copy, 3, 10);
+    t.interner.reset();
+    copy[0] = 0x3500;
+    EXPECT_EQ(t.internAt(copy, 3, 10), 3u);  // ids start again: 0x1000, 0x2000, 0x3500
 }
