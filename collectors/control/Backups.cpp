@@ -37,7 +37,8 @@ int openUnnamed(const char* directory, bool* direct) {
 
 }  // namespace
 
-bool DiskBackup::open(const char* directory, const char* name, uint64_t bytes, Failure& why) {
+bool DiskBackup::open(const char* directory, const char* name, uint64_t bytes, char* pathBuffer,
+                      Failure& why) {
     discard();
     // Only the descriptor holds the file: its space goes back to the disk when
     // the process lets go of it, however it ends (SIGKILL, the OOM killer, memtool
@@ -45,20 +46,24 @@ bool DiskBackup::open(const char* directory, const char* name, uint64_t bytes, F
     fd_ = openUnnamed(directory, &direct_);
     if (fd_ < 0) {
         const int error = errno;
-        if (error == EOPNOTSUPP || error == EISDIR) return openNamed(directory, name, bytes, why);
+        if (error == EOPNOTSUPP || error == EISDIR)
+            return openNamed(directory, name, bytes, pathBuffer, why);
         why.set("cannot create the backup file in ", directory, ": ", std::strerror(error));
         return false;
     }
-    std::snprintf(path_, sizeof path_, "%s/%s", directory, name);
+    path_ = pathBuffer;
+    std::snprintf(path_, kPathBytes, "%s/%s", directory, name);
     return claim(bytes, why);
 }
 
-bool DiskBackup::openNamed(const char* directory, const char* name, uint64_t bytes, Failure& why) {
+bool DiskBackup::openNamed(const char* directory, const char* name, uint64_t bytes,
+                           char* pathBuffer, Failure& why) {
     discard();
-    const int n = std::snprintf(path_, sizeof path_, "%s/%s.XXXXXX", directory, name);
-    if (n < 0 || static_cast<size_t>(n) >= sizeof path_) {
+    path_ = pathBuffer;
+    const int n = std::snprintf(path_, kPathBytes, "%s/%s.XXXXXX", directory, name);
+    if (n < 0 || static_cast<size_t>(n) >= kPathBytes) {
         why.set("cannot create the backup file in ", directory, ": ", std::strerror(ENAMETOOLONG));
-        path_[0] = '\0';
+        discard();
         return false;
     }
     // mkostemp: a fresh random name, exclusive, 0600, never through a file or link
@@ -72,7 +77,7 @@ bool DiskBackup::openNamed(const char* directory, const char* name, uint64_t byt
     }
     if (fd_ < 0) {
         why.set("cannot create the backup file ", path_, ": ", std::strerror(errno));
-        path_[0] = '\0';
+        discard();
         return false;
     }
     if (unlink(path_) != 0) {
@@ -185,7 +190,7 @@ bool DiskBackup::readChunks(uint64_t offset, char* data, uint64_t bytes, uint64_
 void DiskBackup::discard() {
     own::release(fd_);  // the file was unlinked when it was made
     fd_ = -1;
-    path_[0] = '\0';
+    path_ = nullptr;
 }
 
 bool HostBackup::open(MemoryBackend& backend, uint8_t device, uint64_t bytes, Failure& why) {

@@ -25,15 +25,21 @@ public:
     // Creates the file (mode 0600, only the descriptor names it: nothing is left
     // behind when the process dies) and reserves `bytes` on disk. `name` (the
     // process and the region) is for messages, and the named fallback's prefix.
-    bool open(const char* directory, const char* name, uint64_t bytes, Failure& why);
+    // `pathBuffer` (kPathBytes) holds the file's path, for messages, until
+    // discard(): the caller's, so that a table of backups need not hold 4 KiB
+    // apiece (see Regions::backupPaths_).
+    static constexpr size_t kPathBytes = 4096;
+    bool open(const char* directory, const char* name, uint64_t bytes, char* pathBuffer,
+              Failure& why);
     // open()'s way where the file system has no unnamed files: a random name after
     // `name` (mkostemp: exclusive, never through a file or link someone else put
     // there), unlinked before anything is written.
-    bool openNamed(const char* directory, const char* name, uint64_t bytes, Failure& why);
+    bool openNamed(const char* directory, const char* name, uint64_t bytes, char* pathBuffer,
+                   Failure& why);
     bool write(uint64_t offset, const void* data, uint64_t bytes, Failure& why) override;
     bool read(uint64_t offset, void* data, uint64_t bytes, Failure& why) override;
     void discard() override;
-    const char* path() const { return path_; }
+    const char* path() const { return path_ ? path_ : ""; }
     bool direct() const { return direct_; }
 
 private:
@@ -46,7 +52,7 @@ private:
 
     int fd_ = -1;
     bool direct_ = false;
-    char path_[4096] = "";
+    char* path_ = nullptr;
 };
 
 // Pinned host memory from the backend (a reused pool on CUDA): device copies go

@@ -474,6 +474,7 @@ void Regions::warmLocked() {
     for (volatile uint8_t* p = reinterpret_cast<volatile uint8_t*>(&backups_[0]);
          p < reinterpret_cast<volatile uint8_t*>(&backups_[1]); p += 1024)
         *p = *p;
+    backupPaths_[0][0] = '\0';
     paused_[0].start.store(paused_[0].start.load());
 }
 
@@ -676,7 +677,8 @@ int Regions::openBackupLocked(int region, core::BackupKind kind, uint64_t bytes,
         safe[n] = '\0';
         std::snprintf(name, sizeof name, "memtool-%d-%s-%s-%llu.pause", static_cast<int>(getpid()),
                       safe, device, static_cast<unsigned long long>(++pauses_));
-        opened = b.disk.open(backupDirectory_[0] ? backupDirectory_ : "/tmp", name, bytes, why);
+        opened = b.disk.open(backupDirectory_[0] ? backupDirectory_ : "/tmp", name, bytes,
+                             backupPaths_[slot], why);
     } else if (kind == core::BackupKind::Host) {
         MemoryBackend* backend = backendFor(r.device);
         opened = backend && b.host.open(*backend, r.device, bytes, why);

@@ -273,8 +273,10 @@ void expectAnonymousRoundTrip(bool named) {
     const std::string dir = tempDir();
     DiskBackup b;
     Failure why;
-    const bool opened = named ? b.openNamed(dir.c_str(), "memtool-1-w-cpu-1.pause", 2 * MiB, why)
-                              : b.open(dir.c_str(), "memtool-1-w-cpu-1.pause", 2 * MiB, why);
+    char path[DiskBackup::kPathBytes];
+    const bool opened =
+        named ? b.openNamed(dir.c_str(), "memtool-1-w-cpu-1.pause", 2 * MiB, path, why)
+              : b.open(dir.c_str(), "memtool-1-w-cpu-1.pause", 2 * MiB, path, why);
     ASSERT_TRUE(opened) << why.text;
     EXPECT_TRUE(filesIn(dir).empty());
     EXPECT_EQ(heldBackupsIn(dir), 1u);
