@@ -4,7 +4,8 @@
 In one invocation, for each workload, runs round after round of: bare, memtool
 (default, --no-native, --no-python, --pausable all), PyTorch's profiler (profile_memory=True,
 with_stack=True) and heaptrack, in turn, so that machine noise hits every mode
-alike. Reports, as medians of the rounds: the wall time of the whole process and
+alike (bare first in each round; the others' order turns by one a round, so that
+none always runs right after bare). Reports, as medians of the rounds: the wall time of the whole process and
 its CPU time (user + system of the process and every child it reaped: for
 memtool, the CLI and the target together), each with its ratio to bare; the
 CLI's own CPU time as a share of the target's (trace.json's cli_cpu_s and
@@ -194,8 +195,13 @@ def main():
         rss = {m: [] for m in mode_table}
         extra = {}
         failed = {}  # comparison mode -> why it failed (it is not run again)
-        for _ in range(runs):
-            for mode, wrap in mode_table.items():
+        # Bare first in every round (its time sets the comparison tools' limit), the
+        # other modes in an order that turns by one each round: no mode always runs
+        # right after bare, or last.
+        order = list(mode_table.items())
+        for round_index in range(runs):
+            turn = round_index % max(1, len(order) - 1)
+            for mode, wrap in order[:1] + order[1 + turn:] + order[1:1 + turn]:
                 if mode in failed:
                     continue
                 # A comparison tool may hang where memtool does not (heaptrack 1.4 on the
