@@ -1,15 +1,23 @@
 #include "collectors/StackInterner.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "core/Protocol.h"
 
 namespace memtool::collectors {
 
+namespace {
+// The last generation any interner of this process took: generations are unique
+// across interners, because threads' caches outlive them (a test's engines, one
+// after another on one thread, each start at the same count otherwise).
+std::atomic<uint64_t> gLastGeneration{1};
+}  // namespace
+
 void StackInterner::reset() {
     native_.clear();
     python_.clear();
-    ++generation_;
+    generation_ = gLastGeneration.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 uint32_t StackInterner::native(ThreadState& ts, const uint64_t* ips, int count, uint64_t walkSerial,

@@ -3,7 +3,8 @@
 // line): each stack becomes the id of its innermost node, and each node new to the
 // stream is written once as a node record. Ids are per stream: reset() starts a
 // new stream (a new generation), and every per-thread cache of an older
-// generation is stale. Not thread-safe: the engine calls it under its lock.
+// generation is stale. Generations are unique in the process, whichever
+// interner took them. Not thread-safe: the engine calls it under its lock.
 
 #include <cstdint>
 

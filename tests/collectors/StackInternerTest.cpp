@@ -99,3 +99,24 @@ TEST(StackInterner, TheSameKeptWalkInPlaceIsTheLastStackUncompared) {
     copy[0] = 0x3500;
     EXPECT_EQ(t.internAt(copy, 3, 10), 3u);  // ids start again: 0x1000, 0x2000, 0x3500
 }
+
+// A thread's last stack outlives the interner that made it (the engines of a
+// test binary, one after another on one thread): another interner, once reset,
+// never takes its nodes, by comparison or by a walk's serial.
+TEST(StackInterner, AnotherInternerNeverTakesTheThreadsLastStack) {
+    Interning first, second;
+    first.interner.reset();
+    uint64_t frames[3] = {0x3000, 0x2000, 0x1000};
+    EXPECT_EQ(first.internAt(frames, 3, 5), 3u);
+    EXPECT_EQ(first.internAt(frames, 3, 6), 3u);  // its nodes: 1, 2, 3
+    second.ts = std::move(first.ts);              // the same thread
+    second.interner.reset();
+    frames[0] = 0x4000;                            // the outer two in common with the last stack
+    EXPECT_EQ(second.internAt(frames, 3, 7), 3u);  // 0x1000, 0x2000, 0x4000: ids from 1
+    EXPECT_EQ(second.written(), 3u);
+    frames[0] = 0x3000;
+    first.ts = std::move(second.ts);  // back to the first, whose stack was 0x3000's
+    first.interner.reset();
+    EXPECT_EQ(first.internAt(frames, 3, 7), 3u);  // written again: a new stream
+    EXPECT_EQ(first.written(), 6u);
+}
