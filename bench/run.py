@@ -5,9 +5,10 @@ In one invocation, for each workload, runs round after round of: bare, memtool
 (default, --no-native, --no-python, --pausable all), PyTorch's profiler (profile_memory=True,
 with_stack=True) and heaptrack, in turn, so that machine noise hits every mode
 alike (bare first in each round; the others' order turns by one a round, so that
-none always runs right after bare). Reports, as medians of the rounds: the wall time of the whole process and
-its CPU time (user + system of the process and every child it reaped: for
-memtool, the CLI and the target together), each with its ratio to bare; the
+none always runs right after bare). Reports, as medians of the rounds: the wall
+time of the whole process and its CPU time (user + system of the process and
+every child it reaped: for memtool, the CLI and the target together), each with
+its ratio to bare; the
 CLI's own CPU time as a share of the target's (trace.json's cli_cpu_s and
 cpu_s); the nanoseconds added per tracked allocation (from wall and from CPU
 time); and memtool's own memory: the target's peak RSS over bare, and the CLI's

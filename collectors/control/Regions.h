@@ -306,9 +306,11 @@ private:
     // The backups' file paths (DiskBackup's messages), apart from backups_: each
     // slot holds vtable pointers, which the loader writes into this static table
     // at every process start, whether or not a region is ever used; with 4 KiB of
-    // path inside each slot, that wrote (and copied) 256 pages, 1 MiB, ~3 ms a
+    // path inside each slot, that wrote (and copied) 256 pages, 1 MiB, ~4 ms a
     // process here. Packed, the slots take 5 pages, and paths only the pages used.
-    char backupPaths_[kMaxBackups][DiskBackup::kPathBytes] = {};
+    // Page-aligned: each path is one page, so warming the first (warmLocked) is
+    // warming all a first pause writes of it.
+    alignas(4096) char backupPaths_[kMaxBackups][DiskBackup::kPathBytes] = {};
     bool opBusy_[kMaxRegions] = {};   // under opMu_: the regions the operation works on
     int opOpened_[kMaxRegions] = {};  // under opMu_: the backup slot each one fills
     MappedArray<Allocation> allocations_;
