@@ -98,7 +98,7 @@ ElfSymbolizer& CollectorConnection::symbolizer() {
     return symbolizer_;
 }
 
-void CollectorConnection::drain(std::vector<uint8_t>& buffer) {
+void CollectorConnection::drain(ReadBuffer& buffer) {
     for (;;) {
         pollfd p{fd_, POLLIN, 0};
         if (!open() || poll(&p, 1, 0) <= 0) return;
@@ -106,7 +106,7 @@ void CollectorConnection::drain(std::vector<uint8_t>& buffer) {
     }
 }
 
-ssize_t CollectorConnection::receive(std::vector<uint8_t>& buffer) {
+ssize_t CollectorConnection::receive(ReadBuffer& buffer) {
     iovec iov{buffer.data(), buffer.size()};
     alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
     msghdr m{};
@@ -181,7 +181,7 @@ void CollectorConnection::fold(const uint8_t* data, size_t len) {
     }
 }
 
-void CollectorConnection::readAvailable(std::vector<uint8_t>& buffer) {
+void CollectorConnection::readAvailable(ReadBuffer& buffer) {
     if (!open() || busy_) return;
     struct Busy {
         bool& flag;

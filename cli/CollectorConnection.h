@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -23,6 +24,21 @@
 #include "core/StreamDecoder.h"
 
 namespace memtool::cli {
+
+// Room for one read. Its bytes are left as the allocator gives them (a large one
+// fresh pages, not yet mapped): a run whose streams send little touches little
+// of it, where a zero-filled megabyte cost every run 256 page faults before its
+// target started.
+class ReadBuffer {
+public:
+    explicit ReadBuffer(size_t size) : bytes_(new uint8_t[size]), size_(size) {}
+    uint8_t* data() { return bytes_.get(); }
+    size_t size() const { return size_; }
+
+private:
+    std::unique_ptr<uint8_t[]> bytes_;
+    size_t size_;
+};
 
 class CollectorConnection {
 public:
@@ -37,10 +53,10 @@ public:
     // Reads what has arrived (one read into `buffer`) and folds it. The connection
     // closes at the end of the stream, on a read error or on bytes that can never
     // be a stream; error() says which of the last two.
-    void readAvailable(std::vector<uint8_t>& buffer);
+    void readAvailable(ReadBuffer& buffer);
     // Reads and folds everything that has arrived by now (without waiting): what
     // the process wrote before it asked memtool run a question is then counted.
-    void drain(std::vector<uint8_t>& buffer);
+    void drain(ReadBuffer& buffer);
 
     // Sends a request down the stream; its reply comes to the reply handler. A
     // stream that ends first answers every outstanding request with a Failed reply
@@ -75,7 +91,7 @@ private:
     void close();
     // One read of the socket; a descriptor that comes with it (the first one: the
     // collector's shared send buffer) is kept, any other closed.
-    ssize_t receive(std::vector<uint8_t>& buffer);
+    ssize_t receive(ReadBuffer& buffer);
     // At the end of a stream without its End record: the bytes of whole records
     // the process had buffered and not sent, from its shared buffer (input like
     // any other: they go through fold()), and the counts it kept beside them.

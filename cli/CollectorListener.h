@@ -65,10 +65,8 @@ private:
     pid_t target_ = 0;
     std::vector<std::unique_ptr<CollectorConnection>> connections_;
     std::vector<std::string> refusals_;
-    std::vector<uint8_t> buffer_ =
-        std::vector<uint8_t>(1 << 20);  // one read's worth, shared by all streams
-    std::vector<uint8_t> drainBuffer_ =
-        std::vector<uint8_t>(1 << 16);  // for reads made while buffer_ is being folded
+    ReadBuffer buffer_{1 << 20};       // one read's worth, shared by all streams
+    ReadBuffer drainBuffer_{1 << 16};  // for reads made while buffer_ is being folded
 };
 
 }  // namespace memtool::cli

@@ -148,7 +148,7 @@ void ControlServer::handle(std::list<Client>::iterator client, const std::string
         // Asked by the process about itself: the records it sent before asking are
         // in the socket already; fold them first.
         if (!c) return answer(client, {{"status", "no_such_process"}});
-        std::vector<uint8_t> buffer(64 * 1024);
+        ReadBuffer buffer(64 * 1024);
         c->drain(buffer);
         if (op == "snapshot") return answer(client, snapshotAnswer(*c));
         TensorsQuery query;

@@ -280,7 +280,11 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
     for (const auto& c : listener.connections())
         if (!c->aggregator().handshake() && !c->error().empty())
             warnings.push_back("a collector's stream broke before its handshake: " + c->error());
-    for (const auto& [pid, name] : childrenOf(getpid()))
+    // Those left running: only memtool's own children can be (it is their subreaper),
+    // and /proc is read (a file per process of the machine) only when it has any.
+    const std::map<pid_t, std::string> left =
+        target.childrenLeft() ? childrenOf(getpid()) : std::map<pid_t, std::string>{};
+    for (const auto& [pid, name] : left)
         if (!lastOfPid.count(pid))
             warnings.push_back(fmt::format(
                 "pid {} ({}) was still running when memtool run stopped waiting and had not "

@@ -71,7 +71,7 @@ struct Folded {
 // The peer's bytes up to its hang-up, folded as memtool run folds them.
 Folded readToTheEnd(int socket) {
     cli::CollectorConnection connection(socket);
-    std::vector<uint8_t> buffer(64 * 1024);
+    cli::ReadBuffer buffer(64 * 1024);
     while (connection.open()) connection.readAvailable(buffer);
     Folded f;
     f.allocs = connection.aggregator().allocsReceived();

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -430,6 +431,37 @@ TEST(RunPython, WaitChildrenZeroLeavesADaemonRunningUnwaited) {
                            "to 10000000\n"),
               std::string::npos)
         << bad.err;
+}
+
+// A process the program left running that never connected (it loads no tracked
+// allocator) is not in the trace, and the trace says so, naming it; one that had
+// ended is not named. memtool reads /proc for them only when it has children left.
+TEST(RunPython, AProcessLeftRunningThatNeverConnectedIsNamed) {
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o =
+        run({MEMTOOL_BIN, "run", "-q", "--wait-children", "0", "-o", trace, "--", "/bin/sh", "-c",
+             "sleep 60 </dev/null >/dev/null 2>&1 & p=$!; "
+             // named sleep once it has exec'd
+             "until read -r n </proc/$p/comm && [ \"$n\" = sleep ]; do :; done; echo $p"});
+    const pid_t sleeper = static_cast<pid_t>(std::atoi(o.out.c_str()));
+    ASSERT_GT(sleeper, 0) << o.out;
+    kill(sleeper, SIGKILL);
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    const nlohmann::json processes = readJson(trace).at("processes");
+    ASSERT_EQ(processes.size(), 1u) << processes.dump(1);
+    EXPECT_EQ(processes.at(0).at("warnings"),
+              nlohmann::json::array({"the program loaded no allocator memtool tracks (no libc10 "
+                                     "CPU allocator)",
+                                     "pid " + std::to_string(sleeper) +
+                                         " (sleep) was still running when memtool run stopped "
+                                         "waiting and had not connected: it is not in the trace"}));
+
+    // Nothing left: only what is said of any such program.
+    o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", "/bin/sh", "-c", "/bin/true; exit 3"});
+    ASSERT_EQ(o.exitCode, 3) << o.err;
+    EXPECT_EQ(readJson(trace).at("processes").at(0).at("warnings"),
+              nlohmann::json::array(
+                  {"the program loaded no allocator memtool tracks (no libc10 CPU allocator)"}));
 }
 
 TEST(RunPython, TargetRunsOnWhenTheCliDies) {
