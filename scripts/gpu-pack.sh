@@ -2,8 +2,8 @@
 # Packs into .carry/gpu/ (git-ignored; it travels beside the tracked files) what a GPU
 # machine lacks to run scripts/gpu-check.sh: the built memtool and collector, the test
 # binaries (unit_tests, e2e_tests) with the test doubles they run, and the shared
-# libraries these need that are not glibc, libstdc++ or libgcc: libdw, libelf, libfmt,
-# libunwind.so.8 (which the collector dlopens) and theirs. No headers: the GPU side
+# libraries these need that are not glibc, libstdc++ or libgcc: libunwind.so.8 (which the
+# collector dlopens) and its own (elfutils and fmt are linked in). No headers: the GPU side
 # compiles only the CUDA parts, which need the CUDA toolkit and torch, nothing of Debian.
 #   scripts/gpu-pack.sh             build (scripts/setup.sh), then pack
 #   scripts/gpu-pack.sh --no-build  pack what BUILD_DIR (default build/) holds

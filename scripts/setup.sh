@@ -10,6 +10,7 @@ PACKAGES=(
   libfmt-dev libcli11-dev nlohmann-json3-dev robin-map-dev
   libgtest-dev libgmock-dev
   libunwind-dev libdw-dev libelf-dev
+  zlib1g-dev liblzma-dev libbz2-dev  # the archives libdw.a needs: the CLI links elfutils in
   libtorch-dev python3-torch
   python3-torchvision  # bench/workloads/resnet18.py
   heaptrack

@@ -18,9 +18,11 @@ MEMTOOL_GPU_PACK=$pack BUILD_DIR=$build "$src/scripts/gpu-pack.sh" --no-build
 bytes=$(du -sb "$pack" | cut -f1)
 ((bytes < 16 * 1024 * 1024)) || fail "the pack is $bytes bytes; it should stay well under 64 MiB"
 for f in bin/memtool bin/unit_tests bin/e2e_tests lib/libmemtool_collector.so lib/deps/libunwind.so.8 \
-    lib/deps/libdw.so.1 lib/deps/libfmt.so.9 fakes/cuda_runtime_user; do
+    fakes/cuda_runtime_user; do
     [ -f "$pack/$f" ] || fail "$f is not in the pack"
 done
+# elfutils and fmt are linked into memtool: neither is loaded at its start.
+! env -i ldd "$pack/bin/memtool" | grep -E '^\s*lib(dw|elf|fmt)\.so' || fail "bin/memtool loads elfutils or fmt"
 
 # Complete: without LD_LIBRARY_PATH, each binary resolves every library that is not
 # part of glibc, libstdc++ or libgcc inside the pack.
