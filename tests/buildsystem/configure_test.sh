@@ -2,7 +2,8 @@
 # The build options do what they say, at configure time: MEMTOOL_CUDA=AUTO|ON|OFF
 # (a missing toolkit is simulated with CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit), bad
 # values get a one-line reason, and MEMTOOL_SANITIZE instruments memtool's own
-# processes but no library that is injected into another program.
+# processes but no library that is injected into another program; the CLI links
+# elfutils statically when every archive is there, shared otherwise.
 # usage: configure_test.sh CMAKE GENERATOR SOURCE_DIR CUDA_FOUND(0|1)
 set -euo pipefail
 cmake=$1 generator=$2 src=$3 cuda_found=$4
@@ -77,4 +78,12 @@ wrong = sorted(t for t in own if not instrumented.get(t)) + sorted(t for t in in
 if wrong:
     sys.exit(f"configure_test: wrongly (un)instrumented or missing: {wrong}; all: {instrumented}")
 PY
-echo "configure_test: MEMTOOL_CUDA and MEMTOOL_SANITIZE behave"
+# The CLI links elfutils' archives where every one is installed (as setup.sh makes
+# sure), the shared libraries where one is missing: simulated by ignoring the
+# directories that hold them (libunwind, found there too, named instead).
+grep -qF "elfutils: static, " "$scratch/cuda-off.log" || fail "cuda-off: elfutils is not linked from its archives"
+unwind=$(sed -n 's/^LIBUNWIND_SHARED:FILEPATH=//p' "$scratch/cuda-off/CMakeCache.txt")
+expect_success elfutils-shared "elfutils: shared (not every archive is installed)" -DMEMTOOL_CUDA=OFF \
+    "-DCMAKE_IGNORE_PATH=/usr/lib/x86_64-linux-gnu;/lib/x86_64-linux-gnu" "-DLIBUNWIND_SHARED=$unwind"
+
+echo "configure_test: MEMTOOL_CUDA, MEMTOOL_SANITIZE and elfutils behave"
