@@ -8,8 +8,10 @@ alike (bare first in each round; the others' order turns by one a round, so that
 none always runs right after bare). Reports, as medians of the rounds: the wall
 time of the whole process and its CPU time (user + system of the process and
 every child it reaped: for memtool, the CLI and the target together), each with
-its ratio to bare; the
-CLI's own CPU time as a share of the target's (trace.json's cli_cpu_s and
+its ratio to bare; the paired ratio (the median of each round's run over that
+round's bare run, with its 95% confidence interval: bench/stats.py), which the
+goals in bench/RESULTS.md are judged by from run 30 on, and the least run over
+bare's least; the CLI's own CPU time as a share of the target's (trace.json's cli_cpu_s and
 cpu_s); the nanoseconds added per tracked allocation (from wall and from CPU
 time); and memtool's own memory: the target's peak RSS over bare, and the CLI's
 peak RSS.
@@ -37,6 +39,8 @@ import sys
 import tempfile
 import threading
 import time
+
+import stats
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"  # Debian's, with python3-torch
@@ -265,7 +269,15 @@ def main():
             row = {"workload": name, "mode": mode, "median_s": med, "ratio": med / bare, "cpu_s": cpu,
                    "cpu_ratio": cpu / bare_cpu, "runs": len(walls[mode]),
                    "minor_faults": statistics.median(faults[mode]),
-                   "minor_faults_range": [min(faults[mode]), max(faults[mode])]}
+                   "minor_faults_range": [min(faults[mode]), max(faults[mode])],
+                   "walls": walls[mode], "cpus": cpus[mode]}  # every round's, in order
+            if mode != "bare":
+                # Each round's run over that round's bare run: what the goals are judged by
+                # (bench/stats.py says why).
+                p = stats.summary(walls[mode], walls["bare"])
+                row["paired_ratio"], row["paired_interval"], row["least_ratio"] = \
+                    p["paired"], p["interval"], p["least"]
+                row["paired_cpu_ratio"] = stats.summary(cpus[mode], cpus["bare"])["paired"]
             if mode.startswith("memtool"):
                 e = extra[mode]
                 row["allocs"] = e["allocs"]
@@ -298,23 +310,33 @@ def main():
         f"Python {platform.python_version()} (runner); {runs} rounds, medians; wall and CPU time of the whole "
         "process (for memtool: the CLI and the target).",
         "",
-        "| workload | mode | wall s | wall ratio | CPU s | CPU ratio | CLI CPU / target's | ns added per alloc, wall "
+        "Paired: the median of each round's ratio to that round's bare run, with the 95% distribution-free "
+        "interval for it (bench/stats.py; none under 6 rounds); least: the least run over bare's least.",
+        "",
+        "| workload | mode | wall s | wall ratio | paired wall ratio (95%) | least | CPU s | CPU ratio "
+        "| paired CPU ratio | CLI CPU / target's | ns added per alloc, wall "
         "| ns added per alloc, CPU | target RSS over bare, MiB | memtool CLI RSS, MiB | minor faults, thousands: "
         "median (range) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "failed" in r:
             why = r["failed"].replace("|", "/")[:120]
-            lines.append(f"| {r['workload']} | {r['mode']} | failed: {why} | | | | | | | | | |")
+            lines.append(f"| {r['workload']} | {r['mode']} | failed: {why} | | | | | | | | | | | | |")
             continue
         lo, hi = r["minor_faults_range"]
         flt = f"{r['minor_faults'] / 1000:.0f} ({lo / 1000:.0f}-{hi / 1000:.0f})"
         share = f"{100 * r['cli_cpu_share']:.1f}%" if "cli_cpu_share" in r else ""
         trss = mib(r["target_rss_over_bare"]) if "target_rss_over_bare" in r else ("n/a" if "cli_rss" in r else "")
         crss = mib(r["cli_rss"]) if "cli_rss" in r else ""
-        lines.append(f"| {r['workload']} | {r['mode']} | {r['median_s']:.3f} | {r['ratio']:.3f} | {r['cpu_s']:.3f} "
-                     f"| {r['cpu_ratio']:.3f} | {share} | {ns(r, 'ns_per_alloc')} | {ns(r, 'cpu_ns_per_alloc')} "
+        paired = least = paired_cpu = ""
+        if r.get("paired_ratio") is not None:
+            iv = r["paired_interval"]
+            paired = f"{r['paired_ratio']:.3f}" + (f" ({iv[0]:.3f}-{iv[1]:.3f})" if iv else "")
+            least = f"{r['least_ratio']:.3f}"
+            paired_cpu = f"{r['paired_cpu_ratio']:.3f}"
+        lines.append(f"| {r['workload']} | {r['mode']} | {r['median_s']:.3f} | {r['ratio']:.3f} | {paired} | {least} "
+                     f"| {r['cpu_s']:.3f} | {r['cpu_ratio']:.3f} | {paired_cpu} | {share} | {ns(r, 'ns_per_alloc')} | {ns(r, 'cpu_ns_per_alloc')} "
                      f"| {trss} | {crss} | {flt} |")
     table = "\n".join(lines)
     print(table)
