@@ -42,6 +42,10 @@ std::vector<char*> pointers(const std::vector<std::string>& strings) {
 }
 
 // In the child: only async-signal-safe calls from here on (the parent built every string).
+// The child of vfork() shares memory with memtool and runs on its stack until the
+// exec: these calls change nothing memtool keeps (the signal mask and dispositions,
+// and the file limit, are the child's own; execvpe searches PATH on the stack), and
+// memtool installs no signal handler that could run here.
 [[noreturn]] void execChild(char* const* argv, char* const* envp, const ChildSignals& signals,
                             int errorPipe) {
     sigaction(SIGPIPE, &signals.pipe, nullptr);
@@ -67,12 +71,14 @@ TargetProcess launchTarget(const std::vector<std::string>& command,
     // Best effort: without it an orphaned descendant's collector is refused.
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     const auto started = TargetProcess::Clock::now();
-    pid_t child = fork();
+    // vfork, not fork: copying memtool's page tables took 1 ms of every run's start,
+    // in front of the program (bench/RESULTS.md, run 32).
+    pid_t child = vfork();
     if (child < 0) {
         int err = errno;
         close(pipeFds[0]);
         close(pipeFds[1]);
-        throw core::Error(core::kExitRunFailed, std::string("fork: ") + std::strerror(err));
+        throw core::Error(core::kExitRunFailed, std::string("vfork: ") + std::strerror(err));
     }
     if (child == 0) execChild(argv.data(), envp.data(), signals, pipeFds[1]);
     close(pipeFds[1]);

@@ -1,5 +1,5 @@
 #pragma once
-// Starting the program to profile: fork, then in the child the signal mask and
+// Starting the program to profile: vfork, then in the child the signal mask and
 // SIGPIPE's disposition memtool started with, and exec with the environment given. memtool becomes
 // a child subreaper first, so that the program's descendants whose parents exit are re-parented to
 // memtool rather than to init, and stay recognisable as the program's (CollectorListener). An exec
