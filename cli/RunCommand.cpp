@@ -93,8 +93,15 @@ std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std:
         {core::kEnvControlSocket, controlSocket},
         {core::kEnvOptions,
          fmt::format(
-             "native={},python={},cudahooks={},pausable={}{}{}", options.nativeStacks ? 1 : 0,
+             "native={},python={},cudahooks={},pausable={},run={}{}{}{}",
+             options.nativeStacks ? 1 : 0,
              options.pythonStacks ? 1 : 0, cuda.runtimeHooks ? 1 : 0, options.pausableAll ? 1 : 0,
+             // The program is memtool run's child (the collector's control thread
+             // waits until it is needed there only: ControlChannel.h).
+             getpid(),
+             // A live view shows what a quiet program did last: the collector's
+             // control thread sends it from the start.
+             options.live ? ",control=1" : "",
              options.hostPoolBytes ? fmt::format(",hostpool={}", *options.hostPoolBytes) : "",
              foldingOption())},
     };

@@ -112,6 +112,7 @@ uint64_t pathHash(const char* s) {
 // Inside a pausable region (memtool.region), storages come from the collector's
 // own pages instead, which a pause can release while their addresses stay.
 int hookPosixMemalign(void** out, size_t alignment, size_t size) noexcept {
+    control::startIfWanted();
     if (gRegions.value.threadInRegionForCpu(size)) {
         control::Failure why;
         void* p = gRegions.value.serve(core::kDeviceCpu, size, alignment, why);
@@ -133,6 +134,7 @@ int hookPosixMemalign(void** out, size_t alignment, size_t size) noexcept {
 
 void hookFree(void* p) noexcept {
     if (!p) return free(p);
+    control::startIfWanted();
     const uint64_t address = reinterpret_cast<uint64_t>(p);
     if (gRegions.value.release(address)) return;  // recorded and released there
     engine().free(address);
@@ -430,7 +432,14 @@ void ensureConnected() {
         on_exit(rememberExitStatus, nullptr);
     }
     // Commands from `memtool ctl` come down the same socket.
-    control::startControlThread(gSink.value, e, gCommands.value);
+    // Only the program itself waits for its control thread: its stream is flushed
+    // when it ends, and memtool run waits for that. A descendant may still run,
+    // quiet, when memtool run stops waiting for it: its thread sends what it did.
+    const bool theProgram = !id.forked && e.options().runPid != 0 &&
+                            static_cast<int>(getppid()) == e.options().runPid;
+    control::startControlThread(gSink.value, e, gCommands.value,
+                                !theProgram || e.options().controlAtStart ||
+                                    e.options().pausableAll);
 }
 
 // The engine's reopener: a fork child's first event (or the first after an exec
@@ -481,6 +490,7 @@ void atForkParent() {
 void atForkChild() {
     Engine& e = engine();
     e.childAfterFork();
+    control::forgetControlThread();
     gRegions.value.childAfterFork();
     gRegions.value.unlockTableAfterFork();
     // The child gets a stream of its own at its first event: a child that execs at

@@ -24,6 +24,7 @@
 #include "collectors/OwnDescriptors.h"
 #include "collectors/ProgramEnd.h"
 #include "collectors/TorchBridgeLoader.h"
+#include "collectors/control/ControlChannel.h"
 #include "collectors/control/Courtesy.h"
 #include "collectors/control/Regions.h"
 
@@ -222,9 +223,24 @@ extern "C" {
 
 // noinline: the return address must be the program's call site.
 __attribute__((visibility("default"), noinline)) void* dlopen(const char* file, int mode) {
+    memtool::collectors::control::enterLoader();
     void* handle = memtool::collectors::dlopenForCaller(file, mode, __builtin_return_address(0));
+    memtool::collectors::control::leaveLoader();
     if (handle) memtool::collectors::refreshModules();
     return handle;
+}
+
+// A program that starts a thread of its own is multi-threaded from now on: the
+// collector's control thread costs it nothing more, and starts with it
+// (control/ControlChannel.h).
+__attribute__((visibility("default"))) int pthread_create(pthread_t* thread,
+                                                          const pthread_attr_t* attr,
+                                                          void* (*start)(void*), void* arg) {
+    using Fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "pthread_create"));
+    const int rc = real ? real(thread, attr, start, arg) : EAGAIN;
+    if (rc == 0) memtool::collectors::control::startControlThreadNow();
+    return rc;
 }
 
 // The unloaded code's cached frame rules must go: another library may be mapped
@@ -232,7 +248,9 @@ __attribute__((visibility("default"), noinline)) void* dlopen(const char* file, 
 __attribute__((visibility("default"))) int dlclose(void* handle) {
     using Fn = int (*)(void*);
     static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "dlclose"));
+    memtool::collectors::control::enterLoader();
     const int rc = real ? real(handle) : -1;
+    memtool::collectors::control::leaveLoader();
     memtool::collectors::codeUnloaded();
     return rc;
 }
@@ -490,6 +508,9 @@ __attribute__((visibility("default"))) int memtool_region_enter(const char* tag,
     } else if (!tag ? control::regions().enterNone(why)
                     : control::regions().enter(tag, static_cast<memtool::core::BackupKind>(backup),
                                                why)) {
+        // A program with regions is one `memtool ctl` lists: their bytes reach
+        // memtool run while it is quiet.
+        if (tag) control::startControlThreadNow();
         return 0;
     }
     return failedWith(why, out, size);

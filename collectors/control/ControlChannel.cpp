@@ -1,9 +1,13 @@
 #include "collectors/control/ControlChannel.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "collectors/CPythonApi.h"
 #include "collectors/Engine.h"
 #include "collectors/RecursionGuard.h"
 #include "collectors/SocketSink.h"
@@ -21,6 +26,13 @@
 #include "collectors/control/OwnThread.h"
 #include "collectors/control/Regions.h"
 #include "core/Protocol.h"
+
+#if __has_include(<sys/single_threaded.h>)
+#include <sys/single_threaded.h>
+#define MEMTOOL_HAVE_SINGLE_THREADED 1
+#else
+#define MEMTOOL_HAVE_SINGLE_THREADED 0
+#endif
 
 namespace memtool::collectors::control {
 
@@ -236,7 +248,161 @@ void RegionCommands::streamEnded() {
     if (courtesy_) courtesy_->abandon();
 }
 
-bool startControlThread(SocketSink& sink, Engine& engine, CommandHandler& handler) {
+std::atomic<bool> gControlWanted{false};
+
+namespace {
+
+// The current stream's thread: made (kArmed) and waiting to start, or started.
+enum : int { kNone = 0, kArmed = 1, kStarted = 2 };
+std::atomic<int> gState{kNone};
+Channel* gArmed = nullptr;
+std::atomic<int> gWakeFd{-1};  // the socket that signals its thread, while armed
+timer_t gRetry;
+bool gHaveRetry = false;
+int gRetryTag;  // the retry timer's signals carry its address
+std::atomic<int> gInLoader{0};
+struct sigaction gPrevious;
+bool gHandlerSet = false;
+// A Python main thread that runs only Python makes no system call and may make
+// no allocation for long: the interpreter runs a pending call of ours between two
+// bytecodes instead (asked once from the handler, on that thread itself, so that
+// the interpreter sees it: from another thread 3.11 and 3.12 do not look). The
+// interpreter takes its queue's lock to add it; the thread holds that lock only
+// while it takes a pending call out, and nothing of ours is queued before this.
+CPythonApi gWakePython;
+bool gWakeHasPython = false;
+std::atomic<bool> gAskedPython{false};
+std::atomic<int> gRetries{0};
+
+int startFromPython(void*) {
+    startControlThreadNow();
+    return 0;
+}
+
+bool singleThreaded() {
+#if MEMTOOL_HAVE_SINGLE_THREADED
+    return __libc_single_threaded != 0;
+#else
+    return false;
+#endif
+}
+
+// The interrupted thread sleeps in a system call: either the call returns EINTR
+// (the instruction pointer just after it) or the kernel restarts it (the pointer
+// back on it, the call's number in rax again). There the only thread of the
+// process is in nothing that starting a thread uses: malloc makes no call that
+// sleeps, the loader is excluded (enterLoader), and what does sleep (stdio
+// reading a pipe, a wait) holds nothing pthread_create touches. x86-64 only;
+// elsewhere the thread starts at the next allocation, free or bytecode.
+bool inSleepingCall(const void* context) {
+#if defined(__x86_64__)
+    const auto* uc = static_cast<const ucontext_t*>(context);
+    const uint64_t ip = static_cast<uint64_t>(uc->uc_mcontext.gregs[REG_RIP]);
+    const int64_t ax = static_cast<int64_t>(uc->uc_mcontext.gregs[REG_RAX]);
+    const auto* code = reinterpret_cast<const uint8_t*>(ip);
+    const uint64_t inPage = ip & 4095;
+    if (ax == -EINTR && inPage >= 2 && code[-2] == 0x0f && code[-1] == 0x05) return true;
+    if (inPage <= 4094 && code[0] == 0x0f && code[1] == 0x05) {
+        switch (ax) {
+            case SYS_read: case SYS_readv: case SYS_recvfrom: case SYS_recvmsg:
+            case SYS_write: case SYS_writev: case SYS_sendto: case SYS_sendmsg:
+            case SYS_open: case SYS_openat: case SYS_accept: case SYS_accept4:
+            case SYS_connect: case SYS_wait4: case SYS_waitid: case SYS_futex:
+            case SYS_flock: case SYS_fcntl: case SYS_msgrcv: case SYS_msgsnd:
+            case SYS_semop: case SYS_semtimedop: case SYS_ioctl: case SYS_pause:
+            case SYS_rt_sigsuspend: case SYS_rt_sigtimedwait: case SYS_epoll_wait:
+            case SYS_epoll_pwait: case SYS_poll: case SYS_ppoll: case SYS_select:
+            case SYS_pselect6: case SYS_nanosleep: case SYS_clock_nanosleep:
+                return true;
+            default:
+                return false;
+        }
+    }
+#else
+    (void)context;
+#endif
+    return false;
+}
+
+void passOn(int sig, siginfo_t* info, void* context) {
+    if (gPrevious.sa_flags & SA_SIGINFO) {
+        if (gPrevious.sa_sigaction) gPrevious.sa_sigaction(sig, info, context);
+    } else if (gPrevious.sa_handler != SIG_DFL && gPrevious.sa_handler != SIG_IGN) {
+        gPrevious.sa_handler(sig);
+    }
+}
+
+void onWake(int sig, siginfo_t* info, void* context) {
+    const int fd = gWakeFd.load(std::memory_order_relaxed);
+    const bool retry = info->si_code == SI_TIMER && info->si_value.sival_ptr == &gRetryTag;
+    const bool socket = fd >= 0 && info->si_code >= POLL_IN && info->si_code <= POLL_HUP &&
+                        info->si_fd == fd;
+    if (!retry && !socket) return passOn(sig, info, context);
+    // Only a request wants the thread: not room to write, nor the stream's end
+    // (memtool run closing it), which no request follows.
+    if ((socket && info->si_code != POLL_IN) || gState.load() != kArmed) return;
+    const int savedErrno = errno;
+    gControlWanted.store(true, std::memory_order_relaxed);
+    if (singleThreaded() && !RecursionGuard::active && gInLoader.load() == 0 &&
+        inSleepingCall(context)) {
+        startControlThreadNow();
+    } else {
+        if (gWakeHasPython && !gAskedPython.exchange(true) && gWakePython.IsInitialized() &&
+            !(gWakePython.IsFinalizing && gWakePython.IsFinalizing()))
+            gWakePython.AddPendingCall(startFromPython, nullptr);
+        // Every 2 ms for 10 s at most: a program that neither sleeps in a call,
+        // allocates, nor runs Python for that long leaves it to its next event.
+        if (gHaveRetry && gRetries.fetch_add(1) < 5000) {
+            itimerspec again{};
+            again.it_value.tv_nsec = 2'000'000;
+            timer_settime(gRetry, 0, &again, nullptr);
+        }
+    }
+    errno = savedErrno;
+}
+
+// The socket signals this thread when a request arrives. False when it cannot
+// (the thread is then started at once).
+bool armWake(SocketSink& sink) {
+    const int fd = sink.acquire();
+    if (fd < 0) return false;
+    sink.release();  // the descriptor stays the stream's while it is open
+    if (!gHandlerSet) {
+        struct sigaction sa {};
+        sa.sa_sigaction = onWake;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGURG, &sa, &gPrevious) != 0) return false;
+        gHandlerSet = true;
+    }
+    // Resolved here: dlsym is no call for a signal handler.
+    if (!gWakeHasPython) gWakeHasPython = gWakePython.resolvePendingCalls();
+    if (!gHaveRetry) {
+        sigevent ev{};
+        ev.sigev_notify = SIGEV_THREAD_ID;
+        ev.sigev_signo = SIGURG;
+        ev.sigev_value.sival_ptr = &gRetryTag;
+        ev._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));  // sigev_notify_thread_id
+        gHaveRetry = timer_create(CLOCK_MONOTONIC, &ev, &gRetry) == 0;
+    }
+    f_owner_ex owner{F_OWNER_TID, static_cast<pid_t>(syscall(SYS_gettid))};
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETSIG, SIGURG) != 0 || fcntl(fd, F_SETOWN_EX, &owner) != 0)
+        return false;
+    gWakeFd.store(fd);
+    if (fcntl(fd, F_SETFL, flags | O_ASYNC) != 0) {
+        gWakeFd.store(-1);
+        return false;
+    }
+    // A request that came before the signal was asked for.
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 0) > 0) gControlWanted.store(true, std::memory_order_relaxed);
+    return true;
+}
+
+}  // namespace
+
+bool startControlThread(SocketSink& sink, Engine& engine, CommandHandler& handler, bool atOnce) {
     void* mem =
         mmap(nullptr, sizeof(Channel), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     void* answerMem =
@@ -245,7 +411,41 @@ bool startControlThread(SocketSink& sink, Engine& engine, CommandHandler& handle
     auto* c = static_cast<Channel*>(mem);
     *c = Channel{&sink, &engine, &handler, static_cast<char*>(answerMem)};
     std::memset(answerMem, 0, kAnswerBytes);
-    return startOwnThread(run, c, "memtool-ctl");
+    gArmed = c;
+    gAskedPython.store(false);
+    gRetries.store(0);
+    gState.store(kArmed);
+    if (atOnce || !singleThreaded() || !armWake(sink)) startControlThreadNow();
+    return true;
+}
+
+void startControlThreadNow() {
+    int armed = kArmed;
+    if (!gState.compare_exchange_strong(armed, kStarted)) return;
+    gControlWanted.store(false, std::memory_order_relaxed);
+    // From here the thread reads the requests: no more signals for them.
+    const int fd = gWakeFd.exchange(-1);
+    if (fd >= 0) {
+        const int flags = fcntl(fd, F_GETFL);
+        if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_ASYNC);
+    }
+    if (gHaveRetry) {
+        itimerspec off{};
+        timer_settime(gRetry, 0, &off, nullptr);
+    }
+    startOwnThread(run, gArmed, "memtool-ctl");
+}
+
+void enterLoader() { gInLoader.fetch_add(1); }
+void leaveLoader() { gInLoader.fetch_sub(1); }
+
+void forgetControlThread() {
+    gState.store(kNone);
+    gWakeFd.store(-1);
+    gControlWanted.store(false);
+    gHaveRetry = false;  // timers are not inherited
+    gAskedPython.store(false);
+    gInLoader.store(0);
 }
 
 }  // namespace memtool::collectors::control

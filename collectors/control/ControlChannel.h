@@ -9,6 +9,7 @@
 // holds the engine's lock across a device call: commands go through Regions,
 // which takes its own locks and calls the engine only to record.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -58,9 +59,42 @@ private:
     LiveTensors* tensors_;
 };
 
-// Starts the thread for one stream. False when it cannot be started (the
-// program runs on; `memtool ctl` then gets no answer from this process).
-bool startControlThread(SocketSink& sink, Engine& engine, CommandHandler& handler);
+// The thread for one stream: started now where `atOnce` (a process other than the
+// program memtool run started, which may still run, quiet, when memtool run stops
+// waiting for it; a run with a live view or --pausable all, whose state must reach
+// memtool run while the program is quiet) or the process has threads already;
+// else when it is first needed.
+//
+// A second thread, even an idle one, makes glibc and libstdc++ take their
+// thread-safe paths in the program's own code for good: posix_memalign takes its
+// arena's lock (49 against 80 ns an allocation and free here), and small_tensors
+// runs ~2% slower (bench/RESULTS.md, run 32). So a single-threaded program gets
+// the thread when
+//   - it starts a thread of its own (pthread_create, interposed);
+//   - a request arrives: the socket signals its thread (SIGURG, with O_ASYNC),
+//     whose handler starts ours where the thread sleeps in a system call (no
+//     lock or state of the C library can be held there by the only thread),
+//     and otherwise leaves it to the program's next allocation or free (which
+//     calls startIfWanted()), trying again on a 2 ms timer meanwhile;
+//   - it declares a region (startControlThreadNow()).
+// Until then, records a quiet program left in the buffer wait for its next event
+// (or its end); every reply flushes them first.
+// False when the thread cannot be made (the program runs on; `memtool ctl` then
+// gets no answer from this process).
+bool startControlThread(SocketSink& sink, Engine& engine, CommandHandler& handler, bool atOnce);
+// Starts the thread of the current stream if it waits to be started.
+void startControlThreadNow();
+// Called by the allocation hooks: starts it where a request asked for it.
+extern std::atomic<bool> gControlWanted;
+inline void startIfWanted() {
+    if (__builtin_expect(gControlWanted.load(std::memory_order_relaxed), 0)) startControlThreadNow();
+}
+// The program is inside dlopen or dlclose (the loader's state is in flux):
+// no thread is started from the signal handler then.
+void enterLoader();
+void leaveLoader();
+// In a fork child: the parent's thread is not there, nor its wake-up.
+void forgetControlThread();
 
 // Decodes Request records from a byte buffer (exposed for tests): calls
 // onRequest(id, argc, argv) for each complete one and returns the bytes used;

@@ -490,7 +490,7 @@ TEST(ControlChannel, AnswersRequestsFromTheStream) {
         }
     } handler(commands);
     std::future<void> ended = handler.ended.get_future();
-    ASSERT_TRUE(startControlThread(f.sink, f.engine, handler));
+    ASSERT_TRUE(startControlThread(f.sink, f.engine, handler, /*atOnce=*/true));
     auto request = [&](uint64_t id, std::vector<std::string> argv) {
         size_t bytes = 0;
         for (const auto& a : argv) bytes += a.size();

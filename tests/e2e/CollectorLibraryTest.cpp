@@ -59,7 +59,7 @@ TEST(CollectorLibrary, ExportsOnlyItsCSurface) {
         "_exit",  "close",  "close_range", "closefrom",        "dlopen",       "dlclose",
         "execve", "execv",  "execvp",      "execvpe",          "fexecve",      "execl",
         "execlp", "execle", "kill",        "posix_spawn",      "posix_spawnp", "waitpid",
-        "wait4",  "wait",   "waitid",      "__libc_start_main"};
+        "wait4",  "wait",   "waitid",      "__libc_start_main", "pthread_create"};
     static const std::regex declaration(R"(\n[a-z][a-z0-9_ ]*\*? ?(memtool_[a-z0-9_]+)\()");
     const std::string h = text.str();
     for (std::sregex_iterator it(h.begin(), h.end(), declaration), end; it != end; ++it)

@@ -1,9 +1,11 @@
 // Live insight: `memtool ctl PID tensors` and `snapshot` asked of a running
 // program, memtool.report_tensors() and memtool.snapshot() from inside it, and an
 // out-of-memory error captured with what held the memory then (Debian's torch, CPU).
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -347,6 +349,73 @@ TEST(LiveInsight, TensorsReachesAMainThreadThatOnlyRunsPython) {
     EXPECT_EQ(cpu.at("device"), "cpu");
     EXPECT_EQ(tensorBytes(cpu), (std::map<std::string, uint64_t>{{"weights", 1000000}}))
         << tensors.dump();
+    EXPECT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out.substr(o.out.find('\n') + 1), "done\n");
+}
+
+namespace {
+
+// The names of `pid`'s threads (/proc/PID/task/*/comm), sorted.
+std::vector<std::string> threadNames(const std::string& pid) {
+    std::vector<std::string> names;
+    const std::string tasks = "/proc/" + pid + "/task";
+    if (DIR* d = opendir(tasks.c_str())) {
+        while (const dirent* e = readdir(d)) {
+            if (e->d_name[0] == '.') continue;
+            std::ifstream comm(tasks + "/" + e->d_name + "/comm");
+            std::string name;
+            std::getline(comm, name);
+            names.push_back(name);
+        }
+        closedir(d);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+}  // namespace
+
+// The collector's control thread costs a single-threaded program glibc's locked
+// paths (bench/RESULTS.md, run 32), so it starts when a request comes: here the
+// program's only thread is blocked in a system call, and the request is answered.
+TEST(ControlThread, StartsWhenARequestComesToAProgramThatHasOneThread) {
+    const std::string dir = tempDir(), fifo = dir + "/fifo";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    std::vector<std::string> before, after;
+    Outcome status;
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", dir + "/t.json", "--", PYTHON_BIN,
+                     script("quiet_main.py"), fifo},
+                    "", controlEnv(), [&](pid_t, const std::string& first) {
+                        const std::string pid = first.substr(first.find(' ') + 1);
+                        before = threadNames(pid);
+                        status = ctl({pid, "status"}, controlEnv());
+                        after = threadNames(pid);
+                        std::ofstream(fifo) << "go\n";  // lets it go on
+                    });
+    EXPECT_EQ(before, std::vector<std::string>{"python3"});
+    EXPECT_EQ(status.exitCode, 0) << status.err;
+    EXPECT_EQ(status.out, "No pausable regions.\n");
+    EXPECT_EQ(after, (std::vector<std::string>{"memtool-ctl", "python3"}));
+    EXPECT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out.substr(o.out.find('\n') + 1), "done\n");
+    // Nothing the program did was lost to the signal that woke it.
+    const json process = readJson(dir + "/t.json").at("processes").at(0);
+    EXPECT_EQ(process.at("stream").at("verified"), true) << process.dump(1);
+    EXPECT_TRUE(process.at("complete").get<bool>());
+}
+
+// A program that starts a thread of its own has the control thread from then on.
+TEST(ControlThread, StartsWithTheProgramsFirstThread) {
+    const std::string dir = tempDir(), fifo = dir + "/fifo";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    std::vector<std::string> names;
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", dir + "/t.json", "--", PYTHON_BIN,
+                     script("quiet_main.py"), fifo, "thread"},
+                    "", controlEnv(), [&](pid_t, const std::string& first) {
+                        names = threadNames(first.substr(first.find(' ') + 1));
+                        std::ofstream(fifo) << "go\n";
+                    });
+    EXPECT_EQ(names, (std::vector<std::string>{"memtool-ctl", "python3", "python3"}));
     EXPECT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out.substr(o.out.find('\n') + 1), "done\n");
 }
