@@ -25,6 +25,7 @@
 #include "collectors/control/LiveTensors.h"
 #include "collectors/control/OwnThread.h"
 #include "collectors/control/Regions.h"
+#include "collectors/control/SignalChain.h"
 #include "core/Protocol.h"
 
 #if __has_include(<sys/single_threaded.h>)
@@ -324,20 +325,15 @@ bool inSleepingCall(const void* context) {
     return false;
 }
 
-void passOn(int sig, siginfo_t* info, void* context) {
-    if (gPrevious.sa_flags & SA_SIGINFO) {
-        if (gPrevious.sa_sigaction) gPrevious.sa_sigaction(sig, info, context);
-    } else if (gPrevious.sa_handler != SIG_DFL && gPrevious.sa_handler != SIG_IGN) {
-        gPrevious.sa_handler(sig);
-    }
-}
-
 void onWake(int sig, siginfo_t* info, void* context) {
     const int fd = gWakeFd.load(std::memory_order_relaxed);
     const bool retry = info->si_code == SI_TIMER && info->si_value.sival_ptr == &gRetryTag;
     const bool socket = fd >= 0 && info->si_code >= POLL_IN && info->si_code <= POLL_HUP &&
                         info->si_fd == fd;
-    if (!retry && !socket) return passOn(sig, info, context);
+    if (!retry && !socket) {
+        callPrevious(gPrevious, sig, info, context);  // SIGURG's default is to ignore it
+        return;
+    }
     // Only a request wants the thread: not room to write, nor the stream's end
     // (memtool run closing it), which no request follows.
     if ((socket && info->si_code != POLL_IN) || gState.load() != kArmed) return;
@@ -377,15 +373,16 @@ bool armWake(SocketSink& sink) {
     }
     // Resolved here: dlsym is no call for a signal handler.
     if (!gWakeHasPython) gWakeHasPython = gWakePython.resolvePendingCalls();
+    const pid_t thread = static_cast<pid_t>(syscall(SYS_gettid));
     if (!gHaveRetry) {
         sigevent ev{};
         ev.sigev_notify = SIGEV_THREAD_ID;
         ev.sigev_signo = SIGURG;
         ev.sigev_value.sival_ptr = &gRetryTag;
-        ev._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));  // sigev_notify_thread_id
+        ev._sigev_un._tid = thread;  // sigev_notify_thread_id
         gHaveRetry = timer_create(CLOCK_MONOTONIC, &ev, &gRetry) == 0;
     }
-    f_owner_ex owner{F_OWNER_TID, static_cast<pid_t>(syscall(SYS_gettid))};
+    f_owner_ex owner{F_OWNER_TID, thread};
     const int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETSIG, SIGURG) != 0 || fcntl(fd, F_SETOWN_EX, &owner) != 0)
         return false;
@@ -415,13 +412,13 @@ bool startControlThread(SocketSink& sink, Engine& engine, CommandHandler& handle
     gAskedPython.store(false);
     gRetries.store(0);
     gState.store(kArmed);
-    if (atOnce || !singleThreaded() || !armWake(sink)) startControlThreadNow();
+    if (atOnce || !singleThreaded() || !armWake(sink)) return startControlThreadNow();
     return true;
 }
 
-void startControlThreadNow() {
+bool startControlThreadNow() {
     int armed = kArmed;
-    if (!gState.compare_exchange_strong(armed, kStarted)) return;
+    if (!gState.compare_exchange_strong(armed, kStarted)) return false;
     gControlWanted.store(false, std::memory_order_relaxed);
     // From here the thread reads the requests: no more signals for them.
     const int fd = gWakeFd.exchange(-1);
@@ -433,7 +430,7 @@ void startControlThreadNow() {
         itimerspec off{};
         timer_settime(gRetry, 0, &off, nullptr);
     }
-    startOwnThread(run, gArmed, "memtool-ctl");
+    return startOwnThread(run, gArmed, "memtool-ctl");
 }
 
 void enterLoader() { gInLoader.fetch_add(1); }
@@ -444,7 +441,6 @@ void forgetControlThread() {
     gWakeFd.store(-1);
     gControlWanted.store(false);
     gHaveRetry = false;  // timers are not inherited
-    gAskedPython.store(false);
     gInLoader.store(0);
 }
 

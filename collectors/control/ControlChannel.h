@@ -82,8 +82,9 @@ private:
 // False when the thread cannot be made (the program runs on; `memtool ctl` then
 // gets no answer from this process).
 bool startControlThread(SocketSink& sink, Engine& engine, CommandHandler& handler, bool atOnce);
-// Starts the thread of the current stream if it waits to be started.
-void startControlThreadNow();
+// Starts the thread of the current stream if it waits to be started; true when
+// this call started it.
+bool startControlThreadNow();
 // Called by the allocation hooks: starts it where a request asked for it.
 extern std::atomic<bool> gControlWanted;
 inline void startIfWanted() {

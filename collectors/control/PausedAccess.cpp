@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "collectors/control/Regions.h"
+#include "collectors/control/SignalChain.h"
 
 namespace memtool::collectors::control {
 
@@ -73,11 +74,7 @@ void onSegv(int sig, siginfo_t* info, void* context) {
         return;  // the access faults again, now fatally
     }
     // Not ours: what would have happened without memtool.
-    if (gPrevious.sa_flags & SA_SIGINFO) {
-        if (gPrevious.sa_sigaction) return gPrevious.sa_sigaction(sig, info, context);
-    } else if (gPrevious.sa_handler != SIG_DFL && gPrevious.sa_handler != SIG_IGN) {
-        return gPrevious.sa_handler(sig);
-    }
+    if (callPrevious(gPrevious, sig, info, context)) return;
     struct sigaction fallback {};
     fallback.sa_handler = SIG_DFL;
     sigaction(SIGSEGV, &fallback, nullptr);
