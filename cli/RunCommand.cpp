@@ -94,8 +94,8 @@ std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std:
         {core::kEnvOptions,
          fmt::format(
              "native={},python={},cudahooks={},pausable={},run={}{}{}{}",
-             options.nativeStacks ? 1 : 0,
-             options.pythonStacks ? 1 : 0, cuda.runtimeHooks ? 1 : 0, options.pausableAll ? 1 : 0,
+             options.nativeStacks ? 1 : 0, options.pythonStacks ? 1 : 0, cuda.runtimeHooks ? 1 : 0,
+             options.pausableAll ? 1 : 0,
              // The program is memtool run's child (the collector's control thread
              // waits until it is needed there only: ControlChannel.h).
              getpid(),

@@ -435,11 +435,11 @@ void ensureConnected() {
     // Only the program itself waits for its control thread: its stream is flushed
     // when it ends, and memtool run waits for that. A descendant may still run,
     // quiet, when memtool run stops waiting for it: its thread sends what it did.
-    const bool theProgram = !id.forked && e.options().runPid != 0 &&
-                            static_cast<int>(getppid()) == e.options().runPid;
-    control::startControlThread(gSink.value, e, gCommands.value,
-                                !theProgram || e.options().controlAtStart ||
-                                    e.options().pausableAll);
+    const bool theProgram =
+        !id.forked && e.options().runPid != 0 && static_cast<int>(getppid()) == e.options().runPid;
+    control::startControlThread(
+        gSink.value, e, gCommands.value,
+        !theProgram || e.options().controlAtStart || e.options().pausableAll);
 }
 
 // The engine's reopener: a fork child's first event (or the first after an exec

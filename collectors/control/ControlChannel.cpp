@@ -304,20 +304,20 @@ bool inSleepingCall(const void* context) {
     const uint64_t inPage = ip & 4095;
     if (ax == -EINTR && inPage >= 2 && code[-2] == 0x0f && code[-1] == 0x05) return true;
     if (inPage <= 4094 && code[0] == 0x0f && code[1] == 0x05) {
-        switch (ax) {
-            case SYS_read: case SYS_readv: case SYS_recvfrom: case SYS_recvmsg:
-            case SYS_write: case SYS_writev: case SYS_sendto: case SYS_sendmsg:
-            case SYS_open: case SYS_openat: case SYS_accept: case SYS_accept4:
-            case SYS_connect: case SYS_wait4: case SYS_waitid: case SYS_futex:
-            case SYS_flock: case SYS_fcntl: case SYS_msgrcv: case SYS_msgsnd:
-            case SYS_semop: case SYS_semtimedop: case SYS_ioctl: case SYS_pause:
-            case SYS_rt_sigsuspend: case SYS_rt_sigtimedwait: case SYS_epoll_wait:
-            case SYS_epoll_pwait: case SYS_poll: case SYS_ppoll: case SYS_select:
-            case SYS_pselect6: case SYS_nanosleep: case SYS_clock_nanosleep:
-                return true;
-            default:
-                return false;
-        }
+        // The calls that can wait; a restart of any other (none sleeps) is not one.
+        static constexpr long kSleeping[] = {
+            SYS_read,          SYS_readv,           SYS_recvfrom,   SYS_recvmsg,
+            SYS_write,         SYS_writev,          SYS_sendto,     SYS_sendmsg,
+            SYS_open,          SYS_openat,          SYS_accept,     SYS_accept4,
+            SYS_connect,       SYS_wait4,           SYS_waitid,     SYS_futex,
+            SYS_flock,         SYS_fcntl,           SYS_msgrcv,     SYS_msgsnd,
+            SYS_semop,         SYS_semtimedop,      SYS_ioctl,      SYS_pause,
+            SYS_rt_sigsuspend, SYS_rt_sigtimedwait, SYS_epoll_wait, SYS_epoll_pwait,
+            SYS_poll,          SYS_ppoll,           SYS_select,     SYS_pselect6,
+            SYS_nanosleep,     SYS_clock_nanosleep};
+        for (const long call : kSleeping)
+            if (ax == call) return true;
+        return false;
     }
 #else
     (void)context;
@@ -328,8 +328,8 @@ bool inSleepingCall(const void* context) {
 void onWake(int sig, siginfo_t* info, void* context) {
     const int fd = gWakeFd.load(std::memory_order_relaxed);
     const bool retry = info->si_code == SI_TIMER && info->si_value.sival_ptr == &gRetryTag;
-    const bool socket = fd >= 0 && info->si_code >= POLL_IN && info->si_code <= POLL_HUP &&
-                        info->si_fd == fd;
+    const bool socket =
+        fd >= 0 && info->si_code >= POLL_IN && info->si_code <= POLL_HUP && info->si_fd == fd;
     if (!retry && !socket) {
         callPrevious(gPrevious, sig, info, context);  // SIGURG's default is to ignore it
         return;

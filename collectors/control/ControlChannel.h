@@ -88,7 +88,8 @@ bool startControlThreadNow();
 // Called by the allocation hooks: starts it where a request asked for it.
 extern std::atomic<bool> gControlWanted;
 inline void startIfWanted() {
-    if (__builtin_expect(gControlWanted.load(std::memory_order_relaxed), 0)) startControlThreadNow();
+    if (__builtin_expect(gControlWanted.load(std::memory_order_relaxed), 0))
+        startControlThreadNow();
 }
 // The program is inside dlopen or dlclose (the loader's state is in flux):
 // no thread is started from the signal handler then.

@@ -56,9 +56,9 @@ TEST(CollectorLibrary, ExportsOnlyItsCSurface) {
     std::stringstream text;
     text << header.rdbuf();
     std::set<std::string> declared{
-        "_exit",  "close",  "close_range", "closefrom",        "dlopen",       "dlclose",
-        "execve", "execv",  "execvp",      "execvpe",          "fexecve",      "execl",
-        "execlp", "execle", "kill",        "posix_spawn",      "posix_spawnp", "waitpid",
+        "_exit",  "close",  "close_range", "closefrom",         "dlopen",        "dlclose",
+        "execve", "execv",  "execvp",      "execvpe",           "fexecve",       "execl",
+        "execlp", "execle", "kill",        "posix_spawn",       "posix_spawnp",  "waitpid",
         "wait4",  "wait",   "waitid",      "__libc_start_main", "pthread_create"};
     static const std::regex declaration(R"(\n[a-z][a-z0-9_ ]*\*? ?(memtool_[a-z0-9_]+)\()");
     const std::string h = text.str();
