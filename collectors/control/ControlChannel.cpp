@@ -418,8 +418,11 @@ bool startControlThread(SocketSink& sink, Engine& engine, CommandHandler& handle
 
 bool startControlThreadNow() {
     int armed = kArmed;
-    if (!gState.compare_exchange_strong(armed, kStarted)) return false;
+    const bool mine = gState.compare_exchange_strong(armed, kStarted);
+    // Cleared either way: a wake-up that saw the thread armed can set it after
+    // another thread started it, and the hooks would then try at every event.
     gControlWanted.store(false, std::memory_order_relaxed);
+    if (!mine) return false;
     // From here the thread reads the requests: no more signals for them.
     const int fd = gWakeFd.exchange(-1);
     if (fd >= 0) {
