@@ -18,11 +18,12 @@ namespace {
 // The header, then the buffer's two halves (the records, and what fold() writes).
 constexpr size_t kSharedBytes = core::kTailHeaderBytes + 2 * RecordWriter::kBufferBytes;
 
-// The clock as of the kernel's last tick (1-10 ms): enough to tell a buffer
-// that filled in a few milliseconds from one that took a second.
-uint64_t coarseNowNs() {
+// The precise clock: a buffer's rate is judged over spans of a few
+// milliseconds, which the kernel tick's coarse clock (4 ms here) would misjudge
+// by a third. Read twice a buffer.
+uint64_t preciseNowNs() {
     timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
@@ -214,7 +215,7 @@ void RecordWriter::addSpan(SpanKind kind) {
 }
 
 void RecordWriter::restartSpans() {
-    bufferStartNs_ = folding_ == Folding::Fast ? coarseNowNs() : 0;
+    bufferStartNs_ = folding_ == Folding::Fast ? preciseNowNs() : 0;
     spanCount_ = 0;
     factCount_ = 0;
     ++generation_;
@@ -238,9 +239,7 @@ size_t RecordWriter::eventRecords() const {
 }
 
 bool RecordWriter::cameFast(size_t events) const {
-    if (events < kFoldLeastEvents) return false;
-    const uint64_t ms = (coarseNowNs() - bufferStartNs_) / 1'000'000;
-    return events >= kFoldEventsPerMs * ms;
+    return cameFastOver(events, preciseNowNs() - bufferStartNs_);
 }
 
 void RecordWriter::fold(size_t events) {

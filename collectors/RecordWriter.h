@@ -56,6 +56,13 @@ public:
     };
     static constexpr uint64_t kFoldEventsPerMs = 2000;
     static constexpr size_t kFoldLeastEvents = 1024;
+    // Whether `events` event records that took `spanNs` came fast enough to be
+    // folded: at least kFoldLeastEvents, at kFoldEventsPerMs or faster, the
+    // span measured to the nanosecond (a span of 12.9 ms is not 12).
+    static constexpr bool cameFastOver(uint64_t events, uint64_t spanNs) {
+        static_assert(1'000'000 % kFoldEventsPerMs == 0);
+        return events >= kFoldLeastEvents && spanNs <= events * (1'000'000 / kFoldEventsPerMs);
+    }
     // Starts a stream on `sink`: counters and buffer start empty. The buffer is
     // one `memtool run` can read after a kill (core::TailHeader), made here the
     // first time and handed to the sink; without it (no memfd), a private one.
@@ -258,7 +265,7 @@ private:
     // Facts are kept for this buffer: Folding::Always, or the one before came fast.
     bool noteFacts_ = false;
     Folding folding_ = Folding::Fast;
-    uint64_t bufferStartNs_ = 0;  // CLOCK_MONOTONIC_COARSE when the buffer was last emptied
+    uint64_t bufferStartNs_ = 0;  // CLOCK_MONOTONIC when the buffer was last emptied
     WindowCompactor compactor_;
     uint8_t* scratch_ = nullptr;  // an oversized record being encoded
     size_t scratchBytes_ = 0;
