@@ -35,6 +35,16 @@ TEST(PointerMap, MatchesAReferenceMapThroughGrowthAndDeletion) {
     EXPECT_FALSE(map.erase(0x1234, &size));
 }
 
+// A table starts small and grows with what it holds: a hash spreads its keys
+// over every page it has, and each page first touched is a page fault.
+TEST(PointerMap, StartsAtAFewPagesAndGrowsWithItsKeys) {
+    PointerMap map;
+    for (uint64_t i = 1; i <= 100; ++i) ASSERT_TRUE(map.insert(i * 64, i));
+    EXPECT_EQ(map.mappedBytes(), 256u * 16);  // 256 slots of 16 bytes: one page
+    for (uint64_t i = 101; i <= 10000; ++i) ASSERT_TRUE(map.insert(i * 64, i));
+    EXPECT_EQ(map.mappedBytes(), 32768u * 16);  // at most half full
+}
+
 TEST(FrameTrie, IdsAreDenseAndStable) {
     FrameTrie trie;
     bool created;
