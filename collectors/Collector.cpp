@@ -209,11 +209,22 @@ struct ModuleEntry {
 
 class Scan {
 public:
-    Scan() = default;
+    constexpr Scan() = default;
     Scan(const Scan&) = delete;
     Scan& operator=(const Scan&) = delete;
     ~Scan() {
         if (arena_) munmap(arena_, arenaBytes_);
+    }
+    // Starts a scan in the memory of the last one (under gScanMutex): every dlopen
+    // scans, and pages mapped afresh each time would each be faulted in again.
+    void restart() {
+        modules.clear();
+        patchedNew = false;
+        visited = 0;
+        noUnloads = false;
+        subs = 0;
+        arenaUsed_ = 0;
+        retired_.release();
     }
     // A copy of `s` that lives as long as the scan; null when memory ran out.
     const char* keep(const char* s, size_t n) {
@@ -251,8 +262,10 @@ private:
         size_t bytes;
     };
     struct Retired : MappedArray<Block> {
-        ~Retired() {
+        ~Retired() { release(); }
+        void release() {
             for (size_t i = 0; i < size(); ++i) munmap((*this)[i].base, (*this)[i].bytes);
+            clear();
         }
     };
     char* arena_ = nullptr;
@@ -260,6 +273,9 @@ private:
     size_t arenaUsed_ = 0;
     Retired retired_;
 };
+
+// The scan of each refresh, and the second one of a stream that starts afresh.
+constinit NoDestroy<Scan> gScans[2];
 
 const char* mainExecutable(size_t* len) {
     static char path[4096];
@@ -551,9 +567,10 @@ bool startCollector() {
 void refreshModules() {
     if (!gConfigured) return;
     Engine& e = engine();
-    Scan scan;
     pthread_mutex_lock(&gScanMutex);
     ScanState& state = scanState();
+    Scan& scan = gScans[0].value;
+    scan.restart();
     dl_iterate_phdr(scanModule, &scan);
     const bool anyPatched = state.allocatorPatched.size() > 0;
     const bool wasActive = e.active();
@@ -561,10 +578,11 @@ void refreshModules() {
     const bool active = e.active();
     // A stream that starts afresh, after an earlier one of this process that it
     // does not continue, knows no module yet: every one is announced again.
-    Scan again;
+    Scan& again = gScans[1].value;
     Scan* found = &scan;
     if (active && !wasActive && !e.continuesIds() && state.described.size() > 0) {
         state.described.clear();
+        again.restart();
         dl_iterate_phdr(scanModule, &again);
         found = &again;
     }
