@@ -13,6 +13,7 @@
 #include "collectors/HighDescriptor.h"
 #include "collectors/OwnDescriptors.h"
 #include "core/Protocol.h"
+#include "core/Tail.h"
 
 namespace memtool::collectors {
 
@@ -67,6 +68,12 @@ bool SocketSink::awaitAdmission(int timeoutMs, const char** why) {
 }
 
 void SocketSink::adopt(int fd) {
+    // Room in the kernel for two of the writer's buffers: at the default (208 KiB)
+    // every full buffer (256 KiB) made the program sleep until memtool run had read
+    // part of it, a context switch per send (15 in a run of small_tensors). Asked
+    // for, not required: the kernel caps it at net.core.wmem_max.
+    const int sendBytes = static_cast<int>(2 * core::kTailBufferBytes);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sendBytes, sizeof sendBytes);
     struct stat st {};
     if (fstat(fd, &st) == 0) {
         device_ = st.st_dev;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -143,6 +144,27 @@ __attribute__((noinline)) void allocateHere(Engine& e, uint64_t key) {
 }
 
 }  // namespace
+
+// The kernel holds two of the writer's 256 KiB buffers: a full one is sent
+// without the program sleeping until memtool run has read part of it. Linux
+// doubles what is asked for, up to twice net.core.wmem_max.
+TEST(SocketSink, TheKernelHoldsTwoBuffersOfRecords) {
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    SocketSink sink;
+    sink.adopt(fds[0]);
+    int got = 0;
+    socklen_t len = sizeof got;
+    ASSERT_EQ(getsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &got, &len), 0);
+    long wmemMax = 0;
+    FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fscanf(f, "%ld", &wmemMax), 1);
+    std::fclose(f);
+    EXPECT_EQ(got, 2 * std::min<long>(2 * 256 * 1024, wmemMax));
+    sink.close();
+    close(fds[1]);
+}
 
 TEST(Engine, RecordsExactlyWhatItIsTold) {
     Stream s;
