@@ -35,7 +35,8 @@ FrameRule FrameRule::unpack(uint64_t bits) {
 namespace {
 
 std::atomic<uint64_t> gUnloads{0};
-std::atomic<uint64_t> gRuleReads{0};  // rules read from .eh_frame (ruleReads)
+std::atomic<uint64_t> gRuleReads{0};      // rules read from .eh_frame (ruleReads)
+std::atomic<uint64_t> gModuleLookups{0};  // the loader asked by a walk (moduleLookups)
 
 // ---- reading .eh_frame ---------------------------------------------------------
 // The formats are the LSB's (.eh_frame, .eh_frame_hdr) and DWARF's call frame
@@ -366,10 +367,11 @@ bool runCfi(const uint8_t* p, const uint8_t* end, const Cie& cie, uint64_t dataB
     return r.ok;
 }
 
-// The module holding pc: its .eh_frame_hdr, found through the program headers.
+// The module holding pc: its .eh_frame_hdr and its span, found through the
+// program headers.
 struct ModuleLookup {
     uint64_t pc;
-    const uint8_t* ehFrameHdr = nullptr;
+    ModuleSpan span{};
     bool found = false;
 };
 
@@ -377,19 +379,47 @@ int findModule(dl_phdr_info* info, size_t, void* data) {
     auto* m = static_cast<ModuleLookup*>(data);
     const ElfW(Phdr)* hdr = nullptr;
     bool holds = false;
+    uint64_t low = ~uint64_t(0), high = 0;
     for (int i = 0; i < info->dlpi_phnum; ++i) {
         const auto& ph = info->dlpi_phdr[i];
         if (ph.p_type == PT_LOAD) {
             const uint64_t start = info->dlpi_addr + ph.p_vaddr;
             if (m->pc >= start && m->pc < start + ph.p_memsz) holds = true;
+            if (start < low) low = start;
+            if (start + ph.p_memsz > high) high = start + ph.p_memsz;
         } else if (ph.p_type == PT_GNU_EH_FRAME) {
             hdr = &ph;
         }
     }
     if (!holds) return 0;
     m->found = true;
-    if (hdr) m->ehFrameHdr = reinterpret_cast<const uint8_t*>(info->dlpi_addr + hdr->p_vaddr);
+    m->span.low = low;
+    m->span.high = high;
+    if (hdr) m->span.ehFrameHdr = reinterpret_cast<const uint8_t*>(info->dlpi_addr + hdr->p_vaddr);
     return 1;
+}
+
+// The .eh_frame_hdr of the module holding pc (null: none, or no module holds
+// it), from the thread's spans when one holds pc, else from the loader. A slot
+// found moves to the front; a new one goes there and the last goes.
+const uint8_t* ehFrameHdrFor(ThreadState& ts, uint64_t pc) {
+    ModuleSpan* spans = ts.moduleSpans;
+    int i = 0;
+    while (i < kModuleSpans && !(pc >= spans[i].low && pc < spans[i].high)) ++i;
+    ModuleSpan found;
+    if (i < kModuleSpans) {
+        found = spans[i];
+    } else {
+        ModuleLookup module{pc};
+        dl_iterate_phdr(findModule, &module);
+        gModuleLookups.fetch_add(1, std::memory_order_relaxed);
+        if (!module.found) return nullptr;  // not kept: code may be loaded there later
+        found = module.span;
+        i = kModuleSpans - 1;
+    }
+    for (; i > 0; --i) spans[i] = spans[i - 1];
+    spans[0] = found;
+    return found.ehFrameHdr;
 }
 
 // The FDE covering pc, by the binary search table of .eh_frame_hdr (the only
@@ -422,6 +452,10 @@ FrameRule unsupported() {
     r.kind = FrameRule::Unsupported;
     return r;
 }
+
+// The rule for pc from the .eh_frame of the module whose header is ehFrameHdr
+// (null: Unsupported).
+FrameRule ruleIn(const uint8_t* ehFrameHdr, uint64_t pc);
 
 // ---- the walk --------------------------------------------------------------------
 
@@ -475,7 +509,7 @@ bool stackBounds(ThreadState& ts) {
     if (way < kUnwindRuleWays) {
         found = set[way];
     } else {
-        found = {pc, frameRuleFor(pc).pack()};
+        found = {pc, ruleIn(ehFrameHdrFor(ts, pc), pc).pack()};
         gRuleReads.fetch_add(1, std::memory_order_relaxed);
         way = kUnwindRuleWays - 1;  // the least recently read goes
     }
@@ -490,10 +524,16 @@ bool stackBounds(ThreadState& ts) {
 FrameRule frameRuleFor(uint64_t pc) {
     ModuleLookup module{pc};
     dl_iterate_phdr(findModule, &module);
-    if (!module.ehFrameHdr) return unsupported();
-    const uint8_t* fde = findFde(module.ehFrameHdr, pc);
+    return ruleIn(module.span.ehFrameHdr, pc);
+}
+
+namespace {
+
+FrameRule ruleIn(const uint8_t* ehFrameHdr, uint64_t pc) {
+    if (!ehFrameHdr) return unsupported();
+    const uint8_t* fde = findFde(ehFrameHdr, pc);
     if (!fde) return unsupported();
-    const uint64_t dataBase = reinterpret_cast<uint64_t>(module.ehFrameHdr);
+    const uint64_t dataBase = reinterpret_cast<uint64_t>(ehFrameHdr);
     Reader r{fde, fde + 8};
     const uint32_t length = r.fixed<uint32_t>();
     if (!r.ok || length == 0 || length == 0xffffffffu) return unsupported();
@@ -544,9 +584,13 @@ FrameRule frameRuleFor(uint64_t pc) {
     return rule;
 }
 
+}  // namespace
+
 void codeUnloaded() { gUnloads.fetch_add(1, std::memory_order_relaxed); }
 
 uint64_t ruleReads() { return gRuleReads.load(std::memory_order_relaxed); }
+
+uint64_t moduleLookups() { return gModuleLookups.load(std::memory_order_relaxed); }
 
 // The walk proper, behind memtool_cfi_backtrace's register capture: regs holds
 // its caller's return address (never null), stack pointer after the return, and
@@ -562,6 +606,7 @@ extern "C"
     if (ts->unwindRulesGeneration != unloads) {
         std::memset(ts->unwindRules, 0, sizeof ts->unwindRules);
         std::memset(ts->recentWalk, 0, sizeof ts->recentWalk);
+        std::memset(ts->moduleSpans, 0, sizeof ts->moduleSpans);
         ts->unwindRulesGeneration = unloads;
     }
     const uint64_t stopStart = ts->walkStopStart, stopEnd = ts->walkStopEnd;

@@ -34,7 +34,8 @@ struct FrameRule {
 // The rule for code address `pc` (a return address minus one), read from the
 // .eh_frame of the module that holds it. Unsupported when no module or no FDE
 // covers it, or its rule is not one of the common ones. Takes the dynamic
-// loader's lock (dl_iterate_phdr); allocates nothing.
+// loader's lock (dl_iterate_phdr); allocates nothing. (A walk reads rules through
+// its thread's module spans instead, asking the loader once per module.)
 FrameRule frameRuleFor(uint64_t pc);
 
 // A library was unloaded: every thread's cached rules are stale (dlclose hook).
@@ -43,6 +44,9 @@ void codeUnloaded();
 // How many rules walks have read from .eh_frame in this process (each a
 // dl_iterate_phdr and an FDE search): a thread's cache misses.
 uint64_t ruleReads();
+// How many times walks asked the loader which module holds a code address
+// (dl_iterate_phdr): the rule reads whose module the thread's spans did not hold.
+uint64_t moduleLookups();
 
 // The calling thread's return addresses, innermost first, starting with its
 // caller's own: what unw_backtrace gives from the same call site. `ts` is the

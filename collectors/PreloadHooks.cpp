@@ -243,11 +243,13 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t* thread,
     return rc;
 }
 
-// The unloaded code's cached frame rules must go: another library may be mapped
-// at its addresses next.
+// The unloaded code's cached frame rules and module spans must go: another
+// library may be mapped at its addresses next. Before the unload as well as
+// after: a walk that starts while it runs must not keep a span of its module.
 __attribute__((visibility("default"))) int dlclose(void* handle) {
     using Fn = int (*)(void*);
     static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "dlclose"));
+    memtool::collectors::codeUnloaded();
     memtool::collectors::control::enterLoader();
     const int rc = real ? real(handle) : -1;
     memtool::collectors::control::leaveLoader();

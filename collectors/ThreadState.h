@@ -64,6 +64,17 @@ struct WalkMemo {
     }
 };
 
+// A loaded module's address span (its lowest PT_LOAD start to its highest end:
+// the loader reserves the whole span, so nothing else lies inside it) and its
+// .eh_frame_hdr (null: none). A thread's rule reads look up the module of each
+// new code address here before asking the loader (dl_iterate_phdr, which walks
+// every loaded object: 300 of them once torch is imported).
+struct ModuleSpan {
+    uint64_t low, high;
+    const uint8_t* ehFrameHdr;
+};
+inline constexpr int kModuleSpans = 16;
+
 struct ThreadState {
     // The last native stack this thread recorded, innermost frame first as the walk
     // gives it, and the trie node of each prefix, outermost first (nativeNodes[k]:
@@ -96,6 +107,9 @@ struct ThreadState {
     uint64_t walkStopStart, walkStopEnd;
     uint64_t unwindRulesGeneration;
     UnwindRuleSlot recentWalk[kRecentWalkDepth];  // the last walk's frames, by depth
+    // The modules this thread's rule reads found, the most recent first (dropped
+    // with the rules when something is unloaded); high 0: an empty slot.
+    ModuleSpan moduleSpans[kModuleSpans];
     WalkMemo walkMemo;
     alignas(64) UnwindRuleSlot unwindRules[kUnwindRuleWays << kUnwindRuleSetBits];
     ShadowStack python;

@@ -230,6 +230,30 @@ TEST(CfiUnwinder, ReadsEachFramesRuleOnce) {
     EXPECT_EQ(reads[1], 0u);
 }
 
+// A rule read asks the loader which module holds its address (dl_iterate_phdr
+// walks every loaded object: 300 of them in a torch program) only for a module
+// the thread has not met yet: 80 new call sites in this test's own code cost one
+// lookup, not 80; after an unload the modules are asked for again.
+TEST(CfiUnwinder, AsksTheLoaderOncePerModule) {
+    uint64_t reads = 0, lookups = 0, lookupsAfterUnload = 0;
+    std::thread([&] {  // a thread of its own: its tables start empty
+        const uint64_t readsBefore = ruleReads(), before = moduleLookups();
+        EXPECT_EQ(walkFromEverySite(std::make_integer_sequence<int, kSites>()), kSites);
+        reads = ruleReads() - readsBefore;
+        lookups = moduleLookups() - before;
+        codeUnloaded();
+        const uint64_t again = moduleLookups();
+        EXPECT_EQ(walkFromEverySite(std::make_integer_sequence<int, kSites>()), kSites);
+        lookupsAfterUnload = moduleLookups() - again;
+    })
+        .join();
+    EXPECT_GE(reads, uint64_t{kSites});
+    // The test binary, libstdc++ (std::thread) and libc (the thread's start).
+    EXPECT_GE(lookups, 1u);
+    EXPECT_LE(lookups, 4u);
+    EXPECT_EQ(lookupsAfterUnload, lookups);
+}
+
 namespace {
 int gInHandler = 0;
 void walkInHandler(int) {
