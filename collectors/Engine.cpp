@@ -6,18 +6,13 @@
 #include <cstring>
 #include <iterator>
 
+#include "collectors/MonotonicClock.h"
 #include "collectors/Warn.h"
 #include "core/DecimalPair.h"
 
 namespace memtool::collectors {
 
 namespace {
-
-uint64_t monotonicNs(clockid_t clock = CLOCK_MONOTONIC) {
-    timespec ts;
-    clock_gettime(clock, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // The live table packs the device into the top byte of the size.
 constexpr uint64_t kSizeMask = (1ull << 56) - 1;

@@ -9,6 +9,7 @@
 
 #include "collectors/HighDescriptor.h"
 #include "collectors/MappedTable.h"
+#include "collectors/MonotonicClock.h"
 #include "collectors/OwnDescriptors.h"
 
 namespace memtool::collectors {
@@ -17,15 +18,6 @@ namespace {
 
 // The header, then the buffer's two halves (the records, and what fold() writes).
 constexpr size_t kSharedBytes = core::kTailHeaderBytes + 2 * RecordWriter::kBufferBytes;
-
-// The precise clock: a buffer's rate is judged over spans of a few
-// milliseconds, which the kernel tick's coarse clock (4 ms here) would misjudge
-// by a third. Read twice a buffer.
-uint64_t preciseNowNs() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // Stores before it are not moved after it by the compiler: a kill between two
 // of the header's fields leaves them in an order the CLI can trust.
@@ -215,7 +207,7 @@ void RecordWriter::addSpan(SpanKind kind) {
 }
 
 void RecordWriter::restartSpans() {
-    bufferStartNs_ = folding_ == Folding::Fast ? preciseNowNs() : 0;
+    bufferStartNs_ = folding_ == Folding::Fast ? monotonicNs() : 0;
     spanCount_ = 0;
     factCount_ = 0;
     ++generation_;
@@ -239,7 +231,7 @@ size_t RecordWriter::eventRecords() const {
 }
 
 bool RecordWriter::cameFast(size_t events) const {
-    return cameFastOver(events, preciseNowNs() - bufferStartNs_);
+    return cameFastOver(events, monotonicNs() - bufferStartNs_);
 }
 
 void RecordWriter::fold(size_t events) {

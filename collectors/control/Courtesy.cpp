@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "collectors/MonotonicClock.h"
 #include "collectors/RecursionGuard.h"
 #include "collectors/control/CommandArgs.h"
 #include "collectors/control/JsonWriter.h"
@@ -18,12 +19,6 @@ namespace memtool::collectors::control {
 namespace {
 
 constexpr double kDefaultWaitS = 30;
-
-uint64_t nowNs() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // This process's resident memory, from /proc/self/statm (read(2): no stdio here).
 uint64_t residentBytes() {
@@ -130,7 +125,7 @@ uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, 
                       "already; nothing done (restore gives its memory back)\"}");
         return static_cast<uint8_t>(core::ReplyStatus::Ok);
     }
-    const uint64_t start = nowNs();
+    const uint64_t start = monotonicNs();
     switch (safePoint_.park(static_cast<uint64_t>(waitS * 1e9))) {
         case SafePoint::Outcome::Parked:
             break;
@@ -160,7 +155,7 @@ uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, 
             return static_cast<uint8_t>(core::ReplyStatus::Failed);
     }
     parkedByUs_ = true;
-    const double parkS = static_cast<double>(nowNs() - start) / 1e9;
+    const double parkS = static_cast<double>(monotonicNs() - start) / 1e9;
     // Threads that run on while the main thread is parked (inside an op, the GIL
     // released) and touch what the yield takes wait for restore, not die.
     holdFaultsWhileYielded(true);
@@ -175,7 +170,7 @@ uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, 
     } else {
         yielded_ = true;
     }
-    r.seconds = static_cast<double>(nowNs() - start) / 1e9;
+    r.seconds = static_cast<double>(monotonicNs() - start) / 1e9;
     // Where the content went, after what the pause said (cut to the message's room).
     bool cuda = false;
     for (int i = 0; i < r.deviceCount; ++i) cuda |= core::cudaOrdinal(r.devices[i].device) >= 0;
@@ -197,7 +192,7 @@ uint8_t Courtesy::restoreCommand(char* out, size_t size) {
                       "yielded; nothing to restore\"}");
         return static_cast<uint8_t>(core::ReplyStatus::Ok);
     }
-    const uint64_t start = nowNs();
+    const uint64_t start = monotonicNs();
     OpResult r = regions_.resume(nullptr, core::ControlOrigin::Ctl, core::ControlAction::Restore);
     // A resume that could not bring everything back keeps the program parked: it
     // must not run on with memory missing. restore can be asked again.
@@ -216,7 +211,7 @@ uint8_t Courtesy::restoreCommand(char* out, size_t size) {
                       "; %u thread%s that touched yielded memory waited for it and went on", waited,
                       waited == 1 ? "" : "s");
     }
-    r.seconds = static_cast<double>(nowNs() - start) / 1e9;
+    r.seconds = static_cast<double>(monotonicNs() - start) / 1e9;
     describe(r, "restore", 0, waited, out, size);
     return static_cast<uint8_t>(r.ok ? core::ReplyStatus::Ok : core::ReplyStatus::Failed);
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "collectors/Engine.h"
+#include "collectors/MonotonicClock.h"
 #include "collectors/ThreadState.h"
 #include "collectors/Warn.h"
 #include "collectors/control/JsonWriter.h"
@@ -19,12 +20,6 @@
 namespace memtool::collectors::control {
 
 namespace {
-
-uint64_t nowNs() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 uint64_t roundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
@@ -712,7 +707,7 @@ void Regions::record(const Work* first, size_t count, core::ControlAction action
     f.origin = origin;
     f.bytes = ok ? bytes : 0;
     f.backup = backup;
-    f.durationNs = nowNs() - startNs;
+    f.durationNs = monotonicNs() - startNs;
     f.ok = ok;
     {
         LockGuard lock(tableMu_);
@@ -797,7 +792,7 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
                         const ForcedBackup* forced) {
     OpResult result;
     LockGuard op(opMu_);
-    const uint64_t start = nowNs();
+    const uint64_t start = monotonicNs();
     MappedArray<Work> work;
     // Per-operation state lives in the object (under opMu_), not on the caller's
     // stack: a pause from the program's own thread must not grow its stack.
@@ -927,7 +922,7 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
     result.changed = result.allocations > 0 || uncached > 0;
     result.ok = failed == 0;
     for (int i = 0; i < kMaxRegions; ++i) result.regions += busy[i];
-    result.seconds = static_cast<double>(nowNs() - start) / 1e9;
+    result.seconds = static_cast<double>(monotonicNs() - start) / 1e9;
     if (failed)
         std::snprintf(result.message, sizeof result.message,
                       "%zu of %zu allocations could not be released: %s", failed, work.size(),
@@ -953,7 +948,7 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
 OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::ControlAction action) {
     OpResult result;
     LockGuard op(opMu_);
-    const uint64_t start = nowNs();
+    const uint64_t start = monotonicNs();
     MappedArray<Work> work;
     bool* busy = opBusy_;
     std::fill(opBusy_, opBusy_ + kMaxRegions, false);
@@ -1015,7 +1010,7 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
     }
     result.changed = result.allocations > 0;
     result.ok = failedRegions == 0;
-    result.seconds = static_cast<double>(nowNs() - start) / 1e9;
+    result.seconds = static_cast<double>(monotonicNs() - start) / 1e9;
     if (failedRegions)
         std::snprintf(result.message, sizeof result.message,
                       "%zu region(s) could not be resumed and stay paused, their content kept: %s",
