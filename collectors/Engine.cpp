@@ -240,6 +240,7 @@ void Engine::region(uint32_t id, const char* tag, uint8_t device, core::BackupKi
     LockGuard lock(mu_);
     if (!active_.load(std::memory_order_relaxed)) return;
     writer_.stopFolding();  // its blocks leave the reader's live bytes when paused
+    writer_.keepResident();
     if (uint8_t* p = writer_.reserve(core::regionBytes(tagBytes)))
         writer_.commit(core::encodeRegion(p, id, tag, tagBytes, device, backup));
     healthyLocked();

@@ -58,15 +58,14 @@ bool RecordWriter::makeShared() {
 
 void RecordWriter::open(Sink* sink, uint64_t nowNs, Folding folding) {
     makeShared();  // without it, the buffer is private: a kill loses what it holds
-    // The whole buffer resident from the start: no page fault in a hook, and no
-    // growth of the process later (a pause's records must not add to it). The
-    // other half too where every buffer is folded; else it is faulted in by the
-    // first fold, in a run of allocations that came fast (never in a stream with
-    // a region, where pauses are).
-    uint8_t* other = folding != Folding::Always ? nullptr : otherHalf();
-    for (size_t i = 0; i < kBufferBytes; i += 4096) {
-        reinterpret_cast<volatile uint8_t*>(buf_)[i] = 0;
-        if (other) reinterpret_cast<volatile uint8_t*>(other)[i] = 0;
+    // The buffer's pages come as records fill them: a fork child that records a
+    // few events makes a page or two resident, not all 64 (their first touches
+    // cost it ~1 ms here). A stream with pausable regions makes them all
+    // resident when it declares the first (keepResident), and a stream that
+    // starts again in such a process (a fork child's) has them from the start.
+    if (resident_) {
+        resident_ = false;
+        keepResident();
     }
     if (!spans_) spans_ = static_cast<Span*>(mapZeroed(WindowCompactor::kMaxSpans * sizeof(Span)));
     if (!facts_)
@@ -214,6 +213,14 @@ void RecordWriter::restartSpans() {
     bufferFoldable_ = true;
     startClockNs_ = clockNs_;
     std::memcpy(highBefore_, high_, sizeof high_);
+}
+
+void RecordWriter::keepResident() {
+    if (resident_) return;
+    resident_ = true;
+    // Each page written with what it holds: records may be there already.
+    volatile uint8_t* b = buf_;
+    for (size_t i = 0; i < kBufferBytes; i += 4096) b[i] = b[i];
 }
 
 uint8_t* RecordWriter::otherHalf() {

@@ -121,6 +121,10 @@ public:
     // From now until the stream ends, nothing is folded: the reader's live bytes
     // will follow pauses and resumes, which the liveAfter figures do not.
     void stopFolding() { foldingOff_ = true; }
+    // Every page of the buffer in use resident from now on (once folding has
+    // stopped, the buffer stays in its half): records written while a region is
+    // paused must not make the process grow.
+    void keepResident();
     // The buffer as it is now goes as its records (an event the window format
     // cannot say: an address allocated again while live).
     void foldNothingBuffered() { bufferFoldable_ = false; }
@@ -262,6 +266,7 @@ private:
     uint64_t highBefore_[256] = {};
     bool bufferFoldable_ = true;
     bool foldingOff_ = false;
+    bool resident_ = false;  // keepResident() was asked for
     // Facts are kept for this buffer: Folding::Always, or the one before came fast.
     bool noteFacts_ = false;
     Folding folding_ = Folding::Fast;

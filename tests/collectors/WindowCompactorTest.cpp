@@ -5,6 +5,7 @@
 // live blocks included.
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -306,6 +307,39 @@ TEST(RecordWriter, ABufferIsFastFromTwoThousandEventsAMillisecond) {
     EXPECT_FALSE(RecordWriter::cameFastOver(65'536, UINT64_MAX));
 }
 
+namespace {
+// A sink that keeps the writer's shared buffer descriptor (core/Tail.h).
+struct TailSink : BufferSink {
+    int tail = -1;  // the writer's own descriptor
+    void attachTail(int fd) override { tail = fd; }
+};
+}  // namespace
+
+// The shared buffer's pages come as records fill them (a fork child that
+// records a few events must not pay for 64 pages), except in a stream with
+// pausable regions, which has them all once it declares one: a paused
+// process does not grow by the records it writes meanwhile.
+TEST(RecordWriter, ItsBufferIsResidentAsFarAsItIsFilledUntilRegionsAskForAll) {
+    TailSink sink;
+    auto writer = std::make_unique<RecordWriter>();
+    writer->open(&sink, 0, RecordWriter::Folding::Fast);
+    ASSERT_GE(sink.tail, 0);
+    auto residentBytes = [&] {
+        struct stat st {};
+        EXPECT_EQ(fstat(sink.tail, &st), 0);
+        return static_cast<uint64_t>(st.st_blocks) * 512;  // the memfd's pages
+    };
+    const std::vector<uint8_t> hs = core::encodeHandshake(core::Handshake{});
+    uint8_t* p = writer->reserve(hs.size());
+    std::memcpy(p, hs.data(), hs.size());
+    writer->commit(p + hs.size());
+    EXPECT_LE(residentBytes(), uint64_t{2 * 4096});  // the header's page and the first
+    writer->keepResident();
+    EXPECT_EQ(std::memcmp(p, hs.data(), hs.size()), 0);  // what was written stays
+    EXPECT_GE(residentBytes(), uint64_t{RecordWriter::kBufferBytes});
+    EXPECT_LE(residentBytes(), uint64_t{RecordWriter::kBufferBytes + 2 * 4096});
+}
+
 // A window goes only where it is smaller than its records: in these sparse
 // programs some do and some do not, and either way the reader ends the same.
 TEST(WindowCompactor, FoldedRecordsLeaveTheReaderWhereTheRecordsWould) {
@@ -373,10 +407,7 @@ TEST(WindowCompactor, ALoopOfAllocationsTravelsAsAFewWindows) {
 // the folded records went out of, with the count of records the reader got:
 // what memtool run reads back after a kill agrees with what it was sent.
 TEST(WindowCompactor, TheSharedHeaderNamesTheHalfThatWasSent) {
-    struct TailSink : BufferSink {
-        int tail = -1;  // the writer's own descriptor
-        void attachTail(int fd) override { tail = fd; }
-    } sink;
+    TailSink sink;
     auto writer = std::make_unique<RecordWriter>();
     writer->open(&sink, 0, RecordWriter::Folding::Always);
     ASSERT_GE(sink.tail, 0);
