@@ -17,10 +17,10 @@ nanoseconds added per allocation/free pair, Python and native stacks included.
 """
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
 import time
+
+from builds import alternate, memtool_modes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"  # Debian's, with python3-torch
@@ -60,21 +60,9 @@ def main():
     if a.worker:
         return worker(a.depth)
     me = [PY, os.path.abspath(__file__), "--worker", "--depth", str(a.depth)]
-    modes = {"bare": []}
-    for label, build in [("memtool", a.build)] + [(f"memtool ({d})", d) for d in a.other]:
-        exe = os.path.join(build, "bin", "memtool")
-        if not os.access(exe, os.X_OK):
-            sys.exit(f"alloc_cost.py: no {exe}; build first (scripts/build.sh) or pass --build")
-        modes[label] = [exe, "run", "-q", *a.memtool_args.split()]
-    runs = {m: [] for m in modes}
-    with tempfile.TemporaryDirectory(prefix="memtool-alloc-cost-") as tmp:
-        for _ in range(a.rounds):
-            for mode, prefix in modes.items():
-                cmd = prefix + (["-o", os.path.join(tmp, "t.json"), "--"] if prefix else []) + me
-                out = subprocess.run(cmd, capture_output=True, text=True)
-                if out.returncode != 0:
-                    sys.exit(f"alloc_cost.py: {mode} failed ({out.returncode}): {out.stderr.strip()}")
-                runs[mode].append(float(out.stdout.split()[-1]))
+    modes = memtool_modes("alloc_cost.py", a.build, a.other, a.memtool_args.split())
+    outputs = alternate("alloc_cost.py", modes, me, a.rounds, "memtool-alloc-cost-")
+    runs = {m: [float(out.split()[-1]) for out in each] for m, each in outputs.items()}
     bare = min(runs["bare"])
     print(f"{N:,} x torch.empty(64) under {a.depth} more Python frames, {a.rounds} rounds, CPU ns per "
           "iteration (least of 5 passes a run)")
