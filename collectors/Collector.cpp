@@ -94,6 +94,10 @@ struct ScanState {
     // same, an object at a known load address is the one seen then. (Before the
     // first scan nothing is in `checked`, so its 0 skips nothing.)
     uint64_t lastSubs = 0;
+    // The loader's counts of objects loaded and unloaded when the last scan that
+    // announced all it found (the stream was on) began: while both stay so, a
+    // refresh has nothing to check or announce. 0, 0: no such scan.
+    uint64_t settledAdds = 0, settledSubs = 0;
 };
 constinit NoDestroy<ScanState> gScan;
 ScanState& scanState() { return gScan.value; }
@@ -356,6 +360,24 @@ int scanModule(dl_phdr_info* info, size_t size, void* data) {
     return 0;
 }
 
+// The loader's counts of objects loaded and unloaded so far, from the first object
+// alone: dl_iterate_phdr stops there, where a whole scan reads every object's
+// entry (a fork child's first one touches ~300 pages for the first time, 0.7 ms).
+struct LoaderCounts {
+    uint64_t adds = 0, subs = 0;
+    bool known = false;
+};
+
+int readLoaderCounts(dl_phdr_info* info, size_t size, void* data) {
+    auto* counts = static_cast<LoaderCounts*>(data);
+    if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+        counts->adds = info->dlpi_adds;
+        counts->subs = info->dlpi_subs;
+        counts->known = true;
+    }
+    return 1;
+}
+
 // Reads argv as the kernel keeps it (NUL-separated), into memory of its own.
 struct CommandLine {
     char* bytes = nullptr;
@@ -571,7 +593,13 @@ void refreshModules() {
     ScanState& state = scanState();
     Scan& scan = gScans[0].value;
     scan.restart();
-    dl_iterate_phdr(scanModule, &scan);
+    // Nothing loaded or unloaded since a scan whose every object was announced (a
+    // fork child's new stream, which continues its parent's): nothing to scan.
+    LoaderCounts counts;
+    dl_iterate_phdr(readLoaderCounts, &counts);
+    const bool settled =
+        counts.known && counts.adds == state.settledAdds && counts.subs == state.settledSubs;
+    if (!settled) dl_iterate_phdr(scanModule, &scan);
     const bool anyPatched = state.allocatorPatched.size() > 0;
     const bool wasActive = e.active();
     if (anyPatched || gCudaAttached || gCudaHooked) ensureConnected();
@@ -586,6 +614,9 @@ void refreshModules() {
         dl_iterate_phdr(scanModule, &again);
         found = &again;
     }
+    // What a scan of this refresh found is announced below only where the stream is on.
+    state.settledAdds = active && counts.known ? counts.adds : 0;
+    state.settledSubs = active && counts.known ? counts.subs : 0;
     if (found->visited > 0) state.lastSubs = found->subs;
     if (active) {
         // Until the engine connects, nothing is announced, so nothing may be marked described.
