@@ -34,16 +34,22 @@ struct Counting : core::Aggregator {
     }
 };
 
+// A stream's first record, written into `writer`; where it lies in the buffer.
+uint8_t* writeHandshake(RecordWriter& writer) {
+    const std::vector<uint8_t> h = core::encodeHandshake(core::Handshake{});
+    uint8_t* p = writer.reserve(h.size());
+    std::memcpy(p, h.data(), h.size());
+    writer.commit(p + h.size());
+    return p;
+}
+
 // One writer and where its bytes go (a writer is large: on the heap).
 struct Writer {
     BufferSink sink;
     std::unique_ptr<RecordWriter> writer = std::make_unique<RecordWriter>();
     explicit Writer(RecordWriter::Folding folding) {
         writer->open(&sink, 0, folding);
-        const std::vector<uint8_t> h = core::encodeHandshake(core::Handshake{});
-        uint8_t* p = writer->reserve(h.size());
-        std::memcpy(p, h.data(), h.size());
-        writer->commit(p + h.size());
+        writeHandshake(*writer);
     }
 };
 
@@ -329,12 +335,10 @@ TEST(RecordWriter, ItsBufferIsResidentAsFarAsItIsFilledUntilRegionsAskForAll) {
         EXPECT_EQ(fstat(sink.tail, &st), 0);
         return static_cast<uint64_t>(st.st_blocks) * 512;  // the memfd's pages
     };
-    const std::vector<uint8_t> hs = core::encodeHandshake(core::Handshake{});
-    uint8_t* p = writer->reserve(hs.size());
-    std::memcpy(p, hs.data(), hs.size());
-    writer->commit(p + hs.size());
+    const uint8_t* p = writeHandshake(*writer);
     EXPECT_LE(residentBytes(), uint64_t{2 * 4096});  // the header's page and the first
     writer->keepResident();
+    const std::vector<uint8_t> hs = core::encodeHandshake(core::Handshake{});
     EXPECT_EQ(std::memcmp(p, hs.data(), hs.size()), 0);  // what was written stays
     EXPECT_GE(residentBytes(), uint64_t{RecordWriter::kBufferBytes});
     EXPECT_LE(residentBytes(), uint64_t{RecordWriter::kBufferBytes + 2 * 4096});
@@ -416,11 +420,8 @@ TEST(WindowCompactor, TheSharedHeaderNamesTheHalfThatWasSent) {
         EXPECT_EQ(pread(sink.tail, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
         return h;
     };
-    const std::vector<uint8_t> hs = core::encodeHandshake(core::Handshake{});
-    uint8_t* p = writer->reserve(hs.size());
-    std::memcpy(p, hs.data(), hs.size());
-    writer->commit(p + hs.size());
-    p = writer->reserve(core::kMaxFixedRecordBytes);
+    writeHandshake(*writer);
+    uint8_t* p = writer->reserve(core::kMaxFixedRecordBytes);
     writer->commitDefinition(core::encodeNativeNode(p, 0, 0x1000));
     uint64_t live = 0;
     for (uint64_t i = 0; i < 1000; ++i) {
