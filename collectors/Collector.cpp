@@ -102,6 +102,12 @@ struct ScanState {
 constinit NoDestroy<ScanState> gScan;
 ScanState& scanState() { return gScan.value; }
 
+// The C library reports its counts of objects loaded and unloaded (dlpi_adds,
+// dlpi_subs) in a dl_phdr_info of `size` bytes.
+bool hasLoaderCounts(size_t size) {
+    return size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(dl_phdr_info::dlpi_subs);
+}
+
 uint64_t pathHash(const char* s) {
     uint64_t h = 1469598103934665603ull;  // FNV-1a
     for (; *s; ++s) h = (h ^ static_cast<unsigned char>(*s)) * 1099511628211ull;
@@ -297,7 +303,7 @@ int scanModule(dl_phdr_info* info, size_t size, void* data) {
     auto* scan = static_cast<Scan*>(data);
     ScanState& state = scanState();
     const bool mainProgram = scan->visited++ == 0;
-    if (mainProgram && size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+    if (mainProgram && hasLoaderCounts(size)) {
         scan->subs = info->dlpi_subs;
         scan->noUnloads = state.lastSubs == info->dlpi_subs;
     }
@@ -370,7 +376,7 @@ struct LoaderCounts {
 
 int readLoaderCounts(dl_phdr_info* info, size_t size, void* data) {
     auto* counts = static_cast<LoaderCounts*>(data);
-    if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+    if (hasLoaderCounts(size)) {
         counts->adds = info->dlpi_adds;
         counts->subs = info->dlpi_subs;
         counts->known = true;

@@ -237,6 +237,9 @@ size_t RecordWriter::eventRecords() const {
     return events;
 }
 
+// On the precise clock: a buffer's rate is judged over spans of a few
+// milliseconds, which the kernel tick's coarse clock (4 ms here) would misjudge
+// by a third. Read twice a buffer (here and in restartSpans).
 bool RecordWriter::cameFast(size_t events) const {
     return cameFastOver(events, monotonicNs() - bufferStartNs_);
 }
