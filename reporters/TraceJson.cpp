@@ -14,6 +14,7 @@
 #include "core/Units.h"
 #include "reporters/Files.h"
 #include "reporters/RecordedSources.h"
+#include "reporters/TraceText.h"
 
 namespace memtool::reporters {
 
@@ -61,30 +62,10 @@ std::optional<int> optionalInt(const json& j, const char* key) {
     return v.get<int>();
 }
 
-// "active" and "reserved" ride inside their device, hotspot or line entry.
-template <typename Figures, typename ToJson>
-void poolsToJson(json& j, const std::map<std::string, Figures>& pools, ToJson toJson) {
-    for (const auto& [name, f] : pools) j[name] = toJson(f);
-}
-
 template <typename Figures, typename FromJson>
 void poolsFromJson(const json& j, std::map<std::string, Figures>& pools, FromJson fromJson) {
     for (const char* name : {core::kPoolActive, core::kPoolReserved})
         if (j.contains(name)) pools[name] = fromJson(j.at(name));
-}
-
-json poolTotalsToJson(const core::PoolTotals& d) {
-    return json{{"peak_bytes", d.peakBytes},
-                {"current_bytes", d.currentBytes},
-                {"leaked_bytes", d.leakedBytes},
-                {"teardown_freed_bytes", d.teardownFreedBytes},
-                {"teardown_free_count", d.teardownFreeCount},
-                {"paused_bytes", d.pausedBytes},
-                {"allocated_bytes", d.allocatedBytes},
-                {"freed_bytes", d.freedBytes},
-                {"alloc_count", d.allocCount},
-                {"free_count", d.freeCount},
-                {"peak_time_s", d.peakTimeS}};
 }
 
 core::PoolTotals poolTotalsFromJson(const json& j) {
@@ -104,13 +85,6 @@ core::PoolTotals poolTotalsFromJson(const json& j) {
     return d;
 }
 
-json hotspotFiguresToJson(const core::HotspotFigures& f) {
-    return json{{"allocated_bytes", f.allocatedBytes},
-                {"count", f.count},
-                {"peak_bytes", f.peakBytes},
-                {"leaked_bytes", f.leakedBytes}};
-}
-
 core::HotspotFigures hotspotFiguresFromJson(const json& j) {
     core::HotspotFigures f;
     f.allocatedBytes = unsignedField(j, "allocated_bytes");
@@ -118,13 +92,6 @@ core::HotspotFigures hotspotFiguresFromJson(const json& j) {
     f.peakBytes = unsignedField(j, "peak_bytes");
     f.leakedBytes = unsignedField(j, "leaked_bytes");
     return f;
-}
-
-json lineFiguresToJson(const core::LineFigures& f) {
-    return json{{"peak_bytes", f.peakBytes},
-                {"allocated_bytes", f.allocatedBytes},
-                {"self_allocated_bytes", f.selfAllocatedBytes},
-                {"count", f.count}};
 }
 
 core::LineFigures lineFiguresFromJson(const json& j) {
@@ -136,31 +103,12 @@ core::LineFigures lineFiguresFromJson(const json& j) {
     return f;
 }
 
-json deviceToJson(const core::DeviceTotals& d) {
-    json j = poolTotalsToJson(d);
-    j["source"] = d.source;
-    poolsToJson(j, d.pools, poolTotalsToJson);
-    return j;
-}
-
 core::DeviceTotals deviceFromJson(const json& j) {
     core::DeviceTotals d;
     static_cast<core::PoolTotals&>(d) = poolTotalsFromJson(j);
     d.source = j.value("source", std::string());
     poolsFromJson(j, d.pools, poolTotalsFromJson);
     return d;
-}
-
-json frameToJson(const core::Frame& f) {
-    json j = {{"kind", f.isPython() ? "python" : "native"},
-              {"function", f.function},
-              {"file", f.file},
-              {"line", f.line},
-              {"user", f.user}};
-    if (!f.isPython()) j["module"] = f.module;
-    if (f.isUnnamed()) j["offset"] = f.offset;
-    if (f.isPython() && !f.source.empty()) j["source"] = f.source;
-    return j;
 }
 
 core::Frame frameFromJson(const json& j) {
@@ -265,20 +213,6 @@ core::Hotspot hotspotFromJson(const json& j, core::FrameTable& frames, size_t ta
     return h;
 }
 
-}  // namespace
-
-json lineToJson(const core::LineStat& l) {
-    json e = lineFiguresToJson(l);
-    e["file"] = l.file;
-    e["line"] = l.line;
-    e["function"] = l.function;
-    e["device"] = l.device;
-    poolsToJson(e, l.pools, lineFiguresToJson);
-    return e;
-}
-
-namespace {
-
 core::LineStat lineFromJson(const json& j) {
     core::LineStat l;
     l.file = j.at("file").get<std::string>();
@@ -290,48 +224,6 @@ core::LineStat lineFromJson(const json& j) {
     return l;
 }
 
-}  // namespace
-
-json hotspotToJson(const core::Hotspot& h) {
-    json e = hotspotFiguresToJson(h);
-    e["device"] = h.device;
-    e["site"] = h.site;
-    e["stack"] = h.stack;
-    e["frames"] = h.frames;
-    e["site_frame"] = h.siteFrame ? json(*h.siteFrame) : json(nullptr);
-    poolsToJson(e, h.pools, hotspotFiguresToJson);
-    return e;
-}
-
-namespace {
-
-// `read_back` only where it is true: most streams end with their end record.
-json streamToJson(const core::StreamCheck& s) {
-    json j{{"verified", s.verified},
-           {"records", s.recordsReceived},
-           {"allocs", s.allocsReceived},
-           {"frees", s.freesReceived},
-           {"unmatched_frees", s.unmatchedFrees},
-           {"missed_events", s.missedEvents}};
-    if (s.readBack) j["read_back"] = true;
-    if (s.lockCounted) {
-        j["lock_contended"] = s.lockContended;
-        j["lock_waits"] = s.lockWaits;
-    }
-    return j;
-}
-
-json regionsToJson(const std::vector<core::RegionTotals>& regions) {
-    json out = json::array();
-    for (const auto& r : regions)
-        out.push_back({{"tag", r.tag},
-                       {"device", r.device},
-                       {"backup", r.backup},
-                       {"bytes", r.bytes},
-                       {"paused_bytes", r.pausedBytes}});
-    return out;
-}
-
 core::RegionTotals regionFromJson(const json& j) {
     core::RegionTotals r;
     r.tag = j.at("tag").get<std::string>();
@@ -340,22 +232,6 @@ core::RegionTotals regionFromJson(const json& j) {
     r.bytes = unsignedField(j, "bytes");
     r.pausedBytes = unsignedField(j, "paused_bytes");
     return r;
-}
-
-json controlToJson(const std::vector<core::ControlEvent>& events) {
-    json out = json::array();
-    for (const auto& e : events)
-        out.push_back({{"time_s", e.timeS},
-                       {"action", e.action},
-                       {"origin", e.origin},
-                       {"tag", e.tag},
-                       {"device", e.device},
-                       {"bytes", e.bytes},
-                       {"backup", e.backup},
-                       {"duration_s", e.durationS},
-                       {"ok", e.ok},
-                       {"message", e.message}});
-    return out;
 }
 
 core::ControlEvent controlFromJson(const json& j) {
@@ -371,38 +247,6 @@ core::ControlEvent controlFromJson(const json& j) {
     e.ok = j.at("ok").get<bool>();
     e.message = j.at("message").get<std::string>();
     return e;
-}
-
-json oomToJson(const std::vector<core::OomEvent>& events) {
-    json out = json::array();
-    for (const auto& e : events) {
-        json bySite = json::array(), byLine = json::array();
-        for (const auto& s : e.bySite)
-            bySite.push_back({{"site", s.site},
-                              {"site_frame", s.siteFrame ? json(*s.siteFrame) : json(nullptr)},
-                              {"bytes", s.bytes}});
-        for (const auto& l : e.byLine)
-            byLine.push_back(
-                {{"file", l.file}, {"line", l.line}, {"function", l.function}, {"bytes", l.bytes}});
-        out.push_back({{"time_s", e.timeS},
-                       {"device", e.device},
-                       {"requested_bytes", e.requestedBytes},
-                       {"source", e.source},
-                       {"site", e.site},
-                       {"stack", e.stack},
-                       {"frames", e.frames},
-                       {"site_frame", e.siteFrame ? json(*e.siteFrame) : json(nullptr)},
-                       {"file", e.file},
-                       {"line", e.line},
-                       {"function", e.function},
-                       {"held_on", e.heldOn},
-                       {"live_bytes", e.liveBytes},
-                       {"device_free_bytes", e.deviceFreeBytes},
-                       {"device_total_bytes", e.deviceTotalBytes},
-                       {"by_site", std::move(bySite)},
-                       {"by_line", std::move(byLine)}});
-    }
-    return out;
 }
 
 // Whether an older trace's site text names a frame ("f (file:line)", "g (lib.so)"),
@@ -447,17 +291,6 @@ core::OomEvent oomFromJson(const json& j, core::FrameTable& frames, size_t table
     return e;
 }
 
-// Points as [time_s, bytes] pairs: a series is a few thousand of them.
-json timelineToJson(const std::map<std::string, core::TimelineSeries>& timeline) {
-    json out = json::object();
-    for (const auto& [name, series] : timeline) {
-        json points = json::array();
-        for (const auto& p : series.points) points.push_back(json::array({p.timeS, p.bytes}));
-        out[name] = {{"bucket_s", series.bucketS}, {"points", std::move(points)}};
-    }
-    return out;
-}
-
 core::TimelineSeries timelineSeriesFromJson(const json& j) {
     core::TimelineSeries series;
     series.bucketS = j.at("bucket_s").get<double>();
@@ -472,17 +305,6 @@ core::TimelineSeries timelineSeriesFromJson(const json& j) {
         series.points.push_back({t, unsignedValue(p[1], "a timeline point's bytes")});
     }
     return series;
-}
-
-// Each file's lines as [line, text] pairs, in order.
-json sourcesToJson(const std::map<std::string, core::SourceFile>& sources) {
-    json out = json::object();
-    for (const auto& [file, source] : sources) {
-        json lines = json::array();
-        for (const auto& [n, text] : source.lines) lines.push_back(json::array({n, text}));
-        out[file] = {{"fnv1a64", core::hashText(source.fnv1a64)}, {"lines", std::move(lines)}};
-    }
-    return out;
 }
 
 // Reports print these lines as they are, one per row: a line that holds a newline,
@@ -518,53 +340,6 @@ core::SourceFile sourceFileFromJson(const std::string& file, const json& j) {
         s.lines.emplace_hint(s.lines.end(), n, text);
     }
     return s;
-}
-
-json processToJson(const core::ProcessTrace& p) {
-    json devices = json::object();
-    for (const auto& [name, d] : p.devices) devices[name] = deviceToJson(d);
-    json frames = json::array();
-    for (const auto& f : p.frames) frames.push_back(frameToJson(f));
-    json hotspots = json::array();
-    for (const auto& h : p.hotspots) hotspots.push_back(hotspotToJson(h));
-    json lines = json::array();
-    for (const auto& l : p.lines) lines.push_back(lineToJson(l));
-    json j = {{"pid", p.pid},
-              {"ppid", p.ppid},
-              {"command", p.command},
-              {"cwd", p.cwd},
-              {"exit_code", p.exitCode ? json(*p.exitCode) : json(nullptr)},
-              {"exit_signal", p.exitSignal ? json(*p.exitSignal) : json(nullptr)},
-              {"complete", p.complete},
-              {"tracked", p.tracked},
-              {"duration_s", p.durationS},
-              {"leak_moment", p.leakMoment},
-              {"leak_time_s", p.leakTimeS},
-              {"max_rss_bytes", p.maxRssBytes},
-              {"native_stacks", p.nativeStacks},
-              {"python_stacks", p.pythonStacks},
-              {"devices", devices},
-              {"frames", frames},
-              {"hotspots", hotspots},
-              {"lines", lines},
-              {"stream", streamToJson(p.stream)},
-              {"regions", regionsToJson(p.regions)},
-              {"control", controlToJson(p.control)},
-              {"oom", oomToJson(p.oom)},
-              {"oom_count", p.oomCount},
-              {"timeline", timelineToJson(p.timeline)},
-              {"warnings", p.warnings}};
-    if (!p.complete) j["incomplete_reason"] = p.incompleteReason;
-    if (p.cpuS) j["cpu_s"] = *p.cpuS;
-    if (p.snapshot) j["snapshot"] = true;
-    if (p.forked) j["forked"] = true;
-    if (p.exec) j["exec"] = true;
-    if (p.rank) j["rank"] = *p.rank;
-    if (p.localRank) j["local_rank"] = *p.localRank;
-    if (p.worldSize) j["world_size"] = *p.worldSize;
-    if (!p.rankEnvironment.empty()) j["rank_environment"] = p.rankEnvironment;
-    if (!p.sources.empty()) j["sources"] = sourcesToJson(p.sources);
-    return j;
 }
 
 core::ProcessTrace processFromJson(const json& j) {
@@ -645,16 +420,13 @@ core::ProcessTrace processFromJson(const json& j) {
 
 }  // namespace
 
-json traceToJson(const core::Trace& trace) {
-    json processes = json::array();
-    for (const auto& p : trace.processes) processes.push_back(processToJson(p));
-    json j = {{"schema", trace.schema},
-              {"memtool_version", trace.memtoolVersion},
-              {"cli_max_rss_bytes", trace.cliMaxRssBytes},
-              {"processes", processes}};
-    if (trace.cliCpuS) j["cli_cpu_s"] = *trace.cliCpuS;
-    return j;
-}
+// The text is the one writer of trace.json (TraceText.h); a document is what it
+// reads back as.
+json traceToJson(const core::Trace& trace) { return json::parse(traceToText(trace)); }
+
+json hotspotToJson(const core::Hotspot& h) { return json::parse(hotspotText(h)); }
+
+json lineToJson(const core::LineStat& l) { return json::parse(lineText(l)); }
 
 core::Trace traceFromJson(const json& j, const std::string& origin) {
     if (!j.is_object() || !j.contains("schema") || !j["schema"].is_string())
@@ -734,12 +506,6 @@ core::Trace loadTrace(const std::string& path) {
         throw core::Error(core::kExitBadInput, "cannot open " + path + ": " + why);
     }
     return traceFromText(*text, path);
-}
-
-std::string traceToText(const core::Trace& trace) {
-    // Strings come from the program (argv, file and function names) and the working
-    // directory: bytes that are not UTF-8 become U+FFFD rather than cost the trace.
-    return traceToJson(trace).dump(1, ' ', false, json::error_handler_t::replace) + '\n';
 }
 
 void saveTrace(const core::Trace& trace, const std::string& path) {

@@ -37,7 +37,9 @@ core::Trace traceFromText(const std::string& text, const std::string& origin);
 // maxTraceBytes(): a FIFO, a device or a larger file is bad input (2), refused
 // before it is read.
 core::Trace loadTrace(const std::string& path);
-// trace.json's text; bytes of strings that are not UTF-8 become U+FFFD.
+// trace.json's text, written without a JSON document (TraceText.h); strings come
+// from the program (argv, file and function names) and the working directory:
+// bytes that are not UTF-8 become U+FFFD rather than cost the trace.
 std::string traceToText(const core::Trace& trace);
 // Writes traceToText atomically, through a temporary file no one else can have
 // planted (see replaceFile).
