@@ -43,7 +43,12 @@ void ModuleSymbols::Table::seal() {
     if (n == 0) return;
     uint64_t lo = UINT64_MAX, hi = 0;
     for (const Symbol& s : symbols) lo = std::min(lo, s.start), hi = std::max(hi, s.start);
-    std::vector<uint32_t> order(n), next(n);
+    // The order and the radix passes' other buffer, as many bytes as maxEndUpTo
+    // below, which takes them again once they are given back: pages that are
+    // already the process's cost nothing more.
+    std::vector<uint32_t> scratch(2 * n);
+    uint32_t* order = scratch.data();
+    uint32_t* next = order + n;
     for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(i);
     constexpr unsigned kBits = 11;
     for (unsigned shift = 0; shift < 64 && ((hi - lo) >> shift) != 0; shift += kBits) {
@@ -51,15 +56,31 @@ void ModuleSymbols::Table::seal() {
         auto digit = [&](uint32_t i) {
             return ((symbols[i].start - lo) >> shift) & ((1u << kBits) - 1);
         };
-        for (uint32_t i : order) ++counts[digit(i) + 1];
+        for (size_t k = 0; k < n; ++k) ++counts[digit(order[k]) + 1];
         for (size_t d = 1; d <= (1u << kBits); ++d) counts[d] += counts[d - 1];
-        for (uint32_t i : order) next[counts[digit(i)]++] = i;
-        order.swap(next);
+        for (size_t k = 0; k < n; ++k) next[counts[digit(order[k])]++] = order[k];
+        std::swap(order, next);
     }
-    std::vector<Symbol> sorted;
-    sorted.reserve(n);
-    for (uint32_t i : order) sorted.push_back(symbols[i]);
-    symbols = std::move(sorted);
+    // Moved into that order in place, a cycle of the permutation at a time (`next`
+    // marks the places done): a sorted copy would take as many new pages again.
+    constexpr uint32_t kDone = UINT32_MAX;
+    std::fill(next, next + n, 0);
+    for (size_t start = 0; start < n; ++start) {
+        if (next[start] == kDone) continue;
+        const Symbol first = symbols[start];
+        size_t at = start;
+        for (;;) {
+            next[at] = kDone;
+            const size_t from = order[at];
+            if (from == start) {
+                symbols[at] = first;
+                break;
+            }
+            symbols[at] = symbols[from];
+            at = from;
+        }
+    }
+    std::vector<uint32_t>().swap(scratch);
     maxEndUpTo.resize(symbols.size());
     uint64_t maxEnd = 0;
     for (size_t i = 0; i < symbols.size(); ++i) {
@@ -90,8 +111,12 @@ ModuleSymbols::ModuleSymbols(Dwfl_Module* module) : module_(module) {
         if (!name || sym.st_name == 0 || sym.st_shndx == SHN_UNDEF) continue;
         const int type = GELF_ST_TYPE(sym.st_info);
         if (type == STT_SECTION || type == STT_FILE || type == STT_TLS) continue;
-        Symbol s{address, sym.st_size, static_cast<uint32_t>(i), bindingRank(sym.st_info),
-                 section, name};
+        Symbol s{address,
+                 sym.st_size,
+                 name,
+                 static_cast<uint32_t>(i),
+                 bindingRank(sym.st_info),
+                 section >= SHN_LORESERVE};
         (i >= globalsFrom ? globals_ : locals_).symbols.push_back(s);
     }
     globals_.seal();
@@ -144,7 +169,7 @@ void ModuleSymbols::searchTable(const Table& t, Search& s) const {
         const Symbol& sym = t.symbols[k];
         if (sym.size != 0 || (label && label->index > sym.index) || !*sym.name) continue;
         bool sameSection;
-        if (sym.section >= SHN_LORESERVE) {
+        if (sym.special) {
             sameSection = sym.start == address;
         } else {
             if (!sectionKnown) {

@@ -29,13 +29,15 @@ public:
     const char* name(uint64_t address) const;
 
 private:
+    // 32 bytes: tens of thousands of them are written once a run, and on a VM
+    // each new page they take costs more than filling it.
     struct Symbol {
         uint64_t start;
         uint64_t size;
-        uint32_t index;    // in the symbol table: ties go to the earlier one
-        uint8_t binding;   // 3 global, 2 weak, 1 local, 0 other (libdw's order)
-        uint32_t section;  // section index, for sizeless labels
         const char* name;
+        uint32_t index;   // in the symbol table: ties go to the earlier one
+        uint8_t binding;  // 3 global, 2 weak, 1 local, 0 other (libdw's order)
+        bool special;     // in no section of the file (SHN_ABS and the like): for labels
     };
     // Global or local symbols by start, with the largest end of any symbol at or
     // before each position (so a backward walk knows when nothing further back
