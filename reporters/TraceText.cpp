@@ -60,6 +60,19 @@ public:
         close(']', first);
     }
 
+    // [a, b], as the timeline's points and the sources' lines are written.
+    template <typename A, typename B>
+    void pair(const A& a, const B& b) {
+        out_ += '[';
+        ++depth_;
+        newline();
+        value(a);
+        out_ += ',';
+        newline();
+        value(b);
+        close(']', false);
+    }
+
     // An object keyed by the map's keys, each value written by `each`.
     template <typename Map, typename Each>
     void map(const Map& m, Each each) {
@@ -273,14 +286,7 @@ void writeOom(TextWriter& w, const core::OomEvent& e) {
 // Points as [time_s, bytes] pairs: a series is a few thousand of them.
 void writeSeries(TextWriter& w, const core::TimelineSeries& series) {
     auto points = [&w, &series] {
-        w.array(series.points, [&w](const core::TimelinePoint& p) {
-            w.array(std::initializer_list<int>{0, 1}, [&w, &p](int i) {
-                if (i == 0)
-                    w.value(p.timeS);
-                else
-                    w.value(p.bytes);
-            });
-        });
+        w.array(series.points, [&w](const core::TimelinePoint& p) { w.pair(p.timeS, p.bytes); });
     };
     w.object({field(w, "bucket_s", series.bucketS), {"points", points}});
 }
@@ -289,12 +295,7 @@ void writeSeries(TextWriter& w, const core::TimelineSeries& series) {
 void writeSource(TextWriter& w, const core::SourceFile& source) {
     auto lines = [&w, &source] {
         w.array(source.lines, [&w](const std::pair<const uint64_t, std::string>& line) {
-            w.array(std::initializer_list<int>{0, 1}, [&w, &line](int i) {
-                if (i == 0)
-                    w.value(line.first);
-                else
-                    w.value(line.second);
-            });
+            w.pair(line.first, line.second);
         });
     };
     const std::string hash = core::hashText(source.fnv1a64);
@@ -313,7 +314,6 @@ TextWriter::Member mapField(TextWriter& w, std::string_view key, const Map& m, W
 }
 
 void writeProcess(TextWriter& w, const core::ProcessTrace& p) {
-    const bool yes = true;
     Members m = {field(w, "pid", p.pid),
                  field(w, "ppid", p.ppid),
                  field(w, "command", p.command),
@@ -340,10 +340,10 @@ void writeProcess(TextWriter& w, const core::ProcessTrace& p) {
                  mapField(w, "timeline", p.timeline, writeSeries),
                  field(w, "warnings", p.warnings)};
     if (!p.complete) m.push_back(field(w, "incomplete_reason", p.incompleteReason));
-    if (p.cpuS) m.push_back(field(w, "cpu_s", *p.cpuS));
-    if (p.snapshot) m.push_back(field(w, "snapshot", yes));
-    if (p.forked) m.push_back(field(w, "forked", yes));
-    if (p.exec) m.push_back(field(w, "exec", yes));
+    if (p.cpuS) m.push_back(field(w, "cpu_s", p.cpuS));
+    if (p.snapshot) m.push_back(field(w, "snapshot", p.snapshot));
+    if (p.forked) m.push_back(field(w, "forked", p.forked));
+    if (p.exec) m.push_back(field(w, "exec", p.exec));
     if (p.rank) m.push_back(field(w, "rank", p.rank));
     if (p.localRank) m.push_back(field(w, "local_rank", p.localRank));
     if (p.worldSize) m.push_back(field(w, "world_size", p.worldSize));

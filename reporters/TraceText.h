@@ -11,9 +11,8 @@
 
 namespace memtool::reporters {
 
-// The whole trace is traceToText (TraceJson.h).
 // One hotspot, one line row, as trace.json writes them (their pools included),
-// at the outermost level.
+// at the outermost level; the whole trace is traceToText (TraceJson.h).
 std::string hotspotText(const core::Hotspot& h);
 std::string lineText(const core::LineStat& l);
 
