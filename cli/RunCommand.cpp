@@ -139,20 +139,59 @@ std::string stillRunning(const CollectorListener& listener) {
                        one ? "" : "es", one ? "" : "s", named, one ? "it" : "them");
 }
 
+// The processes' traces, built while the program is still exiting. Once every
+// stream has ended, memtool run has nothing to read until the program is reaped,
+// and the program's exit still takes a while (its libraries' destructors, the
+// kernel freeing its memory: 40-65 ms for a fork pool of torch workers here).
+// What a trace holds of an ended stream no later byte can change, so it is built
+// then (TraceBuilder's body: symbolized stacks, hotspots, lines, timelines), on a
+// core the exiting program leaves free; after the reap only how each process
+// ended is added. A stream still open, or one that connects later, is built at
+// the end as before.
+class PreparedBodies {
+public:
+    explicit PreparedBodies(SiteMode siteMode) : siteMode_(siteMode) {}
+
+    // Builds the body of every ended stream not built yet.
+    void prepare(const CollectorListener& listener) {
+        for (const auto& c : listener.connections())
+            if (!c->open() && c->isStream() && !bodies_.count(c.get()))
+                bodies_.emplace(c.get(),
+                                buildProcessBody(c->aggregator(), c->symbolizer(), siteMode_));
+    }
+
+    // The trace of `c`'s process: its body built ahead (handed over, once) or now.
+    core::ProcessTrace take(CollectorConnection& c, const ProcessOutcome& outcome) {
+        auto it = bodies_.find(&c);
+        if (it == bodies_.end())
+            return buildProcessTrace(c.aggregator(), c.symbolizer(), outcome, siteMode_);
+        core::ProcessTrace p = std::move(it->second);
+        bodies_.erase(it);
+        applyOutcome(p, c.aggregator(), outcome);
+        return p;
+    }
+
+private:
+    SiteMode siteMode_;
+    std::map<const CollectorConnection*, core::ProcessTrace> bodies_;
+};
+
 // Runs the loop until the target has exited and every stream has ended (or
 // `waitS` has passed since), the live view (if any) redrawn between waits; a
 // control socket is one more watched descriptor. Unless `quiet`, a wait past
-// kWaitNoticeS is said on stderr.
+// kWaitNoticeS is said on stderr. While every stream has ended and memtool run
+// still waits (for the program's reaping, or a descendant left running), `bodies`
+// builds what it can.
 void collectStreams(EventLoop& loop, const CollectorListener& listener, const TargetProcess& target,
-                    LiveView* live, double waitS, bool quiet) {
+                    LiveView* live, double waitS, bool quiet, PreparedBodies& bodies) {
     bool noticed = quiet || waitS <= kWaitNoticeS;
     for (;;) {
         // A collector may still sit in the listen queue: take it before leaving.
         // A descendant left running may connect yet (importing torch when its parent
         // exited) or be about to exit: it is waited for as a stream is.
-        if (target.exited() && listener.openStreams() == 0 && !listener.connectionWaiting() &&
-            !target.childrenLeft())
-            return;
+        const bool ended = listener.openStreams() == 0 && !listener.connectionWaiting();
+        if (target.exited() && ended && !target.childrenLeft()) return;
+        if (ended) bodies.prepare(listener);
         if (!noticed && target.exited() && target.secondsSinceExit() >= kWaitNoticeS &&
             !(live && live->showing())) {
             noticed = true;
@@ -249,7 +288,7 @@ std::map<int64_t, int> reapedChildren(const CollectorListener& listener) {
 // in another order each run, and diff would pair them so), the images of one pid
 // in the order they ran.
 core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess& target,
-                          const RunOptions& options, const CudaPlan& cuda) {
+                          const RunOptions& options, const CudaPlan& cuda, PreparedBodies& bodies) {
     core::Trace trace;
     trace.memtoolVersion = MEMTOOL_VERSION;
     const auto lost = lostStreams(listener);
@@ -270,8 +309,7 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         o.recoveredRecords = launched->recoveredRecords();
         o.streamError = lostReason(*launched);
         if (o.streamError.empty()) o.streamError = launched->error();
-        trace.processes.push_back(
-            buildProcessTrace(launched->aggregator(), launched->symbolizer(), o, options.siteMode));
+        trace.processes.push_back(bodies.take(*launched, o));
         trace.processes.back().maxRssBytes = target.maxRssBytes();
         trace.processes.back().cpuS = target.cpuSeconds();
         if (!cuda.warning.empty()) trace.processes.back().warnings.push_back(cuda.warning);
@@ -313,8 +351,7 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         o.streamError = lostReason(*c);
         if (o.streamError.empty())
             o.streamError = c->open() ? unwaitedReason(options.waitChildrenS) : c->error();
-        trace.processes.push_back(
-            buildProcessTrace(c->aggregator(), c->symbolizer(), o, options.siteMode));
+        trace.processes.push_back(bodies.take(*c, o));
     }
     std::stable_sort(
         trace.processes.begin() + 1, trace.processes.end(),
@@ -412,12 +449,14 @@ RunResult runCommand(const RunOptions& options) {
     // While the program starts, not before: a collector that connects meanwhile
     // waits in the listen queue.
     listener.removeDeadRuns();
-    collectStreams(loop, listener, target, live.get(), options.waitChildrenS, options.quiet);
+    PreparedBodies bodies(options.siteMode);
+    collectStreams(loop, listener, target, live.get(), options.waitChildrenS, options.quiet,
+                   bodies);
     target.waitForExit();  // a no-op: the loop only ends after the target
     if (live) live->finish(listener);
 
     // One trace file, or with %p or %r in its name one per process (or per rank).
-    core::Trace trace = assembleTrace(listener, target, options, cuda);
+    core::Trace trace = assembleTrace(listener, target, options, cuda, bodies);
     // Every frame is named: the object files the symbolizers hold can go, and the
     // spare descriptor too, so that the sources and the trace can be opened.
     listener.closeObjectFiles();
@@ -426,8 +465,13 @@ RunResult runCommand(const RunOptions& options) {
     if (!discard) {
         // The code its reports show, as it is now: an archived trace shows it as it was.
         reporters::recordSources(trace);
-        for (const auto& [path, part] : splitByOutputPattern(trace, options.output))
-            files.push_back(writeTrace(part, path));
+        // One file: the trace itself (a copy of it took ~2 ms for a fork pool's).
+        if (!isPerProcessPattern(options.output)) {
+            files.push_back(writeTrace(trace, options.output));
+        } else {
+            for (const auto& [path, part] : splitByOutputPattern(trace, options.output))
+                files.push_back(writeTrace(part, path));
+        }
     }
     if (!options.quiet) std::cerr << runSummary(trace, files);
 

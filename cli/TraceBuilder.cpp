@@ -67,7 +67,7 @@ void rankOf(const core::Handshake& h, core::ProcessTrace& p) {
     p.worldSize = firstSet(env, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"});
 }
 
-core::ProcessTrace processHeader(const core::Aggregator& agg, const ProcessOutcome& outcome) {
+core::ProcessTrace processHeader(const core::Aggregator& agg) {
     core::ProcessTrace p;
     if (const auto& h = agg.handshake()) {
         p.pid = h->pid;
@@ -80,14 +80,6 @@ core::ProcessTrace processHeader(const core::Aggregator& agg, const ProcessOutco
     }
     const auto& end = agg.end();
     p.exec = end && end->exitKind == static_cast<uint64_t>(core::ExitKind::Exec);
-    p.exitCode = outcome.exitCode;
-    p.exitSignal = outcome.exitSignal;
-    // Seen from outside or not at all, the collector may know it: the status given
-    // to exit() or _exit(). An image that exec'd has none of its own.
-    if (!p.exitCode && !p.exitSignal && end && end->exitStatus > 0 && !p.exec)
-        p.exitCode = static_cast<int>(end->exitStatus - 1);
-    p.snapshot = outcome.snapshot;
-    p.durationS = outcome.durationS;
     for (const core::NoteRecord& n : agg.notes())
         if (n.key == core::kNoteWarning) p.warnings.push_back(n.text);
     if (!agg.continuationProblem().empty())
@@ -568,7 +560,14 @@ std::optional<size_t> siteOf(const std::vector<core::Frame>& stack, SiteMode mod
 
 core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
                                      const ProcessOutcome& outcome, SiteMode siteMode) {
-    core::ProcessTrace p = processHeader(agg, outcome);
+    core::ProcessTrace p = buildProcessBody(agg, symbolizer, siteMode);
+    applyOutcome(p, agg, outcome);
+    return p;
+}
+
+core::ProcessTrace buildProcessBody(const core::Aggregator& agg, Symbolizer& symbolizer,
+                                    SiteMode siteMode) {
+    core::ProcessTrace p = processHeader(agg);
     p.devices = deviceTotals(agg);
     p.timeline = timelines(agg);
 
@@ -591,13 +590,26 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
     regionsAndControl(agg, p);
     outOfMemory(agg, symbolizer, siteMode, p);
     p.stream = streamCheck(agg);
-    p.incompleteReason = incompleteReason(agg, outcome);
-    p.complete = p.incompleteReason.empty();
     if (p.exec) releasedByExec(p);
     if (agg.doubleAllocs() > 0)
         p.warnings.push_back(fmt::format(
             "{} allocations reused a live address (a free went unseen)", agg.doubleAllocs()));
     return p;
+}
+
+void applyOutcome(core::ProcessTrace& p, const core::Aggregator& agg,
+                  const ProcessOutcome& outcome) {
+    p.exitCode = outcome.exitCode;
+    p.exitSignal = outcome.exitSignal;
+    // Seen from outside or not at all, the collector may know it: the status given
+    // to exit() or _exit(). An image that exec'd has none of its own.
+    const auto& end = agg.end();
+    if (!p.exitCode && !p.exitSignal && end && end->exitStatus > 0 && !p.exec)
+        p.exitCode = static_cast<int>(end->exitStatus - 1);
+    p.snapshot = outcome.snapshot;
+    p.durationS = outcome.durationS;
+    p.incompleteReason = incompleteReason(agg, outcome);
+    p.complete = p.incompleteReason.empty();
 }
 
 std::string siteText(const core::Aggregator& agg, Symbolizer& symbolizer, const core::StackState& s,

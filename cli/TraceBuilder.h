@@ -43,6 +43,13 @@ bool endsShownStack(const core::Frame& own, bool pythonFollows);
 // ElfSymbolizer: it knows the modules in agg.modules()).
 core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
                                      const ProcessOutcome& outcome, SiteMode siteMode);
+// The same in two steps: what the stream alone decides (everything but how the
+// process ended), which no later event changes once the stream has ended, then
+// the outcome. buildProcessTrace is applyOutcome(buildProcessBody(...)).
+core::ProcessTrace buildProcessBody(const core::Aggregator& agg, Symbolizer& symbolizer,
+                                    SiteMode siteMode);
+void applyOutcome(core::ProcessTrace& p, const core::Aggregator& agg,
+                  const ProcessOutcome& outcome);
 
 // One stack as trace.json shows it, innermost frame first: the native frames
 // (symbolized) with the Python frames where the interpreter's were.
