@@ -14,6 +14,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <span>
 
 #include "cli/CollectorListener.h"
 #include "cli/CollectorLocator.h"
@@ -35,6 +36,7 @@
 #include "reporters/ProcessSelection.h"
 #include "reporters/RecordedSources.h"
 #include "reporters/TraceJson.h"
+#include "reporters/TraceText.h"
 
 namespace memtool::cli {
 
@@ -147,33 +149,46 @@ std::string stillRunning(const CollectorListener& listener) {
 // then (TraceBuilder's body: symbolized stacks, hotspots, lines, timelines), on a
 // core the exiting program leaves free; after the reap only how each process
 // ended is added. A stream still open, or one that connects later, is built at
-// the end as before.
+// the end as before. Their text is rendered then too (reporters::RenderedBody):
+// after the reap, only what the outcome sets is written afresh.
 class PreparedBodies {
 public:
     explicit PreparedBodies(SiteMode siteMode) : siteMode_(siteMode) {}
 
     // Builds the body of every ended stream not built yet.
     void prepare(const CollectorListener& listener) {
-        for (const auto& c : listener.connections())
-            if (!c->open() && c->isStream() && !bodies_.count(c.get()))
-                bodies_.emplace(c.get(),
-                                buildProcessBody(c->aggregator(), c->symbolizer(), siteMode_));
+        for (const auto& c : listener.connections()) {
+            if (c->open() || !c->isStream() || bodies_.count(c.get())) continue;
+            Prepared& p = bodies_[c.get()];
+            p.body = buildProcessBody(c->aggregator(), c->symbolizer(), siteMode_);
+            p.rendered = std::make_unique<reporters::RenderedBody>(p.body);
+        }
     }
 
-    // The trace of `c`'s process: its body built ahead (handed over, once) or now.
-    core::ProcessTrace take(CollectorConnection& c, const ProcessOutcome& outcome) {
+    // The trace of `c`'s process: its body built ahead (handed over, once) or
+    // now; `rendered` is then its text, or null. The text stays this object's.
+    core::ProcessTrace take(CollectorConnection& c, const ProcessOutcome& outcome,
+                            const reporters::RenderedBody** rendered) {
+        *rendered = nullptr;
         auto it = bodies_.find(&c);
-        if (it == bodies_.end())
+        if (it == bodies_.end() || it->second.taken)
             return buildProcessTrace(c.aggregator(), c.symbolizer(), outcome, siteMode_);
-        core::ProcessTrace p = std::move(it->second);
-        bodies_.erase(it);
-        applyOutcome(p, c.aggregator(), outcome);
-        return p;
+        Prepared& p = it->second;
+        p.taken = true;
+        core::ProcessTrace trace = std::move(p.body);
+        applyOutcome(trace, c.aggregator(), outcome);
+        *rendered = p.rendered.get();
+        return trace;
     }
 
 private:
+    struct Prepared {
+        core::ProcessTrace body;
+        std::unique_ptr<reporters::RenderedBody> rendered;
+        bool taken = false;
+    };
     SiteMode siteMode_;
-    std::map<const CollectorConnection*, core::ProcessTrace> bodies_;
+    std::map<const CollectorConnection*, Prepared> bodies_;
 };
 
 // Runs the loop until the target has exited and every stream has ended (or
@@ -287,8 +302,10 @@ std::map<int64_t, int> reapedChildren(const CollectorListener& listener) {
 // they connected in is a race between siblings: a DataLoader's workers would come
 // in another order each run, and diff would pair them so), the images of one pid
 // in the order they ran.
+// rendered[i]: trace.processes[i]'s body text rendered ahead, or null.
 core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess& target,
-                          const RunOptions& options, const CudaPlan& cuda, PreparedBodies& bodies) {
+                          const RunOptions& options, const CudaPlan& cuda, PreparedBodies& bodies,
+                          std::vector<const reporters::RenderedBody*>& rendered) {
     core::Trace trace;
     trace.memtoolVersion = MEMTOOL_VERSION;
     const auto lost = lostStreams(listener);
@@ -309,12 +326,13 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         o.recoveredRecords = launched->recoveredRecords();
         o.streamError = lostReason(*launched);
         if (o.streamError.empty()) o.streamError = launched->error();
-        trace.processes.push_back(bodies.take(*launched, o));
+        trace.processes.push_back(bodies.take(*launched, o, &rendered.emplace_back()));
         trace.processes.back().maxRssBytes = target.maxRssBytes();
         trace.processes.back().cpuS = target.cpuSeconds();
         if (!cuda.warning.empty()) trace.processes.back().warnings.push_back(cuda.warning);
     } else {
         trace.processes.push_back(untrackedTarget(target, options));
+        rendered.push_back(nullptr);
         trace.processes.back().maxRssBytes = target.maxRssBytes();
         trace.processes.back().cpuS = target.cpuSeconds();
     }
@@ -351,11 +369,23 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         o.streamError = lostReason(*c);
         if (o.streamError.empty())
             o.streamError = c->open() ? unwaitedReason(options.waitChildrenS) : c->error();
-        trace.processes.push_back(bodies.take(*c, o));
+        trace.processes.push_back(bodies.take(*c, o, &rendered.emplace_back()));
     }
-    std::stable_sort(
-        trace.processes.begin() + 1, trace.processes.end(),
-        [](const core::ProcessTrace& a, const core::ProcessTrace& b) { return a.pid < b.pid; });
+    // By pid after the first, each with its text.
+    std::vector<size_t> order(trace.processes.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin() + 1, order.end(), [&](size_t a, size_t b) {
+        return trace.processes[a].pid < trace.processes[b].pid;
+    });
+    std::vector<core::ProcessTrace> sorted;
+    std::vector<const reporters::RenderedBody*> sortedText;
+    sorted.reserve(order.size());
+    for (size_t i : order) {
+        sorted.push_back(std::move(trace.processes[i]));
+        sortedText.push_back(rendered[i]);
+    }
+    trace.processes = std::move(sorted);
+    rendered = std::move(sortedText);
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd))
         for (auto& p : trace.processes) p.cwd = cwd;
@@ -389,21 +419,22 @@ bool discardsTrace(const std::string& output) {
 // Writes the trace where -o said (stdout for "-"); returns how to name where it
 // went. Should that fail now (the disk filled, the directory went), the trace is
 // kept in the temporary directory, and the error says where.
-std::string writeTrace(const core::Trace& trace, const std::string& output) {
+std::string writeTrace(const core::Trace& trace, const std::string& output,
+                       std::span<const reporters::RenderedBody* const> rendered = {}) {
+    const std::string text = reporters::traceToText(trace, rendered);
     if (output == kStdoutPath) {
-        const std::string text = reporters::traceToText(trace);
         std::cout << text << std::flush;
         if (!std::cout) throw core::Error(core::kExitRunFailed, "cannot write the trace to stdout");
         return "the trace to stdout";
     }
     try {
-        reporters::saveTrace(trace, output);
+        reporters::replaceFile(output, text, core::kExitRunFailed);
         return output;
     } catch (const core::Error& e) {
         const char* tmp = std::getenv("TMPDIR");
         const std::string kept =
             fmt::format("{}/memtool-{}.trace.json", tmp && *tmp ? tmp : "/tmp", getpid());
-        reporters::saveTrace(trace, kept);
+        reporters::replaceFile(kept, text, core::kExitRunFailed);
         throw core::Error(core::kExitRunFailed,
                           std::string(e.what()) + "; the trace was written to " + kept);
     }
@@ -456,7 +487,8 @@ RunResult runCommand(const RunOptions& options) {
     if (live) live->finish(listener);
 
     // One trace file, or with %p or %r in its name one per process (or per rank).
-    core::Trace trace = assembleTrace(listener, target, options, cuda, bodies);
+    std::vector<const reporters::RenderedBody*> rendered;
+    core::Trace trace = assembleTrace(listener, target, options, cuda, bodies, rendered);
     // Every frame is named: the object files the symbolizers hold can go, and the
     // spare descriptor too, so that the sources and the trace can be opened.
     listener.closeObjectFiles();
@@ -467,7 +499,7 @@ RunResult runCommand(const RunOptions& options) {
         reporters::recordSources(trace);
         // One file: the trace itself (a copy of it took ~2 ms for a fork pool's).
         if (!isPerProcessPattern(options.output)) {
-            files.push_back(writeTrace(trace, options.output));
+            files.push_back(writeTrace(trace, options.output, rendered));
         } else {
             for (const auto& [path, part] : splitByOutputPattern(trace, options.output))
                 files.push_back(writeTrace(part, path));

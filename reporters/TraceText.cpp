@@ -27,7 +27,9 @@ public:
     // written sorted by key, as a JSON document (a std::map) keeps them.
     using Member = std::pair<std::string_view, std::function<void()>>;
 
-    explicit TextWriter(std::string& out) : out_(out) {}
+    // `depth`: the level of what is written (a process's members are at
+    // kProcessMemberDepth).
+    explicit TextWriter(std::string& out, int depth = 0) : out_(out), depth_(depth) {}
 
     void object(std::vector<Member> members) {
         std::sort(members.begin(), members.end(),
@@ -83,6 +85,8 @@ public:
         object(std::move(members));
     }
 
+    // Text written by another TextWriter at this one's level.
+    void raw(std::string_view text) { out_ += text; }
     void null() { out_ += "null"; }
     void value(bool b) { out_ += b ? "true" : "false"; }
     template <typename I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
@@ -132,8 +136,11 @@ private:
     }
 
     std::string& out_;
-    int depth_ = 0;
+    int depth_;
 };
+
+// The trace's object, its processes array, a process's object.
+constexpr int kProcessMemberDepth = 3;
 
 using Members = std::vector<TextWriter::Member>;
 
@@ -313,7 +320,22 @@ TextWriter::Member mapField(TextWriter& w, std::string_view key, const Map& m, W
     return {key, [&w, &m, write] { w.map(m, [&w, write](const auto& v) { write(w, v); }); }};
 }
 
-void writeProcess(TextWriter& w, const core::ProcessTrace& p) {
+// The members a process's body decides (RenderedBody), by key: each written
+// by `write`, at the level of a process's members.
+template <typename Write>
+void bodyMembers(TextWriter& w, const core::ProcessTrace& p, Write write) {
+    write("devices", mapField(w, "devices", p.devices, writeDevice));
+    write("frames", arrayField(w, "frames", p.frames, writeFrame));
+    write("hotspots", arrayField(w, "hotspots", p.hotspots, writeHotspot));
+    write("lines", arrayField(w, "lines", p.lines, writeLine));
+    write("stream", {"stream", [&w, &p] { writeStream(w, p.stream); }});
+    write("regions", arrayField(w, "regions", p.regions, writeRegion));
+    write("control", arrayField(w, "control", p.control, writeControl));
+    write("oom", arrayField(w, "oom", p.oom, writeOom));
+    write("timeline", mapField(w, "timeline", p.timeline, writeSeries));
+}
+
+void writeProcess(TextWriter& w, const core::ProcessTrace& p, const RenderedBody* rendered) {
     Members m = {field(w, "pid", p.pid),
                  field(w, "ppid", p.ppid),
                  field(w, "command", p.command),
@@ -328,17 +350,15 @@ void writeProcess(TextWriter& w, const core::ProcessTrace& p) {
                  field(w, "max_rss_bytes", p.maxRssBytes),
                  field(w, "native_stacks", p.nativeStacks),
                  field(w, "python_stacks", p.pythonStacks),
-                 mapField(w, "devices", p.devices, writeDevice),
-                 arrayField(w, "frames", p.frames, writeFrame),
-                 arrayField(w, "hotspots", p.hotspots, writeHotspot),
-                 arrayField(w, "lines", p.lines, writeLine),
-                 {"stream", [&w, &p] { writeStream(w, p.stream); }},
-                 arrayField(w, "regions", p.regions, writeRegion),
-                 arrayField(w, "control", p.control, writeControl),
-                 arrayField(w, "oom", p.oom, writeOom),
                  field(w, "oom_count", p.oomCount),
-                 mapField(w, "timeline", p.timeline, writeSeries),
                  field(w, "warnings", p.warnings)};
+    if (rendered)
+        for (const auto& [key, text] : rendered->members())
+            m.push_back({key, [&w, text = text] { w.raw(text); }});
+    else
+        bodyMembers(w, p, [&m](std::string_view, const TextWriter::Member& member) {
+            m.push_back(member);
+        });
     if (!p.complete) m.push_back(field(w, "incomplete_reason", p.incompleteReason));
     if (p.cpuS) m.push_back(field(w, "cpu_s", p.cpuS));
     if (p.snapshot) m.push_back(field(w, "snapshot", p.snapshot));
@@ -356,13 +376,38 @@ void writeProcess(TextWriter& w, const core::ProcessTrace& p) {
 
 }  // namespace
 
-std::string traceToText(const core::Trace& trace) {
+RenderedBody::RenderedBody(const core::ProcessTrace& body) {
+    TextWriter w(text_, kProcessMemberDepth);
+    std::vector<std::pair<std::string_view, size_t>> ends;
+    bodyMembers(w, body, [&](std::string_view key, const TextWriter::Member& member) {
+        member.second();
+        ends.emplace_back(key, text_.size());
+    });
+    size_t from = 0;
+    for (const auto& [key, end] : ends) {
+        members_.emplace_back(key, std::string_view(text_).substr(from, end - from));
+        from = end;
+    }
+}
+
+std::string traceToText(const core::Trace& trace) { return traceToText(trace, {}); }
+
+std::string traceToText(const core::Trace& trace, std::span<const RenderedBody* const> rendered) {
     std::string out;
+    size_t ahead = 0;
+    for (const RenderedBody* r : rendered)
+        if (r) ahead += r->size();
+    out.reserve(ahead + 65536);
     TextWriter w(out);
+    size_t index = 0;
+    auto process = [&](TextWriter& to, const core::ProcessTrace& p) {
+        const size_t i = index++;
+        writeProcess(to, p, i < rendered.size() ? rendered[i] : nullptr);
+    };
     Members m = {field(w, "schema", trace.schema),
                  field(w, "memtool_version", trace.memtoolVersion),
                  field(w, "cli_max_rss_bytes", trace.cliMaxRssBytes),
-                 arrayField(w, "processes", trace.processes, writeProcess)};
+                 arrayField(w, "processes", trace.processes, process)};
     if (trace.cliCpuS) m.push_back(field(w, "cli_cpu_s", trace.cliCpuS));
     w.object(std::move(m));
     out += '\n';

@@ -5,11 +5,44 @@
 // than the rest of the end together, most of it first touches of the memory it
 // took (docs/TRACE.md describes the fields; TraceJson.h reads them back).
 
+#include <span>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/TraceModel.h"
 
 namespace memtool::reporters {
+
+// The members of a process's object that its stream alone decides (devices,
+// frames, hotspots, lines, stream, regions, control, oom, timeline: what
+// cli's buildProcessBody builds), rendered ahead as trace.json lays them out.
+// memtool run renders them while the program is still exiting, and traceToText
+// writes them in place of rendering the process's own again: the process must
+// be the body they were rendered from, with only its other members set since.
+class RenderedBody {
+public:
+    explicit RenderedBody(const core::ProcessTrace& body);
+    RenderedBody(const RenderedBody&) = delete;
+    RenderedBody& operator=(const RenderedBody&) = delete;
+
+    // (key, text) in the order rendered; the text views this object's own.
+    const std::vector<std::pair<std::string_view, std::string_view>>& members() const {
+        return members_;
+    }
+
+    // Bytes of text rendered.
+    size_t size() const { return text_.size(); }
+
+private:
+    std::string text_;
+    std::vector<std::pair<std::string_view, std::string_view>> members_;
+};
+
+// traceToText (TraceJson.h), with rendered[i] (when there and not null) written
+// for trace.processes[i]'s body members.
+std::string traceToText(const core::Trace& trace, std::span<const RenderedBody* const> rendered);
 
 // One hotspot, one line row, as trace.json writes them (their pools included),
 // at the outermost level; the whole trace is traceToText (TraceJson.h).

@@ -238,3 +238,29 @@ TEST(TraceText, AHotspotIsWrittenOneMemberALineInKeyOrder) {
  "self_allocated_bytes": 0
 })text");
 }
+
+// memtool run renders a process's body while the program exits and sets how it
+// ended afterwards: the trace's text must be the same as rendered whole.
+TEST(TraceText, ABodyRenderedAheadIsWrittenAsTheWholeWouldBe) {
+    core::Trace t;
+    t.memtoolVersion = "0.1.0";
+    t.processes = {everyField(), fewestFields(), everyField()};
+    const reporters::RenderedBody first(t.processes[0]), second(t.processes[1]);
+    // Set after rendering: what the outcome and the end of the run add.
+    for (core::ProcessTrace& p : t.processes) {
+        p.exitCode = 7;
+        p.durationS = 2.75;
+        p.cpuS = 1.5;
+        p.warnings.push_back("added at the end");
+        p.cwd = "/elsewhere";
+    }
+    const std::string whole = reporters::traceToText(t);
+    // The third process has none rendered: it is written from itself.
+    const std::vector<const reporters::RenderedBody*> rendered = {&first, &second};
+    EXPECT_EQ(reporters::traceToText(t, rendered), whole);
+    EXPECT_NE(whole.find("\"exit_code\": 7,"), std::string::npos);
+    // What was rendered is what is written: a body that differs shows.
+    core::Trace other = t;
+    other.processes[0].hotspots.at(0).allocatedBytes += 1;
+    EXPECT_NE(reporters::traceToText(other, rendered), reporters::traceToText(other));
+}
