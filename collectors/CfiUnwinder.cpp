@@ -2,6 +2,7 @@
 
 #include <link.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -375,6 +376,34 @@ struct ModuleLookup {
     bool found = false;
 };
 
+// The module's build ID (an NT_GNU_BUILD_ID note, in a PT_NOTE segment: mapped
+// with the module's first pages) folded to 64 bits by FNV-1a; 0: none.
+uint64_t buildIdOf(const dl_phdr_info* info) {
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const auto& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_NOTE) continue;
+        const uint64_t align = ph.p_align == 8 ? 8 : 4;
+        auto padded = [align](uint64_t n) { return (n + align - 1) & ~(align - 1); };
+        const uint8_t* p = reinterpret_cast<const uint8_t*>(info->dlpi_addr + ph.p_vaddr);
+        const uint8_t* end = p + ph.p_memsz;
+        while (end - p >= 12) {
+            const uint32_t nameSize = load<uint32_t>(p), descSize = load<uint32_t>(p + 4),
+                           type = load<uint32_t>(p + 8);
+            const uint8_t* name = p + 12;
+            const uint64_t descAt = padded(nameSize), after = descAt + padded(descSize);
+            if (after > uint64_t(end - name)) break;
+            const uint8_t* desc = name + descAt;
+            if (type == 3 && nameSize == 4 && std::memcmp(name, "GNU", 4) == 0 && descSize >= 8) {
+                uint64_t h = 0xcbf29ce484222325ull;
+                for (uint32_t k = 0; k < descSize; ++k) h = (h ^ desc[k]) * 0x100000001b3ull;
+                return h ? h : 1;
+            }
+            p = name + after;
+        }
+    }
+    return 0;
+}
+
 int findModule(dl_phdr_info* info, size_t, void* data) {
     auto* m = static_cast<ModuleLookup*>(data);
     const ElfW(Phdr)* hdr = nullptr;
@@ -395,14 +424,16 @@ int findModule(dl_phdr_info* info, size_t, void* data) {
     m->found = true;
     m->span.low = low;
     m->span.high = high;
+    m->span.base = info->dlpi_addr;
+    m->span.identity = buildIdOf(info);
     if (hdr) m->span.ehFrameHdr = reinterpret_cast<const uint8_t*>(info->dlpi_addr + hdr->p_vaddr);
     return 1;
 }
 
-// The .eh_frame_hdr of the module holding pc (null: none, or no module holds
-// it), from the thread's spans when one holds pc, else from the loader. A slot
-// found moves to the front; a new one goes there and the last goes.
-const uint8_t* ehFrameHdrFor(ThreadState& ts, uint64_t pc) {
+// The module holding pc (null: none), from the thread's spans when one holds
+// pc, else from the loader. A slot found moves to the front (where the result
+// points); a new one goes there and the last goes.
+const ModuleSpan* moduleSpanFor(ThreadState& ts, uint64_t pc) {
     ModuleSpan* spans = ts.moduleSpans;
     int i = 0;
     while (i < kModuleSpans && !(pc >= spans[i].low && pc < spans[i].high)) ++i;
@@ -419,7 +450,7 @@ const uint8_t* ehFrameHdrFor(ThreadState& ts, uint64_t pc) {
     }
     for (; i > 0; --i) spans[i] = spans[i - 1];
     spans[0] = found;
-    return found.ehFrameHdr;
+    return &spans[0];
 }
 
 // The FDE covering pc, by the binary search table of .eh_frame_hdr (the only
@@ -456,6 +487,69 @@ FrameRule unsupported() {
 // The rule for pc from the .eh_frame of the module whose header is ehFrameHdr
 // (null: Unsupported).
 FrameRule ruleIn(const uint8_t* ehFrameHdr, uint64_t pc);
+
+// ---- rules shared across fork (shareRulesWithForks) ---------------------------------
+
+// A slot is claimed once (module from 0, by compare-and-swap) and never changes
+// after its rule is stored; rule 0 (no rule packs to 0) means not yet stored.
+struct SharedRuleSlot {
+    std::atomic<uint64_t> module, offset, rule;
+};
+constexpr uint64_t kSharedRuleSlots = 4096;  // 96 KiB
+constexpr int kSharedRuleProbes = 16;
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+std::atomic<SharedRuleSlot*> gSharedRules{nullptr};
+
+uint64_t sharedHome(uint64_t module, uint64_t offset) {
+    return ((module ^ offset * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull) >> 52;  // 12 bits
+}
+
+// The rule kept for (module, offset), or 0.
+uint64_t sharedRule(SharedRuleSlot* table, uint64_t module, uint64_t offset) {
+    uint64_t i = sharedHome(module, offset);
+    for (int n = 0; n < kSharedRuleProbes; ++n, i = (i + 1) % kSharedRuleSlots) {
+        SharedRuleSlot& s = table[i];
+        const uint64_t rule = s.rule.load(std::memory_order_acquire);
+        if (rule == 0) {
+            // Empty: inserts take the first empty slot, so it is nowhere further.
+            if (s.module.load(std::memory_order_relaxed) == 0) return 0;
+            continue;  // being stored
+        }
+        if (s.module.load(std::memory_order_relaxed) == module &&
+            s.offset.load(std::memory_order_relaxed) == offset)
+            return rule;
+    }
+    return 0;
+}
+
+void keepSharedRule(SharedRuleSlot* table, uint64_t module, uint64_t offset, uint64_t rule) {
+    uint64_t i = sharedHome(module, offset);
+    for (int n = 0; n < kSharedRuleProbes; ++n, i = (i + 1) % kSharedRuleSlots) {
+        SharedRuleSlot& s = table[i];
+        uint64_t expected = 0;
+        if (s.module.load(std::memory_order_relaxed) == 0 &&
+            s.module.compare_exchange_strong(expected, module, std::memory_order_relaxed)) {
+            s.offset.store(offset, std::memory_order_relaxed);
+            s.rule.store(rule, std::memory_order_release);
+            return;
+        }
+    }
+    // Its slots are all taken: the rule stays in the thread's own cache only.
+}
+
+// The rule for pc in `span`'s module (null: none holds pc): from the rules the
+// fork tree shares when they have it, else read from .eh_frame (and shared).
+uint64_t readRule(const ModuleSpan* span, uint64_t pc) {
+    SharedRuleSlot* shared = gSharedRules.load(std::memory_order_acquire);
+    const bool share = shared && span && span->identity;
+    if (share)
+        if (const uint64_t rule = sharedRule(shared, span->identity, pc - span->base)) return rule;
+    const uint64_t rule = ruleIn(span ? span->ehFrameHdr : nullptr, pc).pack();
+    gRuleReads.fetch_add(1, std::memory_order_relaxed);
+    if (share) keepSharedRule(shared, span->identity, pc - span->base, rule);
+    return rule;
+}
 
 // ---- the walk --------------------------------------------------------------------
 
@@ -509,8 +603,7 @@ bool stackBounds(ThreadState& ts) {
     if (way < kUnwindRuleWays) {
         found = set[way];
     } else {
-        found = {pc, ruleIn(ehFrameHdrFor(ts, pc), pc).pack()};
-        gRuleReads.fetch_add(1, std::memory_order_relaxed);
+        found = {pc, readRule(moduleSpanFor(ts, pc), pc)};
         way = kUnwindRuleWays - 1;  // the least recently read goes
     }
     for (; way > 0; --way) set[way] = set[way - 1];
@@ -587,6 +680,23 @@ FrameRule ruleIn(const uint8_t* ehFrameHdr, uint64_t pc) {
 }  // namespace
 
 void codeUnloaded() { gUnloads.fetch_add(1, std::memory_order_relaxed); }
+
+void shareRulesWithForks() {
+    if (gSharedRules.load(std::memory_order_acquire)) return;
+    void* table = mmap(nullptr, kSharedRuleSlots * sizeof(SharedRuleSlot), PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (table == MAP_FAILED) return;
+    SharedRuleSlot* expected = nullptr;
+    if (!gSharedRules.compare_exchange_strong(expected, static_cast<SharedRuleSlot*>(table),
+                                              std::memory_order_acq_rel))
+        munmap(table, kSharedRuleSlots * sizeof(SharedRuleSlot));
+}
+
+uint64_t moduleIdentity(const void* address) {
+    ModuleLookup module{reinterpret_cast<uint64_t>(address)};
+    dl_iterate_phdr(findModule, &module);
+    return module.found ? module.span.identity : 0;
+}
 
 uint64_t ruleReads() { return gRuleReads.load(std::memory_order_relaxed); }
 

@@ -41,6 +41,22 @@ FrameRule frameRuleFor(uint64_t pc);
 // A library was unloaded: every thread's cached rules are stale (dlclose hook).
 void codeUnloaded();
 
+// From now on, rules read by this process and by the processes it forks are
+// kept where all of them see them (memory shared across fork), besides each
+// thread's own cache: a fork pool's workers run the same code, which their
+// parent may never have run, and each would read the same rules again from
+// .eh_frame pages fork did not map for it (~80 rules and ~55 page faults a
+// worker of bench/workloads/pool.py). A rule is keyed by its module's build ID
+// and its offset in the module, so a module loaded later at another address, or
+// a different one at the same address, never takes another's rule; modules
+// without a build ID are not shared. Called before each fork (the collector's
+// fork handler); later calls do nothing, and without the memory nothing is shared.
+void shareRulesWithForks();
+// The 64-bit identity shareRulesWithForks keys a module by: its build ID
+// (NT_GNU_BUILD_ID) folded, from the program headers of the module holding
+// `address`; 0 when it has none or no module holds it.
+uint64_t moduleIdentity(const void* address);
+
 // How many rules walks have read from .eh_frame in this process (each a
 // dl_iterate_phdr and an FDE search): a thread's cache misses.
 uint64_t ruleReads();

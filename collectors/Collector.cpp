@@ -18,6 +18,7 @@
 #include <cstring>
 #include <new>
 
+#include "collectors/CfiUnwinder.h"
 #include "collectors/ChildEnvironment.h"
 #include "collectors/CudaRuntimeHooks.h"
 #include "collectors/GotPatcher.h"
@@ -520,6 +521,8 @@ void sendLostNotice(const char* why) {
 // which may dlopen, before the module scan; the region table, then the engine,
 // after it): a child never starts with a lock some other thread of its parent held.
 void atForkPrepare() {
+    // Before the first fork: the children's rule reads are then shared (CfiUnwinder.h).
+    shareRulesWithForks();
     gRegions.value.lockOuterForFork();
     pthread_mutex_lock(&gScanMutex);
     gRegions.value.lockTableForFork();

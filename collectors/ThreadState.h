@@ -72,6 +72,8 @@ struct WalkMemo {
 struct ModuleSpan {
     uint64_t low, high;
     const uint8_t* ehFrameHdr;
+    uint64_t base;      // the loader's bias: a code address less it is the module's own
+    uint64_t identity;  // its build ID folded to 64 bits; 0: it has none
 };
 inline constexpr int kModuleSpans = 16;
 

@@ -7,6 +7,8 @@
 #include <execinfo.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -487,4 +489,74 @@ TEST(CfiUnwinder, AWalkIntoItsMemoNamesTheKeptWalkItGives) {
     EXPECT_TRUE(std::equal(first, first + 3, frames[0]));
     EXPECT_TRUE(std::equal(first, first + 3, frames[1]));
     EXPECT_TRUE(std::equal(changed, changed + 3, frames[2]));
+}
+
+namespace {
+volatile int gSiteSet = 0;
+
+// walkFromEverySite's walks from call sites of its own: code no walk of this
+// process has run before (the store keeps identical-code folding off it).
+template <int Set, int... N>
+__attribute__((noinline)) int walkFromNewSites(std::integer_sequence<int, N...>) {
+    gSiteSet = Set;
+    int walked = 0;
+    ((walked += walkFromSite<N>() > 0), ...);
+    return walked;
+}
+
+struct ChildWalk {
+    uint64_t reads = 0;
+    int walked = 0;
+};
+
+// Forks a child that walks from the new sites and says how many rules it read.
+__attribute__((noinline)) ChildWalk walkInAChild() {
+    int fds[2];
+    if (pipe(fds) != 0) return {};
+    const pid_t pid = fork();
+    if (pid == 0) {
+        ChildWalk w;
+        const uint64_t before = ruleReads();
+        w.walked = walkFromNewSites<1>(std::make_integer_sequence<int, kSites>());
+        w.reads = ruleReads() - before;
+        const ssize_t n = write(fds[1], &w, sizeof w);
+        _exit(n == static_cast<ssize_t>(sizeof w) ? 0 : 1);
+    }
+    close(fds[1]);
+    ChildWalk w;
+    const ssize_t n = read(fds[0], &w, sizeof w);
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (n != static_cast<ssize_t>(sizeof w) || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return {};
+    return w;
+}
+}  // namespace
+
+// A fork pool's workers run code their parent never ran: once the process
+// shares its rules with its forks, what the first worker read from .eh_frame
+// the next one finds without reading. (Both are forked from one call site, so
+// that every frame of their walks is the same code address.)
+TEST(CfiUnwinder, AForkTreeReadsEachRuleOnce) {
+    shareRulesWithForks();
+    ChildWalk walks[2];
+    volatile int count = 2;  // a loop the compiler cannot unroll into two call sites
+    for (int i = 0; i < count; ++i) walks[i] = walkInAChild();
+    EXPECT_EQ(walks[0].walked, kSites);
+    EXPECT_EQ(walks[1].walked, kSites);
+    EXPECT_GE(walks[0].reads, uint64_t{kSites});
+    EXPECT_EQ(walks[1].reads, 0u);
+}
+
+// Shared rules are keyed by the module's build ID: one per module, the same for
+// every address in it, none where no module is.
+TEST(CfiUnwinder, ModulesAreKnownByTheirBuildIds) {
+    const uint64_t self = moduleIdentity(reinterpret_cast<const void*>(&walkBoth));
+    const uint64_t libc = moduleIdentity(reinterpret_cast<const void*>(&getpid));
+    EXPECT_NE(self, 0u);
+    EXPECT_NE(libc, 0u);
+    EXPECT_NE(self, libc);
+    EXPECT_EQ(moduleIdentity(reinterpret_cast<const void*>(&fork)), libc);
+    EXPECT_EQ(moduleIdentity(reinterpret_cast<const void*>(uintptr_t{16})), 0u);
 }
