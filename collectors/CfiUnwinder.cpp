@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "collectors/ThreadState.h"
+#include "core/SourceHash.h"
 
 extern "C" void* __libc_stack_end;  // glibc: the top of the main thread's stack
 
@@ -377,7 +378,7 @@ struct ModuleLookup {
 };
 
 // The module's build ID (an NT_GNU_BUILD_ID note, in a PT_NOTE segment: mapped
-// with the module's first pages) folded to 64 bits by FNV-1a; 0: none.
+// with the module's first pages) folded to 64 bits by core::fnv1a64; 0: none.
 uint64_t buildIdOf(const dl_phdr_info* info) {
     for (int i = 0; i < info->dlpi_phnum; ++i) {
         const auto& ph = info->dlpi_phdr[i];
@@ -394,8 +395,8 @@ uint64_t buildIdOf(const dl_phdr_info* info) {
             if (after > uint64_t(end - name)) break;
             const uint8_t* desc = name + descAt;
             if (type == 3 && nameSize == 4 && std::memcmp(name, "GNU", 4) == 0 && descSize >= 8) {
-                uint64_t h = 0xcbf29ce484222325ull;
-                for (uint32_t k = 0; k < descSize; ++k) h = (h ^ desc[k]) * 0x100000001b3ull;
+                const uint64_t h =
+                    core::fnv1a64({reinterpret_cast<const char*>(desc), descSize});
                 return h ? h : 1;
             }
             p = name + after;

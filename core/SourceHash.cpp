@@ -4,15 +4,6 @@
 
 namespace memtool::core {
 
-uint64_t fnv1a64(std::string_view bytes) {
-    uint64_t hash = 0xcbf29ce484222325ULL;
-    for (const char c : bytes) {
-        hash ^= static_cast<unsigned char>(c);
-        hash *= 0x100000001b3ULL;
-    }
-    return hash;
-}
-
 std::string hashText(uint64_t hash) {
     std::string text(16, '0');
     for (size_t i = text.size(); i-- > 0; hash >>= 4) text[i] = "0123456789abcdef"[hash & 0xf];

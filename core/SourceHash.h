@@ -12,7 +12,15 @@
 
 namespace memtool::core {
 
-uint64_t fnv1a64(std::string_view bytes);
+// Inline, so that the collectors (which link no core library) fold with it too.
+inline uint64_t fnv1a64(std::string_view bytes) {
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    for (const char c : bytes) {
+        hash ^= static_cast<unsigned char>(c);
+        hash *= 0x100000001b3ULL;
+    }
+    return hash;
+}
 // 16 lowercase hex digits, zeros in front included.
 std::string hashText(uint64_t hash);
 // The hash hashText wrote; nullopt for anything else (another length, upper case,
