@@ -32,23 +32,23 @@ bool isPerProcessPattern(const std::string& pattern) {
     return false;
 }
 
-std::vector<std::pair<std::string, core::Trace>> splitByOutputPattern(const core::Trace& trace,
+std::vector<std::pair<std::string, core::Trace>> splitByOutputPattern(core::Trace trace,
                                                                       const std::string& pattern) {
     std::vector<std::pair<std::string, core::Trace>> files;
     if (!isPerProcessPattern(pattern)) {
-        files.emplace_back(pattern, trace);
+        files.emplace_back(pattern, std::move(trace));
         return files;
     }
+    std::vector<core::ProcessTrace> processes = std::move(trace.processes);
+    trace.processes.clear();
     std::map<std::string, size_t> index;
-    for (const core::ProcessTrace& p : trace.processes) {
+    for (core::ProcessTrace& p : processes) {
         const std::string path = expandOutputPattern(pattern, p);
         auto [it, fresh] = index.try_emplace(path, files.size());
         if (fresh) {
-            core::Trace part = trace;
-            part.processes.clear();
-            files.emplace_back(path, std::move(part));
+            files.emplace_back(path, trace);  // the header: no process in it
         }
-        files[it->second].second.processes.push_back(p);
+        files[it->second].second.processes.push_back(std::move(p));
     }
     return files;
 }

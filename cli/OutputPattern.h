@@ -16,8 +16,9 @@ std::string expandOutputPattern(const std::string& pattern, const core::ProcessT
 bool isPerProcessPattern(const std::string& pattern);
 
 // (file, the trace it gets), in the order of each file's first process; without
-// %p or %r, the whole trace to `pattern`.
-std::vector<std::pair<std::string, core::Trace>> splitByOutputPattern(const core::Trace& trace,
+// %p or %r, the whole trace to `pattern`, moved there (a trace moved in is not
+// copied).
+std::vector<std::pair<std::string, core::Trace>> splitByOutputPattern(core::Trace trace,
                                                                       const std::string& pattern);
 
 }  // namespace memtool::cli

@@ -119,7 +119,7 @@ int reportCommand(const ReportArgs& a) {
     core::Trace trace = reporters::selectProcesses(reporters::loadTrace(a.path), a.processes);
     checkSortKey(trace, a.options.sort);
     // -o with %p or %r: a report per process (or per rank), as `memtool run -o` writes traces.
-    for (const auto& [path, part] : cli::splitByOutputPattern(trace, a.output))
+    for (const auto& [path, part] : cli::splitByOutputPattern(std::move(trace), a.output))
         renderReport(part, a, path);
     return 0;
 }
