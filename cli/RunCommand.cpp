@@ -170,14 +170,13 @@ public:
     core::ProcessTrace take(CollectorConnection& c, const ProcessOutcome& outcome,
                             const reporters::RenderedBody** rendered) {
         *rendered = nullptr;
-        auto it = bodies_.find(&c);
-        if (it == bodies_.end() || it->second.taken)
-            return buildProcessTrace(c.aggregator(), c.symbolizer(), outcome, siteMode_);
-        Prepared& p = it->second;
-        p.taken = true;
+        auto node = bodies_.extract(&c);
+        if (node.empty()) return buildProcessTrace(c.aggregator(), c.symbolizer(), outcome, siteMode_);
+        Prepared& p = node.mapped();
         core::ProcessTrace trace = std::move(p.body);
         applyOutcome(trace, c.aggregator(), outcome);
         *rendered = p.rendered.get();
+        handedOver_.push_back(std::move(p.rendered));
         return trace;
     }
 
@@ -185,10 +184,10 @@ private:
     struct Prepared {
         core::ProcessTrace body;
         std::unique_ptr<reporters::RenderedBody> rendered;
-        bool taken = false;
     };
     SiteMode siteMode_;
-    std::map<const CollectorConnection*, Prepared> bodies_;
+    std::map<const CollectorConnection*, Prepared> bodies_;  // built, not handed over yet
+    std::vector<std::unique_ptr<reporters::RenderedBody>> handedOver_;  // text of those handed over
 };
 
 // Runs the loop until the target has exited and every stream has ended (or
