@@ -171,7 +171,8 @@ public:
                             const reporters::RenderedBody** rendered) {
         *rendered = nullptr;
         auto node = bodies_.extract(&c);
-        if (node.empty()) return buildProcessTrace(c.aggregator(), c.symbolizer(), outcome, siteMode_);
+        if (node.empty())
+            return buildProcessTrace(c.aggregator(), c.symbolizer(), outcome, siteMode_);
         Prepared& p = node.mapped();
         core::ProcessTrace trace = std::move(p.body);
         applyOutcome(trace, c.aggregator(), outcome);

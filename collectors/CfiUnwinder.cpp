@@ -395,8 +395,7 @@ uint64_t buildIdOf(const dl_phdr_info* info) {
             if (after > uint64_t(end - name)) break;
             const uint8_t* desc = name + descAt;
             if (type == 3 && nameSize == 4 && std::memcmp(name, "GNU", 4) == 0 && descSize >= 8) {
-                const uint64_t h =
-                    core::fnv1a64({reinterpret_cast<const char*>(desc), descSize});
+                const uint64_t h = core::fnv1a64({reinterpret_cast<const char*>(desc), descSize});
                 return h ? h : 1;
             }
             p = name + after;
