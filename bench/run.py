@@ -4,8 +4,8 @@
 In one invocation, for each workload, runs round after round of: bare, memtool
 (default, --no-native, --no-python, --pausable all), PyTorch's profiler (profile_memory=True,
 with_stack=True) and heaptrack, in turn, so that machine noise hits every mode
-alike (bare first in each round; the others' order turns by one a round, so that
-none always runs right after bare). Reports, as medians of the rounds: the wall
+alike (the order, bare's place in it too, turns by one a round, so that none
+always runs first, or right after another). Reports, as medians of the rounds: the wall
 time of the whole process and its CPU time (user + system of the process and
 every child it reaped: for memtool, the CLI and the target together), each with
 its ratio to bare; the paired ratio (the median of each round's run over that
@@ -76,6 +76,9 @@ def modes(build, python, have_heaptrack, tmp, compare=True, baseline=""):
     trace = os.path.join(tmp, "trace.json")
     m = {
         "bare": lambda argv: argv,
+        # Bare again, in the turning order: the bench's own floor, what a mode that
+        # costs nothing measures against bare (the order, the noise).
+        "bare (again)": lambda argv: argv,
         "memtool": lambda argv: [memtool, "run", "-q", "-o", trace, "--"] + argv,
         "memtool --no-native": lambda argv: [memtool, "run", "-q", "--no-native", "-o", trace, "--"] + argv,
         "memtool --no-python": lambda argv: [memtool, "run", "-q", "--no-python", "-o", trace, "--"] + argv,
@@ -105,7 +108,7 @@ class RunFailed(Exception):
 
 def is_comparison(mode):
     """Another tool, run for comparison: its failure is reported, not fatal."""
-    return mode != "bare" and not mode.startswith("memtool")
+    return not mode.startswith("bare") and not mode.startswith("memtool")
 
 
 def descendants(pid):
@@ -194,24 +197,29 @@ def main():
         if args.modes:
             keep = set(args.modes.split(",")) | {"bare"}
             mode_table = {k: v for k, v in mode_table.items() if k in keep}
+        else:
+            mode_table.pop("bare (again)")  # only when asked for
         walls = {m: [] for m in mode_table}
         cpus = {m: [] for m in mode_table}
         faults = {m: [] for m in mode_table}
         rss = {m: [] for m in mode_table}
         extra = {}
         failed = {}  # comparison mode -> why it failed (it is not run again)
-        # Bare first in every round (its time sets the comparison tools' limit), the
-        # other modes in an order that turns by one each round: no mode always runs
-        # right after bare, or last.
+        # Every mode, bare too, in an order that turns by one each round: no mode
+        # always runs first, last, or right after another. (With bare first in every
+        # round, a second bare run measured 1.039 of the first over 21 rounds of pool,
+        # run 38: the first run of a round has an edge, which every mode's ratio took
+        # as its own cost.) Bare runs first in the first round: its time sets the
+        # comparison tools' limit, from its latest run.
         order = list(mode_table.items())
         for round_index in range(runs):
-            turn = round_index % max(1, len(order) - 1)
-            for mode, wrap in order[:1] + order[1 + turn:] + order[1:1 + turn]:
+            turn = round_index % len(order)
+            for mode, wrap in order[turn:] + order[:turn]:
                 if mode in failed:
                     continue
                 # A comparison tool may hang where memtool does not (heaptrack 1.4 on the
                 # DataLoader's forked workers: they block on a futex). It gets 200 times
-                # this round's bare run (torch.profiler is ~100x on deep_stack), or 30
+                # the latest bare run (torch.profiler is ~100x on deep_stack), or 30
                 # times under --quick, where start-up dominates; a minute at least.
                 factor = 30 if args.quick else 200
                 limit = max(60.0, factor * walls["bare"][-1]) if is_comparison(mode) else None
