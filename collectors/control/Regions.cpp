@@ -62,6 +62,8 @@ size_t OpResult::toJson(const char* action, char* out, size_t size) const {
     j.key("action").value(action);
     j.key("changed").value(changed);
     j.key("bytes").value(bytes);
+    if (std::strcmp(action, "resume") == 0 || std::strcmp(action, "restore") == 0)
+        j.key("freed_bytes").value(freedBytes);
     j.key("regions").value(static_cast<uint64_t>(regions));
     j.key("allocations").value(allocations);
     j.key("seconds").value(seconds);
@@ -160,6 +162,7 @@ void Regions::childAfterFork() {
         r.declaredIn = 0;
         r.residentBytes = r.pausedBytes = 0;
         r.pausedCount = 0;
+        r.freedPausedBytes = 0;
     }
 }
 
@@ -276,6 +279,7 @@ int Regions::regionLocked(int tag, uint8_t device) {
     r.tag = static_cast<uint8_t>(tag);
     r.device = device;
     r.declaredIn = 0;
+    r.freedPausedBytes = 0;
     return free;
 }
 
@@ -587,6 +591,7 @@ bool Regions::release(uint64_t address) {
             removePausedLocked(a.pausedSlot);
             r.pausedBytes -= a.size;
             --r.pausedCount;
+            r.freedPausedBytes += a.mapped;
             unuseBackupLocked(a.backup);
         } else {
             r.residentBytes -= a.size;
@@ -952,7 +957,19 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
     MappedArray<Work> work;
     bool* busy = opBusy_;
     std::fill(opBusy_, opBusy_ + kMaxRegions, false);
-    if (!begin(tag, State::Paused, work, busy, result)) return result;
+    const bool any = begin(tag, State::Paused, work, busy, result);
+    // What was freed while paused, whether anything is left to resume or not. A
+    // free in a region being resumed waits for the resume: it is not a paused one.
+    if (result.ok) {
+        LockGuard lock(tableMu_);
+        const int t = tag ? findTagLocked(tag) : -1;
+        for (Region& r : regions_) {
+            if (!r.used || (t >= 0 && r.tag != t)) continue;
+            result.freedBytes += r.freedPausedBytes;
+            r.freedPausedBytes = 0;
+        }
+    }
+    if (!any) return result;
     // Region by region: map everything back and restore the content; a region
     // that cannot be restored whole stays paused (its backup kept).
     size_t failedRegions = 0;

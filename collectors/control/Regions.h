@@ -38,6 +38,10 @@ struct OpResult {
     bool ok = true;        // false: it failed; the message says what, and what was left as it was
     bool changed = false;  // some memory was paused or resumed
     uint64_t bytes = 0;    // physical bytes released or restored
+    // A resume: physical bytes of paused allocations the program freed before it
+    // (nothing to bring back), since their region was last resumed. What a pause
+    // released is `bytes` of the resume after it plus these.
+    uint64_t freedBytes = 0;
     uint64_t allocations = 0;
     uint32_t regions = 0;  // regions (tag on a device) touched
     double seconds = 0;
@@ -201,8 +205,9 @@ private:
         uint64_t declaredIn;  // the engine's stream generation it was declared in (0: not yet)
         uint64_t residentBytes, pausedBytes;  // requested sizes
         uint32_t pausedCount;                 // allocations paused now
-        core::BackupKind pausedWith;          // the backup kind of the pause under way
-        bool inherited;  // a fork child's: the parent's, not used in this process yet
+        uint64_t freedPausedBytes;    // mapped bytes freed while paused, since the last resume
+        core::BackupKind pausedWith;  // the backup kind of the pause under way
+        bool inherited;               // a fork child's: the parent's, not used in this process yet
     };
     // The content of one pause of one region. Each paused allocation points at its
     // slot; the slot's content goes when its last allocation is resumed or freed

@@ -392,15 +392,29 @@ TEST(Regions, FreeingPausedMemoryReleasesItsAddressesAndBackup) {
     Fixture f;
     uint8_t* a = f.allocate("w", core::BackupKind::Disk, MiB, 1);
     uint8_t* b = f.allocate("w", core::BackupKind::Disk, MiB, 2);
-    ASSERT_TRUE(f.regions->pause("w", core::ControlOrigin::Api).ok);
+    const OpResult paused = f.regions->pause("w", core::ControlOrigin::Api);
+    ASSERT_TRUE(paused.ok);
+    EXPECT_EQ(paused.bytes, 2 * MiB);
     EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(a)));
     EXPECT_EQ(heldBackupsIn(f.dir), 1u);  // b's content is still in it
-    EXPECT_EQ(f.regions->resume("w", core::ControlOrigin::Api).allocations, 1u);
+    // What the pause released: what the resume brings back, and what was freed.
+    const OpResult resumed = f.regions->resume("w", core::ControlOrigin::Api);
+    EXPECT_EQ(resumed.allocations, 1u);
+    EXPECT_EQ(resumed.bytes, MiB);
+    EXPECT_EQ(resumed.freedBytes, MiB);
+    char json[1024];
+    resumed.toJson("resume", json, sizeof json);
+    EXPECT_NE(std::strstr(json, "\"freed_bytes\":1048576"), nullptr) << json;
     EXPECT_TRUE(Fixture::holds(b, MiB, 2));
     ASSERT_TRUE(f.regions->pause("w", core::ControlOrigin::Api).ok);
     EXPECT_TRUE(
         f.regions->release(reinterpret_cast<uint64_t>(b)));  // the last one: the backup goes
     EXPECT_EQ(heldBackupsIn(f.dir), 0u);
+    // Nothing left to resume: what was freed is still said, once.
+    const OpResult nothing = f.regions->resume("w", core::ControlOrigin::Api);
+    EXPECT_FALSE(nothing.changed);
+    EXPECT_EQ(nothing.freedBytes, MiB);
+    EXPECT_EQ(f.regions->resume("w", core::ControlOrigin::Api).freedBytes, 0u);
     EXPECT_FALSE(f.regions->release(0x1234));  // not a region address
     core::Aggregator agg = f.finish();
     const auto& cpu = agg.devices().at(core::kDeviceCpu);
