@@ -65,7 +65,10 @@ void Courtesy::describe(const OpResult& r, const char* action, double parkS, int
     j.key("action").value(action);
     j.key("changed").value(r.changed);
     j.key("bytes").value(r.bytes);
-    if (std::strcmp(action, "restore") == 0) j.key("freed_bytes").value(r.freedBytes);
+    if (std::strcmp(action, "restore") == 0)
+        j.key("freed_bytes").value(r.freedBytes);
+    else
+        j.key("cached_bytes").value(r.cachedBytes);
     j.key("allocations").value(r.allocations);
     j.key("seconds").value(r.seconds);
     j.key("park_seconds").value(parkS);

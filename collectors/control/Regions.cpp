@@ -64,6 +64,8 @@ size_t OpResult::toJson(const char* action, char* out, size_t size) const {
     j.key("bytes").value(bytes);
     if (std::strcmp(action, "resume") == 0 || std::strcmp(action, "restore") == 0)
         j.key("freed_bytes").value(freedBytes);
+    else
+        j.key("cached_bytes").value(cachedBytes);
     j.key("regions").value(static_cast<uint64_t>(regions));
     j.key("allocations").value(allocations);
     j.key("seconds").value(seconds);
@@ -805,6 +807,7 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
     std::fill(opBusy_, opBusy_ + kMaxRegions, false);
     // Memory the regions keep for reuse goes first: nothing of it to back up.
     const uint64_t uncached = dropCache(tag, result);
+    result.cachedBytes = uncached;
     if (!begin(tag, State::Resident, work, busy, result)) {
         if (uncached) {
             result.changed = true;

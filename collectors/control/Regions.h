@@ -42,6 +42,9 @@ struct OpResult {
     // (nothing to bring back), since their region was last resumed. What a pause
     // released is `bytes` of the resume after it plus these.
     uint64_t freedBytes = 0;
+    // A pause: the part of `bytes` that was free blocks kept for reuse, let go with
+    // no backup (no resume brings them back).
+    uint64_t cachedBytes = 0;
     uint64_t allocations = 0;
     uint32_t regions = 0;  // regions (tag on a device) touched
     double seconds = 0;

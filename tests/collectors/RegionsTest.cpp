@@ -580,12 +580,17 @@ TEST(Regions, FreedBlocksAreReusedAndAPauseLetsThemGo) {
     OpResult paused = f.regions->pause("kv", core::ControlOrigin::Api);
     ASSERT_TRUE(paused.ok) << paused.message;
     EXPECT_EQ(paused.bytes, 3 * MiB);  // 2 MiB paused, 1 MiB let go
+    EXPECT_EQ(paused.cachedBytes, MiB);
+    char json[1024];
+    paused.toJson("pause", json, sizeof json);
+    EXPECT_NE(std::strstr(json, "\"cached_bytes\":1048576"), nullptr) << json;
     EXPECT_EQ(paused.allocations, 1u);
     EXPECT_STREQ(paused.message,
                  "paused 2097152 bytes in 1 allocation, and let go of 1048576 bytes of free "
                  "blocks kept for reuse (no backup needed)");
     OpResult resumed = f.regions->resume("kv", core::ControlOrigin::Api);
     EXPECT_EQ(resumed.bytes, 2 * MiB);  // the cached block is not brought back
+    EXPECT_EQ(resumed.freedBytes, 0u);
     EXPECT_TRUE(Fixture::holds(keep, 2 * MiB, 2));
     core::Aggregator agg = f.finish();
     const auto& cpu = agg.devices().at(core::kDeviceCpu);
