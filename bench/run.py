@@ -16,6 +16,9 @@ cpu_s); the nanoseconds added per tracked allocation (from wall and from CPU
 time); and memtool's own memory: the target's peak RSS over bare, and the CLI's
 peak RSS.
 
+`--modes "memtool,bare (again)"` adds a second bare run to each round: what a
+mode that costs nothing measures against bare here (the bench's own floor).
+
     bench/run.py [--runs 7] [--quick] [--workloads small_tensors,training] [--modes ...]
                  [--baseline OTHER_BUILD] [--markdown FILE]
 

@@ -40,7 +40,7 @@ struct OpResult {
     uint64_t bytes = 0;    // physical bytes released or restored
     // A resume: physical bytes of paused allocations the program freed before it
     // (nothing to bring back), since their region was last resumed. What a pause
-    // released is `bytes` of the resume after it plus these.
+    // released is `bytes` of the resume after it plus these plus its `cachedBytes`.
     uint64_t freedBytes = 0;
     // A pause: the part of `bytes` that was free blocks kept for reuse, let go with
     // no backup (no resume brings them back).
