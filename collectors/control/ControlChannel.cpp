@@ -144,7 +144,7 @@ uint8_t runOnTags(Regions& regions, bool pause, size_t argc, const char* const* 
         j.key("ok").value(r.ok);
         j.key("changed").value(r.changed);
         j.key("bytes").value(r.bytes);
-        j.key(pause ? "cached_bytes" : "freed_bytes").value(pause ? r.cachedBytes : r.freedBytes);
+        r.writeLetGo(j);
         j.key("regions").value(static_cast<uint64_t>(r.regions));
         j.key("allocations").value(r.allocations);
         j.key("seconds").value(r.seconds);

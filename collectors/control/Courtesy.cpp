@@ -65,10 +65,7 @@ void Courtesy::describe(const OpResult& r, const char* action, double parkS, int
     j.key("action").value(action);
     j.key("changed").value(r.changed);
     j.key("bytes").value(r.bytes);
-    if (std::strcmp(action, "restore") == 0)
-        j.key("freed_bytes").value(r.freedBytes);
-    else
-        j.key("cached_bytes").value(r.cachedBytes);
+    r.writeLetGo(j);
     j.key("allocations").value(r.allocations);
     j.key("seconds").value(r.seconds);
     j.key("park_seconds").value(parkS);
@@ -235,6 +232,7 @@ OpResult Courtesy::yieldHere(core::BackupKind cudaTarget) {
 OpResult Courtesy::restoreHere() {
     LockGuard lock(mu_);
     OpResult r;
+    r.resumed = true;
     if (!yielded_) {
         std::snprintf(r.message, sizeof r.message,
                       "the program has not yielded; nothing to restore");

@@ -55,6 +55,13 @@ void OpResult::addBytes(uint8_t device, uint64_t n) {
     if (deviceCount < kMaxDevices) devices[deviceCount++] = DeviceBytes{device, n};
 }
 
+void OpResult::writeLetGo(JsonWriter& j) const {
+    if (resumed)
+        j.key("freed_bytes").value(freedBytes);
+    else
+        j.key("cached_bytes").value(cachedBytes);
+}
+
 size_t OpResult::toJson(const char* action, char* out, size_t size) const {
     JsonWriter j(out, size);
     j.open('{');
@@ -62,10 +69,7 @@ size_t OpResult::toJson(const char* action, char* out, size_t size) const {
     j.key("action").value(action);
     j.key("changed").value(changed);
     j.key("bytes").value(bytes);
-    if (std::strcmp(action, "resume") == 0 || std::strcmp(action, "restore") == 0)
-        j.key("freed_bytes").value(freedBytes);
-    else
-        j.key("cached_bytes").value(cachedBytes);
+    writeLetGo(j);
     j.key("regions").value(static_cast<uint64_t>(regions));
     j.key("allocations").value(allocations);
     j.key("seconds").value(seconds);
@@ -955,6 +959,7 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
 
 OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::ControlAction action) {
     OpResult result;
+    result.resumed = true;
     LockGuard op(opMu_);
     const uint64_t start = monotonicNs();
     MappedArray<Work> work;

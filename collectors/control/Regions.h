@@ -33,10 +33,13 @@ class Engine;
 
 namespace memtool::collectors::control {
 
+class JsonWriter;
+
 // What a pause or resume did, for the caller (Python API, `memtool ctl`).
 struct OpResult {
     bool ok = true;        // false: it failed; the message says what, and what was left as it was
     bool changed = false;  // some memory was paused or resumed
+    bool resumed = false;  // it answers a resume (or restore), not a pause (or yield)
     uint64_t bytes = 0;    // physical bytes released or restored
     // A resume: physical bytes of paused allocations the program freed before it
     // (nothing to bring back), since their region was last resumed. What a pause
@@ -58,6 +61,9 @@ struct OpResult {
     DeviceBytes devices[kMaxDevices] = {};
     int deviceCount = 0;
     void addBytes(uint8_t device, uint64_t n);
+    // The part of `bytes` with nothing to bring back: "freed_bytes" for a resume,
+    // "cached_bytes" for a pause. Every answer writes it through here.
+    void writeLetGo(JsonWriter& j) const;
     // Writes {"ok":..., "action":..., ...} into out; returns its length.
     size_t toJson(const char* action, char* out, size_t size) const;
 };
