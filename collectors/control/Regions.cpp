@@ -760,6 +760,15 @@ bool Regions::begin(const char* tag, State state, MappedArray<Work>& work, bool*
             std::snprintf(result.message, sizeof result.message, "no region has the tag '%s'", tag);
             return false;
         }
+        // A resume reports what was freed while paused, whether anything is left
+        // to resume or not. Taken under the same lock that marks the regions busy:
+        // a free in a region being resumed waits for the resume, not a paused one.
+        if (!pausing)
+            for (Region& r : regions_) {
+                if (!r.used || (t >= 0 && r.tag != t)) continue;
+                result.freedBytes += r.freedPausedBytes;
+                r.freedPausedBytes = 0;
+            }
         if (!beginLocked(t, state, work, busy)) {
             endLocked(busy);
             if (tag && pausing)
@@ -965,19 +974,8 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
     MappedArray<Work> work;
     bool* busy = opBusy_;
     std::fill(opBusy_, opBusy_ + kMaxRegions, false);
-    const bool any = begin(tag, State::Paused, work, busy, result);
-    // What was freed while paused, whether anything is left to resume or not. A
-    // free in a region being resumed waits for the resume: it is not a paused one.
-    if (result.ok) {
-        LockGuard lock(tableMu_);
-        const int t = tag ? findTagLocked(tag) : -1;
-        for (Region& r : regions_) {
-            if (!r.used || (t >= 0 && r.tag != t)) continue;
-            result.freedBytes += r.freedPausedBytes;
-            r.freedPausedBytes = 0;
-        }
-    }
-    if (!any) return result;
+    // begin() also takes what was freed while paused (result.freedBytes).
+    if (!begin(tag, State::Paused, work, busy, result)) return result;
     // Region by region: map everything back and restore the content; a region
     // that cannot be restored whole stays paused (its backup kept).
     size_t failedRegions = 0;

@@ -287,7 +287,8 @@ private:
     // `state`; false when none.
     bool beginLocked(int tag, State state, MappedArray<Work>& work, bool* busy);
     // The start of a pause (state Resident) or resume (Paused): the work, grouped by
-    // region, or false with result's message saying why there is none.
+    // region, or false with result's message saying why there is none. A resume's
+    // result also gets the bytes freed while paused (freedBytes), work or not.
     bool begin(const char* tag, State state, MappedArray<Work>& work, bool* busy, OpResult& result);
     // One control event per region of the work.
     void recordEach(const MappedArray<Work>& work, core::ControlAction action,
