@@ -61,8 +61,9 @@ struct OpResult {
     DeviceBytes devices[kMaxDevices] = {};
     int deviceCount = 0;
     void addBytes(uint8_t device, uint64_t n);
-    // The part of `bytes` with nothing to bring back: "freed_bytes" for a resume,
-    // "cached_bytes" for a pause. Every answer writes it through here.
+    // What no resume brings back: for a resume, "freed_bytes" (beside `bytes`,
+    // not part of it); for a pause, "cached_bytes" (part of `bytes`). Every answer
+    // made from an OpResult writes it through here.
     void writeLetGo(JsonWriter& j) const;
     // Writes {"ok":..., "action":..., ...} into out; returns its length.
     size_t toJson(const char* action, char* out, size_t size) const;
