@@ -6,14 +6,16 @@ A program that imported torch forks CHILDREN children one after another; each
 allocates one tensor (its first allocation: under memtool, where its own stream
 starts), runs one task (a 128x128 matrix through four matmul + tanh, ~22
 allocations), and exits with os._exit. The parent reads each child's CPU time
-(user + system, every thread) from wait4. Runs of every mode alternate, so
-machine noise hits them alike.
+(user + system, every thread) and page faults from wait4. Runs of every mode
+alternate, so machine noise hits them alike. The faults are the steady figure: the
+same for every child of a mode, where CPU time moves with the machine, and on a
+VM each one is a trip to the host (~10 us here: bench/RESULTS.md, run 34).
 
     bench/fork_cost.py [--rounds 5] [--children 20] [--build build] [--other DIR ...]
 
 Prints, per mode, the median over rounds of each run's median child: CPU ms of
 the first allocation and of the task (the child's main thread), and the child's
-whole CPU time; and what memtool adds to each over bare. Each memtool run's
+whole CPU time and page faults; and what memtool adds to each over bare. Each memtool run's
 trace must hold every child as a complete process, or the script fails.
 """
 import argparse
@@ -27,7 +29,7 @@ from builds import alternate, memtool_modes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"  # Debian's, with python3-torch
-FIGURES = ("first allocation", "task", "child total")
+FIGURES = ("first allocation", "task", "child total", "child faults")
 
 
 def worker(children):
@@ -54,8 +56,8 @@ def worker(children):
         if status != 0:
             sys.exit(f"fork_cost.py: child {i} ended with status {status}")
         first, task_s = (float(v) for v in os.read(read, 200).split())
-        rows.append((first, task_s, usage.ru_utime + usage.ru_stime))
-    print(" ".join(f"{statistics.median(r[k] for r in rows) * 1e3:.3f}" for k in range(3)))
+        rows.append((first * 1e3, task_s * 1e3, (usage.ru_utime + usage.ru_stime) * 1e3, usage.ru_minflt))
+    print(" ".join(f"{statistics.median(r[k] for r in rows):.3f}" for k in range(len(FIGURES))))
 
 
 def check_trace(path, children, mode):
@@ -85,14 +87,15 @@ def main():
     modes = memtool_modes("fork_cost.py", a.build, a.other)
     outputs = alternate("fork_cost.py", modes, me, a.rounds, "memtool-fork-cost-",
                         lambda trace, mode: check_trace(trace, a.children, mode))
-    runs = {m: [[float(v) for v in out.split()[-3:]] for out in each] for m, each in outputs.items()}
-    median = {m: [statistics.median(r[k] for r in values) for k in range(3)] for m, values in runs.items()}
-    print(f"{a.children} children forked by a torch program, {a.rounds} rounds; CPU ms per child "
-          "(median of the rounds' median child)")
+    n = len(FIGURES)
+    runs = {m: [[float(v) for v in out.split()[-n:]] for out in each] for m, each in outputs.items()}
+    median = {m: [statistics.median(r[k] for r in values) for k in range(n)] for m, values in runs.items()}
+    print(f"{a.children} children forked by a torch program, {a.rounds} rounds; CPU ms and page "
+          "faults per child (median of the rounds' median child)")
     print("| mode | " + " | ".join(FIGURES) + " | " + " | ".join(f"added: {f}" for f in FIGURES) + " |")
     print("|---" * (1 + 2 * len(FIGURES)) + "|")
     for mode, m in median.items():
-        added = ["" if mode == "bare" else f"{m[k] - median['bare'][k]:.2f}" for k in range(3)]
+        added = ["" if mode == "bare" else f"{m[k] - median['bare'][k]:+.2f}" for k in range(n)]
         print(f"| {mode} | " + " | ".join(f"{v:.2f}" for v in m) + " | " + " | ".join(added) + " |")
 
 

@@ -168,12 +168,20 @@ bool isAllocatorLibrary(const char* path) { return fileNameStartsWith(path, "lib
 // Descriptors are told apart from a reused number by their inode.
 constexpr int kMaxShmFds = 4096;
 std::atomic<uint64_t> gCreatedShm[kMaxShmFds];  // fd -> inode + 1 of a shm object made here
+// One past the highest descriptor gCreatedShm ever noted: a fork child clears only
+// that far. The table is 8 pages, untouched in most programs, and a child's write
+// to each would be a page fault of its own, in every worker a pool or a DataLoader
+// forks.
+std::atomic<int> gCreatedShmEnd{0};
 
 int hookShmOpen(const char* name, int oflag, mode_t mode) noexcept {
     const int fd = shm_open(name, oflag, mode);
     if (fd >= 0 && fd < kMaxShmFds) {
         struct stat st {};
         const bool created = (oflag & O_CREAT) && fstat(fd, &st) == 0;
+        int end = gCreatedShmEnd.load(std::memory_order_relaxed);
+        while (end <= fd && !gCreatedShmEnd.compare_exchange_weak(end, fd + 1)) {
+        }
         gCreatedShm[fd].store(created ? static_cast<uint64_t>(st.st_ino) + 1 : 0);
     }
     return fd;
@@ -545,7 +553,9 @@ void atForkChild() {
     gForkChild = true;
     if (gConfigured && !gGaveUp) e.wantReopen(true);
     // Shared memory the parent created is the parent's, mapped in the child or not.
-    for (auto& inode : gCreatedShm) inode.store(0, std::memory_order_relaxed);
+    const int shmEnd = gCreatedShmEnd.load(std::memory_order_relaxed);
+    for (int fd = 0; fd < shmEnd; ++fd) gCreatedShm[fd].store(0, std::memory_order_relaxed);
+    gCreatedShmEnd.store(0, std::memory_order_relaxed);
     pthread_mutex_unlock(&gScanMutex);
     gRegions.value.unlockOuterAfterFork();
 }

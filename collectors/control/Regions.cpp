@@ -162,8 +162,13 @@ void Regions::childAfterFork() {
     }
     cacheHeads_.clear();
     cachedBytes_ = 0;
+    // The regions in use are a prefix of the table (regionLocked takes the first
+    // free one, and none is ever given back); the rest are as they were made. A
+    // program that declares none touches none of the table's pages here: each
+    // would be a page fault in every process it forks.
     for (Region& r : regions_) {
-        r.inherited = r.used;
+        if (!r.used) break;
+        r.inherited = true;
         r.busy = false;
         r.declaredIn = 0;
         r.residentBytes = r.pausedBytes = 0;
