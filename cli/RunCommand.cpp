@@ -421,20 +421,23 @@ bool discardsTrace(const std::string& output) {
 // kept in the temporary directory, and the error says where.
 std::string writeTrace(const core::Trace& trace, const std::string& output,
                        std::span<const reporters::RenderedBody* const> rendered = {}) {
-    const std::string text = reporters::traceToText(trace, rendered);
+    // In pieces: the bodies rendered ahead are written from where they are.
+    const reporters::TextPieces text = reporters::traceToPieces(trace, rendered);
+    const std::vector<std::string_view> pieces = text.views();
     if (output == kStdoutPath) {
-        std::cout << text << std::flush;
+        for (std::string_view piece : pieces) std::cout << piece;
+        std::cout << std::flush;
         if (!std::cout) throw core::Error(core::kExitRunFailed, "cannot write the trace to stdout");
         return "the trace to stdout";
     }
     try {
-        reporters::replaceFile(output, text, core::kExitRunFailed);
+        reporters::replaceFile(output, pieces, core::kExitRunFailed);
         return output;
     } catch (const core::Error& e) {
         const char* tmp = std::getenv("TMPDIR");
         const std::string kept =
             fmt::format("{}/memtool-{}.trace.json", tmp && *tmp ? tmp : "/tmp", getpid());
-        reporters::replaceFile(kept, text, core::kExitRunFailed);
+        reporters::replaceFile(kept, pieces, core::kExitRunFailed);
         throw core::Error(core::kExitRunFailed,
                           std::string(e.what()) + "; the trace was written to " + kept);
     }

@@ -2,12 +2,16 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "core/Error.h"
 #include "core/Units.h"
@@ -170,6 +174,11 @@ void checkReplaceable(const std::string& path, int exitCode) {
 }
 
 void replaceFile(const std::string& path, const std::string& text, int exitCode) {
+    const std::string_view whole(text);
+    replaceFile(path, std::span<const std::string_view>(&whole, 1), exitCode);
+}
+
+void replaceFile(const std::string& path, std::span<const std::string_view> pieces, int exitCode) {
     std::string tmp;
     Fd fd(makeTemporaryBeside(path, &tmp));
     auto fail = [&](const std::string& what, int err, bool made) {
@@ -181,11 +190,25 @@ void replaceFile(const std::string& path, const std::string& text, int exitCode)
     const mode_t mask = umask(0);
     umask(mask);
     if (fchmod(fd.get(), 0666 & ~mask) != 0) fail(tmp, errno, true);
-    for (size_t done = 0; done < text.size();) {
-        const ssize_t n = write(fd.get(), text.data() + done, text.size() - done);
+    // writev, up to IOV_MAX pieces a call; a short write goes on where it stopped.
+    std::vector<iovec> iov;
+    iov.reserve(pieces.size());
+    for (std::string_view piece : pieces)
+        if (!piece.empty()) iov.push_back({const_cast<char*>(piece.data()), piece.size()});
+    for (size_t first = 0; first < iov.size();) {
+        const int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
+        const ssize_t n = writev(fd.get(), iov.data() + first, count);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) fail(tmp, errno, true);
-        done += static_cast<size_t>(n);
+        if (n == 0) fail(tmp, EIO, true);  // nothing written of bytes given: never spin
+        for (size_t left = static_cast<size_t>(n); left > 0;) {
+            iovec& v = iov[first];
+            const size_t step = std::min(left, v.iov_len);
+            v.iov_base = static_cast<char*>(v.iov_base) + step;
+            v.iov_len -= step;
+            left -= step;
+            if (v.iov_len == 0) ++first;
+        }
     }
     if (!fd.close()) fail(tmp, errno, true);
     if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(path, errno, true);

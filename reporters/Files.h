@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace memtool::reporters {
 
@@ -31,6 +33,8 @@ int openRegularFile(const std::string& path, std::string* why);
 // followed), given the mode a new file gets (0666 less the umask), then renamed
 // over `path`. Throws core::Error(`exitCode`) when it cannot; no temporary is left.
 void replaceFile(const std::string& path, const std::string& text, int exitCode);
+// The same with the file's text in pieces, written one after another.
+void replaceFile(const std::string& path, std::span<const std::string_view> pieces, int exitCode);
 
 // Throws core::Error(`exitCode`) when replaceFile(path, ...) could not work now:
 // `path` is a directory or other non-regular file, or no file can be made in its

@@ -30,6 +30,9 @@ public:
     // `depth`: the level of what is written (a process's members are at
     // kProcessMemberDepth).
     explicit TextWriter(std::string& out, int depth = 0) : out_(out), depth_(depth) {}
+    // With `inserts`: text given to rawKept is noted there, not copied (TextPieces).
+    TextWriter(std::string& out, std::vector<std::pair<size_t, std::string_view>>* inserts)
+        : out_(out), depth_(0), inserts_(inserts) {}
 
     void object(std::vector<Member> members) {
         std::sort(members.begin(), members.end(),
@@ -87,6 +90,13 @@ public:
 
     // Text written by another TextWriter at this one's level.
     void raw(std::string_view text) { out_ += text; }
+    // The same, for text that outlives what this writer writes (TextPieces).
+    void rawKept(std::string_view text) {
+        if (inserts_)
+            inserts_->emplace_back(out_.size(), text);
+        else
+            out_ += text;
+    }
     void null() { out_ += "null"; }
     void value(bool b) { out_ += b ? "true" : "false"; }
     template <typename I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
@@ -137,6 +147,7 @@ private:
 
     std::string& out_;
     int depth_;
+    std::vector<std::pair<size_t, std::string_view>>* inserts_ = nullptr;
 };
 
 // The trace's object, its processes array, a process's object.
@@ -354,7 +365,7 @@ void writeProcess(TextWriter& w, const core::ProcessTrace& p, const RenderedBody
                  field(w, "warnings", p.warnings)};
     if (rendered)
         for (const auto& [key, text] : rendered->members())
-            m.push_back({key, [&w, text = text] { w.raw(text); }});
+            m.push_back({key, [&w, text = text] { w.rawKept(text); }});
     else
         bodyMembers(w, p, [&m](std::string_view, const TextWriter::Member& member) {
             m.push_back(member);
@@ -377,6 +388,11 @@ void writeProcess(TextWriter& w, const core::ProcessTrace& p, const RenderedBody
 }  // namespace
 
 RenderedBody::RenderedBody(const core::ProcessTrace& body) {
+    // Room for a usual body at once (a pool worker's is ~60 KiB, a model's a few
+    // hundred): grown from nothing by doubling, the text took each of its pages
+    // about three times over, every new one a page fault, and each body's last
+    // buffer is kept. Room not written to is not made resident.
+    text_.reserve(256 * 1024);
     TextWriter w(text_, kProcessMemberDepth);
     std::vector<std::pair<std::string_view, size_t>> ends;
     bodyMembers(w, body, [&](std::string_view key, const TextWriter::Member& member) {
@@ -392,13 +408,10 @@ RenderedBody::RenderedBody(const core::ProcessTrace& body) {
 
 std::string traceToText(const core::Trace& trace) { return traceToText(trace, {}); }
 
-std::string traceToText(const core::Trace& trace, std::span<const RenderedBody* const> rendered) {
-    std::string out;
-    size_t ahead = 0;
-    for (const RenderedBody* r : rendered)
-        if (r) ahead += r->size();
-    out.reserve(ahead + 65536);
-    TextWriter w(out);
+namespace {
+
+void writeTrace(TextWriter& w, const core::Trace& trace,
+                std::span<const RenderedBody* const> rendered) {
     size_t index = 0;
     auto process = [&](TextWriter& to, const core::ProcessTrace& p) {
         const size_t i = index++;
@@ -410,7 +423,40 @@ std::string traceToText(const core::Trace& trace, std::span<const RenderedBody* 
                  arrayField(w, "processes", trace.processes, process)};
     if (trace.cliCpuS) m.push_back(field(w, "cli_cpu_s", trace.cliCpuS));
     w.object(std::move(m));
-    out += '\n';
+    w.raw("\n");
+}
+
+}  // namespace
+
+std::string traceToText(const core::Trace& trace, std::span<const RenderedBody* const> rendered) {
+    std::string out;
+    size_t ahead = 0;
+    for (const RenderedBody* r : rendered)
+        if (r) ahead += r->size();
+    out.reserve(ahead + 65536);
+    TextWriter w(out);
+    writeTrace(w, trace, rendered);
+    return out;
+}
+
+TextPieces traceToPieces(const core::Trace& trace, std::span<const RenderedBody* const> rendered) {
+    TextPieces pieces;
+    TextWriter w(pieces.own, &pieces.inserts);
+    writeTrace(w, trace, rendered);
+    return pieces;
+}
+
+std::vector<std::string_view> TextPieces::views() const {
+    std::vector<std::string_view> out;
+    out.reserve(2 * inserts.size() + 1);
+    const std::string_view text(own);
+    size_t from = 0;
+    for (const auto& [at, inserted] : inserts) {
+        if (at > from) out.push_back(text.substr(from, at - from));
+        if (!inserted.empty()) out.push_back(inserted);
+        from = at;
+    }
+    if (from < text.size()) out.push_back(text.substr(from));
     return out;
 }
 

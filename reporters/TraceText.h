@@ -44,6 +44,20 @@ private:
 // for trace.processes[i]'s body members.
 std::string traceToText(const core::Trace& trace, std::span<const RenderedBody* const> rendered);
 
+// The same text in pieces: what was written for this call (`own`), with the
+// rendered bodies' text in between where it goes, not copied. Written one piece
+// after another (views()), it is traceToText's text byte for byte; memtool run
+// writes trace.json so, without a second copy of every body (a fork pool's
+// bodies are ~0.5 MB, each new page of a copy a page fault).
+struct TextPieces {
+    std::string own;
+    // (where in `own`, text that goes there), in order of where.
+    std::vector<std::pair<size_t, std::string_view>> inserts;
+    // Every piece in order; they view `own` and the inserted text.
+    std::vector<std::string_view> views() const;
+};
+TextPieces traceToPieces(const core::Trace& trace, std::span<const RenderedBody* const> rendered);
+
 // One hotspot, one line row, as trace.json writes them (their pools included),
 // at the outermost level; the whole trace is traceToText (TraceJson.h).
 std::string hotspotText(const core::Hotspot& h);

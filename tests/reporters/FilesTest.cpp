@@ -9,6 +9,8 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 #include "core/Error.h"
 #include "reporters/Files.h"
@@ -97,6 +99,27 @@ TEST(Files, ReplacingNeverFollowsAPlantedLink) {
     struct stat st {};
     ASSERT_EQ(stat(trace.c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 07777, 0644u);
+}
+
+// trace.json goes out in pieces (the bodies memtool run rendered ahead): more
+// than one writev takes (IOV_MAX, 1,024), empty ones among them, in their order.
+TEST(Files, AFileReplacedFromPiecesHoldsThemInOrder) {
+    const std::string dir = tempDir();
+    const std::string trace = dir + "/trace.json";
+    std::vector<std::string> texts;
+    std::string expected;
+    for (int i = 0; i < 2500; ++i) {
+        texts.push_back(i % 7 == 0 ? std::string() : std::to_string(i) + ",");
+        expected += texts.back();
+    }
+    texts.push_back(std::string(1 << 20, 'x'));  // past what a pipe or socket takes at once
+    expected += texts.back();
+    const std::vector<std::string_view> pieces(texts.begin(), texts.end());
+    reporters::replaceFile(trace, pieces, core::kExitRunFailed);
+    EXPECT_EQ(contents(trace), expected);
+    EXPECT_EQ(entries(dir), (std::set<std::string>{"trace.json"}));
+    reporters::replaceFile(trace, std::span<const std::string_view>(), core::kExitRunFailed);
+    EXPECT_EQ(contents(trace), "");
 }
 
 TEST(Files, ReplacingALinkReplacesTheLinkNotItsTarget) {

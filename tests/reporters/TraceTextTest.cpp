@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <set>
 
 #include "reporters/TraceJson.h"
 #include "reporters/TraceText.h"
@@ -263,4 +264,32 @@ TEST(TraceText, ABodyRenderedAheadIsWrittenAsTheWholeWouldBe) {
     core::Trace other = t;
     other.processes[0].hotspots.at(0).allocatedBytes += 1;
     EXPECT_NE(reporters::traceToText(other, rendered), reporters::traceToText(other));
+}
+
+// memtool run writes trace.json in pieces, the bodies rendered ahead from where
+// they are: one after another they are the whole text, and none is copied.
+TEST(TraceText, PiecesAreTheWholeTextWithTheRenderedBodiesNotCopied) {
+    core::Trace t;
+    t.memtoolVersion = "0.1.0";
+    t.processes = {everyField(), fewestFields(), everyField()};
+    const reporters::RenderedBody first(t.processes[0]), third(t.processes[2]);
+    t.processes[1].exitCode = 3;
+    const std::vector<const reporters::RenderedBody*> rendered = {&first, nullptr, &third};
+    const std::string whole = reporters::traceToText(t, rendered);
+    const reporters::TextPieces pieces = reporters::traceToPieces(t, rendered);
+    std::string joined;
+    for (std::string_view piece : pieces.views()) joined += piece;
+    EXPECT_EQ(joined, whole);
+    // Each rendered member is a piece of its own, viewing the rendered text.
+    std::set<const char*> renderedText;
+    for (const reporters::RenderedBody* body : {&first, &third})
+        for (const auto& [key, text] : body->members()) renderedText.insert(text.data());
+    ASSERT_EQ(pieces.inserts.size(), renderedText.size());
+    for (const auto& [at, text] : pieces.inserts) EXPECT_EQ(renderedText.count(text.data()), 1u);
+    EXPECT_EQ(pieces.own.size(), whole.size() - first.size() - third.size());
+    // Without anything rendered, the text is all its own.
+    const reporters::TextPieces alone = reporters::traceToPieces(t, {});
+    EXPECT_TRUE(alone.inserts.empty());
+    EXPECT_EQ(alone.own, reporters::traceToText(t));
+    ASSERT_EQ(alone.views().size(), 1u);
 }
