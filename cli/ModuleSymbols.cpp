@@ -35,7 +35,8 @@ struct ModuleSymbols::Search {
     uint64_t minLabel = 0;
 };
 
-void ModuleSymbols::Table::seal() {
+void ModuleSymbols::seal(Table& table) const {
+    std::vector<Symbol>& symbols = table.symbols;
     // By start, ties in table order (the order they were added): a stable radix
     // sort of their positions, 11 bits of (start - lowest start) a pass. A
     // comparison sort of libtorch_cpu's 34,000 symbols was a third of its cost.
@@ -81,11 +82,11 @@ void ModuleSymbols::Table::seal() {
         }
     }
     std::vector<uint32_t>().swap(scratch);
-    maxEndUpTo.resize(symbols.size());
+    table.maxEndUpTo.resize(symbols.size());
     uint64_t maxEnd = 0;
     for (size_t i = 0; i < symbols.size(); ++i) {
-        maxEnd = std::max(maxEnd, symbols[i].start + symbols[i].size);
-        maxEndUpTo[i] = maxEnd;
+        maxEnd = std::max(maxEnd, symbols[i].start + sizeOf(symbols[i]));
+        table.maxEndUpTo[i] = maxEnd;
     }
 }
 
@@ -111,16 +112,33 @@ ModuleSymbols::ModuleSymbols(Dwfl_Module* module) : module_(module) {
         if (!name || sym.st_name == 0 || sym.st_shndx == SHN_UNDEF) continue;
         const int type = GELF_ST_TYPE(sym.st_info);
         if (type == STT_SECTION || type == STT_FILE || type == STT_TLS) continue;
-        Symbol s{address,
-                 sym.st_size,
-                 name,
-                 static_cast<uint32_t>(i),
-                 bindingRank(sym.st_info),
-                 section >= SHN_LORESERVE};
+        if (static_cast<uint32_t>(i) > (UINT32_MAX >> 3)) break;  // 536 million: no real file
+        const bool big = sym.st_size >= kBigSize;
+        if (big) bigSizes_.emplace_back(static_cast<uint32_t>(i), sym.st_size);
+        const Symbol s{address, big ? kBigSize : static_cast<uint32_t>(sym.st_size),
+                       static_cast<uint32_t>(i) << 3 | uint32_t{bindingRank(sym.st_info)} << 1 |
+                           (section >= SHN_LORESERVE ? 1u : 0u)};
         (i >= globalsFrom ? globals_ : locals_).symbols.push_back(s);
     }
-    globals_.seal();
-    locals_.seal();
+    seal(globals_);
+    seal(locals_);
+}
+
+uint64_t ModuleSymbols::sizeOf(const Symbol& s) const {
+    if (s.size != kBigSize) return s.size;
+    auto it = std::lower_bound(bigSizes_.begin(), bigSizes_.end(),
+                               std::make_pair(s.index(), uint64_t{0}));
+    return it != bigSizes_.end() && it->first == s.index() ? it->second : kBigSize;
+}
+
+// As the constructor read it: a name, for a symbol it kept.
+const char* ModuleSymbols::nameOf(const Symbol& s) const {
+    GElf_Sym sym;
+    GElf_Addr address = 0;
+    GElf_Word section = 0;
+    const char* name = dwfl_module_getsym_info(module_, static_cast<int>(s.index()), &sym, &address,
+                                               &section, nullptr, nullptr);
+    return name ? name : "";
 }
 
 uint32_t ModuleSymbols::sectionOf(uint64_t address) const {
@@ -143,18 +161,18 @@ void ModuleSymbols::searchTable(const Table& t, Search& s) const {
     std::vector<const Symbol*> containing;
     for (size_t k = end; k-- > 0 && t.maxEndUpTo[k] > address;) {
         const Symbol& sym = t.symbols[k];
-        if (sym.size != 0 && address - sym.start < sym.size && *sym.name)
+        if (sym.size != 0 && address - sym.start < sizeOf(sym) && *nameOf(sym))
             containing.push_back(&sym);
     }
     std::sort(containing.begin(), containing.end(),
-              [](const Symbol* a, const Symbol* b) { return a->index < b->index; });
+              [](const Symbol* a, const Symbol* b) { return a->index() < b->index(); });
     for (const Symbol* c : containing) {
         const Symbol* best = s.closest;
-        if (!best || best->start < c->start || best->binding < c->binding) {
+        if (!best || best->start < c->start || best->binding() < c->binding()) {
             s.closest = c;
         } else if (best->start == c->start &&
-                   ((best->size > c->size && best->binding <= c->binding) ||
-                    (best->size >= c->size && best->binding < c->binding))) {
+                   ((sizeOf(*best) > sizeOf(*c) && best->binding() <= c->binding()) ||
+                    (sizeOf(*best) >= sizeOf(*c) && best->binding() < c->binding()))) {
             s.closest = c;
         }
     }
@@ -167,9 +185,9 @@ void ModuleSymbols::searchTable(const Table& t, Search& s) const {
     bool sectionKnown = false;
     for (size_t k = end; k-- > 0 && t.symbols[k].start >= s.minLabel;) {
         const Symbol& sym = t.symbols[k];
-        if (sym.size != 0 || (label && label->index > sym.index) || !*sym.name) continue;
+        if (sym.size != 0 || (label && label->index() > sym.index()) || !*nameOf(sym)) continue;
         bool sameSection;
-        if (sym.special) {
+        if (sym.special()) {
             sameSection = sym.start == address;
         } else {
             if (!sectionKnown) {
@@ -188,8 +206,8 @@ const char* ModuleSymbols::name(uint64_t address) const {
     searchTable(globals_, s);
     if (!s.closest && hasLocalPass_ && (!s.sizeless || s.sizeless->start != address))
         searchTable(locals_, s);
-    if (s.closest) return s.closest->name;
-    if (s.sizeless && s.sizeless->start >= s.minLabel) return s.sizeless->name;
+    if (s.closest) return nameOf(*s.closest);
+    if (s.sizeless && s.sizeless->start >= s.minLabel) return nameOf(*s.sizeless);
     return nullptr;
 }
 

@@ -13,6 +13,7 @@
 #include <elfutils/libdwfl.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace memtool::cli {
@@ -29,32 +30,40 @@ public:
     const char* name(uint64_t address) const;
 
 private:
-    // 32 bytes: tens of thousands of them are written once a run, and on a VM
-    // each new page they take costs more than filling it.
+    // 16 bytes: tens of thousands of them are written once a run (libtorch_cpu's
+    // 34,000), and on a VM each new page they take costs more than filling it.
+    // The name is read from the symbol table by index, for the few a search meets.
     struct Symbol {
         uint64_t start;
-        uint64_t size;
-        const char* name;
-        uint32_t index;   // in the symbol table: ties go to the earlier one
-        uint8_t binding;  // 3 global, 2 weak, 1 local, 0 other (libdw's order)
-        bool special;     // in no section of the file (SHN_ABS and the like): for labels
+        uint32_t size;  // kBigSize: in bigSizes_, by index
+        uint32_t bits;  // index << 3 | binding << 1 | special
+        // In the symbol table: ties go to the earlier one.
+        uint32_t index() const { return bits >> 3; }
+        // 3 global, 2 weak, 1 local, 0 other (libdw's order).
+        uint8_t binding() const { return static_cast<uint8_t>((bits >> 1) & 3); }
+        // In no section of the file (SHN_ABS and the like): for labels.
+        bool special() const { return bits & 1; }
     };
+    static constexpr uint32_t kBigSize = UINT32_MAX;
     // Global or local symbols by start, with the largest end of any symbol at or
     // before each position (so a backward walk knows when nothing further back
     // can contain an address).
     struct Table {
         std::vector<Symbol> symbols;
         std::vector<uint64_t> maxEndUpTo;
-        void seal();
     };
     struct Search;  // one lookup's state, as libdw's scan keeps it
 
+    void seal(Table& table) const;
     void searchTable(const Table& table, Search& s) const;
     uint32_t sectionOf(uint64_t address) const;
+    uint64_t sizeOf(const Symbol& s) const;
+    const char* nameOf(const Symbol& s) const;
 
     Dwfl_Module* module_;
     Table globals_;
     Table locals_;
+    std::vector<std::pair<uint32_t, uint64_t>> bigSizes_;  // (index, size), by index
     bool hasLocalPass_ = false;  // libdw scans locals only when there are globals apart
 };
 

@@ -93,6 +93,38 @@ void expectSameNames(const std::string& path, uint64_t bias) {
 // and sizeless labels from the C runtime.
 TEST(ModuleSymbols, NamesLikeLibdwInAnExecutableWithLocals) { expectSameNames(selfPath(), 0); }
 
+// A symbol's size is kept in 32 bits, and one of 4 GiB or more apart: named
+// through all of it, past 4 GiB too, and never where a closer one starts.
+TEST(ModuleSymbols, NamesLikeLibdwInASymbolOfMoreThanFourGib) {
+    Compared c = compareWithLibdw(BIG_SYMBOL_OBJECT, 0);
+    EXPECT_GE(c.named, 12u);  // each of the 3 symbols at 4 offsets or more
+    EXPECT_TRUE(c.mismatches.empty()) << [&] {
+        std::string s;
+        for (const auto& m : c.mismatches) s += m + "\n";
+        return s;
+    }();
+    // Past 4 GiB into it, where a size cut to 32 bits would have ended.
+    Dwfl* dwfl = dwfl_begin(&kCallbacks);
+    dwfl_report_begin(dwfl);
+    Dwfl_Module* mod = dwfl_report_elf(dwfl, "big", BIG_SYMBOL_OBJECT, -1, 0, false);
+    dwfl_report_end(dwfl, nullptr, nullptr);
+    ASSERT_NE(mod, nullptr);
+    const ModuleSymbols ours(mod);
+    uint64_t huge = 0;
+    for (int i = 1; i < dwfl_module_getsymtab(mod); ++i) {
+        GElf_Sym sym;
+        GElf_Addr a = 0;
+        const char* name = dwfl_module_getsym_info(mod, i, &sym, &a, nullptr, nullptr, nullptr);
+        if (name && std::strcmp(name, "huge") == 0) huge = a;
+    }
+    ASSERT_NE(huge, 0u);
+    ASSERT_NE(ours.name(huge + 0x100000008), nullptr);
+    EXPECT_STREQ(ours.name(huge + 0x100000008), "huge");
+    EXPECT_STREQ(ours.name(huge + 1), "after");  // a closer start wins
+    EXPECT_EQ(ours.name(huge + 0x100000010), nullptr);
+    dwfl_end(dwfl);
+}
+
 // Shared libraries as Debian ships them (.dynsym only), at a load bias.
 TEST(ModuleSymbols, NamesLikeLibdwInLibc) {
     expectSameNames("/lib/x86_64-linux-gnu/libc.so.6", 0x7f0000000000);
