@@ -7,9 +7,11 @@ allocates one tensor (its first allocation: under memtool, where its own stream
 starts), runs one task (a 128x128 matrix through four matmul + tanh, ~22
 allocations), and exits with os._exit. The parent reads each child's CPU time
 (user + system, every thread) and page faults from wait4. Runs of every mode
-alternate, so machine noise hits them alike. The faults are the steady figure: the
-same for every child of a mode, where CPU time moves with the machine, and on a
-VM each one is a trip to the host (~10 us here: bench/RESULTS.md, run 34).
+alternate, so machine noise hits them alike. The faults are the steadier figure: within
+a few of each other for every child of one run, where CPU time moves with the
+machine, and on a VM each one is a trip to the host (~10 us here: bench/RESULTS.md,
+run 34). Under memtool they also move between runs (run 40), so compare the
+medians of several rounds.
 
     bench/fork_cost.py [--rounds 5] [--children 20] [--build build] [--other DIR ...]
 
