@@ -30,7 +30,8 @@ public:
     // `depth`: the level of what is written (a process's members are at
     // kProcessMemberDepth).
     explicit TextWriter(std::string& out, int depth = 0) : out_(out), depth_(depth) {}
-    // With `inserts`: text given to rawKept is noted there, not copied (TextPieces).
+    // A whole trace's writer: text given to rawKept is noted in `inserts`, not
+    // copied (TextPieces).
     TextWriter(std::string& out, std::vector<std::pair<size_t, std::string_view>>* inserts)
         : out_(out), depth_(0), inserts_(inserts) {}
 
@@ -90,13 +91,9 @@ public:
 
     // Text written by another TextWriter at this one's level.
     void raw(std::string_view text) { out_ += text; }
-    // The same, for text that outlives what this writer writes (TextPieces).
-    void rawKept(std::string_view text) {
-        if (inserts_)
-            inserts_->emplace_back(out_.size(), text);
-        else
-            out_ += text;
-    }
+    // The same, for text that outlives what this writer writes: only a whole
+    // trace's writer (the constructor with `inserts`) is given any.
+    void rawKept(std::string_view text) { inserts_->emplace_back(out_.size(), text); }
     void null() { out_ += "null"; }
     void value(bool b) { out_ += b ? "true" : "false"; }
     template <typename I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
@@ -428,22 +425,24 @@ void writeTrace(TextWriter& w, const core::Trace& trace,
 
 }  // namespace
 
-std::string traceToText(const core::Trace& trace, std::span<const RenderedBody* const> rendered) {
-    std::string out;
-    size_t ahead = 0;
-    for (const RenderedBody* r : rendered)
-        if (r) ahead += r->size();
-    out.reserve(ahead + 65536);
-    TextWriter w(out);
-    writeTrace(w, trace, rendered);
-    return out;
-}
-
 TextPieces traceToPieces(const core::Trace& trace, std::span<const RenderedBody* const> rendered) {
     TextPieces pieces;
     TextWriter w(pieces.own, &pieces.inserts);
     writeTrace(w, trace, rendered);
     return pieces;
+}
+
+// The pieces joined: with nothing rendered ahead, the text is all their own.
+std::string traceToText(const core::Trace& trace, std::span<const RenderedBody* const> rendered) {
+    TextPieces pieces = traceToPieces(trace, rendered);
+    if (pieces.inserts.empty()) return std::move(pieces.own);
+    const std::vector<std::string_view> views = pieces.views();
+    size_t bytes = 0;
+    for (std::string_view v : views) bytes += v.size();
+    std::string out;
+    out.reserve(bytes);
+    for (std::string_view v : views) out += v;
+    return out;
 }
 
 std::vector<std::string_view> TextPieces::views() const {
