@@ -96,6 +96,15 @@ void Courtesy::describe(const OpResult& r, const char* action, double parkS, int
     j.close('}');
 }
 
+void Courtesy::describeNothing(const char* action, bool ok, const char* message, char* out,
+                               size_t size) {
+    OpResult r;
+    r.ok = ok;
+    r.resumed = std::strcmp(action, "restore") == 0;
+    std::snprintf(r.message, sizeof r.message, "%s", message);
+    describe(r, action, 0, -1, out, size);
+}
+
 uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, size_t size) {
     core::BackupKind target = core::BackupKind::Disk;
     double waitS = kDefaultWaitS;
@@ -112,47 +121,45 @@ uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, 
                    parseWaitSeconds(argv[i + 1], &waitS)) {
             ++i;
         } else {
-            std::snprintf(out, size,
-                          "{\"ok\":false,\"message\":\"yield takes [--to host|disk] [--wait "
-                          "SECONDS] (seconds above 0, at most 10000000)\"}");
+            LockGuard lock(mu_);  // the answer says whether the program is parked
+            describeNothing("yield", false,
+                            "yield takes [--to host|disk] [--wait SECONDS] (seconds above 0, at "
+                            "most 10000000)",
+                            out, size);
             return static_cast<uint8_t>(core::ReplyStatus::Refused);
         }
     }
     LockGuard lock(mu_);
     if (yielded_) {
-        std::snprintf(out, size,
-                      "{\"ok\":true,\"action\":\"yield\",\"changed\":false,\"message\":\"the "
-                      "program has yielded "
-                      "already; nothing done (restore gives its memory back)\"}");
+        describeNothing("yield", true,
+                        "the program has yielded already; nothing done (restore gives its memory "
+                        "back)",
+                        out, size);
         return static_cast<uint8_t>(core::ReplyStatus::Ok);
     }
     const uint64_t start = monotonicNs();
     switch (safePoint_.park(static_cast<uint64_t>(waitS * 1e9))) {
         case SafePoint::Outcome::Parked:
             break;
-        case SafePoint::Outcome::TimedOut:
-            std::snprintf(out, size,
-                          "{\"ok\":false,\"action\":\"yield\",\"changed\":false,\"message\":\"the "
-                          "program's main "
-                          "thread did not reach a safe point within %g s (it may be blocked in a "
-                          "system call: a "
-                          "sleep, I/O, a lock); nothing was yielded\"}",
+        case SafePoint::Outcome::TimedOut: {
+            char message[256];
+            std::snprintf(message, sizeof message,
+                          "the program's main thread did not reach a safe point within %g s (it "
+                          "may be blocked in a system call: a sleep, I/O, a lock); nothing was "
+                          "yielded",
                           waitS);
+            describeNothing("yield", false, message, out, size);
             return static_cast<uint8_t>(core::ReplyStatus::Failed);
+        }
         case SafePoint::Outcome::NoSafePoints:
-            std::snprintf(out, size,
-                          "{\"ok\":false,\"action\":\"yield\",\"changed\":false,\"message\":\"this "
-                          "program runs no "
-                          "Python interpreter and marks no safe points (memtool_safe_point() in "
-                          "the collector's C "
-                          "API); yield is refused\"}");
+            describeNothing("yield", false,
+                            "this program runs no Python interpreter and marks no safe points "
+                            "(memtool_safe_point() in the collector's C API); yield is refused",
+                            out, size);
             return static_cast<uint8_t>(core::ReplyStatus::Refused);
         case SafePoint::Outcome::Busy:
         case SafePoint::Outcome::Ran:  // not an outcome of park()
-            std::snprintf(
-                out, size,
-                "{\"ok\":false,\"action\":\"yield\",\"changed\":false,\"message\":\"the program is "
-                "being parked already\"}");
+            describeNothing("yield", false, "the program is being parked already", out, size);
             return static_cast<uint8_t>(core::ReplyStatus::Failed);
     }
     parkedByUs_ = true;
@@ -187,10 +194,8 @@ uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, 
 uint8_t Courtesy::restoreCommand(char* out, size_t size) {
     LockGuard lock(mu_);
     if (!yielded_) {
-        std::snprintf(out, size,
-                      "{\"ok\":true,\"action\":\"restore\",\"changed\":false,\"message\":\"the "
-                      "program has not "
-                      "yielded; nothing to restore\"}");
+        describeNothing("restore", true, "the program has not yielded; nothing to restore", out,
+                        size);
         return static_cast<uint8_t>(core::ReplyStatus::Ok);
     }
     const uint64_t start = monotonicNs();

@@ -50,6 +50,9 @@ private:
     // waited for it (PausedAccess); below 0 for a yield.
     void describe(const OpResult& r, const char* action, double parkS, int64_t threadsWaited,
                   char* out, size_t size);
+    // An answer that moved nothing (asked twice, refused, timed out): the fields of
+    // every other answer, zero where nothing moved, so that a script reads one shape.
+    void describeNothing(const char* action, bool ok, const char* message, char* out, size_t size);
 
     Regions& regions_;
     SafePoint& safePoint_;

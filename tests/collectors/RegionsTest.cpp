@@ -676,6 +676,20 @@ TEST(Courtesy, NothingToYieldSaysHowToGetSomething) {
                  "--pausable all` every allocation is in one)");
 }
 
+namespace {
+
+// The answer of a courtesy command that moved nothing: every field of one that
+// did, zero where nothing moved.
+std::string nothingMoved(bool ok, const char* action, bool parked, const char* message) {
+    const bool restore = std::strcmp(action, "restore") == 0;
+    return std::string("{\"ok\":") + (ok ? "true" : "false") + ",\"action\":\"" + action +
+           "\",\"changed\":false,\"bytes\":0,\"" + (restore ? "freed_bytes" : "cached_bytes") +
+           "\":0,\"allocations\":0,\"seconds\":0.000000,\"park_seconds\":0.000000,\"parked\":" +
+           (parked ? "true" : "false") + ",\"message\":\"" + message + "\",\"devices\":[]}";
+}
+
+}  // namespace
+
 // From outside: without an interpreter (this test binary has none) and without
 // marks, yield is refused; with marks, the program is parked at its next one.
 TEST(Courtesy, CtlYieldParksAProgramAtTheSafePointsItMarks) {
@@ -687,9 +701,10 @@ TEST(Courtesy, CtlYieldParksAProgramAtTheSafePointsItMarks) {
     char out[4096];
     EXPECT_EQ(courtesy.yieldCommand(3, yieldArgs, out, sizeof out),
               static_cast<uint8_t>(core::ReplyStatus::Refused));
-    EXPECT_NE(std::strstr(out, "this program runs no Python interpreter and marks no safe points"),
-              nullptr)
-        << out;
+    EXPECT_EQ(out,
+              nothingMoved(false, "yield", false,
+                           "this program runs no Python interpreter and marks no safe points "
+                           "(memtool_safe_point() in the collector's C API); yield is refused"));
     // Refused before anything is done, each: a wait must read whole (atof took
     // "inf" as forever and "5s" as 5).
     for (const char* bad : {"--to=tape", "inf", "5s", "0", "-1", "nan", "1e8", ""}) {
@@ -699,11 +714,17 @@ TEST(Courtesy, CtlYieldParksAProgramAtTheSafePointsItMarks) {
         EXPECT_EQ(courtesy.yieldCommand(3, args, out, sizeof out),
                   static_cast<uint8_t>(core::ReplyStatus::Refused))
             << bad;
-        EXPECT_STREQ(out,
-                     "{\"ok\":false,\"message\":\"yield takes [--to host|disk] [--wait SECONDS] "
-                     "(seconds above 0, at most 10000000)\"}")
+        EXPECT_EQ(out, nothingMoved(false, "yield", false,
+                                    "yield takes [--to host|disk] [--wait SECONDS] (seconds above "
+                                    "0, at most 10000000)"))
             << bad;
     }
+    // Every answer has the fields of one that moved memory, zero where none moved:
+    // a restore before any yield too.
+    ASSERT_EQ(courtesy.restoreCommand(out, sizeof out), static_cast<uint8_t>(core::ReplyStatus::Ok))
+        << out;
+    EXPECT_EQ(out, nothingMoved(true, "restore", false,
+                                "the program has not yielded; nothing to restore"));
 
     // The "program": a loop of safe points on another thread, counting its steps.
     std::atomic<bool> stop{false};
@@ -723,6 +744,13 @@ TEST(Courtesy, CtlYieldParksAProgramAtTheSafePointsItMarks) {
     EXPECT_EQ(residentBytes(w, MiB), 0u);
     EXPECT_NE(std::strstr(out, "\"changed\":true,\"bytes\":1048576"), nullptr) << out;
     EXPECT_EQ(steps.load(), parkedAt);  // it does not run while yielded
+    // Asked again: nothing moves, and the answer says the program is parked.
+    ASSERT_EQ(courtesy.yieldCommand(3, yieldArgs, out, sizeof out),
+              static_cast<uint8_t>(core::ReplyStatus::Ok))
+        << out;
+    EXPECT_EQ(out, nothingMoved(true, "yield", true,
+                                "the program has yielded already; nothing done (restore gives its "
+                                "memory back)"));
     ASSERT_EQ(courtesy.restoreCommand(out, sizeof out), static_cast<uint8_t>(core::ReplyStatus::Ok))
         << out;
     EXPECT_TRUE(Fixture::holds(w, MiB, 9));  // a "none" region's content, backed up anyway

@@ -87,6 +87,15 @@ TEST(Courtesy, CtlYieldsATrainingRunToDiskAndItGoesOnUnchanged) {
     EXPECT_EQ(restoreAgainCode, 0);
     EXPECT_EQ(restoredAgain.at("body").at("message"),
               "the program has not yielded; nothing to restore");
+    // With the fields of every answer, zero where nothing moved: one shape to read.
+    for (const nlohmann::json* answer : {&restoreFirst, &restoredAgain}) {
+        EXPECT_EQ(answer->at("body").at("bytes"), 0) << *answer;
+        EXPECT_EQ(answer->at("body").at("freed_bytes"), 0) << *answer;
+        EXPECT_FALSE(answer->at("body").at("parked").get<bool>()) << *answer;
+    }
+    EXPECT_EQ(yieldedAgain.at("body").at("bytes"), 0);
+    EXPECT_EQ(yieldedAgain.at("body").at("cached_bytes"), 0);
+    EXPECT_TRUE(yieldedAgain.at("body").at("parked").get<bool>());
 
     // The yield: parameters, gradients and Adam's two moments at least; the
     // process's resident memory fell by no less than what memtool says it took.
