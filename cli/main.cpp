@@ -18,9 +18,9 @@
 #include <string_view>
 
 #include "cli/CommandGuard.h"
-#include "cli/CtlCommand.h"
-#include "cli/OutputPattern.h"
-#include "cli/RunCommand.h"
+#include "cli/ctl/CtlCommand.h"
+#include "cli/run/OutputPattern.h"
+#include "cli/run/RunCommand.h"
 #include "core/Error.h"
 #include "core/SiteChoice.h"
 #include "core/Units.h"
@@ -32,9 +32,9 @@
 #include "reporters/LineReporter.h"
 #include "reporters/PerfettoReporter.h"
 #include "reporters/ProcessSelection.h"
-#include "reporters/SourceFiles.h"
 #include "reporters/TableReporter.h"
-#include "reporters/TraceJson.h"
+#include "trace/SourceFiles.h"
+#include "trace/TraceReader.h"
 
 namespace {
 

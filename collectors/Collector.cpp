@@ -18,21 +18,21 @@
 #include <cstring>
 #include <new>
 
-#include "collectors/CfiUnwinder.h"
-#include "collectors/ChildEnvironment.h"
-#include "collectors/CudaRuntimeHooks.h"
-#include "collectors/GotPatcher.h"
-#include "collectors/ModuleName.h"
-#include "collectors/NoDestroy.h"
-#include "collectors/ProgramEnd.h"
-#include "collectors/PythonTracker.h"
-#include "collectors/SocketSink.h"
-#include "collectors/TorchBridgeLoader.h"
-#include "collectors/Warn.h"
 #include "collectors/control/ControlChannel.h"
 #include "collectors/control/Courtesy.h"
 #include "collectors/control/CpuPagesBackend.h"
 #include "collectors/control/LiveTensors.h"
+#include "collectors/cuda/CudaRuntimeHooks.h"
+#include "collectors/engine/ModuleName.h"
+#include "collectors/engine/NoDestroy.h"
+#include "collectors/engine/SocketSink.h"
+#include "collectors/engine/Warn.h"
+#include "collectors/preload/ChildEnvironment.h"
+#include "collectors/preload/GotPatcher.h"
+#include "collectors/preload/ProgramEnd.h"
+#include "collectors/stacks/CfiUnwinder.h"
+#include "collectors/stacks/PythonTracker.h"
+#include "collectors/torch/TorchBridgeLoader.h"
 #if MEMTOOL_HAVE_CUDA_VMM
 #include "collectors/control/CudaVmmBackend.h"
 #endif

@@ -7,8 +7,8 @@
 
 #include <sys/types.h>
 
-#include "collectors/ChildEnvironment.h"
-#include "collectors/Engine.h"
+#include "collectors/engine/Engine.h"
+#include "collectors/preload/ChildEnvironment.h"
 
 namespace memtool::collectors {
 

@@ -274,7 +274,7 @@ inline uint8_t* encodeEnd(uint8_t* p, const EndFields& e) {
 
 // ---- Window ------------------------------------------------------------------------
 // A run of Alloc, Free and ShortLived records that the collector folded before
-// sending (collectors/WindowCompactor.h writes it; PROTOCOL.md has the layout): a
+// sending (collectors/engine/WindowCompactor.h writes it; PROTOCOL.md has the layout): a
 // reader that applies it holds exactly what the records would have left it with.
 // Its timeline points are M4 samples (core/Timeline.h) in buckets of 2^shift ns,
 // shift the least at or above kTimelineFirstShift that puts the time in one of

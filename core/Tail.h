@@ -22,7 +22,7 @@ namespace memtool::core {
 // written after what it counts, so a kill between the two leaves them unequal:
 // never whole by mistake.
 // The buffer has two halves: the collector folds the records of one into the
-// other before it sends them (collectors/WindowCompactor.h), and `half` says
+// other before it sends them (collectors/engine/WindowCompactor.h), and `half` says
 // which one holds the records; each half has its own `used` and `records`,
 // written before `half` names it.
 struct TailHeader {

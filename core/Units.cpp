@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "core/Protocol.h"
-#include "core/TraceModel.h"
+#include "trace/TraceModel.h"
 
 namespace memtool::core {
 

@@ -12,9 +12,9 @@
 
 #include "core/Error.h"
 #include "core/Units.h"
-#include "reporters/HotspotSelection.h"
 #include "reporters/Markup.h"
 #include "reporters/ProcessSelection.h"
+#include "trace/HotspotSelection.h"
 
 namespace memtool::reporters {
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "core/TraceModel.h"
 #include "core/Units.h"
 #include "reporters/Metric.h"
+#include "trace/TraceModel.h"
 
 namespace memtool::reporters {
 

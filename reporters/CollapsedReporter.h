@@ -6,8 +6,8 @@
 
 #include <ostream>
 
-#include "core/TraceModel.h"
 #include "reporters/Metric.h"
+#include "trace/TraceModel.h"
 
 namespace memtool::reporters {
 

@@ -10,9 +10,9 @@
 
 #include "core/Error.h"
 #include "core/Units.h"
-#include "reporters/HotspotSelection.h"
 #include "reporters/ProcessSelection.h"
-#include "reporters/RecordedSources.h"
+#include "trace/HotspotSelection.h"
+#include "trace/RecordedSources.h"
 
 namespace memtool::reporters {
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "core/TraceModel.h"
 #include "core/Units.h"
+#include "trace/TraceModel.h"
 
 namespace memtool::reporters {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/TraceModel.h"
-#include "reporters/HotspotSelection.h"
+#include "trace/HotspotSelection.h"
+#include "trace/TraceModel.h"
 
 namespace memtool::reporters {
 

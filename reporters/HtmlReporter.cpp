@@ -12,9 +12,9 @@
 #include "reporters/HtmlAssets.h"
 #include "reporters/Markup.h"
 #include "reporters/ProcessSelection.h"
-#include "reporters/RecordedSources.h"
 #include "reporters/StackTree.h"
 #include "reporters/TimelineMarks.h"
+#include "trace/RecordedSources.h"
 
 namespace memtool::reporters {
 

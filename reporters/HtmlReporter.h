@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "core/TraceModel.h"
-#include "reporters/HotspotSelection.h"
 #include "reporters/LineReporter.h"
+#include "trace/HotspotSelection.h"
+#include "trace/TraceModel.h"
 
 namespace memtool::reporters {
 

@@ -1,7 +1,7 @@
 #include "reporters/JsonReporter.h"
 
 #include "reporters/HotspotRows.h"
-#include "reporters/TraceJson.h"
+#include "trace/TraceReader.h"
 
 namespace memtool::reporters {
 

@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/TraceModel.h"
-#include "reporters/HotspotSelection.h"
 #include "reporters/LineReporter.h"
+#include "trace/HotspotSelection.h"
+#include "trace/TraceModel.h"
 
 namespace memtool::reporters {
 

@@ -13,7 +13,7 @@
 #include "core/FrameClassifier.h"
 #include "core/Units.h"
 #include "reporters/ByteText.h"
-#include "reporters/RecordedSources.h"
+#include "trace/RecordedSources.h"
 
 namespace memtool::reporters {
 
@@ -24,45 +24,7 @@ bool endsWith(const std::string& s, const std::string& suffix) {
            s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Skips spaces and tabs from `at`; returns how many.
-size_t skipBlanks(const std::string& s, size_t& at) {
-    const size_t from = at;
-    while (at < s.size() && (s[at] == ' ' || s[at] == '\t')) ++at;
-    return at - from;
-}
-
-bool take(const std::string& s, size_t& at, const std::string& word) {
-    if (s.compare(at, word.size(), word) != 0) return false;
-    at += word.size();
-    return true;
-}
-
-// `line` is `def name(` or `async def name(`. Matched by hand: the name comes from
-// the trace (no regular expression may be made of it), and std::regex recurses
-// per character, so a long line of a hostile file could overflow the stack.
-bool definesFunction(const std::string& line, const std::string& name) {
-    size_t at = 0;
-    skipBlanks(line, at);
-    if (take(line, at, "async") && skipBlanks(line, at) == 0) return false;
-    if (!take(line, at, "def") || skipBlanks(line, at) == 0 || !take(line, at, name)) return false;
-    skipBlanks(line, at);
-    return at < line.size() && line[at] == '(';
-}
-
 }  // namespace
-
-uint64_t findDefinition(const std::map<uint64_t, std::string>& src, uint64_t from,
-                        const std::string& function) {
-    const size_t dot = function.rfind('.');
-    const std::string last = function.substr(dot == std::string::npos ? 0 : dot + 1);
-    if (last.empty() || last[0] == '<') return from;
-    for (auto it = src.upper_bound(from); it != src.begin();) {
-        --it;
-        if (from - it->first >= kDefinitionReach) break;
-        if (definesFunction(it->second, last)) return it->first;
-    }
-    return from;
-}
 
 namespace {
 

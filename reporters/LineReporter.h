@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "core/TraceModel.h"
 #include "core/Units.h"
-#include "reporters/SourceFiles.h"
+#include "trace/SourceFiles.h"
+#include "trace/TraceModel.h"
 
 namespace memtool::reporters {
 
@@ -33,13 +33,6 @@ void renderLines(const core::Trace& trace, const LineReportOptions& options, std
 // reads it now.
 SourceText lineSource(const LineReportOptions& options, const core::ProcessTrace& p,
                       const std::string& file);
-
-// How far above a function's first row its `def` is looked for, in lines.
-inline constexpr uint64_t kDefinitionReach = 500;
-// The line of `def name(` (or `async def`) of `function` (its last dotted part) at
-// or above line `from` of `src`, within kDefinitionReach; `from` when none is.
-uint64_t findDefinition(const std::map<uint64_t, std::string>& src, uint64_t from,
-                        const std::string& function);
 
 // The rows the line table shows for one process (--file, --function and the
 // library-file rule applied), by device, file, function and line.

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/TraceModel.h"
+#include "trace/TraceModel.h"
 
 namespace memtool::reporters {
 

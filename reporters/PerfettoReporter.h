@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/TraceModel.h"
+#include "trace/TraceModel.h"
 
 namespace memtool::reporters {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/TraceModel.h"
+#include "trace/TraceModel.h"
 
 namespace memtool::reporters {
 

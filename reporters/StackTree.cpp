@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "reporters/HotspotSelection.h"
+#include "trace/HotspotSelection.h"
 
 namespace memtool::reporters {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/TraceModel.h"
 #include "reporters/Metric.h"
+#include "trace/TraceModel.h"
 
 namespace memtool::reporters {
 

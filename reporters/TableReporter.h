@@ -3,8 +3,8 @@
 
 #include <ostream>
 
-#include "core/TraceModel.h"
-#include "reporters/HotspotSelection.h"
+#include "trace/HotspotSelection.h"
+#include "trace/TraceModel.h"
 
 namespace memtool::reporters {
 

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "collectors/OwnDescriptors.h"
+#include "collectors/engine/OwnDescriptors.h"
 
 namespace memtool::collectors::control {
 

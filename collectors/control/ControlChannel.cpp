@@ -16,16 +16,16 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "collectors/CPythonApi.h"
-#include "collectors/Engine.h"
-#include "collectors/RecursionGuard.h"
-#include "collectors/SocketSink.h"
 #include "collectors/control/Courtesy.h"
 #include "collectors/control/JsonWriter.h"
 #include "collectors/control/LiveTensors.h"
 #include "collectors/control/OwnThread.h"
 #include "collectors/control/Regions.h"
 #include "collectors/control/SignalChain.h"
+#include "collectors/engine/Engine.h"
+#include "collectors/engine/RecursionGuard.h"
+#include "collectors/engine/SocketSink.h"
+#include "collectors/stacks/CPythonApi.h"
 #include "core/Protocol.h"
 
 #if __has_include(<sys/single_threaded.h>)

@@ -8,11 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "collectors/MonotonicClock.h"
-#include "collectors/RecursionGuard.h"
 #include "collectors/control/CommandArgs.h"
 #include "collectors/control/JsonWriter.h"
 #include "collectors/control/PausedAccess.h"
+#include "collectors/engine/MonotonicClock.h"
+#include "collectors/engine/RecursionGuard.h"
 
 namespace memtool::collectors::control {
 

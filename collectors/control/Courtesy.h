@@ -14,9 +14,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "collectors/Mutex.h"
 #include "collectors/control/Regions.h"
 #include "collectors/control/SafePoint.h"
+#include "collectors/engine/Mutex.h"
 
 namespace memtool::collectors::control {
 

@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "collectors/NativeUnwinder.h"
-#include "collectors/RecursionGuard.h"
 #include "collectors/control/AlignedMapping.h"
+#include "collectors/engine/RecursionGuard.h"
+#include "collectors/stacks/NativeUnwinder.h"
 #include "core/Protocol.h"
 
 namespace memtool::collectors::control {

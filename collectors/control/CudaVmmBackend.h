@@ -19,9 +19,9 @@
 
 #include <cstdint>
 
-#include "collectors/MappedTable.h"
-#include "collectors/Mutex.h"
 #include "collectors/control/MemoryBackend.h"
+#include "collectors/engine/MappedTable.h"
+#include "collectors/engine/Mutex.h"
 
 namespace memtool::collectors::control {
 

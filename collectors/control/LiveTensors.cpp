@@ -4,10 +4,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "collectors/CPythonApi.h"
-#include "collectors/Engine.h"
 #include "collectors/control/CommandArgs.h"
 #include "collectors/control/SafePoint.h"
+#include "collectors/engine/Engine.h"
+#include "collectors/stacks/CPythonApi.h"
 
 namespace memtool::collectors::control {
 

@@ -11,11 +11,11 @@
 #include <cstdio>
 #include <cstring>
 
-#include "collectors/Engine.h"
-#include "collectors/MonotonicClock.h"
-#include "collectors/ThreadState.h"
-#include "collectors/Warn.h"
 #include "collectors/control/JsonWriter.h"
+#include "collectors/engine/Engine.h"
+#include "collectors/engine/MonotonicClock.h"
+#include "collectors/engine/ThreadState.h"
+#include "collectors/engine/Warn.h"
 
 namespace memtool::collectors::control {
 

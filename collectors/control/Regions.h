@@ -21,10 +21,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "collectors/MappedTable.h"
-#include "collectors/Mutex.h"
 #include "collectors/control/Backups.h"
 #include "collectors/control/MemoryBackend.h"
+#include "collectors/engine/MappedTable.h"
+#include "collectors/engine/Mutex.h"
 #include "core/Protocol.h"
 
 namespace memtool::collectors {

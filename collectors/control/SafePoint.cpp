@@ -4,8 +4,8 @@
 
 #include <cstdlib>
 
-#include "collectors/CPythonApi.h"
 #include "collectors/control/OwnThread.h"
+#include "collectors/stacks/CPythonApi.h"
 
 namespace memtool::collectors::control {
 

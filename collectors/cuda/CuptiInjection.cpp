@@ -19,10 +19,10 @@
 #include <cstring>
 
 #include "collectors/CollectorApi.h"
-#include "collectors/NoDestroy.h"
-#include "collectors/Warn.h"
 #include "collectors/cuda/CuptiCallbackDecoder.h"
 #include "collectors/cuda/DriverCallTranslator.h"
+#include "collectors/engine/NoDestroy.h"
+#include "collectors/engine/Warn.h"
 
 namespace memtool::collectors {
 namespace {

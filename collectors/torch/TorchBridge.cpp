@@ -1,7 +1,7 @@
 // The torch bridge: PyTorch's CUDA caching allocator, block by block. Built only
 // against a torch with CUDA (2.2 or later: attachAllocatorTraceTracker and the
 // trace entries' device field); loaded by the preload collector only into a
-// process running that same torch build (collectors/TorchBridgeLoader.cpp).
+// process running that same torch build (collectors/torch/TorchBridgeLoader.cpp).
 //
 // The tracker runs synchronously on the allocating thread, under the allocator's
 // per-device lock, so the caller's stacks are still there; the Python GIL may be

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <vector>
 
-#include "cli/CollectorConnection.h"
-#include "collectors/SocketSink.h"
+#include "cli/stream/CollectorConnection.h"
+#include "collectors/engine/SocketSink.h"
 #include "core/Records.h"
 #include "core/Tail.h"
 

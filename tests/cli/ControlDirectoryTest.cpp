@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string>
 
-#include "cli/ControlDirectory.h"
+#include "cli/ctl/ControlDirectory.h"
 #include "core/Error.h"
 #include "tests/TempDir.h"
 

@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/BackgroundSymbolizer.h"
-#include "cli/ElfSymbolizer.h"
-#include "cli/ObjectFiles.h"
+#include "cli/symbols/BackgroundSymbolizer.h"
+#include "cli/symbols/ElfSymbolizer.h"
+#include "cli/symbols/ObjectFiles.h"
 #include "tests/TempDir.h"
 #include "tests/cli/InlinedCode.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/FileLimit.h"
+#include "cli/run/FileLimit.h"
 
 using memtool::cli::FileLimit;
 

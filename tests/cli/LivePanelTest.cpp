@@ -3,7 +3,7 @@
 // tests/e2e/LiveViewTest.cpp).
 #include <gtest/gtest.h>
 
-#include "cli/LivePanel.h"
+#include "cli/live/LivePanel.h"
 
 using namespace memtool;
 

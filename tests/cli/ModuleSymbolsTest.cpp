@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/ModuleSymbols.h"
+#include "cli/symbols/ModuleSymbols.h"
 
 using memtool::cli::ModuleSymbols;
 

@@ -1,7 +1,7 @@
 // `memtool run -o`: one trace file, or one per process (%p) or per rank (%r).
 #include <gtest/gtest.h>
 
-#include "cli/OutputPattern.h"
+#include "cli/run/OutputPattern.h"
 
 using namespace memtool;
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cli/PreloadReach.h"
+#include "cli/run/PreloadReach.h"
 #include "tests/TempDir.h"
 
 using memtool::cli::preloadUnreachable;

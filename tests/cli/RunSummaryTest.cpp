@@ -2,7 +2,7 @@
 // process (a worker) held more, or did not finish.
 #include <gtest/gtest.h>
 
-#include "cli/RunCommand.h"
+#include "cli/run/RunCommand.h"
 
 using namespace memtool;
 

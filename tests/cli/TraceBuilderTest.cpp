@@ -6,11 +6,11 @@
 #include <map>
 #include <set>
 
-#include "cli/Symbolizer.h"
-#include "cli/TraceBuilder.h"
 #include "core/Aggregator.h"
-#include "reporters/TraceJson.h"
 #include "tests/TestFrames.h"
+#include "trace/Symbolizer.h"
+#include "trace/TraceBuilder.h"
+#include "trace/TraceReader.h"
 
 using namespace memtool;
 using memtool::testing::nativeFrame;

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "collectors/Sink.h"
+#include "collectors/engine/Sink.h"
 
 namespace memtool::collectors {
 

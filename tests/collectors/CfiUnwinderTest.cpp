@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "collectors/CfiUnwinder.h"
-#include "collectors/ThreadState.h"
+#include "collectors/engine/ThreadState.h"
+#include "collectors/stacks/CfiUnwinder.h"
 
 using namespace memtool::collectors;
 

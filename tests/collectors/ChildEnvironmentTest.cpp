@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "collectors/ChildEnvironment.h"
+#include "collectors/preload/ChildEnvironment.h"
 #include "tests/TempDir.h"
 
 using memtool::collectors::ChildEnvironment;

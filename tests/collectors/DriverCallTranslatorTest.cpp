@@ -4,7 +4,7 @@
 
 #include "collectors/cuda/DriverCallTranslator.h"
 #include "core/Aggregator.h"
-#include "core/TraceModel.h"
+#include "trace/TraceModel.h"
 
 using namespace memtool::collectors;
 using namespace memtool::core;

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "collectors/Engine.h"
-#include "collectors/SocketSink.h"
+#include "collectors/engine/Engine.h"
+#include "collectors/engine/SocketSink.h"
 #include "core/Aggregator.h"
 #include "core/StreamDecoder.h"
 

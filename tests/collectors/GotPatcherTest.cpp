@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "collectors/GotPatcher.h"
+#include "collectors/preload/GotPatcher.h"
 #include "tests/collectors/got/GotProvider.h"
 
 using namespace memtool::collectors;

@@ -3,7 +3,7 @@
 #include <random>
 #include <unordered_map>
 
-#include "collectors/MappedTable.h"
+#include "collectors/engine/MappedTable.h"
 
 using namespace memtool::collectors;
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "collectors/Mutex.h"
+#include "collectors/engine/Mutex.h"
 
 namespace memtool::collectors {
 namespace {

@@ -19,9 +19,6 @@
 #include <thread>
 #include <vector>
 
-#include "collectors/Engine.h"
-#include "collectors/RecursionGuard.h"
-#include "collectors/SocketSink.h"
 #include "collectors/control/Backups.h"
 #include "collectors/control/ControlChannel.h"
 #include "collectors/control/Courtesy.h"
@@ -29,6 +26,9 @@
 #include "collectors/control/PausedAccess.h"
 #include "collectors/control/Regions.h"
 #include "collectors/control/SafePoint.h"
+#include "collectors/engine/Engine.h"
+#include "collectors/engine/RecursionGuard.h"
+#include "collectors/engine/SocketSink.h"
 #include "core/Aggregator.h"
 #include "core/StreamDecoder.h"
 #include "tests/TempDir.h"

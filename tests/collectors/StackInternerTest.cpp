@@ -8,9 +8,9 @@
 #include <memory>
 #include <vector>
 
-#include "collectors/RecordWriter.h"
-#include "collectors/StackInterner.h"
-#include "collectors/ThreadState.h"
+#include "collectors/engine/RecordWriter.h"
+#include "collectors/engine/ThreadState.h"
+#include "collectors/stacks/StackInterner.h"
 #include "tests/collectors/BufferSink.h"
 
 using namespace memtool;

@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "collectors/RecordWriter.h"
+#include "collectors/engine/RecordWriter.h"
 #include "core/Aggregator.h"
 #include "core/Records.h"
 #include "core/StreamDecoder.h"

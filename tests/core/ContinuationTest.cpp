@@ -8,7 +8,7 @@
 
 #include "core/Aggregator.h"
 #include "core/StreamDecoder.h"
-#include "core/TraceModel.h"
+#include "trace/TraceModel.h"
 
 using namespace memtool::core;
 

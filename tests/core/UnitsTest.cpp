@@ -2,8 +2,8 @@
 
 #include "core/FrameClassifier.h"
 #include "core/Protocol.h"
-#include "core/TraceModel.h"
 #include "core/Units.h"
+#include "trace/TraceModel.h"
 
 using namespace memtool::core;
 
@@ -108,8 +108,8 @@ TEST(FrameClassifier, HeadersOfLibrariesAreLibraryCode) {
     EXPECT_FALSE(isLibrarySource("/home/me/torch-mlp/mlp.cpp"));
 }
 
-#include "reporters/HotspotSelection.h"
 #include "tests/TestFrames.h"
+#include "trace/HotspotSelection.h"
 
 TEST(Report, ShortFrames) {
     using memtool::reporters::shortFrame;

@@ -206,7 +206,7 @@ TEST(HtmlReport, AProfiledProgramsReportShowsItsFigures) {
 }
 
 // The line table's code column reads sources by the rule of `report --lines`
-// (reporters/SourceFiles.h): a trace naming a file outside both its cwd and the
+// (trace/SourceFiles.h): a trace naming a file outside both its cwd and the
 // directory report runs in shows no code for it unless --all-files, and a device is
 // never read (this page used to show any regular file the trace named).
 TEST(HtmlReport, TheLineTableShowsOnlyTheProgramsOwnCodeUnlessAllFiles) {

@@ -1,6 +1,6 @@
 // A stand-in for libcudart.so.13 on machines without a GPU: "device" memory is
 // host memory, the current device is per thread as in CUDA. It lets the runtime-
-// hook route (collectors/CudaRuntimeHooks.cpp) run end to end under the real CLI;
+// hook route (collectors/cuda/CudaRuntimeHooks.cpp) run end to end under the real CLI;
 // the same program against the real runtime needs a GPU.
 #include <cstddef>
 #include <cstdlib>

@@ -9,13 +9,13 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "cli/Symbolizer.h"
-#include "cli/TraceBuilder.h"
 #include "core/Aggregator.h"
 #include "core/StreamDecoder.h"
 #include "reporters/JsonReporter.h"
 #include "reporters/TableReporter.h"
-#include "reporters/TraceJson.h"
+#include "trace/Symbolizer.h"
+#include "trace/TraceBuilder.h"
+#include "trace/TraceReader.h"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include "reporters/LineReporter.h"
 #include "reporters/PerfettoReporter.h"
 #include "reporters/TableReporter.h"
-#include "reporters/TraceJson.h"
+#include "trace/TraceReader.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/Error.h"
-#include "reporters/Files.h"
+#include "core/Files.h"
 #include "tests/TempDir.h"
 
 using namespace memtool;
@@ -42,7 +42,7 @@ std::set<std::string> entries(const std::string& dir) {
 // The error a read gives, empty when it succeeds.
 std::string readError(const std::string& path, uint64_t limit) {
     std::string why;
-    return reporters::readRegularFile(path, limit, &why) ? "" : why;
+    return core::readRegularFile(path, limit, &why) ? "" : why;
 }
 
 }  // namespace
@@ -51,7 +51,7 @@ TEST(Files, ReadsARegularFileWhole) {
     const std::string path = tempDir() + "/a.txt";
     std::ofstream(path) << "line 1\nline 2\n";
     std::string why;
-    EXPECT_EQ(reporters::readRegularFile(path, 14, &why), "line 1\nline 2\n");
+    EXPECT_EQ(core::readRegularFile(path, 14, &why), "line 1\nline 2\n");
     EXPECT_EQ(why, "");
 }
 
@@ -87,7 +87,7 @@ TEST(Files, ReplacingNeverFollowsAPlantedLink) {
     // Where memtool used to write its temporary file, and would have followed the link.
     ASSERT_EQ(symlink(victim.c_str(), (trace + ".tmp").c_str()), 0);
     const mode_t before = umask(022);
-    reporters::replaceFile(trace, "{}\n", core::kExitRunFailed);
+    core::replaceFile(trace, "{}\n", core::kExitRunFailed);
     umask(before);
     EXPECT_EQ(contents(victim), "precious");
     EXPECT_EQ(contents(trace), "{}\n");
@@ -115,10 +115,10 @@ TEST(Files, AFileReplacedFromPiecesHoldsThemInOrder) {
     texts.push_back(std::string(1 << 20, 'x'));  // past what a pipe or socket takes at once
     expected += texts.back();
     const std::vector<std::string_view> pieces(texts.begin(), texts.end());
-    reporters::replaceFile(trace, pieces, core::kExitRunFailed);
+    core::replaceFile(trace, pieces, core::kExitRunFailed);
     EXPECT_EQ(contents(trace), expected);
     EXPECT_EQ(entries(dir), (std::set<std::string>{"trace.json"}));
-    reporters::replaceFile(trace, std::span<const std::string_view>(), core::kExitRunFailed);
+    core::replaceFile(trace, std::span<const std::string_view>(), core::kExitRunFailed);
     EXPECT_EQ(contents(trace), "");
 }
 
@@ -127,7 +127,7 @@ TEST(Files, ReplacingALinkReplacesTheLinkNotItsTarget) {
     const std::string victim = dir + "/victim", trace = dir + "/trace.json";
     std::ofstream(victim) << "precious";
     ASSERT_EQ(symlink(victim.c_str(), trace.c_str()), 0);
-    reporters::replaceFile(trace, "new", core::kExitRunFailed);
+    core::replaceFile(trace, "new", core::kExitRunFailed);
     EXPECT_EQ(contents(victim), "precious");
     struct stat st {};
     ASSERT_EQ(lstat(trace.c_str(), &st), 0);
@@ -138,7 +138,7 @@ TEST(Files, ReplacingALinkReplacesTheLinkNotItsTarget) {
 TEST(Files, ReplacingFailsWithAClearErrorAndLeavesNothing) {
     const std::string dir = tempDir();
     try {
-        reporters::replaceFile(dir + "/missing/trace.json", "x", core::kExitRunFailed);
+        core::replaceFile(dir + "/missing/trace.json", "x", core::kExitRunFailed);
         FAIL() << "no error";
     } catch (const core::Error& e) {
         EXPECT_EQ(e.exitCode(), core::kExitRunFailed);
@@ -148,7 +148,7 @@ TEST(Files, ReplacingFailsWithAClearErrorAndLeavesNothing) {
     // A directory where the file should go: written, then the rename fails.
     ASSERT_EQ(mkdir((dir + "/taken").c_str(), 0700), 0);
     try {
-        reporters::replaceFile(dir + "/taken", "x", core::kExitRunFailed);
+        core::replaceFile(dir + "/taken", "x", core::kExitRunFailed);
         FAIL() << "no error";
     } catch (const core::Error& e) {
         EXPECT_EQ(std::string(e.what()), "cannot write " + dir + "/taken: Is a directory");
@@ -165,19 +165,19 @@ TEST(Files, APipeFromTheShellIsReadWhenAskedForAndBounded) {
     const std::string path = "/dev/fd/" + std::to_string(fds[0]);
     EXPECT_EQ(readError(path, 100), "it is a FIFO, not a regular file");  // not asked for
     std::string why;
-    EXPECT_EQ(reporters::readRegularFile(path, 100, &why, true), "{\"a\": 1}");
+    EXPECT_EQ(core::readRegularFile(path, 100, &why, true), "{\"a\": 1}");
     close(fds[0]);
     // Bounded like a file.
     ASSERT_EQ(pipe(fds), 0);
     ASSERT_EQ(write(fds[1], "123456", 6), 6);
     close(fds[1]);
-    EXPECT_EQ(reporters::readRegularFile("/dev/fd/" + std::to_string(fds[0]), 5, &why, true),
+    EXPECT_EQ(core::readRegularFile("/dev/fd/" + std::to_string(fds[0]), 5, &why, true),
               std::nullopt);
     EXPECT_EQ(why, "it is larger than 5 B (6 bytes)");
     close(fds[0]);
     // A FIFO in the file system is refused all the same, unopened.
     const std::string fifo = tempDir() + "/fifo";
     ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-    EXPECT_EQ(reporters::readRegularFile(fifo, 100, &why, true), std::nullopt);
+    EXPECT_EQ(core::readRegularFile(fifo, 100, &why, true), std::nullopt);
     EXPECT_EQ(why, "it is a FIFO, not a regular file");
 }

@@ -10,10 +10,10 @@
 #include "core/Error.h"
 #include "core/SourceHash.h"
 #include "reporters/LineReporter.h"
-#include "reporters/RecordedSources.h"
-#include "reporters/TraceJson.h"
 #include "tests/TempDir.h"
 #include "tests/TestFrames.h"
+#include "trace/RecordedSources.h"
+#include "trace/TraceReader.h"
 
 using namespace memtool;
 using memtool::testing::pythonFrame;

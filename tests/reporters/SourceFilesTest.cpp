@@ -7,8 +7,8 @@
 
 #include <fstream>
 
-#include "reporters/SourceFiles.h"
 #include "tests/TempDir.h"
+#include "trace/SourceFiles.h"
 
 using namespace memtool;
 using reporters::SourceFiles;

@@ -7,8 +7,8 @@
 #include "core/Error.h"
 #include "reporters/ProcessSelection.h"
 #include "reporters/TableReporter.h"
-#include "reporters/TraceJson.h"
 #include "tests/TestFrames.h"
+#include "trace/TraceReader.h"
 
 using namespace memtool;
 using memtool::testing::nativeFrame;

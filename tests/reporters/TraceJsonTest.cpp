@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "core/Error.h"
-#include "reporters/TraceJson.h"
 #include "tests/TestFrames.h"
+#include "trace/TraceReader.h"
 
 using namespace memtool;
 using memtool::testing::nativeFrame;

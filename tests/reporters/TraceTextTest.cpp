@@ -7,9 +7,9 @@
 #include <limits>
 #include <set>
 
-#include "reporters/TraceJson.h"
-#include "reporters/TraceText.h"
 #include "tests/TestFrames.h"
+#include "trace/TraceReader.h"
+#include "trace/TraceWriter.h"
 
 using namespace memtool;
 using memtool::testing::nativeFrame;

@@ -2,7 +2,7 @@
 // function it replaces must not compile (got_hook_type_is_checked), and one whose
 // signature matches must (got_hook_type_accepts_a_match), so that the first
 // fails for the mismatch alone.
-#include "collectors/GotPatcher.h"
+#include "collectors/preload/GotPatcher.h"
 #include "tests/collectors/got/GotProvider.h"
 
 int sameSignature() { return 0; }

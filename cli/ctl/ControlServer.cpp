@@ -1,0 +1,275 @@
+#include "cli/ctl/ControlServer.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "cli/ctl/ControlDirectory.h"
+#include "cli/run/EventLoop.h"
+#include "cli/stream/CollectorListener.h"
+#include "core/Error.h"
+#include "reporters/TensorsReporter.h"
+#include "trace/RecordedSources.h"
+#include "trace/TraceReader.h"
+
+namespace memtool::cli {
+
+namespace {
+
+constexpr size_t kMaxRequestBytes = 64 * 1024;
+
+const char* statusName(core::ReplyStatus s) {
+    switch (s) {
+        case core::ReplyStatus::Ok:
+            return "ok";
+        case core::ReplyStatus::Failed:
+            return "failed";
+        case core::ReplyStatus::Unknown:
+            return "unknown";
+        case core::ReplyStatus::Refused:
+            return "refused";
+    }
+    return "failed";
+}
+
+const char* backupName(core::BackupKind k) {
+    return k == core::BackupKind::Host ? "host" : k == core::BackupKind::Disk ? "disk" : "none";
+}
+
+// "cpu", "cuda:0": a wire device code as the trace names it.
+std::string deviceText(uint8_t device) {
+    const int ordinal = core::cudaOrdinal(device);
+    return ordinal >= 0 ? fmt::format("cuda:{}", ordinal) : core::deviceName(device);
+}
+
+}  // namespace
+
+ControlServer::ControlServer(CollectorListener& listener, std::vector<std::string> command,
+                             SiteMode siteMode)
+    : listener_(listener), command_(std::move(command)), siteMode_(siteMode) {
+    const std::string dir = controlDirectory(/*create=*/true, core::kExitRunFailed);
+    path_ = fmt::format("{}/run-{}.sock", dir, getpid());
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path_.size() >= sizeof addr.sun_path)
+        throw core::Error(core::kExitRunFailed, "the control socket path is too long: " + path_);
+    std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    unlink(
+        path_
+            .c_str());  // ours by name (our pid) in our private directory: a leftover of a dead run
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        chmod(path_.c_str(), 0600) != 0 || listen(fd_, 16) != 0) {
+        const std::string why = std::strerror(errno);
+        if (fd_ >= 0) close(fd_);
+        unlink(path_.c_str());
+        throw core::Error(core::kExitRunFailed,
+                          "cannot listen for memtool ctl on " + path_ + ": " + why);
+    }
+}
+
+ControlServer::~ControlServer() {
+    for (auto& c : clients_) close(c.fd);
+    if (fd_ >= 0) close(fd_);
+    unlink(path_.c_str());
+}
+
+void ControlServer::attach(EventLoop& loop) {
+    loop_ = &loop;
+    loop.watch(fd_, [this, &loop] { acceptClients(loop); });
+}
+
+void ControlServer::acceptClients(EventLoop& loop) {
+    for (;;) {
+        const int fd = acceptPeer(fd_);
+        if (fd == kRefusedPeer) continue;  // another user: closed unheard
+        if (fd < 0) return;
+        auto it = clients_.insert(clients_.end(), Client{fd, {}, false});
+        loop.watch(fd, [this, &loop, it] { readClient(loop, it); });
+    }
+}
+
+void ControlServer::readClient(EventLoop& loop, std::list<Client>::iterator client) {
+    char buf[4096];
+    ssize_t n = read(client->fd, buf, sizeof buf);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) return dropClient(client);
+    client->input.append(buf, static_cast<size_t>(n));
+    if (client->input.size() > kMaxRequestBytes) return dropClient(client);
+    const size_t newline = client->input.find('\n');
+    if (newline == std::string::npos || client->waiting) return;
+    const std::string line = client->input.substr(0, newline);
+    client->input.erase(0, newline + 1);
+    handle(client, line);
+}
+
+CollectorConnection* ControlServer::connectionOf(int64_t pid) const {
+    for (const auto& c : listener_.connections())
+        if (c->open() && c->isStream() && c->aggregator().handshake()->pid == pid) return c.get();
+    return nullptr;
+}
+
+nlohmann::json ControlServer::list() const {
+    nlohmann::json processes = nlohmann::json::array();
+    for (const auto& c : listener_.connections()) {
+        if (!c->open() || !c->isStream()) continue;
+        const core::Handshake& h = *c->aggregator().handshake();
+        nlohmann::json regions = nlohmann::json::array();
+        for (const auto& [id, r] : c->aggregator().regions()) {
+            const char* state = r.pausedBytes == 0             ? "resident"
+                                : r.pausedBytes == r.liveBytes ? "paused"
+                                                               : "partly paused";
+            regions.push_back({{"tag", r.record.tag},
+                               {"device", deviceText(r.record.device)},
+                               {"backup", backupName(r.record.backup)},
+                               {"bytes", r.liveBytes},
+                               {"paused_bytes", r.pausedBytes},
+                               {"state", state}});
+        }
+        processes.push_back({{"pid", h.pid}, {"command", h.command}, {"regions", regions}});
+    }
+    return {{"run", {{"pid", getpid()}, {"command", command_}}}, {"processes", processes}};
+}
+
+void ControlServer::handle(std::list<Client>::iterator client, const std::string& line) {
+    const nlohmann::json request = nlohmann::json::parse(line, nullptr, false);
+    const std::string op = request.is_object() ? request.value("op", "") : "";
+    if (op == "list") return answer(client, list());
+    if (!request.is_object() || !request.contains("pid") || !request["pid"].is_number_integer())
+        return answer(client, {{"status", "bad_request"}});
+    CollectorConnection* c = connectionOf(request["pid"].get<int64_t>());
+    if (op == "tensors" || op == "snapshot") {
+        // Asked by the process about itself: the records it sent before asking are
+        // in the socket already; fold them first.
+        if (!c) return answer(client, {{"status", "no_such_process"}});
+        ReadBuffer buffer(64 * 1024);
+        c->drain(buffer);
+        if (op == "snapshot") return answer(client, snapshotAnswer(*c));
+        TensorsQuery query;
+        if (request.contains("device") && request["device"].is_string())
+            query.device = request["device"].get<std::string>();
+        query.verbose = request.contains("verbose") && request["verbose"] == true;
+        return answer(client, tensorsAnswer(*c, request, query));
+    }
+    if (op != "request" || !request.contains("argv") || !request["argv"].is_array() ||
+        request["argv"].empty())
+        return answer(client, {{"status", "bad_request"}});
+    std::vector<std::string> argv;
+    for (const auto& a : request["argv"]) {
+        if (!a.is_string()) return answer(client, {{"status", "bad_request"}});
+        argv.push_back(a.get<std::string>());
+    }
+    if (!c) return answer(client, {{"status", "no_such_process"}});
+    TensorsQuery query;
+    Kind kind = Kind::Forward;
+    if (argv[0] == "tensors") {
+        // --verbose is memtool run's to honour; --device is both sides'.
+        kind = Kind::Tensors;
+        std::vector<std::string> collectorArgv;
+        for (size_t i = 0; i < argv.size(); ++i) {
+            if (argv[i] == "--verbose") {
+                query.verbose = true;
+                continue;
+            }
+            if (argv[i] == "--device" && i + 1 < argv.size()) query.device = argv[i + 1];
+            collectorArgv.push_back(argv[i]);
+        }
+        argv = std::move(collectorArgv);
+    } else if (argv[0] == "snapshot") {
+        if (argv.size() != 1) return answer(client, {{"status", "bad_request"}});
+        kind = Kind::Snapshot;
+        argv = {"ping"};  // its reply follows every record the process sent before it
+    }
+    forward(client, *c, std::move(argv), kind, std::move(query));
+}
+
+void ControlServer::forward(std::list<Client>::iterator client, CollectorConnection& c,
+                            std::vector<std::string> argv, Kind kind, TensorsQuery query) {
+    const uint64_t id = nextRequest_++;
+    c.onReply([this, &c](const core::ReplyRecord& r) { onReply(c, r); });
+    client->waiting = true;
+    pending_[id] = Pending{client, kind, std::move(query)};
+    if (!c.sendRequest(id, argv)) {
+        pending_.erase(id);
+        client->waiting = false;
+        answer(client, {{"status", "gone"}});
+    }
+}
+
+void ControlServer::onReply(CollectorConnection& c, const core::ReplyRecord& r) {
+    auto it = pending_.find(r.id);
+    if (it == pending_.end()) return;  // its client went away
+    const Pending p = it->second;
+    pending_.erase(it);
+    p.client->waiting = false;
+    // A collector's answer is data, not trusted JSON: what does not parse, or nests
+    // deep enough to overflow the stack when dumped, goes on as text.
+    nlohmann::json body = r.body;
+    if (reporters::nestingWithin(r.body, reporters::kMaxTraceNesting)) {
+        nlohmann::json parsed = nlohmann::json::parse(r.body, nullptr, false);
+        if (!parsed.is_discarded()) body = std::move(parsed);
+    }
+    if (r.status == core::ReplyStatus::Ok && p.kind == Kind::Tensors)
+        return answer(p.client, tensorsAnswer(c, body, p.query));
+    if (r.status == core::ReplyStatus::Ok && p.kind == Kind::Snapshot)
+        return answer(p.client, snapshotAnswer(c));
+    answer(p.client, {{"status", statusName(r.status)}, {"body", body}});
+}
+
+nlohmann::json ControlServer::tensorsAnswer(CollectorConnection& c, const nlohmann::json& visible,
+                                            const TensorsQuery& query) {
+    nlohmann::json report =
+        tensorsReport(c.aggregator(), c.symbolizer(), visible, query, siteMode_);
+    const std::string text = reporters::renderTensors(report);
+    return {{"status", "ok"}, {"body", std::move(report)}, {"text", text}};
+}
+
+nlohmann::json ControlServer::snapshotAnswer(CollectorConnection& c) {
+    ProcessOutcome outcome;
+    outcome.durationS = c.connectedS();
+    outcome.snapshot = true;
+    core::Trace trace;
+    trace.memtoolVersion = MEMTOOL_VERSION;
+    trace.processes.push_back(
+        buildProcessTrace(c.aggregator(), c.symbolizer(), outcome, siteMode_));
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd)) trace.processes.back().cwd = cwd;
+    reporters::recordSources(trace);  // as memtool run does at the end
+    return {{"status", "ok"},
+            {"trace", reporters::traceToJson(trace).dump(
+                          2, ' ', false, nlohmann::json::error_handler_t::replace)}};
+}
+
+void ControlServer::answer(std::list<Client>::iterator client, const nlohmann::json& reply) {
+    const std::string text =
+        reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    // ctl waits for this line; a client that stopped reading loses it.
+    size_t sent = 0;
+    for (int waits = 0; sent < text.size();) {
+        ssize_t n = send(client->fd, text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
+        if (n > 0) {
+            sent += static_cast<size_t>(n);
+        } else if (n < 0 && (errno == EAGAIN || errno == EINTR) && waits++ < 500) {
+            pollfd w{client->fd, POLLOUT, 0};
+            poll(&w, 1, 10);
+        } else {
+            break;
+        }
+    }
+}
+
+void ControlServer::dropClient(std::list<Client>::iterator client) {
+    for (auto it = pending_.begin(); it != pending_.end();)
+        it = it->second.client == client ? pending_.erase(it) : std::next(it);
+    if (loop_) loop_->unwatch(client->fd);
+    close(client->fd);
+    clients_.erase(client);
+}
+
+}  // namespace memtool::cli

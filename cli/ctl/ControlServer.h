@@ -1,0 +1,90 @@
+#pragma once
+// The run's end of `memtool ctl`: a socket in the user's control directory
+// (ControlDirectory.h) on which ctl asks, one JSON object per line,
+//
+//   {"op":"list"}                            -> this run and its processes, with
+//                                               their regions as the streams tell
+//   {"op":"request","pid":P,"argv":[...]}    -> forwarded down P's stream to its
+//                                               collector; its reply comes back as
+//                                               {"status":..., "body":...}
+//       argv "tensors [--device D] [--verbose]": the collector lists the Python-
+//       visible tensors; the answer is the whole report, {"status", "body", "text"}
+//       argv "snapshot": a trace.json of P as of now, {"status", "trace": TEXT}
+//   {"op":"tensors","pid":P,"tensors":[...],"device":D,"verbose":B}
+//   {"op":"snapshot","pid":P}                -> the same, asked by the process itself
+//                                               (memtool.report_tensors, memtool.snapshot),
+//                                               which sent its records first
+//
+// and gets one JSON line back. Requests to one process are answered in order
+// (its collector runs them one at a time).
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/live/LiveReports.h"
+#include "trace/TraceBuilder.h"
+
+namespace memtool::cli {
+
+class CollectorListener;
+class CollectorConnection;
+class EventLoop;
+
+class ControlServer {
+public:
+    // Throws core::Error (125) when the control directory is not private or the
+    // socket cannot be made.
+    ControlServer(CollectorListener& listener, std::vector<std::string> command,
+                  SiteMode siteMode = SiteMode::User);
+    ~ControlServer();  // removes the socket
+    ControlServer(const ControlServer&) = delete;
+    ControlServer& operator=(const ControlServer&) = delete;
+
+    const std::string& socketPath() const { return path_; }
+    void attach(EventLoop& loop);
+
+private:
+    struct Client {
+        int fd;
+        std::string input;
+        bool waiting = false;  // a forwarded request is out
+    };
+    void acceptClients(EventLoop& loop);
+    void readClient(EventLoop& loop, std::list<Client>::iterator client);
+    void handle(std::list<Client>::iterator client, const std::string& line);
+    nlohmann::json list() const;
+    CollectorConnection* connectionOf(int64_t pid) const;
+    void answer(std::list<Client>::iterator client, const nlohmann::json& reply);
+    void dropClient(std::list<Client>::iterator client);
+    // A request for P's collector; its reply goes to `kind`'s handling.
+    enum class Kind { Forward, Tensors, Snapshot };
+    struct Pending {
+        std::list<Client>::iterator client;
+        Kind kind = Kind::Forward;
+        TensorsQuery query;
+    };
+    void forward(std::list<Client>::iterator client, CollectorConnection& c,
+                 std::vector<std::string> argv, Kind kind, TensorsQuery query);
+    void onReply(CollectorConnection& c, const core::ReplyRecord& r);
+    nlohmann::json tensorsAnswer(CollectorConnection& c, const nlohmann::json& visible,
+                                 const TensorsQuery& query);
+    nlohmann::json snapshotAnswer(CollectorConnection& c);
+
+    CollectorListener& listener_;
+    std::vector<std::string> command_;
+    SiteMode siteMode_;
+    EventLoop* loop_ = nullptr;
+    std::string path_;
+    int fd_ = -1;
+    std::list<Client> clients_;
+    uint64_t nextRequest_ = 1;
+    std::map<uint64_t, Pending> pending_;  // request id -> who asked, and for what
+};
+
+}  // namespace memtool::cli

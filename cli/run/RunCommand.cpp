@@ -1,0 +1,574 @@
+#include "cli/run/RunCommand.h"
+
+#include <fmt/format.h>
+#include <limits.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <set>
+#include <span>
+
+#include "cli/ctl/ControlServer.h"
+#include "cli/live/LiveView.h"
+#include "cli/run/CollectorLocator.h"
+#include "cli/run/CudaPlan.h"
+#include "cli/run/EventLoop.h"
+#include "cli/run/FileLimit.h"
+#include "cli/run/Launcher.h"
+#include "cli/run/OutputPattern.h"
+#include "cli/run/PreloadReach.h"
+#include "cli/run/ProcStat.h"
+#include "cli/run/SignalRouter.h"
+#include "cli/run/TargetProcess.h"
+#include "cli/stream/CollectorListener.h"
+#include "core/DecimalPair.h"
+#include "core/Error.h"
+#include "core/Files.h"
+#include "core/Units.h"
+#include "reporters/ProcessSelection.h"
+#include "trace/RecordedSources.h"
+#include "trace/TraceReader.h"
+#include "trace/TraceWriter.h"
+
+namespace memtool::cli {
+
+namespace {
+
+// Past --wait-children, what is already readable is still read (the program's
+// own last bytes, a process that just ended), for at most this long more.
+constexpr double kDrainS = 1.0;
+
+// -o -: the trace goes to stdout, after whatever the program printed there.
+constexpr const char* kStdoutPath = "-";
+
+// Where paused regions' disk backups go: the directory the user named, else
+// $TMPDIR, else /tmp, as an absolute path (the program may change directory).
+// The collector makes each backup there as a file no name ever points to (see
+// DiskBackup), so nothing is made or left in it, however the program or memtool
+// ends; the directory need only exist and be writable.
+std::string backupDirectory(const std::string& base) {
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string dir = !base.empty() ? base : tmp && *tmp ? tmp : "/tmp";
+    auto refuse = [&](const std::string& why) {
+        return core::Error(core::kExitRunFailed, "cannot keep backups in " + dir + ": " + why);
+    };
+    char resolved[PATH_MAX];
+    if (!realpath(dir.c_str(), resolved)) throw refuse(std::strerror(errno));
+    struct stat st {};
+    if (stat(resolved, &st) != 0) throw refuse(std::strerror(errno));
+    if (!S_ISDIR(st.st_mode)) throw refuse("not a directory");
+    if (access(resolved, W_OK | X_OK) != 0) throw refuse(std::strerror(errno));
+    return resolved;
+}
+
+// MEMTOOL_FOLD in memtool run's environment: 0, the collector sends every event
+// as its own record; 2, it folds every run of events into Window records; else
+// only runs that come fast (collectors/engine/RecordWriter.h). The trace is the same
+// either way: it is there to measure what folding costs and saves, and to test it.
+std::string foldingOption() {
+    const char* fold = std::getenv("MEMTOOL_FOLD");
+    if (fold && std::string(fold) == "0") return ",fold=0";
+    if (fold && std::string(fold) == "2") return ",fold=2";
+    return "";
+}
+
+// What the collector in the target is told: where to connect, what to record,
+// where `import memtool` is found, where paused regions' backups go.
+std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std::string& collector,
+                                           const CudaPlan& cuda, const std::string& socketPath,
+                                           const std::string& backupDir,
+                                           const std::string& controlSocket) {
+    const char* existing = std::getenv("LD_PRELOAD");
+    std::vector<EnvVariable> env{
+        {"LD_PRELOAD", existing && *existing ? collector + ":" + existing : collector},
+        {core::kEnvSocket, socketPath},
+        {core::kEnvBackupDir, backupDir},
+        // Where the program asks memtool run about itself (memtool.snapshot, ...).
+        {core::kEnvControlSocket, controlSocket},
+        {core::kEnvOptions,
+         fmt::format(
+             "native={},python={},cudahooks={},pausable={},run={}{}{}{}",
+             options.nativeStacks ? 1 : 0, options.pythonStacks ? 1 : 0, cuda.runtimeHooks ? 1 : 0,
+             options.pausableAll ? 1 : 0,
+             // The program is memtool run's child (the collector's control thread
+             // waits until it is needed there only: ControlChannel.h).
+             getpid(),
+             // A live view shows what a quiet program did last: the collector's
+             // control thread sends it from the start.
+             options.live ? ",control=1" : "",
+             options.hostPoolBytes ? fmt::format(",hostpool={}", *options.hostPoolBytes) : "",
+             foldingOption())},
+    };
+    // The CUDA driver loads this when (and only if) the program initializes CUDA.
+    if (!cuda.injection.empty()) env.push_back({"CUDA_INJECTION64_PATH", cuda.injection});
+    // A bridge named in the environment wins (tests, a bridge built elsewhere).
+    if (!cuda.torchBridge.empty()) env.push_back({core::kEnvTorchBridge, cuda.torchBridge, true});
+    // The package goes first on the path, the user's entries after it.
+    if (const std::string package = locatePythonPackage(collector); !package.empty()) {
+        const char* path = std::getenv("PYTHONPATH");
+        env.push_back({"PYTHONPATH", path && *path ? package + ":" + path : package});
+    }
+    return env;
+}
+
+// A second after the program exited, with processes of the run still streaming,
+// the user is told what memtool run waits for (the program's output has ended).
+constexpr double kWaitNoticeS = 1;
+
+// What memtool run still waits for once the program has exited: "1 process still
+// running (pid 7202): waiting for it", up to five pids named.
+std::string stillRunning(const CollectorListener& listener) {
+    // Those streaming, and those left to memtool that have not connected (yet).
+    std::set<int64_t> streaming;
+    for (const auto& c : listener.connections())
+        if (c->open() && c->isStream()) streaming.insert(c->aggregator().handshake()->pid);
+    for (const auto& [pid, name] : childrenOf(getpid())) streaming.insert(pid);
+    const std::vector<int64_t> pids(streaming.begin(), streaming.end());
+    std::string named;
+    for (size_t i = 0; i < pids.size() && i < 5; ++i)
+        named += fmt::format("{}{}", i ? ", " : "", pids[i]);
+    if (pids.size() > 5) named += fmt::format(" and {} more", pids.size() - 5);
+    const bool one = pids.size() == 1;
+    return fmt::format("{} process{} still running (pid{} {}): waiting for {}", pids.size(),
+                       one ? "" : "es", one ? "" : "s", named, one ? "it" : "them");
+}
+
+// The processes' traces, built while the program is still exiting. Once every
+// stream has ended, memtool run has nothing to read until the program is reaped,
+// and the program's exit still takes a while (its libraries' destructors, the
+// kernel freeing its memory: 40-65 ms for a fork pool of torch workers here).
+// What a trace holds of an ended stream no later byte can change, so it is built
+// then (TraceBuilder's body: symbolized stacks, hotspots, lines, timelines), on a
+// core the exiting program leaves free; after the reap only how each process
+// ended is added. A stream still open, or one that connects later, is built at
+// the end as before. Their text is rendered then too (reporters::RenderedBody):
+// after the reap, only what the outcome sets is written afresh.
+class PreparedBodies {
+public:
+    explicit PreparedBodies(SiteMode siteMode) : siteMode_(siteMode) {}
+
+    // Builds the body of every ended stream not built yet.
+    void prepare(const CollectorListener& listener) {
+        for (const auto& c : listener.connections()) {
+            if (c->open() || !c->isStream() || bodies_.count(c.get())) continue;
+            Prepared& p = bodies_[c.get()];
+            p.body = buildProcessBody(c->aggregator(), c->symbolizer(), siteMode_);
+            p.rendered = std::make_unique<reporters::RenderedBody>(p.body);
+        }
+    }
+
+    // The trace of `c`'s process: its body built ahead (handed over, once) or
+    // now; `rendered` is then its text, or null. The text stays this object's.
+    core::ProcessTrace take(CollectorConnection& c, const ProcessOutcome& outcome,
+                            const reporters::RenderedBody** rendered) {
+        *rendered = nullptr;
+        auto node = bodies_.extract(&c);
+        if (node.empty())
+            return buildProcessTrace(c.aggregator(), c.symbolizer(), outcome, siteMode_);
+        Prepared& p = node.mapped();
+        core::ProcessTrace trace = std::move(p.body);
+        applyOutcome(trace, c.aggregator(), outcome);
+        *rendered = p.rendered.get();
+        handedOver_.push_back(std::move(p.rendered));
+        return trace;
+    }
+
+private:
+    struct Prepared {
+        core::ProcessTrace body;
+        std::unique_ptr<reporters::RenderedBody> rendered;
+    };
+    SiteMode siteMode_;
+    std::map<const CollectorConnection*, Prepared> bodies_;  // built, not handed over yet
+    std::vector<std::unique_ptr<reporters::RenderedBody>> handedOver_;  // text of those handed over
+};
+
+// Runs the loop until the target has exited and every stream has ended (or
+// `waitS` has passed since), the live view (if any) redrawn between waits; a
+// control socket is one more watched descriptor. Unless `quiet`, a wait past
+// kWaitNoticeS is said on stderr. While every stream has ended and memtool run
+// still waits (for the program's reaping, or a descendant left running), `bodies`
+// builds what it can.
+void collectStreams(EventLoop& loop, const CollectorListener& listener, const TargetProcess& target,
+                    LiveView* live, double waitS, bool quiet, PreparedBodies& bodies) {
+    bool noticed = quiet || waitS <= kWaitNoticeS;
+    for (;;) {
+        // A collector may still sit in the listen queue: take it before leaving.
+        // A descendant left running may connect yet (importing torch when its parent
+        // exited) or be about to exit: it is waited for as a stream is.
+        const bool ended = listener.openStreams() == 0 && !listener.connectionWaiting();
+        if (target.exited() && ended && !target.childrenLeft()) return;
+        if (ended) bodies.prepare(listener);
+        if (!noticed && target.exited() && target.secondsSinceExit() >= kWaitNoticeS &&
+            !(live && live->showing())) {
+            noticed = true;
+            std::cerr << fmt::format(
+                "memtool: the program exited; {} until {:g} s after the exit (--wait-children "
+                "sets how long)\n",
+                stillRunning(listener), waitS);
+        }
+        if (target.exited() && target.secondsSinceExit() >= waitS) {
+            // Whatever has arrived is read; a process still streaming gets no more.
+            while (loop.waitOnce(0) && target.secondsSinceExit() < waitS + kDrainS) {
+            }
+            return;
+        }
+        int timeoutMs = target.exited() ? 100 : -1;
+        if (live && live->showing()) {
+            const int untilFrame = live->refresh(listener);
+            timeoutMs = timeoutMs < 0 ? untilFrame : std::min(timeoutMs, untilFrame);
+        }
+        loop.waitOnce(timeoutMs);
+    }
+}
+
+// Why a process still running when memtool run stopped waiting is incomplete.
+std::string unwaitedReason(double waitS) {
+    if (waitS == 0)
+        return "the process was still running when the program exited (memtool run "
+               "--wait-children 0 waits for none)";
+    return fmt::format(
+        "the process was still running {:g} s after the program exited, when memtool run "
+        "stopped waiting for it",
+        waitS);
+}
+
+// processes[0] when no collector of the target connected: it loaded no tracked
+// allocator, or the collector could not load into it (PreloadReach.h), which its
+// warning says instead.
+core::ProcessTrace untrackedTarget(const TargetProcess& target, const RunOptions& options) {
+    const ProcessOutcome outcome = target.outcome();
+    core::ProcessTrace p;
+    p.pid = target.pid();
+    p.ppid = getpid();
+    p.command = options.command;
+    p.exitCode = outcome.exitCode;
+    p.exitSignal = outcome.exitSignal;
+    p.durationS = outcome.durationS;
+    p.nativeStacks = options.nativeStacks;
+    p.pythonStacks = options.pythonStacks;
+    p.complete = true;
+    p.tracked = false;
+    p.stream.verified = true;
+    const char* path = getenv("PATH");
+    const std::string unreachable =
+        preloadUnreachable(options.command.at(0), path ? path : "/usr/local/bin:/usr/bin:/bin");
+    p.warnings.push_back(unreachable.empty() ? core::kNoTrackedAllocatorWarning : unreachable);
+    return p;
+}
+
+// Why a collector stopped writing its stream, from its notice (a connection of its
+// own, kHandshakeNotice), by the stream's pid and start time.
+std::map<std::pair<int64_t, uint64_t>, std::string> lostStreams(const CollectorListener& listener) {
+    std::map<std::pair<int64_t, uint64_t>, std::string> lost;
+    for (const auto& c : listener.connections()) {
+        const auto& h = c->aggregator().handshake();
+        if (!h || !h->notice) continue;
+        for (const core::NoteRecord& n : c->aggregator().notes())
+            if (n.key == core::kNoteStreamLost) lost[{h->pid, h->startUnixNs}] = n.text;
+    }
+    return lost;
+}
+
+// How children ended, by pid, as the processes that reaped them said
+// (kNoteChildEnded, "PID STATUS"): a fork child killed by a signal cannot say it in
+// its own stream, and only its parent waits for it. Text that is not two whole
+// numbers (a stream from elsewhere) is ignored.
+std::map<int64_t, int> reapedChildren(const CollectorListener& listener) {
+    std::map<int64_t, int> reaped;
+    for (const auto& c : listener.connections()) {
+        if (!c->isStream()) continue;
+        for (const core::NoteRecord& n : c->aggregator().notes()) {
+            if (n.key != core::kNoteChildEnded) continue;
+            uint64_t pid = 0, status = 0;
+            if (core::readDecimalPair(n.text, &pid, &status) && pid > 0 && pid <= INT64_MAX &&
+                status <= 0xffff)
+                reaped[static_cast<int64_t>(pid)] = static_cast<int>(status);
+        }
+    }
+    return reaped;
+}
+
+// processes[0] is the launched program (the last image it exec'd), then every
+// other process in order of birth: by pid, as the kernel hands them out (the order
+// they connected in is a race between siblings: a DataLoader's workers would come
+// in another order each run, and diff would pair them so), the images of one pid
+// in the order they ran.
+// rendered[i]: trace.processes[i]'s body text rendered ahead, or null.
+core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess& target,
+                          const RunOptions& options, const CudaPlan& cuda, PreparedBodies& bodies,
+                          std::vector<const reporters::RenderedBody*>& rendered) {
+    core::Trace trace;
+    trace.memtoolVersion = MEMTOOL_VERSION;
+    const auto lost = lostStreams(listener);
+    const auto reaped = reapedChildren(listener);
+    auto lostReason = [&](const CollectorConnection& c) -> std::string {
+        const auto& h = *c.aggregator().handshake();
+        auto it = lost.find({h.pid, h.startUnixNs});
+        return it == lost.end() ? std::string() : it->second;
+    };
+    // The last stream of each pid: the image that ran last, whose end the pid's end is.
+    std::map<int64_t, CollectorConnection*> lastOfPid;
+    for (const auto& c : listener.connections())
+        if (c->isStream()) lastOfPid[c->aggregator().handshake()->pid] = c.get();
+    auto launchedIt = lastOfPid.find(target.pid());
+    CollectorConnection* launched = launchedIt == lastOfPid.end() ? nullptr : launchedIt->second;
+    if (launched) {
+        ProcessOutcome o = target.outcome();
+        o.recoveredRecords = launched->recoveredRecords();
+        o.streamError = lostReason(*launched);
+        if (o.streamError.empty()) o.streamError = launched->error();
+        trace.processes.push_back(bodies.take(*launched, o, &rendered.emplace_back()));
+        trace.processes.back().maxRssBytes = target.maxRssBytes();
+        trace.processes.back().cpuS = target.cpuSeconds();
+        if (!cuda.warning.empty()) trace.processes.back().warnings.push_back(cuda.warning);
+    } else {
+        trace.processes.push_back(untrackedTarget(target, options));
+        rendered.push_back(nullptr);
+        trace.processes.back().maxRssBytes = target.maxRssBytes();
+        trace.processes.back().cpuS = target.cpuSeconds();
+    }
+    // What never became a process of the trace: connections refused, streams that
+    // broke before their handshake.
+    std::vector<std::string>& warnings = trace.processes.front().warnings;
+    warnings.insert(warnings.end(), listener.refusals().begin(), listener.refusals().end());
+    for (const auto& c : listener.connections())
+        if (!c->aggregator().handshake() && !c->error().empty())
+            warnings.push_back("a collector's stream broke before its handshake: " + c->error());
+    // Those left running: only memtool's own children can be (it is their subreaper),
+    // and /proc is read (a file per process of the machine) only when it has any.
+    const std::map<pid_t, std::string> left =
+        target.childrenLeft() ? childrenOf(getpid()) : std::map<pid_t, std::string>{};
+    for (const auto& [pid, name] : left)
+        if (!lastOfPid.count(pid))
+            warnings.push_back(fmt::format(
+                "pid {} ({}) was still running when memtool run stopped waiting and had not "
+                "connected: it is not in the trace",
+                pid, name));
+    for (const auto& c : listener.connections()) {
+        if (c.get() == launched || !c->isStream()) continue;
+        const int64_t pid = c->aggregator().handshake()->pid;
+        // memtool reaped it (an orphan), or its parent did and said so in its stream:
+        // then memtool knows how it ended.
+        ProcessOutcome o;
+        if (lastOfPid[pid] == c.get()) {
+            o = target.orphanOutcome(static_cast<pid_t>(pid));
+            if (auto r = reaped.find(pid); !o.exitCode && !o.exitSignal && r != reaped.end())
+                o.setExitStatus(r->second);
+        }
+        o.durationS = c->connectedS();
+        o.recoveredRecords = c->recoveredRecords();
+        o.streamError = lostReason(*c);
+        if (o.streamError.empty())
+            o.streamError = c->open() ? unwaitedReason(options.waitChildrenS) : c->error();
+        trace.processes.push_back(bodies.take(*c, o, &rendered.emplace_back()));
+    }
+    // By pid after the first, each with its text.
+    std::vector<size_t> order(trace.processes.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin() + 1, order.end(), [&](size_t a, size_t b) {
+        return trace.processes[a].pid < trace.processes[b].pid;
+    });
+    std::vector<core::ProcessTrace> sorted;
+    std::vector<const reporters::RenderedBody*> sortedText;
+    sorted.reserve(order.size());
+    for (size_t i : order) {
+        sorted.push_back(std::move(trace.processes[i]));
+        sortedText.push_back(rendered[i]);
+    }
+    trace.processes = std::move(sorted);
+    rendered = std::move(sortedText);
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd))
+        for (auto& p : trace.processes) p.cwd = cwd;
+    // Everything memtool run did up to here (reading the streams, symbolizing,
+    // building the trace); writing trace.json comes after.
+    rusage self{};
+    getrusage(RUSAGE_SELF, &self);
+    trace.cliMaxRssBytes = static_cast<uint64_t>(self.ru_maxrss) * 1024;  // KiB on Linux
+    trace.cliCpuS = cpuSecondsOf(self);
+    return trace;
+}
+
+// -o as one process's file would be named (%p and %r stand for a pid or a rank):
+// what is checked before the program starts.
+std::string sampleOutputPath(const std::string& pattern) {
+    if (!isPerProcessPattern(pattern)) return pattern;
+    core::ProcessTrace sample;
+    sample.pid = getpid();
+    return expandOutputPattern(pattern, sample);
+}
+
+// -o /dev/null (or a link to it): the run is for its control or its live view,
+// and its trace is not wanted. Known by the device, so that no rename of a
+// temporary file ever lands on the null device.
+bool discardsTrace(const std::string& output) {
+    struct stat st {};
+    return stat(output.c_str(), &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 &&
+           minor(st.st_rdev) == 3;
+}
+
+// Writes the trace where -o said (stdout for "-"); returns how to name where it
+// went. Should that fail now (the disk filled, the directory went), the trace is
+// kept in the temporary directory, and the error says where.
+std::string writeTrace(const core::Trace& trace, const std::string& output,
+                       std::span<const reporters::RenderedBody* const> rendered = {}) {
+    // In pieces: the bodies rendered ahead are written from where they are.
+    const reporters::TextPieces text = reporters::traceToPieces(trace, rendered);
+    const std::vector<std::string_view> pieces = text.views();
+    if (output == kStdoutPath) {
+        for (std::string_view piece : pieces) std::cout << piece;
+        std::cout << std::flush;
+        if (!std::cout) throw core::Error(core::kExitRunFailed, "cannot write the trace to stdout");
+        return "the trace to stdout";
+    }
+    try {
+        core::replaceFile(output, pieces, core::kExitRunFailed);
+        return output;
+    } catch (const core::Error& e) {
+        const char* tmp = std::getenv("TMPDIR");
+        const std::string kept =
+            fmt::format("{}/memtool-{}.trace.json", tmp && *tmp ? tmp : "/tmp", getpid());
+        core::replaceFile(kept, pieces, core::kExitRunFailed);
+        throw core::Error(core::kExitRunFailed,
+                          std::string(e.what()) + "; the trace was written to " + kept);
+    }
+}
+
+}  // namespace
+
+RunResult runCommand(const RunOptions& options) {
+    if (options.command.empty())
+        throw core::Error(core::kExitBadInput, "run: no command given (memtool run -- CMD ...)");
+    // Everything that can refuse the run does so before the program starts: a run
+    // is never thrown away at the end for a path that could not have worked.
+    const bool discard = discardsTrace(options.output);
+    if (options.output != kStdoutPath && !discard)
+        core::checkReplaceable(sampleOutputPath(options.output), core::kExitRunFailed);
+    const std::string collector = locateCollector();
+    const CudaPlan cuda = planCuda(options.cuda, collector, options.quiet);
+    FileLimit::raise();  // descriptors for hundreds of processes; the program keeps its own limit
+    CollectorListener listener;
+    ControlServer control(listener, options.command, options.siteMode);
+    const std::string backups = backupDirectory(options.backupDir);
+    SignalRouter signals;
+    // Before the live view, which unwatches its keys when it goes.
+    EventLoop loop;
+    // The panel is made room for before the program prints anything.
+    std::unique_ptr<LiveView> live =
+        options.live
+            ? LiveView::open(std::cerr, options.siteMode, reporters::commandLine(options.command))
+            : nullptr;
+    TargetProcess target =
+        launchTarget(options.command,
+                     targetEnvironment(options, collector, cuda, listener.socketPath(), backups,
+                                       control.socketPath()),
+                     signals.forChild());
+
+    // Connections are accepted (and their peers' descent checked) before SIGCHLD
+    // reaps anyone: a descendant that connected and exited stays a zombie, its
+    // parent chain readable, until memtool or its parent reaps it.
+    listener.attach(loop, target.pid());
+    signals.attach(loop, target);
+    control.attach(loop);
+    if (live) live->attach(loop);
+    // While the program starts, not before: a collector that connects meanwhile
+    // waits in the listen queue.
+    listener.removeDeadRuns();
+    PreparedBodies bodies(options.siteMode);
+    collectStreams(loop, listener, target, live.get(), options.waitChildrenS, options.quiet,
+                   bodies);
+    target.waitForExit();  // a no-op: the loop only ends after the target
+    if (live) live->finish(listener);
+
+    // One trace file, or with %p or %r in its name one per process (or per rank).
+    std::vector<const reporters::RenderedBody*> rendered;
+    core::Trace trace = assembleTrace(listener, target, options, cuda, bodies, rendered);
+    // Every frame is named: the object files the symbolizers hold can go, and the
+    // spare descriptor too, so that the sources and the trace can be opened.
+    listener.closeObjectFiles();
+    FileLimit::releaseSpare();
+    std::vector<std::string> files;  // none: discarded
+    if (!discard) {
+        // The code its reports show, as it is now: an archived trace shows it as it was.
+        reporters::recordSources(trace);
+        // One file: the trace itself (a copy of it took ~2 ms for a fork pool's).
+        if (!isPerProcessPattern(options.output)) {
+            files.push_back(writeTrace(trace, options.output, rendered));
+        } else {
+            for (const auto& [path, part] : splitByOutputPattern(trace, options.output))
+                files.push_back(writeTrace(part, path));
+        }
+    }
+    if (!options.quiet) std::cerr << runSummary(trace, files);
+
+    const ProcessOutcome outcome = target.outcome();
+    return RunResult{outcome.exitCode.value_or(0), outcome.exitSignal.value_or(0)};
+}
+
+std::string runSummary(const core::Trace& trace, const std::vector<std::string>& files) {
+    const core::ProcessTrace& p = trace.processes[0];
+    // The program's peaks; a wrapper's (a shell that ran python as a child) are its
+    // first child's that allocated, named by pid.
+    const core::ProcessTrace* shown = &p;
+    if (p.devices.empty())
+        for (const core::ProcessTrace& q : trace.processes)
+            if (!q.devices.empty()) {
+                shown = &q;
+                break;
+            }
+    bool tracked = false;
+    for (const core::ProcessTrace& q : trace.processes) tracked |= q.tracked;
+    std::string peaks;
+    if (shown != &p) peaks = fmt::format(", pid {}", shown->pid);
+    if (shown->devices.empty() && tracked) peaks = ", nothing allocated";
+    for (const auto& [name, d] : shown->devices)
+        peaks += fmt::format(", {} peak {}", name, core::formatBytes(d.peakBytes));
+    // Where another process (a worker) held more on a device, say which, so
+    // that a small main process does not stand for the run.
+    std::map<std::string, const core::ProcessTrace*> largest;
+    for (const core::ProcessTrace& q : trace.processes)
+        for (const auto& [name, d] : q.devices) {
+            const core::ProcessTrace*& top = largest[name];
+            if (!top || d.peakBytes > top->devices.at(name).peakBytes) top = &q;
+        }
+    std::string others;
+    for (const auto& [name, q] : largest) {
+        const uint64_t peak = q->devices.at(name).peakBytes;
+        const auto own = shown->devices.find(name);
+        if (q == shown || (own != shown->devices.end() && own->second.peakBytes >= peak)) continue;
+        others += fmt::format("{}{} {} in pid {}", others.empty() ? "; largest: " : ", ", name,
+                              core::formatBytes(peak), q->pid);
+    }
+    peaks += others;
+    const std::string written = files.empty() ? "no trace (-o /dev/null)"
+                                : files.size() == 1
+                                    ? files[0]
+                                    : fmt::format("{} files ({} ...)", files.size(), files[0]);
+    std::string incomplete = p.complete ? "" : ", INCOMPLETE: " + p.incompleteReason;
+    for (const core::ProcessTrace& q : trace.processes)
+        if (&q != &p && !q.complete)
+            incomplete += fmt::format("; pid {} INCOMPLETE: {}", q.pid, q.incompleteReason);
+    std::string summary =
+        fmt::format("memtool: wrote {} ({} process{}{}{})\n", written, trace.processes.size(),
+                    trace.processes.size() == 1 ? "" : "es", peaks, incomplete);
+    // Untracked, the program is the trace's one process.
+    if (const std::string why = core::collectorUnloadable(p); !why.empty())
+        summary += "memtool: nothing was measured: " + why + "\n";
+    else if (!tracked)
+        summary +=
+            "memtool: nothing was measured: the program loaded no allocator memtool "
+            "tracks (PyTorch's libc10, CUDA); does it import torch, under a python that "
+            "has it?\n";
+    return summary;
+}
+
+}  // namespace memtool::cli

@@ -1,0 +1,54 @@
+#pragma once
+// `memtool run`: launch a command with the collector injected, fold the streams
+// of every process that connects, write trace.json when the command exits.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trace/TraceBuilder.h"
+
+namespace memtool::cli {
+
+struct RunOptions {
+    std::vector<std::string> command;
+    std::string output = "memtool.trace.json";
+    bool nativeStacks = true;
+    bool pythonStacks = true;
+    SiteMode siteMode = SiteMode::User;
+    bool quiet = false;
+    // Show memory on the terminal while the program runs (cli/live/LiveView).
+    bool live = false;
+    // How CUDA memory is recorded: "auto" (CUPTI where built and the driver's
+    // injection slot is free, else runtime hooks), "cupti", "runtime-hooks", "off".
+    std::string cuda = "auto";
+    // Where paused regions' disk backups go: a private directory made inside it
+    // for this run (default: $TMPDIR or /tmp), removed with what is left when the
+    // run ends.
+    std::string backupDir;
+    // --pausable all: every allocation memtool can serve belongs to a region (tag
+    // "default" unless the program names one), so `memtool ctl PID yield` can take
+    // all of it away.
+    bool pausableAll = false;
+    // --host-pool: the most pinned host memory (host backups of CUDA regions) a
+    // resume keeps for the next pause; unset: all of it.
+    std::optional<uint64_t> hostPoolBytes;
+    // After the program exits, how long the processes it left running get to end
+    // their streams (--wait-children); those still running then are written as
+    // incomplete.
+    double waitChildrenS = 10;
+};
+
+struct RunResult {
+    int exitCode = 0;  // the target's exit code
+    int signal = 0;    // non-zero when a signal ended the target
+};
+
+RunResult runCommand(const RunOptions& options);
+
+// What `memtool run` says on stderr at the end (unless -q): the file (no files:
+// -o /dev/null), the program's peaks, the largest of any other process, and what
+// is wrong.
+std::string runSummary(const core::Trace& trace, const std::vector<std::string>& files);
+
+}  // namespace memtool::cli

@@ -1,0 +1,31 @@
+#pragma once
+// The fallback route for CUDA memory: the CUDA runtime's allocation calls, hooked
+// in the GOT of every module that imports them (PyTorch links libcudart
+// dynamically). Used when CUPTI cannot be: the user's own CUDA_INJECTION64_PATH
+// (nsys) holds the driver's one injection slot, or another CUPTI subscriber is
+// active. It sees cudaMalloc & co. only, not driver calls made directly.
+
+#include <cstddef>
+
+#include "collectors/preload/GotPatcher.h"
+
+namespace memtool::collectors {
+
+// The hooks; each forwards to the runtime's own function (or, for a thread inside
+// a pausable region, serves VMM memory) and records on success when the
+// runtime-hook route is on (cudaRuntimeRecording()). Every module's slots are
+// patched once that route is chosen.
+const GotHook* cudaRuntimeHooks(size_t* count);
+// The subset libc10_cuda.so is always patched with: its device allocations and
+// frees, so that pausable regions work whichever route records CUDA memory.
+const GotHook* cudaRegionHooks(size_t* count);
+
+// The torch hook mode's allocator functions (memtool_cuda_malloc/free).
+void* pluggableMalloc(size_t size, int device);
+void pluggableFree(void* p);
+
+// libcudart itself (its internal calls are not the program's) and memtool's own
+// libraries are never patched.
+bool skipForCudaRuntimeHooks(const char* path);
+
+}  // namespace memtool::collectors

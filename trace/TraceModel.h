@@ -1,0 +1,271 @@
+#pragma once
+// trace.json, schema memtool.trace/1, as plain data. Reporters read this model;
+// trace/TraceReader converts it to and from JSON. Field meanings: docs/TRACE.md.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/Frame.h"
+
+namespace memtool::core {
+
+inline constexpr const char* kTraceSchema = "memtool.trace/1";
+
+// PyTorch's caching allocator on one CUDA device, seen through the torch bridge:
+// "active" (blocks in tensors; the allocator's allocated_bytes) and "reserved"
+// (segments it holds). Keys of the pools maps below.
+inline constexpr const char* kPoolActive = "active";
+inline constexpr const char* kPoolReserved = "reserved";
+
+// ProcessTrace::leakMoment.
+inline constexpr const char* kLeakAtPython = "python";
+inline constexpr const char* kLeakAtExit = "exit";
+inline constexpr const char* kLeakAtEnd = "end";
+
+// The figures of one device, or of one caching-allocator pool of a CUDA device.
+struct PoolTotals {
+    uint64_t peakBytes = 0;     // the most held at once (paused memory is not held)
+    uint64_t currentBytes = 0;  // live at the end of the stream, paused or not
+    // Live when the program's own code finished (ProcessTrace::leakMoment), paused
+    // or not: what it leaked. currentBytes when the stream has no such moment.
+    uint64_t leakedBytes = 0;
+    uint64_t teardownFreedBytes = 0;  // freed after that moment (the interpreter's teardown)
+    uint64_t teardownFreeCount = 0;
+    uint64_t pausedBytes = 0;  // of which paused (pausable regions) at the end
+    uint64_t allocatedBytes = 0;
+    uint64_t freedBytes = 0;
+    uint64_t allocCount = 0;
+    uint64_t freeCount = 0;
+    double peakTimeS = 0;  // seconds since the process started, when the peak was reached
+};
+
+struct DeviceTotals : PoolTotals {
+    std::string source;  // what saw it: "libc10" (CPU allocator hooks), "cupti" (CUDA driver
+                         // callbacks), "runtime-hooks" (CUDA runtime API hooks)
+    std::map<std::string, PoolTotals> pools;  // cuda:N with the torch bridge: "active", "reserved"
+};
+
+// What one call stack allocated on a device (or in one of its pools).
+struct HotspotFigures {
+    uint64_t allocatedBytes = 0;
+    uint64_t count = 0;
+    uint64_t peakBytes = 0;    // live at the moment of the device's peak
+    uint64_t leakedBytes = 0;  // live when the program's own code finished (leakMoment)
+};
+
+// What was allocated while one source line executed, on a device (or in one of its pools).
+struct LineFigures {
+    uint64_t peakBytes = 0;           // device's live bytes, at most, while this line executed
+    uint64_t allocatedBytes = 0;      // inclusive: allocations with this line anywhere on the stack
+    uint64_t selfAllocatedBytes = 0;  // allocations whose innermost Python frame is this line
+    uint64_t count = 0;
+};
+
+struct Hotspot : HotspotFigures {
+    std::string device;
+    std::vector<uint32_t> frames;  // ids into ProcessTrace::frames, innermost first
+    std::optional<uint32_t>
+        siteFrame;  // id of the frame the hotspot is named after; none without a stack
+    // The same as text, as trace.json carries it for people and jq: formatFrame()
+    // of each frame, and of the site (kNoStackSite without one). Reporters show
+    // text made from the frames; these are written back as they were read.
+    std::string site;
+    std::vector<std::string> stack;
+    std::map<std::string, HotspotFigures> pools;  // the same stack in the caching allocator's pools
+};
+
+struct LineStat : LineFigures {
+    std::string file;
+    uint64_t line = 0;
+    std::string function;
+    std::string device;
+    std::map<std::string, LineFigures> pools;  // the same line in the caching allocator's pools
+};
+
+struct StreamCheck {
+    bool verified = false;  // the collector's end counters equal what was received
+    // Verified from the counts a killed process left beside its send buffer: it
+    // died before its collector could end the stream (core::TailHeader).
+    bool readBack = false;
+    uint64_t recordsReceived = 0;
+    uint64_t allocsReceived = 0;
+    uint64_t freesReceived = 0;
+    uint64_t unmatchedFrees = 0;
+    uint64_t missedEvents = 0;
+    // The collector's lock over the stream (core::kNoteCollectorLock): the times a
+    // thread found it held, and slept on it; where the stream said.
+    bool lockCounted = false;
+    uint64_t lockContended = 0;
+    uint64_t lockWaits = 0;
+};
+
+// A pausable region (a tag on one device) as the stream left it.
+struct RegionTotals {
+    std::string tag;
+    std::string device;
+    std::string backup;        // "none", "host", "disk"
+    uint64_t bytes = 0;        // live at the end, resident or paused
+    uint64_t pausedBytes = 0;  // of which paused
+};
+
+// One pause or resume, as it happened.
+struct ControlEvent {
+    double timeS = 0;    // on the allocations' clock: seconds since the collector connected
+    std::string action;  // "pause", "resume", "yield", "restore"
+    std::string origin;  // "api" (the program), "ctl" (memtool ctl)
+    std::string tag;
+    std::string device;
+    uint64_t bytes = 0;  // physical memory released or restored
+    std::string backup;  // "none", "host", "disk"
+    double durationS = 0;
+    bool ok = true;  // false: it failed and changed nothing
+    std::string message;
+};
+
+// Live bytes right after an event.
+struct TimelinePoint {
+    double timeS = 0;  // on the allocations' clock: seconds since the collector connected
+    uint64_t bytes = 0;
+};
+
+// A device's (or pool's) live bytes over the run, reduced to at most a few thousand
+// points: per time bucket its first, lowest, highest and last (core/Timeline.h). The
+// highest point is the device's peak_bytes at its peak_time_s.
+struct TimelineSeries {
+    double bucketS = 0;  // the width of the buckets it was reduced to
+    std::vector<TimelinePoint> points;
+};
+
+// What held a device at an out-of-memory moment: one call site, or one source
+// line (the innermost line of the user's own code or of Python on the stack).
+struct OomSiteBytes {
+    std::string site;  // formatFrame() of the site; "(N other sites)" for the rest
+    uint64_t bytes = 0;
+    // The site's frame: an id into ProcessTrace::frames; none for the rest and
+    // for stacks without a frame. Reports show the frame, as they show hotspots'.
+    std::optional<uint32_t> siteFrame;
+};
+struct OomLineBytes {
+    std::string file;  // empty: the stacks with no such line, or the rest
+    uint64_t line = 0;
+    std::string function;  // or "(no source line)", "(N other lines)"
+    uint64_t bytes = 0;
+};
+
+// An allocation the device refused for want of memory, and what was live then.
+// Traces from before capture existed carry only the first three fields.
+struct OomEvent {
+    double timeS = 0;  // on the allocations' clock
+    std::string device;
+    uint64_t requestedBytes = 0;
+    std::string source;  // "allocator" (the call failed), "torch" (PyTorch's allocator gave up)
+    // The request's stack and site, as hotspots keep theirs: ids into
+    // ProcessTrace::frames, innermost first, and the site's id (none without a
+    // stack); `site` and `stack` are the same as text, as trace.json carries
+    // them (kNoStackSite without a stack), written back as they were read.
+    std::vector<uint32_t> frames;
+    std::optional<uint32_t> siteFrame;
+    std::string site;
+    std::vector<std::string> stack;
+    std::string file;  // the request's innermost user/Python line, when it has one
+    uint64_t line = 0;
+    std::string function;
+    std::string heldOn;            // the device or pool the held bytes are counted on
+    uint64_t liveBytes = 0;        // held then on heldOn
+    uint64_t deviceFreeBytes = 0;  // the device's free and total bytes then (0: unknown)
+    uint64_t deviceTotalBytes = 0;
+    std::vector<OomSiteBytes> bySite;  // largest first; they add up to liveBytes
+    std::vector<OomLineBytes> byLine;  // likewise
+};
+
+// A source file the trace quotes, as memtool run read it when the run ended: the
+// lines its reports show (the line table's blocks, hotspot frames, out-of-memory
+// lines), so that an archived trace shows the code as it was.
+struct SourceFile {
+    uint64_t fnv1a64 = 0;                   // of the whole file's bytes as read (core/SourceHash.h)
+    std::map<uint64_t, std::string> lines;  // line number (from 1) -> its text, newline cut
+};
+
+struct ProcessTrace {
+    int64_t pid = 0;
+    int64_t ppid = 0;
+    std::vector<std::string> command;
+    std::string cwd;  // working directory memtool run started in (where relative paths lead)
+    std::optional<int> exitCode;    // set when the process exited normally
+    std::optional<int> exitSignal;  // set when a signal ended it
+    bool complete = false;
+    std::string incompleteReason;
+    bool snapshot = false;  // taken while the process ran (memtool ctl PID snapshot): no exit yet
+    // Its collector connected: it loaded an allocator memtool tracks (libc10's CPU
+    // allocator, CUDA). False only for processes[0] when the program never did.
+    bool tracked = true;
+    bool forked = false;  // forked from its parent without exec: what it inherited is not counted
+    bool exec = false;    // this image ended by exec'ing another: what it held went with it
+    // Where a launcher (torchrun, Slurm, MPI) set them: the process's rank, its rank
+    // on its node and the number of ranks; rankEnvironment has the variables as set.
+    std::optional<int64_t> rank;
+    std::optional<int64_t> localRank;
+    std::optional<int64_t> worldSize;
+    std::map<std::string, std::string> rankEnvironment;
+    double durationS = 0;
+    // When leaks were counted: kLeakAtPython (interpreter finalization began),
+    // kLeakAtExit (main returned, exit was called) or kLeakAtEnd (the stream's
+    // end: no such moment was seen, e.g. os._exit, a kill, a snapshot).
+    std::string leakMoment = "end";
+    double leakTimeS = 0;      // on the allocations' clock (the end: the last event's time)
+    uint64_t maxRssBytes = 0;  // the launched process only: its peak resident memory (0: unknown)
+    // The launched process only: CPU seconds (user + system) it and the children it
+    // waited for used, from wait4; unset when not known.
+    std::optional<double> cpuS;
+    bool nativeStacks = true;
+    bool pythonStacks = true;
+    std::map<std::string, DeviceTotals> devices;
+    // Every frame hotspots and out-of-memory events name, once each (their ids index this).
+    std::vector<Frame> frames;
+    std::vector<Hotspot> hotspots;
+    std::vector<LineStat> lines;
+    StreamCheck stream;
+    std::vector<RegionTotals> regions;
+    std::vector<ControlEvent> control;
+    std::vector<OomEvent> oom;
+    uint64_t oomCount = 0;  // out-of-memory events in all (oom keeps the first 16 in full)
+    // Per device and pool, by name: "cpu", "cuda:0", "cuda:0.active", ... (control
+    // and oom events stand on the same clock).
+    std::map<std::string, TimelineSeries> timeline;
+    // The user's own source files its frames, lines and out-of-memory events name,
+    // by the name they give (files that could not be read are absent).
+    std::map<std::string, SourceFile> sources;
+    std::vector<std::string> warnings;
+};
+
+// The first warning of an untracked process: that it loaded no allocator memtool
+// tracks, or instead why memtool's collector could not load into it at all (a
+// statically linked or setuid program, cli/run/PreloadReach.h).
+inline constexpr const char* kNoTrackedAllocatorWarning =
+    "the program loaded no allocator memtool tracks (no libc10 CPU allocator)";
+// That reason for an untracked process whose collector could not load; empty
+// for any other.
+inline std::string collectorUnloadable(const ProcessTrace& p) {
+    if (p.tracked || p.warnings.empty() || p.warnings.front() == kNoTrackedAllocatorWarning)
+        return {};
+    return p.warnings.front();
+}
+
+struct Trace {
+    std::string schema = kTraceSchema;
+    std::string memtoolVersion;
+    uint64_t cliMaxRssBytes = 0;    // memtool run's own peak resident memory
+    std::optional<double> cliCpuS;  // memtool run's own CPU seconds (user + system); unset: unknown
+    std::vector<ProcessTrace> processes;
+};
+
+// "cpu", "cuda:0", "cuda:0.active", ... for a wire device code.
+std::string deviceName(uint8_t device);
+// The pool a wire device code names: kPoolActive, kPoolReserved, or "" for a
+// device's own figures.
+const char* poolKey(uint8_t device);
+
+}  // namespace memtool::core
