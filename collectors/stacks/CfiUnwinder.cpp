@@ -63,6 +63,11 @@ struct Reader {
         return ok;
     }
     uint8_t u8() { return has(1) ? *p++ : 0; }
+    bool skip(uint64_t n) {
+        if (!has(n)) return false;
+        p += n;
+        return true;
+    }
     template <typename T>
     T fixed() {
         if (!has(sizeof(T))) return 0;
@@ -223,146 +228,201 @@ RegRule* ruleOf(CfiState& s, uint64_t reg) {
     return nullptr;
 }
 
+// Note [runCfi's one switch]: runCfi runs for every rule read (a thread's cache
+// miss), and its pieces below are always inlined into it. The extended opcodes an
+// FDE is made of (DW_CFA_def_cfa_offset above all, then nop, def_cfa, the
+// advances and remember/restore_state; counted over libc's and libstdc++'s FDEs)
+// share one switch, as one jump table: helpers that each switch over their own
+// group and report whether they took the opcode cost 2-8% more instructions
+// (the groups' switches are tried one after the other). Only the register-rule
+// opcodes, which GCC's x86-64 code almost never has (its saved registers are all
+// numbered below 64, so DW_CFA_offset serves), are tried after that switch.
+
+[[gnu::always_inline]] inline void setOffset(CfiState& s, uint64_t reg, int64_t offset) {
+    if (RegRule* rule = ruleOf(s, reg)) *rule = {RegRule::AtCfa, offset};
+}
+
+[[gnu::always_inline]] inline void setOther(CfiState& s, uint64_t reg, RegRule::Kind kind) {
+    if (RegRule* rule = ruleOf(s, reg)) *rule = {kind, 0};
+}
+
+// `initial`: the CIE's state (null while running the CIE's own instructions).
+[[gnu::always_inline]] inline void restore(CfiState& s, const CfiState* initial, uint64_t reg) {
+    if (reg == kRegRbp) s.rbp = initial ? initial->rbp : RegRule{};
+    if (reg == kRegRa) s.ra = initial ? initial->ra : RegRule{};
+}
+
+// Runs `op` if it is one of the extended opcodes that set one register's rule
+// (only rbp's and the return address's are kept, the others' operands skipped);
+// false if it is not one. A read past the instructions leaves r.ok false.
+[[gnu::always_inline]] inline bool setRegisterRule(uint8_t op, Reader& r, const Cie& cie,
+                                                   CfiState& s, const CfiState* initial) {
+    switch (op) {
+        case 0x05: {  // offset_extended
+            const uint64_t reg = r.uleb();
+            setOffset(s, reg, int64_t(r.uleb()) * cie.dataAlign);
+            return true;
+        }
+        case 0x06:  // restore_extended
+            restore(s, initial, r.uleb());
+            return true;
+        case 0x07:  // undefined
+            setOther(s, r.uleb(), RegRule::Undefined);
+            return true;
+        case 0x08:  // same_value
+            setOther(s, r.uleb(), RegRule::Same);
+            return true;
+        case 0x09: {  // register
+            const uint64_t reg = r.uleb();
+            r.uleb();
+            setOther(s, reg, RegRule::Other);
+            return true;
+        }
+        case 0x10:    // expression
+        case 0x16: {  // val_expression
+            const uint64_t reg = r.uleb();
+            if (r.skip(r.uleb())) setOther(s, reg, RegRule::Other);
+            return true;
+        }
+        case 0x11: {  // offset_extended_sf
+            const uint64_t reg = r.uleb();
+            setOffset(s, reg, r.sleb() * cie.dataAlign);
+            return true;
+        }
+        case 0x14:  // val_offset
+            setOther(s, r.uleb(), RegRule::Other);
+            r.uleb();
+            return true;
+        case 0x15:  // val_offset_sf
+            setOther(s, r.uleb(), RegRule::Other);
+            r.sleb();
+            return true;
+        case 0x2f: {  // GNU_negative_offset_extended
+            const uint64_t reg = r.uleb();
+            setOffset(s, reg, -int64_t(r.uleb()) * cie.dataAlign);
+            return true;
+        }
+    }
+    return false;
+}
+
+// runCfi's state between instructions: what it reads, and the row it is at.
+struct CfiRun {
+    Reader r;
+    const Cie& cie;
+    uint64_t dataBase;
+    uint64_t loc;  // the code address the row starts at
+    uint64_t pc;   // the code address whose row is wanted
+    CfiState& s;
+    const CfiState* initial;  // the CIE's state (null while running the CIE's own)
+
+    // Moves to the next row, `delta` code alignment units on; false once it is past pc.
+    bool advance(uint64_t delta) {
+        loc += delta * cie.codeAlign;
+        return loc <= pc;
+    }
+};
+
+// DW_CFA_remember_state's stack.
+struct RememberedStates {
+    static constexpr int kMax = 8;
+    CfiState states[kMax];
+    int depth = 0;
+};
+
+// After an extended instruction: run the next, stop at the row reached (runCfi
+// gives true), or give up (false).
+enum class CfiStep : uint8_t { Next, Stop, Fail };
+
+// Runs extended instruction `op` (op < 0x40): the location, state and CFA
+// opcodes here, the register-rule ones by setRegisterRule (Note [runCfi's one
+// switch]). A read past the instructions leaves r.ok false.
+[[gnu::always_inline]] inline CfiStep runExtended(uint8_t op, CfiRun& run,
+                                                  RememberedStates& remembered) {
+    Reader& r = run.r;
+    CfiState& s = run.s;
+    switch (op) {
+        case 0x00:
+            break;    // nop
+        case 0x01: {  // set_loc
+            uint64_t to;
+            if (!r.pointer(run.cie.fdeEncoding, run.dataBase, &to)) return CfiStep::Fail;
+            if (to > run.pc) return CfiStep::Stop;
+            run.loc = to;
+            break;
+        }
+        case 0x02:
+            return run.advance(r.u8()) ? CfiStep::Next : CfiStep::Stop;
+        case 0x03:
+            return run.advance(r.fixed<uint16_t>()) ? CfiStep::Next : CfiStep::Stop;
+        case 0x04:
+            return run.advance(r.fixed<uint32_t>()) ? CfiStep::Next : CfiStep::Stop;
+        case 0x0a:  // remember_state
+            if (remembered.depth == RememberedStates::kMax) return CfiStep::Fail;
+            remembered.states[remembered.depth++] = s;
+            break;
+        case 0x0b:  // restore_state: the CFA too (GCC's epilogues rely on it, as libgcc does)
+            if (remembered.depth == 0) return CfiStep::Fail;
+            s = remembered.states[--remembered.depth];
+            break;
+        case 0x0c:  // def_cfa
+            s.cfaReg = int(r.uleb());
+            s.cfaOffset = int64_t(r.uleb());
+            s.cfaOther = false;
+            break;
+        case 0x0d:  // def_cfa_register
+            s.cfaReg = int(r.uleb());
+            break;
+        case 0x0e:  // def_cfa_offset
+            s.cfaOffset = int64_t(r.uleb());
+            break;
+        case 0x0f:  // def_cfa_expression: not followed
+            if (r.skip(r.uleb())) s.cfaOther = true;
+            break;
+        case 0x12:  // def_cfa_sf
+            s.cfaReg = int(r.uleb());
+            s.cfaOffset = r.sleb() * run.cie.dataAlign;
+            s.cfaOther = false;
+            break;
+        case 0x13:  // def_cfa_offset_sf
+            s.cfaOffset = r.sleb() * run.cie.dataAlign;
+            break;
+        case 0x2e:  // GNU_args_size
+            r.uleb();
+            break;
+        default:
+            if (!setRegisterRule(op, r, run.cie, s, run.initial)) return CfiStep::Fail;
+    }
+    return CfiStep::Next;
+}
+
 // Runs call frame instructions [p, end) from code address `loc` until the row
 // that covers `pc`. `initial`: the CIE's state, for DW_CFA_restore (null while
 // running the CIE's own instructions). False on an instruction not understood.
 bool runCfi(const uint8_t* p, const uint8_t* end, const Cie& cie, uint64_t dataBase, uint64_t loc,
             uint64_t pc, CfiState& s, const CfiState* initial) {
-    constexpr int kMaxRemembered = 8;
-    CfiState remembered[kMaxRemembered];
-    int depth = 0;
-    Reader r{p, end};
-    auto advance = [&](uint64_t delta) {
-        loc += delta * cie.codeAlign;
-        return loc <= pc;
-    };
-    auto restore = [&](uint64_t reg) {
-        if (reg == kRegRbp) s.rbp = initial ? initial->rbp : RegRule{};
-        if (reg == kRegRa) s.ra = initial ? initial->ra : RegRule{};
-    };
-    auto setOffset = [&](uint64_t reg, int64_t offset) {
-        if (RegRule* rule = ruleOf(s, reg)) *rule = {RegRule::AtCfa, offset};
-    };
-    auto setOther = [&](uint64_t reg, RegRule::Kind kind) {
-        if (RegRule* rule = ruleOf(s, reg)) *rule = {kind, 0};
-    };
+    CfiRun run{{p, end}, cie, dataBase, loc, pc, s, initial};
+    RememberedStates remembered;
+    Reader& r = run.r;
     while (r.ok && r.p < r.end) {
         const uint8_t op = r.u8();
         switch (op >> 6) {
             case 1:  // DW_CFA_advance_loc
-                if (!advance(op & 0x3f)) return true;
+                if (!run.advance(op & 0x3f)) return true;
                 continue;
             case 2:  // DW_CFA_offset
-                setOffset(op & 0x3f, int64_t(r.uleb()) * cie.dataAlign);
+                setOffset(s, op & 0x3f, int64_t(r.uleb()) * cie.dataAlign);
                 continue;
             case 3:  // DW_CFA_restore
-                restore(op & 0x3f);
+                restore(s, initial, op & 0x3f);
                 continue;
         }
-        switch (op) {
-            case 0x00:
-                break;    // nop
-            case 0x01: {  // set_loc
-                uint64_t to;
-                if (!r.pointer(cie.fdeEncoding, dataBase, &to)) return false;
-                if (to > pc) return true;
-                loc = to;
-                break;
-            }
-            case 0x02:
-                if (!advance(r.u8())) return true;
-                break;
-            case 0x03:
-                if (!advance(r.fixed<uint16_t>())) return true;
-                break;
-            case 0x04:
-                if (!advance(r.fixed<uint32_t>())) return true;
-                break;
-            case 0x05: {  // offset_extended
-                const uint64_t reg = r.uleb();
-                setOffset(reg, int64_t(r.uleb()) * cie.dataAlign);
-                break;
-            }
-            case 0x06:
-                restore(r.uleb());
-                break;  // restore_extended
-            case 0x07:
-                setOther(r.uleb(), RegRule::Undefined);
-                break;  // undefined
-            case 0x08:
-                setOther(r.uleb(), RegRule::Same);
-                break;    // same_value
-            case 0x09: {  // register
-                const uint64_t reg = r.uleb();
-                r.uleb();
-                setOther(reg, RegRule::Other);
-                break;
-            }
-            case 0x0a:  // remember_state
-                if (depth == kMaxRemembered) return false;
-                remembered[depth++] = s;
-                break;
-            case 0x0b:  // restore_state: the CFA too (GCC's epilogues rely on it, as libgcc does)
-                if (depth == 0) return false;
-                s = remembered[--depth];
-                break;
-            case 0x0c:  // def_cfa
-                s.cfaReg = int(r.uleb());
-                s.cfaOffset = int64_t(r.uleb());
-                s.cfaOther = false;
-                break;
-            case 0x0d:  // def_cfa_register
-                s.cfaReg = int(r.uleb());
-                break;
-            case 0x0e:  // def_cfa_offset
-                s.cfaOffset = int64_t(r.uleb());
-                break;
-            case 0x0f: {  // def_cfa_expression
-                const uint64_t length = r.uleb();
-                if (!r.has(length)) return false;
-                r.p += length;
-                s.cfaOther = true;
-                break;
-            }
-            case 0x10:    // expression
-            case 0x16: {  // val_expression
-                const uint64_t reg = r.uleb();
-                const uint64_t length = r.uleb();
-                if (!r.has(length)) return false;
-                r.p += length;
-                setOther(reg, RegRule::Other);
-                break;
-            }
-            case 0x11: {  // offset_extended_sf
-                const uint64_t reg = r.uleb();
-                setOffset(reg, r.sleb() * cie.dataAlign);
-                break;
-            }
-            case 0x12:  // def_cfa_sf
-                s.cfaReg = int(r.uleb());
-                s.cfaOffset = r.sleb() * cie.dataAlign;
-                s.cfaOther = false;
-                break;
-            case 0x13:
-                s.cfaOffset = r.sleb() * cie.dataAlign;
-                break;  // def_cfa_offset_sf
-            case 0x14:  // val_offset
-                setOther(r.uleb(), RegRule::Other);
-                r.uleb();
-                break;
-            case 0x15:  // val_offset_sf
-                setOther(r.uleb(), RegRule::Other);
-                r.sleb();
-                break;
-            case 0x2e:
-                r.uleb();
-                break;    // GNU_args_size
-            case 0x2f: {  // GNU_negative_offset_extended
-                const uint64_t reg = r.uleb();
-                setOffset(reg, -int64_t(r.uleb()) * cie.dataAlign);
-                break;
-            }
-            default:
+        switch (runExtended(op, run, remembered)) {
+            case CfiStep::Next:
+                continue;
+            case CfiStep::Stop:
+                return true;
+            case CfiStep::Fail:
                 return false;
         }
     }
