@@ -326,8 +326,13 @@ struct CfiRun {
 // DW_CFA_remember_state's stack.
 struct RememberedStates {
     static constexpr int kMax = 8;
-    CfiState states[kMax];
+    // Not initialized: a state is read only once remember_state has written it.
+    // (Their default members' stores were an eighth of runCfi's instructions.)
+    union {
+        CfiState states[kMax];
+    };
     int depth = 0;
+    RememberedStates() {}
 };
 
 // After an extended instruction: run the next, stop at the row reached (runCfi
