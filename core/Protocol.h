@@ -426,6 +426,18 @@ enum class BackupKind : uint8_t {
     Host = 1,  // pinned host memory (CUDA regions)
     Disk = 2,  // a file
 };
+// "none", "host", "disk": a backup as the trace, the ctl answers and the
+// collector's messages name it. Inline and allocation-free, for the collectors.
+inline const char* backupName(BackupKind k) {
+    switch (k) {
+        case BackupKind::Host:
+            return "host";
+        case BackupKind::Disk:
+            return "disk";
+        default:
+            return "none";
+    }
+}
 
 // Region: a pausable region of one tag on one device, declared before the first
 // allocation served from it. Ids are explicit, from 1.

@@ -386,17 +386,6 @@ std::string incompleteReason(const core::Aggregator& agg, const ProcessOutcome& 
     return {};
 }
 
-const char* backupName(core::BackupKind k) {
-    switch (k) {
-        case core::BackupKind::Host:
-            return "host";
-        case core::BackupKind::Disk:
-            return "disk";
-        default:
-            return "none";
-    }
-}
-
 const char* actionName(core::ControlAction a) {
     switch (a) {
         case core::ControlAction::Pause:
@@ -415,7 +404,7 @@ const char* actionName(core::ControlAction a) {
 void regionsAndControl(const core::Aggregator& agg, core::ProcessTrace& p) {
     for (const auto& [id, r] : agg.regions()) {
         p.regions.push_back(core::RegionTotals{r.record.tag, deviceRow(r.record.device),
-                                               backupName(r.record.backup), r.liveBytes,
+                                               core::backupName(r.record.backup), r.liveBytes,
                                                r.pausedBytes});
     }
     for (const core::ControlRecord& c : agg.controls()) {
@@ -427,7 +416,7 @@ void regionsAndControl(const core::Aggregator& agg, core::ProcessTrace& p) {
         e.tag = region.tag;
         e.device = deviceRow(region.device);
         e.bytes = c.f.bytes;
-        e.backup = backupName(c.f.backup);
+        e.backup = core::backupName(c.f.backup);
         e.durationS = static_cast<double>(c.f.durationNs) / 1e9;
         e.ok = c.f.ok;
         e.message = c.message;
