@@ -459,6 +459,22 @@ enum class ControlAction : uint8_t {
     Yield = 3,    // a pause as part of yielding the whole program's memory (courtesy)
     Restore = 4,  // a resume as part of taking it back
 };
+// "pause", "resume", "yield", "restore": an action as the trace names it (the
+// same words as the ctl commands). Inline and allocation-free, for the collectors.
+inline const char* actionName(ControlAction a) {
+    switch (a) {
+        case ControlAction::Pause:
+            return "pause";
+        case ControlAction::Resume:
+            return "resume";
+        case ControlAction::Yield:
+            return "yield";
+        case ControlAction::Restore:
+            return "restore";
+    }
+    return "pause";
+}
+
 enum class ControlOrigin : uint8_t {
     Api = 1,  // the program itself (import memtool, the collector's C API)
     Ctl = 2,  // `memtool ctl` from outside

@@ -386,20 +386,6 @@ std::string incompleteReason(const core::Aggregator& agg, const ProcessOutcome& 
     return {};
 }
 
-const char* actionName(core::ControlAction a) {
-    switch (a) {
-        case core::ControlAction::Pause:
-            return "pause";
-        case core::ControlAction::Resume:
-            return "resume";
-        case core::ControlAction::Yield:
-            return "yield";
-        case core::ControlAction::Restore:
-            return "restore";
-    }
-    return "pause";
-}
-
 // Pausable regions as the stream left them, and every pause and resume.
 void regionsAndControl(const core::Aggregator& agg, core::ProcessTrace& p) {
     for (const auto& [id, r] : agg.regions()) {
@@ -411,7 +397,7 @@ void regionsAndControl(const core::Aggregator& agg, core::ProcessTrace& p) {
         const auto& region = agg.regions().at(c.f.region).record;
         core::ControlEvent e;
         e.timeS = static_cast<double>(c.timeNs) / 1e9;
-        e.action = actionName(c.f.action);
+        e.action = core::actionName(c.f.action);
         e.origin = c.f.origin == core::ControlOrigin::Ctl ? "ctl" : "api";
         e.tag = region.tag;
         e.device = deviceRow(region.device);
