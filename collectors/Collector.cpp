@@ -33,6 +33,7 @@
 #include "collectors/stacks/CfiUnwinder.h"
 #include "collectors/stacks/PythonTracker.h"
 #include "collectors/torch/TorchBridgeLoader.h"
+#include "core/SourceHash.h"
 #if MEMTOOL_HAVE_CUDA_VMM
 #include "collectors/control/CudaVmmBackend.h"
 #endif
@@ -107,12 +108,6 @@ ScanState& scanState() { return gScan.value; }
 // dlpi_subs) in a dl_phdr_info of `size` bytes.
 bool hasLoaderCounts(size_t size) {
     return size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(dl_phdr_info::dlpi_subs);
-}
-
-uint64_t pathHash(const char* s) {
-    uint64_t h = 1469598103934665603ull;  // FNV-1a
-    for (; *s; ++s) h = (h ^ static_cast<unsigned char>(*s)) * 1099511628211ull;
-    return h | 1;
 }
 
 // ---- the allocator's hooks: libc10's DefaultCPUAllocator ---------------------------
@@ -337,7 +332,8 @@ int scanModule(dl_phdr_info* info, size_t size, void* data) {
         if (!mainProgram) return 0;  // the vDSO: no file to read symbols from
         path = mainExecutable(&pathLen);
     }
-    const uint64_t hash = pathHash(path);
+    // The path's hash, the value the tables above keep (never 0).
+    const uint64_t hash = core::fnv1a64({path, pathLen}) | 1;
     if (!checked) {
         if (fileNameStartsWith(path, "libc10_cuda.so") && !state.regionPatched.find(key, &seen) &&
             state.regionPatched.insert(key, 1)) {

@@ -426,6 +426,18 @@ enum class BackupKind : uint8_t {
     Host = 1,  // pinned host memory (CUDA regions)
     Disk = 2,  // a file
 };
+// "none", "host", "disk": a backup as the trace, the ctl answers and the
+// collector's messages name it. Inline and allocation-free, for the collectors.
+inline const char* backupName(BackupKind k) {
+    switch (k) {
+        case BackupKind::Host:
+            return "host";
+        case BackupKind::Disk:
+            return "disk";
+        default:
+            return "none";
+    }
+}
 
 // Region: a pausable region of one tag on one device, declared before the first
 // allocation served from it. Ids are explicit, from 1.
@@ -447,6 +459,22 @@ enum class ControlAction : uint8_t {
     Yield = 3,    // a pause as part of yielding the whole program's memory (courtesy)
     Restore = 4,  // a resume as part of taking it back
 };
+// "pause", "resume", "yield", "restore": an action as the trace names it (the
+// same words as the ctl commands). Inline and allocation-free, for the collectors.
+inline const char* actionName(ControlAction a) {
+    switch (a) {
+        case ControlAction::Pause:
+            return "pause";
+        case ControlAction::Resume:
+            return "resume";
+        case ControlAction::Yield:
+            return "yield";
+        case ControlAction::Restore:
+            return "restore";
+    }
+    return "pause";
+}
+
 enum class ControlOrigin : uint8_t {
     Api = 1,  // the program itself (import memtool, the collector's C API)
     Ctl = 2,  // `memtool ctl` from outside

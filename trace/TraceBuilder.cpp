@@ -386,48 +386,23 @@ std::string incompleteReason(const core::Aggregator& agg, const ProcessOutcome& 
     return {};
 }
 
-const char* backupName(core::BackupKind k) {
-    switch (k) {
-        case core::BackupKind::Host:
-            return "host";
-        case core::BackupKind::Disk:
-            return "disk";
-        default:
-            return "none";
-    }
-}
-
-const char* actionName(core::ControlAction a) {
-    switch (a) {
-        case core::ControlAction::Pause:
-            return "pause";
-        case core::ControlAction::Resume:
-            return "resume";
-        case core::ControlAction::Yield:
-            return "yield";
-        case core::ControlAction::Restore:
-            return "restore";
-    }
-    return "pause";
-}
-
 // Pausable regions as the stream left them, and every pause and resume.
 void regionsAndControl(const core::Aggregator& agg, core::ProcessTrace& p) {
     for (const auto& [id, r] : agg.regions()) {
         p.regions.push_back(core::RegionTotals{r.record.tag, deviceRow(r.record.device),
-                                               backupName(r.record.backup), r.liveBytes,
+                                               core::backupName(r.record.backup), r.liveBytes,
                                                r.pausedBytes});
     }
     for (const core::ControlRecord& c : agg.controls()) {
         const auto& region = agg.regions().at(c.f.region).record;
         core::ControlEvent e;
         e.timeS = static_cast<double>(c.timeNs) / 1e9;
-        e.action = actionName(c.f.action);
+        e.action = core::actionName(c.f.action);
         e.origin = c.f.origin == core::ControlOrigin::Ctl ? "ctl" : "api";
         e.tag = region.tag;
         e.device = deviceRow(region.device);
         e.bytes = c.f.bytes;
-        e.backup = backupName(c.f.backup);
+        e.backup = core::backupName(c.f.backup);
         e.durationS = static_cast<double>(c.f.durationNs) / 1e9;
         e.ok = c.f.ok;
         e.message = c.message;

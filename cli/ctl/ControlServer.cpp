@@ -14,6 +14,7 @@
 #include "cli/run/EventLoop.h"
 #include "cli/stream/CollectorListener.h"
 #include "core/Error.h"
+#include "core/Protocol.h"
 #include "reporters/TensorsReporter.h"
 #include "trace/RecordedSources.h"
 #include "trace/TraceReader.h"
@@ -36,10 +37,6 @@ const char* statusName(core::ReplyStatus s) {
             return "refused";
     }
     return "failed";
-}
-
-const char* backupName(core::BackupKind k) {
-    return k == core::BackupKind::Host ? "host" : k == core::BackupKind::Disk ? "disk" : "none";
 }
 
 // "cpu", "cuda:0": a wire device code as the trace names it.
@@ -127,7 +124,7 @@ nlohmann::json ControlServer::list() const {
                                                                : "partly paused";
             regions.push_back({{"tag", r.record.tag},
                                {"device", deviceText(r.record.device)},
-                               {"backup", backupName(r.record.backup)},
+                               {"backup", core::backupName(r.record.backup)},
                                {"bytes", r.liveBytes},
                                {"paused_bytes", r.pausedBytes},
                                {"state", state}});

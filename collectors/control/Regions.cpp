@@ -25,17 +25,6 @@ uint64_t roundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
 }  // namespace
 
-const char* backupName(core::BackupKind k) {
-    switch (k) {
-        case core::BackupKind::Host:
-            return "host";
-        case core::BackupKind::Disk:
-            return "disk";
-        default:
-            return "none";
-    }
-}
-
 // "cpu", "cuda:3": a device as the trace names it.
 void deviceText(uint8_t device, char* out, size_t size) {
     const int ordinal = core::cudaOrdinal(device);

@@ -71,8 +71,6 @@ struct OpResult {
 
 // Where a pause puts content whatever each region's own backup says (courtesy):
 // CPU memory can go to disk only; CUDA memory to host or disk.
-// "none", "host", "disk": a backup as the trace names it.
-const char* backupName(core::BackupKind k);
 // "cpu", "cuda:3": a device (wire code) as the trace names it.
 void deviceText(uint8_t device, char* out, size_t size);
 

@@ -39,6 +39,55 @@ inline void rezeroMapped(void* p, size_t bytes) {
     if (madvise(p, bytes, MADV_DONTNEED) != 0) std::memset(p, 0, bytes);
 }
 
+// The slots of an open-addressing table with linear probing: a power of two of
+// them in memory from mapZeroed, an all-zero Slot being empty. Slot says whether
+// it holds an entry (used()) and where its probe run starts (hash(), masked).
+template <typename Slot>
+class MappedSlots {
+public:
+    MappedSlots() = default;
+    MappedSlots(const MappedSlots&) = delete;
+    MappedSlots& operator=(const MappedSlots&) = delete;
+    ~MappedSlots() {
+        if (slots_) munmap(slots_, bytes());
+    }
+
+    Slot& operator[](size_t i) { return slots_[i]; }
+    const Slot& operator[](size_t i) const { return slots_[i]; }
+    size_t capacity() const { return capacity_; }
+    size_t bytes() const { return capacity_ * sizeof(Slot); }
+
+    // Twice the slots (kFirstSlots at first), every entry rehashed into them.
+    // False when memory ran out: the slots are as they were.
+    bool grow() {
+        const size_t newCap = capacity_ ? capacity_ * 2 : kFirstSlots;
+        auto* fresh = static_cast<Slot*>(mapZeroed(newCap * sizeof(Slot)));
+        if (!fresh) return false;
+        for (size_t j = 0; j < capacity_; ++j) {
+            const Slot& s = slots_[j];
+            if (!s.used()) continue;
+            for (size_t i = s.hash() & (newCap - 1);; i = (i + 1) & (newCap - 1)) {
+                if (!fresh[i].used()) {
+                    fresh[i] = s;
+                    break;
+                }
+            }
+        }
+        if (slots_) munmap(slots_, bytes());
+        slots_ = fresh;
+        capacity_ = newCap;
+        return true;
+    }
+    // Every slot empty again, its pages given back (rezeroMapped); the capacity stays.
+    void rezero() {
+        if (slots_) rezeroMapped(slots_, bytes());
+    }
+
+private:
+    Slot* slots_ = nullptr;
+    size_t capacity_ = 0;
+};
+
 // (parent node, key) -> child node id; ids are dense from 1 in insertion order,
 // matching the implicit ids of the wire protocol's node records.
 class FrameTrie {
@@ -46,16 +95,13 @@ public:
     FrameTrie() = default;
     FrameTrie(const FrameTrie&) = delete;
     FrameTrie& operator=(const FrameTrie&) = delete;
-    ~FrameTrie() {
-        if (slots_) munmap(slots_, capacity_ * sizeof(Slot));
-    }
 
     // Returns the node id, 0 when memory ran out. *created tells whether it is new.
     uint32_t findOrInsert(uint32_t parent, uint64_t key, bool* created) {
         *created = false;
-        if ((count_ + 1) * 2 > capacity_ && !grow()) return 0;
-        size_t mask = capacity_ - 1;
-        for (size_t i = mixHash(key * 31 + parent) & mask;; i = (i + 1) & mask) {
+        if ((count_ + 1) * 2 > slots_.capacity() && !slots_.grow()) return 0;
+        size_t mask = slots_.capacity() - 1;
+        for (size_t i = Slot::home(key, parent) & mask;; i = (i + 1) & mask) {
             Slot& s = slots_[i];
             if (s.id == 0) {
                 s = Slot{key, parent, ++count_};
@@ -68,7 +114,7 @@ public:
 
     uint32_t size() const { return count_; }
     void clear() {
-        if (slots_ && count_) rezeroMapped(slots_, capacity_ * sizeof(Slot));
+        if (count_) slots_.rezero();
         count_ = 0;
     }
 
@@ -77,30 +123,12 @@ private:
         uint64_t key;
         uint32_t parent;
         uint32_t id;
+        static uint64_t home(uint64_t key, uint32_t parent) { return mixHash(key * 31 + parent); }
+        bool used() const { return id != 0; }
+        uint64_t hash() const { return home(key, parent); }
     };
-    bool grow() {
-        size_t newCap = capacity_ ? capacity_ * 2 : kFirstSlots;
-        auto* fresh = static_cast<Slot*>(mapZeroed(newCap * sizeof(Slot)));
-        if (!fresh) return false;
-        for (size_t j = 0; j < capacity_; ++j) {
-            const Slot& s = slots_[j];
-            if (s.id == 0) continue;
-            for (size_t i = mixHash(s.key * 31 + s.parent) & (newCap - 1);;
-                 i = (i + 1) & (newCap - 1)) {
-                if (fresh[i].id == 0) {
-                    fresh[i] = s;
-                    break;
-                }
-            }
-        }
-        if (slots_) munmap(slots_, capacity_ * sizeof(Slot));
-        slots_ = fresh;
-        capacity_ = newCap;
-        return true;
-    }
 
-    Slot* slots_ = nullptr;
-    size_t capacity_ = 0;
+    MappedSlots<Slot> slots_;
     uint32_t count_ = 0;
 };
 
@@ -114,9 +142,6 @@ public:
     BasicPointerMap() = default;
     BasicPointerMap(const BasicPointerMap&) = delete;
     BasicPointerMap& operator=(const BasicPointerMap&) = delete;
-    ~BasicPointerMap() {
-        if (slots_) munmap(slots_, capacity_ * sizeof(Slot));
-    }
 
     bool insert(uint64_t ptr, Value value) {
         Value replaced;
@@ -127,8 +152,8 @@ public:
     // kReplaced with the value ptr had in *replaced.
     static constexpr int kFailed = 0, kAdded = 1, kReplaced = 2;
     int put(uint64_t ptr, Value value, Value* replaced) {
-        if ((count_ + 1) * 2 > capacity_ && !grow()) return kFailed;
-        size_t mask = capacity_ - 1;
+        if ((count_ + 1) * 2 > slots_.capacity() && !slots_.grow()) return kFailed;
+        size_t mask = slots_.capacity() - 1;
         for (size_t i = mixHash(ptr) & mask;; i = (i + 1) & mask) {
             if (slots_[i].ptr == 0) {
                 ++count_;
@@ -146,7 +171,7 @@ public:
     // The value stored for ptr; false when ptr is not in the map.
     bool find(uint64_t ptr, Value* value) const {
         if (count_ == 0) return false;
-        size_t mask = capacity_ - 1;
+        size_t mask = slots_.capacity() - 1;
         for (size_t i = mixHash(ptr) & mask;; i = (i + 1) & mask) {
             if (slots_[i].ptr == ptr) {
                 *value = slots_[i].value;
@@ -159,7 +184,7 @@ public:
     // Removes ptr; returns its value through *value. False when ptr is not tracked.
     bool erase(uint64_t ptr, Value* value) {
         if (count_ == 0) return false;
-        size_t mask = capacity_ - 1;
+        size_t mask = slots_.capacity() - 1;
         size_t i = mixHash(ptr) & mask;
         while (slots_[i].ptr != ptr) {
             if (slots_[i].ptr == 0) return false;
@@ -183,9 +208,9 @@ public:
 
     size_t size() const { return count_; }
     // The memory its slots take (what a first touch of every page would fault in).
-    size_t mappedBytes() const { return capacity_ * sizeof(Slot); }
+    size_t mappedBytes() const { return slots_.bytes(); }
     void clear() {
-        if (slots_ && count_) rezeroMapped(slots_, capacity_ * sizeof(Slot));
+        if (count_) slots_.rezero();
         count_ = 0;
     }
 
@@ -193,28 +218,11 @@ private:
     struct Slot {
         uint64_t ptr;
         Value value;
+        bool used() const { return ptr != 0; }
+        uint64_t hash() const { return mixHash(ptr); }
     };
-    bool grow() {
-        size_t newCap = capacity_ ? capacity_ * 2 : kFirstSlots;
-        auto* fresh = static_cast<Slot*>(mapZeroed(newCap * sizeof(Slot)));
-        if (!fresh) return false;
-        for (size_t j = 0; j < capacity_; ++j) {
-            if (slots_[j].ptr == 0) continue;
-            for (size_t i = mixHash(slots_[j].ptr) & (newCap - 1);; i = (i + 1) & (newCap - 1)) {
-                if (fresh[i].ptr == 0) {
-                    fresh[i] = slots_[j];
-                    break;
-                }
-            }
-        }
-        if (slots_) munmap(slots_, capacity_ * sizeof(Slot));
-        slots_ = fresh;
-        capacity_ = newCap;
-        return true;
-    }
 
-    Slot* slots_ = nullptr;
-    size_t capacity_ = 0;
+    MappedSlots<Slot> slots_;
     size_t count_ = 0;
 };
 

@@ -59,3 +59,32 @@ TEST(FrameTrie, IdsAreDenseAndStable) {
     EXPECT_EQ(trie.findOrInsert(0, 0xAAA, &created), 1u);
     EXPECT_FALSE(created);
 }
+
+// clear() gives the pages back and keeps the capacity: what was in is gone and
+// the table fills again as a new one would.
+TEST(PointerMap, ClearEmptiesItAndKeepsItsPages) {
+    PointerMap map;
+    for (uint64_t i = 1; i <= 1000; ++i) ASSERT_TRUE(map.insert(i * 64, i));
+    const size_t bytes = map.mappedBytes();
+    map.clear();
+    EXPECT_EQ(map.size(), 0u);
+    EXPECT_EQ(map.mappedBytes(), bytes);
+    uint64_t value = 0;
+    EXPECT_FALSE(map.find(64, &value));
+    ASSERT_TRUE(map.insert(128, 7));
+    EXPECT_TRUE(map.find(128, &value));
+    EXPECT_EQ(value, 7u);
+    EXPECT_FALSE(map.find(192, &value));
+}
+
+TEST(FrameTrie, ClearStartsTheIdsAgain) {
+    FrameTrie trie;
+    bool created;
+    for (uint32_t i = 0; i < 1000; ++i) trie.findOrInsert(0, 0x5000 + i, &created);
+    trie.clear();
+    EXPECT_EQ(trie.size(), 0u);
+    EXPECT_EQ(trie.findOrInsert(0, 0x5003, &created), 1u);
+    EXPECT_TRUE(created);
+    EXPECT_EQ(trie.findOrInsert(0, 0x5000, &created), 2u);
+    EXPECT_TRUE(created);
+}
