@@ -485,7 +485,7 @@ void Regions::warmLocked() {
          p < reinterpret_cast<volatile uint8_t*>(&backups_[1]); p += 1024)
         *p = *p;
     backupPaths_[0][0] = '\0';
-    paused_[0].start.store(paused_[0].start.load());
+    paused_.warm();
 }
 
 bool Regions::holds(uint64_t address) {
@@ -599,7 +599,7 @@ bool Regions::release(uint64_t address) {
         uint64_t dropped;
         index_.erase(address, &dropped);
         if (a.state == State::Paused) {
-            removePausedLocked(a.pausedSlot);
+            paused_.remove(a.pausedSlot);
             r.pausedBytes -= a.size;
             --r.pausedCount;
             r.freedPausedBytes += a.mapped;
@@ -631,7 +631,7 @@ void Regions::releaseInheritedLocked(uint32_t slot) {
     // memory and its host backups are left alone (the driver is the parent's).
     const bool cpu = device == core::kDeviceCpu;
     if (a.pausedInParent) {
-        removePausedLocked(a.pausedSlot);
+        paused_.remove(a.pausedSlot);
         if (cpu) unuseBackupLocked(a.backup);
     }
     freeSlotLocked(slot);
@@ -979,7 +979,7 @@ size_t Regions::pauseRelease(const MappedArray<Work>& work, size_t frozen, OpRes
         r.residentBytes -= a.size;
         r.pausedBytes += a.size;
         ++r.pausedCount;
-        a.pausedSlot = addPausedLocked(w.address, w.mapped, w.region);
+        a.pausedSlot = paused_.add(w.address, w.mapped, w.region);
         result.addBytes(w.device, w.mapped);
         ++result.allocations;
     }
@@ -1071,7 +1071,7 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
                 r.pausedBytes -= a.size;
                 --r.pausedCount;
                 r.residentBytes += a.size;
-                removePausedLocked(a.pausedSlot);
+                paused_.remove(a.pausedSlot);
                 unuseBackupLocked(a.backup);
                 a.backup = 0;
                 result.addBytes(work[i].device, work[i].mapped);
@@ -1142,37 +1142,15 @@ void Regions::totals(uint8_t device, uint64_t* resident, uint64_t* paused) {
 
 // ---- faults ---------------------------------------------------------------------------
 
-uint32_t Regions::addPausedLocked(uint64_t start, uint64_t bytes, uint16_t region) {
-    for (size_t n = 0; n < kMaxPausedRanges; ++n) {
-        const size_t slot = (pausedHint_ + n) % kMaxPausedRanges;
-        PausedRange& p = paused_[slot];
-        if (p.start.load(std::memory_order_relaxed) != 0) continue;
-        p.region.store(region, std::memory_order_relaxed);
-        p.end.store(start + bytes, std::memory_order_relaxed);
-        p.start.store(start, std::memory_order_release);
-        pausedHint_ = (slot + 1) % kMaxPausedRanges;
-        return static_cast<uint32_t>(slot);
-    }
-    return kMaxPausedRanges;
-}
-
-void Regions::removePausedLocked(uint32_t slot) {
-    if (slot < kMaxPausedRanges) paused_[slot].start.store(0, std::memory_order_release);
-}
-
 bool Regions::pausedAt(uint64_t address, char* tag, size_t tagSize) const {
-    for (const PausedRange& p : paused_) {
-        const uint64_t start = p.start.load(std::memory_order_acquire);
-        if (start == 0 || address < start || address >= p.end.load(std::memory_order_relaxed))
-            continue;
-        const Region& r = regions_[p.region.load(std::memory_order_relaxed)];
-        // No snprintf here: this runs in a signal handler.
-        size_t n = 0;
-        for (const char* c = tags_[r.tag].name; *c && n + 1 < tagSize; ++c) tag[n++] = *c;
-        if (tagSize) tag[n] = '\0';
-        return true;
-    }
-    return false;
+    uint16_t region;
+    if (!paused_.find(address, &region)) return false;
+    const Region& r = regions_[region];
+    // No snprintf here: this runs in a signal handler.
+    size_t n = 0;
+    for (const char* c = tags_[r.tag].name; *c && n + 1 < tagSize; ++c) tag[n++] = *c;
+    if (tagSize) tag[n] = '\0';
+    return true;
 }
 
 }  // namespace memtool::collectors::control

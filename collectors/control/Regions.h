@@ -23,6 +23,7 @@
 
 #include "collectors/control/Backups.h"
 #include "collectors/control/MemoryBackend.h"
+#include "collectors/control/PausedIndex.h"
 #include "collectors/engine/MappedTable.h"
 #include "collectors/engine/Mutex.h"
 #include "core/Protocol.h"
@@ -349,19 +350,8 @@ private:
     MappedArray<Allocation> allocations_;
     PointerMap index_;  // address -> slot + 1
     // Paused allocations' ranges for the fault handler, which may take no lock:
-    // written under tableMu_, read lock-free. Past its capacity a fault in paused
-    // memory is still reported, without its tag.
-    static constexpr size_t kMaxPausedRanges = 65536;
-    struct PausedRange {
-        std::atomic<uint64_t> start;
-        std::atomic<uint64_t> end;
-        std::atomic<uint16_t> region;
-    };
-    PausedRange paused_[kMaxPausedRanges] = {};
-    size_t pausedHint_ = 0;
-    // Returns the entry used (kMaxPausedRanges when full).
-    uint32_t addPausedLocked(uint64_t start, uint64_t bytes, uint16_t region);
-    void removePausedLocked(uint32_t slot);
+    // written under tableMu_, read lock-free.
+    PausedIndex paused_;
     std::atomic<uint64_t> margin_{0};
     std::atomic<bool> marginSaid_{false};
     std::atomic<bool> anyServed_{false};  // release() skips the lock until a region served memory
