@@ -474,7 +474,7 @@ void Regions::warmLocked() {
          p < reinterpret_cast<volatile uint8_t*>(&backups_[1]); p += 1024)
         *p = *p;
     backupPaths_[0][0] = '\0';
-    paused_[0].start.store(paused_[0].start.load());
+    paused_.warm();
 }
 
 bool Regions::holds(uint64_t address) {
@@ -588,7 +588,7 @@ bool Regions::release(uint64_t address) {
         uint64_t dropped;
         index_.erase(address, &dropped);
         if (a.state == State::Paused) {
-            removePausedLocked(a.pausedSlot);
+            paused_.remove(a.pausedSlot);
             r.pausedBytes -= a.size;
             --r.pausedCount;
             r.freedPausedBytes += a.mapped;
@@ -620,7 +620,7 @@ void Regions::releaseInheritedLocked(uint32_t slot) {
     // memory and its host backups are left alone (the driver is the parent's).
     const bool cpu = device == core::kDeviceCpu;
     if (a.pausedInParent) {
-        removePausedLocked(a.pausedSlot);
+        paused_.remove(a.pausedSlot);
         if (cpu) unuseBackupLocked(a.backup);
     }
     freeSlotLocked(slot);
@@ -802,31 +802,64 @@ void Regions::recordEach(const MappedArray<Work>& work, core::ControlAction acti
     }
 }
 
+// A pause, in phases, under opMu_ throughout:
+//   1. pauseCollect: the cache let go, the regions marked busy, their resident
+//      allocations listed;
+//   2. pauseCheck: every backup can be made, the devices are idle, a yield's
+//      memory frozen;
+//   3. pauseBackUp: the content out, region by region, before anything is
+//      released (when 2 or 3 fails, pauseUndo leaves all as it was);
+//   4. pauseRelease: the physical memory released, the allocations paused;
+//   5. pauseAnswer: the backups no allocation uses let go, the answer written;
+//      then one control event per region.
 OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::ControlAction action,
                         const ForcedBackup* forced) {
     OpResult result;
     LockGuard op(opMu_);
     const uint64_t start = monotonicNs();
     MappedArray<Work> work;
+    if (!pauseCollect(tag, work, result)) return result;  // 1.
+    Failure why;
+    size_t frozen = 0;  // allocations a yield froze (see pauseCheck)
+    if (!pauseCheck(work, action, forced, frozen, why) || !pauseBackUp(work, why)) {  // 2., 3.
+        pauseUndo(work, frozen, why, result);
+        recordEach(work, action, origin, start, false, result.message);
+        return result;
+    }
+    char firstError[256] = "";
+    const size_t failed = pauseRelease(work, frozen, result, firstError, sizeof firstError);  // 4.
+    pauseAnswer(work, failed, firstError, start, result);                                     // 5.
+    recordEach(work, action, origin, start, true, result.message);
+    return result;
+}
+
+// 1. Collect: the work, or false with the answer already in `result`.
+bool Regions::pauseCollect(const char* tag, MappedArray<Work>& work, OpResult& result) {
     // Per-operation state lives in the object (under opMu_), not on the caller's
-    // stack: a pause from the program's own thread must not grow its stack.
-    bool* busy = opBusy_;
+    // stack: a pause from the program's own thread must not grow its stack. No
+    // region is busy yet, and none has a backup slot of this pause (pauseUndo
+    // reads opOpened_ whichever phase failed).
     std::fill(opBusy_, opBusy_ + kMaxRegions, false);
+    std::fill(opOpened_, opOpened_ + kMaxRegions, -1);
     // Memory the regions keep for reuse goes first: nothing of it to back up.
     const uint64_t uncached = dropCache(tag, result);
     result.cachedBytes = uncached;
-    if (!begin(tag, State::Resident, work, busy, result)) {
-        if (uncached) {
-            result.changed = true;
-            std::snprintf(result.message, sizeof result.message,
-                          "released %llu bytes of memory kept for reuse; nothing live to pause",
-                          static_cast<unsigned long long>(uncached));
-        }
-        return result;
+    if (begin(tag, State::Resident, work, opBusy_, result)) return true;
+    if (uncached) {
+        result.changed = true;
+        std::snprintf(result.message, sizeof result.message,
+                      "released %llu bytes of memory kept for reuse; nothing live to pause",
+                      static_cast<unsigned long long>(uncached));
     }
-    Failure why;
+    return false;
+}
+
+// 2. Check: every region's backup can be made, and the devices are idle; a
+// yield's memory is frozen. `frozen` counts the allocations freeze was asked for
+// (the one that failed included: pauseUndo maps it back too).
+bool Regions::pauseCheck(const MappedArray<Work>& work, core::ControlAction action,
+                         const ForcedBackup* forced, size_t& frozen, Failure& why) {
     bool ok = true;
-    // 1. Every region's backup can be made, and the devices are idle.
     for (size_t i = 0; i < work.size() && ok; ++i) {
         Region& r = regions_[work[i].region];
         const core::BackupKind kind = !forced                        ? tags_[r.tag].backup
@@ -850,14 +883,19 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
     // A yield comes to a program that did not ask for it: a thread of it may be
     // inside an op (the GIL released) and write on. Its writes stop here, so that
     // the backup is what the memory holds (it waits in PausedAccess until restore).
-    size_t frozen = 0;
     if (action == core::ControlAction::Yield)
         for (; frozen < work.size() && ok; ++frozen)
             ok = backendFor(work[frozen].device)
                      ->freeze(work[frozen].device, work[frozen].address, work[frozen].mapped, why);
-    // 2. Content out, region by region, before anything is released.
+    return ok;
+}
+
+// 3. Back up: content out, region by region, before anything is released. Each
+// region with a backup gets a slot (opOpened_) sized for all of its work; each
+// of its allocations gets its offset in it and the slot (Work::backup).
+bool Regions::pauseBackUp(MappedArray<Work>& work, Failure& why) {
     int* opened = opOpened_;  // the backup slot each region's content goes to in this pause
-    std::fill(opOpened_, opOpened_ + kMaxRegions, -1);
+    bool ok = true;
     for (size_t i = 0; i < work.size() && ok; ++i) {
         Region& r = regions_[work[i].region];
         if (r.pausedWith == core::BackupKind::None) continue;
@@ -879,29 +917,37 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
         ok = backendFor(r.device)->copyOut(r.device, work[i].address, work[i].mapped,
                                            backups_[slot].content(), work[i].offset, why);
     }
-    if (!ok) {
-        for (size_t i = 0; i < frozen; ++i) {  // writable again, as before the yield
-            Failure ignored;
-            backendFor(work[i].device)
-                ->map(work[i].device, work[i].address, work[i].mapped, ignored);
-        }
-        {
-            LockGuard lock(tableMu_);
-            for (int r = 0; r < kMaxRegions; ++r)
-                if (opened[r] >= 0) unuseBackupLocked(static_cast<uint16_t>(opened[r] + 1));
-            endLocked(busy);
-        }
-        result.ok = false;
-        std::snprintf(result.message, sizeof result.message,
-                      "pause failed, nothing was released: %s", why.text);
-        recordEach(work, action, origin, start, false, result.message);
-        return result;
+    return ok;
+}
+
+// 2. or 3. failed: nothing was released. The frozen memory is writable again, as
+// before the yield; the slots this pause opened go; the regions are not busy.
+void Regions::pauseUndo(const MappedArray<Work>& work, size_t frozen, const Failure& why,
+                        OpResult& result) {
+    for (size_t i = 0; i < frozen; ++i) {
+        Failure ignored;
+        backendFor(work[i].device)->map(work[i].device, work[i].address, work[i].mapped, ignored);
     }
-    // 3. Release the physical memory; addresses stay, access is refused.
-    char firstError[256] = "";
+    {
+        LockGuard lock(tableMu_);
+        for (int r = 0; r < kMaxRegions; ++r)
+            if (opOpened_[r] >= 0) unuseBackupLocked(static_cast<uint16_t>(opOpened_[r] + 1));
+        endLocked(opBusy_);
+    }
+    result.ok = false;
+    std::snprintf(result.message, sizeof result.message, "pause failed, nothing was released: %s",
+                  why.text);
+}
+
+// 4. Release the physical memory; addresses stay, access is refused. Each
+// allocation released is paused in the table (tableMu_ taken per allocation) and
+// counted in `result`; one that is not stays resident. Returns how many were
+// not, the first one's reason in firstError.
+size_t Regions::pauseRelease(const MappedArray<Work>& work, size_t frozen, OpResult& result,
+                             char* firstError, size_t errorSize) {
     size_t failed = 0;
     for (size_t i = 0; i < work.size(); ++i) {
-        Work& w = work[i];
+        const Work& w = work[i];
         Failure unmapWhy;
         const bool released = backendFor(w.device)->unmap(w.device, w.address, w.mapped, unmapWhy);
         if (!released && i < frozen) {  // it stays resident: writable again
@@ -912,7 +958,7 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
         Allocation& a = allocations_[w.index];
         Region& r = regions_[w.region];
         if (!released) {
-            if (!failed++) std::snprintf(firstError, sizeof firstError, "%s", unmapWhy.text);
+            if (!failed++) std::snprintf(firstError, errorSize, "%s", unmapWhy.text);
             continue;
         }
         a.state = State::Paused;
@@ -922,22 +968,30 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
         r.residentBytes -= a.size;
         r.pausedBytes += a.size;
         ++r.pausedCount;
-        a.pausedSlot = addPausedLocked(w.address, w.mapped, w.region);
+        a.pausedSlot = paused_.add(w.address, w.mapped, w.region);
         result.addBytes(w.device, w.mapped);
         ++result.allocations;
     }
+    return failed;
+}
+
+// 5. Answer: the operation ends (its regions not busy) and `result` says what it
+// did; `failed` allocations of the work could not be released (firstError: why).
+void Regions::pauseAnswer(const MappedArray<Work>& work, size_t failed, const char* firstError,
+                          uint64_t startNs, OpResult& result) {
+    const uint64_t uncached = result.cachedBytes;  // pauseCollect's, part of result.bytes
     {
         LockGuard lock(tableMu_);
         // A slot no allocation ended up in (every unmap failed) has nothing to keep.
         for (int r = 0; r < kMaxRegions; ++r)
-            if (opened[r] >= 0 && backups_[opened[r]].users == 0)
-                unuseBackupLocked(static_cast<uint16_t>(opened[r] + 1));
-        endLocked(busy);
+            if (opOpened_[r] >= 0 && backups_[opOpened_[r]].users == 0)
+                unuseBackupLocked(static_cast<uint16_t>(opOpened_[r] + 1));
+        endLocked(opBusy_);
     }
     result.changed = result.allocations > 0 || uncached > 0;
     result.ok = failed == 0;
-    for (int i = 0; i < kMaxRegions; ++i) result.regions += busy[i];
-    result.seconds = static_cast<double>(monotonicNs() - start) / 1e9;
+    for (int i = 0; i < kMaxRegions; ++i) result.regions += opBusy_[i];
+    result.seconds = static_cast<double>(monotonicNs() - startNs) / 1e9;
     if (failed)
         std::snprintf(result.message, sizeof result.message,
                       "%zu of %zu allocations could not be released: %s", failed, work.size(),
@@ -956,8 +1010,6 @@ OpResult Regions::pause(const char* tag, core::ControlOrigin origin, core::Contr
                       static_cast<unsigned long long>(result.bytes),
                       static_cast<unsigned long long>(result.allocations),
                       result.allocations == 1 ? "" : "s");
-    recordEach(work, action, origin, start, true, result.message);
-    return result;
 }
 
 OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::ControlAction action) {
@@ -1008,7 +1060,7 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
                 r.pausedBytes -= a.size;
                 --r.pausedCount;
                 r.residentBytes += a.size;
-                removePausedLocked(a.pausedSlot);
+                paused_.remove(a.pausedSlot);
                 unuseBackupLocked(a.backup);
                 a.backup = 0;
                 result.addBytes(work[i].device, work[i].mapped);
@@ -1079,37 +1131,15 @@ void Regions::totals(uint8_t device, uint64_t* resident, uint64_t* paused) {
 
 // ---- faults ---------------------------------------------------------------------------
 
-uint32_t Regions::addPausedLocked(uint64_t start, uint64_t bytes, uint16_t region) {
-    for (size_t n = 0; n < kMaxPausedRanges; ++n) {
-        const size_t slot = (pausedHint_ + n) % kMaxPausedRanges;
-        PausedRange& p = paused_[slot];
-        if (p.start.load(std::memory_order_relaxed) != 0) continue;
-        p.region.store(region, std::memory_order_relaxed);
-        p.end.store(start + bytes, std::memory_order_relaxed);
-        p.start.store(start, std::memory_order_release);
-        pausedHint_ = (slot + 1) % kMaxPausedRanges;
-        return static_cast<uint32_t>(slot);
-    }
-    return kMaxPausedRanges;
-}
-
-void Regions::removePausedLocked(uint32_t slot) {
-    if (slot < kMaxPausedRanges) paused_[slot].start.store(0, std::memory_order_release);
-}
-
 bool Regions::pausedAt(uint64_t address, char* tag, size_t tagSize) const {
-    for (const PausedRange& p : paused_) {
-        const uint64_t start = p.start.load(std::memory_order_acquire);
-        if (start == 0 || address < start || address >= p.end.load(std::memory_order_relaxed))
-            continue;
-        const Region& r = regions_[p.region.load(std::memory_order_relaxed)];
-        // No snprintf here: this runs in a signal handler.
-        size_t n = 0;
-        for (const char* c = tags_[r.tag].name; *c && n + 1 < tagSize; ++c) tag[n++] = *c;
-        if (tagSize) tag[n] = '\0';
-        return true;
-    }
-    return false;
+    uint16_t region;
+    if (!paused_.find(address, &region)) return false;
+    const Region& r = regions_[region];
+    // No snprintf here: this runs in a signal handler.
+    size_t n = 0;
+    for (const char* c = tags_[r.tag].name; *c && n + 1 < tagSize; ++c) tag[n++] = *c;
+    if (tagSize) tag[n] = '\0';
+    return true;
 }
 
 }  // namespace memtool::collectors::control

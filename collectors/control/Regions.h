@@ -23,6 +23,7 @@
 
 #include "collectors/control/Backups.h"
 #include "collectors/control/MemoryBackend.h"
+#include "collectors/control/PausedIndex.h"
 #include "collectors/engine/MappedTable.h"
 #include "collectors/engine/Mutex.h"
 #include "core/Protocol.h"
@@ -292,6 +293,23 @@ private:
     // One control event per region of the work.
     void recordEach(const MappedArray<Work>& work, core::ControlAction action,
                     core::ControlOrigin origin, uint64_t startNs, bool ok, const char* message);
+    // pause's phases, in order, under opMu_ (Regions.cpp says what each does).
+    // 1. The work, or false with the answer in `result` (nothing live to pause).
+    bool pauseCollect(const char* tag, MappedArray<Work>& work, OpResult& result);
+    // 2. Every backup can be made, the devices are idle, a yield's memory frozen.
+    bool pauseCheck(const MappedArray<Work>& work, core::ControlAction action,
+                    const ForcedBackup* forced, size_t& frozen, Failure& why);
+    // 3. The content out to its backups (opOpened_), before anything is released.
+    bool pauseBackUp(MappedArray<Work>& work, Failure& why);
+    // When 2. or 3. failed: all left as it was, the answer in `result`.
+    void pauseUndo(const MappedArray<Work>& work, size_t frozen, const Failure& why,
+                   OpResult& result);
+    // 4. The memory released, the allocations paused; how many could not be.
+    size_t pauseRelease(const MappedArray<Work>& work, size_t frozen, OpResult& result,
+                        char* firstError, size_t errorSize);
+    // 5. The operation ended and the answer written into `result`.
+    void pauseAnswer(const MappedArray<Work>& work, size_t failed, const char* firstError,
+                     uint64_t startNs, OpResult& result);
     void endLocked(const bool* busy);
     void waitForOperation();
     void record(const Work* first, size_t count, core::ControlAction action,
@@ -330,19 +348,8 @@ private:
     MappedArray<Allocation> allocations_;
     PointerMap index_;  // address -> slot + 1
     // Paused allocations' ranges for the fault handler, which may take no lock:
-    // written under tableMu_, read lock-free. Past its capacity a fault in paused
-    // memory is still reported, without its tag.
-    static constexpr size_t kMaxPausedRanges = 65536;
-    struct PausedRange {
-        std::atomic<uint64_t> start;
-        std::atomic<uint64_t> end;
-        std::atomic<uint16_t> region;
-    };
-    PausedRange paused_[kMaxPausedRanges] = {};
-    size_t pausedHint_ = 0;
-    // Returns the entry used (kMaxPausedRanges when full).
-    uint32_t addPausedLocked(uint64_t start, uint64_t bytes, uint16_t region);
-    void removePausedLocked(uint32_t slot);
+    // written under tableMu_, read lock-free.
+    PausedIndex paused_;
     std::atomic<uint64_t> margin_{0};
     std::atomic<bool> marginSaid_{false};
     std::atomic<bool> anyServed_{false};  // release() skips the lock until a region served memory
