@@ -1,0 +1,205 @@
+// `memtool report TRACE`: a report of a trace.json (reporters/), as a table,
+// line table, JSON, HTML, folded stacks or a Perfetto timeline.
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "cli/Commands.h"
+#include "cli/commands/SharedOptions.h"
+#include "cli/run/OutputPattern.h"
+#include "core/Error.h"
+#include "core/SiteChoice.h"
+#include "core/Units.h"
+#include "reporters/Check.h"  // parseMetric
+#include "reporters/CollapsedReporter.h"
+#include "reporters/HtmlReporter.h"
+#include "reporters/JsonReporter.h"
+#include "reporters/LineReporter.h"
+#include "reporters/PerfettoReporter.h"
+#include "reporters/ProcessSelection.h"
+#include "reporters/TableReporter.h"
+#include "trace/TraceReader.h"
+
+namespace memtool::cli {
+namespace {
+
+struct ReportArgs {
+    std::string path;
+    std::string format = "text";
+    std::string output;  // stdout when empty
+    std::string metric;  // collapsed only; empty: peak
+    bool lines = false;
+    bool topGiven = false;
+    reporters::ProcessFilter processes;
+    reporters::ReportOptions options;
+    reporters::LineReportOptions lineOptions;
+    // As given, read into `options` when the command runs; site empty: as recorded.
+    std::string sort = "peak", site, groupBy = "site", bytes = "iec";
+    // Whether they were given at all.
+    CLI::Option* topOption = nullptr;
+    CLI::Option* depthOption = nullptr;
+    CLI::Option* groupOption = nullptr;
+    CLI::Option* bytesOption = nullptr;
+};
+
+// --sort active or reserved needs PyTorch's caching-allocator figures somewhere in
+// the trace; a device without them is sorted by its peak, and the table says so.
+void checkSortKey(const core::Trace& trace, reporters::SortKey sort) {
+    if (sort != reporters::SortKey::Active && sort != reporters::SortKey::Reserved) return;
+    for (const core::ProcessTrace& p : trace.processes)
+        for (const auto& [name, d] : p.devices)
+            if (!d.pools.empty()) return;
+    throw core::Error(core::kExitBadInput,
+                      std::string("--sort ") +
+                          (sort == reporters::SortKey::Active ? "active" : "reserved") +
+                          ": the trace has no active or reserved figures (PyTorch's CUDA caching "
+                          "allocator, seen through the torch bridge); sort by peak, allocated, "
+                          "count or leaked");
+}
+
+// One report of `trace` into `output` (stdout when empty).
+void renderReport(const core::Trace& trace, const ReportArgs& a, const std::string& output) {
+    std::ostringstream out;
+    if (a.format == "collapsed") {
+        reporters::renderCollapsed(
+            trace, reporters::parseMetric(a.metric.empty() ? "peak" : a.metric), out);
+    } else if (a.lines && a.format == "text") {
+        reporters::renderLines(trace, a.lineOptions, out);
+    } else if (a.format == "json") {
+        out << reporters::renderJson(trace, a.options, a.lines ? &a.lineOptions : nullptr).dump(2)
+            << '\n';
+    } else if (a.format == "html") {
+        reporters::HtmlOptions html;
+        html.hotspots = a.options;
+        // A page has room for more rows than a terminal, and sorts them itself.
+        if (!a.topGiven) html.hotspots.top = 100;
+        html.lines = a.lineOptions;
+        html.source = a.path;
+        reporters::renderHtml(trace, html, out);
+    } else if (a.format == "perfetto") {
+        out << reporters::renderPerfetto(trace).dump(1) << '\n';
+    } else {
+        reporters::renderTable(trace, a.options, out);
+    }
+    writeText(output, out.str());
+}
+
+int reportCommand(const ReportArgs& a) {
+    if (!a.metric.empty() && a.format != "collapsed")
+        throw core::Error(core::kExitBadInput, "--metric goes with --format collapsed");
+    if ((!a.lineOptions.file.empty() || !a.lineOptions.function.empty()) && !a.lines &&
+        a.format != "html")
+        throw core::Error(core::kExitBadInput,
+                          std::string(a.lineOptions.file.empty() ? "--function" : "--file") +
+                              " selects rows of the line table: add --lines");
+    core::Trace trace = reporters::selectProcesses(reporters::loadTrace(a.path), a.processes);
+    checkSortKey(trace, a.options.sort);
+    // -o with %p or %r: a report per process (or per rank), as `memtool run -o` writes traces.
+    for (const auto& [path, part] : splitByOutputPattern(std::move(trace), a.output))
+        renderReport(part, a, path);
+    return 0;
+}
+
+// Reads what was given as words into the report's options, refuses options the
+// chosen report has no use for, and reports.
+int reportAction(ReportArgs& a) {
+    a.options.sort = reporters::parseSortKey(a.sort);
+    if (!a.site.empty()) a.options.site = core::parseSiteMode(a.site);
+    a.options.groupBy = reporters::parseGroupBy(a.groupBy);
+    a.options.bytes = *core::parseByteUnits(a.bytes);
+    a.lineOptions.bytes = a.options.bytes;
+    if (a.bytesOption->count() > 0 && a.format != "text")
+        throw core::Error(core::kExitBadInput,
+                          "--bytes is for the text report and --lines; --format " + a.format +
+                              " writes exact bytes");
+    // The text, JSON and HTML reports' hotspot rows; the text line table,
+    // folded stacks and the Perfetto timeline have none.
+    const bool hotspots =
+        (a.format == "text" && !a.lines) || a.format == "json" || a.format == "html";
+    for (const auto& [given, flag] :
+         {std::pair{!a.site.empty(), "--site"}, std::pair{a.depthOption->count() > 0, "--depth"},
+          std::pair{a.groupOption->count() > 0, "--group-by"}})
+        if (given && !hotspots)
+            throw core::Error(
+                core::kExitBadInput,
+                std::string(flag) +
+                    " shapes hotspot rows (the text report's table, "
+                    "--format json or html), not " +
+                    (a.lines ? std::string("the --lines table") : "--format " + a.format));
+    a.topGiven = a.topOption->count() > 0;
+    return reportCommand(a);
+}
+
+// The trace, and which report of it goes where.
+void addOutputOptions(CLI::App* cmd, ReportArgs& a) {
+    cmd->add_option("trace", a.path, "trace.json written by memtool run")->required();
+    a.topOption = cmd->add_option("--top", a.options.top,
+                                  "How many hotspots per device (html: 100 unless given)")
+                      ->transform(decimalCount(kMostShown))
+                      ->capture_default_str();
+    cmd->add_option("--sort", a.sort,
+                    "Order hotspots by peak, allocated, count, leaked, or (CUDA with the torch "
+                    "bridge) active or reserved peak")
+        ->capture_default_str();
+    cmd->add_option("--format", a.format,
+                    "text, json, html (one self-contained page with charts), collapsed "
+                    "(folded stacks for flame graph tools) or perfetto (Chrome trace-event "
+                    "JSON for ui.perfetto.dev)")
+        ->check(CLI::IsMember({"text", "json", "html", "collapsed", "perfetto"}))
+        ->capture_default_str();
+    cmd->add_option("-o,--output", a.output,
+                    "Write the report here instead of stdout (%p, %r: a file per process, "
+                    "per rank)");
+    cmd->add_option("--metric", a.metric,
+                    "With --format collapsed: the bytes each stack counts, peak (default), "
+                    "allocated or leaked")
+        ->check(CLI::IsMember({"peak", "allocated", "leaked"}));
+}
+
+// What a hotspot row is, how sizes read, and which processes count.
+void addHotspotOptions(CLI::App* cmd, ReportArgs& a) {
+    cmd->add_option("--site", a.site,
+                    "Choose hotspot sites again: user (innermost user frame), all (innermost "
+                    "frame) or library (what the user's code called, wrappers skipped); default: "
+                    "as recorded")
+        ->check(CLI::IsMember({"user", "all", "library"}));
+    a.depthOption = cmd->add_option("--depth", a.options.depth,
+                                    "How many frames below each site to show (wrappers skipped)")
+                        ->transform(decimalCount(kMostShown))
+                        ->capture_default_str();
+    a.groupOption =
+        cmd->add_option("--group-by", a.groupBy,
+                        "Rows of the hotspot table: site, function (the site's function), module "
+                        "(the innermost nn.Module forward) or op (the torch operator)")
+            ->check(CLI::IsMember({"site", "function", "module", "op"}))
+            ->capture_default_str();
+    a.bytesOption = addBytesOption(cmd, a.bytes);
+    addProcessOptions(cmd, a.processes, "shown (a multi-process trace: all by default)");
+}
+
+// The line table and the rows it shows.
+void addLineOptions(CLI::App* cmd, ReportArgs& a) {
+    cmd->add_flag("--lines", a.lines, "Line table: peak and allocated bytes per source line");
+    cmd->add_option("--file", a.lineOptions.file,
+                    "With --lines: only files whose path ends with this");
+    cmd->add_option("--function", a.lineOptions.function, "With --lines: only this function");
+    cmd->add_flag("--all-files", a.lineOptions.allFiles,
+                  "With --lines or --format html: include library files (standard "
+                  "library, site-packages) and read source files anywhere");
+}
+
+}  // namespace
+
+Command addReportCommand(CLI::App& app) {
+    auto args = std::make_shared<ReportArgs>();
+    CLI::App* cmd = app.add_subcommand("report", "Print a report of a trace.json");
+    addOutputOptions(cmd, *args);
+    addHotspotOptions(cmd, *args);
+    addLineOptions(cmd, *args);
+    return {cmd, [args] { return reportAction(*args); }, core::kExitInternal};
+}
+
+}  // namespace memtool::cli

@@ -1,0 +1,160 @@
+// `memtool run`'s command line: its options, and the RunOptions they make for
+// runCommand (RunCommand.h). The command to profile and its own options are
+// not CLI11's to read (runCommandWords).
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli/Commands.h"
+#include "cli/run/RunCommand.h"
+#include "core/Error.h"
+#include "core/SiteChoice.h"
+#include "core/Units.h"
+
+namespace memtool::cli {
+namespace {
+
+// What run's options were given, as words where RunOptions keeps something else.
+struct RunArgs {
+    RunOptions run;
+    std::string siteMode = "user";
+    bool noNative = false, noPython = false;
+    std::string pausable = "none";
+    std::string hostPool = "all";
+    std::vector<std::string> tail;  // from the first "--" on (addRunCommand)
+};
+
+// memtool run's command: the words CLI11 left from the first that is not an
+// option of memtool's on, then what followed the first "--" (`tail`, with that
+// "--"). CLI11 is not shown the "--" and what follows it: it would take those
+// words as its own. An unknown option before the command is a usage error, not
+// the command's name.
+std::vector<std::string> runCommandWords(std::vector<std::string> words,
+                                         const std::vector<std::string>& tail) {
+    if (words.empty()) return tail.empty() ? tail : std::vector(tail.begin() + 1, tail.end());
+    if (words[0].size() > 1 && words[0][0] == '-')
+        throw core::Error(core::kExitBadInput,
+                          "run: unknown option " + words[0] +
+                              " (memtool's options go before the command; see memtool run --help)");
+    words.insert(words.end(), tail.begin(), tail.end());
+    return words;
+}
+
+[[noreturn]] void dieLike(int sig) {
+    signal(sig, SIG_DFL);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, sig);
+    sigprocmask(SIG_UNBLOCK, &only, nullptr);
+    kill(getpid(), sig);
+    _exit(128 + sig);  // the signal was ignored or caught elsewhere
+}
+
+// Where the trace goes, which stacks are recorded, and what memtool prints.
+void addRecordingOptions(CLI::App* cmd, RunArgs& a) {
+    cmd->add_option("-o,--output", a.run.output, "Where to write the trace")->capture_default_str();
+    cmd->add_flag("--no-native", a.noNative, "Do not record native (C/C++) call stacks");
+    cmd->add_flag("--no-python", a.noPython, "Do not record Python call stacks");
+    cmd->add_option("--site", a.siteMode,
+                    "Hotspot site: innermost frame of user code, innermost of all, or the library "
+                    "call the user's code made (wrappers skipped)")
+        ->check(CLI::IsMember({"user", "all", "library"}))
+        ->capture_default_str();
+    CLI::Option* quietFlag =
+        cmd->add_flag("-q,--quiet", a.run.quiet, "Print nothing of memtool's own");
+    cmd->add_flag("--live", a.run.live,
+                  "Show memory on the terminal while the program runs (q leaves the view)")
+        ->excludes(quietFlag);
+}
+
+CLI::Validator waitChildrenSeconds() {
+    return CLI::Validator(
+        [](const std::string& text) -> std::string {
+            char* end = nullptr;
+            const double s = std::strtod(text.c_str(), &end);
+            if (text.empty() || *end != '\0' || !(s >= 0 && s <= 1e7))
+                return "'" + text + "' is not a number of seconds from 0 to 10000000";
+            return {};
+        },
+        "SECONDS");
+}
+
+CLI::Validator hostPoolSize() {
+    return CLI::Validator(
+        [](const std::string& text) -> std::string {
+            if (text == "all" || core::parseSize(text)) return {};
+            return "'" + text + "' is not a size (e.g. 0, 8GiB, 500MB) or all";
+        },
+        "SIZE|all");
+}
+
+// How the target's memory is recorded and paused, and how long its children get.
+void addTargetOptions(CLI::App* cmd, RunArgs& a) {
+    cmd->add_option(
+           "--pausable", a.pausable,
+           "all: every CUDA allocation and every CPU storage of 64 KiB or more belongs to a "
+           "region from the "
+           "start (memtool ctl PID yield takes it all); none: only the program's own regions")
+        ->check(CLI::IsMember({"all", "none"}))
+        ->capture_default_str();
+    cmd->add_option("--cuda", a.run.cuda,
+                    "How CUDA memory is recorded: auto (CUPTI, else runtime hooks), cupti, "
+                    "runtime-hooks, off")
+        ->check(CLI::IsMember({"auto", "cupti", "runtime-hooks", "off"}))
+        ->capture_default_str();
+    cmd->add_option("--wait-children", a.run.waitChildrenS,
+                    "After the program exits, how many seconds the processes it left running "
+                    "get to finish; those still running then are traced as incomplete")
+        ->check(waitChildrenSeconds())
+        ->capture_default_str();
+    cmd->add_option("--host-pool", a.hostPool,
+                    "The most pinned host memory (host backups of paused CUDA regions) a resume "
+                    "keeps for the next pause, as pinning is slow: a size (0: none) or all")
+        ->check(hostPoolSize())
+        ->capture_default_str();
+    cmd->add_option("--backup-dir", a.run.backupDir,
+                    "Where paused regions' disk backups go, as files no name points to ("
+                    "default $TMPDIR or /tmp)");
+}
+
+// Runs the command; ends memtool as the signal that ended the command did.
+int runAction(RunArgs& a, const CLI::App& cmd) {
+    RunOptions& run = a.run;
+    run.pausableAll = a.pausable == "all";
+    if (a.hostPool != "all") run.hostPoolBytes = core::parseSize(a.hostPool);
+    run.nativeStacks = !a.noNative;
+    run.pythonStacks = !a.noPython;
+    run.siteMode = *core::parseSiteMode(a.siteMode);
+    run.command = runCommandWords(cmd.remaining(), a.tail);
+    RunResult r = runCommand(run);
+    if (r.signal) dieLike(r.signal);
+    return r.exitCode;
+}
+
+}  // namespace
+
+Command addRunCommand(CLI::App& app, std::vector<std::string> tail) {
+    auto args = std::make_shared<RunArgs>();
+    args->tail = std::move(tail);
+    CLI::App* cmd =
+        app.add_subcommand("run", "Run a command under the profiler and write trace.json");
+    addRecordingOptions(cmd, *args);
+    addTargetOptions(cmd, *args);
+    // No positional: with prefix_command, CLI11 hands the command and everything after
+    // it to remaining() untouched, so options after the command are the command's
+    // (memtool run python train.py -o out.pt), with or without "--", as in time and nice.
+    cmd->prefix_command();
+    cmd->footer(
+        "COMMAND [ARGS...]: the program to profile, with its own options; "
+        "memtool's options go before it (a \"--\" before it is optional)");
+    return {cmd, [args, cmd] { return runAction(*args, *cmd); }, core::kExitRunFailed};
+}
+
+}  // namespace memtool::cli
