@@ -572,6 +572,8 @@ bool collectorConfigured() { return gConfigured; }
 bool startCollector() {
     const char* socket = std::getenv(core::kEnvSocket);
     if (!socket || !*socket || std::strlen(socket) >= sizeof gSocketPath) return false;
+    setLogLevel(std::getenv("MEMTOOL_LOG"));
+    if (debugLogOn()) DebugLine().add("collector loaded, stream to ").add(socket);
     std::strcpy(gSocketPath, socket);
     Dl_info self;
     if (dladdr(reinterpret_cast<const void*>(&startCollector), &self) && self.dli_fname)

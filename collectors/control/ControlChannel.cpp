@@ -25,6 +25,7 @@
 #include "collectors/engine/Engine.h"
 #include "collectors/engine/RecursionGuard.h"
 #include "collectors/engine/SocketSink.h"
+#include "collectors/engine/Warn.h"
 #include "collectors/stacks/CPythonApi.h"
 #include "core/Protocol.h"
 
@@ -193,6 +194,11 @@ long decodeRequests(uint8_t* data, size_t len, RequestCallback onRequest, void* 
             if (std::strlen(scratch + at) != lengths[i]) return -1;  // an embedded NUL
             argv[i] = scratch + at;
             at += lengths[i] + 1;
+        }
+        if (debugLogOn()) {
+            DebugLine line;
+            line.add("control request ").add(id).add(":");
+            for (size_t i = 0; i < argc; ++i) line.add(" ").add(argv[i]);
         }
         onRequest(context, id, argc, argv);
     }

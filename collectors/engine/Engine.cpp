@@ -74,7 +74,10 @@ bool Engine::connect(Sink& sink, const StreamIdentity& id) {
                            (id.forked ? core::kHandshakeForked : 0);
     uint8_t* p =
         writer_.reserve(core::handshakeBytes(argc, id.commandBytes, id.environmentCount, envBytes));
-    if (!p) return false;
+    if (!p) {
+        if (debugLogOn()) DebugLine().add("stream not opened: no room for the handshake");
+        return false;
+    }
     p = core::encodeHandshakeHead(p, id.pid, id.ppid, id.startUnixNs, flags, argc);
     size_t start = 0;
     for (size_t i = 0; i < id.commandBytes; ++i) {
@@ -93,7 +96,18 @@ bool Engine::connect(Sink& sink, const StreamIdentity& id) {
     continuesIds_.store(continues);
     active_.store(true, std::memory_order_release);
     writer_.flush();
-    return healthyLocked();
+    const bool healthy = healthyLocked();
+    if (debugLogOn()) {
+        DebugLine line;
+        line.add(healthy ? "stream open" : "stream open, then failed");
+        if (continues) line.add(", continuing the ids of pid ").add(uint64_t{from.pid});
+        line.add(id.forked ? ", a fork child" : "")
+            .add(", native stacks ")
+            .add(options_.nativeStacks ? "on" : "off")
+            .add(", python stacks ")
+            .add(options_.pythonStacks ? "on" : "off");
+    }
+    return healthy;
 }
 
 bool Engine::reopen() {
@@ -298,6 +312,7 @@ void Engine::announceModule(const ModuleInfo& m) {
     for (size_t r = 0; r < m.rangeCount; ++r)
         p = core::encodeModuleRange(p, m.ranges[r][0], m.ranges[r][1] - m.ranges[r][0]);
     writer_.commitDefinition(p);
+    if (debugLogOn()) DebugLine().add("module ").add(moduleIds_).add(": ").add(m.path);
 }
 
 void Engine::finish(core::ExitKind kind, int exitStatus) {
@@ -319,6 +334,13 @@ void Engine::finish(core::ExitKind kind, int exitStatus) {
     writer_.flush();
     writer_.detach();
     sink_->close();
+    if (debugLogOn())
+        DebugLine()
+            .add("stream end: ")
+            .add(counters_.recordCount)
+            .add(" records, ")
+            .add(counters_.missedEvents)
+            .add(" events missed");
 }
 
 void Engine::flushIfStale() {
@@ -376,6 +398,7 @@ void Engine::suspendForExec() {
         writer_.commit(core::encodeEnd(p, end));
     writer_.flush();
     healthyLocked();
+    if (debugLogOn()) DebugLine().add("exec: the stream says the image ends");
 }
 
 void Engine::resumeAfterFailedExec() {

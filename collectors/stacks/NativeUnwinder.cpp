@@ -10,6 +10,7 @@
 
 #include "collectors/engine/HighDescriptor.h"
 #include "collectors/engine/OwnDescriptors.h"
+#include "collectors/engine/Warn.h"
 #include "collectors/preload/GotPatcher.h"
 #if defined(__SANITIZE_THREAD__)
 #include <execinfo.h>
@@ -78,6 +79,8 @@ void adoptUnwinderDescriptors(void* lib) {
 bool NativeUnwinder::load(const char** why) {
     const char* choice = getenv("MEMTOOL_NATIVE_UNWINDER");
     cfi_ = !(choice && std::strcmp(choice, "libunwind") == 0);
+    if (debugLogOn())
+        DebugLine().add("native stacks: ").add(cfi_ ? "memtool's CFI walk" : "libunwind");
 #if defined(__SANITIZE_THREAD__)
     // The TSan build (the engine's own test, never injected): libunwind frees its
     // per-thread trace cache in a thread-specific destructor that takes a mutex,

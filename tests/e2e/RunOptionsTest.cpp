@@ -137,3 +137,76 @@ TEST(RunOptions, AProgramTheCollectorCannotLoadIntoSaysWhy) {
     EXPECT_EQ(check.out,
               "FAIL  nothing was measured: " + why + "\nmemtool check: 1 check, 1 failed\n");
 }
+
+namespace {
+
+// The lines of `text` that start with `prefix`.
+std::vector<std::string> linesStartingWith(const std::string& text, const std::string& prefix) {
+    std::vector<std::string> lines;
+    size_t at = 0;
+    while (at < text.size()) {
+        size_t end = text.find('\n', at);
+        if (end == std::string::npos) end = text.size();
+        std::string line = text.substr(at, end - at);
+        if (line.compare(0, prefix.size(), prefix) == 0) lines.push_back(line);
+        at = end + 1;
+    }
+    return lines;
+}
+
+}  // namespace
+
+// MEMTOOL_LOG=debug: the collector says what it decided, one line each on stderr,
+// with its pid; nothing else on stderr changes, and without it there is no such line.
+TEST(RunOptions, DebugLogSaysWhatTheCollectorDecided) {
+    const std::string dir = tempDir();
+    const std::vector<std::string> program{PYTHON_BIN, "-c",
+                                           "import sys, torch\n"
+                                           "x = torch.empty(1000)\n"
+                                           "sys.stderr.write('program done\\n')\n"};
+    auto runWith = [&](const std::vector<std::string>& env) {
+        std::vector<std::string> argv{MEMTOOL_BIN, "run", "-q", "-o", dir + "/t.json", "--"};
+        argv.insert(argv.end(), program.begin(), program.end());
+        return run(argv, "", env);
+    };
+    Outcome quiet = runWith({});
+    ASSERT_EQ(quiet.exitCode, 0) << quiet.err;
+    EXPECT_EQ(quiet.err, "program done\n");
+
+    Outcome o = runWith({"MEMTOOL_LOG=debug"});
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    const nlohmann::json p = readJson(dir + "/t.json").at("processes").at(0);
+    const std::string prefix = "memtool[debug] " + std::to_string(p.at("pid").get<int>()) + ": ";
+    const std::vector<std::string> lines = linesStartingWith(o.err, "memtool[");
+    ASSERT_GE(lines.size(), 4u) << o.err;
+    for (const std::string& line : lines)
+        EXPECT_EQ(line.compare(0, prefix.size(), prefix), 0) << line;
+    // Every other line of stderr is the program's.
+    EXPECT_EQ(linesStartingWith(o.err, "program done"), std::vector<std::string>{"program done"});
+    EXPECT_EQ(
+        o.err.size(), std::string("program done\n").size() + [&] {
+            size_t bytes = 0;
+            for (const std::string& line : lines) bytes += line.size() + 1;
+            return bytes;
+        }());
+    EXPECT_EQ(lines.front().substr(prefix.size(), 28), "collector loaded, stream to ");
+    EXPECT_EQ(lines.front().substr(lines.front().size() - 15), "/collector.sock");
+    EXPECT_EQ(linesStartingWith(o.err, prefix + "stream open"),
+              std::vector<std::string>{prefix + "stream open, native stacks on, python stacks on"});
+    EXPECT_EQ(linesStartingWith(o.err, prefix + "native stacks: "),
+              std::vector<std::string>{prefix + "native stacks: memtool's CFI walk"});
+    // The stream's end counts what the trace counts.
+    const nlohmann::json& stream = p.at("stream");
+    EXPECT_EQ(linesStartingWith(o.err, prefix + "stream end: "),
+              std::vector<std::string>{
+                  prefix + "stream end: " + std::to_string(stream.at("records").get<uint64_t>()) +
+                  " records, 0 events missed"});
+    // Each module the stream announced, by number.
+    EXPECT_EQ(linesStartingWith(o.err, prefix + "module 1: ").size(), 1u) << o.err;
+
+    Outcome bad = runWith({"MEMTOOL_LOG=verbose"});
+    ASSERT_EQ(bad.exitCode, 0) << bad.err;
+    EXPECT_EQ(bad.err,
+              "memtool: MEMTOOL_LOG=verbose: unknown level (debug or warn); warnings only\n"
+              "program done\n");
+}
