@@ -7,14 +7,12 @@
 
 namespace memtool::core {
 
-namespace {
-
 // Reads from [p, end); `ok` turns false when the input ends first. A `dry` cursor
 // only measures: strings are skipped, not copied. kRoomy: the caller made sure
 // that a whole fixed record fits before `end` (kMaxFixedRecordBytes from the
 // record's start), so the fields of one need no check of the input's end.
 template <bool kRoomy>
-struct BasicCursor {
+struct StreamDecoder::BasicCursor {
     const uint8_t* p;
     const uint8_t* end;
     bool dry = false;
@@ -88,8 +86,8 @@ struct BasicCursor {
         return n;
     }
 };
-using Cursor = BasicCursor<false>;
-using RoomyCursor = BasicCursor<true>;
+
+namespace {
 
 // The fields of the records that come by the million (Alloc, ShortLived, Free),
 // read alike by both cursors; false when the input ended first.
@@ -343,260 +341,303 @@ size_t StreamDecoder::decodeOne(const uint8_t* start, const uint8_t* end, bool d
     if (!c.ok) return 0;
     if ((tag == RecordTag::Handshake) == sawHandshake_)
         throw ProtocolError(sawHandshake_ ? "a second handshake" : "a record before the handshake");
-    // Each case reads its fields, then `if (!c.ok) return 0; if (dry) break;`, and
-    // only after that checks them against the stream so far, changes any state and
-    // calls the sink: a dry run measures the record and leaves no trace.
+    if (!decodeFields(tag, c)) return 0;
+    if (!dry) ++records_;
+    return static_cast<size_t>(c.p - start);
+}
+
+bool StreamDecoder::decodeFields(RecordTag tag, Cursor& c) {
+    // Each decodeX reads its fields, then `if (!c.ok) return false; if (c.dry)
+    // return true;`, and only after that checks them against the stream so far,
+    // changes any state and calls the sink: a dry run measures the record and
+    // leaves no trace.
     switch (tag) {
-        case RecordTag::Handshake: {
-            Handshake h;
-            h.protocolVersion = kProtocolVersion;
-            h.pid = static_cast<int64_t>(c.varint());
-            h.ppid = static_cast<int64_t>(c.varint());
-            h.startUnixNs = c.varint();
-            const uint64_t flags = c.varint();
-            h.nativeStacks = flags & kHandshakeNativeStacks;
-            h.pythonStacks = flags & kHandshakePythonStacks;
-            h.forked = flags & kHandshakeForked;
-            h.notice = flags & kHandshakeNotice;
-            const uint64_t argc = c.count("arguments in a handshake");
-            for (uint64_t i = 0; c.ok && i < argc; ++i) {
-                std::string arg = c.string();
-                if (!dry) h.command.push_back(std::move(arg));
-            }
-            const uint64_t envc = c.ok ? c.count("variables in a handshake") : 0;
-            for (uint64_t i = 0; c.ok && i < envc; ++i) {
-                std::string name = c.string();
-                std::string value = c.string();
-                if (!dry) h.environment.emplace_back(std::move(name), std::move(value));
-            }
-            StreamContinuation from;
-            if (flags & kHandshakeContinues) {
-                from.pid = c.varint();
-                from.startUnixNs = c.varint();
-                from.nativeNodes = c.varint();
-                from.pyCodes = c.varint();
-                from.pyNodes = c.varint();
-                from.modules = c.varint();
-            }
-            if (!c.ok) return 0;
-            if (dry) break;
-            if (flags & ~kHandshakeKnownFlags) throw ProtocolError("unknown handshake flags");
-            if (flags & kHandshakeContinues) {
-                // The collector numbers its nodes and code objects in 32 bits.
-                for (uint64_t n : {from.nativeNodes, from.pyCodes, from.pyNodes, from.modules})
-                    if (n >= kMaxContinuedIds)
-                        throw ProtocolError("a continuation past 2^32 - 1 ids");
-                h.continues = from;
-            }
-            sawHandshake_ = true;
-            sink_.onHandshake(h);
-            if (h.continues) {
-                // The reader may hold fewer of them than the stream takes over (the
-                // stream continued broke early): those read as unknown frames.
-                const IdCounts held = sink_.heldIds();
-                native_ = IdSpace{from.nativeNodes, std::min(held.nativeNodes, from.nativeNodes)};
-                pyCode_ = IdSpace{from.pyCodes, std::min(held.pyCodes, from.pyCodes)};
-                pyNode_ = IdSpace{from.pyNodes, std::min(held.pyNodes, from.pyNodes)};
-                nextNativeId_ = from.nativeNodes + 1;
-                nextPyCodeId_ = from.pyCodes + 1;
-                nextPyNodeId_ = from.pyNodes + 1;
-            }
-            break;
-        }
-        case RecordTag::Module: {
-            ModuleRecord m;
-            m.id = c.varint();
-            m.path = c.string();
-            m.loadBias = c.varint();
-            const uint64_t n = c.count("ranges in a module");
-            for (uint64_t i = 0; c.ok && i < n; ++i) {
-                uint64_t s = c.varint();
-                uint64_t l = c.varint();
-                if (!dry) m.ranges.emplace_back(s, s + l);
-            }
-            if (!c.ok) return 0;
-            if (dry) break;
-            sink_.onModule(m);
-            break;
-        }
-        case RecordTag::NativeNode: {
-            NativeNodeRecord n;
-            n.parent = c.varint();
-            n.ip = c.varint();
-            if (!c.ok) return 0;
-            if (dry) break;
-            n.id = nextNativeId_++;
-            if (n.parent >= n.id) throw ProtocolError("native node refers to a later parent");
-            n.id = native_.map(n.id);
-            n.parent = native_.map(n.parent);
-            sink_.onNativeNode(n);
-            break;
-        }
-        case RecordTag::PyCode: {
-            PyCodeRecord r;
-            r.file = c.string();
-            r.name = c.string();
-            r.firstLine = c.varint();
-            if (!c.ok) return 0;
-            if (dry) break;
-            r.id = pyCode_.map(nextPyCodeId_++);
-            sink_.onPyCode(r);
-            break;
-        }
-        case RecordTag::PyNode: {
-            PyNodeRecord n;
-            n.parent = c.varint();
-            n.codeId = c.varint();
-            n.line = c.varint();
-            if (!c.ok) return 0;
-            if (dry) break;
-            n.id = nextPyNodeId_++;
-            if (n.parent >= n.id) throw ProtocolError("python node refers to a later parent");
-            if (n.codeId == 0 || n.codeId >= nextPyCodeId_)
-                throw ProtocolError("python node refers to an unknown code object");
-            n.id = pyNode_.map(n.id);
-            n.parent = pyNode_.map(n.parent);
-            n.codeId = pyCode_.map(n.codeId);
-            sink_.onPyNode(n);
-            break;
-        }
+        case RecordTag::Handshake:
+            return decodeHandshake(c);
+        case RecordTag::Module:
+            return decodeModule(c);
+        case RecordTag::NativeNode:
+            return decodeNativeNode(c);
+        case RecordTag::PyCode:
+            return decodePyCode(c);
+        case RecordTag::PyNode:
+            return decodePyNode(c);
         case RecordTag::Alloc:
-        case RecordTag::ShortLived: {
-            const bool shortLived = tag == RecordTag::ShortLived;
-            AllocRecord a;
-            FreeRecord f;
-            if (!readAlloc(c, shortLived, a, f)) return 0;
-            if (dry) break;
-            passAlloc(shortLived, a, f);
-            break;
-        }
-        case RecordTag::Oom: {
-            OomRecord o;
-            o.f.device = c.byte();
-            o.f.size = c.varint();
-            o.f.nativeNode = c.varint();
-            o.f.pyNode = c.varint();
-            o.f.timeDeltaNs = c.varint();
-            const uint8_t source = c.byte();
-            o.f.deviceFree = c.varint();
-            o.f.deviceTotal = c.varint();
-            if (!c.ok) return 0;
-            if (dry) break;
-            if (o.f.nativeNode >= nextNativeId_ || o.f.pyNode >= nextPyNodeId_)
-                throw ProtocolError("out-of-memory record refers to an unknown stack");
-            o.f.nativeNode = native_.map(o.f.nativeNode);
-            o.f.pyNode = pyNode_.map(o.f.pyNode);
-            if (source < static_cast<uint8_t>(OomSource::Allocator) ||
-                source > static_cast<uint8_t>(OomSource::Torch))
-                throw ProtocolError("unknown out-of-memory source");
-            o.f.source = static_cast<OomSource>(source);
-            clockNs_ += o.f.timeDeltaNs;
-            o.timeNs = clockNs_;
-            sink_.onOom(o);
-            break;
-        }
-        case RecordTag::Window: {
-            WindowRecord w;
-            if (!readWindow(c, w)) return 0;
-            if (dry) break;
-            passWindow(w);
-            break;
-        }
-        case RecordTag::Free: {
-            FreeRecord f;
-            if (!readFree(c, f)) return 0;
-            if (dry) break;
-            passFree(f);
-            break;
-        }
-        case RecordTag::Region: {
-            RegionRecord r;
-            r.id = c.varint();
-            r.tag = c.string();
-            r.device = c.byte();
-            const uint8_t backup = c.byte();
-            if (!c.ok) return 0;
-            if (dry) break;
-            if (r.id == 0 || r.id > kMaxRegionId || regions_.count(r.id))
-                throw ProtocolError("region id 0, past 2^32 - 1 or declared twice");
-            if (r.tag.size() > kMaxTagBytes) throw ProtocolError("region tag longer than 63 bytes");
-            if (backup > static_cast<uint8_t>(BackupKind::Disk))
-                throw ProtocolError("unknown backup kind");
-            r.backup = static_cast<BackupKind>(backup);
-            regions_.insert(r.id);
-            sink_.onRegion(r);
-            break;
-        }
-        case RecordTag::Control: {
-            ControlRecord x;
-            x.f.timeDeltaNs = c.varint();
-            x.f.region = c.varint();
-            const uint8_t action = c.byte();
-            const uint8_t origin = c.byte();
-            x.f.bytes = c.varint();
-            const uint8_t backup = c.byte();
-            x.f.durationNs = c.varint();
-            x.f.ok = c.byte() != 0;
-            x.message = c.string();
-            if (!c.ok) return 0;
-            if (dry) break;
-            if (!regions_.count(x.f.region))
-                throw ProtocolError("control event for an unknown region");
-            if (action < 1 || action > 4 || origin < 1 || origin > 2 || backup > 2)
-                throw ProtocolError("control event with an unknown action, origin or backup");
-            x.f.action = static_cast<ControlAction>(action);
-            x.f.origin = static_cast<ControlOrigin>(origin);
-            x.f.backup = static_cast<BackupKind>(backup);
-            clockNs_ += x.f.timeDeltaNs;
-            x.timeNs = clockNs_;
-            sink_.onControl(x);
-            break;
-        }
-        case RecordTag::Reply: {
-            ReplyRecord r;
-            r.id = c.varint();
-            const uint8_t status = c.byte();
-            r.body = c.string();
-            if (!c.ok) return 0;
-            if (dry) break;
-            if (status > static_cast<uint8_t>(ReplyStatus::Refused))
-                throw ProtocolError("unknown reply status");
-            r.status = static_cast<ReplyStatus>(status);
-            sink_.onReply(r);
-            break;
-        }
-        case RecordTag::Note: {
-            NoteRecord n;
-            n.key = c.string();
-            n.text = c.string();
-            if (!c.ok) return 0;
-            if (dry) break;
-            sink_.onNote(n);
-            break;
-        }
-        case RecordTag::End: {
-            EndFields e;
-            e.allocCount = c.varint();
-            e.freeCount = c.varint();
-            e.allocatedBytes = c.varint();
-            e.freedBytes = c.varint();
-            e.recordCount = c.varint();
-            e.missedEvents = c.varint();
-            e.exitKind = c.varint();
-            e.exitStatus = c.varint();
-            if (!c.ok) return 0;
-            if (dry) break;
-            // An end before an exec is the last record unless the exec failed:
-            // then the stream goes on.
-            sawEnd_ = e.exitKind != static_cast<uint64_t>(ExitKind::Exec);
-            sink_.onEnd(e);
-            break;
-        }
+        case RecordTag::ShortLived:
+            return decodeAlloc(c, tag == RecordTag::ShortLived);
+        case RecordTag::Oom:
+            return decodeOom(c);
+        case RecordTag::Window:
+            return decodeWindow(c);
+        case RecordTag::Free:
+            return decodeFree(c);
+        case RecordTag::Region:
+            return decodeRegion(c);
+        case RecordTag::Control:
+            return decodeControl(c);
+        case RecordTag::Reply:
+            return decodeReply(c);
+        case RecordTag::Note:
+            return decodeNote(c);
+        case RecordTag::End:
+            return decodeEnd(c);
         default:
             throw ProtocolError("unknown record tag " + std::to_string(static_cast<int>(tag)));
     }
-    if (!dry) ++records_;
-    return static_cast<size_t>(c.p - start);
+}
+
+bool StreamDecoder::decodeHandshake(Cursor& c) {
+    Handshake h;
+    h.protocolVersion = kProtocolVersion;
+    h.pid = static_cast<int64_t>(c.varint());
+    h.ppid = static_cast<int64_t>(c.varint());
+    h.startUnixNs = c.varint();
+    const uint64_t flags = c.varint();
+    h.nativeStacks = flags & kHandshakeNativeStacks;
+    h.pythonStacks = flags & kHandshakePythonStacks;
+    h.forked = flags & kHandshakeForked;
+    h.notice = flags & kHandshakeNotice;
+    const uint64_t argc = c.count("arguments in a handshake");
+    for (uint64_t i = 0; c.ok && i < argc; ++i) {
+        std::string arg = c.string();
+        if (!c.dry) h.command.push_back(std::move(arg));
+    }
+    const uint64_t envc = c.ok ? c.count("variables in a handshake") : 0;
+    for (uint64_t i = 0; c.ok && i < envc; ++i) {
+        std::string name = c.string();
+        std::string value = c.string();
+        if (!c.dry) h.environment.emplace_back(std::move(name), std::move(value));
+    }
+    StreamContinuation from;
+    if (flags & kHandshakeContinues) {
+        from.pid = c.varint();
+        from.startUnixNs = c.varint();
+        from.nativeNodes = c.varint();
+        from.pyCodes = c.varint();
+        from.pyNodes = c.varint();
+        from.modules = c.varint();
+    }
+    if (!c.ok) return false;
+    if (c.dry) return true;
+    if (flags & ~kHandshakeKnownFlags) throw ProtocolError("unknown handshake flags");
+    if (flags & kHandshakeContinues) {
+        // The collector numbers its nodes and code objects in 32 bits.
+        for (uint64_t n : {from.nativeNodes, from.pyCodes, from.pyNodes, from.modules})
+            if (n >= kMaxContinuedIds) throw ProtocolError("a continuation past 2^32 - 1 ids");
+        h.continues = from;
+    }
+    sawHandshake_ = true;
+    sink_.onHandshake(h);
+    if (h.continues) {
+        // The reader may hold fewer of them than the stream takes over (the
+        // stream continued broke early): those read as unknown frames.
+        const IdCounts held = sink_.heldIds();
+        native_ = IdSpace{from.nativeNodes, std::min(held.nativeNodes, from.nativeNodes)};
+        pyCode_ = IdSpace{from.pyCodes, std::min(held.pyCodes, from.pyCodes)};
+        pyNode_ = IdSpace{from.pyNodes, std::min(held.pyNodes, from.pyNodes)};
+        nextNativeId_ = from.nativeNodes + 1;
+        nextPyCodeId_ = from.pyCodes + 1;
+        nextPyNodeId_ = from.pyNodes + 1;
+    }
+    return true;
+}
+
+bool StreamDecoder::decodeModule(Cursor& c) {
+    ModuleRecord m;
+    m.id = c.varint();
+    m.path = c.string();
+    m.loadBias = c.varint();
+    const uint64_t n = c.count("ranges in a module");
+    for (uint64_t i = 0; c.ok && i < n; ++i) {
+        uint64_t s = c.varint();
+        uint64_t l = c.varint();
+        if (!c.dry) m.ranges.emplace_back(s, s + l);
+    }
+    if (!c.ok) return false;
+    if (c.dry) return true;
+    sink_.onModule(m);
+    return true;
+}
+
+bool StreamDecoder::decodeNativeNode(Cursor& c) {
+    NativeNodeRecord n;
+    n.parent = c.varint();
+    n.ip = c.varint();
+    if (!c.ok) return false;
+    if (c.dry) return true;
+    n.id = nextNativeId_++;
+    if (n.parent >= n.id) throw ProtocolError("native node refers to a later parent");
+    n.id = native_.map(n.id);
+    n.parent = native_.map(n.parent);
+    sink_.onNativeNode(n);
+    return true;
+}
+
+bool StreamDecoder::decodePyCode(Cursor& c) {
+    PyCodeRecord r;
+    r.file = c.string();
+    r.name = c.string();
+    r.firstLine = c.varint();
+    if (!c.ok) return false;
+    if (c.dry) return true;
+    r.id = pyCode_.map(nextPyCodeId_++);
+    sink_.onPyCode(r);
+    return true;
+}
+
+bool StreamDecoder::decodePyNode(Cursor& c) {
+    PyNodeRecord n;
+    n.parent = c.varint();
+    n.codeId = c.varint();
+    n.line = c.varint();
+    if (!c.ok) return false;
+    if (c.dry) return true;
+    n.id = nextPyNodeId_++;
+    if (n.parent >= n.id) throw ProtocolError("python node refers to a later parent");
+    if (n.codeId == 0 || n.codeId >= nextPyCodeId_)
+        throw ProtocolError("python node refers to an unknown code object");
+    n.id = pyNode_.map(n.id);
+    n.parent = pyNode_.map(n.parent);
+    n.codeId = pyCode_.map(n.codeId);
+    sink_.onPyNode(n);
+    return true;
+}
+
+bool StreamDecoder::decodeAlloc(Cursor& c, bool shortLived) {
+    AllocRecord a;
+    FreeRecord f;
+    if (!readAlloc(c, shortLived, a, f)) return false;
+    if (c.dry) return true;
+    passAlloc(shortLived, a, f);
+    return true;
+}
+
+bool StreamDecoder::decodeOom(Cursor& c) {
+    OomRecord o;
+    o.f.device = c.byte();
+    o.f.size = c.varint();
+    o.f.nativeNode = c.varint();
+    o.f.pyNode = c.varint();
+    o.f.timeDeltaNs = c.varint();
+    const uint8_t source = c.byte();
+    o.f.deviceFree = c.varint();
+    o.f.deviceTotal = c.varint();
+    if (!c.ok) return false;
+    if (c.dry) return true;
+    if (o.f.nativeNode >= nextNativeId_ || o.f.pyNode >= nextPyNodeId_)
+        throw ProtocolError("out-of-memory record refers to an unknown stack");
+    o.f.nativeNode = native_.map(o.f.nativeNode);
+    o.f.pyNode = pyNode_.map(o.f.pyNode);
+    if (source < static_cast<uint8_t>(OomSource::Allocator) ||
+        source > static_cast<uint8_t>(OomSource::Torch))
+        throw ProtocolError("unknown out-of-memory source");
+    o.f.source = static_cast<OomSource>(source);
+    clockNs_ += o.f.timeDeltaNs;
+    o.timeNs = clockNs_;
+    sink_.onOom(o);
+    return true;
+}
+
+bool StreamDecoder::decodeWindow(Cursor& c) {
+    WindowRecord w;
+    if (!readWindow(c, w)) return false;
+    if (c.dry) return true;
+    passWindow(w);
+    return true;
+}
+
+bool StreamDecoder::decodeFree(Cursor& c) {
+    FreeRecord f;
+    if (!readFree(c, f)) return false;
+    if (c.dry) return true;
+    passFree(f);
+    return true;
+}
+
+bool StreamDecoder::decodeRegion(Cursor& c) {
+    RegionRecord r;
+    r.id = c.varint();
+    r.tag = c.string();
+    r.device = c.byte();
+    const uint8_t backup = c.byte();
+    if (!c.ok) return false;
+    if (c.dry) return true;
+    if (r.id == 0 || r.id > kMaxRegionId || regions_.count(r.id))
+        throw ProtocolError("region id 0, past 2^32 - 1 or declared twice");
+    if (r.tag.size() > kMaxTagBytes) throw ProtocolError("region tag longer than 63 bytes");
+    if (backup > static_cast<uint8_t>(BackupKind::Disk)) throw ProtocolError("unknown backup kind");
+    r.backup = static_cast<BackupKind>(backup);
+    regions_.insert(r.id);
+    sink_.onRegion(r);
+    return true;
+}
+
+bool StreamDecoder::decodeControl(Cursor& c) {
+    ControlRecord x;
+    x.f.timeDeltaNs = c.varint();
+    x.f.region = c.varint();
+    const uint8_t action = c.byte();
+    const uint8_t origin = c.byte();
+    x.f.bytes = c.varint();
+    const uint8_t backup = c.byte();
+    x.f.durationNs = c.varint();
+    x.f.ok = c.byte() != 0;
+    x.message = c.string();
+    if (!c.ok) return false;
+    if (c.dry) return true;
+    if (!regions_.count(x.f.region)) throw ProtocolError("control event for an unknown region");
+    if (action < 1 || action > 4 || origin < 1 || origin > 2 || backup > 2)
+        throw ProtocolError("control event with an unknown action, origin or backup");
+    x.f.action = static_cast<ControlAction>(action);
+    x.f.origin = static_cast<ControlOrigin>(origin);
+    x.f.backup = static_cast<BackupKind>(backup);
+    clockNs_ += x.f.timeDeltaNs;
+    x.timeNs = clockNs_;
+    sink_.onControl(x);
+    return true;
+}
+
+bool StreamDecoder::decodeReply(Cursor& c) {
+    ReplyRecord r;
+    r.id = c.varint();
+    const uint8_t status = c.byte();
+    r.body = c.string();
+    if (!c.ok) return false;
+    if (c.dry) return true;
+    if (status > static_cast<uint8_t>(ReplyStatus::Refused))
+        throw ProtocolError("unknown reply status");
+    r.status = static_cast<ReplyStatus>(status);
+    sink_.onReply(r);
+    return true;
+}
+
+bool StreamDecoder::decodeNote(Cursor& c) {
+    NoteRecord n;
+    n.key = c.string();
+    n.text = c.string();
+    if (!c.ok) return false;
+    if (c.dry) return true;
+    sink_.onNote(n);
+    return true;
+}
+
+bool StreamDecoder::decodeEnd(Cursor& c) {
+    EndFields e;
+    e.allocCount = c.varint();
+    e.freeCount = c.varint();
+    e.allocatedBytes = c.varint();
+    e.freedBytes = c.varint();
+    e.recordCount = c.varint();
+    e.missedEvents = c.varint();
+    e.exitKind = c.varint();
+    e.exitStatus = c.varint();
+    if (!c.ok) return false;
+    if (c.dry) return true;
+    // An end before an exec is the last record unless the exec failed:
+    // then the stream goes on.
+    sawEnd_ = e.exitKind != static_cast<uint64_t>(ExitKind::Exec);
+    sink_.onEnd(e);
+    return true;
 }
 
 }  // namespace memtool::core

@@ -76,9 +76,36 @@ public:
     uint64_t recordCount() const { return records_; }
 
 private:
+    // Reads a record's fields (defined in the .cpp); RoomyCursor: with no check
+    // of the input's end per field.
+    template <bool kRoomy>
+    struct BasicCursor;
+    using Cursor = BasicCursor<false>;
+    using RoomyCursor = BasicCursor<true>;
+
     // Returns bytes used, or 0 when the record is not complete yet. `dry`: only
     // measures (and validates what needs no state), passing nothing on.
     size_t decodeOne(const uint8_t* p, const uint8_t* end, bool dry);
+    // The fields after the tag, by the record's kind: false when the input ended
+    // first; throws on an unknown tag.
+    bool decodeFields(RecordTag tag, Cursor& c);
+    // One per record kind, what follows its tag: false when the input ended
+    // first. A dry cursor only reads; otherwise the fields are checked against
+    // the stream so far, and the record passed on.
+    bool decodeHandshake(Cursor& c);
+    bool decodeModule(Cursor& c);
+    bool decodeNativeNode(Cursor& c);
+    bool decodePyCode(Cursor& c);
+    bool decodePyNode(Cursor& c);
+    bool decodeAlloc(Cursor& c, bool shortLived);  // or ShortLived
+    bool decodeOom(Cursor& c);
+    bool decodeWindow(Cursor& c);
+    bool decodeFree(Cursor& c);
+    bool decodeRegion(Cursor& c);
+    bool decodeControl(Cursor& c);
+    bool decodeReply(Cursor& c);
+    bool decodeNote(Cursor& c);
+    bool decodeEnd(Cursor& c);
     // Every whole record in [begin, end), passed on; returns the bytes they took
     // (what is left is one record, not whole yet).
     size_t decodeRecords(const uint8_t* begin, const uint8_t* end);
