@@ -4,10 +4,12 @@
 # Idempotent: a second run installs nothing and rebuilds only what changed.
 #   scripts/setup.sh          a developer's: the user's packages and the developer's
 #                             (tests, lint, sanitizers, fuzzers, bench peers), then build
+#                             with -Werror
 #   scripts/setup.sh --user   only what building and running memtool needs; no build
 #                             (scripts/quickstart.sh configures a tree of its own)
-# Environment: BUILD_DIR (build); MEMTOOL_WERROR=ON configures it with -Werror (the
-# CI scripts do; an existing tree is reconfigured when its setting differs).
+# Environment: BUILD_DIR (build); MEMTOOL_WERROR (ON here, as in every tree the scripts
+# configure; a plain cmake's default is OFF): an existing tree is reconfigured when its
+# setting differs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,11 +65,11 @@ fi
 
 BUILD_DIR=${BUILD_DIR:-build}
 # compile_commands.json: scripts/check-tidy.sh reads it.
-options=(-DCMAKE_EXPORT_COMPILE_COMMANDS=ON)
-[ -z "${MEMTOOL_WERROR:-}" ] || options+=(-DMEMTOOL_WERROR="$MEMTOOL_WERROR")
+werror=${MEMTOOL_WERROR:-ON}
+options=(-DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DMEMTOOL_WERROR="$werror")
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${options[@]}" >/dev/null
-elif [ -n "${MEMTOOL_WERROR:-}" ] && ! grep -qx "MEMTOOL_WERROR:BOOL=$MEMTOOL_WERROR" "$BUILD_DIR/CMakeCache.txt"; then
+elif ! grep -qx "MEMTOOL_WERROR:BOOL=$werror" "$BUILD_DIR/CMakeCache.txt"; then
   cmake -S . -B "$BUILD_DIR" "${options[@]}" >/dev/null
 fi
 cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -23,7 +23,7 @@ for arg in "$@"; do
 done
 BUILD_DIR=${BUILD_DIR:-build}
 if ((setup)); then
-    MEMTOOL_WERROR=${MEMTOOL_WERROR:-ON} scripts/setup.sh
+    scripts/setup.sh
     # lizard for the function-length test; without a network it skips.
     scripts/devtools.sh || echo "test: scripts/devtools.sh failed: the lint tests that need it skip" >&2
 fi
