@@ -66,7 +66,7 @@ def main():
     bare = min(runs["bare"])
     print(f"{N:,} x torch.empty(64) under {a.depth} more Python frames, {a.rounds} rounds, CPU ns per "
           "iteration (least of 5 passes a run)")
-    print(f"| mode | least | added over bare | every run |\n|---|---|---|---|")
+    print("| mode | least | added over bare | every run |\n|---|---|---|---|")
     for mode, values in runs.items():
         added = "" if mode == "bare" else f"{min(values) - bare:.0f}"
         print(f"| {mode} | {min(values):.0f} | {added} | {' '.join(f'{v:.0f}' for v in values)} |")

@@ -9,6 +9,46 @@ if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
 endif()
 add_compile_options(-Wall -Wextra -Wno-unused-parameter)
 
+# Warnings are errors where asked: the CI scripts configure every tree with
+# -DMEMTOOL_WERROR=ON, so a new warning fails CI; a developer's build only warns.
+option(MEMTOOL_WERROR "Treat compiler warnings as errors (the CI scripts turn it on)" OFF)
+if(MEMTOOL_WERROR)
+  add_compile_options(-Werror)
+endif()
+
+# ccache, where it is installed, in front of every compile (a second tree, or a second
+# run of CI, compiles only what changed). -DMEMTOOL_CCACHE=OFF, or a launcher of one's
+# own (CMAKE_CXX_COMPILER_LAUNCHER), turns it off.
+option(MEMTOOL_CCACHE "Compile through ccache when it is installed" ON)
+if(MEMTOOL_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER AND NOT CMAKE_C_COMPILER_LAUNCHER)
+  find_program(MEMTOOL_CCACHE_PROGRAM ccache)
+  if(MEMTOOL_CCACHE_PROGRAM)
+    set(CMAKE_C_COMPILER_LAUNCHER ${MEMTOOL_CCACHE_PROGRAM})
+    set(CMAKE_CXX_COMPILER_LAUNCHER ${MEMTOOL_CCACHE_PROGRAM})
+  endif()
+endif()
+
+# memtool_warn_shadow(<dir>...): -Wshadow on every target defined in these source
+# directories and the directories below them (called after their add_subdirectory),
+# without touching their CMakeLists. A warning only, not an error, even under
+# MEMTOOL_WERROR, until the shadowing that is there today is renamed away.
+set(MEMTOOL_SHADOW_OPTIONS -Wshadow -Wno-error=shadow)
+function(memtool_warn_shadow)
+  foreach(dir IN LISTS ARGN)
+    get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+    foreach(target IN LISTS targets)
+      get_target_property(type ${target} TYPE)
+      if(type MATCHES "^(STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY|EXECUTABLE)$")
+        target_compile_options(${target} PRIVATE ${MEMTOOL_SHADOW_OPTIONS})
+      endif()
+    endforeach()
+    get_property(subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+    if(subdirs)
+      memtool_warn_shadow(${subdirs})
+    endif()
+  endforeach()
+endfunction()
+
 # A library that goes into someone else's process (LD_PRELOAD, CUDA_INJECTION64_PATH,
 # dlopen by the collector) exports only what it marks `default`: its prefixed extern "C"
 # surface. Set on the static libraries linked into one as well, so nothing of theirs

@@ -27,6 +27,12 @@ if(MEMTOOL_SANITIZE)
   endif()
   # Every report is fatal: UBSan would otherwise print and go on, and a test would pass.
   set(_memtool_sanitize_flags -fsanitize=${MEMTOOL_SANITIZE} -fno-sanitize-recover=all -fno-omit-frame-pointer)
+  # The fuzzers' coverage, on the same targets only: an injected library with it would
+  # need the __sanitizer_cov_* callbacks, which only a sanitizer runtime defines, in a
+  # target process that has none.
+  if(MEMTOOL_FUZZ)
+    list(APPEND _memtool_sanitize_flags -fsanitize=fuzzer-no-link)
+  endif()
   message(STATUS "memtool: sanitizers ${MEMTOOL_SANITIZE} for the CLI, its libraries and the tests; "
                  "the injected libraries stay uninstrumented")
 endif()

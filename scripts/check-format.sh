@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # clang-format (Debian's; scripts/setup.sh installs it) against .clang-format, over the
 # C and C++ files git tracks: `--dry-run --Werror`, so any file that would change fails.
-#   scripts/check-format.sh              check; exit 1 when a file is off
-#   scripts/check-format.sh --advisory   check, print a summary, exit 0 (what .ci/run
-#                                        does until the tree is reformatted once)
+#   scripts/check-format.sh              check; exit 1 when a file is off (.ci/run's
+#                                        format phase)
+#   scripts/check-format.sh --advisory   check, print a summary and the files, exit 0
 #   scripts/check-format.sh --fix        reformat those files in place
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -2,24 +2,53 @@
 # Installs the Debian packages memtool needs (only those missing; `apt-get update`
 # runs once, and only then), configures and builds into ./build.
 # Idempotent: a second run installs nothing and rebuilds only what changed.
+#   scripts/setup.sh          a developer's: the user's packages and the developer's
+#                             (tests, lint, sanitizers, fuzzers, bench peers), then build
+#                             with -Werror
+#   scripts/setup.sh --user   only what building and running memtool needs; no build
+#                             (scripts/quickstart.sh configures a tree of its own)
+# Environment: BUILD_DIR (build); MEMTOOL_WERROR (ON here, as in every tree the scripts
+# configure; a plain cmake's default is OFF): an existing tree is reconfigured when its
+# setting differs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(
+# What a user needs: the compilers and build tools, the libraries the CLI and the
+# collector build against, Debian's torch for the samples.
+USER_PACKAGES=(
   g++ cmake ninja-build pkg-config git
   libfmt-dev libcli11-dev nlohmann-json3-dev robin-map-dev
-  libgtest-dev libgmock-dev
   libunwind-dev libdw-dev libelf-dev
   zlib1g-dev liblzma-dev libbz2-dev  # the archives libdw.a needs: the CLI links elfutils in
-  libtorch-dev python3-torch
-  python3-torchvision  # bench/workloads/resnet18.py
-  heaptrack
-  clang-format  # scripts/check-format.sh
-  patchelf      # scripts/gpu-pack.sh
-  chromium      # the HTML report's browser test (tests/e2e/HtmlReportTest.cpp)
-  tmux          # the live view's terminal test
-  clang libclang-rt-dev  # tests/fuzz: libFuzzer (the fuzz test skips without them)
+  python3-torch
 )
+# What the tests, the checks and the bench add.
+DEV_PACKAGES=(
+  libgtest-dev libgmock-dev
+  libtorch-dev         # the LibTorch samples and test programs
+  python3-torchvision  # bench/workloads/resnet18.py
+  heaptrack            # bench/run.py's peer
+  clang-format         # scripts/check-format.sh
+  clang-tidy           # scripts/check-tidy.sh
+  python3-venv         # scripts/devtools.sh: lizard and ruff
+  ccache               # every tree compiles through it (cmake/MemtoolDefaults.cmake)
+  patchelf             # scripts/gpu-pack.sh
+  chromium             # the HTML report's browser test (tests/e2e/HtmlReportTest.cpp)
+  tmux                 # the live view's terminal test
+  clang libclang-rt-dev  # the sanitizer tree and tests/fuzz: libFuzzer (the fuzz test skips without them)
+)
+
+mode=dev
+case "${1:-}" in
+  "" | --dev) ;;
+  --user) mode=user ;;
+  *)
+    echo "setup: unknown option '$1' (use --user or --dev)" >&2
+    exit 2
+    ;;
+esac
+PACKAGES=("${USER_PACKAGES[@]}")
+[ "$mode" = user ] || PACKAGES+=("${DEV_PACKAGES[@]}")
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -32,9 +61,15 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+[ "$mode" = dev ] || exit 0
 
 BUILD_DIR=${BUILD_DIR:-build}
+# compile_commands.json: scripts/check-tidy.sh reads it.
+werror=${MEMTOOL_WERROR:-ON}
+options=(-DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DMEMTOOL_WERROR="$werror")
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${options[@]}" >/dev/null
+elif ! grep -qx "MEMTOOL_WERROR:BOOL=$werror" "$BUILD_DIR/CMakeCache.txt"; then
+  cmake -S . -B "$BUILD_DIR" "${options[@]}" >/dev/null
 fi
 cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -1,8 +1,35 @@
 #!/usr/bin/env bash
 # One command from a fresh clone: install, build, run every test.
+#   scripts/test.sh               scripts/setup.sh (packages, build/ with -Werror), the
+#                                 developer tools (scripts/devtools.sh), then ctest
+#   scripts/test.sh --no-setup    ctest only, in a tree that is built
+#   scripts/test.sh --no-fuzz     leave the fuzz test out: scripts/test-sanitizers.sh runs
+#                                 it in its own tree, which .ci/run builds anyway
+# Environment: BUILD_DIR (build); MEMTOOL_CI_COUNTS, a file that gets a line
+# "default PASSED SKIPPED FAILED".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+setup=1
+exclude=()
+for arg in "$@"; do
+    case "$arg" in
+        --no-setup) setup=0 ;;
+        --no-fuzz) exclude=(-LE '^fuzz$') ;;
+        *)
+            echo "test: unknown option '$arg' (use --no-setup, --no-fuzz)" >&2
+            exit 2
+            ;;
+    esac
+done
 BUILD_DIR=${BUILD_DIR:-build}
-cd "$BUILD_DIR"
-ctest --output-on-failure -j "$(nproc)"
+if ((setup)); then
+    scripts/setup.sh
+    # lizard for the function-length test; without a network it skips.
+    scripts/devtools.sh || echo "test: scripts/devtools.sh failed: the lint tests that need it skip" >&2
+fi
+log=$BUILD_DIR/Testing/ci-ctest.log
+mkdir -p "$(dirname "$log")"
+status=0
+(cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" "${exclude[@]}") 2>&1 | tee "$log" || status=1
+[ -z "${MEMTOOL_CI_COUNTS:-}" ] || echo "default $(scripts/ctest-counts.sh "$log")" >>"$MEMTOOL_CI_COUNTS"
+exit $status

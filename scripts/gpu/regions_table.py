@@ -16,4 +16,5 @@ for line in sys.stdin:
     for label, c, bare in (("1st", r["first"], first_bare), ("2nd", r, r["pinned_d2h_s"])):
         print(f"{r['mode']:<8} {r['backup']:<6} {label:<5} {c['pause_s']:>8.3f} {c['resume_s']:>9.3f}"
               f" {bare:>10.3f} {r['pinned_h2d_s']:>12.3f} {c['pause_s'] / bare:>10.2f}"
-              f" {c['resume_s'] / r['pinned_h2d_s']:>10.2f}  {c['freed_by_pause']:,} ({c['freed_by_pause'] / GiB:.4f} GiB)")
+              f" {c['resume_s'] / r['pinned_h2d_s']:>10.2f}"
+              f"  {c['freed_by_pause']:,} ({c['freed_by_pause'] / GiB:.4f} GiB)")

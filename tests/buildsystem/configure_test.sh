@@ -5,8 +5,34 @@
 # processes but no library that is injected into another program; the CLI links
 # elfutils statically when every archive is there, shared otherwise.
 # usage: configure_test.sh CMAKE GENERATOR SOURCE_DIR CUDA_FOUND(0|1)
+# Ten configures, a minute on two cores: skipped (exit 77) when no CMakeLists.txt,
+# cmake/ file or this script changed since it last passed on this machine, under a
+# day ago. The stamp is outside the clone ($XDG_CACHE_HOME/memtool-ci/, else
+# ~/.cache/memtool-ci/), so a fresh machine runs it; MEMTOOL_CI_ALL=1 always does.
 set -euo pipefail
 cmake=$1 generator=$2 src=$3 cuda_found=$4
+
+stamp=${XDG_CACHE_HOME:-$HOME/.cache}/memtool-ci/configure_options.stamp
+# What the outcome depends on: every CMakeLists.txt and cmake/ file (not in build
+# trees), this script, and cmake's version.
+inputs_hash() {
+    (
+        cd "$src"
+        find . \( -path './build*' -o -path './.*' \) -prune -o \( -name CMakeLists.txt -o -path './cmake/*' \) \
+            -type f -print | LC_ALL=C sort | xargs sha256sum
+        sha256sum tests/buildsystem/configure_test.sh
+        "$cmake" --version | head -1
+    ) | sha256sum | cut -d' ' -f1
+}
+hash=$(inputs_hash)
+if [ "${MEMTOOL_CI_ALL:-0}" != 1 ] && [ -f "$stamp" ]; then
+    read -r stamp_hash stamp_time <"$stamp" || true
+    if [ "${stamp_hash:-}" = "$hash" ] && (($(date +%s) - ${stamp_time:-0} < 86400)); then
+        echo "configure_options: skipped: cmake files unchanged since $(date -d "@$stamp_time" '+%F %T'); MEMTOOL_CI_ALL=1 runs it"
+        exit 77
+    fi
+fi
+
 scratch=$(mktemp -d /tmp/memtool-configure-XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 fail() {
@@ -56,16 +82,22 @@ expect_failure sanitize-typo "MEMTOOL_SANITIZE: unknown sanitizer 'adress'" -DME
 expect_failure sanitize-mix "MEMTOOL_SANITIZE: thread cannot be combined with address" -DMEMTOOL_SANITIZE=thread,address
 
 # Which objects get -fsanitize, from the compile commands of an ASan+UBSan tree.
-expect_success sanitize "memtool: sanitizers address,undefined" -DMEMTOOL_SANITIZE=address,undefined \
-    -DMEMTOOL_BUILD_TESTS=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
-/usr/bin/python3 - "$scratch/sanitize/compile_commands.json" <<'PY'
+# In a clang tree with the fuzzers (scripts/test-sanitizers.sh's), the fuzzers' coverage
+# (-fsanitize=fuzzer-no-link) goes exactly where the sanitizers go.
+check_instrumented() {  # TREE FUZZ(0|1)
+/usr/bin/python3 - "$scratch/$1/compile_commands.json" "$2" <<'PY'
 import json, re, sys
 instrumented = {}
+fuzz_tree = sys.argv[2] == "1"
 for entry in json.load(open(sys.argv[1])):
     target = re.search(r"CMakeFiles/([^/]+)\.dir/", entry["output"] if "output" in entry else entry["command"]).group(1)
+    if target.endswith("_fuzzer"):  # the harnesses: -fsanitize=fuzzer,address,undefined of their own
+        continue
     flag = "-fsanitize=address,undefined" in entry["command"]
     if instrumented.setdefault(target, flag) != flag:
         sys.exit(f"configure_test: {target} is instrumented in part")
+    if ("-fsanitize=fuzzer-no-link" in entry["command"]) != (flag and fuzz_tree):
+        sys.exit(f"configure_test: {target}: the fuzzers' coverage is not exactly where the sanitizers are")
 own = {"memtool", "memtool_cli_lib", "memtool_reporters", "memtool_core", "memtool_collector_engine",
        "memtool_cuda_translator", "unit_tests", "e2e_tests"}
 injected = {"memtool_collector", "memtool_core_uninstrumented", "memtool_collector_engine_uninstrumented",
@@ -78,6 +110,16 @@ wrong = sorted(t for t in own if not instrumented.get(t)) + sorted(t for t in in
 if wrong:
     sys.exit(f"configure_test: wrongly (un)instrumented or missing: {wrong}; all: {instrumented}")
 PY
+}
+expect_success sanitize "memtool: sanitizers address,undefined" -DMEMTOOL_SANITIZE=address,undefined \
+    -DMEMTOOL_BUILD_TESTS=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
+check_instrumented sanitize 0
+if command -v clang++ >/dev/null; then
+    expect_success sanitize-fuzz "memtool: sanitizers address,undefined" -DMEMTOOL_SANITIZE=address,undefined \
+        -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DMEMTOOL_FUZZ=ON \
+        -DMEMTOOL_BUILD_TESTS=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
+    check_instrumented sanitize-fuzz 1
+fi
 # The CLI links elfutils' archives where every one is installed (as setup.sh makes
 # sure), the shared libraries where one is missing: simulated by ignoring the
 # directories that hold them (libunwind, found there too, named instead).
@@ -86,4 +128,6 @@ unwind=$(sed -n 's/^LIBUNWIND_SHARED:FILEPATH=//p' "$scratch/cuda-off/CMakeCache
 expect_success elfutils-shared "elfutils: shared (not every archive is installed)" -DMEMTOOL_CUDA=OFF \
     "-DCMAKE_IGNORE_PATH=/usr/lib/x86_64-linux-gnu;/lib/x86_64-linux-gnu" "-DLIBUNWIND_SHARED=$unwind"
 
+mkdir -p "$(dirname "$stamp")"
+echo "$hash $(date +%s)" >"$stamp"
 echo "configure_test: MEMTOOL_CUDA, MEMTOOL_SANITIZE and elfutils behave"

@@ -13,6 +13,9 @@ fail() {
     exit 1
 }
 pack=$scratch/pack
+# gpu-check.sh's build of scripts/gpu is kept in the build tree: a later run rebuilds
+# only what changed (with ccache, where installed, also after a clean).
+gpu_build=$build/gpu-check
 
 MEMTOOL_GPU_PACK=$pack BUILD_DIR=$build "$src/scripts/gpu-pack.sh" --no-build
 bytes=$(du -sb "$pack" | cut -f1)
@@ -47,7 +50,7 @@ if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
     exit 77
 fi
 set +e
-MEMTOOL_GPU_PACK=$pack MEMTOOL_GPU_BUILD=$scratch/gpu-build MEMTOOL_GPU_PYTHON=/usr/bin/python3 OUT=$scratch/out \
+MEMTOOL_GPU_PACK=$pack MEMTOOL_GPU_BUILD=$gpu_build MEMTOOL_GPU_PYTHON=/usr/bin/python3 OUT=$scratch/out \
     "$src/scripts/gpu-check.sh" >"$scratch/check.txt" 2>&1
 rc=$?
 set -e
@@ -59,7 +62,7 @@ if [ "$cuda_built" = 1 ]; then
         "gpu-check: stopped: no usable CUDA GPU here ("*"; /usr/bin/python3: torch "*"(CUDA None, available: False); built: cuda_sample libmemtool_cupti.so") ;;
         *) fail "unexpected last line: $last" ;;
     esac
-    [ -x "$scratch/gpu-build/bin/cuda_sample" ] && [ -f "$scratch/gpu-build/lib/libmemtool_cupti.so" ] ||
+    [ -x "$gpu_build/bin/cuda_sample" ] && [ -f "$gpu_build/lib/libmemtool_cupti.so" ] ||
         fail "gpu-check.sh did not build cuda_sample and the CUPTI injection"
     grep -q "torch bridge: not built (torch .* is older than 2.2)" "$scratch/check.txt" || fail "no reason for the missing bridge"
 else

@@ -8,7 +8,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "e2e", "scripts"))
-from wire import PREAMBLE, record, string, u8, varint  # noqa: E402
+from wire import PREAMBLE, record, string, u8  # noqa: E402
 
 
 def count(records, tag):

@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses with clang in BUILD_DIR/fuzz (memtool's libraries
-# with ASan, UBSan and coverage; the first time takes a few minutes, later ones
-# rebuild what changed) and runs each over its seed corpus for RUNS inputs, seeded,
-# so that a run is repeatable. New inputs go to a scratch directory, never into the
-# checked-in corpus; a crash's input is kept in BUILD_DIR/fuzz/artifacts/ and the
-# test fails.
-# usage: run_fuzzers.sh SOURCE_DIR BUILD_DIR [RUNS]
+# Runs each libFuzzer harness over its seed corpus for RUNS inputs, seeded, so that a
+# run is repeatable. New inputs go to a scratch directory, never into the checked-in
+# corpus; a crash's input is kept in FUZZ_TREE/artifacts/ and the test fails.
+# The harnesses come from FUZZ_TREE, a clang tree configured with MEMTOOL_FUZZ=ON and
+# MEMTOOL_SANITIZE=address,undefined: --fuzz-tree DIR (or MEMTOOL_FUZZ_TREE) names
+# one, as scripts/test-sanitizers.sh's tree, whose tests run there too; without it,
+# BUILD_DIR/fuzz is made (fuzzers only; the first time takes a few minutes, later ones
+# rebuild what changed).
+# usage: run_fuzzers.sh SOURCE_DIR BUILD_DIR [--fuzz-tree DIR] [RUNS]
 # Exits 77 (CTest: skipped) when there is no clang++ that links libFuzzer.
 set -euo pipefail
-src=$1 build=$2 runs=${3:-20000}
+src=$1 build=$2
+shift 2
+tree=${MEMTOOL_FUZZ_TREE:-}
+if [ "${1:-}" = --fuzz-tree ]; then
+    tree=$2
+    shift 2
+fi
+runs=${1:-20000}
 cxx=${MEMTOOL_FUZZ_CXX:-clang++} cc=${MEMTOOL_FUZZ_CC:-clang}
 
 scratch=$(mktemp -d)
@@ -24,13 +33,20 @@ if ! "$cxx" -fsanitize=fuzzer "$scratch/probe.cpp" -o "$scratch/probe" 2>"$scrat
     exit 77
 fi
 
-dir=$build/fuzz
-if [ ! -f "$dir/CMakeCache.txt" ]; then
-    cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" -DMEMTOOL_FUZZ=ON \
-        -DMEMTOOL_SANITIZE=address,undefined -DMEMTOOL_BUILD_TESTS=OFF \
-        -DMEMTOOL_BUILD_LIBTORCH_SAMPLE=OFF -DMEMTOOL_CUDA=OFF >/dev/null
+if [ -n "$tree" ]; then
+    dir=$tree
+    grep -q '^MEMTOOL_FUZZ:BOOL=ON' "$dir/CMakeCache.txt" 2>/dev/null ||
+        { echo "fuzz: $dir is not a tree configured with -DMEMTOOL_FUZZ=ON" >&2; exit 1; }
+else
+    dir=$build/fuzz
+    if [ ! -f "$dir/CMakeCache.txt" ]; then
+        cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" -DMEMTOOL_FUZZ=ON \
+            -DMEMTOOL_SANITIZE=address,undefined -DMEMTOOL_BUILD_TESTS=OFF \
+            -DMEMTOOL_BUILD_LIBTORCH_SAMPLE=OFF -DMEMTOOL_CUDA=OFF >/dev/null
+    fi
 fi
+# Up to date already in a tree that was just built; else what changed.
 cmake --build "$dir" --target stream_fuzzer trace_fuzzer
 mkdir -p "$dir/artifacts"
 
