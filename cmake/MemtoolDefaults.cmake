@@ -30,9 +30,8 @@ endif()
 
 # memtool_warn_shadow(<dir>...): -Wshadow on every target defined in these source
 # directories and the directories below them (called after their add_subdirectory),
-# without touching their CMakeLists. A warning only, not an error, even under
-# MEMTOOL_WERROR, until the shadowing that is there today is renamed away.
-set(MEMTOOL_SHADOW_OPTIONS -Wshadow -Wno-error=shadow)
+# without touching their CMakeLists; an error like any other under MEMTOOL_WERROR.
+set(MEMTOOL_SHADOW_OPTIONS -Wshadow)
 function(memtool_warn_shadow)
   foreach(dir IN LISTS ARGN)
     get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)

@@ -197,9 +197,9 @@ bool parseCie(const uint8_t* at, uint64_t dataBase, Cie* cie) {
     cie->raReg = version == 1 ? r.u8() : r.uleb();
     if (augmentation[0] == 'z') {
         cie->hasAugmentationData = true;
-        const uint64_t length = r.uleb();
-        if (!r.has(length)) return false;
-        const uint8_t* after = r.p + length;
+        const uint64_t dataLength = r.uleb();
+        if (!r.has(dataLength)) return false;
+        const uint8_t* after = r.p + dataLength;
         for (const char* a = augmentation + 1; *a; ++a) {
             if (*a == 'R') {
                 cie->fdeEncoding = r.u8();

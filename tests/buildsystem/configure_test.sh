@@ -98,7 +98,7 @@ for entry in json.load(open(sys.argv[1])):
         sys.exit(f"configure_test: {target} is instrumented in part")
     if ("-fsanitize=fuzzer-no-link" in entry["command"]) != (flag and fuzz_tree):
         sys.exit(f"configure_test: {target}: the fuzzers' coverage is not exactly where the sanitizers are")
-own = {"memtool", "memtool_cli_lib", "memtool_reporters", "memtool_core", "memtool_collector_engine",
+own = {"memtool", "memtool_cli_lib", "memtool_reporters", "memtool_trace", "memtool_core", "memtool_collector_engine",
        "memtool_cuda_translator", "unit_tests", "e2e_tests"}
 injected = {"memtool_collector", "memtool_core_uninstrumented", "memtool_collector_engine_uninstrumented",
             "memtool_cuda_translator_uninstrumented", "fake_cudart", "fake_c10_cuda", "fake_torch_bridge",
