@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "collectors/control/Allocation.h"
 #include "collectors/control/Backups.h"
 #include "collectors/control/MemoryBackend.h"
 #include "collectors/control/PausedIndex.h"
@@ -195,12 +196,7 @@ public:
     bool pausedAt(uint64_t address, char* tag, size_t tagSize) const;
 
 private:
-    // Cached: freed by the program, kept mapped for the next allocation of the same
-    // size in the same region (a caching allocator's free list: a training loop's
-    // activations come and go at the same sizes, and mapping fresh pages each time
-    // would fault every page in again). Not live; released on a pause.
-    // Inherited: a fork child's copy of an allocation of its parent's.
-    enum class State : uint8_t { Free = 0, Resident = 1, Paused = 2, Cached = 3, Inherited = 4 };
+    using State = Allocation::State;
     struct Tag {
         char name[core::kMaxTagBytes + 1];
         core::BackupKind backup;
@@ -231,18 +227,6 @@ private:
         Backup& content() {
             return kind == core::BackupKind::Disk ? static_cast<Backup&>(disk) : host;
         }
-    };
-    struct Allocation {
-        uint64_t address;
-        uint64_t size;    // as requested (what the trace counts)
-        uint64_t mapped;  // rounded to the backend's granularity
-        uint64_t backupOffset;
-        uint32_t nextFree;    // free-list link while State::Free
-        uint32_t pausedSlot;  // its entry in paused_ while State::Paused
-        uint16_t backup;      // its BackupSlot + 1 while paused with a backup; 0: none
-        uint16_t region;
-        State state;
-        bool pausedInParent;  // Inherited: it was paused (pausedSlot, backup still hold)
     };
     // One allocation an operation works on, copied out of the table.
     struct Work {
