@@ -9,10 +9,8 @@
 namespace memtool::collectors::control {
 
 struct Allocation {
-    // Cached: freed by the program, kept mapped for the next allocation of the same
-    // size in the same region (a caching allocator's free list: a training loop's
-    // activations come and go at the same sizes, and mapping fresh pages each time
-    // would fault every page in again). Not live; released on a pause.
+    // Cached: freed by the program, kept mapped for the next allocation of its size
+    // in its region (FreeBlockCache). Not live; released on a pause.
     // Inherited: a fork child's copy of an allocation of its parent's.
     enum class State : uint8_t { Free = 0, Resident = 1, Paused = 2, Cached = 3, Inherited = 4 };
 

@@ -149,8 +149,7 @@ void Regions::childAfterFork() {
             freeSlotLocked(i);
         }
     }
-    cacheHeads_.clear();
-    cachedBytes_ = 0;
+    cache_.clear();
     // The regions in use are a prefix of the table (regionLocked takes the first
     // free one, and none is ever given back); the rest are as they were made. A
     // program that declares none touches none of the table's pages here: each
@@ -316,57 +315,6 @@ int Regions::regionOfLocked(int tag, uint8_t device) {
     return region;
 }
 
-uint32_t Regions::takeCachedLocked(int region, uint64_t mapped) {
-    uint64_t head = 0;
-    if (!cacheHeads_.find(cacheKey(region, mapped), &head)) return UINT32_MAX;
-    const uint32_t slot = static_cast<uint32_t>(head - 1);
-    const uint32_t next = allocations_[slot].nextFree;
-    uint64_t dropped;
-    if (next)
-        cacheHeads_.insert(cacheKey(region, mapped), next);
-    else
-        cacheHeads_.erase(cacheKey(region, mapped), &dropped);
-    cachedBytes_ -= mapped;
-    return slot;
-}
-
-bool Regions::cacheLocked(uint32_t slot) {
-    Allocation& a = allocations_[slot];
-    MemoryBackend* backend = backendFor(regions_[a.region].device);
-    if (!backend || !backend->keepsFreedMemory() || cachedBytes_ + a.mapped > kCacheBytes)
-        return false;
-    uint64_t head = 0;
-    const uint64_t key = cacheKey(a.region, a.mapped);
-    a.nextFree = cacheHeads_.find(key, &head) ? static_cast<uint32_t>(head) : 0;
-    if (!cacheHeads_.insert(key, slot + 1ull)) return false;
-    a.state = State::Cached;
-    cachedBytes_ += a.mapped;
-    return true;
-}
-
-void Regions::uncacheLocked(const bool* busy, MappedArray<Work>& out) {
-    bool any = false;
-    for (uint32_t i = 0; i < allocations_.size(); ++i) {
-        Allocation& a = allocations_[i];
-        if (a.state != State::Cached || !busy[a.region]) continue;
-        out.push(Work{i, a.region, 0, regions_[a.region].device, a.address, a.mapped, 0});
-        cachedBytes_ -= a.mapped;
-        freeSlotLocked(i);
-        any = true;
-    }
-    if (!any) return;
-    // Rebuild the lists of what stays cached (other regions').
-    cacheHeads_.clear();
-    for (uint32_t i = 0; i < allocations_.size(); ++i) {
-        Allocation& a = allocations_[i];
-        if (a.state != State::Cached) continue;
-        uint64_t head = 0;
-        const uint64_t key = cacheKey(a.region, a.mapped);
-        a.nextFree = cacheHeads_.find(key, &head) ? static_cast<uint32_t>(head) : 0;
-        cacheHeads_.insert(key, i + 1ull);
-    }
-}
-
 bool Regions::leavesMargin(MemoryBackend& backend, uint8_t device, uint64_t bytes, Failure& why) {
     const uint64_t margin = margin_.load(std::memory_order_relaxed);
     uint64_t free = 0, total = 0;
@@ -413,7 +361,7 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
     if (alignment <= backend->granularity(device)) {
         LockGuard lock(tableMu_);
         const int region = regionOfLocked(tag, device);
-        const uint32_t slot = region < 0 ? UINT32_MAX : takeCachedLocked(region, mapped);
+        const uint32_t slot = region < 0 ? UINT32_MAX : cache_.take(allocations_, region, mapped);
         if (slot != UINT32_MAX) {
             Allocation& a = allocations_[slot];
             if (index_.insert(a.address, slot + 1ull)) {
@@ -427,7 +375,8 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
                                    static_cast<uint32_t>(region + 1));
                 return reinterpret_cast<void*>(a.address);
             }
-            cacheLocked(slot);  // no room in the index: leave it cached, map fresh pages
+            cache_.put(allocations_, slot,
+                       backend);  // no room in the index: leave it cached, map fresh pages
         }
     }
     if (!leavesMargin(*backend, device, mapped, why)) return nullptr;
@@ -596,7 +545,7 @@ bool Regions::release(uint64_t address) {
         } else {
             r.residentBytes -= a.size;
             // Resident and the cache has room: kept mapped for the next one this size.
-            if (cacheLocked(slot)) {
+            if (cache_.put(allocations_, slot, backendFor(r.device))) {
                 tableMu_.unlock();
                 return true;
             }
@@ -725,13 +674,17 @@ uint64_t Regions::dropCache(const char* tag, OpResult& into) {
     MappedArray<Work> dropped;
     {
         LockGuard lock(tableMu_);
-        if (cachedBytes_ == 0) return 0;
+        if (cache_.bytes() == 0) return 0;
         const int t = tag ? findTagLocked(tag) : -1;
         if (tag && t < 0) return 0;
         bool targets[kMaxRegions] = {};
         for (int i = 0; i < kMaxRegions; ++i)
             targets[i] = regions_[i].used && (t < 0 || regions_[i].tag == t);
-        uncacheLocked(targets, dropped);
+        cache_.takeRegions(allocations_, targets, [&](uint32_t slot, const Allocation& a) {
+            dropped.push(
+                Work{slot, a.region, 0, regions_[a.region].device, a.address, a.mapped, 0});
+            freeSlotLocked(slot);
+        });
     }
     uint64_t bytes = 0;
     for (size_t i = 0; i < dropped.size(); ++i) {

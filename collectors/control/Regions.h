@@ -23,6 +23,7 @@
 
 #include "collectors/control/Allocation.h"
 #include "collectors/control/Backups.h"
+#include "collectors/control/FreeBlockCache.h"
 #include "collectors/control/MemoryBackend.h"
 #include "collectors/control/PausedIndex.h"
 #include "collectors/engine/MappedTable.h"
@@ -252,18 +253,8 @@ private:
     void warmLocked();
     // The region of (tag, device), made on first use; -1 when the table is full.
     int regionOfLocked(int tag, uint8_t device);
-    // A cached allocation of exactly `mapped` bytes in `region`, taken off the cache;
-    // UINT32_MAX when none.
-    uint32_t takeCachedLocked(int region, uint64_t mapped);
-    // Keeps a freed allocation for reuse when the cache has room; false otherwise.
-    bool cacheLocked(uint32_t slot);
-    // Takes every cached allocation of the regions in `busy` off the cache, into `out`.
-    void uncacheLocked(const bool* busy, MappedArray<Work>& out);
     // Releases the cached allocations of `tag`'s regions (null: all); their bytes.
     uint64_t dropCache(const char* tag, OpResult& into);
-    static uint64_t cacheKey(int region, uint64_t mapped) {
-        return mapped * 512 + static_cast<uint64_t>(region) + 1;
-    }
     // Frees a fork child's copy of its parent's allocation at `slot`; called with
     // tableMu_ held, returns with it released.
     void releaseInheritedLocked(uint32_t slot);
@@ -340,11 +331,9 @@ private:
     bool pausableAll_ = false;
     int defaultTag_ = -1;
     uint16_t regionIndex_[kMaxTags * 256] = {};  // (tag, device) -> region + 1: serve's fast lookup
-    PointerMap cacheHeads_;  // cacheKey -> first cached slot + 1 (list via nextFree)
-    uint64_t cachedBytes_ = 0;
-    static constexpr uint64_t kCacheBytes = 256ull << 20;  // mapped bytes kept for reuse, at most
-    uint32_t freeSlot_ = 0;                                // head of the free list, slot + 1
-    uint64_t pauses_ = 0;                                  // numbers backup files
+    FreeBlockCache cache_;   // the freed blocks kept for reuse, threaded through allocations_
+    uint32_t freeSlot_ = 0;  // head of the free list, slot + 1
+    uint64_t pauses_ = 0;    // numbers backup files
 };
 
 // The process's regions (the preload collector's).
