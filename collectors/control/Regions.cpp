@@ -1,12 +1,9 @@
 #include "collectors/control/Regions.h"
 
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -68,30 +65,13 @@ size_t OpResult::toJson(const char* action, char* out, size_t size) const {
 }
 
 void Regions::setBackupDirectory(const char* directory) {
-    std::snprintf(backupDirectory_, sizeof backupDirectory_, "%s",
-                  directory && *directory ? directory : "/tmp");
+    backups_.setDirectory(directory && *directory ? directory : "/tmp");
 }
 
 bool Regions::changeBackupDirectory(const char* directory, Failure& why) {
-    struct stat st {};
-    if (!directory || !*directory) {
-        why.set("the backup directory is an empty path");
-        return false;
-    }
-    if (std::strlen(directory) >= sizeof backupDirectory_) {
-        why.set("the backup directory's path is too long");
-        return false;
-    }
-    if (stat(directory, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        why.set("the backup directory ", directory, " is not a directory");
-        return false;
-    }
-    if (access(directory, W_OK | X_OK) != 0) {
-        why.set("the backup directory ", directory, " cannot be written: ", std::strerror(errno));
-        return false;
-    }
+    if (!BackupSlots::checkDirectory(directory, why)) return false;
     LockGuard op(opMu_);  // not while a pause opens its backups
-    std::snprintf(backupDirectory_, sizeof backupDirectory_, "%s", directory);
+    backups_.setDirectory(directory);
     return true;
 }
 
@@ -419,10 +399,7 @@ void Regions::warmLocked() {
     // The bookkeeping a first pause writes (a backup slot, the paused ranges),
     // touched now, while the program grows anyway: a pause then grows the process
     // by nothing while it shrinks it.
-    for (volatile uint8_t* p = reinterpret_cast<volatile uint8_t*>(&backups_[0]);
-         p < reinterpret_cast<volatile uint8_t*>(&backups_[1]); p += 1024)
-        *p = *p;
-    backupPaths_[0][0] = '\0';
+    backups_.warm();
     paused_.warm();
 }
 
@@ -480,7 +457,7 @@ bool Regions::readBackup(uint64_t address, void* out, uint64_t bytes, Failure& w
             return false;
         }
         backup = a.backup;
-        ++backups_[backup - 1].users;  // kept while it is read, should the tensor be freed
+        backups_.use(backup - 1);  // kept while it is read, should the tensor be freed
         offset = a.backupOffset + (address - a.address);
         device = regions_[a.region].device;
     }
@@ -492,7 +469,7 @@ bool Regions::readBackup(uint64_t address, void* out, uint64_t bytes, Failure& w
     void* bounce = mmap(nullptr, chunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     bool ok = bounce != MAP_FAILED;
     if (!ok) why.set("no memory for reading the backup");
-    Backup& content = backups_[backup - 1].content();
+    Backup& content = backups_.content(backup - 1);
     for (uint64_t done = 0; ok && done < bytes;) {
         const uint64_t at = offset + done;
         const uint64_t start = at / unit * unit;
@@ -506,7 +483,7 @@ bool Regions::readBackup(uint64_t address, void* out, uint64_t bytes, Failure& w
     }
     if (bounce != MAP_FAILED) munmap(bounce, chunk);
     LockGuard lock(tableMu_);
-    unuseBackupLocked(backup);
+    backups_.unuse(backup);
     return ok;
 }
 
@@ -541,7 +518,7 @@ bool Regions::release(uint64_t address) {
             r.pausedBytes -= a.size;
             --r.pausedCount;
             r.freedPausedBytes += a.mapped;
-            unuseBackupLocked(a.backup);
+            backups_.unuse(a.backup);
         } else {
             r.residentBytes -= a.size;
             // Resident and the cache has room: kept mapped for the next one this size.
@@ -570,7 +547,7 @@ void Regions::releaseInheritedLocked(uint32_t slot) {
     const bool cpu = device == core::kDeviceCpu;
     if (a.pausedInParent) {
         paused_.remove(a.pausedSlot);
-        if (cpu) unuseBackupLocked(a.backup);
+        if (cpu) backups_.unuse(a.backup);
     }
     freeSlotLocked(slot);
     tableMu_.unlock();
@@ -597,55 +574,6 @@ bool Regions::beginLocked(int tag, State state, MappedArray<Work>& work, bool* b
 void Regions::endLocked(const bool* busy) {
     for (int i = 0; i < kMaxRegions; ++i)
         if (busy[i]) regions_[i].busy = false;
-}
-
-int Regions::openBackupLocked(int region, core::BackupKind kind, uint64_t bytes, Failure& why) {
-    int slot = 0;
-    while (slot < kMaxBackups && backups_[slot].used) ++slot;
-    if (slot == kMaxBackups) {
-        why.set("at most 256 pauses may be held at once");
-        return -1;
-    }
-    BackupSlot& b = backups_[slot];
-    const Region& r = regions_[region];
-    bool opened = false;
-    if (kind == core::BackupKind::Disk) {
-        char name[160], device[16];
-        deviceText(r.device, device, sizeof device);
-        for (char* c = device; *c; ++c)
-            if (*c == ':') *c = '-';
-        // The tag is the user's text: keep only file-name-safe characters of it.
-        char safe[core::kMaxTagBytes + 1];
-        size_t n = 0;
-        for (const char* c = tags_[r.tag].name; *c && n < core::kMaxTagBytes; ++c) {
-            const char ch = *c;
-            const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                            (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
-            safe[n++] = ok ? ch : '_';
-        }
-        safe[n] = '\0';
-        std::snprintf(name, sizeof name, "memtool-%d-%s-%s-%llu.pause", static_cast<int>(getpid()),
-                      safe, device, static_cast<unsigned long long>(++pauses_));
-        opened = b.disk.open(backupDirectory_[0] ? backupDirectory_ : "/tmp", name, bytes,
-                             backupPaths_[slot], why);
-    } else if (kind == core::BackupKind::Host) {
-        MemoryBackend* backend = backendFor(r.device);
-        opened = backend && b.host.open(*backend, r.device, bytes, why);
-    }
-    if (!opened) return -1;
-    b.used = true;
-    b.kind = kind;
-    b.users = 0;
-    return slot;
-}
-
-void Regions::unuseBackupLocked(uint16_t slotPlusOne) {
-    if (slotPlusOne == 0) return;
-    BackupSlot& b = backups_[slotPlusOne - 1];
-    if (b.users > 0 && --b.users > 0) return;
-    b.disk.discard();
-    b.host.discard();
-    b.used = false;
 }
 
 void Regions::record(const Work* first, size_t count, core::ControlAction action,
@@ -858,8 +786,13 @@ bool Regions::pauseBackUp(MappedArray<Work>& work, Failure& why) {
                 work[j].offset = total;
                 total += work[j].mapped;
             }
+            char device[16];
+            deviceText(r.device, device, sizeof device);
             LockGuard lock(tableMu_);
-            opened[work[i].region] = openBackupLocked(work[i].region, r.pausedWith, total, why);
+            MemoryBackend* host =
+                r.pausedWith == core::BackupKind::Host ? backendFor(r.device) : nullptr;
+            opened[work[i].region] =
+                backups_.open(tags_[r.tag].name, r.device, device, host, r.pausedWith, total, why);
             if (opened[work[i].region] < 0) {
                 ok = false;
                 break;
@@ -868,7 +801,7 @@ bool Regions::pauseBackUp(MappedArray<Work>& work, Failure& why) {
         const int slot = opened[work[i].region];
         work[i].backup = static_cast<uint16_t>(slot + 1);
         ok = backendFor(r.device)->copyOut(r.device, work[i].address, work[i].mapped,
-                                           backups_[slot].content(), work[i].offset, why);
+                                           backups_.content(slot), work[i].offset, why);
     }
     return ok;
 }
@@ -884,7 +817,7 @@ void Regions::pauseUndo(const MappedArray<Work>& work, size_t frozen, const Fail
     {
         LockGuard lock(tableMu_);
         for (int r = 0; r < kMaxRegions; ++r)
-            if (opOpened_[r] >= 0) unuseBackupLocked(static_cast<uint16_t>(opOpened_[r] + 1));
+            if (opOpened_[r] >= 0) backups_.unuse(static_cast<uint16_t>(opOpened_[r] + 1));
         endLocked(opBusy_);
     }
     result.ok = false;
@@ -917,7 +850,7 @@ size_t Regions::pauseRelease(const MappedArray<Work>& work, size_t frozen, OpRes
         a.state = State::Paused;
         a.backupOffset = w.offset;
         a.backup = w.backup;
-        if (w.backup) ++backups_[w.backup - 1].users;
+        if (w.backup) backups_.use(w.backup - 1);
         r.residentBytes -= a.size;
         r.pausedBytes += a.size;
         ++r.pausedCount;
@@ -937,8 +870,8 @@ void Regions::pauseAnswer(const MappedArray<Work>& work, size_t failed, const ch
         LockGuard lock(tableMu_);
         // A slot no allocation ended up in (every unmap failed) has nothing to keep.
         for (int r = 0; r < kMaxRegions; ++r)
-            if (opOpened_[r] >= 0 && backups_[opOpened_[r]].users == 0)
-                unuseBackupLocked(static_cast<uint16_t>(opOpened_[r] + 1));
+            if (opOpened_[r] >= 0 && backups_.users(opOpened_[r]) == 0)
+                backups_.unuse(static_cast<uint16_t>(opOpened_[r] + 1));
         endLocked(opBusy_);
     }
     result.changed = result.allocations > 0 || uncached > 0;
@@ -985,14 +918,14 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
         Region& r = regions_[work[from].region];
         MemoryBackend* backend = backendFor(r.device);
         const core::BackupKind kind =
-            work[from].backup ? backups_[work[from].backup - 1].kind : core::BackupKind::None;
+            work[from].backup ? backups_.kind(work[from].backup - 1) : core::BackupKind::None;
         Failure why;
         size_t mapped = from;
         bool ok = true;
         for (; mapped < to && ok; ++mapped) {
             const Work& w = work[mapped];
             ok = w.backup ? backend->mapFilled(w.device, w.address, w.mapped,
-                                               backups_[w.backup - 1].content(), w.offset, why)
+                                               backups_.content(w.backup - 1), w.offset, why)
                           : backend->map(w.device, w.address, w.mapped, why);
         }
         if (!ok) {
@@ -1014,7 +947,7 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
                 --r.pausedCount;
                 r.residentBytes += a.size;
                 paused_.remove(a.pausedSlot);
-                unuseBackupLocked(a.backup);
+                backups_.unuse(a.backup);
                 a.backup = 0;
                 result.addBytes(work[i].device, work[i].mapped);
                 ++result.allocations;

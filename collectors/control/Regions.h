@@ -22,7 +22,7 @@
 #include <cstdint>
 
 #include "collectors/control/Allocation.h"
-#include "collectors/control/Backups.h"
+#include "collectors/control/BackupSlots.h"
 #include "collectors/control/FreeBlockCache.h"
 #include "collectors/control/MemoryBackend.h"
 #include "collectors/control/PausedIndex.h"
@@ -215,25 +215,11 @@ private:
         core::BackupKind pausedWith;  // the backup kind of the pause under way
         bool inherited;               // a fork child's: the parent's, not used in this process yet
     };
-    // The content of one pause of one region. Each paused allocation points at its
-    // slot; the slot's content goes when its last allocation is resumed or freed
-    // (a region paused twice, with resident memory added in between, has two).
-    static constexpr int kMaxBackups = 256;
-    struct BackupSlot {
-        bool used;
-        core::BackupKind kind;
-        uint32_t users;  // paused allocations whose content it holds
-        DiskBackup disk;
-        HostBackup host;
-        Backup& content() {
-            return kind == core::BackupKind::Disk ? static_cast<Backup&>(disk) : host;
-        }
-    };
     // One allocation an operation works on, copied out of the table.
     struct Work {
         uint32_t index;
         uint16_t region;
-        uint16_t backup;  // BackupSlot + 1, or 0
+        uint16_t backup;  // its backup slot + 1, or 0
         uint8_t device;
         uint64_t address, mapped, offset;
     };
@@ -290,10 +276,6 @@ private:
     void record(const Work* first, size_t count, core::ControlAction action,
                 core::ControlOrigin origin, core::BackupKind backup, uint64_t startNs, bool ok,
                 const char* message);
-    // A new slot holding `bytes` of content for `region`; -1 (why) when it cannot be made.
-    int openBackupLocked(int region, core::BackupKind kind, uint64_t bytes, Failure& why);
-    // One paused allocation less uses `slot` (+ 1); its content goes with the last.
-    void unuseBackupLocked(uint16_t slotPlusOne);
     void describeTag(char* out, size_t size, const char* tag);
 
     MemoryBackend* cpu_ = nullptr;
@@ -303,21 +285,12 @@ private:
     std::atomic<int> cudaState_{0};  // 0 not asked yet, 1 ready, -1 unavailable
     char cudaWhy_[256] = "";
     Engine* engine_ = nullptr;
-    char backupDirectory_[3072] = "";
 
     Mutex tableMu_;
     Mutex opMu_;
     Tag tags_[kMaxTags] = {};
     Region regions_[kMaxRegions] = {};
-    BackupSlot backups_[kMaxBackups] = {};
-    // The backups' file paths (DiskBackup's messages), apart from backups_: each
-    // slot holds vtable pointers, which the loader writes into this static table
-    // at every process start, whether or not a region is ever used; with 4 KiB of
-    // path inside each slot, that wrote (and copied) 256 pages, 1 MiB, ~4 ms a
-    // process here. Packed, the slots take 5 pages, and paths only the pages used.
-    // Page-aligned: each path is one page, so warming the first (warmLocked) is
-    // warming all a first pause writes of it.
-    alignas(4096) char backupPaths_[kMaxBackups][DiskBackup::kPathBytes] = {};
+    BackupSlots backups_;             // the paused content, with the directory disk backups go to
     bool opBusy_[kMaxRegions] = {};   // under opMu_: the regions the operation works on
     int opOpened_[kMaxRegions] = {};  // under opMu_: the backup slot each one fills
     MappedArray<Allocation> allocations_;
@@ -333,7 +306,6 @@ private:
     uint16_t regionIndex_[kMaxTags * 256] = {};  // (tag, device) -> region + 1: serve's fast lookup
     FreeBlockCache cache_;   // the freed blocks kept for reuse, threaded through allocations_
     uint32_t freeSlot_ = 0;  // head of the free list, slot + 1
-    uint64_t pauses_ = 0;    // numbers backup files
 };
 
 // The process's regions (the preload collector's).
