@@ -1,7 +1,7 @@
 #pragma once
 // One region allocation's record (PyTorch's Block): its addresses, its sizes, its
 // region, its state and, while paused, where its content is. Plain data, copied
-// freely; Regions' table holds one per slot, and the free list of unused slots
+// freely; AllocationTable holds one per slot, and its free list of unused slots
 // and the free-block cache's lists are threaded through nextFree.
 
 #include <cstdint>

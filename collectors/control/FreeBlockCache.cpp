@@ -4,7 +4,7 @@
 
 namespace memtool::collectors::control {
 
-uint32_t FreeBlockCache::take(MappedArray<Allocation>& table, int region, uint64_t mapped) {
+uint32_t FreeBlockCache::take(AllocationTable& table, int region, uint64_t mapped) {
     uint64_t head = 0;
     if (!heads_.find(key(region, mapped), &head)) return UINT32_MAX;
     const uint32_t slot = static_cast<uint32_t>(head - 1);
@@ -18,8 +18,7 @@ uint32_t FreeBlockCache::take(MappedArray<Allocation>& table, int region, uint64
     return slot;
 }
 
-bool FreeBlockCache::put(MappedArray<Allocation>& table, uint32_t slot,
-                         const MemoryBackend* backend) {
+bool FreeBlockCache::put(AllocationTable& table, uint32_t slot, const MemoryBackend* backend) {
     Allocation& a = table[slot];
     if (!backend || !backend->keepsFreedMemory() || bytes_ + a.mapped > kCapacityBytes)
         return false;
@@ -32,7 +31,7 @@ bool FreeBlockCache::put(MappedArray<Allocation>& table, uint32_t slot,
     return true;
 }
 
-void FreeBlockCache::rebuild(MappedArray<Allocation>& table) {
+void FreeBlockCache::rebuild(AllocationTable& table) {
     heads_.clear();
     for (uint32_t i = 0; i < table.size(); ++i) {
         Allocation& a = table[i];

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "collectors/control/Allocation.h"
+#include "collectors/control/AllocationTable.h"
 #include "collectors/engine/MappedTable.h"
 
 namespace memtool::collectors::control {
@@ -30,15 +30,15 @@ public:
 
     // A cached block of exactly `mapped` bytes in `region`, taken off its list
     // (still State::Cached: the caller makes it Resident); UINT32_MAX when none.
-    uint32_t take(MappedArray<Allocation>& table, int region, uint64_t mapped);
+    uint32_t take(AllocationTable& table, int region, uint64_t mapped);
     // Keeps the freed block at `slot` (made State::Cached) when `backend` (its
     // memory's; null: none) keeps freed memory and there is room; false otherwise.
-    bool put(MappedArray<Allocation>& table, uint32_t slot, const MemoryBackend* backend);
+    bool put(AllocationTable& table, uint32_t slot, const MemoryBackend* backend);
     // Takes every cached block of the regions marked in `regions` off the cache,
-    // handing each to `taken(slot, allocation)`, which frees its slot; the lists
-    // of what stays (other regions') are then rebuilt.
+    // handing each to `taken(slot, allocation)` before its slot is freed; the
+    // lists of what stays (other regions') are then rebuilt.
     template <typename Taken>
-    void takeRegions(MappedArray<Allocation>& table, const bool* regions, Taken&& taken);
+    void takeRegions(AllocationTable& table, const bool* regions, Taken&& taken);
     // Mapped bytes kept now.
     uint64_t bytes() const { return bytes_; }
     // Forgets every list (a fork child, which frees its inherited blocks itself).
@@ -51,22 +51,21 @@ private:
     static uint64_t key(int region, uint64_t mapped) {
         return mapped * 512 + static_cast<uint64_t>(region) + 1;
     }
-    void rebuild(MappedArray<Allocation>& table);
+    void rebuild(AllocationTable& table);
 
     PointerMap heads_;  // key -> first cached slot + 1 (list via nextFree)
     uint64_t bytes_ = 0;
 };
 
 template <typename Taken>
-void FreeBlockCache::takeRegions(MappedArray<Allocation>& table, const bool* regions,
-                                 Taken&& taken) {
+void FreeBlockCache::takeRegions(AllocationTable& table, const bool* regions, Taken&& taken) {
     bool any = false;
     for (uint32_t i = 0; i < table.size(); ++i) {
         Allocation& a = table[i];
         if (a.state != Allocation::State::Cached || !regions[a.region]) continue;
-        const uint64_t mapped = a.mapped;
-        taken(i, a);
-        bytes_ -= mapped;
+        taken(i, static_cast<const Allocation&>(a));
+        bytes_ -= a.mapped;
+        table.freeSlot(i);
         any = true;
     }
     if (any) rebuild(table);

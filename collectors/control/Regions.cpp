@@ -126,7 +126,7 @@ void Regions::childAfterFork() {
             // the driver its parent set up).
             if (regions_[a.region].device == core::kDeviceCpu && cpu_)
                 cpu_->release(core::kDeviceCpu, a.address, a.mapped);
-            freeSlotLocked(i);
+            allocations_.freeSlot(i);
         }
     }
     cache_.clear();
@@ -271,22 +271,6 @@ void Regions::declareLocked(int region) {
     r.declaredIn = engine_->generation();
 }
 
-uint32_t Regions::newSlotLocked() {
-    if (freeSlot_) {
-        const uint32_t slot = freeSlot_ - 1;
-        freeSlot_ = allocations_[slot].nextFree;
-        return slot;
-    }
-    if (!allocations_.push(Allocation{})) return UINT32_MAX;
-    return static_cast<uint32_t>(allocations_.size() - 1);
-}
-
-void Regions::freeSlotLocked(uint32_t slot) {
-    allocations_[slot].state = State::Free;
-    allocations_[slot].nextFree = freeSlot_;
-    freeSlot_ = slot + 1;
-}
-
 int Regions::regionOfLocked(int tag, uint8_t device) {
     uint16_t& cached = regionIndex_[tag * 256 + device];
     if (cached) return cached - 1;
@@ -344,7 +328,7 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
         const uint32_t slot = region < 0 ? UINT32_MAX : cache_.take(allocations_, region, mapped);
         if (slot != UINT32_MAX) {
             Allocation& a = allocations_[slot];
-            if (index_.insert(a.address, slot + 1ull)) {
+            if (allocations_.index(a.address, slot)) {
                 a.state = State::Resident;
                 a.size = size;
                 regions_[region].residentBytes += size;
@@ -370,8 +354,8 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
     {
         LockGuard lock(tableMu_);
         region = regionOfLocked(tag, device);
-        const uint32_t slot = region < 0 ? UINT32_MAX : newSlotLocked();
-        if (slot == UINT32_MAX || !index_.insert(address, slot + 1ull)) {
+        const uint32_t slot = region < 0 ? UINT32_MAX : allocations_.newSlot();
+        if (slot == UINT32_MAX || !allocations_.index(address, slot)) {
             backend->release(device, address, mapped);
             why.set(region < 0 ? "at most 256 regions (tags times devices)"
                                : "out of memory for the region table");
@@ -405,25 +389,15 @@ void Regions::warmLocked() {
 
 bool Regions::holds(uint64_t address) {
     if (!anyServed_.load(std::memory_order_acquire)) return false;
-    uint64_t slotPlusOne = 0;
+    uint32_t slot = 0;
     LockGuard lock(tableMu_);
-    return index_.find(address, &slotPlusOne);
-}
-
-long Regions::slotContainingLocked(uint64_t address) const {
-    for (size_t i = 0; i < allocations_.size(); ++i) {
-        const Allocation& a = allocations_[i];
-        if ((a.state == State::Resident || a.state == State::Paused) && address >= a.address &&
-            address - a.address < a.mapped)
-            return static_cast<long>(i);
-    }
-    return -1;
+    return allocations_.find(address, &slot);
 }
 
 bool Regions::tagOf(uint64_t address, char* tag, size_t tagSize) {
     if (!anyServed_.load(std::memory_order_acquire)) return false;
     LockGuard lock(tableMu_);
-    const long slot = slotContainingLocked(address);
+    const long slot = allocations_.slotContaining(address);
     if (slot < 0) return false;
     std::snprintf(tag, tagSize, "%s", tags_[regions_[allocations_[slot].region].tag].name);
     return true;
@@ -437,7 +411,7 @@ bool Regions::readBackup(uint64_t address, void* out, uint64_t bytes, Failure& w
     {
         LockGuard lock(tableMu_);
         const long slot =
-            anyServed_.load(std::memory_order_acquire) ? slotContainingLocked(address) : -1;
+            anyServed_.load(std::memory_order_acquire) ? allocations_.slotContaining(address) : -1;
         if (slot < 0) {
             why.set("this memory is no region's");
             return false;
@@ -491,13 +465,12 @@ bool Regions::release(uint64_t address) {
     if (!anyServed_.load(std::memory_order_acquire))
         return false;  // no region ever served: the common case
     for (;;) {
-        uint64_t slotPlusOne = 0;
+        uint32_t slot = 0;
         tableMu_.lock();
-        if (!index_.find(address, &slotPlusOne)) {
+        if (!allocations_.find(address, &slot)) {
             tableMu_.unlock();
             return false;
         }
-        const uint32_t slot = static_cast<uint32_t>(slotPlusOne - 1);
         Allocation a = allocations_[slot];
         Region& r = regions_[a.region];
         if (a.state == State::Inherited) {
@@ -511,8 +484,7 @@ bool Regions::release(uint64_t address) {
         }
         // Recorded as freed before the memory can go back to anyone.
         if (engine_) engine_->free(address);
-        uint64_t dropped;
-        index_.erase(address, &dropped);
+        allocations_.unindex(address);
         if (a.state == State::Paused) {
             paused_.remove(a.pausedSlot);
             r.pausedBytes -= a.size;
@@ -527,7 +499,7 @@ bool Regions::release(uint64_t address) {
                 return true;
             }
         }
-        freeSlotLocked(slot);
+        allocations_.freeSlot(slot);
         tableMu_.unlock();
         // A paused allocation's backup bytes stay in its region's backup until the
         // resume, which skips them.
@@ -540,8 +512,7 @@ bool Regions::release(uint64_t address) {
 void Regions::releaseInheritedLocked(uint32_t slot) {
     const Allocation a = allocations_[slot];
     const uint8_t device = regions_[a.region].device;
-    uint64_t dropped;
-    index_.erase(a.address, &dropped);
+    allocations_.unindex(a.address);
     // Not recorded: the engine forgot the parent's blocks at the fork. Device
     // memory and its host backups are left alone (the driver is the parent's).
     const bool cpu = device == core::kDeviceCpu;
@@ -549,7 +520,7 @@ void Regions::releaseInheritedLocked(uint32_t slot) {
         paused_.remove(a.pausedSlot);
         if (cpu) backups_.unuse(a.backup);
     }
-    freeSlotLocked(slot);
+    allocations_.freeSlot(slot);
     tableMu_.unlock();
     if (cpu && cpu_) cpu_->release(device, a.address, a.mapped);
 }
@@ -611,7 +582,6 @@ uint64_t Regions::dropCache(const char* tag, OpResult& into) {
         cache_.takeRegions(allocations_, targets, [&](uint32_t slot, const Allocation& a) {
             dropped.push(
                 Work{slot, a.region, 0, regions_[a.region].device, a.address, a.mapped, 0});
-            freeSlotLocked(slot);
         });
     }
     uint64_t bytes = 0;

@@ -21,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "collectors/control/Allocation.h"
+#include "collectors/control/AllocationTable.h"
 #include "collectors/control/BackupSlots.h"
 #include "collectors/control/FreeBlockCache.h"
 #include "collectors/control/MemoryBackend.h"
@@ -225,17 +225,12 @@ private:
     };
 
     MemoryBackend* backendFor(uint8_t device);
-    // The slot of the live allocation whose mapping contains `address`, or -1.
-    long slotContainingLocked(uint64_t address) const;
     // Whether mapping `bytes` more on `device` leaves the memory margin free.
     bool leavesMargin(MemoryBackend& backend, uint8_t device, uint64_t bytes, Failure& why);
     bool cudaAvailable(Failure& why);
     int findTagLocked(const char* tag) const;
     int regionLocked(int tag, uint8_t device);  // finds or makes; -1 when full
     void declareLocked(int region);
-    uint32_t newSlotLocked();
-    // Puts a slot of allocations_ back on the free list newSlotLocked takes from.
-    void freeSlotLocked(uint32_t slot);
     void warmLocked();
     // The region of (tag, device), made on first use; -1 when the table is full.
     int regionOfLocked(int tag, uint8_t device);
@@ -293,8 +288,7 @@ private:
     BackupSlots backups_;             // the paused content, with the directory disk backups go to
     bool opBusy_[kMaxRegions] = {};   // under opMu_: the regions the operation works on
     int opOpened_[kMaxRegions] = {};  // under opMu_: the backup slot each one fills
-    MappedArray<Allocation> allocations_;
-    PointerMap index_;  // address -> slot + 1
+    AllocationTable allocations_;     // every region allocation, by slot and by address
     // Paused allocations' ranges for the fault handler, which may take no lock:
     // written under tableMu_, read lock-free.
     PausedIndex paused_;
@@ -304,8 +298,7 @@ private:
     bool pausableAll_ = false;
     int defaultTag_ = -1;
     uint16_t regionIndex_[kMaxTags * 256] = {};  // (tag, device) -> region + 1: serve's fast lookup
-    FreeBlockCache cache_;   // the freed blocks kept for reuse, threaded through allocations_
-    uint32_t freeSlot_ = 0;  // head of the free list, slot + 1
+    FreeBlockCache cache_;  // the freed blocks kept for reuse, threaded through allocations_
 };
 
 // The process's regions (the preload collector's).
