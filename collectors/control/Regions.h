@@ -271,7 +271,6 @@ private:
     void record(const Work* first, size_t count, core::ControlAction action,
                 core::ControlOrigin origin, core::BackupKind backup, uint64_t startNs, bool ok,
                 const char* message);
-    void describeTag(char* out, size_t size, const char* tag);
 
     MemoryBackend* cpu_ = nullptr;
     MemoryBackend* cuda_ = nullptr;
