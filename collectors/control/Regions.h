@@ -10,6 +10,11 @@
 // (memtool.region); the preload hooks route those allocations here instead of
 // to the program's allocator.
 //
+// Regions orchestrates (tags, regions, pause and resume in phases, commands,
+// fork); its parts each own one table: AllocationTable (the allocations by slot
+// and address), FreeBlockCache (freed blocks kept for reuse), BackupSlots (the
+// paused content) and PausedIndex (paused ranges, for the fault handler).
+//
 // Locks: tableMu_ guards the tables and is held only briefly (hooks take it);
 // opMu_ serializes pauses and resumes, which do device calls and I/O without
 // tableMu_. A region in the middle of an operation is `busy`: freeing one of its
