@@ -27,7 +27,7 @@ public:
     // process and the region) is for messages, and the named fallback's prefix.
     // `pathBuffer` (kPathBytes) holds the file's path, for messages, until
     // discard(): the caller's, so that a table of backups need not hold 4 KiB
-    // apiece (see Regions::backupPaths_).
+    // apiece (see BackupSlots::paths_).
     static constexpr size_t kPathBytes = 4096;
     bool open(const char* directory, const char* name, uint64_t bytes, char* pathBuffer,
               Failure& why);

@@ -1,12 +1,9 @@
 #include "collectors/control/Regions.h"
 
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -68,30 +65,13 @@ size_t OpResult::toJson(const char* action, char* out, size_t size) const {
 }
 
 void Regions::setBackupDirectory(const char* directory) {
-    std::snprintf(backupDirectory_, sizeof backupDirectory_, "%s",
-                  directory && *directory ? directory : "/tmp");
+    backups_.setDirectory(directory && *directory ? directory : "/tmp");
 }
 
 bool Regions::changeBackupDirectory(const char* directory, Failure& why) {
-    struct stat st {};
-    if (!directory || !*directory) {
-        why.set("the backup directory is an empty path");
-        return false;
-    }
-    if (std::strlen(directory) >= sizeof backupDirectory_) {
-        why.set("the backup directory's path is too long");
-        return false;
-    }
-    if (stat(directory, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        why.set("the backup directory ", directory, " is not a directory");
-        return false;
-    }
-    if (access(directory, W_OK | X_OK) != 0) {
-        why.set("the backup directory ", directory, " cannot be written: ", std::strerror(errno));
-        return false;
-    }
+    if (!BackupSlots::checkDirectory(directory, why)) return false;
     LockGuard op(opMu_);  // not while a pause opens its backups
-    std::snprintf(backupDirectory_, sizeof backupDirectory_, "%s", directory);
+    backups_.setDirectory(directory);
     return true;
 }
 
@@ -146,11 +126,10 @@ void Regions::childAfterFork() {
             // the driver its parent set up).
             if (regions_[a.region].device == core::kDeviceCpu && cpu_)
                 cpu_->release(core::kDeviceCpu, a.address, a.mapped);
-            freeSlotLocked(i);
+            allocations_.freeSlot(i);
         }
     }
-    cacheHeads_.clear();
-    cachedBytes_ = 0;
+    cache_.clear();
     // The regions in use are a prefix of the table (regionLocked takes the first
     // free one, and none is ever given back); the rest are as they were made. A
     // program that declares none touches none of the table's pages here: each
@@ -292,79 +271,12 @@ void Regions::declareLocked(int region) {
     r.declaredIn = engine_->generation();
 }
 
-uint32_t Regions::newSlotLocked() {
-    if (freeSlot_) {
-        const uint32_t slot = freeSlot_ - 1;
-        freeSlot_ = allocations_[slot].nextFree;
-        return slot;
-    }
-    if (!allocations_.push(Allocation{})) return UINT32_MAX;
-    return static_cast<uint32_t>(allocations_.size() - 1);
-}
-
-void Regions::freeSlotLocked(uint32_t slot) {
-    allocations_[slot].state = State::Free;
-    allocations_[slot].nextFree = freeSlot_;
-    freeSlot_ = slot + 1;
-}
-
 int Regions::regionOfLocked(int tag, uint8_t device) {
     uint16_t& cached = regionIndex_[tag * 256 + device];
     if (cached) return cached - 1;
     const int region = regionLocked(tag, device);
     if (region >= 0) cached = static_cast<uint16_t>(region + 1);
     return region;
-}
-
-uint32_t Regions::takeCachedLocked(int region, uint64_t mapped) {
-    uint64_t head = 0;
-    if (!cacheHeads_.find(cacheKey(region, mapped), &head)) return UINT32_MAX;
-    const uint32_t slot = static_cast<uint32_t>(head - 1);
-    const uint32_t next = allocations_[slot].nextFree;
-    uint64_t dropped;
-    if (next)
-        cacheHeads_.insert(cacheKey(region, mapped), next);
-    else
-        cacheHeads_.erase(cacheKey(region, mapped), &dropped);
-    cachedBytes_ -= mapped;
-    return slot;
-}
-
-bool Regions::cacheLocked(uint32_t slot) {
-    Allocation& a = allocations_[slot];
-    MemoryBackend* backend = backendFor(regions_[a.region].device);
-    if (!backend || !backend->keepsFreedMemory() || cachedBytes_ + a.mapped > kCacheBytes)
-        return false;
-    uint64_t head = 0;
-    const uint64_t key = cacheKey(a.region, a.mapped);
-    a.nextFree = cacheHeads_.find(key, &head) ? static_cast<uint32_t>(head) : 0;
-    if (!cacheHeads_.insert(key, slot + 1ull)) return false;
-    a.state = State::Cached;
-    cachedBytes_ += a.mapped;
-    return true;
-}
-
-void Regions::uncacheLocked(const bool* busy, MappedArray<Work>& out) {
-    bool any = false;
-    for (uint32_t i = 0; i < allocations_.size(); ++i) {
-        Allocation& a = allocations_[i];
-        if (a.state != State::Cached || !busy[a.region]) continue;
-        out.push(Work{i, a.region, 0, regions_[a.region].device, a.address, a.mapped, 0});
-        cachedBytes_ -= a.mapped;
-        freeSlotLocked(i);
-        any = true;
-    }
-    if (!any) return;
-    // Rebuild the lists of what stays cached (other regions').
-    cacheHeads_.clear();
-    for (uint32_t i = 0; i < allocations_.size(); ++i) {
-        Allocation& a = allocations_[i];
-        if (a.state != State::Cached) continue;
-        uint64_t head = 0;
-        const uint64_t key = cacheKey(a.region, a.mapped);
-        a.nextFree = cacheHeads_.find(key, &head) ? static_cast<uint32_t>(head) : 0;
-        cacheHeads_.insert(key, i + 1ull);
-    }
 }
 
 bool Regions::leavesMargin(MemoryBackend& backend, uint8_t device, uint64_t bytes, Failure& why) {
@@ -413,10 +325,10 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
     if (alignment <= backend->granularity(device)) {
         LockGuard lock(tableMu_);
         const int region = regionOfLocked(tag, device);
-        const uint32_t slot = region < 0 ? UINT32_MAX : takeCachedLocked(region, mapped);
+        const uint32_t slot = region < 0 ? UINT32_MAX : cache_.take(allocations_, region, mapped);
         if (slot != UINT32_MAX) {
             Allocation& a = allocations_[slot];
-            if (index_.insert(a.address, slot + 1ull)) {
+            if (allocations_.index(a.address, slot)) {
                 a.state = State::Resident;
                 a.size = size;
                 regions_[region].residentBytes += size;
@@ -427,7 +339,8 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
                                    static_cast<uint32_t>(region + 1));
                 return reinterpret_cast<void*>(a.address);
             }
-            cacheLocked(slot);  // no room in the index: leave it cached, map fresh pages
+            cache_.put(allocations_, slot,
+                       backend);  // no room in the index: leave it cached, map fresh pages
         }
     }
     if (!leavesMargin(*backend, device, mapped, why)) return nullptr;
@@ -441,8 +354,8 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
     {
         LockGuard lock(tableMu_);
         region = regionOfLocked(tag, device);
-        const uint32_t slot = region < 0 ? UINT32_MAX : newSlotLocked();
-        if (slot == UINT32_MAX || !index_.insert(address, slot + 1ull)) {
+        const uint32_t slot = region < 0 ? UINT32_MAX : allocations_.newSlot();
+        if (slot == UINT32_MAX || !allocations_.index(address, slot)) {
             backend->release(device, address, mapped);
             why.set(region < 0 ? "at most 256 regions (tags times devices)"
                                : "out of memory for the region table");
@@ -470,34 +383,21 @@ void Regions::warmLocked() {
     // The bookkeeping a first pause writes (a backup slot, the paused ranges),
     // touched now, while the program grows anyway: a pause then grows the process
     // by nothing while it shrinks it.
-    for (volatile uint8_t* p = reinterpret_cast<volatile uint8_t*>(&backups_[0]);
-         p < reinterpret_cast<volatile uint8_t*>(&backups_[1]); p += 1024)
-        *p = *p;
-    backupPaths_[0][0] = '\0';
+    backups_.warm();
     paused_.warm();
 }
 
 bool Regions::holds(uint64_t address) {
     if (!anyServed_.load(std::memory_order_acquire)) return false;
-    uint64_t slotPlusOne = 0;
+    uint32_t slot = 0;
     LockGuard lock(tableMu_);
-    return index_.find(address, &slotPlusOne);
-}
-
-long Regions::slotContainingLocked(uint64_t address) const {
-    for (size_t i = 0; i < allocations_.size(); ++i) {
-        const Allocation& a = allocations_[i];
-        if ((a.state == State::Resident || a.state == State::Paused) && address >= a.address &&
-            address - a.address < a.mapped)
-            return static_cast<long>(i);
-    }
-    return -1;
+    return allocations_.find(address, &slot);
 }
 
 bool Regions::tagOf(uint64_t address, char* tag, size_t tagSize) {
     if (!anyServed_.load(std::memory_order_acquire)) return false;
     LockGuard lock(tableMu_);
-    const long slot = slotContainingLocked(address);
+    const long slot = allocations_.slotContaining(address);
     if (slot < 0) return false;
     std::snprintf(tag, tagSize, "%s", tags_[regions_[allocations_[slot].region].tag].name);
     return true;
@@ -511,7 +411,7 @@ bool Regions::readBackup(uint64_t address, void* out, uint64_t bytes, Failure& w
     {
         LockGuard lock(tableMu_);
         const long slot =
-            anyServed_.load(std::memory_order_acquire) ? slotContainingLocked(address) : -1;
+            anyServed_.load(std::memory_order_acquire) ? allocations_.slotContaining(address) : -1;
         if (slot < 0) {
             why.set("this memory is no region's");
             return false;
@@ -531,7 +431,7 @@ bool Regions::readBackup(uint64_t address, void* out, uint64_t bytes, Failure& w
             return false;
         }
         backup = a.backup;
-        ++backups_[backup - 1].users;  // kept while it is read, should the tensor be freed
+        backups_.use(backup - 1);  // kept while it is read, should the tensor be freed
         offset = a.backupOffset + (address - a.address);
         device = regions_[a.region].device;
     }
@@ -543,7 +443,7 @@ bool Regions::readBackup(uint64_t address, void* out, uint64_t bytes, Failure& w
     void* bounce = mmap(nullptr, chunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     bool ok = bounce != MAP_FAILED;
     if (!ok) why.set("no memory for reading the backup");
-    Backup& content = backups_[backup - 1].content();
+    Backup& content = backups_.content(backup - 1);
     for (uint64_t done = 0; ok && done < bytes;) {
         const uint64_t at = offset + done;
         const uint64_t start = at / unit * unit;
@@ -557,7 +457,7 @@ bool Regions::readBackup(uint64_t address, void* out, uint64_t bytes, Failure& w
     }
     if (bounce != MAP_FAILED) munmap(bounce, chunk);
     LockGuard lock(tableMu_);
-    unuseBackupLocked(backup);
+    backups_.unuse(backup);
     return ok;
 }
 
@@ -565,13 +465,12 @@ bool Regions::release(uint64_t address) {
     if (!anyServed_.load(std::memory_order_acquire))
         return false;  // no region ever served: the common case
     for (;;) {
-        uint64_t slotPlusOne = 0;
+        uint32_t slot = 0;
         tableMu_.lock();
-        if (!index_.find(address, &slotPlusOne)) {
+        if (!allocations_.find(address, &slot)) {
             tableMu_.unlock();
             return false;
         }
-        const uint32_t slot = static_cast<uint32_t>(slotPlusOne - 1);
         Allocation a = allocations_[slot];
         Region& r = regions_[a.region];
         if (a.state == State::Inherited) {
@@ -585,23 +484,22 @@ bool Regions::release(uint64_t address) {
         }
         // Recorded as freed before the memory can go back to anyone.
         if (engine_) engine_->free(address);
-        uint64_t dropped;
-        index_.erase(address, &dropped);
+        allocations_.unindex(address);
         if (a.state == State::Paused) {
             paused_.remove(a.pausedSlot);
             r.pausedBytes -= a.size;
             --r.pausedCount;
             r.freedPausedBytes += a.mapped;
-            unuseBackupLocked(a.backup);
+            backups_.unuse(a.backup);
         } else {
             r.residentBytes -= a.size;
             // Resident and the cache has room: kept mapped for the next one this size.
-            if (cacheLocked(slot)) {
+            if (cache_.put(allocations_, slot, backendFor(r.device))) {
                 tableMu_.unlock();
                 return true;
             }
         }
-        freeSlotLocked(slot);
+        allocations_.freeSlot(slot);
         tableMu_.unlock();
         // A paused allocation's backup bytes stay in its region's backup until the
         // resume, which skips them.
@@ -614,16 +512,15 @@ bool Regions::release(uint64_t address) {
 void Regions::releaseInheritedLocked(uint32_t slot) {
     const Allocation a = allocations_[slot];
     const uint8_t device = regions_[a.region].device;
-    uint64_t dropped;
-    index_.erase(a.address, &dropped);
+    allocations_.unindex(a.address);
     // Not recorded: the engine forgot the parent's blocks at the fork. Device
     // memory and its host backups are left alone (the driver is the parent's).
     const bool cpu = device == core::kDeviceCpu;
     if (a.pausedInParent) {
         paused_.remove(a.pausedSlot);
-        if (cpu) unuseBackupLocked(a.backup);
+        if (cpu) backups_.unuse(a.backup);
     }
-    freeSlotLocked(slot);
+    allocations_.freeSlot(slot);
     tableMu_.unlock();
     if (cpu && cpu_) cpu_->release(device, a.address, a.mapped);
 }
@@ -648,55 +545,6 @@ bool Regions::beginLocked(int tag, State state, MappedArray<Work>& work, bool* b
 void Regions::endLocked(const bool* busy) {
     for (int i = 0; i < kMaxRegions; ++i)
         if (busy[i]) regions_[i].busy = false;
-}
-
-int Regions::openBackupLocked(int region, core::BackupKind kind, uint64_t bytes, Failure& why) {
-    int slot = 0;
-    while (slot < kMaxBackups && backups_[slot].used) ++slot;
-    if (slot == kMaxBackups) {
-        why.set("at most 256 pauses may be held at once");
-        return -1;
-    }
-    BackupSlot& b = backups_[slot];
-    const Region& r = regions_[region];
-    bool opened = false;
-    if (kind == core::BackupKind::Disk) {
-        char name[160], device[16];
-        deviceText(r.device, device, sizeof device);
-        for (char* c = device; *c; ++c)
-            if (*c == ':') *c = '-';
-        // The tag is the user's text: keep only file-name-safe characters of it.
-        char safe[core::kMaxTagBytes + 1];
-        size_t n = 0;
-        for (const char* c = tags_[r.tag].name; *c && n < core::kMaxTagBytes; ++c) {
-            const char ch = *c;
-            const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                            (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
-            safe[n++] = ok ? ch : '_';
-        }
-        safe[n] = '\0';
-        std::snprintf(name, sizeof name, "memtool-%d-%s-%s-%llu.pause", static_cast<int>(getpid()),
-                      safe, device, static_cast<unsigned long long>(++pauses_));
-        opened = b.disk.open(backupDirectory_[0] ? backupDirectory_ : "/tmp", name, bytes,
-                             backupPaths_[slot], why);
-    } else if (kind == core::BackupKind::Host) {
-        MemoryBackend* backend = backendFor(r.device);
-        opened = backend && b.host.open(*backend, r.device, bytes, why);
-    }
-    if (!opened) return -1;
-    b.used = true;
-    b.kind = kind;
-    b.users = 0;
-    return slot;
-}
-
-void Regions::unuseBackupLocked(uint16_t slotPlusOne) {
-    if (slotPlusOne == 0) return;
-    BackupSlot& b = backups_[slotPlusOne - 1];
-    if (b.users > 0 && --b.users > 0) return;
-    b.disk.discard();
-    b.host.discard();
-    b.used = false;
 }
 
 void Regions::record(const Work* first, size_t count, core::ControlAction action,
@@ -725,13 +573,16 @@ uint64_t Regions::dropCache(const char* tag, OpResult& into) {
     MappedArray<Work> dropped;
     {
         LockGuard lock(tableMu_);
-        if (cachedBytes_ == 0) return 0;
+        if (cache_.bytes() == 0) return 0;
         const int t = tag ? findTagLocked(tag) : -1;
         if (tag && t < 0) return 0;
         bool targets[kMaxRegions] = {};
         for (int i = 0; i < kMaxRegions; ++i)
             targets[i] = regions_[i].used && (t < 0 || regions_[i].tag == t);
-        uncacheLocked(targets, dropped);
+        cache_.takeRegions(allocations_, targets, [&](uint32_t slot, const Allocation& a) {
+            dropped.push(
+                Work{slot, a.region, 0, regions_[a.region].device, a.address, a.mapped, 0});
+        });
     }
     uint64_t bytes = 0;
     for (size_t i = 0; i < dropped.size(); ++i) {
@@ -905,8 +756,13 @@ bool Regions::pauseBackUp(MappedArray<Work>& work, Failure& why) {
                 work[j].offset = total;
                 total += work[j].mapped;
             }
+            char device[16];
+            deviceText(r.device, device, sizeof device);
             LockGuard lock(tableMu_);
-            opened[work[i].region] = openBackupLocked(work[i].region, r.pausedWith, total, why);
+            MemoryBackend* host =
+                r.pausedWith == core::BackupKind::Host ? backendFor(r.device) : nullptr;
+            opened[work[i].region] =
+                backups_.open(tags_[r.tag].name, r.device, device, host, r.pausedWith, total, why);
             if (opened[work[i].region] < 0) {
                 ok = false;
                 break;
@@ -915,7 +771,7 @@ bool Regions::pauseBackUp(MappedArray<Work>& work, Failure& why) {
         const int slot = opened[work[i].region];
         work[i].backup = static_cast<uint16_t>(slot + 1);
         ok = backendFor(r.device)->copyOut(r.device, work[i].address, work[i].mapped,
-                                           backups_[slot].content(), work[i].offset, why);
+                                           backups_.content(slot), work[i].offset, why);
     }
     return ok;
 }
@@ -931,7 +787,7 @@ void Regions::pauseUndo(const MappedArray<Work>& work, size_t frozen, const Fail
     {
         LockGuard lock(tableMu_);
         for (int r = 0; r < kMaxRegions; ++r)
-            if (opOpened_[r] >= 0) unuseBackupLocked(static_cast<uint16_t>(opOpened_[r] + 1));
+            if (opOpened_[r] >= 0) backups_.unuse(static_cast<uint16_t>(opOpened_[r] + 1));
         endLocked(opBusy_);
     }
     result.ok = false;
@@ -964,7 +820,7 @@ size_t Regions::pauseRelease(const MappedArray<Work>& work, size_t frozen, OpRes
         a.state = State::Paused;
         a.backupOffset = w.offset;
         a.backup = w.backup;
-        if (w.backup) ++backups_[w.backup - 1].users;
+        if (w.backup) backups_.use(w.backup - 1);
         r.residentBytes -= a.size;
         r.pausedBytes += a.size;
         ++r.pausedCount;
@@ -984,8 +840,8 @@ void Regions::pauseAnswer(const MappedArray<Work>& work, size_t failed, const ch
         LockGuard lock(tableMu_);
         // A slot no allocation ended up in (every unmap failed) has nothing to keep.
         for (int r = 0; r < kMaxRegions; ++r)
-            if (opOpened_[r] >= 0 && backups_[opOpened_[r]].users == 0)
-                unuseBackupLocked(static_cast<uint16_t>(opOpened_[r] + 1));
+            if (opOpened_[r] >= 0 && backups_.users(opOpened_[r]) == 0)
+                backups_.unuse(static_cast<uint16_t>(opOpened_[r] + 1));
         endLocked(opBusy_);
     }
     result.changed = result.allocations > 0 || uncached > 0;
@@ -1032,14 +888,14 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
         Region& r = regions_[work[from].region];
         MemoryBackend* backend = backendFor(r.device);
         const core::BackupKind kind =
-            work[from].backup ? backups_[work[from].backup - 1].kind : core::BackupKind::None;
+            work[from].backup ? backups_.kind(work[from].backup - 1) : core::BackupKind::None;
         Failure why;
         size_t mapped = from;
         bool ok = true;
         for (; mapped < to && ok; ++mapped) {
             const Work& w = work[mapped];
             ok = w.backup ? backend->mapFilled(w.device, w.address, w.mapped,
-                                               backups_[w.backup - 1].content(), w.offset, why)
+                                               backups_.content(w.backup - 1), w.offset, why)
                           : backend->map(w.device, w.address, w.mapped, why);
         }
         if (!ok) {
@@ -1061,7 +917,7 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
                 --r.pausedCount;
                 r.residentBytes += a.size;
                 paused_.remove(a.pausedSlot);
-                unuseBackupLocked(a.backup);
+                backups_.unuse(a.backup);
                 a.backup = 0;
                 result.addBytes(work[i].device, work[i].mapped);
                 ++result.allocations;

@@ -10,6 +10,11 @@
 // (memtool.region); the preload hooks route those allocations here instead of
 // to the program's allocator.
 //
+// Regions orchestrates (tags, regions, pause and resume in phases, commands,
+// fork); its parts each own one table: AllocationTable (the allocations by slot
+// and address), FreeBlockCache (freed blocks kept for reuse), BackupSlots (the
+// paused content) and PausedIndex (paused ranges, for the fault handler).
+//
 // Locks: tableMu_ guards the tables and is held only briefly (hooks take it);
 // opMu_ serializes pauses and resumes, which do device calls and I/O without
 // tableMu_. A region in the middle of an operation is `busy`: freeing one of its
@@ -21,7 +26,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "collectors/control/Backups.h"
+#include "collectors/control/AllocationTable.h"
+#include "collectors/control/BackupSlots.h"
+#include "collectors/control/FreeBlockCache.h"
 #include "collectors/control/MemoryBackend.h"
 #include "collectors/control/PausedIndex.h"
 #include "collectors/engine/MappedTable.h"
@@ -195,12 +202,7 @@ public:
     bool pausedAt(uint64_t address, char* tag, size_t tagSize) const;
 
 private:
-    // Cached: freed by the program, kept mapped for the next allocation of the same
-    // size in the same region (a caching allocator's free list: a training loop's
-    // activations come and go at the same sizes, and mapping fresh pages each time
-    // would fault every page in again). Not live; released on a pause.
-    // Inherited: a fork child's copy of an allocation of its parent's.
-    enum class State : uint8_t { Free = 0, Resident = 1, Paused = 2, Cached = 3, Inherited = 4 };
+    using State = Allocation::State;
     struct Tag {
         char name[core::kMaxTagBytes + 1];
         core::BackupKind backup;
@@ -218,68 +220,27 @@ private:
         core::BackupKind pausedWith;  // the backup kind of the pause under way
         bool inherited;               // a fork child's: the parent's, not used in this process yet
     };
-    // The content of one pause of one region. Each paused allocation points at its
-    // slot; the slot's content goes when its last allocation is resumed or freed
-    // (a region paused twice, with resident memory added in between, has two).
-    static constexpr int kMaxBackups = 256;
-    struct BackupSlot {
-        bool used;
-        core::BackupKind kind;
-        uint32_t users;  // paused allocations whose content it holds
-        DiskBackup disk;
-        HostBackup host;
-        Backup& content() {
-            return kind == core::BackupKind::Disk ? static_cast<Backup&>(disk) : host;
-        }
-    };
-    struct Allocation {
-        uint64_t address;
-        uint64_t size;    // as requested (what the trace counts)
-        uint64_t mapped;  // rounded to the backend's granularity
-        uint64_t backupOffset;
-        uint32_t nextFree;    // free-list link while State::Free
-        uint32_t pausedSlot;  // its entry in paused_ while State::Paused
-        uint16_t backup;      // its BackupSlot + 1 while paused with a backup; 0: none
-        uint16_t region;
-        State state;
-        bool pausedInParent;  // Inherited: it was paused (pausedSlot, backup still hold)
-    };
     // One allocation an operation works on, copied out of the table.
     struct Work {
         uint32_t index;
         uint16_t region;
-        uint16_t backup;  // BackupSlot + 1, or 0
+        uint16_t backup;  // its backup slot + 1, or 0
         uint8_t device;
         uint64_t address, mapped, offset;
     };
 
     MemoryBackend* backendFor(uint8_t device);
-    // The slot of the live allocation whose mapping contains `address`, or -1.
-    long slotContainingLocked(uint64_t address) const;
     // Whether mapping `bytes` more on `device` leaves the memory margin free.
     bool leavesMargin(MemoryBackend& backend, uint8_t device, uint64_t bytes, Failure& why);
     bool cudaAvailable(Failure& why);
     int findTagLocked(const char* tag) const;
     int regionLocked(int tag, uint8_t device);  // finds or makes; -1 when full
     void declareLocked(int region);
-    uint32_t newSlotLocked();
-    // Puts a slot of allocations_ back on the free list newSlotLocked takes from.
-    void freeSlotLocked(uint32_t slot);
     void warmLocked();
     // The region of (tag, device), made on first use; -1 when the table is full.
     int regionOfLocked(int tag, uint8_t device);
-    // A cached allocation of exactly `mapped` bytes in `region`, taken off the cache;
-    // UINT32_MAX when none.
-    uint32_t takeCachedLocked(int region, uint64_t mapped);
-    // Keeps a freed allocation for reuse when the cache has room; false otherwise.
-    bool cacheLocked(uint32_t slot);
-    // Takes every cached allocation of the regions in `busy` off the cache, into `out`.
-    void uncacheLocked(const bool* busy, MappedArray<Work>& out);
     // Releases the cached allocations of `tag`'s regions (null: all); their bytes.
     uint64_t dropCache(const char* tag, OpResult& into);
-    static uint64_t cacheKey(int region, uint64_t mapped) {
-        return mapped * 512 + static_cast<uint64_t>(region) + 1;
-    }
     // Frees a fork child's copy of its parent's allocation at `slot`; called with
     // tableMu_ held, returns with it released.
     void releaseInheritedLocked(uint32_t slot);
@@ -315,11 +276,6 @@ private:
     void record(const Work* first, size_t count, core::ControlAction action,
                 core::ControlOrigin origin, core::BackupKind backup, uint64_t startNs, bool ok,
                 const char* message);
-    // A new slot holding `bytes` of content for `region`; -1 (why) when it cannot be made.
-    int openBackupLocked(int region, core::BackupKind kind, uint64_t bytes, Failure& why);
-    // One paused allocation less uses `slot` (+ 1); its content goes with the last.
-    void unuseBackupLocked(uint16_t slotPlusOne);
-    void describeTag(char* out, size_t size, const char* tag);
 
     MemoryBackend* cpu_ = nullptr;
     MemoryBackend* cuda_ = nullptr;
@@ -328,25 +284,15 @@ private:
     std::atomic<int> cudaState_{0};  // 0 not asked yet, 1 ready, -1 unavailable
     char cudaWhy_[256] = "";
     Engine* engine_ = nullptr;
-    char backupDirectory_[3072] = "";
 
     Mutex tableMu_;
     Mutex opMu_;
     Tag tags_[kMaxTags] = {};
     Region regions_[kMaxRegions] = {};
-    BackupSlot backups_[kMaxBackups] = {};
-    // The backups' file paths (DiskBackup's messages), apart from backups_: each
-    // slot holds vtable pointers, which the loader writes into this static table
-    // at every process start, whether or not a region is ever used; with 4 KiB of
-    // path inside each slot, that wrote (and copied) 256 pages, 1 MiB, ~4 ms a
-    // process here. Packed, the slots take 5 pages, and paths only the pages used.
-    // Page-aligned: each path is one page, so warming the first (warmLocked) is
-    // warming all a first pause writes of it.
-    alignas(4096) char backupPaths_[kMaxBackups][DiskBackup::kPathBytes] = {};
+    BackupSlots backups_;             // the paused content, with the directory disk backups go to
     bool opBusy_[kMaxRegions] = {};   // under opMu_: the regions the operation works on
     int opOpened_[kMaxRegions] = {};  // under opMu_: the backup slot each one fills
-    MappedArray<Allocation> allocations_;
-    PointerMap index_;  // address -> slot + 1
+    AllocationTable allocations_;     // every region allocation, by slot and by address
     // Paused allocations' ranges for the fault handler, which may take no lock:
     // written under tableMu_, read lock-free.
     PausedIndex paused_;
@@ -356,11 +302,7 @@ private:
     bool pausableAll_ = false;
     int defaultTag_ = -1;
     uint16_t regionIndex_[kMaxTags * 256] = {};  // (tag, device) -> region + 1: serve's fast lookup
-    PointerMap cacheHeads_;  // cacheKey -> first cached slot + 1 (list via nextFree)
-    uint64_t cachedBytes_ = 0;
-    static constexpr uint64_t kCacheBytes = 256ull << 20;  // mapped bytes kept for reuse, at most
-    uint32_t freeSlot_ = 0;                                // head of the free list, slot + 1
-    uint64_t pauses_ = 0;                                  // numbers backup files
+    FreeBlockCache cache_;  // the freed blocks kept for reuse, threaded through allocations_
 };
 
 // The process's regions (the preload collector's).
