@@ -13,7 +13,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -52,8 +51,7 @@ bool gConfigured = false;
 bool gGaveUp = false;                    // the CLI could not be reached: never try again
 std::atomic<bool> gCudaAttached{false};  // the CUDA injection asked to record
 // CUDA runtime hooks (the fallback route): every module's cudaMalloc & co. slots
-// are patched once gRuntimeHooks is on; gCudaHooked once any slot was.
-std::atomic<bool> gRuntimeHooks{false};
+// are patched once cudaRuntimeRecording() is on; gCudaHooked once any slot was.
 std::atomic<bool> gCudaHooked{false};
 std::atomic<bool> gRuntimeSourceNoted{false};
 pthread_mutex_t gScanMutex = PTHREAD_MUTEX_INITIALIZER;
@@ -314,7 +312,7 @@ int scanModule(dl_phdr_info* info, size_t size, void* data) {
     const char* name = info->dlpi_name ? info->dlpi_name : "";
     const uint64_t key = info->dlpi_addr + 1;
     uint64_t seen = 0;
-    if (gRuntimeHooks && (*name || mainProgram) && !skipForCudaRuntimeHooks(name) &&
+    if (cudaRuntimeRecording() && (*name || mainProgram) && !skipForCudaRuntimeHooks(name) &&
         !state.runtimePatched.find(key, &seen) && state.runtimePatched.insert(key, 1)) {
         size_t count = 0;
         const GotHook* hooks = cudaRuntimeHooks(&count);
@@ -570,6 +568,9 @@ Courtesy& courtesy() { return gCourtesy.value; }
 bool collectorConfigured() { return gConfigured; }
 
 bool startCollector() {
+    // Wired whether or not this process records: the C surface may be called anyway.
+    bindCudaRuntimeHooks(gEngine.value, gRegions.value);
+    bindTorchBridge(gEngine.value);
     const char* socket = std::getenv(core::kEnvSocket);
     if (!socket || !*socket || std::strlen(socket) >= sizeof gSocketPath) return false;
     std::strcpy(gSocketPath, socket);
@@ -582,7 +583,7 @@ bool startCollector() {
     uint64_t start = 0, end = 0;
     if (StackCapture::codeRangeOf(reinterpret_cast<const void*>(&hookFree), &start, &end))
         e.capture().setOwnCode(start, end);
-    gRuntimeHooks = e.options().cudaRuntimeHooks;
+    setCudaRuntimeRecording(e.options().cudaRuntimeHooks);
     control::Regions& r = gRegions.value;
     r.setEngine(&e);
     r.setCpuBackend(&gCpuPages.value);
@@ -650,32 +651,6 @@ void refreshModules() {
     programEnd::tryInstallPython(e);
 }
 
-bool cudaRuntimeRecording() { return gRuntimeHooks.load(std::memory_order_relaxed); }
-
-void warnOnce(std::atomic<bool>& said, const char* text) {
-    if (said.exchange(true)) return;
-    warn(text);
-    engine().note(core::kNoteWarning, text);
-}
-
-void regionMemoryReferenced(uint64_t address) {
-    if (OwnDeviceCalls::active) return;  // the region backend's own calls
-    static std::atomic<bool> said{false};
-    char tag[core::kMaxTagBytes + 1];
-    if (said.load(std::memory_order_relaxed) || !control::regions().tagOf(address, tag, sizeof tag))
-        return;
-    char text[640];
-    std::snprintf(text, sizeof text,
-                  "region '%s' memory at 0x%llx got a reference from outside memtool "
-                  "(cuMemRetainAllocationHandle), as NCCL takes one when it registers a buffer "
-                  "(ncclCommRegister, or a collective captured in a CUDA graph): a pause gives "
-                  "that memory back and a resume maps new memory at the same address, which the "
-                  "registration does not follow; keep buffers NCCL registers out of regions, or "
-                  "set NCCL_GRAPH_REGISTER=0",
-                  tag, static_cast<unsigned long long>(address));
-    warnOnce(said, text);
-}
-
 bool attachCuda() {
     if (!gConfigured) return false;
     gCudaAttached = true;
@@ -687,7 +662,7 @@ bool attachCuda() {
 
 void fallBackToCudaRuntimeHooks(const char* why) {
     if (!gConfigured) return;
-    gRuntimeHooks = true;
+    setCudaRuntimeRecording(true);
     refreshModules();
     if (why) engine().note(core::kNoteWarning, why);
 }

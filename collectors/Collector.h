@@ -2,8 +2,8 @@
 // The process's collector, as `memtool run` injects it: one engine over one socket
 // to the CLI, the scan of loaded modules that patches the allocator's imports, and
 // the lazy connection. The front ends (PreloadHooks.cpp's hooks and C surface,
-// the CUDA runtime hooks, the torch bridge loader) reach the engine through
-// engine() and call nothing else of it.
+// the allocator hooks) reach the engine through engine(); the CUDA runtime
+// hooks and the torch bridge loader are handed it at start-up.
 
 #include <sys/types.h>
 
@@ -30,20 +30,9 @@ bool collectorConfigured();
 // installs Python tracking when an interpreter runs.
 void refreshModules();
 
-// CUDA memory is recorded through the runtime hooks (not CUPTI).
-bool cudaRuntimeRecording();
-
 // The CUDA injection's requests (collectors/CollectorApi.h).
 bool attachCuda();
 void fallBackToCudaRuntimeHooks(const char* why);
-// A reference to the VMM memory at `address` taken outside memtool: said once
-// when it is a region's (memtool_cuda_memory_referenced).
-void regionMemoryReferenced(uint64_t address);
-
-// `text` on stderr and as a warning in the trace, the first time `said` is seen
-// false (once per process for each flag).
-void warnOnce(std::atomic<bool>& said, const char* text);
-
 // Ends the stream (library destructor, _exit). `exitStatus`: what the process
 // gave _exit(); -1 for what exit() was given (when the collector saw it) or not known.
 void finishCollector(core::ExitKind kind, int exitStatus = -1);
