@@ -1,9 +1,12 @@
 #pragma once
-// The process's collector, as `memtool run` injects it: one engine over one socket
-// to the CLI, the scan of loaded modules that patches the allocator's imports, and
-// the lazy connection. The front ends (PreloadHooks.cpp's hooks and C surface,
-// the allocator hooks) reach the engine through engine(); the CUDA runtime
-// hooks and the torch bridge loader are handed it at start-up.
+// The process's collector, as `memtool run` injects it: the composition root
+// (Collector.cpp) that owns one engine over one socket to the CLI, the module scan
+// (preload/ModuleScan.h), the stream's lifecycle (preload/StreamLifecycle.h) and
+// the pausable regions, and hands the CUDA runtime hooks and the torch bridge
+// loader their engine at start-up. What it declares here is for the callers it
+// cannot hand anything to: PreloadHooks.cpp's interposed functions and C surface,
+// the allocator hooks patched into libc10 (preload/AllocatorHooks.h) and the
+// program-end hooks (preload/ProgramEnd.h).
 
 #include <sys/types.h>
 
