@@ -1,9 +1,12 @@
 #pragma once
-// The process's collector, as `memtool run` injects it: one engine over one socket
-// to the CLI, the scan of loaded modules that patches the allocator's imports, and
-// the lazy connection. The front ends (PreloadHooks.cpp's hooks and C surface,
-// the CUDA runtime hooks, the torch bridge loader) reach the engine through
-// engine() and call nothing else of it.
+// The process's collector, as `memtool run` injects it: the composition root
+// (Collector.cpp) that owns one engine over one socket to the CLI, the module scan
+// (preload/ModuleScan.h), the stream's lifecycle (preload/StreamLifecycle.h) and
+// the pausable regions, and hands the CUDA runtime hooks and the torch bridge
+// loader their engine at start-up. What it declares here is for the callers it
+// cannot hand anything to: PreloadHooks.cpp's interposed functions and C surface,
+// the allocator hooks patched into libc10 (preload/AllocatorHooks.h) and the
+// program-end hooks (preload/ProgramEnd.h).
 
 #include <sys/types.h>
 
@@ -30,20 +33,9 @@ bool collectorConfigured();
 // installs Python tracking when an interpreter runs.
 void refreshModules();
 
-// CUDA memory is recorded through the runtime hooks (not CUPTI).
-bool cudaRuntimeRecording();
-
 // The CUDA injection's requests (collectors/CollectorApi.h).
 bool attachCuda();
 void fallBackToCudaRuntimeHooks(const char* why);
-// A reference to the VMM memory at `address` taken outside memtool: said once
-// when it is a region's (memtool_cuda_memory_referenced).
-void regionMemoryReferenced(uint64_t address);
-
-// `text` on stderr and as a warning in the trace, the first time `said` is seen
-// false (once per process for each flag).
-void warnOnce(std::atomic<bool>& said, const char* text);
-
 // Ends the stream (library destructor, _exit). `exitStatus`: what the process
 // gave _exit(); -1 for what exit() was given (when the collector saw it) or not known.
 void finishCollector(core::ExitKind kind, int exitStatus = -1);

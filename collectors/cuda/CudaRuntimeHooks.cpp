@@ -5,17 +5,35 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 
-#include "collectors/Collector.h"
 #include "collectors/control/Regions.h"
 #include "collectors/cuda/CudaRuntimeDecls.h"
+#include "collectors/engine/Engine.h"
 #include "collectors/engine/ModuleName.h"
+#include "collectors/engine/Warn.h"
 #include "collectors/stacks/NativeUnwinder.h"
 #include "collectors/torch/TorchBridgeLoader.h"
 #include "core/Protocol.h"
 
 namespace memtool::collectors {
 namespace {
+
+// What the hooks record into and serve from (bindCudaRuntimeHooks, before any
+// slot is patched). Plain data: the library constructor that sets them runs
+// before this file's dynamic initializers would.
+Engine* gEngine = nullptr;
+control::Regions* gRegions = nullptr;
+// The runtime-hook route records CUDA memory (its hooks serve regions either way).
+std::atomic<bool> gRecording{false};
+
+// `text` on stderr and as a warning in the trace, the first time `said` is seen
+// false (once per process for each flag).
+void warnOnce(std::atomic<bool>& said, const char* text) {
+    if (said.exchange(true)) return;
+    warn(text);
+    gEngine->note(core::kNoteWarning, text);
+}
 
 // The runtime function a hook stands in for: the global scope's, or where the
 // program loaded libcudart into a local scope only (an extension module that
@@ -65,39 +83,37 @@ constexpr int kCudaErrorMemoryAllocation = 2;
 
 void recordDevice(int rc, void** out, size_t size) {
     if (rc == 0 && out && *out && cudaRuntimeRecording())
-        engine().alloc(currentDevice(), reinterpret_cast<uint64_t>(*out), size);
+        gEngine->alloc(currentDevice(), reinterpret_cast<uint64_t>(*out), size);
     else if (rc == kCudaErrorMemoryAllocation && cudaRuntimeRecording())
-        engine().oom(currentDevice(), size, core::OomSource::Allocator);
+        gEngine->oom(currentDevice(), size, core::OomSource::Allocator);
 }
 
 void recordPinned(int rc, void** out, size_t size) {
     if (rc == 0 && out && *out && cudaRuntimeRecording())
-        engine().alloc(core::kDevicePinnedHost, reinterpret_cast<uint64_t>(*out), size);
+        gEngine->alloc(core::kDevicePinnedHost, reinterpret_cast<uint64_t>(*out), size);
     else if (rc == kCudaErrorMemoryAllocation && cudaRuntimeRecording())
-        engine().oom(core::kDevicePinnedHost, size, core::OomSource::Allocator);
+        gEngine->oom(core::kDevicePinnedHost, size, core::OomSource::Allocator);
 }
 
 // Before the memory is released (see core/PROTOCOL.md, Frees).
 void recordFree(void* p) {
-    if (p && cudaRuntimeRecording()) engine().free(reinterpret_cast<uint64_t>(p));
+    if (p && cudaRuntimeRecording()) gEngine->free(reinterpret_cast<uint64_t>(p));
 }
 
 // Device memory for a thread inside a region: VMM memory a pause can release.
 // The caching allocator (or the program) sees an ordinary cudaMalloc result.
 int serveRegion(void** out, size_t size) {
     control::Failure why;
-    void* p = control::regions().serve(currentDevice(), size, 256, why);
+    void* p = gRegions->serve(currentDevice(), size, 256, why);
     if (!p) {
-        engine().oom(currentDevice(), size, core::OomSource::Allocator);
+        gEngine->oom(currentDevice(), size, core::OomSource::Allocator);
         return kCudaErrorMemoryAllocation;
     }
     *out = p;
     return kCudaSuccess;
 }
 
-bool releaseRegion(void* p) {
-    return p && control::regions().release(reinterpret_cast<uint64_t>(p));
-}
+bool releaseRegion(void* p) { return p && gRegions->release(reinterpret_cast<uint64_t>(p)); }
 
 // Whether `stream` is being captured into a CUDA graph. Its stream-ordered
 // allocations and frees are then the graph's, done when the graph runs, and it
@@ -111,7 +127,7 @@ bool capturing(void* stream) {
 int hookMalloc(void** out, size_t size) {
     static auto real = RUNTIME_ORIGINAL(cudaMalloc);
     beforeDeviceAlloc();
-    if (control::regions().threadInRegion()) return serveRegion(out, size);
+    if (gRegions->threadInRegion()) return serveRegion(out, size);
     int rc = real(out, size);
     recordDevice(rc, out, size);
     return rc;
@@ -121,7 +137,7 @@ int hookMallocAsync(void** out, size_t size, void* stream) {
     static auto real = RUNTIME_ORIGINAL(cudaMallocAsync);
     static std::atomic<bool> said{false};
     beforeDeviceAlloc();
-    if (control::regions().threadInRegion()) {
+    if (gRegions->threadInRegion()) {
         if (!capturing(stream)) return serveRegion(out, size);
         warnOnce(said,
                  "cudaMallocAsync inside CUDA graph capture allocates the graph's memory: it is "
@@ -156,7 +172,7 @@ int hookFree(void* p) {
 int hookFreeAsync(void* p, void* stream) {
     static auto real = RUNTIME_ORIGINAL(cudaFreeAsync);
     static std::atomic<bool> said{false};
-    if (p && control::regions().holds(reinterpret_cast<uint64_t>(p))) {
+    if (p && gRegions->holds(reinterpret_cast<uint64_t>(p))) {
         if (!capturing(stream)) {
             releaseRegion(p);  // once the device is idle (the backend synchronizes)
             return kCudaSuccess;
@@ -214,6 +230,32 @@ const GotHook kRegionHooks[] = {
 
 }  // namespace
 
+void bindCudaRuntimeHooks(Engine& engine, control::Regions& regions) {
+    gEngine = &engine;
+    gRegions = &regions;
+}
+
+void setCudaRuntimeRecording(bool on) { gRecording = on; }
+
+bool cudaRuntimeRecording() { return gRecording.load(std::memory_order_relaxed); }
+
+void regionMemoryReferenced(uint64_t address) {
+    if (OwnDeviceCalls::active) return;  // the region backend's own calls
+    static std::atomic<bool> said{false};
+    char tag[core::kMaxTagBytes + 1];
+    if (said.load(std::memory_order_relaxed) || !gRegions->tagOf(address, tag, sizeof tag)) return;
+    char text[640];
+    std::snprintf(text, sizeof text,
+                  "region '%s' memory at 0x%llx got a reference from outside memtool "
+                  "(cuMemRetainAllocationHandle), as NCCL takes one when it registers a buffer "
+                  "(ncclCommRegister, or a collective captured in a CUDA graph): a pause gives "
+                  "that memory back and a resume maps new memory at the same address, which the "
+                  "registration does not follow; keep buffers NCCL registers out of regions, or "
+                  "set NCCL_GRAPH_REGISTER=0",
+                  tag, static_cast<unsigned long long>(address));
+    warnOnce(said, text);
+}
+
 const GotHook* cudaRuntimeHooks(size_t* count) {
     *count = sizeof kHooks / sizeof kHooks[0];
     return kHooks;
@@ -221,9 +263,9 @@ const GotHook* cudaRuntimeHooks(size_t* count) {
 
 void* pluggableMalloc(size_t size, int device) {
     static auto realMalloc = RUNTIME_ORIGINAL(cudaMalloc);
-    if (control::regions().threadInRegion()) {
+    if (gRegions->threadInRegion()) {
         control::Failure why;
-        return control::regions().serve(core::cudaDeviceOrFirst(device), size, 256, why);
+        return gRegions->serve(core::cudaDeviceOrFirst(device), size, 256, why);
     }
     void* p = nullptr;
     return realMalloc && realMalloc(&p, size) == kCudaSuccess ? p : nullptr;

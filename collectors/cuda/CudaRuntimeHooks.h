@@ -6,10 +6,30 @@
 // active. It sees cudaMalloc & co. only, not driver calls made directly.
 
 #include <cstddef>
+#include <cstdint>
 
 #include "collectors/preload/GotPatcher.h"
 
 namespace memtool::collectors {
+
+class Engine;
+namespace control {
+class Regions;
+}  // namespace control
+
+// Hands the hooks the engine they record into and the regions they serve
+// (startCollector, before any slot is patched or the C surface can be called).
+void bindCudaRuntimeHooks(Engine& engine, control::Regions& regions);
+
+// Whether CUDA memory is recorded through these hooks (not CUPTI): from the
+// options, or the CUDA injection's fallback. Read by the hooks and the module
+// scan, which patches every module's slots once it is on.
+void setCudaRuntimeRecording(bool on);
+bool cudaRuntimeRecording();
+
+// A reference to the VMM memory at `address` taken outside memtool: said once
+// when it is a region's (memtool_cuda_memory_referenced).
+void regionMemoryReferenced(uint64_t address);
 
 // The hooks; each forwards to the runtime's own function (or, for a thread inside
 // a pausable region, serves VMM memory) and records on success when the

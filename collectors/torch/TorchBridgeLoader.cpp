@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "collectors/Collector.h"
+#include "collectors/engine/Engine.h"
 #include "collectors/engine/ModuleName.h"
 #include "collectors/torch/TorchBridgeApi.h"
 #include "core/Protocol.h"
@@ -26,7 +26,8 @@ std::atomic<bool> gBusy{false};      // one thread at a time; the others do not 
 std::atomic<bool> gAttached{false};  // the bridge is attached (gHandle is loaded for good)
 // dlpi_adds when libc10_cuda.so was last looked for and not found (under gBusy).
 unsigned long long gSeenAdds = ~0ull;
-void* gHandle = nullptr;  // the bridge, once loaded (under gBusy)
+void* gHandle = nullptr;    // the bridge, once loaded (under gBusy)
+Engine* gEngine = nullptr;  // what the bridge records into (bindTorchBridge)
 
 constexpr size_t kBuildIdChars = 2 * 64 + 1;  // hex of the longest build id we read
 
@@ -87,12 +88,12 @@ int findC10Cuda(dl_phdr_info* info, size_t, void* data) {
 // The bridge records under PyTorch's allocator lock: never wait on the socket
 // there unless the buffer is full.
 void hostAlloc(uint8_t device, uint64_t key, uint64_t size) {
-    engine().alloc(device, key, size, FlushPolicy::WhenFull);
+    gEngine->alloc(device, key, size, FlushPolicy::WhenFull);
 }
-void hostFree(uint64_t key) { engine().free(key); }
-void hostWarn(const char* text) { engine().note(core::kNoteWarning, text); }
+void hostFree(uint64_t key) { gEngine->free(key); }
+void hostWarn(const char* text) { gEngine->note(core::kNoteWarning, text); }
 void hostOom(uint8_t device, uint64_t size, uint64_t deviceFree) {
-    engine().oom(device, size, core::OomSource::Torch, deviceFree);
+    gEngine->oom(device, size, core::OomSource::Torch, deviceFree);
 }
 
 const char kDeviceOnly[] = "; cuda rows show driver-level figures only (no active/reserved)";
@@ -107,6 +108,8 @@ void settle(const char* a, const char* b = "", const char* c = "", const char* d
 }
 
 }  // namespace
+
+void bindTorchBridge(Engine& engine) { gEngine = &engine; }
 
 void emptyTorchCache() {
     if (!gAttached.load()) return;
@@ -166,7 +169,7 @@ void tryAttachTorchBridge() {
                                         hostOom};
     const int rc = attach(&host);
     if (rc == kMemtoolBridgeAttached) {
-        engine().note(core::kNoteTorchBridge, "attached");
+        gEngine->note(core::kNoteTorchBridge, "attached");
         gAttached.store(true);
         gSettled.store(true);
     } else if (rc == kMemtoolBridgeRefused) {

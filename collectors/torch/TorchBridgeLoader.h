@@ -5,6 +5,12 @@
 
 namespace memtool::collectors {
 
+class Engine;
+
+// Hands the loader the engine the bridge records into (startCollector, before the
+// C surface can ask for the bridge).
+void bindTorchBridge(Engine& engine);
+
 // Reads the bridge's path from the environment (library constructor).
 void configureTorchBridge();
 
