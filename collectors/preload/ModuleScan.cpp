@@ -4,6 +4,7 @@
 
 #include "collectors/cuda/CudaRuntimeHooks.h"
 #include "collectors/engine/ModuleName.h"
+#include "collectors/engine/Warn.h"
 #include "collectors/preload/AllocatorHooks.h"
 #include "collectors/preload/ProgramEnd.h"
 #include "collectors/preload/StreamLifecycle.h"
@@ -85,8 +86,11 @@ void ModuleScan::visit(dl_phdr_info* info, size_t size, Scan& scan) {
         !state.runtimePatched.find(key, &seen) && state.runtimePatched.insert(key, 1)) {
         size_t count = 0;
         const GotHook* hooks = cudaRuntimeHooks(&count);
-        if (patchModuleImports(info, hooks, count, "libcudart", &state.slots) > 0)
+        if (patchModuleImports(info, hooks, count, "libcudart", &state.slots) > 0) {
             cudaHooked_ = true;
+            if (debugLogOn())
+                DebugLine().add("cuda runtime calls hooked in ").add(*name ? name : "the program");
+        }
     }
     // Every dlopen scans all loaded objects again (300 of them once torch is
     // imported); one already checked, and announced where the stream is on, is
@@ -120,6 +124,7 @@ void ModuleScan::visit(dl_phdr_info* info, size_t size, Scan& scan) {
             patchModuleImports(info, allocator, allocatorCount, nullptr, &state.slots) > 0) {
             state.allocatorPatched.insert(key, hash);
             scan.patchedNew = true;
+            if (debugLogOn()) DebugLine().add("allocator hooked in ").add(path);
         }
         state.checked.insert(key, hash);
     }
@@ -194,6 +199,7 @@ void ModuleScan::refresh() {
 bool ModuleScan::attachCuda() {
     if (!stream_.configured()) return false;
     cudaAttached_ = true;
+    if (debugLogOn()) DebugLine().add("cuda memory through CUPTI");
     refresh();  // announce modules, install Python tracking if due
     engine_.note(core::kNoteCudaSource, "cupti");
     return engine_.active();
@@ -202,6 +208,8 @@ bool ModuleScan::attachCuda() {
 void ModuleScan::fallBackToRuntimeHooks(const char* why) {
     if (!stream_.configured()) return;
     setCudaRuntimeRecording(true);
+    if (debugLogOn())
+        DebugLine().add("cuda memory through the runtime hooks: ").add(why ? why : "asked");
     refresh();
     if (why) engine_.note(core::kNoteWarning, why);
 }

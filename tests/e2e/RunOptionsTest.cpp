@@ -201,6 +201,11 @@ TEST(RunOptions, DebugLogSaysWhatTheCollectorDecided) {
               std::vector<std::string>{
                   prefix + "stream end: " + std::to_string(stream.at("records").get<uint64_t>()) +
                   " records, 0 events missed"});
+    // libc10's allocator, hooked where libc10 is.
+    const std::vector<std::string> hooked =
+        linesStartingWith(o.err, prefix + "allocator hooked in ");
+    ASSERT_EQ(hooked.size(), 1u) << o.err;
+    EXPECT_EQ(hooked[0].substr(hooked[0].size() - 10), "/libc10.so") << hooked[0];
     // Each module the stream announced, by number.
     EXPECT_EQ(linesStartingWith(o.err, prefix + "module 1: ").size(), 1u) << o.err;
 
