@@ -9,7 +9,7 @@ allocations), and exits with os._exit. The parent reads each child's CPU time
 (user + system, every thread) and page faults from wait4. Runs of every mode
 alternate, so machine noise hits them alike. The faults are the steadier figure: within
 a few of each other for every child of one run, where CPU time moves with the
-machine, and on a VM each one is a trip to the host (~10 us here: bench/RESULTS.md,
+machine, and on a VM each one is a trip to the host (~10 us here: bench/history/runs.md,
 run 34). Under memtool they also move between runs (run 40), so compare the
 medians of several rounds.
 

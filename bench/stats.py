@@ -3,8 +3,8 @@
 This VM's noise is larger than the differences the goals ask about, two ways:
 slow spells that move every process alike for minutes (bare runs of one program
 differ by up to 50% between invocations), and scatter from one run to the next
-within an invocation (30 rounds of small_tensors: bare 1.14 to 1.78 s, bench/
-RESULTS.md run 30). A ratio of two medians mixes spells into both; the ratio of
+within an invocation (30 rounds of small_tensors: bare 1.14 to 1.78 s, bench/history/
+runs.md run 30). A ratio of two medians mixes spells into both; the ratio of
 the two runs of one round does not, since they ran seconds apart. So each round
 gives one paired ratio (the mode's run over that round's bare run), and a goal is
 judged by their median and a confidence interval for it, which is as wide as the

@@ -72,7 +72,7 @@ TargetProcess launchTarget(const std::vector<std::string>& command,
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     const auto started = TargetProcess::Clock::now();
     // vfork, not fork: copying memtool's page tables took 1 ms of every run's start,
-    // in front of the program (bench/RESULTS.md, run 32).
+    // in front of the program (bench/history/runs.md, run 32).
     pid_t child = vfork();
     if (child < 0) {
         int err = errno;

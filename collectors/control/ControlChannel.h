@@ -68,7 +68,7 @@ private:
 // A second thread, even an idle one, makes glibc and libstdc++ take their
 // thread-safe paths in the program's own code for good: posix_memalign takes its
 // arena's lock (49 against 80 ns an allocation and free here), and small_tensors
-// runs ~2% slower (bench/RESULTS.md, run 32). So a single-threaded program gets
+// runs ~2% slower (bench/history/runs.md, run 32). So a single-threaded program gets
 // the thread when
 //   - it starts a thread of its own (pthread_create, interposed);
 //   - a request arrives: the socket signals its thread (SIGURG, with O_ASYNC),

@@ -6,7 +6,7 @@
 // path is inline: one compare-and-swap to lock, one exchange to unlock (glibc's
 // adaptive mutex, a call through the PLT and a dispatch on the mutex's type, cost
 // ~70 instructions a lock and unlock). With LTO it inlines into the hooks: 258
-// fewer instructions for a small tensor's allocation and free (bench/RESULTS.md,
+// fewer instructions for a small tensor's allocation and free (bench/history/runs.md,
 // run 14). Contended, a thread spins a little before it sleeps: the engine
 // holds it for ~100 ns an event, and torch allocates with the GIL released, so
 // threads meet here; sleeping at once would cost each of them a futex call and a

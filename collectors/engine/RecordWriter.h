@@ -49,7 +49,7 @@ public:
         // or more. Slower ones go as they are: folding costs the program ~130
         // instructions a record, which the reader's own core takes off it
         // (small_tensors: 1.050 unfolded, 1.069 folding at 1,000 a ms,
-        // bench/RESULTS.md run 25), and keeping the facts for it 64 bytes a
+        // bench/history/runs.md run 25), and keeping the facts for it 64 bytes a
         // record, kept only after a buffer that came fast.
         Fast = 1,
         Always = 2,

@@ -376,7 +376,7 @@ std::vector<std::string> threadNames(const std::string& pid) {
 }  // namespace
 
 // The collector's control thread costs a single-threaded program glibc's locked
-// paths (bench/RESULTS.md, run 32), so it starts when a request comes: here the
+// paths (bench/history/runs.md, run 32), so it starts when a request comes: here the
 // program's only thread is blocked in a system call, and the request is answered.
 TEST(ControlThread, StartsWhenARequestComesToAProgramThatHasOneThread) {
     const std::string dir = tempDir(), fifo = dir + "/fifo";
