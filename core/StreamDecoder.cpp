@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <bitset>
 #include <cstring>
 #include <string>
 
@@ -202,6 +203,13 @@ void StreamDecoder::passWindow(WindowRecord& w) {
     clockNs_ += w.endNs;
     if (clockNs_ < w.startNs) throw ProtocolError("window past the end of the clock");
     w.endNs = clockNs_;
+    // One entry per device (the collector keeps a window's figures by device): a
+    // device listed twice would draw its timeline back to the window's start.
+    std::bitset<256> listed;
+    for (const WindowRecord::Device& d : w.devices) {
+        if (listed.test(d.device)) throw ProtocolError("window lists a device twice");
+        listed.set(d.device);
+    }
     for (WindowRecord::Device& d : w.devices) {
         uint64_t t = w.startNs;
         // Saturating: a hostile delta cannot wrap a time back before the window.

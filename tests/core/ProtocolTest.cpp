@@ -367,6 +367,23 @@ TEST(Protocol, RecordsThatNeverEndAreRefusedAtOnce) {
               "");
 }
 
+// A window's figures are by device, one entry each: a device listed twice would
+// start its points again at the window's start, a timeline that goes back in time
+// (what the stream fuzzer found, tests/fuzz/corpus/stream/window-device-twice.bin).
+TEST(Protocol, AWindowThatListsADeviceTwiceIsRefused) {
+    Recorder r;
+    // 10 ns long; device entries: device, allocs, bytes, frees, bytes, no peak, no points;
+    // then no stacks, blocks or frees.
+    StreamDecoder twice(r);
+    EXPECT_EQ(refusal(twice, afterHandshake(
+                                 {'B', 10, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})),
+              "window lists a device twice");
+    StreamDecoder two(r);  // devices 0 and 1
+    EXPECT_EQ(refusal(two, afterHandshake(
+                               {'B', 10, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0})),
+              "");
+}
+
 TEST(Protocol, ARecordThatKeepsComingIsRefusedPastItsLimit) {
     Recorder r;
     // A handshake announcing 2^40 arguments: refused on the count.

@@ -205,7 +205,8 @@ TEST(RunOptions, DebugLogSaysWhatTheCollectorDecided) {
     const std::vector<std::string> hooked =
         linesStartingWith(o.err, prefix + "allocator hooked in ");
     ASSERT_EQ(hooked.size(), 1u) << o.err;
-    EXPECT_EQ(hooked[0].substr(hooked[0].size() - 10), "/libc10.so") << hooked[0];
+    const std::string library = hooked[0].substr(hooked[0].rfind('/') + 1);
+    EXPECT_EQ(library.compare(0, 9, "libc10.so"), 0) << hooked[0];  // Debian's: libc10.so.1.13
     // Each module the stream announced, by number.
     EXPECT_EQ(linesStartingWith(o.err, prefix + "module 1: ").size(), 1u) << o.err;
 
