@@ -53,8 +53,8 @@ int unwinderClose(int fd) noexcept {
 }
 
 // Points libunwind's own imports of pipe2 and close at the two above; only its
-// calls go there.
-void adoptUnwinderDescriptors(void* lib) {
+// calls go there. (Unused in the TSan build, which unwinds with backtrace().)
+[[maybe_unused]] void adoptUnwinderDescriptors(void* lib) {
     link_map* map = nullptr;
     if (dlinfo(lib, RTLD_DI_LINKMAP, &map) != 0 || !map) return;
     const GotHook hooks[] = {MEMTOOL_GOT_HOOK(pipe2, unwinderPipe2),
