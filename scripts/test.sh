@@ -3,8 +3,8 @@
 #   scripts/test.sh               scripts/setup.sh (packages, build/ with -Werror), the
 #                                 developer tools (scripts/devtools.sh), then ctest
 #   scripts/test.sh --no-setup    ctest only, in a tree that is built
-#   scripts/test.sh --no-fuzz     leave the fuzz test out: scripts/test-sanitizers.sh runs
-#                                 it in its own tree, which .ci/run builds anyway
+#   scripts/test.sh --no-fuzz     leave the fuzz test out (it builds and runs the libFuzzer
+#                                 harnesses in a clang tree of its own, build/fuzz)
 # Environment: BUILD_DIR (build); MEMTOOL_CI_COUNTS, a file that gets a line
 # "default PASSED SKIPPED FAILED".
 set -euo pipefail

@@ -4,7 +4,7 @@
 # corpus; a crash's input is kept in FUZZ_TREE/artifacts/ and the test fails.
 # The harnesses come from FUZZ_TREE, a clang tree configured with MEMTOOL_FUZZ=ON and
 # MEMTOOL_SANITIZE=address,undefined: --fuzz-tree DIR (or MEMTOOL_FUZZ_TREE) names
-# one, as scripts/test-sanitizers.sh's tree, whose tests run there too; without it,
+# one (such a tree configured with the tests passes its own); without it,
 # BUILD_DIR/fuzz is made (fuzzers only; the first time takes a few minutes, later ones
 # rebuild what changed).
 # usage: run_fuzzers.sh SOURCE_DIR BUILD_DIR [--fuzz-tree DIR] [RUNS]
