@@ -5,7 +5,8 @@
 #   memtool_require_pkg_config(<prefix> <module> <Debian package>)
 #   memtool_require_library(<variable> <Debian package> <names>...)
 function(memtool_missing what debian)
-  message(FATAL_ERROR "memtool: ${what} is missing: install the Debian package ${debian} "
+  # Indented: CMake prints it as one line instead of wrapping it.
+  message(FATAL_ERROR "  memtool: ${what} is missing: install the Debian package ${debian} "
                       "(sudo apt-get install ${debian}; scripts/setup.sh --user installs every one)")
 endfunction()
 

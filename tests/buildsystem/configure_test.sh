@@ -128,6 +128,14 @@ unwind=$(sed -n 's/^LIBUNWIND_SHARED:FILEPATH=//p' "$scratch/cuda-off/CMakeCache
 expect_success elfutils-shared "elfutils: shared (not every archive is installed)" -DMEMTOOL_CUDA=OFF \
     "-DCMAKE_IGNORE_PATH=/usr/lib/x86_64-linux-gnu;/lib/x86_64-linux-gnu" "-DLIBUNWIND_SHARED=$unwind"
 
+# A missing build dependency stops the configure with the Debian package to install.
+expect_failure missing-fmt "memtool: fmt is missing: install the Debian package libfmt-dev" -DMEMTOOL_CUDA=OFF \
+    -DCMAKE_DISABLE_FIND_PACKAGE_fmt=ON
+expect_failure missing-cli11 "memtool: CLI11 is missing: install the Debian package libcli11-dev" -DMEMTOOL_CUDA=OFF \
+    -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON
+expect_failure missing-unwind "memtool: libunwind.so.8 is missing: install the Debian package libunwind-dev" \
+    -DMEMTOOL_CUDA=OFF "-DCMAKE_IGNORE_PATH=/usr/lib/x86_64-linux-gnu;/lib/x86_64-linux-gnu"
+
 mkdir -p "$(dirname "$stamp")"
 echo "$hash $(date +%s)" >"$stamp"
-echo "configure_test: MEMTOOL_CUDA, MEMTOOL_SANITIZE and elfutils behave"
+echo "configure_test: MEMTOOL_CUDA, MEMTOOL_SANITIZE, elfutils and missing dependencies behave"
