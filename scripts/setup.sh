@@ -14,25 +14,25 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # What a user needs: the compilers and build tools, the libraries the CLI and the
-# collector build against, Debian's torch for the samples.
+# collector build against (torch comes from pip, into the user's venv).
 USER_PACKAGES=(
   g++ cmake ninja-build pkg-config git
   libfmt-dev libcli11-dev nlohmann-json3-dev robin-map-dev
   libunwind-dev libdw-dev libelf-dev
   zlib1g-dev liblzma-dev libbz2-dev  # the archives libdw.a needs: the CLI links elfutils in
-  python3-torch
+  patchelf     # the wheel (its libunwind gets a run path of $ORIGIN), scripts/gpu-pack.sh
+  python3-venv # the venvs of scripts/quickstart.sh and scripts/devtools.sh, where Python is Debian's
 )
 # What the tests, the checks and the bench add.
 DEV_PACKAGES=(
+  python3-torch        # Debian's torch 1.13, the oldest memtool supports: a subset of the e2e tests
   libgtest-dev libgmock-dev
   libtorch-dev         # the LibTorch samples and test programs
   python3-torchvision  # bench/workloads/resnet18.py
   heaptrack            # bench/run.py's peer
   clang-format         # scripts/check-format.sh
   clang-tidy           # scripts/check-tidy.sh
-  python3-venv         # scripts/devtools.sh: lizard and ruff
   ccache               # every tree compiles through it (cmake/MemtoolDefaults.cmake)
-  patchelf             # scripts/gpu-pack.sh
   chromium             # the HTML report's browser test (tests/e2e/HtmlReportTest.cpp)
   tmux                 # the live view's terminal test
   clang libclang-rt-dev  # the sanitizer tree and tests/fuzz: libFuzzer (the fuzz test skips without them)

@@ -1,4 +1,4 @@
-"""A small training loop to profile: `memtool run -- /usr/bin/python3 samples/python/quickstart.py`.
+"""A small training loop to profile: `memtool run -- python samples/python/quickstart.py`.
 
 An MLP learns y = sum(x) on random data with Adam. Nothing here knows about memtool.
 """
@@ -33,7 +33,7 @@ def train(steps=30, batch=256, features=64, hidden=512):
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         optimizer.step()
-    return float(loss)
+    return loss.item()
 
 
 if __name__ == "__main__":
