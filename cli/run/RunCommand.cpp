@@ -191,6 +191,24 @@ private:
     std::vector<std::unique_ptr<reporters::RenderedBody>> handedOver_;  // text of those handed over
 };
 
+// True when a stream ended at an exec and none of its process has connected since:
+// the new image's collector connects once it loads torch, then waits for admission
+// (10 s). A body built meanwhile would keep the loop from admitting it: building one
+// of a torch 2.x process reads its libraries' symbols for seconds (14 s for a CUDA
+// torch 2.14 on a loaded 2-core machine), and that image ran unprofiled.
+bool anImageToCome(const CollectorListener& listener) {
+    std::set<int64_t> execed;
+    for (const auto& c : listener.connections()) {
+        if (!c->isStream()) continue;
+        const int64_t pid = c->aggregator().handshake()->pid;
+        execed.erase(pid);
+        const auto& end = c->aggregator().end();
+        if (!c->open() && end && end->exitKind == static_cast<uint64_t>(core::ExitKind::Exec))
+            execed.insert(pid);
+    }
+    return !execed.empty();
+}
+
 // Runs the loop until the target has exited and every stream has ended (or
 // `waitS` has passed since), the live view (if any) redrawn between waits; a
 // control socket is one more watched descriptor. Unless `quiet`, a wait past
@@ -206,7 +224,9 @@ void collectStreams(EventLoop& loop, const CollectorListener& listener, const Ta
         // exited) or be about to exit: it is waited for as a stream is.
         const bool ended = listener.openStreams() == 0 && !listener.connectionWaiting();
         if (target.exited() && ended && !target.childrenLeft()) return;
-        if (ended) bodies.prepare(listener);
+        // Built in the program's own exit (its streams ended, not yet reaped); not
+        // while a new image or a descendant left running may yet connect.
+        if (ended && !target.exited() && !anImageToCome(listener)) bodies.prepare(listener);
         if (!noticed && target.exited() && target.secondsSinceExit() >= kWaitNoticeS &&
             !(live && live->showing())) {
             noticed = true;

@@ -24,8 +24,12 @@ namespace memtool::collectors {
 
 namespace {
 
-// How long a collector waits for `memtool run` to admit its connection.
-constexpr int kAdmissionTimeoutMs = 10000;
+// How long a collector waits for `memtool run` to admit its connection. The run's
+// loop admits between other work, such as building an ended stream's trace, which
+// reads the symbols of that process's libraries: 14 s for a CUDA torch 2.14's on a
+// loaded 2-core machine, where 10 s of patience left an exec'd image unprofiled.
+// A run that has gone closes the socket, which ends the wait at once.
+constexpr int kAdmissionTimeoutMs = 60000;
 
 // Reads argv as the kernel keeps it (NUL-separated), into memory of its own.
 struct CommandLine {
