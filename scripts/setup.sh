@@ -8,8 +8,10 @@
 #   scripts/setup.sh --user   only what building and running memtool needs; no build
 #                             (scripts/quickstart.sh configures a tree of its own)
 # Environment: BUILD_DIR (build); MEMTOOL_WERROR (ON here, as in every tree the scripts
-# configure; a plain cmake's default is OFF): an existing tree is reconfigured when its
-# setting differs.
+# configure; a plain cmake's default is OFF); MEMTOOL_TEST_PYTHON (the test venv's python,
+# from scripts/venv.sh, which makes it once; /usr/bin/python3 leaves the venv out): the
+# Python the end-to-end tests run torch on and the torch bridge is built against. An
+# existing tree is reconfigured when one of its settings differs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,12 +66,18 @@ fi
 [ "$mode" = dev ] || exit 0
 
 BUILD_DIR=${BUILD_DIR:-build}
+# The tests run torch 2.x first (the venv's, pinned); Debian's torch 1.13 runs the
+# twins labelled torch1.13 (tests/CMakeLists.txt). The bridge links the venv's CUDA torch.
+test_python=${MEMTOOL_TEST_PYTHON:-$(scripts/venv.sh)}
 # compile_commands.json: scripts/check-tidy.sh reads it.
 werror=${MEMTOOL_WERROR:-ON}
-options=(-DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DMEMTOOL_WERROR="$werror")
+options=(-DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DMEMTOOL_WERROR="$werror"
+  -DMEMTOOL_TEST_PYTHON="$test_python" -DMEMTOOL_TORCH_PYTHON="$test_python")
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${options[@]}" >/dev/null
-elif ! grep -qx "MEMTOOL_WERROR:BOOL=$werror" "$BUILD_DIR/CMakeCache.txt"; then
+elif ! grep -qx "MEMTOOL_WERROR:BOOL=$werror" "$BUILD_DIR/CMakeCache.txt" ||
+  ! grep -qx "MEMTOOL_TEST_PYTHON:FILEPATH=$test_python" "$BUILD_DIR/CMakeCache.txt" ||
+  ! grep -qx "MEMTOOL_TORCH_PYTHON:STRING=$test_python" "$BUILD_DIR/CMakeCache.txt"; then
   cmake -S . -B "$BUILD_DIR" "${options[@]}" >/dev/null
 fi
 cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -453,7 +453,7 @@ TEST(Cli, LineReportReadsOnlyTheProgramsOwnFiles) {
 TEST(Cli, RunSymbolizesAroundAModuleThatIsAFifo) {
     // libdw used to open the FIFO and wait for a writer for ever, signals blocked.
     const std::string dir = tempDir();
-    Profiled p = profile({"/usr/bin/python3", script("fake_collector.py"), "fifo", dir});
+    Profiled p = profile({PYTHON_BIN, script("fake_collector.py"), "fifo", dir});
     ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
     EXPECT_EQ(p.outcome.out, "sent\n");
     EXPECT_TRUE(p.process().at("complete").get<bool>()) << p.process().dump();

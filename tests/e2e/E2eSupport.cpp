@@ -1,5 +1,6 @@
 #include "tests/e2e/E2eSupport.h"
 
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -78,6 +79,31 @@ Outcome run(const std::vector<std::string>& argv, const std::string& input,
 std::string configured(const char* envName, const char* compiledDefault) {
     const char* value = std::getenv(envName);
     return value ? value : compiledDefault;
+}
+
+std::string pythonBin() { return configured("E2E_PYTHON_BIN", E2E_DEFAULT_PYTHON_BIN); }
+
+namespace {
+
+// Registered before main (gtest_main): a GTEST_SKIP in a global environment's SetUp
+// skips every test of the run.
+class PythonPresent : public ::testing::Environment {
+public:
+    void SetUp() override {
+        const char* asked = std::getenv("E2E_PYTHON_BIN");
+        if (asked && access(asked, X_OK) != 0)
+            GTEST_SKIP() << "E2E_PYTHON_BIN=" << asked << " is not installed here";
+    }
+};
+[[maybe_unused]] ::testing::Environment* const gPythonPresent =
+    ::testing::AddGlobalTestEnvironment(new PythonPresent);
+
+}  // namespace
+
+std::string torchPackageDir() {
+    Outcome o = run({PYTHON_BIN, "-c", "import os, torch; print(os.path.dirname(torch.__file__))"});
+    if (o.exitCode != 0 || o.out.empty()) throw std::runtime_error(PYTHON_BIN + " has no torch");
+    return o.out.substr(0, o.out.size() - 1);
 }
 
 std::string tempDir() { return memtool::test_support::makeTempDir("memtool-test"); }

@@ -13,6 +13,13 @@ namespace memtool::e2e {
 // The value of environment variable `envName` when set, else `compiledDefault`.
 std::string configured(const char* envName, const char* compiledDefault);
 
+// The Python (with torch) the tests run their programs on: E2E_PYTHON_BIN, else the
+// tree's MEMTOOL_TEST_PYTHON (scripts/setup.sh: the test venv's torch 2.x; a plain
+// cmake: /usr/bin/python3). Compiled into E2eSupport.cpp alone, so a tree set to
+// another Python rebuilds one file. A run whose E2E_PYTHON_BIN names no interpreter
+// here (the python3.12 twins on a machine without it) skips every test, saying so.
+std::string pythonBin();
+
 }  // namespace memtool::e2e
 
 // Where the programs under test are (std::string; empty: not built). Compiled in by
@@ -24,7 +31,7 @@ std::string configured(const char* envName, const char* compiledDefault);
 #define COLLECTOR_LIB E2E_PATH(COLLECTOR_LIB)
 #define COLLECTOR_API_HEADER E2E_PATH(COLLECTOR_API_HEADER)
 #define SCRIPTS_DIR E2E_PATH(SCRIPTS_DIR)
-#define PYTHON_BIN E2E_PATH(PYTHON_BIN)
+#define PYTHON_BIN ::memtool::e2e::pythonBin()
 #define CUDA_RUNTIME_USER_BIN E2E_PATH(CUDA_RUNTIME_USER_BIN)
 #define CUDA_LOCAL_USER_BIN E2E_PATH(CUDA_LOCAL_USER_BIN)
 #define CUDA_LOCAL_LIB E2E_PATH(CUDA_LOCAL_LIB)
@@ -84,6 +91,9 @@ Profiled profile(const std::vector<std::string>& argv, const std::vector<std::st
                  const std::string& cwd = "", const std::vector<std::string>& extraEnv = {});
 
 std::string script(const std::string& name);  // path of tests/e2e/scripts/<name>
+// The folder of the torch package PYTHON_BIN imports (/usr/lib/python3/dist-packages/torch
+// for Debian's), for the frames of torch's own Python code.
+std::string torchPackageDir();
 
 // Pausable memory and courtesy tests: the resident set of `pid` from /proc, and
 // `memtool ctl WORDS` with `env` entries NAME=VALUE.

@@ -68,7 +68,7 @@ TEST(RunSocket, AProcessThatIsNotTheProgramsCannotJoin) {
     // program's parent.
     const std::string trace = tempDir() + "/t.json";
     bool refused = false;
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", "/usr/bin/python3",
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN,
                      script("fake_collector.py"), "wait"},
                     "", {}, [&](pid_t, const std::string& first) {
                         const Waiting w = parseWaiting(first);
@@ -90,7 +90,7 @@ TEST(RunSocket, AProcessThatIsNotTheProgramsCannotJoin) {
 TEST(RunSocket, AnOrphanedDescendantStillJoins) {
     // Its parent exited before it connected: re-parented to memtool (a child
     // subreaper), not to init, it is still the program's.
-    Profiled p = profile({"/usr/bin/python3", script("fake_collector.py"), "orphan"});
+    Profiled p = profile({PYTHON_BIN, script("fake_collector.py"), "orphan"});
     ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
     EXPECT_EQ(p.outcome.out, "orphan sent\n");
     ASSERT_EQ(p.trace.at("processes").size(), 2u) << p.trace.dump();
@@ -102,7 +102,7 @@ TEST(RunSocket, AnOrphanedDescendantStillJoins) {
 
 TEST(RunSocket, AStreamThatBreaksBeforeItsHandshakeIsNamedInTheTrace) {
     // A handshake that never ends: memtool hangs up at the record limit.
-    Profiled p = profile({"/usr/bin/python3", script("fake_collector.py"), "endless"});
+    Profiled p = profile({PYTHON_BIN, script("fake_collector.py"), "endless"});
     ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
     EXPECT_EQ(p.outcome.out, "cut off after 64 MiB\n");
     EXPECT_EQ(p.process().at("warnings").at(1),
@@ -117,7 +117,7 @@ TEST(RunSocket, TheDirectoryOfAKilledRunGoesWithTheNextRun) {
     ASSERT_EQ(mkdir((tmp + "/memtool-run-foreign").c_str(), 0700), 0);
     std::string killedDir;
     Outcome killed = run(
-        {MEMTOOL_BIN, "run", "-q", "-o", tmp + "/t.json", "--", "/usr/bin/python3",
+        {MEMTOOL_BIN, "run", "-q", "-o", tmp + "/t.json", "--", PYTHON_BIN,
          script("fake_collector.py"), "wait"},
         "", {env}, [&](pid_t memtool, const std::string& first) {
             const Waiting w = parseWaiting(first);
@@ -170,8 +170,8 @@ TEST(RunSocket, AReplyNestedTooDeeplyReachesCtlAsText) {
     const std::string trace = tempDir() + "/t.json";
     Outcome ctl;
     Outcome o =
-        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", "/usr/bin/python3",
-             script("fake_collector.py"), "deep-reply"},
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("fake_collector.py"),
+             "deep-reply"},
             "", {control}, [&](pid_t, const std::string& first) {
                 ctl = run({MEMTOOL_BIN, "ctl", "--format", "json", first, "status"}, "", {control});
                 kill(std::stoi(first), SIGUSR1);

@@ -6,6 +6,10 @@ import os
 import memtool
 import torch
 
+# One intra-op thread, as Debian's torch 1.13 runs here: pip's torch 2.x parallelizes
+# the 1 MiB fill with GNU OpenMP (libgomp), which is not fork-safe, and the child's
+# first parallel op would wait forever for the parent's thread team.
+torch.set_num_threads(1)
 MiB = 1 << 20
 with memtool.region("kv", backup="disk"):
     a = torch.full((MiB,), 3, dtype=torch.uint8)

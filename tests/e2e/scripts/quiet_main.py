@@ -6,7 +6,12 @@ import os
 import sys
 import threading
 
-import torch
+# Single-threaded on every torch: pip's numpy (OpenBLAS) starts a thread pool when
+# torch imports it, and pip's torch 2.x a GNU OpenMP team at the first op over 32,768
+# elements; Debian's numpy and torch 1.13 start neither here. Both read these first.
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+import torch  # noqa: E402
 
 kept = torch.ones(250_000)  # 1,000,000 bytes
 finished = threading.Event()
