@@ -2,12 +2,16 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstring>
+
 #include "collectors/cuda/CudaRuntimeHooks.h"
 #include "collectors/engine/ModuleName.h"
 #include "collectors/engine/Warn.h"
 #include "collectors/preload/AllocatorHooks.h"
 #include "collectors/preload/ProgramEnd.h"
 #include "collectors/preload/StreamLifecycle.h"
+#include "collectors/preload/TorchVersion.h"
 #include "collectors/stacks/PythonTracker.h"
 #include "core/SourceHash.h"
 
@@ -119,13 +123,8 @@ void ModuleScan::visit(dl_phdr_info* info, size_t size, Scan& scan) {
             !(state.sharedPatched.find(key, &seen) && seen == hash) &&
             patchModuleImports(info, shared, sharedCount, nullptr, &state.slots) > 0)
             state.sharedPatched.insert(key, hash);
-        if (isAllocatorLibrary(path) &&
-            !(state.allocatorPatched.find(key, &seen) && seen == hash) &&
-            patchModuleImports(info, allocator, allocatorCount, nullptr, &state.slots) > 0) {
-            state.allocatorPatched.insert(key, hash);
-            scan.patchedNew = true;
-            if (debugLogOn()) DebugLine().add("allocator hooked in ").add(path);
-        }
+        if (isAllocatorLibrary(path) && !(state.allocatorPatched.find(key, &seen) && seen == hash))
+            patchAllocator(info, path, allocator, allocatorCount, key, hash, scan);
         state.checked.insert(key, hash);
     }
     if (state.described.find(key, &seen) && seen == hash) return;
@@ -145,6 +144,33 @@ void ModuleScan::visit(dl_phdr_info* info, size_t size, Scan& scan) {
     if (e.info.path) scan.modules.push(e);
 }
 
+// libc10's CPU allocator calls posix_memalign and free through its own imports in
+// every torch memtool knows (1.13 to 2.14). One that does not (another major version,
+// another allocator) would leave its storages uncounted without a word: the trace
+// says so instead, naming the torch. Each hook is patched on its own, to know which.
+void ModuleScan::patchAllocator(dl_phdr_info* info, const char* path, const GotHook* hooks,
+                                size_t count, uint64_t key, uint64_t hash, Scan& scan) {
+    const char* missing = nullptr;
+    for (size_t i = 0; i < count && !missing; ++i)
+        if (patchModuleImports(info, &hooks[i], 1, nullptr, &state_.slots) == 0)
+            missing = hooks[i].symbol;
+    if (!missing) {
+        state_.allocatorPatched.insert(key, hash);
+        scan.patchedNew = true;
+        if (debugLogOn()) DebugLine().add("allocator hooked in ").add(path);
+        return;
+    }
+    if (allocatorWarningPending_.load()) return;  // one is enough
+    char version[64];
+    if (!torchVersionOf(path, version, sizeof version)) std::strcpy(version, "of unknown version");
+    std::snprintf(
+        allocatorWarning_, sizeof allocatorWarning_,
+        "%s (torch %s) does not call %s through its imports, as the libc10 of every torch "
+        "memtool knows (1.13 to 2.14) does: its CPU storages are not counted",
+        path, version, missing);
+    allocatorWarningPending_.store(true);
+}
+
 void ModuleScan::refresh() {
     if (!stream_.configured()) return;
     Engine& e = engine_;
@@ -160,7 +186,7 @@ void ModuleScan::refresh() {
         counts.known && counts.adds == state.settledAdds && counts.subs == state.settledSubs;
     Visit first{this, &scan};
     if (!settled) dl_iterate_phdr(visitModule, &first);
-    const bool anyPatched = state.allocatorPatched.size() > 0;
+    const bool anyPatched = state.allocatorPatched.size() > 0 || allocatorWarningPending_.load();
     const bool wasActive = e.active();
     if (anyPatched || cudaAttached_ || cudaHooked_) stream_.ensureConnected();
     const bool active = e.active();
@@ -190,6 +216,8 @@ void ModuleScan::refresh() {
     }
     pthread_mutex_unlock(&lock_);
     if (!active) return;
+    if (allocatorWarningPending_.load() && !allocatorWarningNoted_.exchange(true))
+        e.note(core::kNoteWarning, allocatorWarning_);
     if (cudaHooked_ && !runtimeSourceNoted_.exchange(true))
         e.note(core::kNoteCudaSource, "runtime-hooks");
     if (e.options().pythonStacks) PythonTracker::tryInstall(e);

@@ -138,6 +138,8 @@ private:
     };
     static int visitModule(dl_phdr_info* info, size_t size, void* data);
     void visit(dl_phdr_info* info, size_t size, Scan& scan);
+    void patchAllocator(dl_phdr_info* info, const char* path, const GotHook* hooks, size_t count,
+                        uint64_t key, uint64_t hash, Scan& scan);
 
     Engine& engine_;
     StreamLifecycle& stream_;
@@ -148,6 +150,10 @@ private:
     std::atomic<bool> cudaAttached_{false};  // the CUDA injection asked to record
     std::atomic<bool> cudaHooked_{false};    // some module's CUDA runtime slot is ours
     std::atomic<bool> runtimeSourceNoted_{false};
+    // A libc10 whose allocator memtool cannot hook: the warning, sent once the stream is on.
+    char allocatorWarning_[1024] = "";
+    std::atomic<bool> allocatorWarningPending_{false};
+    std::atomic<bool> allocatorWarningNoted_{false};
 };
 
 }  // namespace memtool::collectors

@@ -103,3 +103,46 @@ TEST(CollectorLibrary, AnObjectLoadedWhereAnUnloadedOneWasIsHooked) {
     EXPECT_EQ(cpu.at("allocated_bytes"), 3000000);
     EXPECT_EQ(cpu.at("current_bytes"), 0);
 }
+
+// A torch memtool has never seen (3.0.0, tests/fakes/nexttorch): where its libc10
+// allocates as every known one does, its figures are exact; where it does not call
+// posix_memalign, the trace says so in one warning that names the torch, and the
+// program runs on as it does bare.
+namespace {
+const char kBlocks[] =
+    "import ctypes, sys\n"
+    "c10 = ctypes.CDLL(sys.argv[1])\n"
+    "c10.block_alloc.restype = ctypes.c_void_p\n"
+    "c10.block_alloc.argtypes = [ctypes.c_size_t]\n"
+    "c10.block_free.argtypes = [ctypes.c_void_p]\n"
+    "c10.block_free(c10.block_alloc(3000000))\n"
+    "print('ok')\n";
+std::string nextTorchC10(const std::string& kind) {
+    return E2E_PATH(NEXT_TORCH_DIR) + "/" + kind + "/torch/lib/libc10.so";
+}
+}  // namespace
+
+TEST(CollectorLibrary, ATorchNeverSeenThatAllocatesAsTheKnownOnesIsCountedExactly) {
+    Profiled p = profile({PYTHON_BIN, "-c", kBlocks, nextTorchC10("hooked")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.outcome.out, "ok\n");
+    EXPECT_EQ(p.process().at("warnings"), nlohmann::json::array());
+    const auto& cpu = p.process().at("devices").at("cpu");
+    EXPECT_EQ(cpu.at("alloc_count"), 1);
+    EXPECT_EQ(cpu.at("allocated_bytes"), 3000000);
+    EXPECT_EQ(cpu.at("current_bytes"), 0);
+}
+
+TEST(CollectorLibrary, ATorchNeverSeenThatAllocatesOtherwiseIsNamedInOneWarning) {
+    const std::string c10 = nextTorchC10("unhooked");
+    Profiled p = profile({PYTHON_BIN, "-c", kBlocks, c10});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.outcome.out, "ok\n");
+    EXPECT_EQ(p.outcome.err, "");
+    EXPECT_EQ(p.process().at("warnings"),
+              nlohmann::json::array(
+                  {c10 + " (torch 3.0.0) does not call posix_memalign through its imports, as the "
+                         "libc10 of every torch memtool knows (1.13 to 2.14) does: its CPU "
+                         "storages are not counted"}));
+    EXPECT_EQ(p.process().at("devices"), nlohmann::json::object()) << p.process().dump(1);
+}
