@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # `cmake --install` puts everything `memtool run` needs under a prefix, and the
 # installed memtool profiles a Python program with it, nothing from the build tree.
-# usage: install_test.sh CMAKE BUILD_DIR SOURCE_DIR CUPTI_DIR BRIDGE_BUILT
+# usage: install_test.sh CMAKE BUILD_DIR SOURCE_DIR CUPTI_DIR BRIDGE_BUILT [PYTHON]
 #   CUPTI_DIR     folder of the libcupti the build linked; empty: no CUDA parts built
 #   BRIDGE_BUILT  1 when the build made the torch bridge, else 0
+#   PYTHON        the Python (with torch) the profiled programs run on (/usr/bin/python3)
 set -euo pipefail
-cmake=$1 build=$2 src=$3 cupti_dir=$4 bridge_built=$5
+cmake=$1 build=$2 src=$3 cupti_dir=$4 bridge_built=$5 python=${6:-/usr/bin/python3}
 fail() {
     echo "install_test: $*" >&2
     exit 1
@@ -47,7 +48,7 @@ fi
 # The installed memtool profiles a Python program, exactly.
 cd "$prefix"
 run=(env -u LD_PRELOAD -u CUDA_INJECTION64_PATH -u MEMTOOL_TORCH_BRIDGE "$prefix/bin/memtool" run -q)
-"${run[@]}" -o t.json -- /usr/bin/python3 "$src/tests/e2e/scripts/storages.py" >/dev/null
+"${run[@]}" -o t.json -- "$python" "$src/tests/e2e/scripts/storages.py" >/dev/null
 /usr/bin/python3 - t.json <<'PY'
 import json, sys
 proc = json.load(open(sys.argv[1]))["processes"][0]
@@ -74,6 +75,6 @@ fi
 # `import memtool` comes from the installed package, ahead of what the user had.
 grep -qx "PYTHONPATH=$lib/python:/elsewhere" <<<"$(PYTHONPATH=/elsewhere "${run[@]}" -o env2.json -- /usr/bin/env)" ||
     fail "PYTHONPATH does not start with the installed package"
-where=$("${run[@]}" -o py.json -- /usr/bin/python3 -c 'import memtool; print(memtool.__file__, memtool.enabled)')
+where=$("${run[@]}" -o py.json -- "$python" -c 'import memtool; print(memtool.__file__, memtool.enabled)')
 [ "$where" = "$lib/python/memtool/__init__.py True" ] || fail "import memtool gave: $where"
 echo "install_test: ${#expected[@]} files installed; the installed memtool profiled storages.py exactly"
