@@ -106,6 +106,12 @@ std::string torchPackageDir() {
     return o.out.substr(0, o.out.size() - 1);
 }
 
+int torchMajorVersion() {
+    Outcome o = run({PYTHON_BIN, "-c", "import torch; print(torch.__version__.split('.')[0])"});
+    if (o.exitCode != 0 || o.out.empty()) throw std::runtime_error(PYTHON_BIN + " has no torch");
+    return std::stoi(o.out);
+}
+
 std::string tempDir() { return memtool::test_support::makeTempDir("memtool-test"); }
 
 nlohmann::json readJson(const std::string& path) {

@@ -94,6 +94,9 @@ std::string script(const std::string& name);  // path of tests/e2e/scripts/<name
 // The folder of the torch package PYTHON_BIN imports (/usr/lib/python3/dist-packages/torch
 // for Debian's), for the frames of torch's own Python code.
 std::string torchPackageDir();
+// The major version of that torch (1 for Debian's 1.13), where the tests say why a
+// figure differs between torches.
+int torchMajorVersion();
 
 // Pausable memory and courtesy tests: the resident set of `pid` from /proc, and
 // `memtool ctl WORDS` with `env` entries NAME=VALUE.
