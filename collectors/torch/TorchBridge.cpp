@@ -122,6 +122,11 @@ extern "C" __attribute__((visibility("default"))) const char* memtool_torch_brid
     return MEMTOOL_C10_CUDA_BUILD_ID;
 }
 
+extern "C" __attribute__((visibility("default"))) const char* memtool_torch_bridge_torch_version(
+    void) {
+    return MEMTOOL_TORCH_VERSION_BUILT;
+}
+
 extern "C" __attribute__((visibility("default"))) int memtool_torch_bridge_attach(
     const MemtoolBridgeHost* host) {
     using namespace memtool::collectors;

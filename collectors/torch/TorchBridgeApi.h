@@ -30,6 +30,9 @@ enum {
 // Exported by the bridge.
 // The hex GNU build id of the libc10_cuda.so the bridge was built against.
 typedef const char* (*MemtoolBridgeBuildIdFn)(void);
+// memtool_torch_bridge_torch_version: the version of that torch ("2.14.1"),
+// for the warning when the process runs another (optional: older bridges lack it).
+typedef const char* (*MemtoolBridgeTorchVersionFn)(void);
 typedef int (*MemtoolBridgeAttachFn)(const MemtoolBridgeHost* host);
 // memtool_torch_bridge_empty_cache: the caching allocator's emptyCache (optional:
 // older bridges lack it).

@@ -11,6 +11,7 @@
 
 #include "collectors/engine/Engine.h"
 #include "collectors/engine/ModuleName.h"
+#include "collectors/preload/TorchVersion.h"
 #include "collectors/torch/TorchBridgeApi.h"
 #include "core/Protocol.h"
 
@@ -36,6 +37,7 @@ struct C10Cuda {
     bool unchanged = false;
     bool found = false;
     char buildId[kBuildIdChars] = "";  // lower-case hex
+    char path[1024] = "";              // where it was loaded from (cut to fit)
     unsigned long long adds = 0;
 };
 
@@ -82,6 +84,7 @@ int findC10Cuda(dl_phdr_info* info, size_t, void* data) {
     if (!fileNameStartsWith(info->dlpi_name ? info->dlpi_name : "", "libc10_cuda.so")) return 0;
     out->found = true;
     buildIdOf(info, out->buildId, sizeof out->buildId);
+    std::snprintf(out->path, sizeof out->path, "%s", info->dlpi_name);
     return 1;
 }
 
@@ -155,11 +158,24 @@ void tryAttachTorchBridge() {
             dlsym(gHandle, "memtool_torch_bridge_build_id"));
         const char* expected = buildId ? buildId() : "";
         if (!expected || !*expected || std::strcmp(expected, c10.buildId) != 0) {
+            // Which torches, by version, where both are known: a torch memtool's bridge
+            // was not built for (another major version included) is named, not loaded.
+            auto versionFn = reinterpret_cast<MemtoolBridgeTorchVersionFn>(
+                dlsym(gHandle, "memtool_torch_bridge_torch_version"));
+            const char* built = versionFn ? versionFn() : nullptr;
+            char builtFor[96] = "", runs[96] = "", version[64];
+            if (built && *built) std::snprintf(builtFor, sizeof builtFor, " of torch %s", built);
+            if (torchVersionOf(c10.path, version, sizeof version))
+                std::snprintf(runs, sizeof runs, " of torch %s", version);
+            char why[512];
+            std::snprintf(why, sizeof why,
+                          "the torch bridge was built for another torch (libc10_cuda.so build id "
+                          "%s%s, this process runs %s%s)",
+                          expected ? expected : "", builtFor,
+                          c10.buildId[0] ? c10.buildId : "one without a build id", runs);
             dlclose(gHandle);
             gHandle = nullptr;
-            return settle("the torch bridge was built for another torch (libc10_cuda.so build id ",
-                          expected ? expected : "", ", this process runs ",
-                          c10.buildId[0] ? c10.buildId : "one without a build id", ")");
+            return settle(why);
         }
     }
     auto attach =

@@ -155,9 +155,9 @@ TEST(RunCudaHooks, ABridgeForAnotherTorchIsNotLoaded) {
     ASSERT_EQ(r.outcome.exitCode, 0) << r.outcome.err;
     const auto& p = r.process();
     EXPECT_EQ(warnings(p),
-              "[\"the torch bridge was built for another torch (libc10_cuda.so build id deadbeef, "
-              "this process runs "
-              "1234abcd); cuda rows show driver-level figures only (no active/reserved)\"]");
+              "[\"the torch bridge was built for another torch (libc10_cuda.so build id deadbeef "
+              "of torch 2.14.1, this process runs 1234abcd of torch 3.0.0); cuda rows show "
+              "driver-level figures only (no active/reserved)\"]");
     EXPECT_FALSE(p.at("devices").at("cuda:0").contains("active"));
     EXPECT_EQ(p.at("devices").at("cuda:0").at("peak_bytes"),
               5000000);  // device level still counted

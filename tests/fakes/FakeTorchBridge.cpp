@@ -28,6 +28,11 @@ extern "C" __attribute__((visibility("default"))) const char* memtool_torch_brid
     return id ? id : "1234abcd";
 }
 
+extern "C" __attribute__((visibility("default"))) const char* memtool_torch_bridge_torch_version(
+    void) {
+    return "2.14.1";
+}
+
 extern "C" __attribute__((visibility("default"))) int memtool_torch_bridge_attach(
     const MemtoolBridgeHost* host) {
     if (!host || host->version != kMemtoolBridgeApiVersion) return kMemtoolBridgeRefused;
