@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # `cmake --install` puts everything `memtool run` needs under a prefix, and the
 # installed memtool profiles a Python program with it, nothing from the build tree.
-# usage: install_test.sh CMAKE BUILD_DIR SOURCE_DIR CUPTI_DIR BRIDGE_BUILT [PYTHON]
-#   CUPTI_DIR     folder of the libcupti the build linked; empty: no CUDA parts built
-#   BRIDGE_BUILT  1 when the build made the torch bridge, else 0
-#   PYTHON        the Python (with torch) the profiled programs run on (/usr/bin/python3)
+# usage: install_test.sh CMAKE BUILD_DIR SOURCE_DIR CUPTI_DIR BRIDGE_BUILT [PYTHON [BRIDGE_TORCH_LIB]]
+#   CUPTI_DIR         folder of the libcupti the build linked; empty: no CUDA parts built
+#   BRIDGE_BUILT      1 when the build made the torch bridge, else 0
+#   PYTHON            the Python (with torch) the profiled programs run on (/usr/bin/python3)
+#   BRIDGE_TORCH_LIB  the lib/ of the torch the bridge was built against, which its run
+#                     path names wherever that torch is (the test venv is in the build tree)
 set -euo pipefail
-cmake=$1 build=$2 src=$3 cupti_dir=$4 bridge_built=$5 python=${6:-/usr/bin/python3}
+cmake=$1 build=$2 src=$3 cupti_dir=$4 bridge_built=$5 python=${6:-/usr/bin/python3} bridge_torch_lib=${7:-}
 fail() {
     echo "install_test: $*" >&2
     exit 1
@@ -31,6 +33,11 @@ got=$(cd "$prefix" && find . -type f -printf '%P\n' | sort)
 for f in "${expected[@]}"; do
     paths=$(readelf -d "$prefix/$f" | grep -E 'R(UN)?PATH' || true)
     case "$f" in *.py) continue ;; esac
+    # The bridge loads only into the very torch it was built against; its run path
+    # names that torch's folder, even one in the build tree.
+    if [ "$f" = lib/memtool/libmemtool_torch_bridge.so ] && [ -n "$bridge_torch_lib" ]; then
+        paths=${paths//"$bridge_torch_lib"/}
+    fi
     case "$paths" in *"$build"*) fail "$f has a run path into the build tree: $paths" ;; esac
 done
 if [ -n "$cupti_dir" ]; then
