@@ -6,11 +6,14 @@ import os
 import signal
 import sys
 
-import memtool
-import torch
+# Blocked before torch starts threads, which inherit the mask: pip's numpy (OpenBLAS,
+# which torch 2.x imports) starts a thread pool at import, and a SIGUSR1 the kernel
+# gave one of those threads would end the program (Debian's 1.13 starts none).
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+import memtool  # noqa: E402
+import torch  # noqa: E402
 
 MiB = 1 << 20
-signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
 
 
 def rss():
