@@ -2,35 +2,46 @@
 """memtool's cost against a bare run and against the tools users would pick instead.
 
 In one invocation, for each workload, runs round after round of: bare, memtool
-(default, --no-native, --no-python, --pausable all), PyTorch's profiler (profile_memory=True,
-with_stack=True) and heaptrack, in turn, so that machine noise hits every mode
-alike (the order, bare's place in it too, turns by one a round, so that none
-always runs first, or right after another). Reports, as medians of the rounds: the wall
-time of the whole process and its CPU time (user + system of the process and
-every child it reaped: for memtool, the CLI and the target together), each with
-its ratio to bare; the paired ratio (the median of each round's run over that
-round's bare run, with its 95% confidence interval: bench/stats.py), which the
-goals in bench/RESULTS.md are judged by from run 30 on, and the least run over
-bare's least; the CLI's own CPU time as a share of the target's (trace.json's cli_cpu_s and
-cpu_s); the nanoseconds added per tracked allocation (from wall and from CPU
-time); and memtool's own memory: the target's peak RSS over bare, and the CLI's
-peak RSS.
+(default, --no-native, --no-python, (no folding), --pausable all) and the peers
+(memray, memray --native, PyTorch's profiler with profile_memory=True and
+with_stack=True, heaptrack, tracemalloc, scalene, memory-profiler's mprof run:
+modes() says how each is run, and how it follows forked workers), in turn, so that
+machine noise hits every mode alike (the order, bare's place in it too, turns by
+one a round, so that none always runs first, or right after another). Reports, as
+medians of the rounds: the wall time of the whole process and its CPU time (user +
+system of the process and every child it reaped: for memtool, the CLI and the
+target together), each with its ratio to bare; the paired ratio (the median of
+each round's run over that round's bare run, with its 95% confidence interval:
+bench/stats.py), which the goals in bench/RESULTS.md are judged by from run 30 on,
+and the least run over bare's least; the CLI's own CPU time as a share of the
+target's (trace.json's cli_cpu_s and cpu_s); the nanoseconds added per tracked
+allocation (from wall and from CPU time); and memtool's own memory: the target's
+peak RSS over bare, and the CLI's peak RSS.
 
 `--modes "memtool,bare (again)"` adds a second bare run to each round: what a
 mode that costs nothing measures against bare here (the bench's own floor).
 
-    bench/run.py [--runs 7] [--quick] [--workloads small_tensors,training] [--modes ...]
+    bench/run.py [--runs 7] [--quick | --peers-quick] [--workloads small_tensors,training]
+                 [--modes ...] [--python PY] [--scale F] [--limit X] [--limit-min S]
                  [--baseline OTHER_BUILD] [--markdown FILE]
+
+The Python workloads run on --python: by default build/venv/bin/python (the
+venv scripts/venv.sh makes: torch 2.x, the peers) where it exists, else
+/usr/bin/python3 (Debian's torch 1.13, where only torch.profiler and heaptrack
+are there to compare). A peer its interpreter cannot import is left out.
 
 --quick: tiny sizes, one round, no timing conclusions: it only proves the
 scripts, every workload and every memtool mode still work, and checks memtool's
-exact allocation counts (CI runs this). Bare and memtool's modes only: the peers
-(torch.profiler, heaptrack) run in a full bench, where they are what memtool is
-measured against. Needs a build in ./build (or --build DIR).
+exact allocation counts (CI runs this). Bare and memtool's modes only.
+--peers-quick: tiny sizes, one round, bare and every peer: each peer's command
+line works here (not in CI: the peers take minutes even at tiny sizes).
+Needs a build in ./build (or --build DIR).
 
-A comparison tool (torch.profiler, heaptrack) that fails or hangs on a workload
-is reported as failed in its row and not run again on it; bare or memtool
-failing ends the bench.
+A comparison tool that fails, or runs past --limit times the latest bare run
+(--limit-min seconds at least), is reported as failed in its row and not run
+again on that workload; bare or memtool failing ends the bench.
+--scale F multiplies the documented sizes (loop iterations, training steps,
+batches, pool tasks) to fit every peer into an invocation's time.
 """
 import argparse
 import json
@@ -48,37 +59,82 @@ import time
 import stats
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PY = "/usr/bin/python3"  # Debian's, with python3-torch
+SYSTEM_PY = "/usr/bin/python3"  # Debian's, with python3-torch 1.13
+# The workloads that fork: each peer runs in the mode its users would pick to
+# follow the children (see modes()).
+FORKING = {"dataloader", "pool"}
 
 
-def workloads(build, quick):
+def default_python(build):
+    """The venv's interpreter (scripts/venv.sh makes build/venv: torch 2.x and the
+    peers), the build's first, else Debian's."""
+    for d in (build, os.path.join(ROOT, "build")):
+        py = os.path.join(d, "venv", "bin", "python")
+        if os.path.exists(py):
+            return py
+    return SYSTEM_PY
+
+
+def workloads(build, quick, py, scale=1.0):
+    """{name: (argv, python?, exact count)}. `scale` multiplies the documented sizes
+    (loop iterations, steps, batches, tasks; tensor shapes stay): to fit every peer
+    into one invocation's time."""
     w = os.path.join(ROOT, "bench", "workloads")
-    n = 2000 if quick else 200_000
-    steps = 2 if quick else 40
+
+    def sized(*counts):
+        return [] if scale == 1.0 else [str(max(1, round(c * scale))) for c in counts]
+
+    def rest(args):  # the arguments before a scaled one, at their defaults
+        return [] if scale == 1.0 else args
+
+    n = 2000 if quick else max(1, round(200_000 * scale))
+    steps = 2 if quick else max(1, round(40 * scale))
     return {
         # name: (argv, python?, exact CPU allocations memtool must see, or None).
         # alloc_stress measures memtool's stream alone: no other tool runs it.
-        "small_tensors": ([PY, f"{w}/small_tensors.py", str(n)], True, n),
-        "training": ([PY, f"{w}/training.py", str(steps)], True, None),
-        "threads": ([PY, f"{w}/threads.py", str(n)], True, n),
-        "deep_stack": ([PY, f"{w}/deep_stack.py", str(n)], True, n),
+        "small_tensors": ([py, f"{w}/small_tensors.py", str(n)], True, n),
+        "training": ([py, f"{w}/training.py", str(steps)], True, None),
+        "threads": ([py, f"{w}/threads.py", str(n)], True, n),
+        "deep_stack": ([py, f"{w}/deep_stack.py", str(n)], True, n),
         "libtorch_loop": ([f"{build}/bin/libtorch_sample", str(n)], False, n + 3),
         "alloc_stress_10M": ([f"{build}/bin/alloc_stress", str(20_000 if quick else 10_000_000)], False,
                              20_000 if quick else 10_000_000),
         # Real programs nobody here wrote the loops of (torchvision, torch.nn, DataLoader).
         # The DataLoader's workers are forked: memtool records each as a process of
         # the run, and the run's time and CPU count them all.
-        "resnet18": ([PY, f"{w}/resnet18.py"] + (["1", "2", "32"] if quick else []), True, None),
-        "transformer": ([PY, f"{w}/transformer.py"] + (["1", "2", "16"] if quick else []), True, None),
-        "dataloader": ([PY, f"{w}/dataloader.py"] + (["2", "4"] if quick else []), True, None),
+        "resnet18": ([py, f"{w}/resnet18.py"] + (["1", "2", "32"] if quick else sized(4) + rest(["16", "128"])),
+                     True, None),
+        "transformer": ([py, f"{w}/transformer.py"] + (["1", "2", "16"] if quick else sized(10)), True, None),
+        "dataloader": ([py, f"{w}/dataloader.py"] + (["2", "4"] if quick else sized(40)), True, None),
         # Eight forked workers mapping the same libtorch: the CLI's cost per process.
-        "pool": ([PY, f"{w}/pool.py"] + (["2", "4", "16"] if quick else []), True, None),
+        "pool": ([py, f"{w}/pool.py"] + (["2", "4", "16"] if quick else rest(["8"]) + sized(256)), True, None),
     }
 
 
-def modes(build, python, have_heaptrack, tmp, compare=True, baseline=""):
+def have_module(python, module):
+    """Whether `python` can import `module` (a peer installed in its environment)."""
+    return subprocess.run([python, "-c", f"import {module}"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0
+
+
+def peers_available(python):
+    """The peers this machine has: {mode name: True}, for modes() to offer."""
+    have = {"torch.profiler": True, "heaptrack": shutil.which("heaptrack") is not None}
+    for mode, module in (("memray", "memray"), ("tracemalloc", "tracemalloc"), ("scalene", "scalene"),
+                         ("memory-profiler", "memory_profiler")):
+        have[mode] = have_module(python, module)
+    have["memray --native"] = have["memray"]
+    return have
+
+
+def modes(build, python, peers, tmp, compare=True, baseline="", forks=False):
+    """{mode: argv -> argv}, and the trace path memtool's modes write. `python`:
+    the workload is a Python script (argv[0] its interpreter); `peers`: from
+    peers_available(); `forks`: the workload forks workers, and each peer that can
+    follow them is run the way its users would to do so."""
     memtool = f"{build}/bin/memtool"
     trace = os.path.join(tmp, "trace.json")
+    out = os.path.join(tmp, "peer.out")  # each peer's own output, removed after every run
     m = {
         "bare": lambda argv: argv,
         # Bare again, in the turning order: the bench's own floor, what a mode that
@@ -94,12 +150,50 @@ def modes(build, python, have_heaptrack, tmp, compare=True, baseline=""):
     }
     if baseline:  # another build of memtool (before a change), in the same rounds
         m["memtool (baseline build)"] = lambda argv: [f"{baseline}/bin/memtool", "run", "-q", "-o", trace, "--"] + argv
-    if python and compare:
-        profiler = os.path.join(ROOT, "bench", "workloads", "torch_profiler.py")
-        m["torch.profiler"] = lambda argv: [argv[0], profiler] + argv[1:]
-    if have_heaptrack and compare:
-        m["heaptrack"] = lambda argv: ["heaptrack", "-o", os.path.join(tmp, "heaptrack.out")] + argv
+    if not compare:
+        return m, trace
+    w = os.path.join(ROOT, "bench", "workloads")
+    if python:
+        # Every malloc with its Python stack (memray's default), and with the native
+        # frames too (--native: what memtool records by default); --follow-fork
+        # records each forked worker in a file of its own.
+        follow = ["--follow-fork"] if forks else []
+        if peers.get("memray"):
+            m["memray"] = lambda argv: [argv[0], "-m", "memray", "run", "-q", "-f", *follow, "-o", out] + argv[1:]
+            m["memray --native"] = lambda argv: [argv[0], "-m", "memray", "run", "-q", "-f", "--native", *follow,
+                                                 "-o", out] + argv[1:]
+        # profile_memory=True, with_stack=True; the process that started it only.
+        m["torch.profiler"] = lambda argv: [argv[0], f"{w}/torch_profiler.py"] + argv[1:]
+    if peers.get("heaptrack"):
+        # heaptrack records the process it starts; its children run untracked.
+        m["heaptrack"] = lambda argv: ["heaptrack", "-o", out] + argv
+    if python:
+        # tracemalloc.start() (one frame), a snapshot's top lines at the end: Python's own
+        # allocator only (objects, not c10's storages). Forked workers inherit the
+        # tracing; none takes a snapshot.
+        if peers.get("tracemalloc"):
+            m["tracemalloc"] = lambda argv: [argv[0], f"{w}/tracemalloc_run.py"] + argv[1:]
+        # `scalene run` (CPU and memory, its sampling allocator: a sample every
+        # 1 MiB allocated), what its README starts with; it follows multiprocessing
+        # workers by itself.
+        if peers.get("scalene"):
+            m["scalene"] = lambda argv: [argv[0], "-m", "scalene", "run", "-o", out, argv[1], "---"] + argv[2:]
+        # `mprof run`: the whole program's RSS every 0.1 s, no code changed (the line
+        # mode needs @profile put on each function); --include-children sums the
+        # forked workers' RSS in.
+        if peers.get("memory-profiler"):
+            children = ["--include-children"] if forks else []
+            m["memory-profiler"] = lambda argv: [argv[0], "-m", "mprof", "run", "--exit-code", *children,
+                                                 "-o", out] + argv
     return m, trace
+
+
+def clear_peer_output(tmp):
+    """Removes what a peer wrote (memray's files, one a forked worker, heaptrack's,
+    scalene's, mprof's), so that none fills the disk or is read by the next run."""
+    for entry in os.listdir(tmp):
+        if entry.startswith("peer.out"):
+            os.remove(os.path.join(tmp, entry))
 
 
 class RunFailed(Exception):
@@ -187,23 +281,40 @@ def main():
     ap.add_argument("--markdown", default="")
     ap.add_argument("--baseline", default="", help="another build directory (before a change): its memtool "
                     "runs beside this one's, in the same rounds")
+    ap.add_argument("--python", default="", help="the interpreter the Python workloads run on (default: "
+                    "build/venv/bin/python where it exists, else /usr/bin/python3)")
+    ap.add_argument("--peers-quick", action="store_true", help="tiny sizes, one round, bare and every peer: "
+                    "each peer's command line works here (no timing; not in CI)")
+    ap.add_argument("--limit", type=float, default=0, help="a peer's run is killed, and its row failed, past "
+                    "this many times the latest bare run (default 200; 30 under --quick and --peers-quick)")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies the workloads' documented sizes "
+                    "(iterations, steps, batches, tasks): to fit every peer into one invocation's time")
+    ap.add_argument("--limit-min", type=float, default=60.0, help="seconds a peer's run gets at least (default 60)")
     args = ap.parse_args()
-    runs = 1 if args.quick else args.runs
-    have_heaptrack = shutil.which("heaptrack") is not None
+    small = args.quick or args.peers_quick
+    runs = 1 if small else args.runs
+    factor = args.limit or (30 if small else 200)
+    python_exe = args.python or default_python(args.build)
+    peers = peers_available(python_exe)
+    print(f"bench: Python workloads on {python_exe}; peers: "
+          + ", ".join(f"{k}{'' if v else ' (not installed)'}" for k, v in peers.items()), file=sys.stderr)
+    load_start = os.getloadavg()
     tmp = tempfile.mkdtemp(prefix="memtool-bench-")
     selected = [s for s in args.workloads.split(",") if s]
     rows = []
     failures = 0
-    for name, (argv, python, expected) in workloads(args.build, args.quick).items():
+    for name, (argv, python, expected) in workloads(args.build, small, python_exe, args.scale).items():
         if selected and name not in selected:
             continue
         # alloc_stress measures memtool's stream alone; --quick checks memtool, not its peers.
         compare = not args.quick and not name.startswith("alloc_stress")
-        mode_table, trace_path = modes(args.build, python, have_heaptrack, tmp,
-                                       compare=compare, baseline=args.baseline)
+        mode_table, trace_path = modes(args.build, python, peers, tmp, compare=compare,
+                                       baseline=args.baseline, forks=name in FORKING)
         if args.modes:
             keep = set(args.modes.split(",")) | {"bare"}
             mode_table = {k: v for k, v in mode_table.items() if k in keep}
+        elif args.peers_quick:  # bare and the peers: --quick checks memtool's modes
+            mode_table = {k: v for k, v in mode_table.items() if k == "bare" or is_comparison(k)}
         else:
             mode_table.pop("bare (again)")  # only when asked for
         walls = {m: [] for m in mode_table}
@@ -225,11 +336,11 @@ def main():
                 if mode in failed:
                     continue
                 # A comparison tool may hang where memtool does not (heaptrack 1.4 on the
-                # DataLoader's forked workers: they block on a futex). It gets 200 times
-                # the latest bare run (torch.profiler is ~100x on deep_stack), or 30
-                # times under --quick, where start-up dominates; a minute at least.
-                factor = 30 if args.quick else 200
-                limit = max(60.0, factor * walls["bare"][-1]) if is_comparison(mode) else None
+                # DataLoader's forked workers: they block on a futex). It gets --limit
+                # times the latest bare run (200 by default: torch.profiler is ~100x on
+                # deep_stack; 30 at tiny sizes, where start-up dominates), --limit-min
+                # seconds at least.
+                limit = max(args.limit_min, factor * walls["bare"][-1]) if is_comparison(mode) else None
                 try:
                     wall, maxrss, cpu, minflt = run_once(wrap(argv), limit)
                 except RunFailed as e:
@@ -238,9 +349,15 @@ def main():
                     # e.g. Debian's torch 1.13 profiler with_stack on resnet18: its
                     # stack strings fail to decode (UnicodeDecodeError) after the run.
                     # Or a time-out (see `limit`).
+                    if limit and "timed out" in e.reason:  # a lower bound on its ratio
+                        e.reason += f", over {factor:g}x bare's latest run"
                     print(f"bench: {name} under {mode} failed: {e.reason}", file=sys.stderr)
                     failed[mode] = e.reason
+                    if args.peers_quick:
+                        failures += 1
                     continue
+                finally:
+                    clear_peer_output(tmp)
                 walls[mode].append(wall)
                 cpus[mode].append(cpu)
                 faults[mode].append(minflt)
@@ -324,6 +441,9 @@ def main():
         f"Machine: {platform.node()}, {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
         f"Python {platform.python_version()} (runner); {runs} rounds, medians; wall and CPU time of the whole "
         "process (for memtool: the CLI and the target).",
+        "",
+        f"Python workloads on {python_exe}; load average (1, 5, 15 min) at the start "
+        f"{' '.join(f'{x:.2f}' for x in load_start)}, at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}.",
         "",
         "Paired: the median of each round's ratio to that round's bare run, with the 95% distribution-free "
         "interval for it (bench/stats.py; none under 6 rounds); least: the least run over bare's least.",
