@@ -5,12 +5,10 @@
 
 namespace memtool::core {
 
-namespace {
 std::string baseName(const std::string& path) {
     size_t slash = path.rfind('/');
     return slash == std::string::npos ? path : path.substr(slash + 1);
 }
-}  // namespace
 
 std::string frameName(const Frame& f) { return f.isUnnamed() ? "??" : f.function; }
 

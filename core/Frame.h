@@ -36,6 +36,10 @@ struct Frame {
     friend bool operator<(const Frame& a, const Frame& b) { return a.identity() < b.identity(); }
 };
 
+// The last component of a path ("libc10.so" of "/usr/lib/libc10.so"): how a
+// frame's module and file are shown.
+std::string baseName(const std::string& path);
+
 // What a frame is called in text: the function, "??" for an unnamed native frame.
 std::string frameName(const Frame& f);
 // Where it is: "file:line" when the source line is known, else the module's file

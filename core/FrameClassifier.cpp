@@ -3,14 +3,12 @@
 #include <cctype>
 #include <cstring>
 
+#include "core/Frame.h"
+
 namespace memtool::core {
 
 namespace {
 bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
-std::string baseName(const std::string& path) {
-    size_t slash = path.rfind('/');
-    return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 }  // namespace
 
 // A Python installation's own tree: the standard library and its lib-dynload

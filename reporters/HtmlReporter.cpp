@@ -273,17 +273,12 @@ void hotspotTables(const core::ProcessTrace& p, const HtmlOptions& options, std:
     }
 }
 
-bool endsWith(const std::string& s, const std::string& suffix) {
-    return s.size() >= suffix.size() &&
-           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // The rows `memtool report --lines` shows, with their code, in file and line order.
 void lineTable(const core::ProcessTrace& p, const HtmlOptions& options, std::ostream& out) {
     const LineReportOptions& filter = options.lines;
     std::vector<const core::LineStat*> rows;
     for (const core::LineStat& l : p.lines) {
-        if (!filter.file.empty() && !endsWith(l.file, filter.file)) continue;
+        if (!filter.file.empty() && !l.file.ends_with(filter.file)) continue;
         if (filter.file.empty() && !filter.allFiles && core::isLibraryPythonFile(l.file)) continue;
         if (!filter.function.empty() && l.function != filter.function) continue;
         rows.push_back(&l);

@@ -19,28 +19,19 @@ namespace memtool::reporters {
 
 namespace {
 
-bool endsWith(const std::string& s, const std::string& suffix) {
-    return s.size() >= suffix.size() &&
-           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
-
-namespace {
-
 using Rows = std::map<uint64_t, const core::LineStat*>;              // line -> its row
 using BlockKey = std::tuple<std::string, std::string, std::string>;  // device, file, function
 
 // --function NAME: the qualified name, or its last parts ("forward" and
 // "ResNet.forward" both name ResNet.forward; "Net.forward" is not ResNet.forward).
 bool namesFunction(const std::string& qualified, const std::string& name) {
-    return qualified == name || (qualified.size() > name.size() && endsWith(qualified, name) &&
+    return qualified == name || (qualified.size() > name.size() && qualified.ends_with(name) &&
                                  qualified[qualified.size() - name.size() - 1] == '.');
 }
 
 // What --file and --function ask for.
 bool matchesFilters(const core::LineStat& l, const LineReportOptions& options) {
-    return (options.file.empty() || endsWith(l.file, options.file)) &&
+    return (options.file.empty() || l.file.ends_with(options.file)) &&
            (options.function.empty() || namesFunction(l.function, options.function));
 }
 
