@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "cli/Commands.h"
@@ -12,6 +13,7 @@
 #include "core/Error.h"
 #include "core/Units.h"
 #include "reporters/Diff.h"
+#include "reporters/Markup.h"
 #include "reporters/ProcessSelection.h"
 #include "trace/TraceReader.h"
 
@@ -43,8 +45,12 @@ int diffCommand(const DiffArgs& a) {
     reporters::TraceDiff d = reporters::diffTraces(base, current, options);
     if (a.format == "json")
         reporters::renderDiffJson(d, std::cout);
-    else
-        reporters::renderDiffText(d, std::cout, bytes);
+    else {
+        // Names from the traces cannot drive the terminal.
+        std::ostringstream text;
+        reporters::renderDiffText(d, text, bytes);
+        std::cout << reporters::escapeTerminal(text.str(), /*keepNewlines=*/true);
+    }
     return 0;
 }
 
