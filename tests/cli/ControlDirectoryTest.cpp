@@ -1,8 +1,11 @@
 // The control directory and socket of `memtool ctl`: private to the user, and a
 // connection from another user refused on its peer credentials.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -99,4 +102,57 @@ TEST(ControlDirectory, AcceptPeerRefusesAnotherUser) {
     close(accepted);
     close(ours);
     close(listener);
+}
+
+// Any local user could stop another's runs by making /tmp/memtool-UID first (every
+// run exited 125). Now the user's own cache directory serves instead, and the run
+// says what was wrong. Played in a mount namespace of its own, whose /tmp is a
+// fresh tmpfs: the machine's /tmp/memtool-UID is left alone.
+TEST(ControlDirectory, ASquattedTmpDirectoryFallsBackToTheUsersCache) {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root, for a mount namespace and another user";
+    int status = 0;
+    const pid_t child = fork();
+    if (child == 0) {
+        if (unshare(CLONE_NEWNS) != 0 ||
+            mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) ||
+            mount("tmpfs", "/tmp", "tmpfs", 0, "mode=1777") != 0)
+            _exit(77);
+        const std::string squatted = "/tmp/memtool-" + std::to_string(geteuid());
+        if (mkdir(squatted.c_str(), 0777) != 0 || chown(squatted.c_str(), 65534, 65534) != 0 ||
+            mkdir("/tmp/home", 0700) != 0)
+            _exit(10);
+        unsetenv("MEMTOOL_CONTROL_DIR");
+        unsetenv("XDG_RUNTIME_DIR");
+        unsetenv("XDG_CACHE_HOME");
+        setenv("HOME", "/tmp/home", 1);
+        const int err = open("/tmp/home/err", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(err, 2);
+        std::string dir;
+        try {
+            dir = cli::controlDirectory(true, 125);
+        } catch (const core::Error&) {
+            _exit(11);
+        }
+        if (dir != "/tmp/home/.cache/memtool/control") _exit(12);
+        struct stat st {};
+        if (stat(dir.c_str(), &st) != 0 || (st.st_mode & 07777) != 0700) _exit(13);
+        // ctl, which does not create it, finds the same directory.
+        try {
+            if (cli::controlDirectory(false, 1) != dir) _exit(14);
+        } catch (const core::Error&) {
+            _exit(15);
+        }
+        char said[512] = {};
+        const int in = open("/tmp/home/err", O_RDONLY);
+        if (in < 0 || read(in, said, sizeof said - 1) < 0) _exit(16);
+        const std::string expected =
+            "memtool: warning: refusing the control directory " + squatted +
+            ": it belongs to uid 65534, not to you (made by someone else?); using " + dir +
+            " instead\n";
+        _exit(std::string(said) == expected + expected ? 0 : 17);
+    }
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "no mount namespace here";
+    EXPECT_EQ(WEXITSTATUS(status), 0);
 }
