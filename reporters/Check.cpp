@@ -96,7 +96,9 @@ const char* metricName(Metric m) {
 constexpr size_t kMaxArgumentBytes = 64;
 
 DeviceSelector parseDeviceSelector(const std::string& text) {
-    static const std::regex form(R"((cpu|pinned|shared|cuda|cuda:\d+)(\.(active|reserved))?)");
+    // An ordinal as PyTorch numbers devices (cuda:0 ... cuda:999), never one that
+    // overflows on the way.
+    static const std::regex form(R"((cpu|pinned|shared|cuda|cuda:\d{1,3})(\.(active|reserved))?)");
     std::smatch m;
     if (text.size() > kMaxArgumentBytes || !std::regex_match(text, m, form) ||
         (m[1] == "cpu" && m[3].matched) || (m[1] == "pinned" && m[3].matched) ||

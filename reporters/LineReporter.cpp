@@ -153,8 +153,9 @@ std::string noLinesReason(const core::Trace& trace, const LineReportOptions& opt
 SourceText lineSource(const LineReportOptions& options, const core::ProcessTrace& p,
                       const std::string& file) {
     return reportedSource(p, file,
-                          options.readSource ? options.readSource(file, p.cwd)
-                                             : SourceFiles(p.cwd, options.allFiles).read(file));
+                          options.readSource
+                              ? options.readSource(file, p.cwd)
+                              : SourceFiles(p.cwd, options.readAnyFile, &p.sources).read(file));
 }
 
 void renderLines(const core::Trace& trace, const LineReportOptions& options, std::ostream& out) {

@@ -17,10 +17,10 @@
 namespace memtool::reporters {
 
 struct LineReportOptions {
-    std::string file;       // only files whose path ends with this (empty: all)
-    std::string function;   // only this function (empty: all)
-    bool allFiles = false;  // also library files (stdlib, site-packages); implied by `file`.
-                            // And read sources anywhere (SourceFiles.h says where not)
+    std::string file;          // only files whose path ends with this (empty: all)
+    std::string function;      // only this function (empty: all)
+    bool allFiles = false;     // also library files (stdlib, site-packages); implied by `file`
+    bool readAnyFile = false;  // read sources anywhere (SourceFiles.h says where not)
     core::ByteUnits bytes = core::ByteUnits::Iec;  // how sizes are written
     // The code of `file` for a process whose cwd was `traceCwd`. Empty: SourceFiles.
     std::function<SourceText(const std::string& file, const std::string& traceCwd)> readSource;

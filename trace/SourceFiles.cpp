@@ -55,7 +55,9 @@ bool inside(const std::string& path, const std::string& dir) {
 
 const char* const kOutside =
     "outside the directory the trace was recorded in or the one memtool runs in; "
-    "--all-files reads it";
+    "--read-any-file reads it";
+const char* const kNotRecorded =
+    "the trace has no directory here and no record of this file; --read-any-file reads it";
 
 }  // namespace
 
@@ -84,8 +86,9 @@ std::map<uint64_t, std::string> numberedLines(const std::string& text) {
     return lines;
 }
 
-SourceFiles::SourceFiles(std::string traceCwd, bool anywhere)
-    : traceCwd_(std::move(traceCwd)), anywhere_(anywhere) {
+SourceFiles::SourceFiles(std::string traceCwd, bool anywhere,
+                         const std::map<std::string, core::SourceFile>* recorded)
+    : traceCwd_(std::move(traceCwd)), anywhere_(anywhere), recorded_(recorded) {
     while (traceCwd_.size() > 1 && traceCwd_.back() == '/') traceCwd_.pop_back();
     if (traceCwd_.empty() || traceCwd_[0] != '/') traceCwd_.clear();
     if (!traceCwd_.empty()) traceCwdReal_ = resolved(traceCwd_).value_or("");
@@ -95,6 +98,12 @@ SourceFiles::SourceFiles(std::string traceCwd, bool anywhere)
 SourceText SourceFiles::read(const std::string& file) const {
     SourceText out;
     if (file.empty()) return out;
+    // No directory of its own here: the names could be any file's (see the header).
+    const bool guarded = !anywhere_ && (traceCwdReal_.empty() || traceCwdReal_ == "/");
+    if (guarded && !(recorded_ && recorded_->count(file))) {
+        out.why = kNotRecorded;
+        return out;
+    }
     const bool absolute = file[0] == '/';
     std::string candidate;
     if (anywhere_ || !traceCwdReal_.empty()) {
@@ -121,9 +130,11 @@ SourceText SourceFiles::read(const std::string& file) const {
         out.why = why;
         return out;
     }
-    out.lines = numberedLines(*text);
     out.hash = core::fnv1a64(*text);
     out.found = true;
+    // Guarded, the file is read for its hash alone: what is shown is what the trace
+    // recorded, flagged where the file here hashes otherwise.
+    if (!guarded) out.lines = numberedLines(*text);
     return out;
 }
 

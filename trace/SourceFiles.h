@@ -3,15 +3,19 @@
 // file names come from the trace, and a trace may come from someone else: a name
 // alone must not make memtool print /etc/passwd, block on a FIFO or read
 // /dev/zero until memory runs out. So, unless the user says otherwise
-// (--all-files), only files inside both the directory the trace was recorded in
+// (--read-any-file), only files inside both the directory the trace was recorded in
 // (its `cwd`) and the directory `memtool report` runs in are read, after every
 // symbolic link is resolved:
 //
 //   - a trace recorded here (its cwd exists on this machine): names are read
 //     where they are, relative ones from the trace's cwd;
-//   - a trace recorded elsewhere (its cwd does not exist here, e.g. on a CI
-//     machine): names are taken relative to its cwd and read from the current
-//     directory, the matching checkout;
+//   - a trace without a directory here (none recorded, one that does not exist on
+//     this machine, e.g. a CI machine's, or "/"): names are taken relative to its
+//     cwd and read from the current directory, the matching checkout, but only
+//     those the trace recorded a hash of (RecordedSources.h: memtool run read
+//     them), and only to tell whether they changed: the recorded text is shown.
+//     Otherwise a report run in / or $HOME would show whatever file a crafted
+//     trace names there;
 //
 // and in every case only regular files of at most kMaxSourceBytes.
 
@@ -20,6 +24,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "trace/TraceModel.h"
 
 namespace memtool::reporters {
 
@@ -49,8 +55,10 @@ uint64_t findDefinition(const std::map<uint64_t, std::string>& src, uint64_t fro
 class SourceFiles {
 public:
     // `traceCwd`: the process's cwd as the trace has it ("" when unknown);
-    // `anywhere`: --all-files, read any regular file the trace names.
-    SourceFiles(std::string traceCwd, bool anywhere);
+    // `anywhere`: --read-any-file, read any regular file the trace names;
+    // `recorded`: the files the trace recorded (ProcessTrace::sources), by name.
+    SourceFiles(std::string traceCwd, bool anywhere,
+                const std::map<std::string, core::SourceFile>* recorded = nullptr);
 
     SourceText read(const std::string& file) const;
 
@@ -59,6 +67,7 @@ private:
     std::string traceCwdReal_;  // traceCwd_ resolved, "" when it does not exist here
     std::string here_;          // the current directory, resolved
     bool anywhere_;
+    const std::map<std::string, core::SourceFile>* recorded_;
 };
 
 }  // namespace memtool::reporters

@@ -2,6 +2,7 @@
 // line table, JSON, HTML, folded stacks or a Perfetto timeline.
 
 #include <CLI/CLI.hpp>
+#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -18,6 +19,7 @@
 #include "reporters/HtmlReporter.h"
 #include "reporters/JsonReporter.h"
 #include "reporters/LineReporter.h"
+#include "reporters/Markup.h"
 #include "reporters/PerfettoReporter.h"
 #include "reporters/ProcessSelection.h"
 #include "reporters/TableReporter.h"
@@ -84,7 +86,12 @@ void renderReport(const core::Trace& trace, const ReportArgs& a, const std::stri
     } else {
         reporters::renderTable(trace, a.options, out);
     }
-    writeText(output, out.str());
+    // The text a terminal shows (the table, the lines, folded stacks): names from
+    // the trace cannot drive it. JSON escapes them itself; HTML and Perfetto are files
+    // for a browser.
+    const bool forTerminal = a.format == "text" || a.format == "collapsed";
+    writeText(output, forTerminal ? reporters::escapeTerminal(out.str(), /*keepNewlines=*/true)
+                                  : out.str());
 }
 
 int reportCommand(const ReportArgs& a) {
@@ -95,6 +102,7 @@ int reportCommand(const ReportArgs& a) {
         throw core::Error(core::kExitBadInput,
                           std::string(a.lineOptions.file.empty() ? "--function" : "--file") +
                               " selects rows of the line table: add --lines");
+    if (!a.output.empty() && a.output != "-") checkOutputPattern(a.output, core::kExitBadInput);
     core::Trace trace = reporters::selectProcesses(reporters::loadTrace(a.path), a.processes);
     checkSortKey(trace, a.options.sort);
     // -o with %p or %r: a report per process (or per rank), as `memtool run -o` writes traces.
@@ -111,6 +119,9 @@ int reportAction(ReportArgs& a) {
     a.options.groupBy = reporters::parseGroupBy(a.groupBy);
     a.options.bytes = *core::parseByteUnits(a.bytes);
     a.lineOptions.bytes = a.options.bytes;
+    if (a.lineOptions.readAnyFile)
+        std::cerr << "memtool: --read-any-file: reading every file this trace names, wherever "
+                     "it is\n";
     if (a.bytesOption->count() > 0 && a.format != "text")
         throw core::Error(core::kExitBadInput,
                           "--bytes is for the text report and --lines; --format " + a.format +
@@ -188,7 +199,10 @@ void addLineOptions(CLI::App* cmd, ReportArgs& a) {
     cmd->add_option("--function", a.lineOptions.function, "With --lines: only this function");
     cmd->add_flag("--all-files", a.lineOptions.allFiles,
                   "With --lines or --format html: include library files (standard "
-                  "library, site-packages) and read source files anywhere");
+                  "library, site-packages)");
+    cmd->add_flag("--read-any-file", a.lineOptions.readAnyFile,
+                  "Read the code of any file the trace names, wherever it is (a trace from "
+                  "someone else can name any file you can read)");
 }
 
 }  // namespace

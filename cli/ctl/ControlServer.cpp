@@ -98,12 +98,25 @@ void ControlServer::readClient(EventLoop& loop, std::list<Client>::iterator clie
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
     if (n <= 0) return dropClient(client);
     client->input.append(buf, static_cast<size_t>(n));
-    if (client->input.size() > kMaxRequestBytes) return dropClient(client);
+    if (client->input.size() > kMaxRequestBytes && client->input.find('\n') > kMaxRequestBytes) {
+        // Said before the client goes: a request of ctl's own is checked first.
+        if (!client->waiting)
+            answer(client,
+                   {{"status", "bad_request"},
+                    {"error", fmt::format("a request of more than {} bytes", kMaxRequestBytes)}});
+        return dropClient(client);
+    }
     const size_t newline = client->input.find('\n');
     if (newline == std::string::npos || client->waiting) return;
     const std::string line = client->input.substr(0, newline);
     client->input.erase(0, newline + 1);
     handle(client, line);
+}
+
+bool ControlServer::connectionStillOpen(const CollectorConnection* c) const {
+    for (const auto& open : listener_.connections())
+        if (open.get() == c) return c->open();
+    return false;
 }
 
 CollectorConnection* ControlServer::connectionOf(int64_t pid) const {
@@ -139,7 +152,7 @@ void ControlServer::handle(std::list<Client>::iterator client, const std::string
     const std::string op = request.is_object() ? request.value("op", "") : "";
     if (op == "list") return answer(client, list());
     if (!request.is_object() || !request.contains("pid") || !request["pid"].is_number_integer())
-        return answer(client, {{"status", "bad_request"}});
+        return answer(client, {{"status", "bad_request"}, {"error", "no process id"}});
     CollectorConnection* c = connectionOf(request["pid"].get<int64_t>());
     if (op == "tensors" || op == "snapshot") {
         // Asked by the process about itself: the records it sent before asking are
@@ -156,10 +169,12 @@ void ControlServer::handle(std::list<Client>::iterator client, const std::string
     }
     if (op != "request" || !request.contains("argv") || !request["argv"].is_array() ||
         request["argv"].empty())
-        return answer(client, {{"status", "bad_request"}});
+        return answer(client, {{"status", "bad_request"}, {"error", "no command"}});
     std::vector<std::string> argv;
     for (const auto& a : request["argv"]) {
-        if (!a.is_string()) return answer(client, {{"status", "bad_request"}});
+        if (!a.is_string())
+            return answer(
+                client, {{"status", "bad_request"}, {"error", "a command word that is not text"}});
         argv.push_back(a.get<std::string>());
     }
     if (!c) return answer(client, {{"status", "no_such_process"}});
@@ -179,7 +194,9 @@ void ControlServer::handle(std::list<Client>::iterator client, const std::string
         }
         argv = std::move(collectorArgv);
     } else if (argv[0] == "snapshot") {
-        if (argv.size() != 1) return answer(client, {{"status", "bad_request"}});
+        if (argv.size() != 1)
+            return answer(client,
+                          {{"status", "bad_request"}, {"error", "snapshot takes no arguments"}});
         kind = Kind::Snapshot;
         argv = {"ping"};  // its reply follows every record the process sent before it
     }
@@ -191,7 +208,8 @@ void ControlServer::forward(std::list<Client>::iterator client, CollectorConnect
     const uint64_t id = nextRequest_++;
     c.onReply([this, &c](const core::ReplyRecord& r) { onReply(c, r); });
     client->waiting = true;
-    pending_[id] = Pending{client, kind, std::move(query)};
+    const bool yield = !argv.empty() && argv[0] == "yield";
+    pending_[id] = Pending{client, kind, std::move(query), &c, yield};
     if (!c.sendRequest(id, argv)) {
         pending_.erase(id);
         client->waiting = false;
@@ -205,6 +223,11 @@ void ControlServer::onReply(CollectorConnection& c, const core::ReplyRecord& r) 
     const Pending p = it->second;
     pending_.erase(it);
     p.client->waiting = false;
+    // The process's stream ended first (CollectorConnection::close): it is gone,
+    // which ctl says as such (exit 3), not as a command that failed.
+    if (!c.open() && r.status == core::ReplyStatus::Failed &&
+        r.body == CollectorConnection::kEndedBeforeAnswer)
+        return answer(p.client, {{"status", "gone"}});
     // A collector's answer is data, not trusted JSON: what does not parse, or nests
     // deep enough to overflow the stack when dumped, goes on as text.
     nlohmann::json body = r.body;
@@ -262,8 +285,21 @@ void ControlServer::answer(std::list<Client>::iterator client, const nlohmann::j
 }
 
 void ControlServer::dropClient(std::list<Client>::iterator client) {
-    for (auto it = pending_.begin(); it != pending_.end();)
-        it = it->second.client == client ? pending_.erase(it) : std::next(it);
+    std::vector<CollectorConnection*> undo;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+        if (it->second.client != client) {
+            ++it;
+            continue;
+        }
+        if (it->second.yield) undo.push_back(it->second.connection);
+        it = pending_.erase(it);
+    }
+    // A yield whose asker gave up (ctl's --timeout) must not leave the program
+    // parked with no one told: a restore follows it down the same stream, so the
+    // collector, which runs requests in order, undoes it as soon as it is done
+    // (or finds nothing to restore where it failed). Its answer has no one to go to.
+    for (CollectorConnection* c : undo)
+        if (connectionStillOpen(c)) c->sendRequest(nextRequest_++, {"restore"});
     if (loop_) loop_->unwatch(client->fd);
     close(client->fd);
     clients_.erase(client);

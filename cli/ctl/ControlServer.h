@@ -60,6 +60,8 @@ private:
     void handle(std::list<Client>::iterator client, const std::string& line);
     nlohmann::json list() const;
     CollectorConnection* connectionOf(int64_t pid) const;
+    // `c` is one of the listener's connections still, and open.
+    bool connectionStillOpen(const CollectorConnection* c) const;
     void answer(std::list<Client>::iterator client, const nlohmann::json& reply);
     void dropClient(std::list<Client>::iterator client);
     // A request for P's collector; its reply goes to `kind`'s handling.
@@ -68,6 +70,8 @@ private:
         std::list<Client>::iterator client;
         Kind kind = Kind::Forward;
         TensorsQuery query;
+        CollectorConnection* connection = nullptr;
+        bool yield = false;  // undone (restore) when its client goes before the answer
     };
     void forward(std::list<Client>::iterator client, CollectorConnection& c,
                  std::vector<std::string> argv, Kind kind, TensorsQuery query);

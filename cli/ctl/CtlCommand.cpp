@@ -1,6 +1,7 @@
 #include "cli/ctl/CtlCommand.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -20,10 +22,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/ctl/ControlDirectory.h"
+#include "core/CtlArgs.h"
 #include "core/Error.h"
 #include "core/Files.h"
 #include "core/Units.h"
-#include "core/WaitSeconds.h"
+#include "reporters/Markup.h"
 #include "reporters/ProcessSelection.h"
 #include "trace/TraceReader.h"
 
@@ -55,7 +58,7 @@ json exchange(const std::string& socketPath, const json& request, double timeout
         }
         fail(1, fmt::format("cannot reach {}: {}", socketPath, std::strerror(err)));
     }
-    const std::string text = request.dump() + "\n";
+    const std::string text = request.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
     if (send(fd, text.data(), text.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(text.size())) {
         close(fd);
         *stale = true;
@@ -91,17 +94,93 @@ json exchange(const std::string& socketPath, const json& request, double timeout
     return j;
 }
 
+// ---- a run's answer is another program's data ----------------------------------
+// Every field ctl reads of it is checked for its type and range: one that is wrong
+// ends ctl with one line naming it (exit 1), never an exception of the JSON
+// library's (exit 70) or a figure made of a negative number. Text is shown
+// through escapeTerminal(): a tag or message cannot drive the terminal.
+
+[[noreturn]] void malformed(const std::string& what) {
+    fail(1, "memtool run answered something malformed: " + what);
+}
+
+const json& member(const json& o, const char* key) {
+    static const json absent;
+    if (!o.is_object()) malformed(fmt::format("not an object where '{}' was expected", key));
+    const auto it = o.find(key);
+    return it == o.end() ? absent : *it;
+}
+
+std::string textOf(const json& o, const char* key, const std::string& otherwise = "") {
+    const json& v = member(o, key);
+    if (v.is_null()) return otherwise;
+    if (!v.is_string()) malformed(fmt::format("'{}' is not text", key));
+    return reporters::escapeTerminal(v.get<std::string>());
+}
+
+uint64_t countOf(const json& o, const char* key) {
+    const json& v = member(o, key);
+    if (v.is_null()) return 0;
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+        malformed(fmt::format("'{}' is not a count of bytes or things", key));
+    return v.get<uint64_t>();
+}
+
+double secondsOf(const json& o, const char* key) {
+    const json& v = member(o, key);
+    if (v.is_null()) return 0;
+    if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() <= 1e9))
+        malformed(fmt::format("'{}' is not a number of seconds", key));
+    return v.get<double>();
+}
+
+bool flagOf(const json& o, const char* key) {
+    const json& v = member(o, key);
+    if (v.is_null()) return false;
+    if (!v.is_boolean()) malformed(fmt::format("'{}' is not true or false", key));
+    return v.get<bool>();
+}
+
+const json& listOf(const json& o, const char* key) {
+    static const json none = json::array();
+    const json& v = member(o, key);
+    if (v.is_null()) return none;
+    if (!v.is_array()) malformed(fmt::format("'{}' is not a list", key));
+    return v;
+}
+
+int64_t pidOf(const json& o) {
+    const json& v = member(o, "pid");
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > INT32_MAX)
+        malformed("'pid' is not a process id");
+    return v.get<int64_t>();
+}
+
+// ---- every run of this user, asked at once ---------------------------------------
+
 struct Run {
     std::string socket;
     json listing;
 };
 
-// Every live run of this user, with what it says of its processes.
-std::vector<Run> discoverRuns(double timeoutS) {
+// How long a run may take to say what it runs: an event loop answers at once, so
+// one that does not within this is stopped (Ctrl-Z, a debugger) or wedged.
+constexpr double kListDeadlineS = 5;
+
+// The run's pid, from its socket's name (run-PID.sock).
+std::string runPidOf(const std::string& socket) {
+    const size_t slash = socket.rfind('/');
+    const std::string name = socket.substr(slash + 1);
+    return name.substr(4, name.size() - 9);
+}
+
+// Every live run of this user, each asked {"op":"list"} at once, with a deadline
+// for all of them together; a run that does not answer in time is named on stderr
+// and left out (its pid in `silent`).
+std::vector<Run> discoverRuns(double timeoutS, std::vector<std::string>* silent = nullptr) {
     const std::string dir = controlDirectory(/*create=*/false, 1);
-    std::vector<Run> runs;
     DIR* d = opendir(dir.c_str());
-    if (!d) return runs;
+    if (!d) return {};
     std::vector<std::string> sockets;
     while (dirent* e = readdir(d)) {
         const std::string name = e->d_name;
@@ -110,10 +189,81 @@ std::vector<Run> discoverRuns(double timeoutS) {
             sockets.push_back(dir + "/" + name);
     }
     closedir(d);
-    for (const auto& s : sockets) {
-        bool stale = false;
-        json listing = exchange(s, {{"op", "list"}}, timeoutS, &stale);
-        if (!stale) runs.push_back(Run{s, std::move(listing)});
+    std::sort(sockets.begin(), sockets.end());
+    struct Asked {
+        std::string socket;
+        int fd;
+        std::string reply;
+        bool done;
+    };
+    std::vector<Asked> asked;
+    const std::string question = json{{"op", "list"}}.dump() + "\n";
+    for (const auto& path : sockets) {
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        if (path.size() >= sizeof addr.sun_path) continue;
+        std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+        const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) fail(1, "cannot create a socket");
+        // A stopped run's backlog still takes the connection (and, when full,
+        // refuses it with EAGAIN: no answer either).
+        if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+            const int err = errno;
+            close(fd);
+            if (err == ECONNREFUSED)
+                unlink(path.c_str());  // a dead run's leftover
+            else if (err == EAGAIN && silent)
+                silent->push_back(runPidOf(path));
+            continue;
+        }
+        if (send(fd, question.data(), question.size(), MSG_NOSIGNAL) !=
+            static_cast<ssize_t>(question.size())) {
+            close(fd);
+            continue;
+        }
+        asked.push_back(Asked{path, fd, {}, false});
+    }
+    const auto deadline =
+        Clock::now() + std::chrono::duration<double>(std::min(timeoutS, kListDeadlineS));
+    for (;;) {
+        std::vector<pollfd> waiting;
+        for (const auto& a : asked)
+            if (!a.done) waiting.push_back(pollfd{a.fd, POLLIN, 0});
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (waiting.empty() || left <= 0) break;
+        if (poll(waiting.data(), waiting.size(), static_cast<int>(left)) <= 0) continue;
+        for (auto& a : asked) {
+            if (a.done) continue;
+            char buf[65536];
+            const ssize_t n = read(a.fd, buf, sizeof buf);
+            if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+            if (n <= 0) {  // the run ended as we asked
+                a.done = true;
+                a.reply.clear();
+                continue;
+            }
+            a.reply.append(buf, static_cast<size_t>(n));
+            a.done = a.reply.find('\n') != std::string::npos || a.reply.size() > (64u << 20);
+        }
+    }
+    std::vector<Run> runs;
+    for (auto& a : asked) {
+        close(a.fd);
+        const size_t newline = a.reply.find('\n');
+        if (!a.done || (newline == std::string::npos && !a.reply.empty())) {
+            if (silent) silent->push_back(runPidOf(a.socket));
+            std::cerr << fmt::format(
+                "memtool: memtool run {} did not answer within {:g} s (stopped, or busy); its "
+                "processes are left out\n",
+                runPidOf(a.socket), std::min(timeoutS, kListDeadlineS));
+            continue;
+        }
+        if (newline == std::string::npos) continue;  // gone
+        json listing = json::parse(a.reply.substr(0, newline), nullptr, false);
+        if (listing.is_discarded() || !listing.is_object()) malformed("a listing that is not JSON");
+        for (const auto& p : listOf(listing, "processes")) pidOf(p);
+        runs.push_back(Run{a.socket, std::move(listing)});
     }
     return runs;
 }
@@ -121,10 +271,9 @@ std::vector<Run> discoverRuns(double timeoutS) {
 std::string regionSummary(const json& regions) {
     std::string s;
     for (const auto& r : regions)
-        s += fmt::format("{}{} {} {} {}", s.empty() ? "" : ", ", r.at("tag").get<std::string>(),
-                         r.at("device").get<std::string>(),
-                         core::formatBytes(r.at("bytes").get<uint64_t>()),
-                         r.at("state").get<std::string>());
+        s += fmt::format("{}{} {} {} {}", s.empty() ? "" : ", ", textOf(r, "tag"),
+                         textOf(r, "device"), core::formatBytes(countOf(r, "bytes")),
+                         textOf(r, "state"));
     return s.empty() ? "-" : s;
 }
 
@@ -132,9 +281,10 @@ int listCommand(const CtlOptions& o) {
     const std::vector<Run> runs = discoverRuns(o.timeoutS);
     json all = json::array();
     for (const auto& run : runs)
-        for (const auto& p : run.listing.at("processes")) all.push_back(p);
+        for (const auto& p : listOf(run.listing, "processes")) all.push_back(p);
     if (o.format == "json") {
-        std::cout << json{{"processes", all}}.dump(2) << '\n';
+        std::cout << json{{"processes", all}}.dump(2, ' ', true, json::error_handler_t::replace)
+                  << '\n';
         return 0;
     }
     if (all.empty()) {
@@ -143,16 +293,22 @@ int listCommand(const CtlOptions& o) {
     }
     std::cout << fmt::format("{:<8} {:<40} {}\n", "PID", "COMMAND", "REGIONS");
     for (const auto& p : all) {
-        const std::string command = reporters::shortText(
-            reporters::commandLine(p.at("command").get<std::vector<std::string>>()), 40);
-        std::cout << fmt::format("{:<8} {:<40} {}\n", p.at("pid").get<int64_t>(), command,
-                                 regionSummary(p.at("regions")));
+        std::vector<std::string> command;
+        for (const auto& word : listOf(p, "command")) {
+            if (!word.is_string()) malformed("'command' is not a list of words");
+            command.push_back(word.get<std::string>());
+        }
+        // commandLine quotes control characters as a shell reads them back.
+        const std::string shown = reporters::shortText(reporters::commandLine(command), 40);
+        std::cout << fmt::format("{:<8} {:<40} {}\n", pidOf(p), reporters::escapeTerminal(shown),
+                                 regionSummary(listOf(p, "regions")));
     }
     return 0;
 }
 
 // Why `pid` is not among the user's memtool processes, as an exit code and a line.
-[[noreturn]] void noSuchProcess(long pid) {
+// `silent`: runs that did not answer, where it may be.
+[[noreturn]] void noSuchProcess(long pid, const std::vector<std::string>& silent) {
     if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == EPERM)
         fail(kExitOtherUser,
              fmt::format("process {} belongs to another user; memtool ctl reaches only your own "
@@ -160,6 +316,18 @@ int listCommand(const CtlOptions& o) {
                          pid));
     if (kill(static_cast<pid_t>(pid), 0) != 0)
         fail(kExitNoSuchProcess, fmt::format("there is no process {}", pid));
+    // root may signal anyone: whose the process is says it apart.
+    struct stat st {};
+    if (stat(fmt::format("/proc/{}", pid).c_str(), &st) == 0 && st.st_uid != geteuid())
+        fail(kExitOtherUser,
+             fmt::format("process {} belongs to another user (uid {}); memtool ctl reaches only "
+                         "your own processes",
+                         pid, st.st_uid));
+    if (!silent.empty())
+        fail(kExitNoSuchProcess,
+             fmt::format("process {} is not among the processes of the runs that answered; "
+                         "memtool run {} did not answer",
+                         pid, fmt::join(silent, ", ")));
     fail(kExitNoSuchProcess,
          fmt::format("process {} does not run under memtool (see `memtool ctl list`)", pid));
 }
@@ -170,83 +338,88 @@ std::string bytesText(uint64_t bytes) {
 
 // `status`: the regions' table, then what the process keeps beside them.
 void printStatus(const json& body) {
-    const json regions = body.value("regions", json::array());
+    const json& regions = listOf(body, "regions");
+    std::string table;
+    for (const auto& r : regions)
+        table += fmt::format("{:<24} {:<8} {:<6} {:>12} {:>12} {:>12}  {}\n", textOf(r, "tag"),
+                             textOf(r, "device"), textOf(r, "backup"),
+                             core::formatBytes(countOf(r, "bytes")),
+                             core::formatBytes(countOf(r, "resident_bytes")),
+                             core::formatBytes(countOf(r, "paused_bytes")), textOf(r, "state"));
+    const uint64_t pool = countOf(body, "host_pool_bytes");
+    const uint64_t margin = countOf(body, "memory_margin_bytes");
+    // Checked whole before anything is printed: a bad answer prints nothing but its line.
     if (regions.empty())
         std::cout << "No pausable regions.\n";
     else
         std::cout << fmt::format("{:<24} {:<8} {:<6} {:>12} {:>12} {:>12}  {}\n", "Region",
-                                 "Device", "Backup", "Bytes", "Resident", "Paused", "State");
-    for (const auto& r : regions)
-        std::cout << fmt::format("{:<24} {:<8} {:<6} {:>12} {:>12} {:>12}  {}\n",
-                                 r.value("tag", ""), r.value("device", ""), r.value("backup", ""),
-                                 core::formatBytes(r.value("bytes", uint64_t{0})),
-                                 core::formatBytes(r.value("resident_bytes", uint64_t{0})),
-                                 core::formatBytes(r.value("paused_bytes", uint64_t{0})),
-                                 r.value("state", ""));
-    if (const uint64_t pool = body.value("host_pool_bytes", uint64_t{0}))
+                                 "Device", "Backup", "Bytes", "Resident", "Paused", "State")
+                  << table;
+    if (pool)
         std::cout << fmt::format(
             "Pinned host memory kept for the next pause: {} (memtool run --host-pool caps it)\n",
             bytesText(pool));
-    if (const uint64_t margin = body.value("memory_margin_bytes", uint64_t{0}))
+    if (margin)
         std::cout << fmt::format("Memory margin: a new CUDA region allocation leaves {} free\n",
                                  bytesText(margin));
 }
 
 void printOperation(const json& body) {
-    const std::string action = body.value("action", "");
-    for (const auto& r : body.value("results", json::array())) {
-        const std::string tag =
-            r.value("tag", "*") == "*" ? "every region" : "'" + r.value("tag", "") + "'";
-        const double seconds = r.value("seconds", 0.0);
-        if (!r.value("ok", false))
-            std::cout << fmt::format("{} {} FAILED: {}\n", action, tag, r.value("message", ""));
-        else if (!r.value("changed", false))
-            std::cout << fmt::format("{} {}: {}\n", action, tag, r.value("message", ""));
+    const std::string action = textOf(body, "action");
+    std::string out;
+    for (const auto& r : listOf(body, "results")) {
+        const std::string tagName = textOf(r, "tag", "*");
+        const std::string tag = tagName == "*" ? "every region" : "'" + tagName + "'";
+        const uint64_t allocations = countOf(r, "allocations");
+        if (!flagOf(r, "ok"))
+            out += fmt::format("{} {} FAILED: {}\n", action, tag, textOf(r, "message"));
+        else if (!flagOf(r, "changed"))
+            out += fmt::format("{} {}: {}\n", action, tag, textOf(r, "message"));
         else
-            std::cout << fmt::format("{} {}: {} {} from {} allocation{} in {:.3f} s\n", action, tag,
-                                     bytesText(r.value("bytes", uint64_t{0})),
-                                     action == "pause" ? "released" : "restored",
-                                     r.value("allocations", 0),
-                                     r.value("allocations", 0) == 1 ? "" : "s", seconds);
+            out += fmt::format("{} {}: {} {} from {} allocation{} in {:.3f} s\n", action, tag,
+                               bytesText(countOf(r, "bytes")),
+                               action == "pause" ? "released" : "restored", allocations,
+                               allocations == 1 ? "" : "s", secondsOf(r, "seconds"));
     }
+    std::cout << out;
 }
 
 // yield / restore: what moved, by device, and what each still holds.
 void printCourtesy(const json& body, bool ok) {
-    const std::string action = body.value("action", "");
-    const std::string message = body.value("message", "");
+    const std::string action = textOf(body, "action");
+    const std::string message = textOf(body, "message");
     if (!ok) {
         std::cerr << fmt::format("memtool: {} failed: {}\n",
                                  action.empty() ? "the command" : action, message);
         return;
     }
-    if (!body.value("changed", false)) {
+    if (!flagOf(body, "changed")) {
         std::cout << fmt::format("{}: {}\n", action, message);
         return;
     }
-    std::cout << fmt::format("{}: {} in {:.3f} s", action,
-                             bytesText(body.value("bytes", uint64_t{0})),
-                             body.value("seconds", 0.0));
+    std::string out = fmt::format("{}: {} in {:.3f} s", action, bytesText(countOf(body, "bytes")),
+                                  secondsOf(body, "seconds"));
     if (action == "yield")
-        std::cout << fmt::format(" (the program stopped at a safe point in {:.3f} s)",
-                                 body.value("park_seconds", 0.0));
-    std::cout << '\n';
-    for (const auto& d : body.value("devices", json::array())) {
+        out += fmt::format(" (the program stopped at a safe point in {:.3f} s)",
+                           secondsOf(body, "park_seconds"));
+    out += '\n';
+    for (const auto& d : listOf(body, "devices")) {
         std::string holds;
-        if (d.contains("process_resident_bytes"))
+        if (!member(d, "process_resident_bytes").is_null())
             holds = fmt::format("the process holds {} resident",
-                                core::formatBytes(d.at("process_resident_bytes").get<uint64_t>()));
-        else if (d.contains("device_used_bytes"))
+                                core::formatBytes(countOf(d, "process_resident_bytes")));
+        else if (!member(d, "device_used_bytes").is_null())
             holds = fmt::format(
                 "the device holds {} of {} (all its users: the CUDA context, memory memtool does "
                 "not serve)",
-                core::formatBytes(d.at("device_used_bytes").get<uint64_t>()),
-                core::formatBytes(d.value("device_total_bytes", uint64_t{0})));
-        std::cout << fmt::format("  {:<8} {:>12} {}; {}\n", d.value("device", ""),
-                                 core::formatBytes(d.value("bytes", uint64_t{0})),
-                                 action == "yield" ? "yielded" : "restored", holds);
+                core::formatBytes(countOf(d, "device_used_bytes")),
+                core::formatBytes(countOf(d, "device_total_bytes")));
+        out += fmt::format("  {:<8} {:>12} {}; {}\n", textOf(d, "device"),
+                           core::formatBytes(countOf(d, "bytes")),
+                           action == "yield" ? "yielded" : "restored", holds);
     }
-    if (!message.empty()) std::cout << "  " << message << '\n';
+    if (!message.empty()) out += "  " + message + '\n';
+    std::cout << out;
 }
 
 // The run answers with the trace's text; it is read back as any trace is (a run
@@ -271,44 +444,135 @@ int writeSnapshot(const json& reply, const std::string& output) {
     return 0;
 }
 
-int processCommand(const CtlOptions& o) {
-    char* end = nullptr;
-    const long pid = std::strtol(o.words[0].c_str(), &end, 10);
-    if (!end || *end || pid <= 0)
-        fail(core::kExitBadInput, "ctl: '" + o.words[0] + "' is not a process id (or list)");
-    if (o.words.size() < 2)
+// A process id as the kernel gives them: digits only (no sign, no space), 1 to
+// 4194304 (PID_MAX_LIMIT); anything else is no pid, never another one wrapped.
+long parsePid(const std::string& word) {
+    const bool digits =
+        !word.empty() && word.size() <= 7 &&
+        std::all_of(word.begin(), word.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const long pid = digits ? std::stol(word) : 0;
+    if (pid <= 0 || pid > 4194304)
         fail(core::kExitBadInput,
-             "ctl: what should process " + o.words[0] + " do? (status, pause, resume)");
+             "ctl: '" + reporters::escapeTerminal(word) + "' is not a process id (or list)");
+    return pid;
+}
+
+[[noreturn]] void usage(const std::string& message) {
+    fail(core::kExitBadInput, "ctl: " + message);
+}
+
+// The words of a command memtool knows, checked as the collector will check them,
+// before anything is sent: what is wrong is a usage error (2) here, not a refusal
+// from the program. A command memtool does not know goes to the program, whose
+// answer says so.
+void checkCommandWords(const std::vector<std::string>& argv) {
+    const std::string& command = argv[0];
+    const auto noArguments = [&] {
+        if (argv.size() > 1)
+            usage(fmt::format("{} takes no arguments, not '{}'", command,
+                              reporters::escapeTerminal(argv[1])));
+    };
+    // An option with a value (`valid` accepts it), or a flag (`valid` null).
+    struct Option {
+        const char* name;
+        bool (*valid)(const std::string&);
+        const char* takes;
+    };
+    const auto checkOptions = [&](std::initializer_list<Option> options, const char* synopsis) {
+        for (size_t i = 1; i < argv.size(); ++i) {
+            const Option* o = nullptr;
+            for (const Option& candidate : options)
+                if (argv[i] == candidate.name) o = &candidate;
+            if (!o)
+                usage(fmt::format("{} takes {}, not '{}'", command, synopsis,
+                                  reporters::escapeTerminal(argv[i])));
+            if (!o->valid) continue;
+            if (i + 1 >= argv.size() || !o->valid(argv[i + 1]))
+                usage(
+                    fmt::format("{} {} {}, not '{}'", command, o->name, o->takes,
+                                i + 1 < argv.size() ? reporters::escapeTerminal(argv[i + 1]) : ""));
+            ++i;
+        }
+    };
+    const auto seconds = [](const std::string& v) {
+        double s = 0;
+        return core::parseWaitSeconds(v.c_str(), &s);
+    };
+    const Option wait{"--wait", seconds, kCtlTimeoutRule};
+    if (command == "status" || command == "restore" || command == "snapshot") {
+        noArguments();
+    } else if (command == "pause" || command == "resume") {
+        if (argv.size() - 1 > core::kMaxRequestTags)
+            usage(fmt::format("{} takes {} tags at most in one command, not {}", command,
+                              core::kMaxRequestTags, argv.size() - 1));
+        for (size_t i = 1; i < argv.size(); ++i)
+            if (argv[i].size() > core::kMaxWordBytes || argv[i].find('\0') != std::string::npos)
+                usage(
+                    fmt::format("a tag is at most {} bytes, without NUL bytes; tag {} is {} bytes",
+                                core::kMaxWordBytes, i, argv[i].size()));
+    } else if (command == "yield") {
+        checkOptions({{"--to", [](const std::string& v) { return v == "host" || v == "disk"; },
+                       "takes host or disk"},
+                      wait},
+                     "[--to host|disk] [--wait SECONDS]");
+    } else if (command == "tensors") {
+        checkOptions(
+            {{"--device", [](const std::string& v) { return core::isTensorDevice(v.c_str()); },
+              "takes cpu or cuda:N"},
+             {"--verbose", nullptr, ""},
+             wait},
+            "[--device cpu|cuda:N] [--verbose] [--wait SECONDS]");
+    }
+}
+
+// A request is one line to memtool run, which reads 64 KiB of it at most.
+constexpr size_t kMaxRequestLine = 64 * 1024;
+
+int processCommand(const CtlOptions& o) {
+    const long pid = parsePid(o.words[0]);
+    if (o.words.size() < 2)
+        usage("what should process " + o.words[0] + " do? (status, pause, resume)");
     const std::vector<std::string> argv(o.words.begin() + 1, o.words.end());
-    if (!o.output.empty() && argv[0] != "snapshot")
-        fail(core::kExitBadInput, "ctl: -o is for snapshot only");
+    if (!o.output.empty() && argv[0] != "snapshot") usage("-o is for snapshot only");
+    checkCommandWords(argv);
+    const json request{{"op", "request"}, {"pid", pid}, {"argv", argv}};
+    const size_t requestBytes =
+        request.dump(-1, ' ', false, json::error_handler_t::replace).size() + 1;
+    if (requestBytes > kMaxRequestLine)
+        usage(fmt::format("the command is {} bytes; memtool run takes {} at most", requestBytes,
+                          kMaxRequestLine));
     // Before the process does the work: as `memtool run -o` is checked before it starts.
     if (!o.output.empty() && o.output != "-") core::checkReplaceable(o.output, core::kExitBadInput);
-    for (const Run& run : discoverRuns(o.timeoutS)) {
+    std::vector<std::string> silent;
+    for (const Run& run : discoverRuns(o.timeoutS, &silent)) {
         bool owns = false;
-        for (const auto& p : run.listing.at("processes")) owns |= p.at("pid").get<long>() == pid;
+        for (const auto& p : listOf(run.listing, "processes")) owns |= pidOf(p) == pid;
         if (!owns) continue;
         bool stale = false;
-        json reply = exchange(run.socket, {{"op", "request"}, {"pid", pid}, {"argv", argv}},
-                              o.timeoutS, &stale);
-        const std::string status = stale ? "gone" : reply.value("status", "failed");
+        json reply = exchange(run.socket, request, o.timeoutS, &stale);
+        const std::string status = stale ? "gone" : textOf(reply, "status", "failed");
         if (status == "no_such_process" || status == "gone")
             fail(kExitNoSuchProcess, fmt::format("process {} ended before it answered", pid));
-        const json body = stale ? json(nullptr) : reply.value("body", json(nullptr));
+        if (status == "bad_request")
+            fail(1, "memtool run refused the request: " +
+                        textOf(reply, "error", "it could not read it (memtool versions apart?)"));
+        const json body = member(reply, "body");
         if (argv[0] == "snapshot" && status == "ok") return writeSnapshot(reply, o.output);
         if (argv[0] == "tensors" && status == "ok" && o.format == "text") {
-            std::cout << reply.value("text", "");
+            std::cout << reporters::escapeTerminal(
+                member(reply, "text").is_string() ? member(reply, "text").get<std::string>() : "",
+                /*keepNewlines=*/true);
             return 0;
         }
         if (o.format == "json") {
-            std::cout << json{{"pid", pid}, {"status", status}, {"body", body}}.dump(2) << '\n';
-        } else if (status != "ok" && body.is_object() && body.contains("error") &&
-                   body["error"].is_string()) {
-            std::cerr << fmt::format("memtool: {} failed: {}\n", argv[0],
-                                     body["error"].get<std::string>());
+            std::cout << json{{"pid", pid}, {"status", status}, {"body", body}}.dump(
+                             2, ' ', true, json::error_handler_t::replace)
+                      << '\n';
+        } else if (status != "ok" && body.is_object() && member(body, "error").is_string()) {
+            std::cerr << fmt::format("memtool: {} failed: {}\n", argv[0], textOf(body, "error"));
         } else if (status == "unknown") {
             std::cerr << fmt::format("memtool: process {} does not know the command '{}'\n", pid,
-                                     argv[0]);
+                                     reporters::escapeTerminal(argv[0]));
         } else if (argv[0] == "status" && body.is_object()) {
             printStatus(body);
         } else if ((argv[0] == "yield" || argv[0] == "restore") && body.is_object()) {
@@ -316,11 +580,13 @@ int processCommand(const CtlOptions& o) {
         } else if ((argv[0] == "pause" || argv[0] == "resume") && body.is_object()) {
             printOperation(body);
         } else {
-            std::cout << body.dump(2) << '\n';
+            std::cout << reporters::escapeTerminal(
+                             body.dump(2, ' ', true, json::error_handler_t::replace), true)
+                      << '\n';
         }
         return status == "ok" ? 0 : 1;
     }
-    noSuchProcess(pid);
+    noSuchProcess(pid, silent);
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 #include "cli/run/OutputPattern.h"
 
+#include <fmt/format.h>
+
 #include <map>
+
+#include "core/Error.h"
 
 namespace memtool::cli {
 
@@ -23,6 +27,21 @@ std::string expandOutputPattern(const std::string& pattern, const core::ProcessT
     return out;
 }
 
+void checkOutputPattern(const std::string& pattern, int exitCode) {
+    for (size_t i = 0; i < pattern.size(); ++i) {
+        if (pattern[i] != '%') continue;
+        const char next = i + 1 < pattern.size() ? pattern[i + 1] : '\0';
+        if (next == 'p' || next == 'r' || next == '%') {
+            ++i;
+            continue;
+        }
+        throw core::Error(exitCode,
+                          fmt::format("-o {}: {} is no pattern (%p: the pid, %r: the rank, %%: a "
+                                      "%)",
+                                      pattern, next ? std::string("%") + next : "a % at the end"));
+    }
+}
+
 bool isPerProcessPattern(const std::string& pattern) {
     for (size_t i = 0; i + 1 < pattern.size(); ++i) {
         if (pattern[i] != '%') continue;
@@ -36,7 +55,7 @@ std::vector<std::pair<std::string, core::Trace>> splitByOutputPattern(core::Trac
                                                                       const std::string& pattern) {
     std::vector<std::pair<std::string, core::Trace>> files;
     if (!isPerProcessPattern(pattern)) {
-        files.emplace_back(pattern, std::move(trace));
+        files.emplace_back(expandOutputPattern(pattern, {}), std::move(trace));  // %% is a %
         return files;
     }
     std::vector<core::ProcessTrace> processes = std::move(trace.processes);

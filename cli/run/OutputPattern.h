@@ -11,8 +11,11 @@
 
 namespace memtool::cli {
 
-// %p: the pid; %r: the rank, or "none" without one; %%: a %. Anything else stays.
+// %p: the pid; %r: the rank, or "none" without one; %%: a %.
 std::string expandOutputPattern(const std::string& pattern, const core::ProcessTrace& p);
+// Any other % (%q, a % at the end) is refused, core::Error(`exitCode`): a name
+// written as it stands would hide a typo of %p.
+void checkOutputPattern(const std::string& pattern, int exitCode);
 bool isPerProcessPattern(const std::string& pattern);
 
 // (file, the trace it gets), in the order of each file's first process; without

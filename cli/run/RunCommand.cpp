@@ -360,9 +360,11 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
     // broke before their handshake.
     std::vector<std::string>& warnings = trace.processes.front().warnings;
     warnings.insert(warnings.end(), listener.refusals().begin(), listener.refusals().end());
-    for (const auto& c : listener.connections())
+    for (const auto& c : listener.connections()) {
         if (!c->aggregator().handshake() && !c->error().empty())
             warnings.push_back("a collector's stream broke before its handshake: " + c->error());
+        if (!c->refusal().empty()) warnings.push_back(c->refusal());
+    }
     // Those left running: only memtool's own children can be (it is their subreaper),
     // and /proc is read (a file per process of the machine) only when it has any.
     const std::map<pid_t, std::string> left =
@@ -421,7 +423,7 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
 // -o as one process's file would be named (%p and %r stand for a pid or a rank):
 // what is checked before the program starts.
 std::string sampleOutputPath(const std::string& pattern) {
-    if (!isPerProcessPattern(pattern)) return pattern;
+    if (!isPerProcessPattern(pattern)) return expandOutputPattern(pattern, {});  // %% is a %
     core::ProcessTrace sample;
     sample.pid = getpid();
     return expandOutputPattern(pattern, sample);
@@ -471,8 +473,10 @@ RunResult runCommand(const RunOptions& options) {
     // Everything that can refuse the run does so before the program starts: a run
     // is never thrown away at the end for a path that could not have worked.
     const bool discard = discardsTrace(options.output);
-    if (options.output != kStdoutPath && !discard)
+    if (options.output != kStdoutPath && !discard) {
+        checkOutputPattern(options.output, core::kExitBadInput);
         core::checkReplaceable(sampleOutputPath(options.output), core::kExitRunFailed);
+    }
     const std::string collector = locateCollector();
     const CudaPlan cuda = planCuda(options.cuda, collector, options.quiet);
     FileLimit::raise();  // descriptors for hundreds of processes; the program keeps its own limit
@@ -522,7 +526,7 @@ RunResult runCommand(const RunOptions& options) {
         reporters::recordSources(trace);
         // One file: the trace itself (a copy of it took ~2 ms for a fork pool's).
         if (!isPerProcessPattern(options.output)) {
-            files.push_back(writeTrace(trace, options.output, rendered));
+            files.push_back(writeTrace(trace, expandOutputPattern(options.output, {}), rendered));
         } else {
             for (const auto& [path, part] : splitByOutputPattern(trace, options.output))
                 files.push_back(writeTrace(part, path));

@@ -14,6 +14,7 @@
 
 #include "cli/Commands.h"
 #include "cli/run/RunCommand.h"
+#include "core/CtlArgs.h"
 #include "core/Error.h"
 #include "core/SiteChoice.h"
 #include "core/Units.h"
@@ -79,7 +80,7 @@ CLI::Validator waitChildrenSeconds() {
         [](const std::string& text) -> std::string {
             char* end = nullptr;
             const double s = std::strtod(text.c_str(), &end);
-            if (text.empty() || *end != '\0' || !(s >= 0 && s <= 1e7))
+            if (!core::isDecimalText(text.c_str()) || *end != '\0' || !(s >= 0 && s <= 1e7))
                 return "'" + text + "' is not a number of seconds from 0 to 10000000";
             return {};
         },
@@ -121,7 +122,12 @@ void addTargetOptions(CLI::App* cmd, RunArgs& a) {
         ->capture_default_str();
     cmd->add_option("--backup-dir", a.run.backupDir,
                     "Where paused regions' disk backups go, as files no name points to ("
-                    "default $TMPDIR or /tmp)");
+                    "default $TMPDIR or /tmp)")
+        ->check(CLI::Validator(
+            [](const std::string& text) -> std::string {
+                return text.empty() ? "an empty name is no directory" : "";
+            },
+            "DIR"));
 }
 
 // Runs the command; ends memtool as the signal that ended the command did.

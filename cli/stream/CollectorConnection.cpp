@@ -1,19 +1,40 @@
 #include "cli/stream/CollectorConnection.h"
 
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "cli/symbols/BackgroundSymbolizer.h"
 #include "core/Tail.h"
 
 namespace memtool::cli {
 
-CollectorConnection::CollectorConnection(int fd) : fd_(fd) {}
+namespace {
+
+// The pid `pid` has in its own pid namespace, where it runs in one of its own
+// (`unshare --pid`): the last field of NSpid in /proc/PID/status; 0 when unknown.
+int64_t innermostPid(pid_t pid) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+        if (line.rfind("NSpid:", 0) != 0) continue;
+        const size_t last = line.find_last_of(" \t");
+        return last == std::string::npos ? 0 : std::strtoll(line.c_str() + last + 1, nullptr, 10);
+    }
+    return 0;
+}
+
+}  // namespace
+
+CollectorConnection::CollectorConnection(int fd, pid_t peerPid) : fd_(fd), peerPid_(peerPid) {}
 
 CollectorConnection::~CollectorConnection() {
     if (inBackground()) BackgroundSymbolizer::shared().reclaim(&symbolizer_);
@@ -44,9 +65,7 @@ void CollectorConnection::close() {
     outstanding_.clear();
     for (uint64_t id : unanswered)
         if (onReply_)
-            onReply_(
-                core::ReplyRecord{id, core::ReplyStatus::Failed,
-                                  R"({"error":"the process's stream ended before it answered"})"});
+            onReply_(core::ReplyRecord{id, core::ReplyStatus::Failed, kEndedBeforeAnswer});
 }
 
 bool CollectorConnection::sendRequest(uint64_t id, const std::vector<std::string>& argv) {
@@ -165,6 +184,21 @@ bool CollectorConnection::unsentTail(std::vector<uint8_t>* bytes, core::EndField
 void CollectorConnection::fold(const uint8_t* data, size_t len) {
     try {
         decoder_.feed(data, len);
+        if (!peerChecked_ && aggregator_.handshake()) {
+            // A process announces its own pid (as its pid namespace numbers it): one
+            // that claims another's (a run's target, to answer for it to ctl) is
+            // refused, whatever else it sends.
+            peerChecked_ = true;
+            const core::Handshake& h = *aggregator_.handshake();
+            if (!h.notice && peerPid_ > 0 && h.pid != static_cast<int64_t>(peerPid_) &&
+                h.pid != innermostPid(peerPid_)) {
+                refusal_ = fmt::format(
+                    "refused a collector connection from pid {}: its handshake names pid {}",
+                    peerPid_, h.pid);
+                close();
+                return;
+            }
+        }
         deliverReplies();
         if (!backgroundDone_ && aggregator_.nativeNodes().size() > nodesForwarded_)
             forwardNewFrames();

@@ -11,6 +11,8 @@
 // commands forwarded to one process's collector) would write its commands here,
 // and the replies would arrive among the records.
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -42,7 +44,9 @@ private:
 
 class CollectorConnection {
 public:
-    explicit CollectorConnection(int fd);  // takes the accepted socket
+    // Takes the accepted socket; `peerPid`: the process that connected (SO_PEERCRED),
+    // which its handshake must name (0: not checked).
+    explicit CollectorConnection(int fd, pid_t peerPid = 0);
     ~CollectorConnection();
     CollectorConnection(const CollectorConnection&) = delete;
     CollectorConnection& operator=(const CollectorConnection&) = delete;
@@ -62,12 +66,19 @@ public:
     // stream that ends first answers every outstanding request with a Failed reply
     // whose body says so. False when the stream is closed or the write failed.
     bool sendRequest(uint64_t id, const std::vector<std::string>& argv);
+    static constexpr const char* kEndedBeforeAnswer =
+        R"({"error":"the process's stream ended before it answered"})";
     using ReplyHandler = std::function<void(const core::ReplyRecord&)>;
     void onReply(ReplyHandler handler) { onReply_ = std::move(handler); }
 
     const core::Aggregator& aggregator() const { return aggregator_; }
     // Its handshake arrived and it is a process's stream (not a notice about one).
-    bool isStream() const { return aggregator_.handshake() && !aggregator_.handshake()->notice; }
+    // A stream whose handshake named another process than the one that connected
+    // is refused (refusal() says so), and no process's.
+    bool isStream() const {
+        return aggregator_.handshake() && !aggregator_.handshake()->notice && refusal_.empty();
+    }
+    const std::string& refusal() const { return refusal_; }
     // Finds the stream a continuing stream (a fork child's) continues (Aggregator.h).
     void setStreamLookup(core::Aggregator::StreamLookup lookup) {
         aggregator_.setStreamLookup(std::move(lookup));
@@ -116,6 +127,9 @@ private:
     std::chrono::steady_clock::time_point closed_;
     std::string error_;
     bool busy_ = false;
+    pid_t peerPid_ = 0;
+    bool peerChecked_ = false;
+    std::string refusal_;
     ReplyHandler onReply_;
     size_t repliesSeen_ = 0;
     std::set<uint64_t> outstanding_;

@@ -47,11 +47,12 @@ void CollectorListener::attach(EventLoop& loop, pid_t target) {
     loop.watch(fd_, [this, &loop] { acceptWaiting(loop); });
 }
 
-std::string CollectorListener::refusal(int fd) const {
+std::string CollectorListener::refusal(int fd, pid_t* peerPid) const {
     ucred peer{};
     socklen_t len = sizeof peer;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0)
         return fmt::format("a connection whose peer cannot be told ({})", std::strerror(errno));
+    *peerPid = peer.pid;
     if (peer.uid != geteuid())
         return fmt::format("pid {}, which runs as uid {}", peer.pid, peer.uid);
     // The chain is read now, while the peer is (normally) alive: one that connected
@@ -81,7 +82,8 @@ void CollectorListener::acceptWaiting(EventLoop& loop) {
             continue;
         }
         if (fd < 0) return;
-        if (std::string why = refusal(fd); !why.empty()) {
+        pid_t peer = 0;
+        if (std::string why = refusal(fd, &peer); !why.empty()) {
             refusals_.push_back("refused a collector connection from " + why);
             close(fd);
             continue;
@@ -96,7 +98,7 @@ void CollectorListener::acceptWaiting(EventLoop& loop) {
             close(fd);
             continue;
         }
-        connections_.push_back(std::make_unique<CollectorConnection>(fd));
+        connections_.push_back(std::make_unique<CollectorConnection>(fd, peer));
         CollectorConnection* c = connections_.back().get();
         c->setStreamLookup([this, c](const core::Handshake& h) { return continued(h, c); });
         loop.watch(fd, [this, c, fd, &loop] {

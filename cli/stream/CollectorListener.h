@@ -52,7 +52,8 @@ public:
 private:
     void acceptWaiting(EventLoop& loop);
     // Why the peer of `fd` may not join; empty when it may.
-    std::string refusal(int fd) const;
+    // Why the connection on `fd` is refused (empty: it is not); its peer's pid.
+    std::string refusal(int fd, pid_t* peerPid) const;
     // The stream a continuing stream continues (its handshake names it), with every
     // record it sent so far read; null when there is none.
     const core::Aggregator* continued(const core::Handshake& h, const CollectorConnection* asking);

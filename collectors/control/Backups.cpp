@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "collectors/engine/HighDescriptor.h"
 #include "collectors/engine/OwnDescriptors.h"
 
 namespace memtool::collectors::control {
@@ -89,7 +90,18 @@ bool DiskBackup::openNamed(const char* directory, const char* name, uint64_t byt
 }
 
 bool DiskBackup::claim(uint64_t bytes, Failure& why) {
+    // High in the table, as the socket is: the lowest free number (3 in a small
+    // program) is the one a program's next open() or dup2() takes.
+    fd_ = moveHigh(fd_);
     own::keep(fd_);  // the program's closing every descriptor must not lose it
+    struct stat st {};
+    if (fstat(fd_, &st) != 0) {
+        why.set("cannot read the backup file ", path_, ": ", std::strerror(errno));
+        discard();
+        return false;
+    }
+    device_ = st.st_dev;
+    inode_ = st.st_ino;
     // The space now: a full disk fails the pause before anything is released.
     int rc = bytes ? posix_fallocate(fd_, 0, static_cast<off_t>(bytes)) : 0;
     if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
@@ -103,7 +115,24 @@ bool DiskBackup::claim(uint64_t bytes, Failure& why) {
     return true;
 }
 
+bool DiskBackup::stillOurs() const {
+    struct stat st {};
+    return fd_ >= 0 && fstat(fd_, &st) == 0 && st.st_dev == device_ && st.st_ino == inode_;
+}
+
+bool DiskBackup::checkOurs(Failure& why) const {
+    if (stillOurs()) return true;
+    char detail[160];
+    std::snprintf(detail, sizeof detail,
+                  ": its descriptor %d no longer holds it (the program closed it, or put a file "
+                  "of its own there with dup2); its content is lost",
+                  fd_);
+    why.set("the backup file ", path_, detail);
+    return false;
+}
+
 bool DiskBackup::write(uint64_t offset, const void* data, uint64_t bytes, Failure& why) {
+    if (!checkOurs(why)) return false;
     const char* p = static_cast<const char*>(data);
     while (bytes > 0) {
         ssize_t n = pwrite(fd_, p, bytes, static_cast<off_t>(offset));
@@ -159,6 +188,8 @@ bool readRange(int fd, const char* path, uint64_t offset, char* p, uint64_t byte
 // one's pages fill while the other's I/O runs. One reader when no thread can be
 // started, or for less than two chunks.
 bool DiskBackup::read(uint64_t offset, void* data, uint64_t bytes, Failure& why) {
+    // Another file's bytes must never come back as the region's content.
+    if (!checkOurs(why)) return false;
     char* p = static_cast<char*>(data);
     if (bytes < 2 * kReadChunk) return readChunks(offset, p, bytes, 0, 1, why);
     ReadJob odd{this, offset, p, bytes, false, {}};
@@ -188,7 +219,12 @@ bool DiskBackup::readChunks(uint64_t offset, char* data, uint64_t bytes, uint64_
 }
 
 void DiskBackup::discard() {
-    own::release(fd_);  // the file was unlinked when it was made
+    // The file was unlinked when it was made. A descriptor the program took over
+    // is its own now: let go of, not closed.
+    if (stillOurs())
+        own::release(fd_);
+    else
+        own::letGo(fd_);
     fd_ = -1;
     path_ = nullptr;
 }

@@ -3,6 +3,8 @@
 // one, sized for all of its content up front, so that a pause that cannot
 // complete (disk full, no pinned memory) fails before anything is released.
 
+#include <sys/types.h>
+
 #include <cstdint>
 
 #include "collectors/control/MemoryBackend.h"
@@ -39,6 +41,7 @@ public:
     bool write(uint64_t offset, const void* data, uint64_t bytes, Failure& why) override;
     bool read(uint64_t offset, void* data, uint64_t bytes, Failure& why) override;
     void discard() override;
+    bool intact() const override { return stillOurs(); }
     const char* path() const { return path_ ? path_ : ""; }
     bool direct() const { return direct_; }
 
@@ -49,8 +52,15 @@ private:
                     Failure& why) const;
     // Reserves `bytes` of disk for the open file; discards it when there is no room.
     bool claim(uint64_t bytes, Failure& why);
+    // The descriptor still holds the file claim() saw (same device and inode):
+    // a program can dup2() a file of its own over it, or close it by a raw
+    // system call and open another that takes its number.
+    bool stillOurs() const;
+    bool checkOurs(Failure& why) const;  // false, saying so, where it does not
 
     int fd_ = -1;
+    dev_t device_ = 0;
+    ino_t inode_ = 0;
     bool direct_ = false;
     char* path_ = nullptr;
 };

@@ -27,6 +27,7 @@
 #include "collectors/engine/SocketSink.h"
 #include "collectors/engine/Warn.h"
 #include "collectors/stacks/CPythonApi.h"
+#include "core/CtlArgs.h"
 #include "core/Protocol.h"
 
 #if __has_include(<sys/single_threaded.h>)
@@ -40,8 +41,14 @@ namespace memtool::collectors::control {
 
 namespace {
 
-constexpr size_t kMaxArgs = 64;
-constexpr size_t kInputBytes = 64 * 1024;  // a request is argv-sized: far less
+using core::kMaxRequestWords;
+using core::kMaxWordBytes;
+static_assert(kMaxRequestWords == 65 && kMaxWordBytes == 4096,
+              "decodeRequests' refusals name the limits");
+
+// A request is argv-sized (kMaxRequestWords words of kMaxWordBytes at most): far
+// less than this, and memtool run never sends one over 64 KiB.
+constexpr size_t kInputBytes = 64 * 1024;
 // JSON answers: 256 regions described take about 40 KiB. The buffer is touched
 // once at start, so that answering (a pause, say) grows the process by nothing.
 constexpr size_t kAnswerBytes = 64 * 1024;
@@ -70,6 +77,16 @@ void answer(void* context, uint64_t id, size_t argc, const char* const* argv) {
     if (c->handler->replies(argc, argv, *c->engine, id)) return;
     const uint8_t status = c->handler->handle(argc, argv, c->answer, kAnswerBytes);
     c->engine->reply(id, static_cast<core::ReplyStatus>(status), c->answer, std::strlen(c->answer));
+}
+
+// A request over a limit: refused, with the limit, and the channel goes on.
+void refuse(void* context, uint64_t id, const char* why) {
+    auto* c = static_cast<Channel*>(context);
+    JsonWriter j(c->answer, kAnswerBytes);
+    j.open('{');
+    j.key("error").value(why);
+    j.close('}');
+    c->engine->reply(id, core::ReplyStatus::Failed, c->answer, std::strlen(c->answer));
 }
 
 // Touches the first `bytes` of this thread's stack below here, so that running a
@@ -108,7 +125,7 @@ void* run(void* arg) {
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;  // end of stream: the CLI went away or the collector closed it
         used += static_cast<size_t>(n);
-        const long consumed = decodeRequests(input, used, answer, c);
+        const long consumed = decodeRequests(input, used, answer, refuse, c);
         if (consumed < 0 || (consumed == 0 && used == kInputBytes))
             break;  // not requests: stop listening
         std::memmove(input, input + consumed, used - static_cast<size_t>(consumed));
@@ -162,7 +179,8 @@ uint8_t runOnTags(Regions& regions, bool pause, size_t argc, const char* const* 
 
 }  // namespace
 
-long decodeRequests(uint8_t* data, size_t len, RequestCallback onRequest, void* context) {
+long decodeRequests(uint8_t* data, size_t len, RequestCallback onRequest, RejectCallback onReject,
+                    void* context) {
     const uint8_t* p = data;
     const uint8_t* end = data + len;
     bool bad = false;
@@ -172,28 +190,47 @@ long decodeRequests(uint8_t* data, size_t len, RequestCallback onRequest, void* 
         uint64_t id = 0, argc = 0;
         if (!readVarint(p, end, &id, &bad) || !readVarint(p, end, &argc, &bad))
             return bad ? -1 : start - data;
-        if (argc == 0 || argc > kMaxArgs) return -1;
-        // Arguments are copied out NUL-terminated (a command's arguments are
-        // tags and words: 4 KiB each at most).
-        const char* argv[kMaxArgs];
-        uint64_t lengths[kMaxArgs];
-        const uint8_t* strings[kMaxArgs];
+        // Every word's length comes before its bytes: a request over a limit is
+        // still framed, so it is answered with what is wrong and the next one read.
+        // Only the first kMaxRequestWords are kept.
+        uint8_t* words[kMaxRequestWords];  // where each word's length begins
+        uint64_t lengths[kMaxRequestWords];
+        const uint8_t* strings[kMaxRequestWords];
+        uint64_t longest = 0;
         for (uint64_t i = 0; i < argc; ++i) {
-            if (!readVarint(p, end, &lengths[i], &bad)) return bad ? -1 : start - data;
-            if (lengths[i] > 4096) return -1;
-            if (static_cast<uint64_t>(end - p) < lengths[i]) return start - data;
-            strings[i] = p;
-            p += lengths[i];
+            uint8_t* word = data + (p - data);
+            uint64_t length = 0;
+            if (!readVarint(p, end, &length, &bad)) return bad ? -1 : start - data;
+            if (static_cast<uint64_t>(end - p) < length) return start - data;
+            if (i < kMaxRequestWords) {
+                words[i] = word;
+                lengths[i] = length;
+                strings[i] = p;
+            }
+            longest = length > longest ? length : longest;
+            p += length;
         }
-        char scratch[kMaxArgs * 64 + 8192];
-        size_t at = 0;
-        for (uint64_t i = 0; i < argc; ++i) {
-            if (at + lengths[i] + 1 > sizeof scratch) return -1;
-            std::memcpy(scratch + at, strings[i], lengths[i]);
-            scratch[at + lengths[i]] = '\0';
-            if (std::strlen(scratch + at) != lengths[i]) return -1;  // an embedded NUL
-            argv[i] = scratch + at;
-            at += lengths[i] + 1;
+        const char* why = nullptr;
+        if (argc == 0)
+            why = "a request with no command";
+        else if (argc > kMaxRequestWords)
+            why = "a request of more than 65 words (64 tags)";
+        else if (longest > kMaxWordBytes)
+            why = "a word of more than 4096 bytes";
+        // NUL-terminated in place: each word moves back over its own length (one
+        // byte at least), which leaves room for its NUL before the next word's.
+        const char* argv[kMaxRequestWords];
+        for (uint64_t i = 0; !why && i < argc; ++i) {
+            std::memmove(words[i], strings[i], lengths[i]);
+            words[i][lengths[i]] = '\0';
+            argv[i] = reinterpret_cast<const char*>(words[i]);
+            if (std::strlen(argv[i]) != lengths[i]) why = "a word with a NUL byte in it";
+        }
+        if (why) {
+            if (debugLogOn())
+                DebugLine().add("control request ").add(id).add(" refused: ").add(why);
+            onReject(context, id, why);
+            continue;
         }
         if (debugLogOn()) {
             DebugLine line;

@@ -99,9 +99,12 @@ void leaveLoader();
 void forgetControlThread();
 
 // Decodes Request records from a byte buffer (exposed for tests): calls
-// onRequest(id, argc, argv) for each complete one and returns the bytes used;
-// -1 on bytes that can never be a request.
+// onRequest(id, argc, argv) for each complete one, onReject(id, why) for each
+// complete one over a limit of core/CtlArgs.h (no words, too many or too long, a NUL byte in a
+// word), and returns the bytes used; -1 on bytes that can never be a request.
 using RequestCallback = void (*)(void* context, uint64_t id, size_t argc, const char* const* argv);
-long decodeRequests(uint8_t* data, size_t len, RequestCallback onRequest, void* context);
+using RejectCallback = void (*)(void* context, uint64_t id, const char* why);
+long decodeRequests(uint8_t* data, size_t len, RequestCallback onRequest, RejectCallback onReject,
+                    void* context);
 
 }  // namespace memtool::collectors::control

@@ -8,11 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "collectors/control/CommandArgs.h"
 #include "collectors/control/JsonWriter.h"
 #include "collectors/control/PausedAccess.h"
 #include "collectors/engine/MonotonicClock.h"
 #include "collectors/engine/RecursionGuard.h"
+#include "core/CtlArgs.h"
 
 namespace memtool::collectors::control {
 
@@ -118,7 +118,7 @@ uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, 
                    std::strcmp(argv[i + 1], "disk") == 0) {
             ++i;
         } else if (std::strcmp(argv[i], "--wait") == 0 && hasValue &&
-                   parseWaitSeconds(argv[i + 1], &waitS)) {
+                   core::parseWaitSeconds(argv[i + 1], &waitS)) {
             ++i;
         } else {
             LockGuard lock(mu_);  // the answer says whether the program is parked

@@ -4,10 +4,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "collectors/control/CommandArgs.h"
 #include "collectors/control/SafePoint.h"
 #include "collectors/engine/Engine.h"
 #include "collectors/stacks/CPythonApi.h"
+#include "core/CtlArgs.h"
 
 namespace memtool::collectors::control {
 
@@ -83,10 +83,11 @@ void LiveTensors::command(size_t argc, const char* const* argv, Engine& engine, 
     double waitS = kDefaultWaitS;
     for (size_t i = 1; i < argc; ++i) {
         const bool hasValue = i + 1 < argc;
-        if (std::strcmp(argv[i], "--device") == 0 && hasValue && isTensorDevice(argv[i + 1])) {
+        if (std::strcmp(argv[i], "--device") == 0 && hasValue &&
+            core::isTensorDevice(argv[i + 1])) {
             device = argv[++i];
         } else if (std::strcmp(argv[i], "--wait") == 0 && hasValue &&
-                   parseWaitSeconds(argv[i + 1], &waitS)) {
+                   core::parseWaitSeconds(argv[i + 1], &waitS)) {
             ++i;
         } else {
             return replyText(engine, id, core::ReplyStatus::Refused,

@@ -37,6 +37,9 @@ public:
     virtual bool read(uint64_t offset, void* data, uint64_t bytes, Failure& why) = 0;
     // Drops the content (after a resume, or when a pause could not complete).
     virtual void discard() = 0;
+    // The content is still there to be read (a disk backup whose descriptor the
+    // program took over is not).
+    virtual bool intact() const { return true; }
 };
 
 class MemoryBackend {

@@ -881,7 +881,8 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
     // Region by region: map everything back and restore the content; a region
     // that cannot be restored whole stays paused (its backup kept).
     size_t failedRegions = 0;
-    char firstError[256] = "";
+    bool contentLost = false;  // a backup no longer there to read
+    char firstError[512] = "";
     for (size_t from = 0; from < work.size();) {
         size_t to = from;
         while (to < work.size() && work[to].region == work[from].region) ++to;
@@ -903,7 +904,11 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
                 Failure ignored;
                 backend->unmap(work[i].device, work[i].address, work[i].mapped, ignored);
             }
-            if (!failedRegions++) std::snprintf(firstError, sizeof firstError, "%s", why.text);
+            for (size_t i = from; i < to; ++i)
+                contentLost |= work[i].backup && !backups_.content(work[i].backup - 1).intact();
+            if (!failedRegions++)
+                std::snprintf(firstError, sizeof firstError, "'%s': %s", tags_[r.tag].name,
+                              why.text);
             record(&work[from], to - from, action, origin, kind, start, false, why.text);
             from = to;
             continue;
@@ -938,8 +943,8 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
     result.seconds = static_cast<double>(monotonicNs() - start) / 1e9;
     if (failedRegions)
         std::snprintf(result.message, sizeof result.message,
-                      "%zu region(s) could not be resumed and stay paused, their content kept: %s",
-                      failedRegions, firstError);
+                      "%zu region(s) could not be resumed and stay paused%s: %s", failedRegions,
+                      contentLost ? "" : ", their content kept", firstError);
     else
         std::snprintf(result.message, sizeof result.message,
                       "resumed %llu bytes in %llu allocation%s",

@@ -244,7 +244,7 @@ TEST(CudaRegions, AResumeWithoutRoomOnTheDeviceKeepsTheRegionPausedAndItsContent
     OpResult r = f.regions->resume("kv2", core::ControlOrigin::Api);
     EXPECT_FALSE(r.ok);
     EXPECT_STREQ(r.message,
-                 "1 region(s) could not be resumed and stay paused, their content kept: "
+                 "1 region(s) could not be resumed and stay paused, their content kept: 'kv2': "
                  "cuMemCreate: out of memory "
                  "(CUresult 2)");
     driver().setCapacity(0);

@@ -379,8 +379,8 @@ TEST(Regions, AResumeThatCannotMapKeepsTheRegionPausedWithItsContent) {
     OpResult r = f.regions->resume("w", core::ControlOrigin::Api);
     EXPECT_FALSE(r.ok);
     EXPECT_STREQ(r.message,
-                 "1 region(s) could not be resumed and stay paused, their content kept: the test "
-                 "made mapping fail");
+                 "1 region(s) could not be resumed and stay paused, their content kept: 'w': the "
+                 "test made mapping fail");
     EXPECT_EQ(heldBackupsIn(f.dir), 1u);
     f.backend.failMap = false;
     ASSERT_TRUE(f.regions->resume("w", core::ControlOrigin::Api).ok);
@@ -547,19 +547,69 @@ TEST(ControlChannel, AnswersRequestsFromTheStream) {
 TEST(ControlChannel, RejectsBytesThatAreNoRequests) {
     struct Count {
         int calls = 0;
+        std::vector<std::pair<uint64_t, std::string>> refused;
     } count;
     auto cb = [](void* c, uint64_t, size_t, const char* const*) {
         ++static_cast<Count*>(c)->calls;
     };
+    auto refuse = [](void* c, uint64_t id, const char* why) {
+        static_cast<Count*>(c)->refused.emplace_back(id, why);
+    };
     uint8_t junk[] = {'Z', 1, 2};
-    EXPECT_EQ(decodeRequests(junk, sizeof junk, cb, &count), -1);
+    EXPECT_EQ(decodeRequests(junk, sizeof junk, cb, refuse, &count), -1);
     uint8_t partial[] = {'Q', 5, 1, 6, 's', 't'};  // a string cut short: wait for more
-    EXPECT_EQ(decodeRequests(partial, sizeof partial, cb, &count), 0);
-    uint8_t nul[] = {'Q', 5, 1, 3, 'a', 0, 'b'};  // an embedded NUL
-    EXPECT_EQ(decodeRequests(nul, sizeof nul, cb, &count), -1);
-    uint8_t none[] = {'Q', 5, 0};
-    EXPECT_EQ(decodeRequests(none, sizeof none, cb, &count), -1);
+    EXPECT_EQ(decodeRequests(partial, sizeof partial, cb, refuse, &count), 0);
+    // Framed, but no command: answered as refused, and what follows is read.
+    uint8_t nul[] = {'Q', 5, 1, 3, 'a', 0, 'b', 'Q', 6, 0};
+    EXPECT_EQ(decodeRequests(nul, sizeof nul, cb, refuse, &count), 10);
     EXPECT_EQ(count.calls, 0);
+    ASSERT_EQ(count.refused.size(), 2u);
+    EXPECT_EQ(count.refused[0],
+              std::make_pair(uint64_t{5}, std::string("a word with a NUL byte in it")));
+    EXPECT_EQ(count.refused[1],
+              std::make_pair(uint64_t{6}, std::string("a request with no command")));
+}
+
+// Over a limit, a request is still framed: refused with the limit, and the channel
+// reads on (a `ctl pause` of 65 tags used to leave the channel deaf for the run).
+TEST(ControlChannel, ARequestOverALimitIsRefusedAndTheNextOneRead) {
+    struct Seen {
+        std::vector<std::vector<std::string>> requests;
+        std::vector<std::pair<uint64_t, std::string>> refused;
+    } seen;
+    auto cb = [](void* c, uint64_t, size_t argc, const char* const* argv) {
+        static_cast<Seen*>(c)->requests.emplace_back(argv, argv + argc);
+    };
+    auto refuse = [](void* c, uint64_t id, const char* why) {
+        static_cast<Seen*>(c)->refused.emplace_back(id, why);
+    };
+    auto encode = [](std::vector<uint8_t>& out, uint64_t id, const std::vector<std::string>& argv) {
+        std::vector<uint8_t> record(core::requestBytes(argv.size(), 70000));
+        uint8_t* p = core::encodeRequestHead(record.data(), id, argv.size());
+        for (const auto& a : argv) p = core::putString(p, a.data(), a.size());
+        out.insert(out.end(), record.data(), p);
+    };
+    std::vector<std::string> tags66{"pause"}, tags65{"pause"};
+    for (int i = 0; i < 65; ++i) tags66.push_back("t" + std::to_string(i));
+    for (int i = 0; i < 64; ++i) tags65.push_back("t" + std::to_string(i));
+    std::vector<uint8_t> wire;
+    encode(wire, 1, tags66);
+    encode(wire, 2, {"pause", std::string(4097, 'x')});
+    encode(wire, 3, tags65);
+    encode(wire, 4, {"pause", std::string(4096, 'y')});
+    encode(wire, 5, {"status"});
+    EXPECT_EQ(decodeRequests(wire.data(), wire.size(), cb, refuse, &seen),
+              static_cast<long>(wire.size()));
+    ASSERT_EQ(seen.refused.size(), 2u);
+    EXPECT_EQ(
+        seen.refused[0],
+        std::make_pair(uint64_t{1}, std::string("a request of more than 65 words (64 tags)")));
+    EXPECT_EQ(seen.refused[1],
+              std::make_pair(uint64_t{2}, std::string("a word of more than 4096 bytes")));
+    ASSERT_EQ(seen.requests.size(), 3u);
+    EXPECT_EQ(seen.requests[0], tags65);
+    EXPECT_EQ(seen.requests[1], (std::vector<std::string>{"pause", std::string(4096, 'y')}));
+    EXPECT_EQ(seen.requests[2], std::vector<std::string>{"status"});
 }
 
 // ---- free-block cache, --pausable all, courtesy, safe points -------------------------

@@ -275,7 +275,7 @@ TEST(Cli, OddButValidInputIsNoInternalError) {
     std::string odd = traceWith(
         kCpu, R"json({"file": "/nonexistent/a.py", "line": 2, "function": "f(", "device": "cpu",
         "peak_bytes": 10, "allocated_bytes": 10, "self_allocated_bytes": 10, "count": 1})json");
-    Outcome lines = run({MEMTOOL_BIN, "report", odd, "--lines", "--all-files"});
+    Outcome lines = run({MEMTOOL_BIN, "report", odd, "--lines", "--all-files", "--read-any-file"});
     EXPECT_EQ(lines.exitCode, 0) << lines.err;
     EXPECT_EQ(lines.out,
               "\n## f( — /nonexistent/a.py [cpu] (pid 1)\n"
@@ -415,7 +415,8 @@ TEST(Cli, LineReportReadsOnlyTheProgramsOwnFiles) {
                R"json(", "line": 1, "function": "f", "device": "cpu", "peak_bytes": 10,
                "allocated_bytes": 10, "self_allocated_bytes": 10, "count": 1})json";
     };
-    // A crafted cwd of "/" puts every file inside it.
+    // A crafted cwd of "/" would put every file inside it: "/" is no directory of the
+    // trace's own, so only files it recorded are read (none here), and none shown.
     std::string t = write(
         R"json({"schema": "memtool.trace/1", "processes": [{"pid": 1, "command": ["x"],
         "cwd": "/", "complete": true, "duration_s": 1.0, "devices": {"cpu": )json" +
@@ -424,18 +425,24 @@ TEST(Cli, LineReportReadsOnlyTheProgramsOwnFiles) {
     Outcome o = run({MEMTOOL_BIN, "report", t, "--lines"}, "", {}, nullptr, here);
     ASSERT_EQ(o.exitCode, 0) << o.err;
     const std::string header = "  Line          Peak     Allocated    Self alloc    Count  Code\n";
-    const std::string outside =
-        "        (source not read: outside the directory the trace was recorded in or the one "
-        "memtool runs in; --all-files reads it)\n";
+    const std::string unrecorded =
+        "        (source not read: the trace has no directory here and no record of this file; "
+        "--read-any-file reads it)\n";
     const std::string numbers = "     1          10 B          10 B          10 B        1  \n";
-    EXPECT_EQ(o.out, "\n## f — /dev/zero [cpu] (pid 1)\n" + header + outside + numbers +
-                         "\n## f — /etc/passwd [cpu] (pid 1)\n" + header + outside + numbers +
-                         "\n## f — " + here + "/fifo.py [cpu] (pid 1)\n" + header +
-                         "        (source not read: it is a FIFO, not a regular file)\n" + numbers +
-                         kLineLegend);
-    // --all-files reads any regular file; a device or FIFO still is none.
-    Outcome all = run({MEMTOOL_BIN, "report", t, "--lines", "--all-files"}, "", {}, nullptr, here);
+    EXPECT_EQ(o.out, "\n## f — /dev/zero [cpu] (pid 1)\n" + header + unrecorded + numbers +
+                         "\n## f — /etc/passwd [cpu] (pid 1)\n" + header + unrecorded + numbers +
+                         "\n## f — " + here + "/fifo.py [cpu] (pid 1)\n" + header + unrecorded +
+                         numbers + kLineLegend);
+    // --all-files only adds library files' rows; it reads nothing more.
+    Outcome library =
+        run({MEMTOOL_BIN, "report", t, "--lines", "--all-files"}, "", {}, nullptr, here);
+    EXPECT_EQ(library.out, o.out);
+    // --read-any-file reads any regular file, and says so; a device or FIFO still is none.
+    Outcome all =
+        run({MEMTOOL_BIN, "report", t, "--lines", "--read-any-file"}, "", {}, nullptr, here);
     ASSERT_EQ(all.exitCode, 0) << all.err;
+    EXPECT_EQ(all.err,
+              "memtool: --read-any-file: reading every file this trace names, wherever it is\n");
     EXPECT_NE(all.out.find("\n## f — /dev/zero [cpu] (pid 1)\n" + header +
                            "        (source not read: it is a character device, not a regular "
                            "file)\n" +
@@ -444,6 +451,9 @@ TEST(Cli, LineReportReadsOnlyTheProgramsOwnFiles) {
         << all.out;
     EXPECT_NE(all.out.find("\n## f — /etc/passwd [cpu] (pid 1)\n" + header +
                            "     1          10 B          10 B          10 B        1  root:"),
+              std::string::npos)
+        << all.out;
+    EXPECT_NE(all.out.find("(source not read: it is a FIFO, not a regular file)"),
               std::string::npos)
         << all.out;
 }

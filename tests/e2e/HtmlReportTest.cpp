@@ -207,9 +207,10 @@ TEST(HtmlReport, AProfiledProgramsReportShowsItsFigures) {
 
 // The line table's code column reads sources by the rule of `report --lines`
 // (trace/SourceFiles.h): a trace naming a file outside both its cwd and the
-// directory report runs in shows no code for it unless --all-files, and a device is
+// directory report runs in, or one without a directory of its own here that did
+// not record the file, shows no code for it unless --read-any-file, and a device is
 // never read (this page used to show any regular file the trace named).
-TEST(HtmlReport, TheLineTableShowsOnlyTheProgramsOwnCodeUnlessAllFiles) {
+TEST(HtmlReport, TheLineTableShowsOnlyTheProgramsOwnCodeUnlessReadAnyFile) {
     const std::string here = tempDir(), elsewhere = tempDir(), dir = tempDir();
     std::ofstream(here + "/a.py") << "x = 1\n";
     std::ofstream(elsewhere + "/secret.py") << "password = hunter2\n";
@@ -218,14 +219,16 @@ TEST(HtmlReport, TheLineTableShowsOnlyTheProgramsOwnCodeUnlessAllFiles) {
                R"json(", "line": 1, "function": "f", "device": "cpu", "peak_bytes": 10,
                "allocated_bytes": 10, "self_allocated_bytes": 10, "count": 1})json";
     };
-    // A crafted cwd of "/" puts every file inside it.
+    // A crafted cwd of "/" would put every file inside it; it recorded a.py (its
+    // hash is that of "x = 1\n", the file here), and the recorded code is shown.
     std::ofstream(dir + "/trace.json")
         << R"json({"schema": "memtool.trace/1", "processes": [{"pid": 1, "command": ["x"],
         "cwd": "/", "complete": true, "duration_s": 1.0, "devices": {"cpu": {"peak_bytes": 10,
         "current_bytes": 0, "allocated_bytes": 10, "freed_bytes": 10, "alloc_count": 1,
         "free_count": 1}}, "hotspots": [], "lines": [)json"
         << row(here + "/a.py") << "," << row(elsewhere + "/secret.py") << "," << row("/dev/zero")
-        << "]}]}";
+        << R"json(], "sources": {")json" << here
+        << R"json(/a.py": {"fnv1a64": "78a1ef167053da53", "lines": [[1, "x = 1"]]}}}]})json";
     auto lineTable = [](const std::string& page) {
         const size_t table = page.find("<table class=\"lines sortable\">");
         const size_t from = page.find("<tbody>\n", table), to = page.find("</tbody>", from);
@@ -242,8 +245,11 @@ TEST(HtmlReport, TheLineTableShowsOnlyTheProgramsOwnCodeUnlessAllFiles) {
     const std::string page = renderHtml(here, dir + "/trace.json", dir + "/report.html");
     EXPECT_EQ(lineTable(page), "<tbody>\n" + tr(here + "/a.py", "x = 1") +
                                    tr(elsewhere + "/secret.py", "") + tr("/dev/zero", ""));
+    const std::string library =
+        renderHtml(here, dir + "/trace.json", dir + "/library.html", {"--all-files"});
+    EXPECT_EQ(lineTable(library), lineTable(page));  // library rows only: nothing more read
     const std::string all =
-        renderHtml(here, dir + "/trace.json", dir + "/all.html", {"--all-files"});
+        renderHtml(here, dir + "/trace.json", dir + "/all.html", {"--read-any-file"});
     EXPECT_EQ(lineTable(all), "<tbody>\n" + tr(here + "/a.py", "x = 1") +
                                   tr(elsewhere + "/secret.py", "password = hunter2") +
                                   tr("/dev/zero", ""));

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <initializer_list>
+#include <map>
 
 #include "tests/TempDir.h"
 #include "trace/SourceFiles.h"
@@ -41,7 +43,17 @@ private:
 
 const char* const kOutside =
     "outside the directory the trace was recorded in or the one memtool runs in; "
-    "--all-files reads it";
+    "--read-any-file reads it";
+const char* const kNotRecorded =
+    "the trace has no directory here and no record of this file; --read-any-file reads it";
+
+// The files a trace recorded (ProcessTrace::sources), by name; their text is not
+// what these tests look at.
+std::map<std::string, core::SourceFile> recordedAs(std::initializer_list<std::string> names) {
+    std::map<std::string, core::SourceFile> out;
+    for (const auto& n : names) out[n] = core::SourceFile{};
+    return out;
+}
 
 // A project directory holding src/a.py, and a directory elsewhere.
 struct Fixture {
@@ -86,19 +98,41 @@ TEST(SourceFiles, NeverReadsOutsideTheTracesDirectory) {
     ASSERT_EQ(symlink((fx.elsewhere + "/secret").c_str(), (fx.project + "/src/link.py").c_str()),
               0);
     EXPECT_EQ(files.read("src/link.py").why, kOutside);
-    // --all-files lifts the rule.
+    // --read-any-file lifts the rule.
     const auto all = SourceFiles(fx.project, true).read(fx.elsewhere + "/secret");
     EXPECT_TRUE(all.found);
     EXPECT_EQ(all.lines, (std::map<uint64_t, std::string>{{1, "password"}}));
 }
 
 TEST(SourceFiles, ATraceCwdOfSlashReadsNothingOutsideTheCurrentDirectory) {
-    // The cwd is in the trace too: a crafted "/" does not open the whole disk.
+    // The cwd is in the trace too: a crafted "/" does not open the whole disk, and
+    // is no directory of the trace's own: only files it recorded are read, for their
+    // hash alone.
     Fixture fx;
     InDirectory here(fx.project);
-    EXPECT_EQ(SourceFiles("/", false).read("/etc/passwd").why, kOutside);
-    EXPECT_EQ(SourceFiles("/", false).read(fx.elsewhere + "/secret").why, kOutside);
-    EXPECT_TRUE(SourceFiles("/", false).read(fx.project + "/src/a.py").found);
+    const auto recorded = recordedAs({"/etc/passwd", fx.project + "/src/a.py"});
+    EXPECT_EQ(SourceFiles("/", false, &recorded).read("/etc/passwd").why, kOutside);
+    EXPECT_EQ(SourceFiles("/", false, &recorded).read(fx.elsewhere + "/secret").why, kNotRecorded);
+    const auto a = SourceFiles("/", false, &recorded).read(fx.project + "/src/a.py");
+    EXPECT_TRUE(a.found);
+    EXPECT_TRUE(a.hash.has_value());
+    EXPECT_TRUE(a.lines.empty());
+    EXPECT_EQ(SourceFiles("/", false).read(fx.project + "/src/a.py").why, kNotRecorded);
+}
+
+// A report run in / or $HOME on a trace without a cwd read any file the trace
+// named relative to it: etc/shadow, .ssh/id_rsa. Now only the files the trace
+// recorded a hash of are read, and their text is never what is shown.
+TEST(SourceFiles, ATraceWithoutACwdReadsOnlyWhatItRecorded) {
+    Fixture fx;
+    InDirectory here(fx.elsewhere);
+    EXPECT_EQ(SourceFiles("", false).read("secret").why, kNotRecorded);
+    const auto recorded = recordedAs({"secret"});
+    const auto read = SourceFiles("", false, &recorded).read("secret");
+    EXPECT_TRUE(read.found);
+    EXPECT_TRUE(read.lines.empty());
+    EXPECT_TRUE(SourceFiles("", true).read("secret").found);  // --read-any-file
+    EXPECT_EQ(SourceFiles("", true).read("secret").lines.size(), 1u);
 }
 
 TEST(SourceFiles, OnlyRegularFilesAreRead) {
@@ -116,14 +150,20 @@ TEST(SourceFiles, ATraceRecordedElsewhereIsReadFromTheCurrentDirectory) {
     // read at the same place relative to the current directory.
     Fixture fx;
     InDirectory here(fx.project);
-    const SourceFiles files("/nonexistent/app/", false);
+    // Only files the trace recorded, and only for their hash (whether they changed).
+    const auto recorded =
+        recordedAs({"/nonexistent/app/src/a.py", "src/a.py", "/nonexistent/application/src/a.py",
+                    "/etc/passwd", fx.project + "/src/a.py"});
+    const SourceFiles files("/nonexistent/app/", false, &recorded);
     EXPECT_TRUE(files.read("/nonexistent/app/src/a.py").found);
     EXPECT_TRUE(files.read("src/a.py").found);
+    EXPECT_TRUE(files.read("src/a.py").lines.empty());
     EXPECT_EQ(files.read("/nonexistent/application/src/a.py").why, kOutside);
     EXPECT_EQ(files.read("/etc/passwd").why, kOutside);
+    EXPECT_EQ(SourceFiles("/nonexistent/app/", false).read("src/a.py").why, kNotRecorded);
     // No cwd recorded at all: relative names only.
-    EXPECT_TRUE(SourceFiles("", false).read("src/a.py").found);
-    EXPECT_EQ(SourceFiles("", false).read(fx.project + "/src/a.py").why, kOutside);
+    EXPECT_TRUE(SourceFiles("", false, &recorded).read("src/a.py").found);
+    EXPECT_EQ(SourceFiles("", false, &recorded).read(fx.project + "/src/a.py").why, kOutside);
 }
 
 TEST(SourceFiles, AReportRunOutsideTheTracesDirectoryReadsNothingOfIt) {

@@ -7,6 +7,11 @@
 #   wait:      prints "PID SOCKET", connects nothing, exits 0 on SIGUSR1
 #   deep-reply: prints its pid once connected, answers one request (memtool ctl)
 #              with JSON nested a million deep, ends its stream on SIGUSR1
+#   reply BODY...: prints its pid once connected, answers the Nth request with the
+#              Nth BODY as it is (status ok), ends its stream on SIGUSR1
+#   die-on-request: prints its pid once connected, and at the first request ends
+#              by SIGKILL, unanswered
+#   impostor PID BODY...: as reply, but its handshake announces PID as its own
 import os
 import signal
 import socket
@@ -15,13 +20,14 @@ import sys
 from wire import PREAMBLE, record, string, u8, varint
 
 
-def handshake_head(argc):
-    return PREAMBLE + record(b"H", os.getpid(), os.getppid(), 0, 0, argc)
+def handshake_head(argc, pid=None):
+    return PREAMBLE + record(b"H", pid or os.getpid(), os.getppid(), 0, 0, argc)
 
 
-# A whole handshake: its arguments, and no launcher variables.
-def handshake(*args):
-    return handshake_head(len(args)) + b"".join(string(a) for a in args) + varint(0)
+# A whole handshake: its arguments, and no launcher variables; `pid`: the pid it
+# announces (its own unless said).
+def handshake(*args, pid=None):
+    return handshake_head(len(args), pid) + b"".join(string(a) for a in args) + varint(0)
 
 
 def connect():
@@ -79,6 +85,59 @@ if mode == "deep-reply":
     signal.sigwait({signal.SIGUSR1})
     sock.sendall(record(b"E", 0, 0, 0, 0, 2, 0, 0, 0))
     sys.exit(0)
+if mode in ("reply", "die-on-request", "impostor"):
+    # Requests are read whole, one by one, as core/PROTOCOL.md frames them.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    claimed = int(sys.argv[2]) if mode == "impostor" else None
+    sock.sendall(handshake(mode.encode(), pid=claimed))
+    print(os.getpid(), flush=True)
+    pending = b""
+    answers = [a.encode() for a in sys.argv[3 if claimed else 2:]]
+
+    def read_varint(data, at):
+        value, shift = 0, 0
+        while True:
+            if at >= len(data):
+                return None, at
+            b = data[at]
+            at += 1
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return value, at
+
+    def one_request(data):  # (request id, bytes used), or None while incomplete
+        if not data.startswith(b"Q"):
+            return None
+        request_id, at = read_varint(data, 1)
+        argc, at = read_varint(data, at) if request_id is not None else (None, at)
+        if argc is None:
+            return None
+        for _ in range(argc):
+            length, at = read_varint(data, at)
+            if length is None or at + length > len(data):
+                return None
+            at += length
+        return request_id, at
+
+    sent = 1  # the handshake; the end record counts the replies too
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            sys.exit(0)
+        pending += chunk
+        while (found := one_request(pending)) is not None:
+            request_id, used = found
+            pending = pending[used:]
+            if mode == "die-on-request":
+                os.kill(os.getpid(), signal.SIGKILL)
+            body = answers.pop(0) if answers else b'{"error":"no more answers"}'
+            sock.sendall(record(b"Y", request_id, u8(0), string(body)))
+            sent += 1
+            if not answers:
+                signal.sigwait({signal.SIGUSR1})
+                sock.sendall(record(b"E", 0, 0, 0, 0, sent, 0, 0, 0))
+                sys.exit(0)
 if mode == "fifo":
     fifo = os.path.join(sys.argv[2], "libfifo.so")
     os.mkfifo(fifo)
