@@ -153,6 +153,8 @@ TEST(CtlFaults, AStoppedRunHoldsUpNoOtherRunAndIsNamed) {
     ::mkdir(controlDir().c_str(), 0700);
     ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
     ASSERT_EQ(listen(silent, 8), 0);
+    // 3 s for every run to say what it runs: the live one answers at once, even on a
+    // loaded machine; the silent one costs each ctl that long.
     Outcome list, status, elsewhere;
     std::string target;
     Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", tempDir() + "/t.json", "--", PYTHON_BIN,
@@ -160,9 +162,9 @@ TEST(CtlFaults, AStoppedRunHoldsUpNoOtherRunAndIsNamed) {
                      R"({"regions":[],"host_pool_bytes":0,"memory_margin_bytes":0})"},
                     "", controlEnv(), [&](pid_t, const std::string& first) {
                         target = first;
-                        list = ctl({"--timeout", "1", "list"}, controlEnv());
-                        status = ctl({"--timeout", "1", first, "status"}, controlEnv());
-                        elsewhere = ctl({"--timeout", "1", std::to_string(getpid()), "status"},
+                        list = ctl({"--timeout", "3", "list"}, controlEnv());
+                        status = ctl({"--timeout", "3", first, "status"}, controlEnv());
+                        elsewhere = ctl({"--timeout", "3", std::to_string(getpid()), "status"},
                                         controlEnv());
                         kill(std::stoi(first), SIGUSR1);
                     });
@@ -170,7 +172,7 @@ TEST(CtlFaults, AStoppedRunHoldsUpNoOtherRunAndIsNamed) {
     unlink(silentPath.c_str());
     ASSERT_EQ(o.exitCode, 0) << o.err;
     const std::string named =
-        "memtool: memtool run 4000001 did not answer within 1 s (stopped, or busy); its "
+        "memtool: memtool run 4000001 did not answer within 3 s (stopped, or busy); its "
         "processes are left out\n";
     EXPECT_EQ(list.exitCode, 0);
     EXPECT_EQ(list.err, named);
