@@ -11,13 +11,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <initializer_list>
 #include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <iostream>
 #include <nlohmann/json.hpp>
 

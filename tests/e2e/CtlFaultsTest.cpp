@@ -54,7 +54,8 @@ std::vector<std::string> tags(int n, size_t bytes = 2) {
     return t;
 }
 
-std::vector<std::string> words(std::vector<std::string> head, const std::vector<std::string>& tail) {
+std::vector<std::string> words(std::vector<std::string> head,
+                               const std::vector<std::string>& tail) {
     head.insert(head.end(), tail.begin(), tail.end());
     return head;
 }
@@ -67,22 +68,23 @@ std::vector<std::string> words(std::vector<std::string> head, const std::vector<
 TEST(CtlFaults, ARequestOverTheLimitsIsRefusedAndTheChannelGoesOn) {
     nlohmann::json manyTags, longTag;
     Outcome status, ctlTooMany;
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", tempDir() + "/t.json", "--backup-dir",
-                     tempDir(), "--", PYTHON_BIN, script("ctl_target.py"), "wait"},
-                    "", controlEnv(), [&](pid_t memtool, const std::string& first) {
-                        ASSERT_EQ(first.rfind("ready ", 0), 0u) << first;
-                        const std::string pid = first.substr(6);
-                        const int target = std::stoi(pid);
-                        manyTags = askRun(memtool, {{"op", "request"},
-                                                    {"pid", target},
-                                                    {"argv", words({"pause"}, tags(65))}});
-                        longTag = askRun(memtool, {{"op", "request"},
-                                                   {"pid", target},
-                                                   {"argv", {"pause", std::string(4097, 'x')}}});
-                        status = ctl({"--timeout", "30", pid, "status"}, controlEnv());
-                        ctlTooMany = ctl(words({pid, "pause"}, tags(65)), controlEnv());
-                        kill(target, SIGUSR1);
-                    });
+    Outcome o = run(
+        {MEMTOOL_BIN, "run", "-q", "-o", tempDir() + "/t.json", "--backup-dir", tempDir(), "--",
+         PYTHON_BIN, script("ctl_target.py"), "wait"},
+        "", controlEnv(), [&](pid_t memtool, const std::string& first) {
+            ASSERT_EQ(first.rfind("ready ", 0), 0u) << first;
+            const std::string pid = first.substr(6);
+            const int target = std::stoi(pid);
+            manyTags =
+                askRun(memtool,
+                       {{"op", "request"}, {"pid", target}, {"argv", words({"pause"}, tags(65))}});
+            longTag = askRun(
+                memtool,
+                {{"op", "request"}, {"pid", target}, {"argv", {"pause", std::string(4097, 'x')}}});
+            status = ctl({"--timeout", "30", pid, "status"}, controlEnv());
+            ctlTooMany = ctl(words({pid, "pause"}, tags(65)), controlEnv());
+            kill(target, SIGUSR1);
+        });
     ASSERT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(manyTags.at("status"), "failed") << manyTags;
     EXPECT_EQ(manyTags.at("body").at("error"), "a request of more than 65 words (64 tags)");
@@ -94,8 +96,7 @@ TEST(CtlFaults, ARequestOverTheLimitsIsRefusedAndTheChannelGoesOn) {
         << status.out;
     // ctl itself says so before sending, as a usage error.
     EXPECT_EQ(ctlTooMany.exitCode, 2);
-    EXPECT_EQ(ctlTooMany.err,
-              "memtool: ctl: pause takes 64 tags at most in one command, not 65\n");
+    EXPECT_EQ(ctlTooMany.err, "memtool: ctl: pause takes 64 tags at most in one command, not 65\n");
     EXPECT_EQ(o.out.substr(o.out.find('\n') + 1), "intact True\n");
 }
 
@@ -118,7 +119,8 @@ TEST(CtlFaults, CtlRefusesWhatNoProcessCouldTake) {
         {{"12", "status", "now"}, "memtool: ctl: status takes no arguments, not 'now'\n"},
         {{"12", "yield", "--wait", "-1"},
          "memtool: ctl: yield --wait takes seconds (above 0, at most 10000000), not '-1'\n"},
-        {{"12", "yield", "--to", "tape"}, "memtool: ctl: yield --to takes host or disk, not 'tape'\n"},
+        {{"12", "yield", "--to", "tape"},
+         "memtool: ctl: yield --to takes host or disk, not 'tape'\n"},
         {{"12", "yield", "now"},
          "memtool: ctl: yield takes [--to host|disk] [--wait SECONDS], not 'now'\n"},
         {{"12", "tensors", "--device", "cpu:0"},
@@ -157,17 +159,17 @@ TEST(CtlFaults, AStoppedRunHoldsUpNoOtherRunAndIsNamed) {
     // loaded machine; the silent one costs each ctl that long.
     Outcome list, status, elsewhere;
     std::string target;
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", tempDir() + "/t.json", "--", PYTHON_BIN,
-                     script("fake_collector.py"), "reply",
-                     R"({"regions":[],"host_pool_bytes":0,"memory_margin_bytes":0})"},
-                    "", controlEnv(), [&](pid_t, const std::string& first) {
-                        target = first;
-                        list = ctl({"--timeout", "3", "list"}, controlEnv());
-                        status = ctl({"--timeout", "3", first, "status"}, controlEnv());
-                        elsewhere = ctl({"--timeout", "3", std::to_string(getpid()), "status"},
-                                        controlEnv());
-                        kill(std::stoi(first), SIGUSR1);
-                    });
+    Outcome o = run(
+        {MEMTOOL_BIN, "run", "-q", "-o", tempDir() + "/t.json", "--", PYTHON_BIN,
+         script("fake_collector.py"), "reply",
+         R"({"regions":[],"host_pool_bytes":0,"memory_margin_bytes":0})"},
+        "", controlEnv(), [&](pid_t, const std::string& first) {
+            target = first;
+            list = ctl({"--timeout", "3", "list"}, controlEnv());
+            status = ctl({"--timeout", "3", first, "status"}, controlEnv());
+            elsewhere = ctl({"--timeout", "3", std::to_string(getpid()), "status"}, controlEnv());
+            kill(std::stoi(first), SIGUSR1);
+        });
     close(silent);
     unlink(silentPath.c_str());
     ASSERT_EQ(o.exitCode, 0) << o.err;
@@ -201,8 +203,8 @@ TEST(CtlFaults, AMalformedAnswerIsOneLineAndNoEscapeReachesTheTerminal) {
         "\"gone\\u001b[1A\"}],\"ok\":false}",
     };
     std::vector<Outcome> answers;
-    Outcome o = run(words({MEMTOOL_BIN, "run", "-q", "-o", tempDir() + "/t.json", "--",
-                           PYTHON_BIN, script("fake_collector.py"), "reply"},
+    Outcome o = run(words({MEMTOOL_BIN, "run", "-q", "-o", tempDir() + "/t.json", "--", PYTHON_BIN,
+                           script("fake_collector.py"), "reply"},
                           bodies),
                     "", controlEnv(), [&](pid_t, const std::string& first) {
                         for (size_t i = 0; i + 1 < bodies.size(); ++i)
@@ -235,20 +237,20 @@ TEST(CtlFaults, AMalformedAnswerIsOneLineAndNoEscapeReachesTheTerminal) {
 TEST(CtlFaults, AYieldWhoseAskerGaveUpIsUndone) {
     const std::string trace = tempDir() + "/t.json";
     Outcome gaveUp, list;
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "--pausable", "all", "-o", trace, "--backup-dir",
-                     tempDir(), "--", PYTHON_BIN, script("ctl_target.py"), "wait"},
-                    "", controlEnv(), [&](pid_t, const std::string& first) {
-                        ASSERT_EQ(first.rfind("ready ", 0), 0u) << first;
-                        const std::string pid = first.substr(6);
-                        // The program waits in sigwait, where no safe point comes:
-                        // the yield waits for one past ctl's patience.
-                        gaveUp = ctl({"--timeout", "0.5", pid, "yield", "--wait", "120"},
-                                     controlEnv());
-                        // Answered by the run only after it has read the first client's
-                        // end: the restore is on its way.
-                        list = ctl({"list"}, controlEnv());
-                        kill(std::stoi(pid), SIGUSR1);  // safe points: the yield happens
-                    });
+    Outcome o =
+        run({MEMTOOL_BIN, "run", "-q", "--pausable", "all", "-o", trace, "--backup-dir", tempDir(),
+             "--", PYTHON_BIN, script("ctl_target.py"), "wait"},
+            "", controlEnv(), [&](pid_t, const std::string& first) {
+                ASSERT_EQ(first.rfind("ready ", 0), 0u) << first;
+                const std::string pid = first.substr(6);
+                // The program waits in sigwait, where no safe point comes:
+                // the yield waits for one past ctl's patience.
+                gaveUp = ctl({"--timeout", "0.5", pid, "yield", "--wait", "120"}, controlEnv());
+                // Answered by the run only after it has read the first client's
+                // end: the restore is on its way.
+                list = ctl({"list"}, controlEnv());
+                kill(std::stoi(pid), SIGUSR1);  // safe points: the yield happens
+            });
     ASSERT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(gaveUp.exitCode, 1);
     EXPECT_NE(gaveUp.err.find("no answer within 0.5 s"), std::string::npos) << gaveUp.err;
@@ -307,8 +309,8 @@ TEST(CtlFaults, RootsCtlToAnotherUsersProcessIsExitFour) {
 // region, which stays paused.
 TEST(CtlFaults, ADiskBackupTakenOverFailsTheResumeAndTheRegionStaysPaused) {
     const std::string backups = tempDir();
-    Profiled p = profile({PYTHON_BIN, script("ctl_target.py"), "takeover"},
-                         {"--backup-dir", backups});
+    Profiled p =
+        profile({PYTHON_BIN, script("ctl_target.py"), "takeover"}, {"--backup-dir", backups});
     ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
     std::istringstream lines(p.outcome.out);
     std::string paused, resumed, message, state;
@@ -320,7 +322,8 @@ TEST(CtlFaults, ADiskBackupTakenOverFailsTheResumeAndTheRegionStaysPaused) {
     EXPECT_EQ(resumed, "resume False 0");
     // Named, and not said to be kept: the file the descriptor held is gone.
     EXPECT_EQ(message.rfind("message 1 region(s) could not be resumed and stay paused: 'w': the "
-                            "backup file " + backups + "/",
+                            "backup file " +
+                                backups + "/",
                             0),
               0u)
         << message;
@@ -369,10 +372,12 @@ TEST(CtlFaults, RunAndCheckRefuseWhatTheyUsedToTake) {
         {{MEMTOOL_BIN, "run", "--wait-children", "1e3", "--", "/bin/true"},
          "'1e3' is not a number of seconds from 0 to 10000000"},
         {{MEMTOOL_BIN, "run", "-o", dir + "/x%q.json", "--", "/bin/true"},
-         "memtool: -o " + dir + "/x%q.json: %q is no pattern (%p: the pid, %r: the rank, %%: a %)\n"},
+         "memtool: -o " + dir +
+             "/x%q.json: %q is no pattern (%p: the pid, %r: the rank, %%: a %)\n"},
         {{MEMTOOL_BIN, "run", "-o", dir + "/x%", "--", "/bin/true"},
-         "memtool: -o " + dir + "/x%: a % at the end is no pattern (%p: the pid, %r: the rank, %%: "
-         "a %)\n"},
+         "memtool: -o " + dir +
+             "/x%: a % at the end is no pattern (%p: the pid, %r: the rank, %%: "
+             "a %)\n"},
         {{MEMTOOL_BIN, "check", GOLDEN_DIR + "/traces/train.json", "--max-peak",
           "cuda:99999999999999999999=1"},
          "memtool: bad device 'cuda:99999999999999999999' (use cpu, pinned, shared, cuda, cuda:N, "

@@ -18,10 +18,14 @@ TEST(EscapeTerminal, ControlCharactersAndBrokenUtf8AreShownNotSent) {
     EXPECT_EQ(escapeTerminal("a\nb"), "a\\x0ab");
     EXPECT_EQ(escapeTerminal("\x7f"), "\\x7f");
     // C1 as UTF-8 (U+009B is CSI to a terminal that reads UTF-8).
-    EXPECT_EQ(escapeTerminal("\xc2\x9b" "31m"), "\\u009b31m");
+    EXPECT_EQ(escapeTerminal("\xc2\x9b"
+                             "31m"),
+              "\\u009b31m");
     // Not UTF-8: a raw 0x9b (CSI to an 8-bit terminal), a cut sequence, an overlong
     // form, a surrogate.
-    EXPECT_EQ(escapeTerminal("\x9b" "31m"), "\\x9b31m");
+    EXPECT_EQ(escapeTerminal("\x9b"
+                             "31m"),
+              "\\x9b31m");
     EXPECT_EQ(escapeTerminal("\xe6\x97"), "\\xe6\\x97");
     EXPECT_EQ(escapeTerminal("\xc0\xaf"), "\\xc0\\xaf");
     EXPECT_EQ(escapeTerminal("\xed\xa0\x80"), "\\xed\\xa0\\x80");
