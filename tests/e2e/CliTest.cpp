@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 
 #include "tests/e2e/E2eSupport.h"
 
@@ -596,4 +597,30 @@ TEST(Cli, ReportSaysWhyInsteadOfIgnoring) {
     ASSERT_EQ(table.size(), 1u) << table.dump(1);
     EXPECT_EQ(table[0].at("line"), 8);
     EXPECT_EQ(table[0].at("peak_bytes"), 9437184);
+}
+
+// A name in a trace is another program's text: report's table and lines, folded
+// stacks and diff show its control characters escaped, never send them to the
+// terminal (issue 51 item 9). The golden trace with one native function renamed.
+TEST(Cli, NamesFromATraceNeverDriveTheTerminal) {
+    std::ifstream in(GOLDEN_DIR + "/traces/train.json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string name = "at::detail::empty_cpu";
+    for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1))
+        text.replace(at, name.size(), "at::detail::\\u001b[2J\\u0007empty_cpu");
+    const std::string hostile = write(text);
+    // No ";" in it: folded stacks use that to join frames.
+    const std::string escaped = "at::detail::\\x1b[2J\\x07empty_cpu";
+    const std::vector<std::vector<std::string>> commands = {
+        {MEMTOOL_BIN, "report", hostile},
+        {MEMTOOL_BIN, "report", hostile, "--format", "collapsed"},
+        {MEMTOOL_BIN, "diff", GOLDEN_DIR + "/traces/train.json", hostile},
+    };
+    for (const auto& argv : commands) {
+        Outcome o = run(argv);
+        ASSERT_EQ(o.exitCode, 0) << argv[1] << ": " << o.err;
+        EXPECT_EQ(o.out.find('\x1b'), std::string::npos) << argv[1] << ": " << o.out;
+        EXPECT_EQ(o.out.find('\x07'), std::string::npos) << argv[1];
+        EXPECT_NE(o.out.find(escaped), std::string::npos) << argv[1] << ": " << o.out;
+    }
 }
