@@ -113,12 +113,6 @@ void ControlServer::readClient(EventLoop& loop, std::list<Client>::iterator clie
     handle(client, line);
 }
 
-bool ControlServer::connectionStillOpen(const CollectorConnection* c) const {
-    for (const auto& open : listener_.connections())
-        if (open.get() == c) return c->open();
-    return false;
-}
-
 CollectorConnection* ControlServer::connectionOf(int64_t pid) const {
     for (const auto& c : listener_.connections())
         if (c->open() && c->isStream() && c->aggregator().handshake()->pid == pid) return c.get();
@@ -298,8 +292,9 @@ void ControlServer::dropClient(std::list<Client>::iterator client) {
     // parked with no one told: a restore follows it down the same stream, so the
     // collector, which runs requests in order, undoes it as soon as it is done
     // (or finds nothing to restore where it failed). Its answer has no one to go to.
+    // (The listener keeps every connection for the run, closed or not.)
     for (CollectorConnection* c : undo)
-        if (connectionStillOpen(c)) c->sendRequest(nextRequest_++, {"restore"});
+        if (c->open()) c->sendRequest(nextRequest_++, {"restore"});
     if (loop_) loop_->unwatch(client->fd);
     close(client->fd);
     clients_.erase(client);

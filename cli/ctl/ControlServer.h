@@ -60,8 +60,6 @@ private:
     void handle(std::list<Client>::iterator client, const std::string& line);
     nlohmann::json list() const;
     CollectorConnection* connectionOf(int64_t pid) const;
-    // `c` is one of the listener's connections still, and open.
-    bool connectionStillOpen(const CollectorConnection* c) const;
     void answer(std::list<Client>::iterator client, const nlohmann::json& reply);
     void dropClient(std::list<Client>::iterator client);
     // A request for P's collector; its reply goes to `kind`'s handling.

@@ -39,18 +39,34 @@ using Clock = std::chrono::steady_clock;
 
 [[noreturn]] void fail(int code, const std::string& message) { throw core::Error(code, message); }
 
+// A connection to the run socket at `path` (non-blocking where asked), or -1 with
+// errno saying why there is none (ENAMETOOLONG: a path no socket address holds).
+int connectToRun(const std::string& path, bool nonblocking) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof addr.sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    const int fd =
+        socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
+    if (fd < 0) fail(1, "cannot create a socket");
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
+    const int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+}
+
 // One question to one run, one JSON line back. Empty when the run is gone (a
 // stale socket: unlinked, since our private directory holds only our runs').
 json exchange(const std::string& socketPath, const json& request, double timeoutS, bool* stale) {
     *stale = false;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (fd < 0 || socketPath.size() >= sizeof addr.sun_path) fail(1, "cannot create a socket");
-    std::memcpy(addr.sun_path, socketPath.c_str(), socketPath.size() + 1);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int fd = connectToRun(socketPath, /*nonblocking=*/false);
+    if (fd < 0) {
         const int err = errno;
-        close(fd);
+        if (err == ENAMETOOLONG) fail(1, "cannot create a socket");
         if (err == ECONNREFUSED || err == ENOENT) {
             *stale = true;
             if (err == ECONNREFUSED) unlink(socketPath.c_str());
@@ -199,17 +215,11 @@ std::vector<Run> discoverRuns(double timeoutS, std::vector<std::string>* silent 
     std::vector<Asked> asked;
     const std::string question = json{{"op", "list"}}.dump() + "\n";
     for (const auto& path : sockets) {
-        sockaddr_un addr{};
-        addr.sun_family = AF_UNIX;
-        if (path.size() >= sizeof addr.sun_path) continue;
-        std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-        const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0) fail(1, "cannot create a socket");
         // A stopped run's backlog still takes the connection (and, when full,
         // refuses it with EAGAIN: no answer either).
-        if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        const int fd = connectToRun(path, /*nonblocking=*/true);
+        if (fd < 0) {
             const int err = errno;
-            close(fd);
             if (err == ECONNREFUSED)
                 unlink(path.c_str());  // a dead run's leftover
             else if (err == EAGAIN && silent)
