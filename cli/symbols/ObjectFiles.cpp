@@ -34,11 +34,15 @@ std::string demangle(const char* name) {
 
 // The line of pc in the line table: where the innermost function (inlined or
 // not) is. False when the table has none (compiler-made code, no debug info).
-bool lineOf(Dwfl_Module* mod, uint64_t pc, std::string* file, uint64_t* line) {
-    Dwfl_Line* entry = dwfl_module_getsrc(mod, pc);
-    if (!entry) return false;
+// Through cu (pc's unit, at bias) when libdw finds none itself (UnitRanges).
+bool lineOf(Dwfl_Module* mod, uint64_t pc, Dwarf_Die* cu, Dwarf_Addr bias, std::string* file,
+            uint64_t* line) {
+    const char* name = nullptr;
     int lineNo = 0;
-    const char* name = dwfl_lineinfo(entry, nullptr, &lineNo, nullptr, nullptr, nullptr);
+    if (Dwfl_Line* entry = dwfl_module_getsrc(mod, pc))
+        name = dwfl_lineinfo(entry, nullptr, &lineNo, nullptr, nullptr, nullptr);
+    else if (Dwarf_Line* row = cu ? dwarf_getsrc_die(cu, pc - bias) : nullptr)
+        if (dwarf_lineno(row, &lineNo) == 0) name = dwarf_linesrc(row, nullptr, nullptr);
     if (!name || lineNo <= 0) return false;
     *file = name;
     *line = static_cast<uint64_t>(lineNo);
@@ -180,7 +184,42 @@ private:
     std::vector<Scope> scopes_;
 };
 
-// One index per compilation unit, built on the first address inside it.
+// The compilation units of a module by address, read from the units themselves.
+// libdw (0.188) finds pc's unit, and so its line, only through .debug_aranges,
+// which clang does not emit: code clang built had no line and no inlined frames.
+class UnitRanges {
+public:
+    explicit UnitRanges(Dwfl_Module* mod) {
+        Dwarf_Addr bias = 0;
+        for (Dwarf_Die* cu = nullptr; (cu = dwfl_module_nextcu(mod, cu, &bias)) != nullptr;) {
+            Dwarf_Addr base = 0, start = 0, end = 0;
+            for (ptrdiff_t off = 0; (off = dwarf_ranges(cu, off, &base, &start, &end)) > 0;)
+                if (end > start) ranges_.push_back({start + bias, end + bias, bias, cu});
+        }
+        std::sort(ranges_.begin(), ranges_.end(),
+                  [](const Range& a, const Range& b) { return a.start < b.start; });
+    }
+
+    // The unit whose ranges hold pc, or null.
+    Dwarf_Die* at(uint64_t pc, Dwarf_Addr* bias) const {
+        auto it = std::upper_bound(ranges_.begin(), ranges_.end(), pc,
+                                   [](uint64_t a, const Range& r) { return a < r.start; });
+        if (it == ranges_.begin() || pc >= std::prev(it)->end) return nullptr;
+        *bias = std::prev(it)->bias;
+        return std::prev(it)->cu;
+    }
+
+private:
+    struct Range {
+        uint64_t start, end;  // [start, end), module addresses
+        Dwarf_Addr bias;
+        Dwarf_Die* cu;
+    };
+    std::vector<Range> ranges_;
+};
+
+// One index per compilation unit, built on the first address inside it; the units
+// by address, read on the first pc libdw finds none for.
 class ScopeIndexes {
 public:
     const ScopeIndex& of(Dwarf_Die* cu) {
@@ -189,8 +228,15 @@ public:
         return *index;
     }
 
+    Dwarf_Die* unitAt(Dwfl_Module* mod, uint64_t pc, Dwarf_Addr* bias) {
+        if (Dwarf_Die* cu = dwfl_module_addrdie(mod, pc, bias)) return cu;
+        if (!units_) units_ = std::make_unique<UnitRanges>(mod);
+        return units_->at(pc, bias);
+    }
+
 private:
     std::unordered_map<const void*, std::unique_ptr<ScopeIndex>> byUnit_;
+    std::unique_ptr<UnitRanges> units_;
 };
 
 // The frames pc stands for, innermost first (module and offset are the
@@ -202,9 +248,9 @@ std::vector<core::Frame> sourceFrames(Dwfl_Module* mod, uint64_t pc, std::string
                                       ScopeIndexes& indexes) {
     std::vector<core::Frame> chain;
     core::Frame at;  // file and line where the next frame out stands
-    lineOf(mod, pc, &at.file, &at.line);
     Dwarf_Addr bias = 0;
-    Dwarf_Die* cu = dwfl_module_addrdie(mod, pc, &bias);
+    Dwarf_Die* cu = indexes.unitAt(mod, pc, &bias);
+    lineOf(mod, pc, cu, bias, &at.file, &at.line);
     std::vector<Dwarf_Die> scopes;
     if (cu) scopes = indexes.of(cu).around(pc - bias);
     for (size_t i = 0; i < scopes.size(); ++i) {

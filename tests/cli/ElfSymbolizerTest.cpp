@@ -76,6 +76,18 @@ bool endsWith(const std::string& s, const std::string& tail) {
     return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+// The frames of inlinedCallAddress()'s return address: two inlined, one not.
+void expectInlinedCallFrames(const std::vector<core::Frame>& frames) {
+    ASSERT_EQ(frames.size(), 3u);
+    EXPECT_EQ(frames[0].function, "memtool::testing::innermost()");
+    EXPECT_EQ(frames[0].line, 18u);
+    EXPECT_EQ(frames[1].function, "memtool::testing::middle()");
+    EXPECT_EQ(frames[1].line, 23u);
+    EXPECT_EQ(frames[2].function, "memtool::testing::inlinedCallAddress()");
+    EXPECT_EQ(frames[2].line, 26u);
+}
+
+
 }  // namespace
 
 // One return address inside two inlined functions: three frames, innermost
@@ -85,13 +97,8 @@ TEST(ElfSymbolizer, InlinedFunctionsAreFramesOfTheirOwn) {
     const core::ModuleRecord program = thisProgram();
     cli::ElfSymbolizer symbolizer({program});
     const std::vector<core::Frame>& frames = symbolizer.symbolize(ip);
-    ASSERT_EQ(frames.size(), 3u);
-    EXPECT_EQ(frames[0].function, "memtool::testing::innermost()");
-    EXPECT_EQ(frames[0].line, 18u);
-    EXPECT_EQ(frames[1].function, "memtool::testing::middle()");
-    EXPECT_EQ(frames[1].line, 23u);
-    EXPECT_EQ(frames[2].function, "memtool::testing::inlinedCallAddress()");
-    EXPECT_EQ(frames[2].line, 26u);
+    expectInlinedCallFrames(frames);
+    if (frames.size() != 3) return;
     for (const core::Frame& f : frames) {
         EXPECT_TRUE(endsWith(f.file, "/tests/cli/InlinedCode.cpp")) << f.file;
         EXPECT_EQ(f.module, program.path);
@@ -99,6 +106,25 @@ TEST(ElfSymbolizer, InlinedFunctionsAreFramesOfTheirOwn) {
     }
     // Computed once per address: the same frames, where they were.
     EXPECT_EQ(&symbolizer.symbolize(ip), &frames);
+}
+
+// An object without .debug_aranges (clang emits none): libdw 0.188 finds no unit
+// for an address through it, and the symbolizer read no line and no inlined frame
+// of clang's code. Units are found by their own ranges then: this test binary,
+// copied without the table, gives the same three frames.
+TEST(ElfSymbolizer, AnObjectWithoutAddressRangesHasItsLinesAndInlinedFrames) {
+    const std::string dir = memtool::test_support::makeTempDir("memtool-symbolizer-test");
+    core::ModuleRecord program = thisProgram();
+    const std::string copy = dir + "/no-aranges";
+    const std::string command =
+        "objcopy --remove-section=.debug_aranges '" + program.path + "' '" + copy + "'";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    const std::string sections = "readelf -S '" + copy + "' | grep -q debug_aranges";
+    ASSERT_NE(std::system(sections.c_str()), 0) << "the copy still has .debug_aranges";
+    program.path = copy;
+    const uint64_t ip = memtool::testing::inlinedCallAddress();
+    cli::ElfSymbolizer symbolizer({program});
+    expectInlinedCallFrames(symbolizer.symbolize(ip));
 }
 
 // A lambda taken as a function pointer runs as its closure type's _FUN, with
@@ -123,8 +149,12 @@ TEST(ElfSymbolizer, CallsInlinedIntoLambdasAreFramesOfTheirOwn) {
         EXPECT_EQ(frames[1].line, 23u);
         EXPECT_NE(frames[2].function.find("operator()"), std::string::npos) << frames[2].function;
         EXPECT_EQ(frames[2].line, line);
-        EXPECT_NE(frames.back().function.find("{lambda()#1}::"), std::string::npos)
-            << frames.back().function;
+        // The closure type's static: gcc's "...{lambda()#1}::_FUN()", clang's
+        // "...$_0::__invoke()".
+        const std::string& outer = frames.back().function;
+        EXPECT_TRUE(outer.find("{lambda()#1}::_FUN") != std::string::npos ||
+                    outer.find("::__invoke()") != std::string::npos)
+            << outer;
     }
 }
 
