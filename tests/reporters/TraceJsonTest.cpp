@@ -59,7 +59,8 @@ json hotspot(const std::string& site, json stack) {
 
 core::Trace read(json process) {
     return reporters::traceFromJson(
-        json{{"schema", "memtool.trace/1"}, {"processes", {std::move(process)}}}, "t.json");
+        json{{"schema", "memtool.trace/1"}, {"processes", json::array({std::move(process)})}},
+        "t.json");
 }
 
 }  // namespace
@@ -251,11 +252,13 @@ TEST(TraceJson, OldFrameTextOfAnyLengthIsReadWithoutRecursion) {
 }
 
 TEST(TraceJson, MalformedFieldsAreBadInput) {
-    json good = process({hotspot("f (/a.py:1)", {"f (/a.py:1)"})});
-    good["hotspots"][0]["frames"] = {0};
+    json good = process(json::array({hotspot("f (/a.py:1)", {"f (/a.py:1)"})}));
+    good["hotspots"][0]["frames"] = json::array({0});
     good["hotspots"][0]["site_frame"] = 0;
-    good["frames"] = {
-        {{"kind", "python"}, {"function", "f"}, {"file", "/a.py"}, {"line", 1}, {"user", true}}};
+    // json::array: `json j = {x}` with x a json is a copy of x to clang (CWG 2137), an
+    // array of it to gcc.
+    good["frames"] = json::array(
+        {{{"kind", "python"}, {"function", "f"}, {"file", "/a.py"}, {"line", 1}, {"user", true}}});
     ASSERT_NO_THROW(read(good));
 
     struct Case {
@@ -281,7 +284,8 @@ TEST(TraceJson, MalformedFieldsAreBadInput) {
          "t.json: malformed trace: \"exit_code\" is 1000000000000.0, not an integer or null"},
         {"timeline point not a pair",
          [](json& p) {
-             p["timeline"] = {{"cpu", {{"bucket_s", 1e-6}, {"points", {{0.5, 1, 2}}}}}};
+             p["timeline"] = {
+                 {"cpu", {{"bucket_s", 1e-6}, {"points", json::array({{0.5, 1, 2}})}}}};
          },
          "t.json: malformed trace: a timeline point is [0.5,1,2], not [time_s, bytes]"},
         {"timeline going back in time",
@@ -291,7 +295,7 @@ TEST(TraceJson, MalformedFieldsAreBadInput) {
          "t.json: malformed trace: timeline points go back in time"},
         {"negative timeline bytes",
          [](json& p) {
-             p["timeline"] = {{"cpu", {{"bucket_s", 1e-6}, {"points", {{0.5, -1}}}}}};
+             p["timeline"] = {{"cpu", {{"bucket_s", 1e-6}, {"points", json::array({{0.5, -1}})}}}};
          },
          "t.json: malformed trace: a timeline point's bytes is -1, not a whole number >= 0"},
     };
