@@ -685,6 +685,8 @@ TEST(TraceBuilder, NativeStacksStopAtMainAndNameTheUsersCode) {
 // An -O2 C++ program: at::empty (a LibTorch header) inlined into Net::forward
 // inlined into main, and a constructor inlined into std::make_shared's code inlined
 // into main. One return address each, several frames each.
+namespace {
+
 struct InlinedRun {
     Stream s;
     FakeSymbolizer symbolizer;
@@ -732,6 +734,8 @@ struct InlinedRun {
         return cli::buildProcessTrace(s.agg, symbolizer, cli::ProcessOutcome{}, mode);
     }
 };
+
+}  // namespace
 
 TEST(TraceBuilder, InlinedFunctionsAreFramesOfTheirOwn) {
     InlinedRun run;

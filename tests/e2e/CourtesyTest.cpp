@@ -15,15 +15,6 @@ using namespace memtool::e2e;
 
 namespace {
 
-constexpr uint64_t MiB = 1 << 20;
-
-std::string readFile(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 // The answer of `memtool ctl --format json PID WORDS...`: {pid, status, body}.
 nlohmann::json ctlJson(const std::string& pid, std::vector<std::string> words, int* exitCode) {
     words.insert(words.begin(), {"--format", "json", pid});

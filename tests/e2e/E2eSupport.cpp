@@ -114,6 +114,13 @@ int torchMajorVersion() {
 
 std::string tempDir() { return memtool::test_support::makeTempDir("memtool-test"); }
 
+std::string readFile(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
 nlohmann::json readJson(const std::string& path) {
     std::ifstream in(path);
     if (!in) throw std::runtime_error("cannot read " + path);

@@ -3,12 +3,15 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 namespace memtool::e2e {
+
+inline constexpr uint64_t MiB = uint64_t{1} << 20;
 
 // The value of environment variable `envName` when set, else `compiledDefault`.
 std::string configured(const char* envName, const char* compiledDefault);
@@ -76,6 +79,8 @@ Outcome run(const std::vector<std::string>& argv, const std::string& input = "",
 
 // A fresh directory for one test's files.
 std::string tempDir();
+// A file's whole content ("" when it cannot be read); readJson throws instead.
+std::string readFile(const std::string& path);
 nlohmann::json readJson(const std::string& path);
 
 // memtool run -q -o <dir>/trace.json [flags] -- argv, with `extraEnv` entries

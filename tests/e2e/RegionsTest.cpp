@@ -15,8 +15,6 @@ using namespace memtool::e2e;
 
 namespace {
 
-constexpr uint64_t MiB = 1 << 20;
-
 // `memtool ctl` run as another user (nobody), for what a stranger may see.
 Outcome ctlAsNobody(const std::vector<std::string>& words) {
     int out[2], err[2];

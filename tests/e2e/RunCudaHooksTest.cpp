@@ -14,8 +14,6 @@ using namespace memtool::e2e;
 
 namespace {
 
-constexpr uint64_t MiB = 1ull << 20;
-
 struct HookRun {
     Outcome outcome;
     nlohmann::json trace;

@@ -15,9 +15,7 @@
 
 using namespace memtool::e2e;
 
-namespace {
-constexpr uint64_t MiB = 1 << 20;
-}
+namespace {}
 
 TEST(RunPython, CountsEveryStorageToTheByte) {
     Profiled p = profile({PYTHON_BIN, script("storages.py")});
