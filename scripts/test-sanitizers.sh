@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # The tests once more under sanitizers, in two trees:
-# - build-asan/: gcc, ASan+UBSan: the unit tests, the e2e tests labelled asan (the
-#   suites that drive the CLI's own code: tests/CMakeLists.txt) and the golden outputs.
-#   gcc, as the default tree: a clang tree fails the unit tests that pin what gcc's
-#   code and debug info are (the CFI walk's counts, inlined frames, a GOT slot). The
-#   fuzzers build their own clang tree (tests/fuzz/run_fuzzers.sh, the fuzz test).
+# - build-asan/: clang, ASan+UBSan, with the libFuzzer harnesses (MEMTOOL_FUZZ): the
+#   unit tests, the golden outputs and the fuzz test in this tree, then the e2e tests
+#   labelled asan (the suites that drive the CLI's own code: tests/CMakeLists.txt) from
+#   the default tree's e2e_tests against this tree's memtool (E2E_MEMTOOL_BIN). The e2e
+#   driver links none of memtool's code, so this tree builds only the CLI, what it
+#   injects, the unit tests and the fuzzers. Three CfiUnwinder tests that count gcc's
+#   code run in the gcc trees only (tests/CMakeLists.txt).
 # - build-tsan/: gcc, TSan, for engine_tests and the symbolizers' tests of cli_unit_tests.
 # memtool's own processes are instrumented, the libraries injected into targets are not
-# (see cmake/MemtoolSanitize.cmake). Any sanitizer report fails the run. Expects the
-# packages of scripts/setup.sh; .ci/run runs it after scripts/test.sh.
+# (see cmake/MemtoolSanitize.cmake). Any sanitizer report fails the run. Both trees
+# compile in batches (MEMTOOL_UNITY_BUILD). Expects the packages of scripts/setup.sh
+# (clang among them) and, for asan-test, the default tree built (BUILD_DIR); .ci/run
+# runs it after scripts/test.sh --no-fuzz.
 #   scripts/test-sanitizers.sh [STEP...]   steps: asan-build asan-test tsan (default: all three)
-# Environment: JOBS (nproc), ASAN_DIR (build-asan), TSAN_DIR (build-tsan),
-# MEMTOOL_WERROR (ON), MEMTOOL_CI_COUNTS (a file that gets "asan PASSED SKIPPED FAILED"
-# and "tsan PASSED 0 0").
+# Environment: JOBS (nproc), BUILD_DIR (build), ASAN_DIR (build-asan), TSAN_DIR
+# (build-tsan), MEMTOOL_WERROR (ON), MEMTOOL_CI_COUNTS (a file that gets "asan PASSED
+# SKIPPED FAILED" and "tsan PASSED 0 0").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
@@ -38,31 +42,50 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 # -g1 (line tables and functions, no types or variables): a sanitizer report still
 # names file:line of every frame, and the compiles cost about 40% less CPU (an ASan
 # compile of reporters/Check.cpp: 49 s at -g, 29 s at -g1). The code is the same as
-# at -g, so the tests that pin gcc's code hold; the sources whose debug info a test
-# reads back set -g themselves (tests/CMakeLists.txt, cli/InlinedCode.cpp).
+# at -g; the sources whose debug info a test reads back set -g themselves
+# (tests/CMakeLists.txt, cli/InlinedCode.cpp).
 configure() {  # DIR SANITIZERS [extra cmake options]
     local dir=$1 sanitizers=$2
     shift 2
     if [ ! -f "$dir/CMakeCache.txt" ]; then
         cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMTOOL_SANITIZE="$sanitizers" \
             "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
-            -DMEMTOOL_WERROR="${MEMTOOL_WERROR:-ON}" "$@" >/dev/null
+            -DMEMTOOL_WERROR="${MEMTOOL_WERROR:-ON}" -DMEMTOOL_UNITY_BUILD=ON "$@" >/dev/null
     fi
 }
 
 # The LibTorch sample and test programs serve only e2e tests that are not labelled
 # asan; CUDA stays AUTO, as in the default tree, so the CUPTI decoder's unit tests run.
+# memtool brings what it injects (the collector, the torch bridge, the CUPTI injection).
 ASAN_DIR=${ASAN_DIR:-build-asan}
+BUILD_DIR=${BUILD_DIR:-build}
 asan_build() {
-    echo "sanitizers: address,undefined in $ASAN_DIR" >&2
-    configure "$ASAN_DIR" address,undefined -DMEMTOOL_BUILD_LIBTORCH_SAMPLE=OFF
-    cmake --build "$ASAN_DIR" -j "$JOBS"
+    echo "sanitizers: address,undefined in $ASAN_DIR (clang, with the fuzzers)" >&2
+    command -v clang++ >/dev/null ||
+        { echo "test-sanitizers: no clang++ (Debian: apt-get install clang; scripts/setup.sh does)" >&2; return 1; }
+    if [ -f "$ASAN_DIR/CMakeCache.txt" ] && ! grep -q '^MEMTOOL_FUZZ:BOOL=ON' "$ASAN_DIR/CMakeCache.txt"; then
+        echo "sanitizers: $ASAN_DIR is an older gcc tree: made anew with clang" >&2
+        rm -rf "$ASAN_DIR"
+    fi
+    configure "$ASAN_DIR" address,undefined -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+        -DMEMTOOL_FUZZ=ON -DMEMTOOL_BUILD_LIBTORCH_SAMPLE=OFF
+    cmake --build "$ASAN_DIR" -j "$JOBS" --target memtool unit_tests engine_tests cli_unit_tests \
+        stream_fuzzer trace_fuzzer
 }
 asan_test() {
-    local log=$ASAN_DIR/Testing/ci-ctest.log status=0
+    local log=$ASAN_DIR/Testing/ci-ctest.log e2e_log=$ASAN_DIR/Testing/ci-ctest-e2e.log status=0 memtool
+    [ -x "$BUILD_DIR/bin/e2e_tests" ] ||
+        { echo "test-sanitizers: asan-test runs $BUILD_DIR/bin/e2e_tests: build $BUILD_DIR first" >&2; return 1; }
     mkdir -p "$(dirname "$log")"
-    (cd "$ASAN_DIR" && ctest --output-on-failure -j "$JOBS" -L 'unit|asan|golden') 2>&1 | tee "$log" || status=1
-    [ -z "${MEMTOOL_CI_COUNTS:-}" ] || echo "asan $(scripts/ctest-counts.sh "$log")" >>"$MEMTOOL_CI_COUNTS"
+    memtool=$(cd "$ASAN_DIR" && pwd)/bin/memtool
+    (cd "$ASAN_DIR" && ctest --output-on-failure -j "$JOBS" -L 'unit|golden|fuzz') 2>&1 | tee "$log" || status=1
+    (cd "$BUILD_DIR" && E2E_MEMTOOL_BIN=$memtool ctest --output-on-failure -j "$JOBS" -L asan) 2>&1 |
+        tee "$e2e_log" || status=1
+    if [ -n "${MEMTOOL_CI_COUNTS:-}" ]; then
+        read -r p1 s1 f1 < <(scripts/ctest-counts.sh "$log")
+        read -r p2 s2 f2 < <(scripts/ctest-counts.sh "$e2e_log")
+        echo "asan $((p1 + p2)) $((s1 + s2)) $((f1 + f2))" >>"$MEMTOOL_CI_COUNTS"
+    fi
     return $status
 }
 

@@ -42,7 +42,7 @@ else
     if [ ! -f "$dir/CMakeCache.txt" ]; then
         cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
             -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" -DMEMTOOL_FUZZ=ON \
-            -DMEMTOOL_SANITIZE=address,undefined -DMEMTOOL_BUILD_TESTS=OFF \
+            -DMEMTOOL_SANITIZE=address,undefined -DMEMTOOL_BUILD_TESTS=OFF -DMEMTOOL_UNITY_BUILD=ON \
             -DMEMTOOL_BUILD_LIBTORCH_SAMPLE=OFF -DMEMTOOL_CUDA=OFF >/dev/null
     fi
 fi
