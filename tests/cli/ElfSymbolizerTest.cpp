@@ -87,7 +87,6 @@ void expectInlinedCallFrames(const std::vector<core::Frame>& frames) {
     EXPECT_EQ(frames[2].line, 26u);
 }
 
-
 }  // namespace
 
 // One return address inside two inlined functions: three frames, innermost
