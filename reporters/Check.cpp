@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -337,6 +339,37 @@ std::vector<const core::ProcessTrace*> pairWithBaseline(
     return paired;
 }
 
+// The baseline figure process i is held to: its pair's. Processes of one command
+// line paired with the baseline's of that line are interchangeable (a DataLoader's
+// workers: which of them held the shared batch at the peak differs from run to
+// run), so they are compared as a set: i with the baseline figure that ranks among
+// theirs as i's ranks among its peers' (the largest with the largest), and
+// identical runs compare equal.
+uint64_t baselineFigure(size_t i, const std::vector<const core::ProcessTrace*>& selected,
+                        const std::vector<const core::ProcessTrace*>& bases,
+                        const std::string& device, const std::string& pool, Metric metric) {
+    static const core::ProcessTrace kNone;
+    const auto pairedByCommand = [&](size_t k) {
+        return bases[k] && bases[k]->command == selected[k]->command &&
+               selected[k]->command == selected[i]->command;
+    };
+    if (!pairedByCommand(i)) return measure(bases[i] ? *bases[i] : kNone, device, pool, metric);
+    std::vector<std::pair<uint64_t, size_t>> now;  // i's peers' figures, and who
+    std::vector<uint64_t> was;
+    for (size_t k = 0; k < selected.size(); ++k)
+        if (pairedByCommand(k)) {
+            now.emplace_back(measure(*selected[k], device, pool, metric), k);
+            was.push_back(measure(*bases[k], device, pool, metric));
+        }
+    std::sort(now.begin(), now.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    std::sort(was.begin(), was.end(), std::greater<uint64_t>());
+    size_t rank = 0;
+    while (now[rank].second != i) ++rank;
+    return was[rank];
+}
+
 void baselineChecks(const core::Trace& trace,
                     const std::vector<const core::ProcessTrace*>& selected,
                     const CheckOptions& options, std::vector<CheckResult>& results) {
@@ -360,7 +393,8 @@ void baselineChecks(const core::Trace& trace,
                     devices[name + "." + pool] = {name, pool};
         }
         for (const auto& [device, which] : devices) {
-            uint64_t was = measure(base, which.first, which.second, options.metric);
+            uint64_t was =
+                baselineFigure(i, selected, bases, which.first, which.second, options.metric);
             uint64_t now = measure(p, which.first, which.second, options.metric);
             const Increase& inc = *options.maxIncrease;
             // Allowed growth in whole bytes, rounded down: 0% allows none at all.
