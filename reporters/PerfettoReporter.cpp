@@ -1,5 +1,7 @@
 #include "reporters/PerfettoReporter.h"
 
+#include <cmath>
+
 #include "core/Units.h"
 #include "reporters/ProcessSelection.h"
 #include "reporters/TimelineMarks.h"
@@ -10,8 +12,9 @@ namespace {
 
 using nlohmann::json;
 
-// The trace-event format counts time in microseconds.
-double micros(double seconds) { return seconds * 1e6; }
+// The trace-event format counts time in microseconds; to the nanosecond, so that
+// 0.4900329 s is 490032.9, not the product's 490032.89999999997.
+double micros(double seconds) { return std::round(seconds * 1e9) / 1e3; }
 
 // A process's name in the viewer: its command on one line, as the reports show it.
 std::string commandText(const core::ProcessTrace& p) {

@@ -93,3 +93,12 @@ TEST(Perfetto, PeaksControlAndOomAreInstantsOfTheProcess) {
     EXPECT_EQ(instants[3].at("args"),
               json({{"kind", "oom"}, {"device", "cuda:0"}, {"requested_bytes", 1 << 20}}));
 }
+
+// Times are written to the nanosecond, without the float noise of seconds * 1e6.
+TEST(Perfetto, TimesAreMicrosecondsToTheNanosecond) {
+    core::Trace t = trace();
+    t.processes[0].timeline["cpu"] = core::TimelineSeries{1e-9, {{0.4900329, 100}}};
+    const std::string text = reporters::renderPerfetto(t).dump();
+    EXPECT_NE(text.find("\"ts\":490032.9"), std::string::npos) << text;
+    EXPECT_EQ(text.find("490032.89999"), std::string::npos) << text;
+}
