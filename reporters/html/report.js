@@ -32,7 +32,16 @@
     if (b < 1024) return b + ' B';
     var v = b, u = -1;
     while (v >= 1024 && u < UNITS.length - 1) { v /= 1024; u++; }
-    return v.toFixed(2) + ' ' + UNITS[u];
+    return fixed2(v) + ' ' + UNITS[u];
+  }
+
+  // printf's "%.2f": toFixed takes an exact tie up, printf to the even digit, so a
+  // size of exactly 2.125 GiB read one way here and the other in every table.
+  function fixed2(v) {
+    var up = v.toFixed(2), exact = v.toFixed(20);
+    if (!/^\d+\.\d\d50*$/.test(exact)) return up;
+    var down = exact.slice(0, exact.indexOf('.') + 3);
+    return (down.charCodeAt(down.length - 1) - 48) % 2 === 0 ? down : up;
   }
 
   function fmtSeconds(s) { return s.toFixed(3) + ' s'; }

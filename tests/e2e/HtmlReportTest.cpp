@@ -169,6 +169,42 @@ TEST(HtmlReport, EveryPartOfTheTimelineFixtureShowsInABrowser) {
         << r.at("timelineTip");
 }
 
+// 2,281,701,376 B is 2.125 GiB: the tables (printf) write 2.12 GiB, and the flame
+// graph's root, written by the page's script, said 2.13 GiB.
+TEST(HtmlReport, ASizeOnATieReadsTheSameInTheTablesAndTheFlameGraph) {
+    const std::string dir = tempDir();
+    const uint64_t bytes = 2281701376;
+    const json hotspot = {{"device", "cpu"},
+                          {"site", "f (/src/a.py:1)"},
+                          {"stack", {"f (/src/a.py:1)"}},
+                          {"allocated_bytes", bytes},
+                          {"count", 1},
+                          {"peak_bytes", bytes},
+                          {"leaked_bytes", 0}};
+    const json process = {{"pid", 7},
+                          {"command", {"python3", "a.py"}},
+                          {"complete", true},
+                          {"duration_s", 1.0},
+                          {"devices",
+                           {{"cpu",
+                             {{"peak_bytes", bytes},
+                              {"current_bytes", 0},
+                              {"allocated_bytes", bytes},
+                              {"freed_bytes", bytes},
+                              {"alloc_count", 1},
+                              {"free_count", 1}}}}},
+                          {"hotspots", json::array({hotspot})}};
+    std::ofstream(dir + "/t.json")
+        << json{{"schema", "memtool.trace/1"}, {"processes", json::array({process})}}.dump();
+    const std::string page = renderHtml(dir, dir + "/t.json", dir + "/report.html");
+    EXPECT_NE(page.find("2.12 GiB"), std::string::npos);
+    EXPECT_EQ(page.find("2.13 GiB"), std::string::npos);
+    const json r = openInBrowser(page, dir);
+    ASSERT_FALSE(r.is_null());
+    EXPECT_EQ(findByDevice(r.at("flames"), "cpu", "peak").at("root"),
+              json::array({"all cpu (2.12 GiB)", bytes}));
+}
+
 TEST(HtmlReport, AProfiledProgramsReportShowsItsFigures) {
     const std::string dir = tempDir();
     // Run and report where the script is, so that the line table reads it (SourceFiles.h).
