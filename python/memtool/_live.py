@@ -142,10 +142,13 @@ def _reachable(candidates):
             if snapshot:
                 values.clear()
             values = None
-        first = candidates[0]
-        for r in gc.get_referrers(*candidates):
-            if r is candidates or r is frames or (type(r) is tuple and len(r) == len(candidates) and r[0] is first):
-                continue  # our own lists, and get_referrers' own arguments
+        # Passed as a tuple of our own, which is then the only argument tuple that can
+        # show up (3.13 lists it): telling it apart by its items took a program's own
+        # tuple of exactly the candidates (pytorch_memlab's `out, _ = lstm(inp)`) for it.
+        args = tuple(candidates)
+        for r in gc.get_referrers(*args):
+            if r is candidates or r is frames or r is args:
+                continue  # our own list and tuple
             if type(r).__name__ == "frame" and r.f_code.co_filename == here:
                 continue
             for x in gc.get_referents(r):
@@ -155,7 +158,7 @@ def _reachable(candidates):
         # `frames` holds this very frame, whose locals hold `frames` and the
         # candidates: a cycle that would keep tensors torch is about to free.
         frames.clear()
-        f = r = x = v = first = values = None
+        f = r = x = v = args = values = None
     return found
 
 
