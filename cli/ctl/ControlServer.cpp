@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -72,6 +73,7 @@ ControlServer::ControlServer(CollectorListener& listener, std::vector<std::strin
 }
 
 ControlServer::~ControlServer() {
+    if (programTimer_ >= 0) close(programTimer_);  // the loop has gone already
     for (auto& c : clients_) close(c.fd);
     if (fd_ >= 0) close(fd_);
     unlink(path_.c_str());
@@ -80,7 +82,42 @@ ControlServer::~ControlServer() {
 void ControlServer::attach(EventLoop& loop) {
     loop_ = &loop;
     loop.watch(fd_, [this, &loop] { acceptClients(loop); });
+    listener_.onStreamRead([this] { retryWaiting(); });
 }
+
+bool ControlServer::programStarting() const {
+    if (program_ <= 0) return false;
+    for (const auto& c : listener_.connections()) {
+        const auto& h = c->aggregator().handshake();
+        if (h && h->pid == program_) return false;  // connected (open or since closed)
+    }
+    return true;
+}
+
+void ControlServer::retryWaiting() {
+    if (waitingForProgram_.empty() || !connectionOf(program_)) return;
+    stopProgramTimer();
+    auto waiting = std::move(waitingForProgram_);
+    waitingForProgram_.clear();
+    for (auto& [client, line] : waiting) {
+        client->waiting = false;
+        handle(client, line);
+    }
+}
+
+void ControlServer::stopProgramTimer() {
+    if (programTimer_ < 0) return;
+    if (loop_) loop_->unwatch(programTimer_);
+    close(programTimer_);
+    programTimer_ = -1;
+}
+
+namespace {
+// How long a request for the program waits for its stream: it connects at its first
+// tracked allocation, a fraction of a second after it starts, or never (a program
+// that allocates nothing memtool tracks).
+constexpr int kProgramStreamWaitS = 5;
+}  // namespace
 
 void ControlServer::acceptClients(EventLoop& loop) {
     for (;;) {
@@ -136,8 +173,20 @@ nlohmann::json ControlServer::list() const {
                                {"paused_bytes", r.pausedBytes},
                                {"state", state}});
         }
-        processes.push_back({{"pid", h.pid}, {"command", h.command}, {"regions", regions}});
+        processes.push_back({{"pid", h.pid},
+                             {"ppid", h.ppid},
+                             {"forked", h.forked},
+                             {"command", h.command},
+                             {"regions", regions}});
     }
+    // Launched, its stream not connected yet: it is ours all the same.
+    if (programStarting())
+        processes.insert(processes.begin(), {{"pid", program_},
+                                             {"ppid", getpid()},
+                                             {"forked", false},
+                                             {"starting", true},
+                                             {"command", command_},
+                                             {"regions", nlohmann::json::array()}});
     return {{"run", {{"pid", getpid()}, {"command", command_}}}, {"processes", processes}};
 }
 
@@ -170,6 +219,29 @@ void ControlServer::handle(std::list<Client>::iterator client, const std::string
             return answer(
                 client, {{"status", "bad_request"}, {"error", "a command word that is not text"}});
         argv.push_back(a.get<std::string>());
+    }
+    if (!c && request["pid"].get<int64_t>() == program_ && programStarting()) {
+        client->waiting = true;  // until its stream connects (retryWaiting), or the timer
+        waitingForProgram_.emplace_back(client, line);
+        if (programTimer_ < 0 && loop_) {
+            programTimer_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+            itimerspec when{};
+            when.it_value.tv_sec = kProgramStreamWaitS;
+            if (programTimer_ >= 0 && timerfd_settime(programTimer_, 0, &when, nullptr) == 0) {
+                loop_->watch(programTimer_, [this] {
+                    stopProgramTimer();
+                    auto waiting = std::move(waitingForProgram_);
+                    waitingForProgram_.clear();
+                    for (auto& w : waiting) {
+                        w.first->waiting = false;
+                        answer(w.first, {{"status", "not_ready"}});
+                    }
+                });
+            } else {
+                stopProgramTimer();
+            }
+        }
+        return;
     }
     if (!c) return answer(client, {{"status", "no_such_process"}});
     TensorsQuery query;
@@ -279,6 +351,7 @@ void ControlServer::answer(std::list<Client>::iterator client, const nlohmann::j
 }
 
 void ControlServer::dropClient(std::list<Client>::iterator client) {
+    std::erase_if(waitingForProgram_, [&](const auto& w) { return w.first == client; });
     std::vector<CollectorConnection*> undo;
     for (auto it = pending_.begin(); it != pending_.end();) {
         if (it->second.client != client) {

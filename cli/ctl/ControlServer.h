@@ -16,7 +16,9 @@
 //                                               which sent its records first
 //
 // and gets one JSON line back. Requests to one process are answered in order
-// (its collector runs them one at a time).
+// (its collector runs them one at a time). The program the run launched is listed
+// ("starting": true) before its stream connects, and a request for it then waits
+// for the stream, 5 s at most ({"status": "not_ready"} after that).
 
 #include <sys/types.h>
 
@@ -48,6 +50,10 @@ public:
 
     const std::string& socketPath() const { return path_; }
     void attach(EventLoop& loop);
+    // The program the run launched: until its stream connects (its first tracked
+    // allocation, a moment after it starts), it is listed as starting, and a
+    // request for it waits for its stream (within ctl's --timeout).
+    void expectProgram(pid_t pid) { program_ = pid; }
 
 private:
     struct Client {
@@ -60,6 +66,9 @@ private:
     void handle(std::list<Client>::iterator client, const std::string& line);
     nlohmann::json list() const;
     CollectorConnection* connectionOf(int64_t pid) const;
+    bool programStarting() const;  // launched, and no stream of its own seen yet
+    void retryWaiting();           // the requests that wait for the program's stream
+    void stopProgramTimer();
     void answer(std::list<Client>::iterator client, const nlohmann::json& reply);
     void dropClient(std::list<Client>::iterator client);
     // A request for P's collector; its reply goes to `kind`'s handling.
@@ -87,6 +96,10 @@ private:
     std::list<Client> clients_;
     uint64_t nextRequest_ = 1;
     std::map<uint64_t, Pending> pending_;  // request id -> who asked, and for what
+    pid_t program_ = 0;
+    int programTimer_ = -1;  // a timerfd: how long a request waits for the program's stream
+    // Requests for the program before its stream connected: who asked, and the line.
+    std::vector<std::pair<std::list<Client>::iterator, std::string>> waitingForProgram_;
 };
 
 }  // namespace memtool::cli

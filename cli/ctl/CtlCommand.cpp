@@ -301,18 +301,25 @@ int listCommand(const CtlOptions& o) {
         std::cout << "No process of yours runs under memtool.\n";
         return 0;
     }
-    std::cout << fmt::format("{:<8} {:<40} {}\n", "PID", "COMMAND", "REGIONS");
+    // The whole command, last; a fork child's parent marked, its regions below it.
+    std::string table = fmt::format("{:<8} {:<14} {}\n", "PID", "PARENT", "COMMAND");
     for (const auto& p : all) {
         std::vector<std::string> command;
         for (const auto& word : listOf(p, "command")) {
             if (!word.is_string()) malformed("'command' is not a list of words");
             command.push_back(word.get<std::string>());
         }
+        const uint64_t ppid = countOf(p, "ppid");
+        std::string parent = ppid ? std::to_string(ppid) : "-";
+        if (flagOf(p, "forked")) parent += " (fork)";
         // commandLine quotes control characters as a shell reads them back.
-        const std::string shown = reporters::shortText(reporters::commandLine(command), 40);
-        std::cout << fmt::format("{:<8} {:<40} {}\n", pidOf(p), reporters::escapeTerminal(shown),
-                                 regionSummary(listOf(p, "regions")));
+        table += fmt::format("{:<8} {:<14} {}\n", pidOf(p), parent,
+                             reporters::escapeTerminal(reporters::commandLine(command)));
+        const json& regions = listOf(p, "regions");
+        if (!regions.empty())
+            table += fmt::format("{:<8} regions: {}\n", "", regionSummary(regions));
     }
+    std::cout << table;  // checked whole before anything is printed
     return 0;
 }
 
@@ -358,6 +365,7 @@ void printStatus(const json& body) {
                              core::formatBytes(countOf(r, "paused_bytes")), textOf(r, "state"));
     const uint64_t pool = countOf(body, "host_pool_bytes");
     const uint64_t margin = countOf(body, "memory_margin_bytes");
+    const uint64_t waiting = countOf(body, "threads_waiting");
     // Checked whole before anything is printed: a bad answer prints nothing but its line.
     if (regions.empty())
         std::cout << "No pausable regions.\n";
@@ -372,6 +380,10 @@ void printStatus(const json& body) {
     if (margin)
         std::cout << fmt::format("Memory margin: a new CUDA region allocation leaves {} free\n",
                                  bytesText(margin));
+    if (waiting)
+        std::cout << fmt::format(
+            "Yielded: {} thread{} touched yielded memory and wait{} for `restore`\n", waiting,
+            waiting == 1 ? "" : "s", waiting == 1 ? "s" : "");
 }
 
 void printOperation(const json& body) {
@@ -471,10 +483,10 @@ long parsePid(const std::string& word) {
     fail(core::kExitBadInput, "ctl: " + message);
 }
 
-// The words of a command memtool knows, checked as the collector will check them,
-// before anything is sent: what is wrong is a usage error (2) here, not a refusal
-// from the program. A command memtool does not know goes to the program, whose
-// answer says so.
+// The words of a command, checked as the collector will check them, before
+// anything is sent: what is wrong is a usage error (2) here, not a refusal from
+// the program, an unknown command included. (A program under an older memtool
+// may still not know a command: its answer says so, exit 1.)
 void checkCommandWords(const std::vector<std::string>& argv) {
     const std::string& command = argv[0];
     const auto noArguments = [&] {
@@ -532,6 +544,10 @@ void checkCommandWords(const std::vector<std::string>& argv) {
              {"--verbose", nullptr, ""},
              wait},
             "[--device cpu|cuda:N] [--verbose] [--wait SECONDS]");
+    } else {
+        usage(fmt::format(
+            "unknown command '{}' (status, pause, resume, yield, restore, tensors, snapshot)",
+            reporters::escapeTerminal(command)));
     }
 }
 
@@ -563,6 +579,11 @@ int processCommand(const CtlOptions& o) {
         const std::string status = stale ? "gone" : textOf(reply, "status", "failed");
         if (status == "no_such_process" || status == "gone")
             fail(kExitNoSuchProcess, fmt::format("process {} ended before it answered", pid));
+        if (status == "not_ready")
+            fail(kExitNoSuchProcess,
+                 fmt::format("process {} has not connected to memtool run yet (it has allocated "
+                             "nothing memtool tracks); ask again once it has",
+                             pid));
         if (status == "bad_request")
             fail(1, "memtool run refused the request: " +
                         textOf(reply, "error", "it could not read it (memtool versions apart?)"));

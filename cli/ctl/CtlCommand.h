@@ -12,9 +12,10 @@
 //   memtool ctl PID snapshot [-o FILE]    a trace.json of it as of now (stdout: none or -)
 //
 // The command runs in the target (its collector's control thread) and the reply
-// says what it did. Exit codes: 0 done; 1 the command ran and failed (or is
-// unknown); 3 the process does not run under memtool (or is gone); 4 it belongs
-// to another user.
+// says what it did. Exit codes: 0 done; 1 the command ran and failed (or a
+// program under an older memtool does not know it); 2 a usage error, an unknown
+// command included; 3 the process does not run under memtool (or is gone); 4 it
+// belongs to another user.
 
 #include <optional>
 #include <string>

@@ -15,8 +15,8 @@ Command addCtlCommand(CLI::App& app) {
     auto ctl = std::make_shared<CtlOptions>();
     CLI::App* cmd = app.add_subcommand("ctl",
                                        "Command a process under memtool: list | PID status | "
-                                       "PID pause [TAG...] | PID resume [TAG...] | PID tensors "
-                                       "| PID snapshot");
+                                       "PID pause [TAG...] | PID resume [TAG...] | PID yield | "
+                                       "PID restore | PID tensors | PID snapshot");
     cmd->add_option("--format", ctl->format, "text or json")
         ->check(CLI::IsMember({"text", "json"}))
         ->capture_default_str();

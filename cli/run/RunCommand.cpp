@@ -502,6 +502,7 @@ RunResult runCommand(const RunOptions& options) {
     // parent chain readable, until memtool or its parent reaps it.
     listener.attach(loop, target.pid());
     signals.attach(loop, target);
+    control.expectProgram(target.pid());
     control.attach(loop);
     if (live) live->attach(loop);
     // While the program starts, not before: a collector that connects meanwhile

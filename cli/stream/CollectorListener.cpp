@@ -104,6 +104,7 @@ void CollectorListener::acceptWaiting(EventLoop& loop) {
         loop.watch(fd, [this, c, fd, &loop] {
             c->readAvailable(buffer_);
             if (!c->open()) loop.unwatch(fd);
+            if (streamRead_) streamRead_();
         });
     }
 }

@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ public:
     size_t openStreams() const;
     // A collector still waits in the listen queue (connected, not yet accepted).
     bool connectionWaiting() const;
+    // Called after every read of a stream (the ctl server's: a request may wait for
+    // a stream's handshake).
+    void onStreamRead(std::function<void()> f) { streamRead_ = std::move(f); }
     const std::vector<std::unique_ptr<CollectorConnection>>& connections() const {
         return connections_;
     }
@@ -66,6 +70,7 @@ private:
     pid_t target_ = 0;
     std::vector<std::unique_ptr<CollectorConnection>> connections_;
     std::vector<std::string> refusals_;
+    std::function<void()> streamRead_;
     ReadBuffer buffer_{1 << 20};       // one read's worth, shared by all streams
     ReadBuffer drainBuffer_{1 << 16};  // for reads made while buffer_ is being folded
 };

@@ -20,6 +20,7 @@
 #include "collectors/control/JsonWriter.h"
 #include "collectors/control/LiveTensors.h"
 #include "collectors/control/OwnThread.h"
+#include "collectors/control/PausedAccess.h"
 #include "collectors/control/Regions.h"
 #include "collectors/control/SignalChain.h"
 #include "collectors/engine/Engine.h"
@@ -245,11 +246,12 @@ long decodeRequests(uint8_t* data, size_t len, RequestCallback onRequest, Reject
 uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, size_t size) {
     const char* command = argv[0];
     if (std::strcmp(command, "status") == 0 && argc == 1) {
-        // {"regions": [...], "host_pool_bytes": N, "memory_margin_bytes": M}:
-        // describe() writes the array in place, the rest follows it.
+        // {"regions": [...], "host_pool_bytes": N, "memory_margin_bytes": M,
+        // "threads_waiting": T}: describe() writes the array in place, the rest
+        // follows it. T: threads that touched yielded memory and wait for restore.
         static const char head[] = "{\"regions\":";
         const size_t headBytes = sizeof head - 1;
-        constexpr size_t kTailBytes = 96;  // the two figures and the closing brace
+        constexpr size_t kTailBytes = 128;  // the three figures and the closing brace
         const size_t n = size > headBytes + kTailBytes
                              ? regions_.describe(out + headBytes, size - headBytes - kTailBytes)
                              : 0;
@@ -259,8 +261,9 @@ uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, 
         }
         std::memcpy(out, head, headBytes);
         std::snprintf(out + headBytes + n, size - headBytes - n,
-                      ",\"host_pool_bytes\":%" PRIu64 ",\"memory_margin_bytes\":%" PRIu64 "}",
-                      regions_.hostPoolBytes(), regions_.memoryMargin());
+                      ",\"host_pool_bytes\":%" PRIu64 ",\"memory_margin_bytes\":%" PRIu64
+                      ",\"threads_waiting\":%" PRIu32 "}",
+                      regions_.hostPoolBytes(), regions_.memoryMargin(), threadsWaiting());
         return static_cast<uint8_t>(core::ReplyStatus::Ok);
     }
     if (std::strcmp(command, "ping") == 0 &&

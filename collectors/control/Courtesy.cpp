@@ -138,25 +138,26 @@ uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, 
         return static_cast<uint8_t>(core::ReplyStatus::Ok);
     }
     const uint64_t start = monotonicNs();
+    // Why nothing was yielded when the program did not park, with the wait in it.
+    const auto notParked = [&](const char* why, core::ReplyStatus status) {
+        char message[256];
+        std::snprintf(message, sizeof message, why, waitS);
+        describeNothing("yield", false, message, out, size);
+        return static_cast<uint8_t>(status);
+    };
     switch (safePoint_.park(static_cast<uint64_t>(waitS * 1e9))) {
         case SafePoint::Outcome::Parked:
             break;
-        case SafePoint::Outcome::TimedOut: {
-            char message[256];
-            std::snprintf(message, sizeof message,
-                          "the program's main thread did not reach a safe point within %g s (it "
-                          "may be blocked in a system call: a sleep, I/O, a lock); nothing was "
-                          "yielded",
-                          waitS);
-            describeNothing("yield", false, message, out, size);
-            return static_cast<uint8_t>(core::ReplyStatus::Failed);
-        }
+        case SafePoint::Outcome::TimedOut:
+            return notParked(
+                "the program's main thread did not reach a safe point within %g s (it may be "
+                "blocked in a system call: a sleep, I/O, a lock); nothing was yielded",
+                core::ReplyStatus::Failed);
         case SafePoint::Outcome::NoSafePoints:
-            describeNothing("yield", false,
-                            "this program runs no Python interpreter and marks no safe points "
-                            "(memtool_safe_point() in the collector's C API); yield is refused",
-                            out, size);
-            return static_cast<uint8_t>(core::ReplyStatus::Refused);
+            return notParked(
+                "this program runs no Python interpreter and marked no safe point within %g s "
+                "(memtool_safe_point() in the collector's C API); yield is refused",
+                core::ReplyStatus::Refused);
         case SafePoint::Outcome::Busy:
         case SafePoint::Outcome::Ran:  // not an outcome of park()
             describeNothing("yield", false, "the program is being parked already", out, size);

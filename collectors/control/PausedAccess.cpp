@@ -95,6 +95,10 @@ uint32_t holdFaultsWhileYielded(bool hold) {
 
 uint32_t threadsHeld() { return gHeld.load(std::memory_order_relaxed); }
 
+uint32_t threadsWaiting() {
+    return gHold.load(std::memory_order_acquire) ? gHeld.load(std::memory_order_relaxed) : 0;
+}
+
 void installPausedAccessHandler(const Regions& regions) {
     if (gInstalled.exchange(true)) return;
     gRegions = &regions;

@@ -26,5 +26,7 @@ void installPausedAccessHandler(const Regions& regions);
 uint32_t holdFaultsWhileYielded(bool hold);
 // The threads that have come to wait since the hold began.
 uint32_t threadsHeld();
+// Those waiting now: threadsHeld() while the hold lasts, else 0.
+uint32_t threadsWaiting();
 
 }  // namespace memtool::collectors::control

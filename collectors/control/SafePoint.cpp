@@ -76,7 +76,9 @@ timespec deadlineAfter(uint64_t ns) {
 bool SafePoint::requestLocked(Outcome* refused) {
     const bool python = pythonRuns();
     const bool canPark = !task_ && programMarks_;  // the program's own marks only park
-    if (!python && !canPark) {
+    // A park may wait for the program's first mark: a LibTorch program in its first
+    // half second has not reached its loop yet. A run cannot: marks only park.
+    if (!python && task_) {
         *refused = Outcome::NoSafePoints;
         return false;
     }
@@ -113,8 +115,10 @@ SafePoint::Outcome SafePoint::park(uint64_t timeoutNs) {
         if (pthread_cond_timedwait(&changed_, &mu_, &deadline) != 0) break;
     const bool parked = state_ == State::Parked;
     if (!parked) state_ = State::Idle;  // withdrawn: a late arrival goes on at once
+    // Without Python, and no mark within the wait: a program that marks none.
+    const bool unmarked = !parked && !programMarks_ && !pythonRuns();
     pthread_mutex_unlock(&mu_);
-    return parked ? Outcome::Parked : Outcome::TimedOut;
+    return parked ? Outcome::Parked : unmarked ? Outcome::NoSafePoints : Outcome::TimedOut;
 }
 
 SafePoint::Outcome SafePoint::run(void (*fn)(void*), void* context, uint64_t timeoutNs) {
@@ -159,6 +163,13 @@ bool SafePoint::parked() {
     const bool p = state_ == State::Parked;
     pthread_mutex_unlock(&mu_);
     return p;
+}
+
+bool SafePoint::asked() {
+    pthread_mutex_lock(&mu_);
+    const bool a = state_ == State::Requested;
+    pthread_mutex_unlock(&mu_);
+    return a;
 }
 
 void SafePoint::parkHereLocked() {

@@ -42,6 +42,7 @@ public:
     // Lets the parked program go on. False when none was parked.
     bool release();
     bool parked();
+    bool asked();  // a park or a run is asked for and has not started
 
     // The program's own safe point (memtool_safe_point): marks that it offers them,
     // and parks while a park is asked for.

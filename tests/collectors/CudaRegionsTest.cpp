@@ -182,7 +182,8 @@ TEST(CudaRegions, AResumeKeepsPinnedMemoryUpToTheHostPoolLimit) {
     ASSERT_EQ(commands.handle(1, argv, status, sizeof status),
               static_cast<uint8_t>(core::ReplyStatus::Ok));
     EXPECT_NE(
-        std::string(status).find("}],\"host_pool_bytes\":6291456,\"memory_margin_bytes\":8388608}"),
+        std::string(status).find("}],\"host_pool_bytes\":6291456,\"memory_margin_bytes\":8388608,"
+                                 "\"threads_waiting\":0}"),
         std::string::npos)
         << status;
     f.regions->setMemoryMargin(0);

@@ -532,7 +532,7 @@ TEST(ControlChannel, AnswersRequestsFromTheStream) {
               "{\"regions\":[{\"tag\":\"w\",\"device\":\"cpu\",\"bytes\":1048576,\"resident_"
               "bytes\":1048576,"
               "\"paused_bytes\":0,\"state\":\"resident\",\"backup\":\"none\"}],"
-              "\"host_pool_bytes\":0,\"memory_margin_bytes\":0}");
+              "\"host_pool_bytes\":0,\"memory_margin_bytes\":0,\"threads_waiting\":0}");
     EXPECT_EQ(agg.replies()[1].id, 2u);
     EXPECT_NE(agg.replies()[1].body.find("\"ok\":true,\"changed\":true,\"bytes\":1048576"),
               std::string::npos)
@@ -748,13 +748,14 @@ TEST(Courtesy, CtlYieldParksAProgramAtTheSafePointsItMarks) {
     Courtesy courtesy(*f.regions, safePoint);
     uint8_t* w = f.allocate("w", core::BackupKind::None, MiB, 9);
     const char* yieldArgs[] = {"yield", "--wait", "5"};
+    const char* shortYield[] = {"yield", "--wait", "0.2"};
     char out[4096];
-    EXPECT_EQ(courtesy.yieldCommand(3, yieldArgs, out, sizeof out),
+    EXPECT_EQ(courtesy.yieldCommand(3, shortYield, out, sizeof out),
               static_cast<uint8_t>(core::ReplyStatus::Refused));
-    EXPECT_EQ(out,
-              nothingMoved(false, "yield", false,
-                           "this program runs no Python interpreter and marks no safe points "
-                           "(memtool_safe_point() in the collector's C API); yield is refused"));
+    EXPECT_EQ(out, nothingMoved(false, "yield", false,
+                                "this program runs no Python interpreter and marked no safe point "
+                                "within 0.2 s (memtool_safe_point() in the collector's C API); "
+                                "yield is refused"));
     // Refused before anything is done, each: a wait must read whole (atof took
     // "inf" as forever and "5s" as 5).
     for (const char* bad : {"--to=tape", "inf", "5s", "0", "-1", "nan", "1e8", ""}) {
@@ -806,6 +807,23 @@ TEST(Courtesy, CtlYieldParksAProgramAtTheSafePointsItMarks) {
     EXPECT_TRUE(Fixture::holds(w, MiB, 9));  // a "none" region's content, backed up anyway
     stop.store(true);
     program.join();  // it was let go: the loop ends
+    EXPECT_FALSE(safePoint.parked());
+}
+
+// A program without Python that has not marked a safe point yet (a LibTorch program
+// in its first half second, before its loop) was refused at once: the park now
+// waits for its first mark, within the wait.
+TEST(Courtesy, AParkWaitsForTheFirstSafePointOfAProgramThatHasMarkedNone) {
+    SafePoint safePoint;
+    SafePoint::Outcome outcome = SafePoint::Outcome::Busy;
+    std::thread asker([&] { outcome = safePoint.park(60ull * 1000000000); });
+    while (!safePoint.asked()) std::this_thread::yield();
+    std::thread program([&] { safePoint.reached(); });  // its first mark: parks there
+    while (!safePoint.parked()) std::this_thread::yield();
+    asker.join();
+    EXPECT_EQ(outcome, SafePoint::Outcome::Parked);
+    EXPECT_TRUE(safePoint.release());
+    program.join();
     EXPECT_FALSE(safePoint.parked());
 }
 

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -127,6 +128,12 @@ TEST(CtlFaults, CtlRefusesWhatNoProcessCouldTake) {
          "memtool: ctl: tensors --device takes cpu or cuda:N, not 'cpu:0'\n"},
         {{"12", "pause", std::string(4097, 'x')},
          "memtool: ctl: a tag is at most 4096 bytes, without NUL bytes; tag 1 is 4097 bytes\n"},
+        {{"12", "frobnicate"},
+         "memtool: ctl: unknown command 'frobnicate' (status, pause, resume, yield, restore, "
+         "tensors, snapshot)\n"},
+        {{"12", "\x1b[2J"},
+         "memtool: ctl: unknown command '\\x1b[2J' (status, pause, resume, yield, restore, "
+         "tensors, snapshot)\n"},
         {{"12", "pause", "\x1b[2J"}, ""},  // fine as a tag: only its display is escaped
         {words({"12", "pause"}, tags(20, 4000)),
          "memtool: ctl: the command is 80103 bytes; memtool run takes 65536 at most\n"},
@@ -394,4 +401,39 @@ TEST(CtlFaults, RunAndCheckRefuseWhatTheyUsedToTake) {
     Outcome fine = run({MEMTOOL_BIN, "run", "-q", "-o", dir + "/t%%.json", "--", "/bin/true"});
     EXPECT_EQ(fine.exitCode, 0) << fine.err;
     EXPECT_TRUE(std::ifstream(dir + "/t%.json").good());
+}
+
+// `ctl list` shows each command whole (it cut them at 40 characters), and a worker
+// forked from the program as such: its parent's pid, marked (fork).
+TEST(CtlFaults, ListShowsWholeCommandsAndMarksForkedWorkers) {
+    const std::string dir = tempDir();
+    const std::string flag = dir + "/go", padding(60, 'w');
+    pid_t memtool = 0;
+    std::string parent, child, listed;
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", dir + "/t.json", "--", PYTHON_BIN,
+                     script("ctl_fork_list.py"), flag, padding},
+                    "", controlEnv(), [&](pid_t pid, const std::string& first) {
+                        memtool = pid;
+                        std::istringstream words(first);
+                        std::string ready;
+                        words >> ready >> parent >> child;
+                        // Both streams are admitted; the run lists the child once it
+                        // has read its handshake.
+                        for (int asked = 0; asked < 200; ++asked) {
+                            listed = ctl({"list"}, controlEnv()).out;
+                            if (listed.find("\n" + child + " ") != std::string::npos) break;
+                        }
+                        std::ofstream(flag) << "go\n";
+                    });
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    const std::string command =
+        PYTHON_BIN + " " + script("ctl_fork_list.py") + " " + flag + " " + padding;
+    const auto row = [&](std::string pid, std::string ppid) {
+        pid.resize(std::max<size_t>(pid.size(), 8), ' ');
+        ppid.resize(std::max<size_t>(ppid.size(), 14), ' ');
+        return pid + " " + ppid + " " + command + "\n";
+    };
+    EXPECT_EQ(listed.rfind("PID      PARENT         COMMAND\n", 0), 0u) << listed;
+    EXPECT_NE(listed.find(row(parent, std::to_string(memtool))), std::string::npos) << listed;
+    EXPECT_NE(listed.find(row(child, parent + " (fork)")), std::string::npos) << listed;
 }
