@@ -126,7 +126,9 @@ void LiveView::draw(const CollectorListener& listener) {
     const std::vector<std::string> lines =
         renderLivePanel(snapshot(listener), columns_, height_, utf8_);
     std::string out = kSaveCursor;
+    drawnLines_ = 0;
     for (size_t i = 0; i < lines.size(); ++i) {
+        if (!lines[i].empty()) drawnLines_ = i + 1;
         out += moveTo(rows_ - height_ + 1 + i, 1) + kEraseLine;
         // The title in reverse video; the cursor's restore brings back the program's attributes.
         out += i == 0 ? "\033[7m" + lines[i] + "\033[0m" : lines[i];
@@ -142,9 +144,10 @@ void LiveView::leave(bool keepPanel) {
     if (height_ > 0) {
         out += std::string(kSaveCursor) + kWholeScreenScrolls + kRestoreCursor;
         if (keepPanel) {
-            // Below the panel's last line, on a fresh line: what memtool prints next
-            // (and the shell's prompt) follows the last frame.
-            out += moveTo(rows_, 1) + "\r\n";
+            // Below the last frame's last line that is not blank, on a fresh line: what
+            // memtool prints next (and the shell's prompt) follows it, not the blank
+            // rows the panel kept below it.
+            out += moveTo(rows_ - height_ + std::max<size_t>(drawnLines_, 1), 1) + "\r\n";
         } else {
             out += kSaveCursor;
             for (size_t row = rows_ - height_ + 1; row <= rows_; ++row)

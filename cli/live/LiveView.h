@@ -68,6 +68,7 @@ private:
     std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point nextFrame_ = started_;
     size_t rows_ = 0, columns_ = 0, height_ = 0;  // the reserved geometry
+    size_t drawnLines_ = 0;  // the last frame's lines, up to its last that is not blank
     // Each stream's stack sites, by stack index: a stack's site never changes.
     std::map<const CollectorConnection*, std::vector<std::string>> sites_;
     EventLoop* loop_ = nullptr;
