@@ -49,7 +49,7 @@ void expectSelfContained(const std::string& page) {
 }
 
 // The page with the probe appended, loaded in headless Chromium: what the probe found.
-json probe(const std::string& page, const std::string& dir) {
+json probe(const std::string& page, const std::string& dir, const std::string& windowSize) {
     const std::string chromium = CHROMIUM_BIN;
     if (chromium.empty() || access(chromium.c_str(), X_OK) != 0) {
         ADD_FAILURE() << "no chromium at '" << chromium
@@ -61,8 +61,16 @@ json probe(const std::string& page, const std::string& dir) {
     std::ofstream(probed) << page.substr(0, end) << "<script>\n"
                           << readFile(HTML_PROBE) << "</script>\n"
                           << page.substr(end);
-    Outcome o = run({"timeout", "120", chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                     "--user-data-dir=" + dir + "/chromium", "--dump-dom", "file://" + probed});
+    std::vector<std::string> argv{"timeout",
+                                  "120",
+                                  chromium,
+                                  "--headless",
+                                  "--no-sandbox",
+                                  "--disable-gpu",
+                                  "--user-data-dir=" + dir + "/chromium"};
+    if (!windowSize.empty()) argv.push_back("--window-size=" + windowSize);
+    argv.insert(argv.end(), {"--dump-dom", "file://" + probed});
+    Outcome o = run(argv);
     EXPECT_EQ(o.exitCode, 0) << o.err;
     const std::string open = "<script type=\"application/json\" id=\"probe-result\">";
     const size_t from = o.out.find(open);
@@ -76,9 +84,10 @@ json probe(const std::string& page, const std::string& dir) {
 
 // The page is self-contained and loads in the browser without a script error or a
 // refused request; what the probe found, null when it found nothing.
-json openInBrowser(const std::string& page, const std::string& dir) {
+json openInBrowser(const std::string& page, const std::string& dir,
+                   const std::string& windowSize = "") {
     expectSelfContained(page);
-    json r = probe(page, dir);
+    json r = probe(page, dir, windowSize);
     if (r.is_null()) return r;
     EXPECT_EQ(r.at("rendered"), "ok");
     EXPECT_EQ(r.at("errors"), "");
@@ -232,6 +241,29 @@ TEST(HtmlReport, AProfiledProgramsReportShowsItsFigures) {
             EXPECT_EQ(row.at(8), "a = torch.empty(3_000_000, dtype=torch.uint8)  # line 4");
         }
     EXPECT_TRUE(line4) << lines.dump();
+}
+
+// A source line longer than the page is wide wraps inside its cell: at 1400 px the
+// line table made the page scroll sideways.
+TEST(HtmlReport, ALongSourceLineDoesNotWidenThePage) {
+    const std::string here = tempDir();
+    const std::string code = "x = [" + std::string(400, '1') + "]";
+    std::ofstream(here + "/a.py") << code << "\n";
+    std::ofstream(here + "/trace.json")
+        << R"json({"schema": "memtool.trace/1", "processes": [{"pid": 1, "command": ["x"],
+        "cwd": ")json"
+        << here
+        << R"json(", "complete": true, "duration_s": 1.0, "devices": {"cpu": {"peak_bytes": 10,
+        "current_bytes": 0, "allocated_bytes": 10, "freed_bytes": 10, "alloc_count": 1,
+        "free_count": 1}}, "hotspots": [], "lines": [{"file": ")json"
+        << here << R"json(/a.py", "line": 1, "function": "f", "device": "cpu", "peak_bytes": 10,
+        "allocated_bytes": 10, "self_allocated_bytes": 10, "count": 1}]}]})json";
+    const std::string page = renderHtml(here, here + "/trace.json", here + "/report.html");
+    ASSERT_NE(page.find("<td class=\"code\">" + code + "</td>"), std::string::npos);
+    const json r = openInBrowser(page, here, "1400,900");
+    ASSERT_FALSE(r.is_null());
+    EXPECT_EQ(r.at("windowWidth"), 1400);
+    EXPECT_LE(r.at("pageWidth").get<int>(), 1400) << r.at("pageWidth");
 }
 
 // The line table's code column reads sources by the rule of `report --lines`

@@ -8,6 +8,9 @@
   var root = document.documentElement;
   result.rendered = root.getAttribute('data-rendered');
   result.errors = root.getAttribute('data-errors') || '';
+  // Wider than the window: the page scrolls sideways.
+  result.pageWidth = root.scrollWidth;
+  result.windowWidth = window.innerWidth;
 
   function all(selector, from) { return Array.prototype.slice.call((from || document).querySelectorAll(selector)); }
   function text(e) { return e ? e.textContent.trim() : null; }
