@@ -94,15 +94,42 @@ bool ControlServer::programStarting() const {
     return true;
 }
 
-void ControlServer::retryWaiting() {
-    if (waitingForProgram_.empty() || !connectionOf(program_)) return;
+namespace {
+// How long a request for the program waits for its stream: it connects at its first
+// tracked allocation, a fraction of a second after it starts, or never (a program
+// that allocates nothing memtool tracks).
+constexpr int kProgramStreamWaitS = 5;
+}  // namespace
+
+void ControlServer::waitForProgram(std::list<Client>::iterator client, const std::string& line) {
+    client->waiting = true;  // until its stream connects (retryWaiting), or the timer
+    waitingForProgram_.emplace_back(client, line);
+    if (programTimer_ >= 0 || !loop_) return;
+    programTimer_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    itimerspec when{};
+    when.it_value.tv_sec = kProgramStreamWaitS;
+    if (programTimer_ < 0 || timerfd_settime(programTimer_, 0, &when, nullptr) != 0) {
+        stopProgramTimer();  // no timer: they wait within ctl's --timeout
+        return;
+    }
+    loop_->watch(programTimer_, [this] {
+        for (auto& [waiting, line] : takeWaitingForProgram())
+            answer(waiting, {{"status", "not_ready"}});
+    });
+}
+
+std::vector<std::pair<std::list<ControlServer::Client>::iterator, std::string>>
+ControlServer::takeWaitingForProgram() {
     stopProgramTimer();
     auto waiting = std::move(waitingForProgram_);
     waitingForProgram_.clear();
-    for (auto& [client, line] : waiting) {
-        client->waiting = false;
-        handle(client, line);
-    }
+    for (auto& w : waiting) w.first->waiting = false;
+    return waiting;
+}
+
+void ControlServer::retryWaiting() {
+    if (waitingForProgram_.empty() || !connectionOf(program_)) return;
+    for (auto& [client, line] : takeWaitingForProgram()) handle(client, line);
 }
 
 void ControlServer::stopProgramTimer() {
@@ -111,13 +138,6 @@ void ControlServer::stopProgramTimer() {
     close(programTimer_);
     programTimer_ = -1;
 }
-
-namespace {
-// How long a request for the program waits for its stream: it connects at its first
-// tracked allocation, a fraction of a second after it starts, or never (a program
-// that allocates nothing memtool tracks).
-constexpr int kProgramStreamWaitS = 5;
-}  // namespace
 
 void ControlServer::acceptClients(EventLoop& loop) {
     for (;;) {
@@ -220,29 +240,8 @@ void ControlServer::handle(std::list<Client>::iterator client, const std::string
                 client, {{"status", "bad_request"}, {"error", "a command word that is not text"}});
         argv.push_back(a.get<std::string>());
     }
-    if (!c && request["pid"].get<int64_t>() == program_ && programStarting()) {
-        client->waiting = true;  // until its stream connects (retryWaiting), or the timer
-        waitingForProgram_.emplace_back(client, line);
-        if (programTimer_ < 0 && loop_) {
-            programTimer_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-            itimerspec when{};
-            when.it_value.tv_sec = kProgramStreamWaitS;
-            if (programTimer_ >= 0 && timerfd_settime(programTimer_, 0, &when, nullptr) == 0) {
-                loop_->watch(programTimer_, [this] {
-                    stopProgramTimer();
-                    auto waiting = std::move(waitingForProgram_);
-                    waitingForProgram_.clear();
-                    for (auto& w : waiting) {
-                        w.first->waiting = false;
-                        answer(w.first, {{"status", "not_ready"}});
-                    }
-                });
-            } else {
-                stopProgramTimer();
-            }
-        }
-        return;
-    }
+    if (!c && request["pid"].get<int64_t>() == program_ && programStarting())
+        return waitForProgram(client, line);
     if (!c) return answer(client, {{"status", "no_such_process"}});
     TensorsQuery query;
     Kind kind = Kind::Forward;

@@ -67,7 +67,11 @@ private:
     nlohmann::json list() const;
     CollectorConnection* connectionOf(int64_t pid) const;
     bool programStarting() const;  // launched, and no stream of its own seen yet
-    void retryWaiting();           // the requests that wait for the program's stream
+    // A request for the program before its stream: it waits (retryWaiting), 5 s at most.
+    void waitForProgram(std::list<Client>::iterator client, const std::string& line);
+    void retryWaiting();  // the requests that wait for the program's stream, once it came
+    // The waiting requests, their clients free to be answered; the timer stopped.
+    std::vector<std::pair<std::list<Client>::iterator, std::string>> takeWaitingForProgram();
     void stopProgramTimer();
     void answer(std::list<Client>::iterator client, const nlohmann::json& reply);
     void dropClient(std::list<Client>::iterator client);
