@@ -11,7 +11,10 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 
 #include "collectors/control/ControlChannel.h"
 #include "collectors/control/Courtesy.h"
@@ -89,20 +92,18 @@ Courtesy& courtesy() { return gCourtesy.value; }
 
 bool collectorConfigured() { return gStream.value.configured(); }
 
-bool startCollector() {
+namespace {
+
+// What startCollector and the first memtool.track share: the collector wired to
+// the socket, the options and the backup directory a memtool run gave it.
+// False when `socket` is no path the sink can use.
+bool configureCollector(const char* socket, const char* options, const char* backupDir) {
     Engine& e = gEngine.value;
-    // Wired whether or not this process records: the C surface may be called anyway.
-    bindCudaRuntimeHooks(e, gRegions.value);
-    bindTorchBridge(e);
-    const char* socket = std::getenv(core::kEnvSocket);
     if (!gStream.value.setSocketPath(socket)) return false;
     setLogLevel(std::getenv("MEMTOOL_LOG"));
     if (debugLogOn()) DebugLine().add("collector loaded, stream to ").add(socket);
-    Dl_info self;
-    if (dladdr(reinterpret_cast<const void*>(&startCollector), &self) && self.dli_fname)
-        gChildEnvironment.value.capture(environ, self.dli_fname);
     const char* why = nullptr;
-    if (!e.configure(EngineOptions::parse(std::getenv(core::kEnvOptions)), &why)) warn(why);
+    if (!e.configure(EngineOptions::parse(options), &why)) warn(why);
     uint64_t start = 0, end = 0;
     if (StackCapture::codeRangeOf(allocatorHookCode(), &start, &end))
         e.capture().setOwnCode(start, end);
@@ -114,16 +115,116 @@ bool startCollector() {
     r.setCudaBackend(&gCudaVmm.value, cudaVmmReady);
     gCudaVmm.value.setHostPoolLimit(e.options().hostPoolBytes);
 #endif
-    r.setBackupDirectory(std::getenv(core::kEnvBackupDir));
+    r.setBackupDirectory(backupDir);
     if (e.options().pausableAll) r.setPausableAll();
     gCourtesy.value.setCacheEmptier(emptyTorchCache);
     e.setReopener(reopenStream);
     gSink.value.onTakenOver(sendLostNotice);
-    pthread_atfork(atForkPrepare, atForkParent, atForkChild);
+    static bool forkHandlers = false;  // once per process image: they cannot be removed
+    if (!forkHandlers) {
+        forkHandlers = true;
+        pthread_atfork(atForkPrepare, atForkParent, atForkChild);
+    }
     configureTorchBridge();
     gStream.value.markConfigured();
     return true;
 }
+
+// The calling thread's message buffer, as the C surface hands it over.
+void say(char* out, size_t size, const char* text) {
+    if (!out || size == 0) return;
+    const size_t n = std::min(size - 1, std::strlen(text));
+    std::memcpy(out, text, n);
+    out[n] = '\0';
+}
+
+std::atomic<bool> gTracking{false};
+pthread_mutex_t gTrackMutex = PTHREAD_MUTEX_INITIALIZER;
+
+// Memory regions still hold (resident or paused) on any device: their frees must
+// still reach memtool, so the hooks stay.
+bool regionsHoldMemory() {
+    auto holds = [](uint8_t device) {
+        uint64_t resident = 0, paused = 0;
+        gRegions.value.totals(device, &resident, &paused);
+        return resident != 0 || paused != 0;
+    };
+    if (holds(core::kDeviceCpu)) return true;
+    for (uint8_t d = core::kDeviceCudaBase; d < core::kDeviceCudaActiveBase; ++d)
+        if (holds(d)) return true;
+    return false;
+}
+
+}  // namespace
+
+bool startCollector() {
+    // Wired whether or not this process records: the C surface may be called anyway.
+    bindCudaRuntimeHooks(gEngine.value, gRegions.value);
+    bindTorchBridge(gEngine.value);
+    const char* socket = std::getenv(core::kEnvSocket);
+    if (!socket || !*socket) return false;
+    Dl_info self;
+    if (dladdr(reinterpret_cast<const void*>(&startCollector), &self) && self.dli_fname)
+        gChildEnvironment.value.capture(environ, self.dli_fname);
+    return configureCollector(socket, std::getenv(core::kEnvOptions),
+                              std::getenv(core::kEnvBackupDir));
+}
+
+bool startTracking(const char* socket, const char* options, const char* backupDir, char* why,
+                   size_t whyBytes) {
+    pthread_mutex_lock(&gTrackMutex);
+    auto refuse = [&](const char* text) {
+        say(why, whyBytes, text);
+        pthread_mutex_unlock(&gTrackMutex);
+        return false;
+    };
+    if (gTracking.load())
+        return refuse("memtool.track: a track is already running in this process (one at a time)");
+    if (gStream.value.configured())
+        return refuse(
+            "memtool.track: this process runs under `memtool run`, which records all of it "
+            "already");
+    if (!socket || !*socket) return refuse("memtool.track: no socket to the companion memtool");
+    control::setControlThreadJoinable(true);
+    if (!configureCollector(socket, options, backupDir))
+        return refuse("memtool.track: the companion's socket path is too long");
+    gModules.value.refresh();
+    if (!gEngine.value.active()) {
+        gStream.value.detach();
+        gModules.value.detach();
+        return refuse(
+            "memtool.track: no allocator memtool tracks is loaded in this process (libc10 of "
+            "torch, or CUDA): import torch first");
+    }
+    gTracking.store(true);
+    pthread_mutex_unlock(&gTrackMutex);
+    return true;
+}
+
+bool stopTracking(char* note, size_t noteBytes) {
+    pthread_mutex_lock(&gTrackMutex);
+    if (!gTracking.load()) {
+        say(note, noteBytes, "memtool.track: no track is running");
+        pthread_mutex_unlock(&gTrackMutex);
+        return false;
+    }
+    gStream.value.detach();
+    // A region's blocks freed later must still reach the regions: then the hooks
+    // stay (idle but for those), and the caller is told.
+    if (regionsHoldMemory()) {
+        say(note, noteBytes,
+            "memory regions still hold memory: memtool's hooks stay in place (doing nothing "
+            "but serving those regions' frees) until the process ends");
+    } else {
+        gModules.value.detach();
+        say(note, noteBytes, "");
+    }
+    gTracking.store(false);
+    pthread_mutex_unlock(&gTrackMutex);
+    return true;
+}
+
+bool tracking() { return gTracking.load(); }
 
 void refreshModules() { gModules.value.refresh(); }
 bool attachCuda() { return gModules.value.attachCuda(); }

@@ -22,6 +22,19 @@ Engine& engine();
 // From the library constructor: reads MEMTOOL_SOCKET and MEMTOOL_OPTIONS. False
 // outside `memtool run` (then nothing is ever patched or recorded).
 bool startCollector();
+// memtool.track() (CollectorApi.h's memtool_track_start): in a process memtool
+// run did not start, the collector (loaded by dlopen) starts a stream to the
+// companion `memtool run --track PID` listening at `socket`, with its options
+// (MEMTOOL_OPTIONS' text) and backup directory, and patches the libraries loaded
+// now. False, with the reason in `why`, when it cannot: a track already runs,
+// the process runs under memtool run, or nothing memtool tracks is loaded.
+bool startTracking(const char* socket, const char* options, const char* backupDir, char* why,
+                   size_t whyBytes);
+// The track's end: the stream ends (detached), its control thread is gone, and
+// every import slot gets back what it held, unless memory regions still hold
+// memory (then `note` says so). False when no track runs.
+bool stopTracking(char* note, size_t noteBytes);
+bool tracking();
 // What a child of this process needs in its environment to be profiled (empty
 // outside `memtool run`); taken by startCollector().
 const ChildEnvironment& childEnvironment();

@@ -60,6 +60,20 @@ typedef void (*MemtoolCudaMemoryReferencedFn)(uint64_t address);
 // 1 when this process runs under `memtool run` (the collector is configured):
 // regions and control are available. 0 when the library is merely loaded.
 int memtool_enabled(void);
+// ---- memtool.track (python/memtool/_track.py): profiling from inside -------------
+// In a process memtool run did not start, with this library loaded by dlopen:
+// starts a stream to the companion `memtool run --track PID` listening at
+// `socket`, with `options` (MEMTOOL_OPTIONS' text) and the disk backups' directory
+// (null: none), patching what is loaded now. 0 when recording began; 1 with the
+// reason in `out` when not (a track already runs, the process runs under memtool
+// run, nothing memtool tracks is loaded).
+int memtool_track_start(const char* socket, const char* options, const char* backup_dir, char* out,
+                        size_t size);
+// Ends the track: the stream's end is sent, its control thread is gone, and the
+// hooks are taken out (unless regions still hold memory, which `out` then says).
+// 0 when a track ended; 1 when none ran.
+int memtool_track_stop(char* out, size_t size);
+
 // The collector library's own path (for torch's pluggable allocator, which loads
 // allocator functions by file name). Returns its length; 0 when unknown.
 size_t memtool_collector_path(char* out, size_t size);

@@ -110,6 +110,7 @@ enum class ExitKind : uint8_t {
     Normal = 0,     // exit() or a return from main: the collector's destructor ran
     Immediate = 1,  // _exit() (os._exit, a fork child's exit): destructors skipped
     Exec = 2,       // the process image is being replaced (execve): its memory goes with it
+    Detach = 3,     // memtool.track()'s block ended: the process runs on, no longer recorded
 };
 
 // ---- varint (unsigned LEB128) ------------------------------------------------
@@ -408,6 +409,10 @@ inline constexpr const char* kNoteStreamLost = "stream.lost";
 //                  the events' turns at the collector's lock found another
 //                  thread holding it, and how many times a thread slept on it
 inline constexpr const char* kNoteCollectorLock = "collector.lock";
+//   "track.earlier_frees" before a Detach End (memtool.track): how many frees, decimal,
+//                  were of blocks the stream never saw allocated (allocated before
+//                  the block began); they are not counted anywhere else
+inline constexpr const char* kNoteEarlierFrees = "track.earlier_frees";
 inline size_t noteBytes(size_t keyLen, size_t textLen) {
     return 1 + stringBytes(keyLen) + stringBytes(textLen);
 }

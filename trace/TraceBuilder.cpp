@@ -80,8 +80,14 @@ core::ProcessTrace processHeader(const core::Aggregator& agg) {
     }
     const auto& end = agg.end();
     p.exec = end && end->exitKind == static_cast<uint64_t>(core::ExitKind::Exec);
-    for (const core::NoteRecord& n : agg.notes())
+    p.detached = end && end->exitKind == static_cast<uint64_t>(core::ExitKind::Detach);
+    for (const core::NoteRecord& n : agg.notes()) {
         if (n.key == core::kNoteWarning) p.warnings.push_back(n.text);
+        // Digits only, as the collector writes them; anything else is ignored.
+        uint64_t count = 0, zero = 0;
+        if (n.key == core::kNoteEarlierFrees && core::readDecimalPair(n.text + " 0", &count, &zero))
+            p.earlierFrees = count;
+    }
     if (!agg.continuationProblem().empty())
         p.warnings.push_back("some frames its parent's stacks share with it are unknown: " +
                              agg.continuationProblem());

@@ -204,6 +204,11 @@ struct ProcessTrace {
     bool tracked = true;
     bool forked = false;  // forked from its parent without exec: what it inherited is not counted
     bool exec = false;    // this image ended by exec'ing another: what it held went with it
+    // A memtool.track() block's trace: the process ran on when it ended, and
+    // earlierFrees of its frees were of blocks allocated before the block began
+    // (counted nowhere else).
+    bool detached = false;
+    uint64_t earlierFrees = 0;
     // Where a launcher (torchrun, Slurm, MPI) set them: the process's rank, its rank
     // on its node and the number of ranks; rankEnvironment has the variables as set.
     std::optional<int64_t> rank;

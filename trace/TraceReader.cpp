@@ -354,6 +354,8 @@ core::ProcessTrace processFromJson(const json& j) {
     p.snapshot = j.value("snapshot", false) == true;
     p.forked = j.value("forked", false) == true;
     p.exec = j.value("exec", false) == true;
+    p.detached = j.value("detached", false) == true;
+    p.earlierFrees = optionalUnsigned(j, "earlier_frees");
     p.rank = optionalInt(j, "rank");
     p.localRank = optionalInt(j, "local_rank");
     p.worldSize = optionalInt(j, "world_size");

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <limits.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -11,8 +12,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <span>
 
@@ -278,6 +282,11 @@ core::ProcessTrace untrackedTarget(const TargetProcess& target, const RunOptions
     p.complete = true;
     p.tracked = false;
     p.stream.verified = true;
+    if (target.isOutside()) {
+        p.warnings.push_back(
+            "the tracked process never started its stream (memtool.track did not begin)");
+        return p;
+    }
     const char* path = getenv("PATH");
     const std::string unreachable =
         preloadUnreachable(options.command.at(0), path ? path : "/usr/local/bin:/usr/bin:/bin");
@@ -347,8 +356,10 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         o.streamError = lostReason(*launched);
         if (o.streamError.empty()) o.streamError = launched->error();
         trace.processes.push_back(bodies.take(*launched, o, &rendered.emplace_back()));
-        trace.processes.back().maxRssBytes = target.maxRssBytes();
-        trace.processes.back().cpuS = target.cpuSeconds();
+        if (!target.isOutside()) {  // a tracked block's process runs on: no wait4 figures
+            trace.processes.back().maxRssBytes = target.maxRssBytes();
+            trace.processes.back().cpuS = target.cpuSeconds();
+        }
         if (!cuda.warning.empty()) trace.processes.back().warnings.push_back(cuda.warning);
     } else {
         trace.processes.push_back(untrackedTarget(target, options));
@@ -467,8 +478,55 @@ std::string writeTrace(const core::Trace& trace, const std::string& output,
 
 }  // namespace
 
-RunResult runCommand(const RunOptions& options) {
-    if (options.command.empty())
+// The tracked process's command line, from /proc (memtool ctl list shows it).
+std::vector<std::string> commandOf(pid_t pid) {
+    std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::string> words;
+    size_t start = 0;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        if (bytes[i] != '\0') continue;
+        words.push_back(bytes.substr(start, i - start));
+        start = i + 1;
+    }
+    if (start < bytes.size()) words.push_back(bytes.substr(start));
+    if (words.empty()) words.push_back(fmt::format("pid {}", pid));
+    return words;
+}
+
+// memtool.track's companion: the process must be this user's and alive, and
+// memtool run's own options that launch nothing are refused.
+void checkTrackable(const RunOptions& options) {
+    if (!options.command.empty())
+        throw core::Error(core::kExitBadInput,
+                          "run: --track PID profiles a process already running; give no command");
+    if (options.output == kStdoutPath)
+        throw core::Error(core::kExitBadInput,
+                          "run: --track writes the trace to a file: -o - is not available");
+    if (options.live) throw core::Error(core::kExitBadInput, "run: --track has no live view");
+    if (kill(options.trackPid, 0) != 0)
+        throw core::Error(core::kExitBadInput,
+                          fmt::format("run: --track {}: no such process of yours ({})",
+                                      options.trackPid, std::strerror(errno)));
+}
+
+// What the tracked process's collector needs, on stdout as one JSON line: the
+// variables memtool run would give a program it launches, and the collector.
+void announceTrack(const std::vector<EnvVariable>& env, const std::string& collector) {
+    nlohmann::json vars = nlohmann::json::object();
+    for (const EnvVariable& v : env) vars[v.name] = v.value;
+    const nlohmann::json line{{"collector", collector}, {"environment", vars}};
+    std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n'
+              << std::flush;
+    if (!std::cout) throw core::Error(core::kExitRunFailed, "run: --track: stdout is closed");
+}
+
+RunResult runCommand(const RunOptions& given) {
+    const bool tracking = given.trackPid != 0;
+    if (tracking) checkTrackable(given);
+    RunOptions options = given;
+    if (tracking) options.command = commandOf(given.trackPid);
+    if (!tracking && options.command.empty())
         throw core::Error(core::kExitBadInput, "run: no command given (memtool run -- CMD ...)");
     // Everything that can refuse the run does so before the program starts: a run
     // is never thrown away at the end for a path that could not have worked.
@@ -491,11 +549,22 @@ RunResult runCommand(const RunOptions& options) {
         options.live
             ? LiveView::open(std::cerr, options.siteMode, reporters::commandLine(options.command))
             : nullptr;
+    const std::vector<EnvVariable> environment = targetEnvironment(
+        options, collector, cuda, listener.socketPath(), backups, control.socketPath());
     TargetProcess target =
-        launchTarget(options.command,
-                     targetEnvironment(options, collector, cuda, listener.socketPath(), backups,
-                                       control.socketPath()),
-                     signals.forChild());
+        tracking ? TargetProcess::outside(options.trackPid, TargetProcess::Clock::now())
+                 : launchTarget(options.command, environment, signals.forChild());
+    if (tracking) {
+        announceTrack(environment, collector);
+        // The tracker closes memtool's stdin when its block has ended (or it died).
+        loop.watch(STDIN_FILENO, [&] {
+            char byte[256];
+            const ssize_t n = read(STDIN_FILENO, byte, sizeof byte);
+            if (n > 0 || (n < 0 && errno == EINTR)) return;
+            loop.unwatch(STDIN_FILENO);
+            target.markDone();
+        });
+    }
 
     // Connections are accepted (and their peers' descent checked) before SIGCHLD
     // reaps anyone: a descendant that connected and exited stays a zombie, its

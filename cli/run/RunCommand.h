@@ -2,6 +2,8 @@
 // `memtool run`: launch a command with the collector injected, fold the streams
 // of every process that connects, write trace.json when the command exits.
 
+#include <sys/types.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +39,11 @@ struct RunOptions {
     // their streams (--wait-children); those still running then are written as
     // incomplete.
     double waitChildrenS = 10;
+    // memtool.track's companion (`memtool run --track PID`, no command): the
+    // process PID, running already, streams to this run from inside. What its
+    // collector needs is printed on stdout as one JSON line; the track ends when
+    // stdin ends (python/memtool/_track.py).
+    pid_t trackPid = 0;
 };
 
 struct RunResult {

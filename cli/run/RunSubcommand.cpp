@@ -128,6 +128,11 @@ void addTargetOptions(CLI::App* cmd, RunArgs& a) {
                 return text.empty() ? "an empty name is no directory" : "";
             },
             "DIR"));
+    // memtool.track's companion (python/memtool/_track.py starts it): not listed.
+    cmd->add_option("--track", a.run.trackPid,
+                    "Profile the running process PID from inside (memtool.track)")
+        ->check(CLI::Range(1, 1 << 30))
+        ->group("");
 }
 
 // Runs the command; ends memtool as the signal that ended the command did.

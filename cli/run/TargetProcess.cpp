@@ -17,9 +17,13 @@ void TargetProcess::reaped(int status) {
     exitedAt_ = Clock::now();
 }
 
+void TargetProcess::markDone() {
+    if (!exited_) reaped(0);
+}
+
 void TargetProcess::reapIfExited() {
     int status = 0;
-    if (!exited_ && wait4(pid_, &status, WNOHANG, &usage_) == pid_) reaped(status);
+    if (!exited_ && !outside_ && wait4(pid_, &status, WNOHANG, &usage_) == pid_) reaped(status);
 }
 
 void TargetProcess::reapChildren() {
@@ -41,7 +45,7 @@ void TargetProcess::reapChildren() {
 
 void TargetProcess::waitForExit() {
     int status = 0;
-    if (!exited_ && wait4(pid_, &status, 0, &usage_) == pid_) reaped(status);
+    if (!exited_ && !outside_ && wait4(pid_, &status, 0, &usage_) == pid_) reaped(status);
 }
 
 bool TargetProcess::childrenLeft() const {
@@ -50,6 +54,7 @@ bool TargetProcess::childrenLeft() const {
 }
 
 void TargetProcess::forward(int signal) {
+    if (outside_) return markDone();  // memtool is asked to stop: the trace is written
     if (!exited_) kill(pid_, signal);
 }
 
@@ -66,7 +71,7 @@ ProcessOutcome TargetProcess::orphanOutcome(pid_t pid) const {
 
 ProcessOutcome TargetProcess::outcome() const {
     ProcessOutcome o;
-    o.setExitStatus(status_);
+    if (!outside_) o.setExitStatus(status_);  // an outside one runs on
     o.durationS = secondsBetween(started_, exitedAt_);
     return o;
 }

@@ -23,9 +23,20 @@ public:
     using Clock = std::chrono::steady_clock;
 
     TargetProcess(pid_t pid, Clock::time_point started) : pid_(pid), started_(started) {}
+    // A process memtool did not start (memtool.track's, `memtool run --track PID`):
+    // never waited for or signalled; it is done with once its tracker says so
+    // (markDone) or memtool is asked to stop (a signal memtool would forward).
+    static TargetProcess outside(pid_t pid, Clock::time_point started) {
+        TargetProcess t(pid, started);
+        t.outside_ = true;
+        return t;
+    }
 
     pid_t pid() const { return pid_; }
     bool exited() const { return exited_; }
+    bool isOutside() const { return outside_; }
+    // An outside target's track ended (its tracker closed memtool's stdin).
+    void markDone();
 
     // Reaps it if it has exited; never blocks.
     void reapIfExited();
@@ -59,6 +70,7 @@ private:
     Clock::time_point started_;
     Clock::time_point exitedAt_;
     bool exited_ = false;
+    bool outside_ = false;
     int status_ = 0;
     rusage usage_{};
     std::map<pid_t, int> orphans_;  // wait statuses of reaped descendants, by pid

@@ -304,6 +304,10 @@ namespace {
 enum : int { kNone = 0, kArmed = 1, kStarted = 2 };
 std::atomic<int> gState{kNone};
 Channel* gArmed = nullptr;
+// memtool.track's streams: the thread is joined when the stream ends.
+bool gJoinable = false;
+bool gJoinPending = false;
+pthread_t gThread{};
 std::atomic<int> gWakeFd{-1};  // the socket that signals its thread, while armed
 timer_t gRetry;
 bool gHaveRetry = false;
@@ -463,14 +467,9 @@ bool startControlThread(SocketSink& sink, Engine& engine, CommandHandler& handle
     return true;
 }
 
-bool startControlThreadNow() {
-    int armed = kArmed;
-    const bool mine = gState.compare_exchange_strong(armed, kStarted);
-    // Cleared either way: a wake-up that saw the thread armed can set it after
-    // another thread started it, and the hooks would then try at every event.
-    gControlWanted.store(false, std::memory_order_relaxed);
-    if (!mine) return false;
-    // From here the thread reads the requests: no more signals for them.
+namespace {
+// No more signals for requests: the socket's and the retry timer's.
+void disarmWake() {
     const int fd = gWakeFd.exchange(-1);
     if (fd >= 0) {
         const int flags = fcntl(fd, F_GETFL);
@@ -480,7 +479,41 @@ bool startControlThreadNow() {
         itimerspec off{};
         timer_settime(gRetry, 0, &off, nullptr);
     }
-    return startOwnThread(run, gArmed, "memtool-ctl");
+}
+}  // namespace
+
+bool startControlThreadNow() {
+    int armed = kArmed;
+    const bool mine = gState.compare_exchange_strong(armed, kStarted);
+    // Cleared either way: a wake-up that saw the thread armed can set it after
+    // another thread started it, and the hooks would then try at every event.
+    gControlWanted.store(false, std::memory_order_relaxed);
+    if (!mine) return false;
+    disarmWake();  // from here the thread reads the requests: no more signals for them
+    const bool started = startOwnThread(run, gArmed, "memtool-ctl", gJoinable ? &gThread : nullptr);
+    if (started && gJoinable) gJoinPending = true;
+    return started;
+}
+
+void setControlThreadJoinable(bool joinable) { gJoinable = joinable; }
+
+void endControlThread() {
+    // Never started (armed only): its memory is let go of here instead.
+    int armed = kArmed;
+    if (gState.compare_exchange_strong(armed, kNone)) {
+        Channel* c = gArmed;
+        gArmed = nullptr;
+        if (c) {
+            munmap(c->answer, kAnswerBytes);
+            munmap(c, sizeof *c);
+        }
+    }
+    gState.store(kNone);
+    disarmWake();
+    if (gJoinPending) {
+        gJoinPending = false;
+        pthread_join(gThread, nullptr);  // the stream was closed: its reader has ended or will
+    }
 }
 
 void enterLoader() { gInLoader.fetch_add(1); }
@@ -488,6 +521,7 @@ void leaveLoader() { gInLoader.fetch_sub(1); }
 
 void forgetControlThread() {
     gState.store(kNone);
+    gJoinPending = false;  // the parent's thread is not in the child
     gWakeFd.store(-1);
     gControlWanted.store(false);
     gHaveRetry = false;  // timers are not inherited

@@ -98,6 +98,12 @@ void leaveLoader();
 // In a fork child: the parent's thread is not there, nor its wake-up.
 void forgetControlThread();
 
+// memtool.track's streams: their control thread is joinable, and the track's end
+// (after the stream is closed, which ends the thread's reading) waits for it to
+// be gone, so that a hundred tracks leave no thread behind.
+void setControlThreadJoinable(bool joinable);
+void endControlThread();
+
 // Decodes Request records from a byte buffer (exposed for tests): calls
 // onRequest(id, argc, argv) for each complete one, onReject(id, why) for each
 // complete one over a limit of core/CtlArgs.h (no words, too many or too long, a NUL byte in a

@@ -58,6 +58,7 @@ bool Engine::connect(Sink& sink, const StreamIdentity& id) {
                                       : static_cast<RecordWriter::Folding>(options_.fold));
     clearLiveLocked();
     counters_ = core::EndFields{};
+    unseenFrees_ = 0;
     missedEvents_.store(0);
     mu_.resetCounts();  // the stream's own: counted in its End's note
 
@@ -205,7 +206,10 @@ void Engine::freeGuarded(const RecursionGuard&, uint64_t key) {
     LockGuard lock(mu_);
     if (!active_.load(std::memory_order_relaxed)) return;
     LiveEntry entry;
-    if (!live_.erase(key, &entry)) return;  // not ours: nothing to say
+    if (!live_.erase(key, &entry)) {  // not ours: nothing to say, only counted
+        ++unseenFrees_;
+        return;
+    }
     core::FreeFields f;
     f.device = static_cast<uint8_t>(entry.deviceSize >> 56);
     liveBytes_[f.device] -= entry.deviceSize & kSizeMask;
@@ -323,6 +327,7 @@ void Engine::finish(core::ExitKind kind, int exitStatus) {
     if (!active_.load()) return;
     active_.store(false, std::memory_order_release);
     commitLockCountsLocked();
+    if (kind == core::ExitKind::Detach) commitUnseenFreesLocked();
     writer_.flush();  // folded first: End counts the records as they travel
     counters_.recordCount = writer_.records();  // every record before End
     counters_.missedEvents = missedEvents_.load();
@@ -415,6 +420,22 @@ void Engine::commitLockCountsLocked() {
     const size_t textBytes = std::strlen(counts);
     if (uint8_t* p = writer_.reserve(core::noteBytes(keyBytes, textBytes)))
         writer_.commit(core::encodeNote(p, core::kNoteCollectorLock, keyBytes, counts, textBytes));
+}
+
+void Engine::commitUnseenFreesLocked() {
+    // The pair's first number alone: "COUNT".
+    char text[core::kDecimalPairBytes];
+    const char* count = core::decimalPair(text, unseenFrees_, 0);
+    const size_t textBytes = std::strcspn(count, " ");
+    const size_t keyBytes = std::strlen(core::kNoteEarlierFrees);
+    if (uint8_t* p = writer_.reserve(core::noteBytes(keyBytes, textBytes)))
+        writer_.commit(core::encodeNote(p, core::kNoteEarlierFrees, keyBytes, count, textBytes));
+}
+
+void Engine::forgetStream() {
+    RecursionGuard guard;
+    LockGuard lock(mu_);
+    continuable_ = false;
 }
 
 void Engine::deactivateLocked(const char* why) {

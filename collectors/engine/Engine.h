@@ -129,8 +129,12 @@ public:
     // any node record that could need it, since the stream keeps its order).
     void announceModule(const ModuleInfo& module);
     // Sends the end record and closes the stream. `exitStatus`: what the process
-    // gave exit() or _exit(), -1 when not known.
+    // gave exit() or _exit(), -1 when not known. A Detach end (memtool.track) says
+    // first how many frees were of blocks the stream never saw (core::kNoteEarlierFrees).
     void finish(core::ExitKind kind, int exitStatus = -1);
+    // After a Detach end: the next stream goes to another reader (the next
+    // memtool.track's), which knows none of this one's ids.
+    void forgetStream();
 
     // ---- fork (pthread_atfork) and exec -----------------------------------------
     // Takes the lock and sends what is buffered: every node a child's stacks may
@@ -215,6 +219,8 @@ private:
     // Under mu_, before an End record: the lock's counts over the stream
     // (core::kNoteCollectorLock).
     void commitLockCountsLocked();
+    // Under mu_, before a Detach End: the frees of keys never allocated on this stream.
+    void commitUnseenFreesLocked();
     // Under mu_: ends the stream, warns once with the reason.
     void deactivateLocked(const char* why);
     // Under mu_: checks the writer after a send; deactivates when the sink failed.
@@ -259,6 +265,7 @@ private:
     // The interner, code and module ids are exactly what stream (streamPid_,
     // streamStartNs_) received: a new stream may continue them.
     bool continuable_ = false;
+    uint64_t unseenFrees_ = 0;  // under mu_: frees of keys this stream never saw allocated
     StackInterner interner_;
     // A live block: device (top byte) | size, and its Alloc's tag in the writer
     // (RecordWriter::prepareEvent), which tells its free where that record is.

@@ -224,6 +224,35 @@ void ModuleScan::refresh() {
     programEnd::tryInstallPython(e);
 }
 
+int ModuleScan::restoreModule(dl_phdr_info* info, size_t, void* data) {
+    auto* self = static_cast<ModuleScan*>(data);
+    self->restored_ += restoreModuleImports(info, self->state_.slots);
+    return self->state_.slots.size() == 0 ? 1 : 0;  // all of them back: the walk can stop
+}
+
+size_t ModuleScan::detach() {
+    pthread_mutex_lock(&lock_);
+    ScanState& state = state_;
+    restored_ = 0;
+    if (state.slots.size() > 0) dl_iterate_phdr(restoreModule, this);
+    // Slots of objects unloaded since went with them.
+    state.slots.clear();
+    state.allocatorPatched.clear();
+    state.sharedPatched.clear();
+    state.runtimePatched.clear();
+    state.regionPatched.clear();
+    state.described.clear();
+    state.checked.clear();
+    state.lastSubs = 0;
+    state.settledAdds = state.settledSubs = 0;
+    cudaHooked_ = false;
+    runtimeSourceNoted_ = false;
+    allocatorWarningNoted_ = false;
+    const size_t restored = restored_;
+    pthread_mutex_unlock(&lock_);
+    return restored;
+}
+
 bool ModuleScan::attachCuda() {
     if (!stream_.configured()) return false;
     cudaAttached_ = true;

@@ -131,12 +131,19 @@ public:
     bool attachCuda();
     void fallBackToRuntimeHooks(const char* why);
 
+    // memtool.track()'s end: every import slot a scan patched gets back what it
+    // held, and the scans forget what they did, so that the program runs on with
+    // none of memtool's code in its calls and a later track starts afresh.
+    // Returns the slots restored.
+    size_t detach();
+
 private:
     struct Visit {
         ModuleScan* self;
         Scan* scan;
     };
     static int visitModule(dl_phdr_info* info, size_t size, void* data);
+    static int restoreModule(dl_phdr_info* info, size_t size, void* data);
     void visit(dl_phdr_info* info, size_t size, Scan& scan);
     void patchAllocator(dl_phdr_info* info, const char* path, const GotHook* hooks, size_t count,
                         uint64_t key, uint64_t hash, Scan& scan);
@@ -154,6 +161,7 @@ private:
     char allocatorWarning_[1024] = "";
     std::atomic<bool> allocatorWarningPending_{false};
     std::atomic<bool> allocatorWarningNoted_{false};
+    size_t restored_ = 0;  // under lock_: detach()'s count
 };
 
 }  // namespace memtool::collectors

@@ -479,6 +479,17 @@ __attribute__((visibility("default"))) int memtool_enabled(void) {
     return memtool::collectors::collectorConfigured() ? 1 : 0;
 }
 
+__attribute__((visibility("default"))) int memtool_track_start(const char* socket,
+                                                               const char* options,
+                                                               const char* backup_dir, char* out,
+                                                               size_t size) {
+    return memtool::collectors::startTracking(socket, options, backup_dir, out, size) ? 0 : 1;
+}
+
+__attribute__((visibility("default"))) int memtool_track_stop(char* out, size_t size) {
+    return memtool::collectors::stopTracking(out, size) ? 0 : 1;
+}
+
 __attribute__((visibility("default"))) size_t memtool_collector_path(char* out, size_t size) {
     Dl_info info;
     if (!dladdr(reinterpret_cast<void*>(&memtool_enabled), &info) || !info.dli_fname || !out ||

@@ -205,6 +205,14 @@ void StreamLifecycle::finish(core::ExitKind kind, int exitStatus) {
     e.finish(kind, exitStatus);
 }
 
+void StreamLifecycle::detach() {
+    configured_ = false;  // no scan connects from here on
+    engine_.finish(core::ExitKind::Detach);
+    engine_.forgetStream();
+    control::endControlThread();
+    forkChild_ = false;
+}
+
 void StreamLifecycle::childReaped(pid_t pid, int status) {
     if (pid <= 0 || !(WIFEXITED(status) || WIFSIGNALED(status))) return;  // stopped, continued
     const int saved = errno;  // the wait succeeded: the caller sees errno as it was

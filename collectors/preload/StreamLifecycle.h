@@ -37,8 +37,11 @@ public:
     // MEMTOOL_SOCKET's value; false when there is none (or it is too long).
     bool setSocketPath(const char* path);
     // Everything is wired (startCollector's last step): scans and connections may begin.
-    void markConfigured() { configured_ = true; }
-    bool configured() const { return configured_; }
+    void markConfigured() {
+        gaveUp_ = false;
+        configured_ = true;
+    }
+    bool configured() const { return configured_.load(std::memory_order_acquire); }
 
     // Under the scan lock. Connects once; a process that never loads an allocator
     // memtool tracks (a shell, a compiler the script spawns) never appears in the trace.
@@ -54,6 +57,10 @@ public:
 
     // Collector.h's finishCollector, childReaped, beforeExec, afterFailedExec.
     void finish(core::ExitKind kind, int exitStatus);
+    // memtool.track's end: the stream ends as detached (core::ExitKind::Detach),
+    // its control thread is gone when this returns, and nothing connects again
+    // until the next markConfigured().
+    void detach();
     void childReaped(pid_t pid, int status);
     void beforeExec();
     void afterFailedExec();
@@ -67,7 +74,7 @@ private:
     control::RegionCommands& commands_;
     pthread_mutex_t& scanLock_;
     char socketPath_[4096] = {};
-    bool configured_ = false;
+    std::atomic<bool> configured_{false};
     bool gaveUp_ = false;              // the CLI could not be reached: never try again
     bool forkChild_ = false;           // the next stream is a fork child's first (under scanLock_)
     bool exitHandlerSet_ = false;      // on_exit registered in this process image

@@ -17,8 +17,10 @@ import warnings
 from dataclasses import dataclass
 
 from . import _collector, _live, _run
+from ._track import Tracker, start, stop, track
 
-__all__ = ["enabled", "region", "outside_regions", "pause", "resume", "regions", "yield_memory", "restore",
+__all__ = ["track", "start", "stop", "Tracker",
+           "enabled", "region", "outside_regions", "pause", "resume", "regions", "yield_memory", "restore",
            "report_tensors", "snapshot", "hook_mode", "set_hook_mode", "set_backup_dir", "set_host_pool",
            "set_memory_margin", "read_backup", "Result", "Region"]
 
@@ -302,3 +304,4 @@ def snapshot(path):
         f.write(answer["trace"])
     os.replace(tmp, path)
     return path
+

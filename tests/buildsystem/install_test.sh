@@ -19,9 +19,11 @@ trap 'rm -rf "$prefix"' EXIT
 "$cmake" --install "$build" --prefix "$prefix" >/dev/null
 
 # Exactly these files: memtool and, beside each other, the libraries it injects.
-expected=(bin/memtool lib/memtool/libmemtool_collector.so lib/memtool/python/memtool/__init__.py
-          lib/memtool/python/memtool/_collector.py lib/memtool/python/memtool/_live.py
-          lib/memtool/python/memtool/_run.py lib/memtool/python/memtool/torch_memory_saver.py)
+# The package's modules: every .py file of python/memtool.
+expected=(bin/memtool lib/memtool/libmemtool_collector.so)
+for module in "$src"/python/memtool/*.py; do
+    expected+=("lib/memtool/python/memtool/$(basename "$module")")
+done
 [ -z "$cupti_dir" ] || expected+=(lib/memtool/libmemtool_cupti.so)
 [ "$bridge_built" = 0 ] || expected+=(lib/memtool/libmemtool_torch_bridge.so)
 want=$(printf '%s\n' "${expected[@]}" | sort)

@@ -107,6 +107,19 @@ print("\n".join(sorted({l.split()[-1] for l in open("/proc/self/maps") if "libun
 [ "$maps" = "$lib/libunwind.so.8" ] || fail "the target unwound with $maps, not the wheel's libunwind"
 where=$("$venv/bin/memtool" run -q -o py.json -- "$venv/bin/python" -c 'import memtool; print(memtool.__file__, memtool.enabled)')
 [ "$where" = "$lib/python/memtool/__init__.py True" ] || fail "import memtool inside a run gave: $where"
+# memtool.track() in a program started without memtool run, from the installed package
+# alone: it finds the wheel's memtool and collector (no MEMTOOL_BIN), exactly.
+env -u MEMTOOL_BIN -u PYTHONPATH "$venv/bin/python" "$src/tests/e2e/scripts/track_block.py" track.json >track.out ||
+    fail "memtool.track in the wheel's venv failed"
+out=$(head -2 track.out | tr '\n' ' ')
+[ "$out" = "enabled True enabled False " ] || fail "memtool.track in the wheel's venv gave: $out"
+"$venv/bin/python" - track.json <<'PY'
+import json, sys
+proc = json.load(open(sys.argv[1]))["processes"][0]
+got = (proc["devices"]["cpu"]["allocated_bytes"], proc["detached"], proc["earlier_frees"])
+if got != (3500000, True, 1):
+    sys.exit(f"wheel_test: the track's allocated bytes, detached, earlier frees are {got}; expected (3500000, True, 1)")
+PY
 
 # pip uninstall leaves the venv as it was before the install.
 rm "$site/torch-from-tests.pth"

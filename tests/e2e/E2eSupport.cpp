@@ -189,6 +189,14 @@ std::string controlDir() {
 
 std::vector<std::string> controlEnv() { return {"MEMTOOL_CONTROL_DIR=" + controlDir()}; }
 
+std::vector<std::string> packageEnv() {
+    const std::string lib = COLLECTOR_LIB;
+    std::vector<std::string> env = controlEnv();
+    env.push_back("MEMTOOL_BIN=" + std::string(MEMTOOL_BIN));
+    env.push_back("PYTHONPATH=" + lib.substr(0, lib.rfind('/')) + "/python");
+    return env;
+}
+
 nlohmann::json hotspotWithSite(const nlohmann::json& process, const std::string& needle,
                                const std::string& device) {
     for (const auto& h : process.at("hotspots"))

@@ -115,6 +115,10 @@ Outcome ctl(const std::vector<std::string>& words, const std::vector<std::string
 // others may look up, not list), and the environment that points memtool at it.
 std::string controlDir();
 std::vector<std::string> controlEnv();
+// A program that imports memtool as an installed package would, without memtool run:
+// the package beside the collector on PYTHONPATH, the CLI named in MEMTOOL_BIN
+// (memtool.track's companion), and controlEnv().
+std::vector<std::string> packageEnv();
 
 // The hotspot of `device` whose site contains `needle`; null JSON when none.
 nlohmann::json hotspotWithSite(const nlohmann::json& process, const std::string& needle,

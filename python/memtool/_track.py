@@ -1,0 +1,290 @@
+"""memtool.track(): profiling a block of code in a program memtool run did not start.
+
+The block's trace is exactly what `memtool run` would have written for what
+happened inside it: the collector library is loaded into this process (dlopen),
+patches the libraries torch loaded (libc10's CPU allocator, libtorch_cpu's shared
+memory, the CUDA runtime's calls) and streams to a companion `memtool run --track
+PID`, which folds the stream with memtool run's own code and writes the trace
+when the block ends. Leaving the block puts every patched call back: the
+program runs on with none of memtool's code in its calls.
+
+    with memtool.track("trace.json") as t:
+        train()
+    print(t.report())
+
+Inside the block, regions, pause/resume, snapshots and `memtool ctl PID ...`
+work as under memtool run; subprocesses started there are profiled too, and
+fork children (a DataLoader's workers) stream to the same trace. Frees of blocks
+allocated before the block began are counted apart (`earlier_frees`).
+"""
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import warnings
+
+from . import _collector
+
+__all__ = ["track", "start", "stop", "Tracker"]
+
+_lock = threading.Lock()
+_current = None
+_libraries = {}  # collector path -> (PyDLL, CDLL): loaded once, never unloaded
+
+# The variables of memtool run's environment that a subprocess started inside the
+# block needs to be profiled as memtool run's own are (cli/run/RunCommand.cpp).
+_CHILD_VARIABLES = ("LD_PRELOAD", "MEMTOOL_SOCKET", "MEMTOOL_OPTIONS", "MEMTOOL_BACKUP_DIR",
+                    "MEMTOOL_CONTROL_SOCKET", "MEMTOOL_TORCH_BRIDGE")
+
+
+def _memtool_program():
+    """The memtool program: $MEMTOOL_BIN, the one installed beside this package, or on PATH."""
+    named = os.environ.get("MEMTOOL_BIN")
+    if named:
+        if not os.access(named, os.X_OK):
+            raise RuntimeError(f"memtool.track: MEMTOOL_BIN names {named}, which is not an executable")
+        return named
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [
+        os.path.join(sysconfig.get_path("scripts"), "memtool"),        # the wheel's
+        os.path.join(here, "..", "..", "..", "..", "bin", "memtool"),  # PREFIX/lib/memtool/python/memtool
+    ]
+    for c in candidates:
+        if os.access(c, os.X_OK):
+            return os.path.normpath(c)
+    found = shutil.which("memtool")
+    if found:
+        return found
+    raise RuntimeError("memtool.track: the memtool program was not found (pip install memtool, "
+                       "or name it in MEMTOOL_BIN)")
+
+
+def _load(path):
+    """The collector at `path`, loaded once into the process's global scope (the CUDA
+    injection and the torch bridge find its functions there)."""
+    if path not in _libraries:
+        mode = os.RTLD_GLOBAL | os.RTLD_NOW
+        _libraries[path] = (ctypes.PyDLL(path, mode=mode), ctypes.CDLL(path, mode=mode))
+        py, c = _libraries[path]
+        py.memtool_track_start.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                           ctypes.c_char_p, ctypes.c_size_t]
+        py.memtool_track_start.restype = ctypes.c_int
+        c.memtool_track_stop.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        c.memtool_track_stop.restype = ctypes.c_int
+        c.memtool_collector_api_version.restype = ctypes.c_int
+        if c.memtool_collector_api_version() != _collector.API_VERSION:
+            raise RuntimeError(f"memtool.track: {path} is another version of memtool's collector")
+    return _libraries[path]
+
+
+def _size_flag(flag, value):
+    return [flag, str(value)] if value is not None else []
+
+
+class Tracker:
+    """One tracked block. `trace`: where the trace is written (memtool run's -o).
+    Options as memtool run's: native and Python stacks, the hotspot site ("user",
+    "all", "library"), `pausable` ("all" or "none"), `cuda` ("auto": the runtime's
+    calls are hooked where torch sees a GPU; "runtime-hooks"; "off". CUPTI can only
+    be injected before a process starts), `backup_dir`, `quiet`
+    (memtool's summary on stderr when False). With `wait=False`, leaving the block
+    does not wait for the trace to be written (naming native frames takes memtool
+    tens of milliseconds): `wait()` or `report()` does."""
+
+    def __init__(self, trace="memtool.trace.json", *, native=True, python=True, site="user",
+                 pausable="none", cuda="auto", backup_dir=None, quiet=True, wait=True):
+        if cuda not in ("auto", "runtime-hooks", "off"):
+            raise ValueError(f"memtool.track: cuda is 'auto', 'runtime-hooks' or 'off', not {cuda!r} "
+                             "(CUPTI is injected only into a process memtool run starts)")
+        self._cuda = cuda
+        self.trace = os.path.abspath(os.fspath(trace))
+        self._args = ["-o", self.trace, "--site", site, "--pausable", pausable]
+        self._args += ["--no-native"] if not native else []
+        self._args += ["--no-python"] if not python else []
+        self._args += _size_flag("--backup-dir", backup_dir)
+        self._args += ["-q"] if quiet else []
+        self._quiet = quiet
+        self._wait = wait
+        self._proc = None
+        self._errors = None
+        self._saved_env = None
+        self._c = None
+        self.note = ""
+        self.returncode = None
+
+    # ---- start -----------------------------------------------------------------
+    def start(self):
+        global _current
+        with _lock:
+            if _current is not None:
+                raise RuntimeError("memtool.track: a track is already running in this process (one at a time)")
+            import memtool
+            if memtool.enabled:
+                raise RuntimeError("memtool.track: this process runs under `memtool run`, which records all "
+                                   "of it already")
+            if sys.modules.get("torch") is None:
+                try:
+                    import torch  # noqa: F401  (what memtool records is torch's memory)
+                except ImportError:
+                    raise RuntimeError("memtool.track: torch is not installed here: memtool records "
+                                       "torch's CPU and CUDA memory") from None
+            self._launch()
+            try:
+                setup = self._read_setup()
+                py, self._c = _load(setup["collector"])
+                env = setup["environment"]
+                self._enter_environment(env)
+                err = ctypes.create_string_buffer(1024)
+                backup = env.get("MEMTOOL_BACKUP_DIR")
+                if py.memtool_track_start(env["MEMTOOL_SOCKET"].encode(), env["MEMTOOL_OPTIONS"].encode(),
+                                          backup.encode() if backup else None, err, len(err)) != 0:
+                    self._leave_environment()
+                    raise RuntimeError(err.value.decode("utf-8", "replace"))
+            except BaseException:
+                self._finish_companion(raise_errors=False)
+                raise
+            memtool._collector_handle = _collector.Collector(self._c)
+            memtool.enabled = True
+            _current = self
+        return self
+
+    def _cuda_route(self):
+        """auto: the CUDA runtime's calls are hooked where torch can use a GPU (its
+        modules' imports are many: patching them is most of a track's start), and
+        not at all where it cannot."""
+        if self._cuda != "auto":
+            return self._cuda
+        torch = sys.modules.get("torch")
+        return "runtime-hooks" if torch is not None and torch.cuda.is_available() else "off"
+
+    def _launch(self):
+        self._errors = tempfile.TemporaryFile()
+        command = [_memtool_program(), "run", "--track", str(os.getpid()), "--cuda", self._cuda_route()]
+        command += self._args
+        # Its own session: the terminal's Ctrl-C is the program's (the block then
+        # ends, and the trace is written), not memtool's.
+        self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=self._errors, start_new_session=True, close_fds=True)
+
+    def _read_setup(self):
+        line = self._proc.stdout.readline()
+        self._proc.stdout.close()
+        if not line:
+            self._proc.wait()
+            raise RuntimeError("memtool.track: " + (self._error_text() or
+                               f"memtool run --track exited with code {self._proc.returncode}"))
+        return json.loads(line)
+
+    def _enter_environment(self, env):
+        self._saved_env = {name: os.environ.get(name) for name in _CHILD_VARIABLES}
+        for name in _CHILD_VARIABLES:
+            if name in env:
+                value = env[name]
+                if name == "LD_PRELOAD" and os.environ.get(name):
+                    value = value.split(":")[0] + ":" + os.environ[name]
+                os.environ[name] = value
+
+    def _leave_environment(self):
+        for name, value in (self._saved_env or {}).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._saved_env = None
+
+    # ---- stop ------------------------------------------------------------------
+    def stop(self, wait=None):
+        """Ends the block: memtool's hooks come out, and the trace is written (this
+        waits for it unless `wait`, or the Tracker's, is False). Raises RuntimeError
+        when memtool could not write it."""
+        global _current
+        with _lock:
+            if _current is not self:
+                raise RuntimeError("memtool.track: this track is not running")
+            import memtool
+            out = ctypes.create_string_buffer(1024)
+            self._c.memtool_track_stop(out, len(out))
+            self.note = out.value.decode("utf-8", "replace")
+            memtool._collector_handle = None
+            memtool.enabled = False
+            self._leave_environment()
+            _current = None
+        if self.note:
+            warnings.warn("memtool.track: " + self.note, RuntimeWarning, stacklevel=3)
+        if self._proc and self._proc.stdin:
+            self._proc.stdin.close()  # the companion's sign that the block ended
+        if self._wait if wait is None else wait:
+            self.wait()
+
+    def wait(self):
+        """Waits until the trace is written (a no-op once it is). Raises RuntimeError
+        when memtool could not write it."""
+        self._finish_companion(raise_errors=True)
+
+    def _error_text(self):
+        if self._errors is None:
+            return ""
+        self._errors.seek(0)
+        text = self._errors.read().decode("utf-8", "replace").strip()
+        return text
+
+    def _finish_companion(self, raise_errors):
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin and not proc.stdin.closed:
+            proc.stdin.close()
+        if proc.stdout and not proc.stdout.closed:
+            proc.stdout.close()
+        self.returncode = proc.wait()
+        text = self._error_text()
+        self._errors.close()
+        self._errors = None
+        if self.returncode != 0 and raise_errors:
+            raise RuntimeError(f"memtool.track: the trace was not written (memtool exited with code "
+                               f"{self.returncode}): {text}")
+        if text and not self._quiet:
+            print(text, file=sys.stderr)
+
+    # ---- as a context manager ----------------------------------------------------
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    # ---- reading the trace ---------------------------------------------------------
+    def report(self, *options):
+        """`memtool report TRACE OPTIONS...`'s output, as text ("--lines", "--top", "5",
+        "--format", "json", ...)."""
+        if _current is not self:
+            self.wait()
+        done = subprocess.run([_memtool_program(), "report", self.trace, *options], capture_output=True)
+        if done.returncode != 0:
+            raise RuntimeError("memtool report: " + done.stderr.decode("utf-8", "replace").strip())
+        return done.stdout.decode("utf-8", "replace")
+
+
+def track(trace="memtool.trace.json", **options):
+    """A Tracker for `with memtool.track(...) as t:` (options: Tracker's)."""
+    return Tracker(trace, **options)
+
+
+def start(trace="memtool.trace.json", **options):
+    """Starts tracking now; memtool.stop() ends it. Returns the Tracker."""
+    return Tracker(trace, **options).start()
+
+
+def stop():
+    """Ends the track memtool.start() began; returns its Tracker."""
+    t = _current
+    if t is None:
+        raise RuntimeError("memtool.stop: no track is running")
+    t.stop()
+    return t
