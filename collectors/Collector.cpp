@@ -201,7 +201,7 @@ bool startTracking(const char* socket, const char* options, const char* backupDi
     return true;
 }
 
-bool stopTracking(char* note, size_t noteBytes) {
+bool stopTracking(bool keepHooks, char* note, size_t noteBytes) {
     pthread_mutex_lock(&gTrackMutex);
     if (!gTracking.load()) {
         say(note, noteBytes, "memtool.track: no track is running");
@@ -211,7 +211,9 @@ bool stopTracking(char* note, size_t noteBytes) {
     gStream.value.detach();
     // A region's blocks freed later must still reach the regions: then the hooks
     // stay (idle but for those), and the caller is told.
-    if (regionsHoldMemory()) {
+    if (keepHooks) {
+        say(note, noteBytes, "");
+    } else if (regionsHoldMemory()) {
         say(note, noteBytes,
             "memory regions still hold memory: memtool's hooks stay in place (doing nothing "
             "but serving those regions' frees) until the process ends");
@@ -222,6 +224,21 @@ bool stopTracking(char* note, size_t noteBytes) {
     gTracking.store(false);
     pthread_mutex_unlock(&gTrackMutex);
     return true;
+}
+
+bool unhook(char* note, size_t noteBytes) {
+    pthread_mutex_lock(&gTrackMutex);
+    const bool idle = !gTracking.load() && !gStream.value.configured();
+    if (!idle)
+        say(note, noteBytes, "memtool.track: the hooks stay while a track or memtool run records");
+    else if (regionsHoldMemory())
+        say(note, noteBytes,
+            "memory regions still hold memory: memtool's hooks stay in place (doing nothing "
+            "but serving those regions' frees) until the process ends");
+    else
+        gModules.value.detach();
+    pthread_mutex_unlock(&gTrackMutex);
+    return idle;
 }
 
 bool tracking() { return gTracking.load(); }

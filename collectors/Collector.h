@@ -32,8 +32,11 @@ bool startTracking(const char* socket, const char* options, const char* backupDi
                    size_t whyBytes);
 // The track's end: the stream ends (detached), its control thread is gone, and
 // every import slot gets back what it held, unless memory regions still hold
-// memory (then `note` says so). False when no track runs.
-bool stopTracking(char* note, size_t noteBytes);
+// memory (then `note` says so) or `keepHooks` (block after block, as pytest's
+// tests: the hooks stay, doing nothing, until unhook()). False when no track runs.
+bool stopTracking(bool keepHooks, char* note, size_t noteBytes);
+// Between tracks: every import slot gets back what it held (as stopTracking's).
+bool unhook(char* note, size_t noteBytes);
 bool tracking();
 // What a child of this process needs in its environment to be profiled (empty
 // outside `memtool run`); taken by startCollector().

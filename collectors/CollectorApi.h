@@ -70,9 +70,13 @@ int memtool_enabled(void);
 int memtool_track_start(const char* socket, const char* options, const char* backup_dir, char* out,
                         size_t size);
 // Ends the track: the stream's end is sent, its control thread is gone, and the
-// hooks are taken out (unless regions still hold memory, which `out` then says).
-// 0 when a track ended; 1 when none ran.
-int memtool_track_stop(char* out, size_t size);
+// hooks are taken out (unless regions still hold memory, which `out` then says),
+// or with `keep_hooks` left in place, idle, for the next track (block after block:
+// pytest's tests) until memtool_track_unhook. 0 when a track ended; 1 when none ran.
+int memtool_track_stop(int keep_hooks, char* out, size_t size);
+// No track runs: the hooks a memtool_track_stop(1, ...) left come out. 0 when they
+// did; 1 (the reason in `out`) when a track runs.
+int memtool_track_unhook(char* out, size_t size);
 
 // The collector library's own path (for torch's pluggable allocator, which loads
 // allocator functions by file name). Returns its length; 0 when unknown.

@@ -32,9 +32,22 @@ bool inPythonLibDir(const std::string& path) {
     return false;
 }
 
+namespace {
+// memtool's own Python code that runs the user's: the track, the IPython magics,
+// the pytest plugin (wherever the package is, an installed copy or a source tree).
+bool isMemtoolRunner(const std::string& file) {
+    for (const char* name : {"/memtool/_track.py", "/memtool/_ipython.py", "/memtool/_pytest.py"})
+        if (file.ends_with(name)) return true;
+    return false;
+}
+}  // namespace
+
 bool isLibraryPythonFile(const std::string& file) {
+    // A terminal IPython's cells are the user's code, synthetic names or not.
+    if (file.starts_with("<ipython-input-")) return false;
     return file.empty() || file[0] == '<' || file.find("/site-packages/") != std::string::npos ||
-           file.find("/dist-packages/") != std::string::npos || inPythonLibDir(file);
+           file.find("/dist-packages/") != std::string::npos || inPythonLibDir(file) ||
+           isMemtoolRunner(file);
 }
 
 bool isInterpreterModule(const std::string& modulePath) {

@@ -6,7 +6,8 @@
 
 namespace memtool::core {
 
-// Python files of the standard library, site-/dist-packages, or frozen/synthetic code.
+// Python files of the standard library, site-/dist-packages, frozen/synthetic code
+// (but IPython's cells), and memtool's own code that runs the user's (track, magics).
 bool isLibraryPythonFile(const std::string& file);
 // A path inside a Python installation's lib/python3/ or lib/python3.N/ (or lib64/).
 bool inPythonLibDir(const std::string& path);

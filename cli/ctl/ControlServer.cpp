@@ -349,6 +349,18 @@ void ControlServer::answer(std::list<Client>::iterator client, const nlohmann::j
     }
 }
 
+void ControlServer::forgetEndedStreams() {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+        if (it->second.connection->open()) {
+            ++it;
+            continue;
+        }
+        const auto client = it->second.client;
+        it = pending_.erase(it);
+        answer(client, {{"status", "no_such_process"}});
+    }
+}
+
 void ControlServer::dropClient(std::list<Client>::iterator client) {
     std::erase_if(waitingForProgram_, [&](const auto& w) { return w.first == client; });
     std::vector<CollectorConnection*> undo;

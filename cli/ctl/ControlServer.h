@@ -54,6 +54,9 @@ public:
     // allocation, a moment after it starts), it is listed as starting, and a
     // request for it waits for its stream (within ctl's --timeout).
     void expectProgram(pid_t pid) { program_ = pid; }
+    // Before the listener forgets the ended streams (CollectorListener::forgetEnded):
+    // requests still waiting on one of them are answered as for a process gone.
+    void forgetEndedStreams();
 
 private:
     struct Client {

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -504,11 +505,60 @@ void checkTrackable(const RunOptions& options) {
         throw core::Error(core::kExitBadInput,
                           "run: --track writes the trace to a file: -o - is not available");
     if (options.live) throw core::Error(core::kExitBadInput, "run: --track has no live view");
+    if (options.serve && isPerProcessPattern(options.output))
+        throw core::Error(core::kExitBadInput, "run: --serve names each block's file on stdin");
     if (kill(options.trackPid, 0) != 0)
         throw core::Error(core::kExitBadInput,
                           fmt::format("run: --track {}: no such process of yours ({})",
                                       options.trackPid, std::strerror(errno)));
 }
+
+// memtool.track's stdin. A plain track's block ends when it does; a serving
+// companion's blocks each get "trace PATH" before and "end" after, and stdin's end
+// ends the last.
+class TrackInput {
+public:
+    TrackInput(EventLoop& loop, TargetProcess& target, bool serve)
+        : loop_(loop), target_(target), serve_(serve) {
+        loop.watch(STDIN_FILENO, [this] { readable(); });
+    }
+    bool ended() const { return eof_; }
+    // The path the block that just ended named; empty when it named none.
+    std::string takePath() {
+        if (paths_.empty()) return {};
+        std::string path = std::move(paths_.front());
+        paths_.pop_front();
+        return path;
+    }
+
+private:
+    void readable() {
+        char bytes[4096];
+        const ssize_t n = read(STDIN_FILENO, bytes, sizeof bytes);
+        if (n < 0 && errno == EINTR) return;
+        if (n <= 0) {
+            eof_ = true;
+            loop_.unwatch(STDIN_FILENO);
+            target_.markDone();
+            return;
+        }
+        if (!serve_) return;
+        pending_.append(bytes, static_cast<size_t>(n));
+        for (size_t eol; (eol = pending_.find('\n')) != std::string::npos;) {
+            const std::string line = pending_.substr(0, eol);
+            pending_.erase(0, eol + 1);
+            if (line.starts_with("trace ")) paths_.push_back(line.substr(6));
+            if (line == "end") target_.markDone();
+        }
+    }
+
+    EventLoop& loop_;
+    TargetProcess& target_;
+    bool serve_;
+    bool eof_ = false;
+    std::string pending_;
+    std::deque<std::string> paths_;
+};
 
 // What the tracked process's collector needs, on stdout as one JSON line: the
 // variables memtool run would give a program it launches, and the collector.
@@ -521,9 +571,54 @@ void announceTrack(const std::vector<EnvVariable>& env, const std::string& colle
     if (!std::cout) throw core::Error(core::kExitRunFailed, "run: --track: stdout is closed");
 }
 
+// The trace of what the listener holds, written to `output` (one file, or with %p or
+// %r in its name one per process or rank; nothing when `discard`), and the summary.
+void writeRun(CollectorListener& listener, const TargetProcess& target, const RunOptions& options,
+              const std::string& output, const CudaPlan& cuda, PreparedBodies& bodies,
+              bool discard) {
+    std::vector<const reporters::RenderedBody*> rendered;
+    core::Trace trace = assembleTrace(listener, target, options, cuda, bodies, rendered);
+    // Every frame is named: the object files the symbolizers hold can go, and the
+    // spare descriptor too, so that the sources and the trace can be opened.
+    listener.closeObjectFiles();
+    FileLimit::releaseSpare();
+    std::vector<std::string> files;  // none: discarded
+    if (!discard) {
+        // The code its reports show, as it is now: an archived trace shows it as it was.
+        reporters::recordSources(trace);
+        // One file: the trace itself (a copy of it took ~2 ms for a fork pool's).
+        if (!isPerProcessPattern(output)) {
+            files.push_back(writeTrace(trace, expandOutputPattern(output, {}), rendered));
+        } else {
+            for (const auto& [path, part] : splitByOutputPattern(trace, output))
+                files.push_back(writeTrace(part, path));
+        }
+    }
+    if (!options.quiet) std::cerr << runSummary(trace, files);
+}
+
+// A serving companion's block that ended: its trace, where its "trace PATH" said,
+// and "written" (or "failed WHY") on stdout for the tracker waiting on it.
+void serveBlock(TrackInput& input, CollectorListener& listener, const TargetProcess& target,
+                const RunOptions& options, const CudaPlan& cuda, PreparedBodies& bodies) {
+    const std::string output = input.takePath();
+    try {
+        if (output.empty())
+            throw core::Error(core::kExitBadInput, "run: --serve: the block named no trace file");
+        checkOutputPattern(output, core::kExitBadInput);
+        writeRun(listener, target, options, output, cuda, bodies, discardsTrace(output));
+        std::cout << "written\n" << std::flush;
+    } catch (const core::Error& e) {
+        std::cout << "failed " << e.what() << '\n' << std::flush;
+    }
+}
+
 RunResult runCommand(const RunOptions& given) {
     const bool tracking = given.trackPid != 0;
     if (tracking) checkTrackable(given);
+    if (given.serve && !tracking)
+        throw core::Error(core::kExitBadInput,
+                          "run: --serve is memtool.track's (with --track PID)");
     RunOptions options = given;
     if (tracking) options.command = commandOf(given.trackPid);
     if (!tracking && options.command.empty())
@@ -554,16 +649,10 @@ RunResult runCommand(const RunOptions& given) {
     TargetProcess target =
         tracking ? TargetProcess::outside(options.trackPid, TargetProcess::Clock::now())
                  : launchTarget(options.command, environment, signals.forChild());
+    std::unique_ptr<TrackInput> input;
     if (tracking) {
         announceTrack(environment, collector);
-        // The tracker closes memtool's stdin when its block has ended (or it died).
-        loop.watch(STDIN_FILENO, [&] {
-            char byte[256];
-            const ssize_t n = read(STDIN_FILENO, byte, sizeof byte);
-            if (n > 0 || (n < 0 && errno == EINTR)) return;
-            loop.unwatch(STDIN_FILENO);
-            target.markDone();
-        });
+        input = std::make_unique<TrackInput>(loop, target, options.serve);
     }
 
     // Connections are accepted (and their peers' descent checked) before SIGCHLD
@@ -577,32 +666,22 @@ RunResult runCommand(const RunOptions& given) {
     // While the program starts, not before: a collector that connects meanwhile
     // waits in the listen queue.
     listener.removeDeadRuns();
-    PreparedBodies bodies(options.siteMode);
-    collectStreams(loop, listener, target, live.get(), options.waitChildrenS, options.quiet,
-                   bodies);
-    target.waitForExit();  // a no-op: the loop only ends after the target
-    if (live) live->finish(listener);
-
-    // One trace file, or with %p or %r in its name one per process (or per rank).
-    std::vector<const reporters::RenderedBody*> rendered;
-    core::Trace trace = assembleTrace(listener, target, options, cuda, bodies, rendered);
-    // Every frame is named: the object files the symbolizers hold can go, and the
-    // spare descriptor too, so that the sources and the trace can be opened.
-    listener.closeObjectFiles();
-    FileLimit::releaseSpare();
-    std::vector<std::string> files;  // none: discarded
-    if (!discard) {
-        // The code its reports show, as it is now: an archived trace shows it as it was.
-        reporters::recordSources(trace);
-        // One file: the trace itself (a copy of it took ~2 ms for a fork pool's).
-        if (!isPerProcessPattern(options.output)) {
-            files.push_back(writeTrace(trace, expandOutputPattern(options.output, {}), rendered));
-        } else {
-            for (const auto& [path, part] : splitByOutputPattern(trace, options.output))
-                files.push_back(writeTrace(part, path));
+    for (;;) {
+        PreparedBodies bodies(options.siteMode);
+        collectStreams(loop, listener, target, live.get(), options.waitChildrenS, options.quiet,
+                       bodies);
+        target.waitForExit();  // a no-op: the loop only ends after the target
+        if (live) live->finish(listener);
+        if (!options.serve) {
+            writeRun(listener, target, options, options.output, cuda, bodies, discard);
+            break;
         }
+        serveBlock(*input, listener, target, options, cuda, bodies);
+        if (input->ended()) break;
+        control.forgetEndedStreams();
+        listener.forgetEnded();
+        target.resumeOutside();
     }
-    if (!options.quiet) std::cerr << runSummary(trace, files);
 
     const ProcessOutcome outcome = target.outcome();
     return RunResult{outcome.exitCode.value_or(0), outcome.exitSignal.value_or(0)};

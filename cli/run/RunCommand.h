@@ -44,6 +44,11 @@ struct RunOptions {
     // collector needs is printed on stdout as one JSON line; the track ends when
     // stdin ends (python/memtool/_track.py).
     pid_t trackPid = 0;
+    // With trackPid: one companion for block after block (pytest --memtool). Each
+    // block's trace path comes on stdin ("trace PATH") before it, its end after it
+    // ("end"); once its trace is written memtool says "written" (or "failed WHY") on
+    // stdout; stdin's end ends memtool.
+    bool serve = false;
 };
 
 struct RunResult {

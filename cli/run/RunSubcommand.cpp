@@ -133,6 +133,8 @@ void addTargetOptions(CLI::App* cmd, RunArgs& a) {
                     "Profile the running process PID from inside (memtool.track)")
         ->check(CLI::Range(1, 1 << 30))
         ->group("");
+    cmd->add_flag("--serve", a.run.serve, "With --track: serve block after block (memtool.track)")
+        ->group("");
 }
 
 // Runs the command; ends memtool as the signal that ended the command did.

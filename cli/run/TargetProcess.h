@@ -35,8 +35,12 @@ public:
     pid_t pid() const { return pid_; }
     bool exited() const { return exited_; }
     bool isOutside() const { return outside_; }
-    // An outside target's track ended (its tracker closed memtool's stdin).
+    // An outside target's track ended (its tracker closed memtool's stdin), or
+    // (resumeOutside) another begins.
     void markDone();
+    void resumeOutside() {
+        if (outside_) exited_ = false;
+    }
 
     // Reaps it if it has exited; never blocks.
     void reapIfExited();

@@ -65,6 +65,12 @@ std::string CollectorListener::refusal(int fd, pid_t* peerPid) const {
     return {};
 }
 
+void CollectorListener::forgetEnded() {
+    std::erase_if(connections_,
+                  [](const std::unique_ptr<CollectorConnection>& c) { return !c->open(); });
+    refusals_.clear();
+}
+
 void CollectorListener::closeObjectFiles() {
     for (const auto& c : connections_) c->symbolizer().closeFiles();
     ObjectFiles::shared().closeAll();

@@ -49,6 +49,9 @@ public:
     }
     // One line per connection refused, saying whose and why.
     const std::vector<std::string>& refusals() const { return refusals_; }
+    // Connections whose streams have ended, and the refusals, are forgotten: the
+    // next trace of a companion serving block after block starts without them.
+    void forgetEnded();
     // The run's object files are let go of, by every stream's symbolizer and by
     // the store (once the trace's frames are named).
     void closeObjectFiles();

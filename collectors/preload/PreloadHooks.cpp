@@ -486,8 +486,13 @@ __attribute__((visibility("default"))) int memtool_track_start(const char* socke
     return memtool::collectors::startTracking(socket, options, backup_dir, out, size) ? 0 : 1;
 }
 
-__attribute__((visibility("default"))) int memtool_track_stop(char* out, size_t size) {
-    return memtool::collectors::stopTracking(out, size) ? 0 : 1;
+__attribute__((visibility("default"))) int memtool_track_stop(int keep_hooks, char* out,
+                                                              size_t size) {
+    return memtool::collectors::stopTracking(keep_hooks != 0, out, size) ? 0 : 1;
+}
+
+__attribute__((visibility("default"))) int memtool_track_unhook(char* out, size_t size) {
+    return memtool::collectors::unhook(out, size) ? 0 : 1;
 }
 
 __attribute__((visibility("default"))) size_t memtool_collector_path(char* out, size_t size) {

@@ -305,3 +305,8 @@ def snapshot(path):
     os.replace(tmp, path)
     return path
 
+
+def load_ipython_extension(ipython):
+    """`%load_ext memtool`: the %%memtool, %memtool and %memtool_tensors magics (_ipython.py)."""
+    from . import _ipython
+    _ipython.load_ipython_extension(ipython)

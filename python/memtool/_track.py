@@ -74,16 +74,107 @@ def _load(path):
         py.memtool_track_start.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                            ctypes.c_char_p, ctypes.c_size_t]
         py.memtool_track_start.restype = ctypes.c_int
-        c.memtool_track_stop.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        c.memtool_track_stop.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
         c.memtool_track_stop.restype = ctypes.c_int
+        c.memtool_track_unhook.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        c.memtool_track_unhook.restype = ctypes.c_int
         c.memtool_collector_api_version.restype = ctypes.c_int
         if c.memtool_collector_api_version() != _collector.API_VERSION:
             raise RuntimeError(f"memtool.track: {path} is another version of memtool's collector")
     return _libraries[path]
 
 
-def _size_flag(flag, value):
-    return [flag, str(value)] if value is not None else []
+def _options(native=True, python=True, site="user", pausable="none", cuda="auto", backup_dir=None, quiet=True):
+    """memtool run's options for the companion, from track()'s."""
+    if cuda not in ("auto", "runtime-hooks", "off"):
+        raise ValueError(f"memtool.track: cuda is 'auto', 'runtime-hooks' or 'off', not {cuda!r} "
+                         "(CUPTI is injected only into a process memtool run starts)")
+    if cuda == "auto":
+        # The runtime's calls are hooked where torch can use a GPU (its modules'
+        # imports are many: patching them is most of a track's start), not where it cannot.
+        torch = sys.modules.get("torch")
+        cuda = "runtime-hooks" if torch is not None and torch.cuda.is_available() else "off"
+    args = ["--site", site, "--pausable", pausable, "--cuda", cuda]
+    args += ["--no-native"] if not native else []
+    args += ["--no-python"] if not python else []
+    args += ["--backup-dir", str(backup_dir)] if backup_dir is not None else []
+    args += ["-q"] if quiet else []
+    return args
+
+
+class Companion:
+    """The `memtool run --track PID` a track streams to: one per block, or with
+    `serve` one for block after block (the pytest plugin's), each block's trace
+    named on its stdin."""
+
+    def __init__(self, args, serve=False, quiet=True):
+        self.serve = serve
+        self._last_error = ""
+        self.hooked = None  # the collector whose hooks a block of this companion's left in place
+        self._quiet = quiet
+        self._errors = tempfile.TemporaryFile()
+        command = [_memtool_program(), "run", "--track", str(os.getpid())] + (["--serve"] if serve else []) + args
+        # Its own session: the terminal's Ctrl-C is the program's (the block then
+        # ends, and the trace is written), not memtool's.
+        self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=self._errors, start_new_session=True, close_fds=True)
+        line = self._proc.stdout.readline()
+        if not line:
+            self.close(raise_errors=False)
+            raise RuntimeError("memtool.track: " + (self._last_error or "memtool run --track exited"))
+        self.setup = json.loads(line)
+        if not serve:
+            self._proc.stdout.close()
+
+    def _say(self, line):
+        self._proc.stdin.write(line.encode() + b"\n")
+        self._proc.stdin.flush()
+
+    def begin(self, trace):
+        if self.serve:
+            self._say("trace " + trace)
+
+    def end(self):
+        """The block ended: a serving companion is told; another's stdin closes."""
+        if self.serve:
+            self._say("end")
+        else:
+            self._proc.stdin.close()
+
+    def wait(self):
+        """Until the block's trace is written; RuntimeError when it was not."""
+        if not self.serve:
+            return self.close(raise_errors=True)
+        answer = self._proc.stdout.readline().decode("utf-8", "replace").rstrip("\n")
+        if answer != "written":
+            raise RuntimeError("memtool.track: the trace was not written: " +
+                               (answer[len("failed "):] if answer.startswith("failed ") else self._stderr() or
+                                "memtool exited"))
+
+    def _stderr(self):
+        self._errors.seek(0)
+        return self._errors.read().decode("utf-8", "replace").strip()
+
+    def close(self, raise_errors=True):
+        if self.hooked is not None and _current is None:
+            out = ctypes.create_string_buffer(1024)
+            self.hooked.memtool_track_unhook(out, len(out))
+            self.hooked = None
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        for stream in (proc.stdin, proc.stdout):
+            if stream and not stream.closed:
+                stream.close()
+        code = proc.wait()
+        text = self._stderr()
+        self._errors.close()
+        self._last_error = text or f"memtool run --track exited with code {code}"
+        if code != 0 and raise_errors:
+            raise RuntimeError(f"memtool.track: the trace was not written (memtool exited with code {code}): "
+                               f"{text}")
+        if text and not self._quiet:
+            print(text, file=sys.stderr)
 
 
 class Tracker:
@@ -91,31 +182,23 @@ class Tracker:
     Options as memtool run's: native and Python stacks, the hotspot site ("user",
     "all", "library"), `pausable` ("all" or "none"), `cuda` ("auto": the runtime's
     calls are hooked where torch sees a GPU; "runtime-hooks"; "off". CUPTI can only
-    be injected before a process starts), `backup_dir`, `quiet`
-    (memtool's summary on stderr when False). With `wait=False`, leaving the block
-    does not wait for the trace to be written (naming native frames takes memtool
-    tens of milliseconds): `wait()` or `report()` does."""
+    be injected before a process starts), `backup_dir`, `quiet` (memtool's summary
+    on stderr when False). With `wait=False`, leaving the block does not wait for
+    the trace to be written (naming native frames takes memtool tens of
+    milliseconds): `wait()` or `report()` does. `companion`: a serving Companion
+    to stream to (its options then hold)."""
 
-    def __init__(self, trace="memtool.trace.json", *, native=True, python=True, site="user",
-                 pausable="none", cuda="auto", backup_dir=None, quiet=True, wait=True):
-        if cuda not in ("auto", "runtime-hooks", "off"):
-            raise ValueError(f"memtool.track: cuda is 'auto', 'runtime-hooks' or 'off', not {cuda!r} "
-                             "(CUPTI is injected only into a process memtool run starts)")
-        self._cuda = cuda
+    def __init__(self, trace="memtool.trace.json", *, wait=True, companion=None, **options):
         self.trace = os.path.abspath(os.fspath(trace))
-        self._args = ["-o", self.trace, "--site", site, "--pausable", pausable]
-        self._args += ["--no-native"] if not native else []
-        self._args += ["--no-python"] if not python else []
-        self._args += _size_flag("--backup-dir", backup_dir)
-        self._args += ["-q"] if quiet else []
-        self._quiet = quiet
+        self._args = _options(**options) if companion is None else None
+        self._quiet = options.get("quiet", True)
         self._wait = wait
-        self._proc = None
-        self._errors = None
+        self._companion = companion
+        self._own = None  # the companion this track started, when it had none given
+        self._waiting = False
         self._saved_env = None
         self._c = None
         self.note = ""
-        self.returncode = None
 
     # ---- start -----------------------------------------------------------------
     def start(self):
@@ -133,52 +216,35 @@ class Tracker:
                 except ImportError:
                     raise RuntimeError("memtool.track: torch is not installed here: memtool records "
                                        "torch's CPU and CUDA memory") from None
-            self._launch()
+            companion = self._companion
+            if companion is None:
+                companion = self._own = Companion(["-o", self.trace] + self._args, quiet=self._quiet)
             try:
-                setup = self._read_setup()
-                py, self._c = _load(setup["collector"])
-                env = setup["environment"]
-                self._enter_environment(env)
-                err = ctypes.create_string_buffer(1024)
-                backup = env.get("MEMTOOL_BACKUP_DIR")
-                if py.memtool_track_start(env["MEMTOOL_SOCKET"].encode(), env["MEMTOOL_OPTIONS"].encode(),
-                                          backup.encode() if backup else None, err, len(err)) != 0:
-                    self._leave_environment()
-                    raise RuntimeError(err.value.decode("utf-8", "replace"))
+                companion.begin(self.trace)
+                self._begin(companion.setup)
             except BaseException:
-                self._finish_companion(raise_errors=False)
+                if self._own is not None:
+                    self._own.close(raise_errors=False)
+                    self._own = None
+                elif companion.serve:
+                    companion.end()
+                    companion.wait()
                 raise
             memtool._collector_handle = _collector.Collector(self._c)
             memtool.enabled = True
             _current = self
         return self
 
-    def _cuda_route(self):
-        """auto: the CUDA runtime's calls are hooked where torch can use a GPU (its
-        modules' imports are many: patching them is most of a track's start), and
-        not at all where it cannot."""
-        if self._cuda != "auto":
-            return self._cuda
-        torch = sys.modules.get("torch")
-        return "runtime-hooks" if torch is not None and torch.cuda.is_available() else "off"
-
-    def _launch(self):
-        self._errors = tempfile.TemporaryFile()
-        command = [_memtool_program(), "run", "--track", str(os.getpid()), "--cuda", self._cuda_route()]
-        command += self._args
-        # Its own session: the terminal's Ctrl-C is the program's (the block then
-        # ends, and the trace is written), not memtool's.
-        self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=self._errors, start_new_session=True, close_fds=True)
-
-    def _read_setup(self):
-        line = self._proc.stdout.readline()
-        self._proc.stdout.close()
-        if not line:
-            self._proc.wait()
-            raise RuntimeError("memtool.track: " + (self._error_text() or
-                               f"memtool run --track exited with code {self._proc.returncode}"))
-        return json.loads(line)
+    def _begin(self, setup):
+        py, self._c = _load(setup["collector"])
+        env = setup["environment"]
+        self._enter_environment(env)
+        err = ctypes.create_string_buffer(1024)
+        backup = env.get("MEMTOOL_BACKUP_DIR")
+        if py.memtool_track_start(env["MEMTOOL_SOCKET"].encode(), env["MEMTOOL_OPTIONS"].encode(),
+                                  backup.encode() if backup else None, err, len(err)) != 0:
+            self._leave_environment()
+            raise RuntimeError(err.value.decode("utf-8", "replace"))
 
     def _enter_environment(self, env):
         self._saved_env = {name: os.environ.get(name) for name in _CHILD_VARIABLES}
@@ -208,7 +274,12 @@ class Tracker:
                 raise RuntimeError("memtool.track: this track is not running")
             import memtool
             out = ctypes.create_string_buffer(1024)
-            self._c.memtool_track_stop(out, len(out))
+            # A serving companion's next block comes soon (pytest's next test): the
+            # hooks stay, idle, until the companion closes (Companion.close).
+            serving = self._companion is not None and self._companion.serve
+            self._c.memtool_track_stop(1 if serving else 0, out, len(out))
+            if serving:
+                self._companion.hooked = self._c
             self.note = out.value.decode("utf-8", "replace")
             memtool._collector_handle = None
             memtool.enabled = False
@@ -216,40 +287,19 @@ class Tracker:
             _current = None
         if self.note:
             warnings.warn("memtool.track: " + self.note, RuntimeWarning, stacklevel=3)
-        if self._proc and self._proc.stdin:
-            self._proc.stdin.close()  # the companion's sign that the block ended
+        (self._own or self._companion).end()
+        self._waiting = True
         if self._wait if wait is None else wait:
             self.wait()
 
     def wait(self):
         """Waits until the trace is written (a no-op once it is). Raises RuntimeError
         when memtool could not write it."""
-        self._finish_companion(raise_errors=True)
-
-    def _error_text(self):
-        if self._errors is None:
-            return ""
-        self._errors.seek(0)
-        text = self._errors.read().decode("utf-8", "replace").strip()
-        return text
-
-    def _finish_companion(self, raise_errors):
-        proc, self._proc = self._proc, None
-        if proc is None:
+        if not self._waiting:
             return
-        if proc.stdin and not proc.stdin.closed:
-            proc.stdin.close()
-        if proc.stdout and not proc.stdout.closed:
-            proc.stdout.close()
-        self.returncode = proc.wait()
-        text = self._error_text()
-        self._errors.close()
-        self._errors = None
-        if self.returncode != 0 and raise_errors:
-            raise RuntimeError(f"memtool.track: the trace was not written (memtool exited with code "
-                               f"{self.returncode}): {text}")
-        if text and not self._quiet:
-            print(text, file=sys.stderr)
+        self._waiting = False
+        (self._own or self._companion).wait()
+        self._own = None
 
     # ---- as a context manager ----------------------------------------------------
     def __enter__(self):

@@ -127,15 +127,14 @@ TEST(Track, RefusalsAreClearAndTheProgramGoesOn) {
     EXPECT_EQ(nested.outcome.out,
               "refused: memtool.track: a track is already running in this process (one at a "
               "time)\nwent on\n");
-    EXPECT_EQ(readJson(nested.trace).at("processes").at(0).at("devices").at("cpu").at(
-                  "allocated_bytes"),
-              1000);
+    EXPECT_EQ(
+        readJson(nested.trace).at("processes").at(0).at("devices").at("cpu").at("allocated_bytes"),
+        1000);
     // Under memtool run, which records the whole program already.
     const std::string dir = tempDir();
-    const Outcome underRun =
-        run({MEMTOOL_BIN, "run", "-q", "-o", dir + "/run.json", PYTHON_BIN,
-             script("track_errors.py"), "under-run", dir + "/track.json"},
-            "", packageEnv());
+    const Outcome underRun = run({MEMTOOL_BIN, "run", "-q", "-o", dir + "/run.json", PYTHON_BIN,
+                                  script("track_errors.py"), "under-run", dir + "/track.json"},
+                                 "", packageEnv());
     ASSERT_EQ(underRun.exitCode, 0) << underRun.err;
     EXPECT_EQ(underRun.out,
               "refused: memtool.track: this process runs under `memtool run`, which records all "
@@ -144,8 +143,8 @@ TEST(Track, RefusalsAreClearAndTheProgramGoesOn) {
     Tracked raises = runTracked("track_errors.py", {"raises"});
     ASSERT_EQ(raises.outcome.exitCode, 0) << raises.outcome.err;
     EXPECT_EQ(raises.outcome.out, "raised: \"the block's own error\"\nenabled False\nwent on\n");
-    const auto x = hotspotWithSite(readJson(raises.trace).at("processes").at(0),
-                                   "track_errors.py:33");
+    const auto x =
+        hotspotWithSite(readJson(raises.trace).at("processes").at(0), "track_errors.py:33");
     ASSERT_FALSE(x.is_null());
     EXPECT_EQ(x.at("allocated_bytes"), 4000);
 }
@@ -155,11 +154,13 @@ TEST(Track, TheCompanionRefusesWhatItCannotTrack) {
     const Outcome gone = run({MEMTOOL_BIN, "run", "--track", "999999999", "-o", "/dev/null"});
     EXPECT_EQ(gone.exitCode, 2);
     EXPECT_EQ(gone.err.substr(0, 41), "memtool: run: --track 999999999: no such ") << gone.err;
-    const Outcome command =
-        run({MEMTOOL_BIN, "run", "--track", "1", "-o", "/dev/null", "true"});
+    const Outcome command = run({MEMTOOL_BIN, "run", "--track", "1", "-o", "/dev/null", "true"});
     EXPECT_EQ(command.exitCode, 2);
     EXPECT_EQ(command.err,
               "memtool: run: --track PID profiles a process already running; give no command\n");
+    const Outcome serve = run({MEMTOOL_BIN, "run", "--serve", "-o", "/dev/null", "true"});
+    EXPECT_EQ(serve.exitCode, 2);
+    EXPECT_EQ(serve.err, "memtool: run: --serve is memtool.track's (with --track PID)\n");
 }
 
 // Regions pause and resume keeping their addresses, and memtool ctl reaches the
