@@ -24,8 +24,9 @@ std::string suiteCopy() {
 // beside it, off: both would patch the same allocator).
 Outcome pytest(const std::string& dir, const std::vector<std::string>& args,
                const std::vector<std::string>& extraEnv = {}) {
-    std::vector<std::string> argv{PYTHON_BIN,         "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                  "-p",               "no:memray", "-p", "memtool._pytest"};
+    std::vector<std::string> argv{PYTHON_BIN, "-m", "pytest", "-q"};
+    for (const char* plugin : {"no:cacheprovider", "no:memray", "memtool._pytest"})
+        argv.insert(argv.end(), {"-p", plugin});
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> env = packageEnv();
     env.push_back("PYTHONDONTWRITEBYTECODE=1");
@@ -40,8 +41,8 @@ std::string missingModule(const std::vector<std::string>& modules) {
         if (run({PYTHON_BIN, "-c", "import " + m}).exitCode != 0) return m;
     return "";
 }
-#define SKIP_WITHOUT(...)                                                                   \
-    if (const std::string missing = missingModule({__VA_ARGS__}); !missing.empty())        \
+#define SKIP_WITHOUT(...)                                                           \
+    if (const std::string missing = missingModule({__VA_ARGS__}); !missing.empty()) \
     GTEST_SKIP() << PYTHON_BIN << " has no " << missing << " (scripts/setup.sh's venv has it)"
 
 bool has(const std::string& text, const std::string& part) {
@@ -55,7 +56,8 @@ bool has(const std::string& text, const std::string& part) {
 TEST(PytestPlugin, MarkersFailTestsOverTheirLimitsSayingWhereTheMemoryWas) {
     SKIP_WITHOUT("pytest");
     const std::string dir = suiteCopy();
-    const Outcome o = pytest(dir, {"--memtool", "--junitxml=" + dir + "/junit.xml", "test_limits.py"});
+    const Outcome o =
+        pytest(dir, {"--memtool", "--junitxml=" + dir + "/junit.xml", "test_limits.py"});
     EXPECT_EQ(o.exitCode, 1) << o.out << o.err;  // tests failed
     EXPECT_TRUE(has(o.out, "2 failed, 4 passed")) << o.out;
     EXPECT_TRUE(has(o.out,
@@ -87,10 +89,12 @@ TEST(PytestPlugin, TheTableListsEveryTestAndEachWorkerOfOne) {
     const Outcome o = pytest(dir, {"--memtool", "--memtool-save", dir + "/saved.json",
                                    "test_workers.py", "test_limits.py::test_small"});
     EXPECT_EQ(o.exitCode, 0) << o.out << o.err;
-    const size_t workers = o.out.find("  976.57 KiB   976.57 KiB          0 B       5  cpu      "
-                                      "test_workers.py::test_workers\n");
-    const size_t small = o.out.find("      1000 B       1000 B          0 B       1  cpu      "
-                                    "test_limits.py::test_small\n");
+    const size_t workers = o.out.find(
+        "  976.57 KiB   976.57 KiB          0 B       5  cpu      "
+        "test_workers.py::test_workers\n");
+    const size_t small = o.out.find(
+        "      1000 B       1000 B          0 B       1  cpu      "
+        "test_limits.py::test_small\n");
     ASSERT_NE(workers, std::string::npos) << o.out;
     ASSERT_NE(small, std::string::npos) << o.out;
     EXPECT_LT(workers, small);
@@ -118,10 +122,10 @@ TEST(PytestPlugin, ABaselineFailsATestWhosePeakGrew) {
     const Outcome before =
         pytest(dir, {"--memtool", "--memtool-save", saved, "test_limits.py::test_grows"});
     ASSERT_EQ(before.exitCode, 0) << before.out << before.err;
-    const Outcome within = pytest(
-        dir, {"--memtool", "--memtool-baseline", saved, "--memtool-max-increase", "10%",
-              "test_limits.py::test_grows"},
-        {"GROW=11000"});
+    const Outcome within = pytest(dir,
+                                  {"--memtool", "--memtool-baseline", saved,
+                                   "--memtool-max-increase", "10%", "test_limits.py::test_grows"},
+                                  {"GROW=11000"});
     EXPECT_EQ(within.exitCode, 0) << within.out;
     const Outcome grown = pytest(dir,
                                  {"--memtool", "--memtool-baseline", saved,
@@ -147,8 +151,9 @@ TEST(PytestPlugin, BadSizesDevicesAndBaselinesAreUsageErrors) {
     const std::string dir = suiteCopy();
     const Outcome size = pytest(dir, {"--memtool", "test_bad_size.py"});
     EXPECT_EQ(size.exitCode, 4);
-    EXPECT_TRUE(has(size.err + size.out,
-                    "test_bad_size.py::test_bad: @pytest.mark.limit_memory: '24 MiB' is not a size"))
+    EXPECT_TRUE(
+        has(size.err + size.out,
+            "test_bad_size.py::test_bad: @pytest.mark.limit_memory: '24 MiB' is not a size"))
         << size.err << size.out;
     const Outcome device = pytest(dir, {"--memtool", "test_bad_device.py"});
     EXPECT_EQ(device.exitCode, 4);
@@ -156,11 +161,11 @@ TEST(PytestPlugin, BadSizesDevicesAndBaselinesAreUsageErrors) {
                     "test_bad_device.py::test_no_such_gpu: @pytest.mark.limit_memory: device "
                     "cuda:7 does not exist here"))
         << device.err << device.out;
-    const Outcome baseline = pytest(
-        dir, {"--memtool", "--memtool-baseline", dir + "/test_small_missing.json", "test_limits.py"});
+    const Outcome baseline = pytest(dir, {"--memtool", "--memtool-baseline",
+                                          dir + "/test_small_missing.json", "test_limits.py"});
     EXPECT_EQ(baseline.exitCode, 4);
-    EXPECT_TRUE(has(baseline.err + baseline.out, "--memtool-baseline " + dir +
-                                                     "/test_small_missing.json: cannot be read"))
+    EXPECT_TRUE(has(baseline.err + baseline.out,
+                    "--memtool-baseline " + dir + "/test_small_missing.json: cannot be read"))
         << baseline.err;
     const Outcome limit = pytest(dir, {"--memtool", "--memtool-limit", "lots", "test_limits.py"});
     EXPECT_EQ(limit.exitCode, 4);
@@ -188,12 +193,14 @@ TEST(PytestPlugin, ANotebooksMagicsShowTheirReportsInTheCells) {
     ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
     EXPECT_TRUE(has(o.out, "--- cell 2 display_data html\n")) << o.out;
     EXPECT_TRUE(has(o.out, "cpu                            3,500,000 B    ")) << o.out;
-    EXPECT_TRUE(has(o.out, "  1       3,000,000 B       3,000,000 B        1       3,000,000 B  "
-                           "<module> (In3.py:1)"))
+    EXPECT_TRUE(has(o.out,
+                    "  1       3,000,000 B       3,000,000 B        1       3,000,000 B  "
+                    "<module> (In3.py:1)"))
         << o.out;
     EXPECT_TRUE(has(o.out, "--- cell 3 stream\n")) << o.out;
-    EXPECT_TRUE(has(o.out, "     1            1,000 B            1,000 B            1,000 B        1  "
-                           "z = torch.empty(1_000, dtype=torch.uint8)"))
+    EXPECT_TRUE(has(o.out,
+                    "     1            1,000 B            1,000 B            1,000 B        1  "
+                    "z = torch.empty(1_000, dtype=torch.uint8)"))
         << o.out;
     EXPECT_TRUE(has(o.out, "--- cell 4 stream\nStorage on cpu\n  x ")) << o.out;
     EXPECT_TRUE(has(o.out, "  Python-visible: 3,001,000 B")) << o.out;
