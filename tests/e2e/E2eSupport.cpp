@@ -189,6 +189,17 @@ std::string controlDir() {
 
 std::vector<std::string> controlEnv() { return {"MEMTOOL_CONTROL_DIR=" + controlDir()}; }
 
+std::string missingModule(const std::vector<std::string>& modules) {
+    for (const std::string& m : modules)
+        if (run({PYTHON_BIN, "-c", "import " + m}).exitCode != 0) return m;
+    return "";
+}
+
+Outcome runNotebook(const std::string& dir) {
+    return run({PYTHON_BIN, script("notebook_run.py"), dir + "/executed.ipynb"}, "", packageEnv(),
+               nullptr, dir);
+}
+
 std::vector<std::string> packageEnv() {
     const std::string lib = COLLECTOR_LIB;
     std::vector<std::string> env = controlEnv();

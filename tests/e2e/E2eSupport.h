@@ -119,6 +119,18 @@ std::vector<std::string> controlEnv();
 // the package beside the collector on PYTHONPATH, the CLI named in MEMTOOL_BIN
 // (memtool.track's companion), and controlEnv().
 std::vector<std::string> packageEnv();
+// The first of `modules` the tests' Python cannot import ("" when it has them all):
+// a plain cmake tree's Debian python3 has no pytest, nbclient or ipykernel, which
+// scripts/setup.sh's venv has. SKIP_WITHOUT("nbclient", ...) skips a test, saying so.
+std::string missingModule(const std::vector<std::string>& modules);
+// tests/e2e/scripts/notebook_run.py in `dir`: a notebook using memtool's magics,
+// executed headless, written to dir/executed.ipynb (and the first cell's report page
+// to dir/executed.ipynb.cell.html); its output cells' text on stdout.
+Outcome runNotebook(const std::string& dir);
+#define SKIP_WITHOUT(...)                                                         \
+    if (const std::string missing = ::memtool::e2e::missingModule({__VA_ARGS__}); \
+        !missing.empty())                                                         \
+    GTEST_SKIP() << PYTHON_BIN << " has no " << missing << " (scripts/setup.sh's venv has it)"
 
 // The hotspot of `device` whose site contains `needle`; null JSON when none.
 nlohmann::json hotspotWithSite(const nlohmann::json& process, const std::string& needle,

@@ -243,6 +243,21 @@ TEST(HtmlReport, AProfiledProgramsReportShowsItsFigures) {
     EXPECT_TRUE(line4) << lines.dump();
 }
 
+// The report a notebook cell shows (%%memtool, tests/e2e/scripts/notebook_run.py):
+// its page, as the cell's frame holds it, opens in a browser with the cell's figures.
+TEST(HtmlReport, ANotebookCellsReportShowsItsFiguresInABrowser) {
+    SKIP_WITHOUT("nbclient", "nbformat", "ipykernel");
+    const std::string dir = tempDir();
+    const Outcome o = runNotebook(dir);
+    ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
+    const json r = openInBrowser(readFile(dir + "/executed.ipynb.cell.html"), dir);
+    ASSERT_FALSE(r.is_null());
+    // x (3,000,000 B) and y (500,000 B) live at once; y freed inside the cell.
+    EXPECT_EQ(findByDevice(r.at("flames"), "cpu", "peak").at("root").at(1), 3500000);
+    EXPECT_EQ(findByDevice(r.at("flames"), "cpu", "allocated").at("root").at(1), 3500000);
+    ASSERT_EQ(r.at("timelines").size(), 1u);
+}
+
 // A source line longer than the page is wide wraps inside its cell: at 1400 px the
 // line table made the page scroll sideways.
 TEST(HtmlReport, ALongSourceLineDoesNotWidenThePage) {

@@ -34,17 +34,6 @@ Outcome pytest(const std::string& dir, const std::vector<std::string>& args,
     return run(argv, "", env, nullptr, dir);
 }
 
-// The tests' Python lacks what a test needs (a plain cmake tree's Debian python3 has
-// no pytest, nbclient or ipykernel; scripts/setup.sh's venv has them all).
-std::string missingModule(const std::vector<std::string>& modules) {
-    for (const std::string& m : modules)
-        if (run({PYTHON_BIN, "-c", "import " + m}).exitCode != 0) return m;
-    return "";
-}
-#define SKIP_WITHOUT(...)                                                           \
-    if (const std::string missing = missingModule({__VA_ARGS__}); !missing.empty()) \
-    GTEST_SKIP() << PYTHON_BIN << " has no " << missing << " (scripts/setup.sh's venv has it)"
-
 bool has(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
 }
@@ -187,9 +176,7 @@ TEST(PytestPlugin, OffUnlessAsked) {
 // kernel's tensors.
 TEST(PytestPlugin, ANotebooksMagicsShowTheirReportsInTheCells) {
     SKIP_WITHOUT("nbclient", "nbformat", "ipykernel");
-    const std::string dir = tempDir();
-    const Outcome o = run({PYTHON_BIN, script("notebook_run.py"), dir + "/executed.ipynb"}, "",
-                          packageEnv(), nullptr, dir);
+    const Outcome o = runNotebook(tempDir());
     ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
     EXPECT_TRUE(has(o.out, "--- cell 2 display_data html\n")) << o.out;
     EXPECT_TRUE(has(o.out, "cpu                            3,500,000 B    ")) << o.out;

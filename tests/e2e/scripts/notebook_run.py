@@ -1,6 +1,8 @@
 # Executes a real notebook headless (nbclient, an ipykernel of this Python) whose cells
 # use memtool's magics, and prints each code cell's outputs: their text/plain and
 # whether an HTML report came with it. argv[1]: where the executed notebook is written.
+import html
+import re
 import sys
 
 import nbformat
@@ -17,6 +19,15 @@ cells = [
 nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
 NotebookClient(nb, timeout=120, kernel_name="python3").execute()
 nbformat.write(nb, sys.argv[1])
+# The first report page a cell shows, as its frame holds it, for a browser to open.
+for cell in nb.cells:
+    for out in cell.get("outputs", []):
+        frame = out.get("data", {}).get("text/html", "")
+        m = re.search(r'srcdoc="([^"]*)"', frame)
+        if m and not any(name.endswith(".cell.html") for name in sys.argv[2:3]):
+            with open(sys.argv[1] + ".cell.html", "w") as f:
+                f.write(html.unescape(m.group(1)))
+            sys.argv.append("written.cell.html")
 for i, cell in enumerate(nb.cells):
     for out in cell.get("outputs", []):
         data = out.get("data", {})
