@@ -69,10 +69,13 @@
     return ticks;
   }
 
+  // Ticks for 0..end seconds, labelled in ms below a second and in us below 10 ms:
+  // a short run (a memtool.track block of a notebook cell) would read "0 s, 0 s, 0.001 s".
   function timeTicks(end) {
     var step = niceStep(end / 6);
+    var unit = end < 0.01 ? [1e-6, ' \u00b5s'] : end < 1 ? [1e-3, ' ms'] : [1, ' s'];
     var ticks = [];
-    for (var v = 0; v <= end + step * 1e-9; v += step) ticks.push([v, trimNumber(v) + ' s']);
+    for (var v = 0; v <= end + step * 1e-9; v += step) ticks.push([v, trimNumber(v / unit[0]) + unit[1]]);
     return ticks;
   }
 
