@@ -255,8 +255,14 @@ void collectStreams(EventLoop& loop, const CollectorListener& listener, const Ta
     }
 }
 
-// Why a process still running when memtool run stopped waiting is incomplete.
-std::string unwaitedReason(double waitS) {
+// Why a process still running when memtool run stopped waiting is incomplete
+// (`block`: memtool.track's, whose end is what it was waited for after).
+std::string unwaitedReason(double waitS, bool block) {
+    if (block)
+        return fmt::format(
+            "the process was still running {:g} s after the memtool.track block ended, when "
+            "memtool stopped waiting for it",
+            waitS);
     if (waitS == 0)
         return "the process was still running when the program exited (memtool run "
                "--wait-children 0 waits for none)";
@@ -402,7 +408,8 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         o.recoveredRecords = c->recoveredRecords();
         o.streamError = lostReason(*c);
         if (o.streamError.empty())
-            o.streamError = c->open() ? unwaitedReason(options.waitChildrenS) : c->error();
+            o.streamError =
+                c->open() ? unwaitedReason(options.waitChildrenS, target.isOutside()) : c->error();
         trace.processes.push_back(bodies.take(*c, o, &rendered.emplace_back()));
     }
     // By pid after the first, each with its text.

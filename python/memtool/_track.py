@@ -27,6 +27,7 @@ import sysconfig
 import tempfile
 import threading
 import warnings
+import weakref
 
 from . import _collector
 
@@ -84,7 +85,8 @@ def _load(path):
     return _libraries[path]
 
 
-def _options(native=True, python=True, site="user", pausable="none", cuda="auto", backup_dir=None, quiet=True):
+def _options(native=True, python=True, site="user", pausable="none", cuda="auto", backup_dir=None, quiet=True,
+             wait_children=10):
     """memtool run's options for the companion, from track()'s."""
     if cuda not in ("auto", "runtime-hooks", "off"):
         raise ValueError(f"memtool.track: cuda is 'auto', 'runtime-hooks' or 'off', not {cuda!r} "
@@ -99,7 +101,23 @@ def _options(native=True, python=True, site="user", pausable="none", cuda="auto"
     args += ["--no-python"] if not python else []
     args += ["--backup-dir", str(backup_dir)] if backup_dir is not None else []
     args += ["-q"] if quiet else []
+    args += ["--wait-children", f"{wait_children:g}"]
     return args
+
+
+_companions = weakref.WeakSet()  # those running, whose pipes a fork child must let go of
+
+
+def _after_fork_in_child():
+    """A fork child (a DataLoader's worker) must not hold the companion's pipes: the
+    end of the block is the end of the companion's stdin, which a copy of its write
+    end left open in a worker would never let come. Each is pointed at /dev/null,
+    so that whatever closes it later closes nothing else."""
+    for companion in list(_companions):
+        companion._let_go_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Companion:
@@ -125,6 +143,17 @@ class Companion:
         self.setup = json.loads(line)
         if not serve:
             self._proc.stdout.close()
+        _companions.add(self)
+
+    def _let_go_in_child(self):
+        if self._proc is None:
+            return
+        null = os.open(os.devnull, os.O_RDWR)
+        for stream in (self._proc.stdin, self._proc.stdout):
+            if stream is not None and not stream.closed:
+                os.dup2(null, stream.fileno())
+        os.close(null)
+        self._proc = None  # the parent's to wait for
 
     def _say(self, line):
         self._proc.stdin.write(line.encode() + b"\n")
@@ -156,6 +185,7 @@ class Companion:
         return self._errors.read().decode("utf-8", "replace").strip()
 
     def close(self, raise_errors=True):
+        _companions.discard(self)
         if self.hooked is not None and _current is None:
             out = ctypes.create_string_buffer(1024)
             self.hooked.memtool_track_unhook(out, len(out))
@@ -183,7 +213,9 @@ class Tracker:
     "all", "library"), `pausable` ("all" or "none"), `cuda` ("auto": the runtime's
     calls are hooked where torch sees a GPU; "runtime-hooks"; "off". CUPTI can only
     be injected before a process starts), `backup_dir`, `quiet` (memtool's summary
-    on stderr when False). With `wait=False`, leaving the block does not wait for
+    on stderr when False), `wait_children` (seconds a process forked in the block
+    that outlives it, a DataLoader's persistent worker, gets to end its stream; it
+    is written as incomplete after them). With `wait=False`, leaving the block does not wait for
     the trace to be written (naming native frames takes memtool tens of
     milliseconds): `wait()` or `report()` does. `companion`: a serving Companion
     to stream to (its options then hold)."""

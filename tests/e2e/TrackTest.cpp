@@ -115,6 +115,24 @@ TEST(Track, ThreadsFromBeforeAndWorkersForkedInsideAreTracked) {
     }
 }
 
+// A worker forked inside the block that outlives it (persistent_workers) holds
+// none of the companion's pipes: the block's end still ends the trace, the worker
+// written as still running then.
+TEST(Track, APersistentWorkerDoesNotHoldTheBlockOpen) {
+    Tracked t = runTracked("track_persistent.py");
+    ASSERT_EQ(t.outcome.exitCode, 0) << t.outcome.err;
+    EXPECT_EQ(t.outcome.out, "total 4000\n");
+    const nlohmann::json trace = readJson(t.trace);
+    ASSERT_EQ(trace.at("processes").size(), 2u);
+    EXPECT_TRUE(trace.at("processes").at(0).at("complete").get<bool>());
+    const nlohmann::json& worker = trace.at("processes").at(1);
+    EXPECT_EQ(worker.at("forked"), true);
+    EXPECT_FALSE(worker.at("complete").get<bool>());
+    EXPECT_EQ(worker.at("incomplete_reason"),
+              "the process was still running 0 s after the memtool.track block ended, when "
+              "memtool stopped waiting for it");
+}
+
 // What it refuses, each in one clear sentence; the program goes on.
 TEST(Track, RefusalsAreClearAndTheProgramGoesOn) {
     Tracked noTorch = runTracked("track_errors.py", {"no-torch"});
