@@ -155,6 +155,20 @@ bool regionsHoldMemory() {
     return false;
 }
 
+// No track runs: the hooks come out, unless regions still hold memory (a
+// region's blocks freed later must still reach the regions: the hooks then stay,
+// idle but for those), which `note` then says.
+void unhookUnlessRegionsHold(char* note, size_t noteBytes) {
+    if (regionsHoldMemory()) {
+        say(note, noteBytes,
+            "memory regions still hold memory: memtool's hooks stay in place (doing nothing "
+            "but serving those regions' frees) until the process ends");
+        return;
+    }
+    gModules.value.detach();
+    say(note, noteBytes, "");
+}
+
 }  // namespace
 
 bool startCollector() {
@@ -209,19 +223,11 @@ bool stopTracking(bool keepHooks, char* note, size_t noteBytes) {
         return false;
     }
     gStream.value.detach();
-    // A region's blocks freed later must still reach the regions: then the hooks
-    // stay (idle but for those), and the caller is told.
-    if (keepHooks) {
-        say(note, noteBytes, "");
-    } else if (regionsHoldMemory()) {
-        say(note, noteBytes,
-            "memory regions still hold memory: memtool's hooks stay in place (doing nothing "
-            "but serving those regions' frees) until the process ends");
-    } else {
-        gModules.value.detach();
-        say(note, noteBytes, "");
-    }
     gTracking.store(false);
+    if (keepHooks)
+        say(note, noteBytes, "");
+    else
+        unhookUnlessRegionsHold(note, noteBytes);
     pthread_mutex_unlock(&gTrackMutex);
     return true;
 }
@@ -231,17 +237,11 @@ bool unhook(char* note, size_t noteBytes) {
     const bool idle = !gTracking.load() && !gStream.value.configured();
     if (!idle)
         say(note, noteBytes, "memtool.track: the hooks stay while a track or memtool run records");
-    else if (regionsHoldMemory())
-        say(note, noteBytes,
-            "memory regions still hold memory: memtool's hooks stay in place (doing nothing "
-            "but serving those regions' frees) until the process ends");
     else
-        gModules.value.detach();
+        unhookUnlessRegionsHold(note, noteBytes);
     pthread_mutex_unlock(&gTrackMutex);
     return idle;
 }
-
-bool tracking() { return gTracking.load(); }
 
 void refreshModules() { gModules.value.refresh(); }
 bool attachCuda() { return gModules.value.attachCuda(); }

@@ -37,7 +37,6 @@ bool startTracking(const char* socket, const char* options, const char* backupDi
 bool stopTracking(bool keepHooks, char* note, size_t noteBytes);
 // Between tracks: every import slot gets back what it held (as stopTracking's).
 bool unhook(char* note, size_t noteBytes);
-bool tracking();
 // What a child of this process needs in its environment to be profiled (empty
 // outside `memtool run`); taken by startCollector().
 const ChildEnvironment& childEnvironment();
