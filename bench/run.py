@@ -148,6 +148,12 @@ def modes(build, python, peers, tmp, compare=True, baseline="", forks=False):
         # Every CPU storage served from pausable memory (courtesy: memtool ctl PID yield).
         "memtool --pausable all": lambda argv: [memtool, "run", "-q", "--pausable", "all", "-o", trace, "--"] + argv,
     }
+    if python:
+        # The same collector loaded by the program itself (memtool.track() around the
+        # whole script, bench/workloads/track_run.py): the in-process start's cost.
+        track_env = ["env", f"MEMTOOL_BIN={memtool}", f"PYTHONPATH={os.path.join(ROOT, 'python')}"]
+        m["memtool.track()"] = lambda argv: track_env + [argv[0], os.path.join(ROOT, "bench", "workloads",
+                                                                              "track_run.py"), trace] + argv[1:]
     if baseline:  # another build of memtool (before a change), in the same rounds
         m["memtool (baseline build)"] = lambda argv: [f"{baseline}/bin/memtool", "run", "-q", "-o", trace, "--"] + argv
     if not compare:
@@ -372,7 +378,9 @@ def main():
                                   for name, d in p["devices"].items() if "." not in name)
                     extra.setdefault(mode, {"allocs": tracked, "cli_rss": [], "target_rss": [], "cli_share": []})
                     extra[mode]["cli_rss"].append(trace["cli_max_rss_bytes"])
-                    extra[mode]["target_rss"].append(proc["max_rss_bytes"])
+                    # A tracked process is not memtool's child (0: unknown): the runner's
+                    # own reading of its child, the program, stands in.
+                    extra[mode]["target_rss"].append(proc["max_rss_bytes"] or maxrss)
                     if "cli_cpu_s" in trace and proc.get("cpu_s"):  # builds from before have none
                         extra[mode]["cli_share"].append(trace["cli_cpu_s"] / proc["cpu_s"])
                     if expected is not None and allocs != expected:

@@ -51,6 +51,20 @@ namespace {
 // own last bytes, a process that just ended), for at most this long more.
 constexpr double kDrainS = 1.0;
 
+// memtool run's own peak resident memory: VmHWM, this image's high-water mark.
+// ru_maxrss is not it where memtool was forked from a large process and exec'd
+// (the companion of memtool.track(), started by a program holding torch): at
+// exec the kernel folds the old image's mark into it. ru_maxrss where /proc
+// cannot be read.
+uint64_t ownPeakRssBytes(const rusage& self) {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.rfind("VmHWM:", 0) == 0)
+            return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;  // kB
+    return static_cast<uint64_t>(self.ru_maxrss) * 1024;                 // KiB on Linux
+}
+
 // -o -: the trace goes to stdout, after whatever the program printed there.
 constexpr const char* kStdoutPath = "-";
 
@@ -427,14 +441,21 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
     }
     trace.processes = std::move(sorted);
     rendered = std::move(sortedText);
+    // The processes' working directory: memtool run's, which its program started
+    // in; a process running already has its own.
     char cwd[4096];
-    if (getcwd(cwd, sizeof cwd))
+    const ssize_t n =
+        target.isOutside()
+            ? readlink(fmt::format("/proc/{}/cwd", target.pid()).c_str(), cwd, sizeof cwd - 1)
+            : -1;
+    if (n > 0) cwd[n] = '\0';
+    if (n > 0 || getcwd(cwd, sizeof cwd))
         for (auto& p : trace.processes) p.cwd = cwd;
     // Everything memtool run did up to here (reading the streams, symbolizing,
     // building the trace); writing trace.json comes after.
     rusage self{};
     getrusage(RUSAGE_SELF, &self);
-    trace.cliMaxRssBytes = static_cast<uint64_t>(self.ru_maxrss) * 1024;  // KiB on Linux
+    trace.cliMaxRssBytes = ownPeakRssBytes(self);
     trace.cliCpuS = cpuSecondsOf(self);
     return trace;
 }

@@ -43,8 +43,13 @@ TEST(Track, ABlockIsProfiledExactlyAsMemtoolRunWould) {
         << t.outcome.out;
     const nlohmann::json trace = readJson(t.trace);
     ASSERT_EQ(trace.at("processes").size(), 1u);
+    // The companion's own peak, not the program's it was forked from (Python with
+    // torch: ~500 MB, which ru_maxrss carried over the exec).
+    EXPECT_LT(trace.at("cli_max_rss_bytes").get<uint64_t>(), 100u << 20)
+        << trace.at("cli_max_rss_bytes");
     const nlohmann::json& p = trace.at("processes").at(0);
     EXPECT_EQ(p.at("detached"), true);
+    EXPECT_EQ(p.at("max_rss_bytes"), 0);  // not memtool's child: unknown
     EXPECT_EQ(p.at("earlier_frees"), 1);
     EXPECT_EQ(p.at("exit_code"), nullptr);  // it ran on
     EXPECT_TRUE(p.at("complete").get<bool>()) << p.dump(1);
