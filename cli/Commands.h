@@ -24,6 +24,7 @@ struct Command {
 // which CLI11 is not shown; empty when there is none.
 Command addRunCommand(CLI::App& app, std::vector<std::string> tail);
 Command addCtlCommand(CLI::App& app);
+Command addAttachCommand(CLI::App& app);
 Command addReportCommand(CLI::App& app);
 Command addCheckCommand(CLI::App& app);
 Command addDiffCommand(CLI::App& app);

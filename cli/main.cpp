@@ -85,8 +85,11 @@ int main(int argc, char** argv) {
     const int parsedArgc = argcBeforeRunTail(argc, argv, runTail);
     // In the order --help lists them (a braced list is evaluated left to right).
     const std::vector<cli::Command> commands{cli::addRunCommand(app, std::move(runTail)),
-                                             cli::addCtlCommand(app), cli::addReportCommand(app),
-                                             cli::addCheckCommand(app), cli::addDiffCommand(app)};
+                                             cli::addAttachCommand(app),
+                                             cli::addCtlCommand(app),
+                                             cli::addReportCommand(app),
+                                             cli::addCheckCommand(app),
+                                             cli::addDiffCommand(app)};
 
     // CLI11 says "A subcommand is required" both for no command and for a
     // misspelt one: name what was given, and what there is.

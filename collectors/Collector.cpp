@@ -9,6 +9,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "collectors/control/Courtesy.h"
 #include "collectors/control/CpuPagesBackend.h"
 #include "collectors/control/LiveTensors.h"
+#include "collectors/control/OwnThread.h"
 #include "collectors/control/Regions.h"
 #include "collectors/control/SafePoint.h"
 #include "collectors/cuda/CudaRuntimeHooks.h"
@@ -29,6 +31,7 @@
 #include "collectors/preload/AllocatorHooks.h"
 #include "collectors/preload/ModuleScan.h"
 #include "collectors/preload/StreamLifecycle.h"
+#include "collectors/stacks/CPythonApi.h"
 #include "collectors/torch/TorchBridgeLoader.h"
 #if MEMTOOL_HAVE_CUDA_VMM
 #include "collectors/control/CudaVmmBackend.h"
@@ -213,6 +216,96 @@ bool startTracking(const char* socket, const char* options, const char* backupDi
     gTracking.store(true);
     pthread_mutex_unlock(&gTrackMutex);
     return true;
+}
+
+namespace {
+
+// memtool attach's track (startAttach): ended by the control thread's "detach".
+std::atomic<bool> gAttached{false};
+std::atomic<bool> gDetachAsked{false};
+CPythonApi gAttachPython;
+
+// The pending call startAttach asked for: on the main thread, between two
+// bytecodes, the GIL held, where installing Python tracking is safe.
+int pythonAtAttach(void*) {
+    gModules.value.deferPython(false);
+    if (gTracking.load()) gModules.value.refresh();
+    return 0;
+}
+
+// The track's end, on a thread of its own: ending it joins the control thread,
+// which asked for it.
+void* detachAttached(void*) {
+    if (regionsHoldMemory())
+        gEngine.value.note(core::kNoteWarning,
+                           "memory regions still hold memory: memtool's hooks stay in the "
+                           "program after the detach (doing nothing but serving those regions' "
+                           "frees)");
+    char note[256];
+    stopTracking(false, note, sizeof note);
+    gAttached.store(false);
+    return nullptr;
+}
+
+// The control thread's "detach" (control::RegionCommands), and the stream's end
+// while attached (memtool attach died: the program is let go of all the same).
+bool requestDetach(const char** why) {
+    if (!gAttached.load()) {
+        *why = "this process was not attached by memtool attach: its track ends where it began";
+        return false;
+    }
+    if (gDetachAsked.exchange(true)) return true;  // under way
+    if (!control::startOwnThread(detachAttached, nullptr, nullptr)) {
+        *why = "no thread could be made to end the track";
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+int startAttach(const char* socket, const char* options, const char* backupDir,
+                const char* pythonPackage) {
+    // The detach of a memtool attach that went away a moment ago (its stream's end)
+    // may still run on its own thread: it is given 2 s to finish.
+    for (int waited = 0; waited < 2000 && gAttached.load() && gDetachAsked.load(); ++waited) {
+        timespec ms{0, 1'000'000};
+        nanosleep(&ms, nullptr);
+    }
+    // The thread memtool stopped may hold this lock (inside memtool.track's start):
+    // it is not waited for.
+    if (pthread_mutex_trylock(&gTrackMutex) != 0) return kAttachBusy;
+    auto refuse = [](int code) {
+        pthread_mutex_unlock(&gTrackMutex);
+        return code;
+    };
+    if (gTracking.load()) return refuse(kAttachBusy);
+    if (gStream.value.configured()) return refuse(kAttachUnderRun);
+    if (!socket || !*socket) return refuse(kAttachBadSocket);
+    control::setControlThreadJoinable(true);
+    gModules.value.deferPython(true);
+    if (!configureCollector(socket, options, backupDir)) return refuse(kAttachBadSocket);
+    gCommands.value.setDetacher(requestDetach);
+    if (pythonPackage && *pythonPackage) control::LiveTensors::setPackageDirectory(pythonPackage);
+    gModules.value.refresh();
+    if (!gEngine.value.active()) {
+        gStream.value.detach();
+        gModules.value.detach();
+        gModules.value.deferPython(false);
+        return refuse(kAttachNothingTracked);
+    }
+    gTracking.store(true);
+    gDetachAsked.store(false);
+    gAttached.store(true);
+    pthread_mutex_unlock(&gTrackMutex);
+    // Python tracking from the main thread's next bytecode boundary: this thread
+    // is the main one (memtool attach stops the process's first thread), which
+    // 3.11 and 3.12 need for the interpreter to see the call.
+    if (gAttachPython.resolvePendingCalls() && gAttachPython.IsInitialized())
+        gAttachPython.AddPendingCall(pythonAtAttach, nullptr);
+    else
+        gModules.value.deferPython(false);
+    return kAttachStarted;
 }
 
 bool stopTracking(bool keepHooks, char* note, size_t noteBytes) {

@@ -35,6 +35,17 @@ bool startTracking(const char* socket, const char* options, const char* backupDi
 // memory (then `note` says so) or `keepHooks` (block after block, as pytest's
 // tests: the hooks stay, doing nothing, until unhook()). False when no track runs.
 bool stopTracking(bool keepHooks, char* note, size_t noteBytes);
+// memtool attach (CollectorApi.h's memtool_attach_start): the track's start, on a
+// thread memtool stopped at any point of the program. Python tracking waits for
+// the main thread's next bytecode (a pending call); the track ends when memtool
+// attach asks ("detach" down the stream). One of the kAttach codes.
+inline constexpr int kAttachStarted = 0;
+inline constexpr int kAttachBusy = 1;            // a track or an attach runs already
+inline constexpr int kAttachUnderRun = 2;        // the process runs under memtool run
+inline constexpr int kAttachBadSocket = 3;       // no socket path the sink can use
+inline constexpr int kAttachNothingTracked = 4;  // no libc10, no CUDA
+int startAttach(const char* socket, const char* options, const char* backupDir,
+                const char* pythonPackage);
 // Between tracks: every import slot gets back what it held (as stopTracking's).
 bool unhook(char* note, size_t noteBytes);
 // What a child of this process needs in its environment to be profiled (empty

@@ -78,6 +78,19 @@ int memtool_track_stop(int keep_hooks, char* out, size_t size);
 // did; 1 (the reason in `out`) when a track runs.
 int memtool_track_unhook(char* out, size_t size);
 
+// ---- memtool attach (cli/attach): profiling a process already running ---------
+// Called by `memtool attach` on the process's main thread, which it stopped with
+// ptrace at any point, with this library just loaded by dlopen: starts a track
+// as memtool_track_start does (the same arguments but the reason), with Python
+// tracking from the main thread's next bytecode on (a pending call); memtool's
+// Python package, for `memtool ctl PID tensors`, is loaded from `python_package`
+// (the directory holding memtool/) when first needed. The track ends when memtool
+// attach sends "detach" down the stream. Returns 0 when recording began; 1 a
+// track or attach runs already; 2 the process runs under memtool run; 3 the
+// socket path cannot be used; 4 nothing memtool tracks is loaded.
+int memtool_attach_start(const char* socket, const char* options, const char* backup_dir,
+                         const char* python_package);
+
 // The collector library's own path (for torch's pluggable allocator, which loads
 // allocator functions by file name). Returns its length; 0 when unknown.
 size_t memtool_collector_path(char* out, size_t size);

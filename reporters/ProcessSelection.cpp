@@ -47,6 +47,7 @@ std::string exitText(const core::ProcessTrace& p) {
     if (p.exitCode) return fmt::format("exit code {}", *p.exitCode);
     if (p.exitSignal) return fmt::format("killed by signal {}", *p.exitSignal);
     if (p.snapshot) return "running (a snapshot)";
+    if (p.detached && p.attached) return "ran on (memtool attach detached)";
     if (p.detached) return "ran on (memtool.track ended)";
     return "exit status unknown";
 }

@@ -18,6 +18,7 @@ namespace {
 const char* leakWhen(const core::ProcessTrace& p) {
     if (p.leakMoment == core::kLeakAtPython) return "when the interpreter began to finalize";
     if (p.leakMoment == core::kLeakAtExit) return "when main returned or exit was called";
+    if (p.detached && p.attached) return "when memtool attach detached";
     if (p.detached) return "when the memtool.track block ended";
     return "at the end of the run";
 }
@@ -188,9 +189,9 @@ void renderProcess(const core::Trace& trace, const core::ProcessTrace& p,
                        p.complete ? "trace complete" : "trace INCOMPLETE: " + p.incompleteReason);
     renderLeakMoment(p, b, out);
     if (p.earlierFrees)
-        out << fmt::format(
-            "Earlier:  {} free{} of blocks allocated before memtool.track began (not counted)\n",
-            p.earlierFrees, p.earlierFrees == 1 ? "" : "s");
+        out << fmt::format("Earlier:  {} free{} of blocks allocated before {} (not counted)\n",
+                           p.earlierFrees, p.earlierFrees == 1 ? "" : "s",
+                           p.attached ? "memtool attached" : "memtool.track began");
     for (const auto& w : p.warnings) out << "Warning:  " << w << '\n';
     if (p.devices.empty()) {
         out << '\n' << noAllocationsText(p) << '\n';

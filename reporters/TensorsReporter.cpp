@@ -30,7 +30,20 @@ std::string shapeText(const json& shape) {
 
 const char* plural(uint64_t n) { return n == 1 ? "" : "s"; }
 
-void renderDevice(const json& d, bool fromModel, bool forked, std::string& out) {
+// Where a visible tensor's storage not among the live blocks may come from.
+const char* outsideText(bool forked, bool attached) {
+    // A fork child's tensors made before the fork are its parent's allocations;
+    // an attached process's made before the attach were never seen.
+    if (forked)
+        return "not allocated in this process (its parent's from before the fork, or not "
+               "torch's; not in the live bytes)";
+    if (attached)
+        return "not allocated while memtool was attached (before the attach, or not torch's; "
+               "not in the live bytes)";
+    return "not from torch's allocator (not in the live bytes)";
+}
+
+void renderDevice(const json& d, bool fromModel, bool forked, bool attached, std::string& out) {
     const char* seen = fromModel ? "the model's" : "visible from Python";
     const char* unseen = fromModel ? "Not the model's" : "Not visible from Python";
     const std::string device = str(d, "device");
@@ -67,11 +80,7 @@ void renderDevice(const json& d, bool fromModel, bool forked, std::string& out) 
     }
     const uint64_t outside = u64(d, "outside_allocator_bytes");
     if (outside > 0) {
-        // A fork child's tensors made before the fork are its parent's allocations.
-        out += fmt::format("Visible but {}: {} B\n",
-                           forked ? "not allocated in this process (its parent's from before the "
-                                    "fork, or not torch's; not in the live bytes)"
-                                  : "not from torch's allocator (not in the live bytes)",
+        out += fmt::format("Visible but {}: {} B\n", outsideText(forked, attached),
                            core::groupDigits(outside));
         for (const json& t : d.value("outside_allocator", json::array()))
             out +=
@@ -103,8 +112,9 @@ std::string renderTensors(const json& report) {
     const bool fromModel =
         report.contains("named_from_model") && report["named_from_model"] == true;
     const bool forked = report.contains("forked") && report["forked"] == true;
+    const bool attached = report.contains("attached") && report["attached"] == true;
     for (const json& d : devices)
-        if (d.is_object()) renderDevice(d, fromModel, forked, out);
+        if (d.is_object()) renderDevice(d, fromModel, forked, attached, out);
     return out;
 }
 

@@ -209,6 +209,8 @@ struct ProcessTrace {
     // (counted nowhere else).
     bool detached = false;
     uint64_t earlierFrees = 0;
+    // The track was `memtool attach`'s (detached: memtool let the process go).
+    bool attached = false;
     // Where a launcher (torchrun, Slurm, MPI) set them: the process's rank, its rank
     // on its node and the number of ranks; rankEnvironment has the variables as set.
     std::optional<int64_t> rank;

@@ -356,6 +356,7 @@ core::ProcessTrace processFromJson(const json& j) {
     p.exec = j.value("exec", false) == true;
     p.detached = j.value("detached", false) == true;
     p.earlierFrees = optionalUnsigned(j, "earlier_frees");
+    p.attached = j.value("attached", false) == true;
     p.rank = optionalInt(j, "rank");
     p.localRank = optionalInt(j, "local_rank");
     p.worldSize = optionalInt(j, "world_size");

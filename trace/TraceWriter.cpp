@@ -374,6 +374,7 @@ void writeProcess(TextWriter& w, const core::ProcessTrace& p, const RenderedBody
     if (p.exec) m.push_back(field(w, "exec", p.exec));
     if (p.detached) m.push_back(field(w, "detached", p.detached));
     if (p.earlierFrees) m.push_back(field(w, "earlier_frees", p.earlierFrees));
+    if (p.attached) m.push_back(field(w, "attached", p.attached));
     if (p.rank) m.push_back(field(w, "rank", p.rank));
     if (p.localRank) m.push_back(field(w, "local_rank", p.localRank));
     if (p.worldSize) m.push_back(field(w, "world_size", p.worldSize));

@@ -198,6 +198,7 @@ nlohmann::json ControlServer::list() const {
                              {"forked", h.forked},
                              {"command", h.command},
                              {"regions", regions}});
+        if (attached_ && h.pid == program_) processes.back()["attached"] = true;
     }
     // Launched, its stream not connected yet: it is ours all the same.
     if (programStarting())
@@ -311,6 +312,9 @@ nlohmann::json ControlServer::tensorsAnswer(CollectorConnection& c, const nlohma
                                             const TensorsQuery& query) {
     nlohmann::json report =
         tensorsReport(c.aggregator(), c.symbolizer(), visible, query, siteMode_);
+    // What it allocated before memtool attach came is not among the live blocks.
+    const auto& h = c.aggregator().handshake();
+    if (attached_ && h && h->pid == program_) report["attached"] = true;
     const std::string text = reporters::renderTensors(report);
     return {{"status", "ok"}, {"body", std::move(report)}, {"text", text}};
 }

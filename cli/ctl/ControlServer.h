@@ -54,6 +54,8 @@ public:
     // allocation, a moment after it starts), it is listed as starting, and a
     // request for it waits for its stream (within ctl's --timeout).
     void expectProgram(pid_t pid) { program_ = pid; }
+    // The program is one memtool attach came into: listed as attached.
+    void markAttached() { attached_ = true; }
     // Before the listener forgets the ended streams (CollectorListener::forgetEnded):
     // requests still waiting on one of them are answered as for a process gone.
     void forgetEndedStreams();
@@ -104,6 +106,7 @@ private:
     uint64_t nextRequest_ = 1;
     std::map<uint64_t, Pending> pending_;  // request id -> who asked, and for what
     pid_t program_ = 0;
+    bool attached_ = false;
     int programTimer_ = -1;  // a timerfd: how long a request waits for the program's stream
     // Requests for the program before its stream connected: who asked, and the line.
     std::vector<std::pair<std::list<Client>::iterator, std::string>> waitingForProgram_;

@@ -312,6 +312,7 @@ int listCommand(const CtlOptions& o) {
         const uint64_t ppid = countOf(p, "ppid");
         std::string parent = ppid ? std::to_string(ppid) : "-";
         if (flagOf(p, "forked")) parent += " (fork)";
+        if (flagOf(p, "attached")) parent += " (attached)";
         // commandLine quotes control characters as a shell reads them back.
         table += fmt::format("{:<8} {:<14} {}\n", pidOf(p), parent,
                              reporters::escapeTerminal(reporters::commandLine(command)));

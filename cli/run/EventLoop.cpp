@@ -31,7 +31,10 @@ bool EventLoop::waitOnce(int timeoutMs) {
     int n = poll(fds.data(), fds.size(), timeoutMs);
     if (n < 0 && errno != EINTR)
         throw core::Error(core::kExitRunFailed, std::string("poll: ") + std::strerror(errno));
-    if (n <= 0) return false;
+    if (n <= 0) {
+        if (afterWait_) afterWait_();
+        return false;
+    }
     for (size_t i = 0; i < fds.size(); ++i) {
         if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         // Looked up again: an earlier handler may have unwatched it. The handler is
@@ -42,6 +45,7 @@ bool EventLoop::waitOnce(int timeoutMs) {
         Handler onReady = w->onReady;
         onReady();
     }
+    if (afterWait_) afterWait_();
     return true;
 }
 

@@ -25,8 +25,12 @@ public:
     // watched. Handlers may watch and unwatch. Throws core::Error (125) when poll fails.
     // Returns whether any descriptor was ready.
     bool waitOnce(int timeoutMs);
+    // Runs after every wait, ready descriptors or not (memtool attach's session
+    // looks at the streams there).
+    void afterEachWait(Handler f) { afterWait_ = std::move(f); }
 
 private:
+    Handler afterWait_;
     struct Watch {
         int fd;
         uint64_t serial;  // tells a watch apart from a later one on the same descriptor number

@@ -21,6 +21,8 @@
 #include <set>
 #include <span>
 
+#include "cli/attach/AttachSession.h"
+#include "cli/attach/Injection.h"
 #include "cli/ctl/ControlServer.h"
 #include "cli/live/LiveView.h"
 #include "cli/run/CollectorLocator.h"
@@ -377,6 +379,7 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         o.streamError = lostReason(*launched);
         if (o.streamError.empty()) o.streamError = launched->error();
         trace.processes.push_back(bodies.take(*launched, o, &rendered.emplace_back()));
+        trace.processes.back().attached = options.attach;
         if (!target.isOutside()) {  // a tracked block's process runs on: no wait4 figures
             trace.processes.back().maxRssBytes = target.maxRssBytes();
             trace.processes.back().cpuS = target.cpuSeconds();
@@ -641,9 +644,31 @@ void serveBlock(TrackInput& input, CollectorListener& listener, const TargetProc
     }
 }
 
+// memtool attach's injection, from what memtool run would give a program it launches.
+InjectionPlan injectionPlan(pid_t pid, const std::vector<EnvVariable>& env,
+                            const std::string& collector) {
+    InjectionPlan plan;
+    plan.pid = pid;
+    plan.collector = collector;
+    plan.pythonPackage = locatePythonPackage(collector);
+    for (const EnvVariable& v : env) {
+        if (v.name == core::kEnvSocket) plan.socket = v.value;
+        if (v.name == core::kEnvOptions) plan.options = v.value;
+        if (v.name == core::kEnvBackupDir) plan.backupDir = v.value;
+    }
+    return plan;
+}
+
 RunResult runCommand(const RunOptions& given) {
     const bool tracking = given.trackPid != 0;
-    if (tracking) checkTrackable(given);
+    if (given.attach) {
+        if (given.output == kStdoutPath)
+            throw core::Error(core::kExitBadInput,
+                              "attach: the trace goes to a file: -o - is not available");
+        checkAttachable(given.trackPid);
+    } else if (tracking) {
+        checkTrackable(given);
+    }
     if (given.serve && !tracking)
         throw core::Error(core::kExitBadInput,
                           "run: --serve is memtool.track's (with --track PID)");
@@ -678,7 +703,7 @@ RunResult runCommand(const RunOptions& given) {
         tracking ? TargetProcess::outside(options.trackPid, TargetProcess::Clock::now())
                  : launchTarget(options.command, environment, signals.forChild());
     std::unique_ptr<TrackInput> input;
-    if (tracking) {
+    if (tracking && !options.attach) {
         announceTrack(environment, collector);
         input = std::make_unique<TrackInput>(loop, target, options.serve);
     }
@@ -689,17 +714,26 @@ RunResult runCommand(const RunOptions& given) {
     listener.attach(loop, target.pid());
     signals.attach(loop, target);
     control.expectProgram(target.pid());
+    if (options.attach) control.markAttached();
     control.attach(loop);
     if (live) live->attach(loop);
     // While the program starts, not before: a collector that connects meanwhile
     // waits in the listen queue.
     listener.removeDeadRuns();
+    // The collector it injects connects at once: the listener accepts from here on.
+    std::unique_ptr<AttachSession> attach =
+        options.attach
+            ? std::make_unique<AttachSession>(loop, listener, target,
+                                              injectionPlan(target.pid(), environment, collector),
+                                              options.durationS, options.quiet)
+            : nullptr;
     for (;;) {
         PreparedBodies bodies(options.siteMode);
         collectStreams(loop, listener, target, live.get(), options.waitChildrenS, options.quiet,
                        bodies);
         target.waitForExit();  // a no-op: the loop only ends after the target
         if (live) live->finish(listener);
+        if (attach && attach->failure()) throw *attach->failure();
         if (!options.serve) {
             writeRun(listener, target, options, options.output, cuda, bodies, discard);
             break;

@@ -49,6 +49,11 @@ struct RunOptions {
     // ("end"); once its trace is written memtool says "written" (or "failed WHY") on
     // stdout; stdin's end ends memtool.
     bool serve = false;
+    // memtool attach PID (trackPid): the collector is injected into the running
+    // process (cli/attach), which streams until durationS passes (0: no limit),
+    // memtool is asked to stop, or the program ends; then memtool detaches.
+    bool attach = false;
+    double durationS = 0;
 };
 
 struct RunResult {

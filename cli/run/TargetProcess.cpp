@@ -54,6 +54,7 @@ bool TargetProcess::childrenLeft() const {
 }
 
 void TargetProcess::forward(int signal) {
+    if (outside_ && stopAsked_) return stopAsked_();
     if (outside_) return markDone();  // memtool is asked to stop: the trace is written
     if (!exited_) kill(pid_, signal);
 }

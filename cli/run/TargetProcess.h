@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 
 #include "trace/TraceBuilder.h"
@@ -41,6 +42,10 @@ public:
     void resumeOutside() {
         if (outside_) exited_ = false;
     }
+    // An outside target that memtool is asked to stop profiling (a signal memtool
+    // would forward) calls `f` instead of being done with at once: memtool attach
+    // first detaches from it.
+    void onStopAsked(std::function<void()> f) { stopAsked_ = std::move(f); }
 
     // Reaps it if it has exited; never blocks.
     void reapIfExited();
@@ -75,6 +80,7 @@ private:
     Clock::time_point exitedAt_;
     bool exited_ = false;
     bool outside_ = false;
+    std::function<void()> stopAsked_;
     int status_ = 0;
     rusage usage_{};
     std::map<pid_t, int> orphans_;  // wait statuses of reaped descendants, by pid

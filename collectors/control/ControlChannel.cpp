@@ -271,6 +271,18 @@ uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, 
         std::snprintf(out, size, "{\"ok\":true}");
         return static_cast<uint8_t>(core::ReplyStatus::Ok);
     }
+    if (std::strcmp(command, "detach") == 0 && argc == 1) {
+        const char* why = "this process was not attached by memtool attach";
+        JsonWriter j(out, size);
+        j.open('{');
+        const bool ok = detacher_ && detacher_(&why);
+        if (ok)
+            j.key("ok").value(true);
+        else
+            j.key("error").value(why);
+        j.close('}');
+        return static_cast<uint8_t>(ok ? core::ReplyStatus::Ok : core::ReplyStatus::Failed);
+    }
     if (courtesy_ && std::strcmp(command, "yield") == 0)
         return courtesy_->yieldCommand(argc, argv, out, size);
     if (courtesy_ && std::strcmp(command, "restore") == 0 && argc == 1)
@@ -294,6 +306,9 @@ bool RegionCommands::replies(size_t argc, const char* const* argv, Engine& engin
 
 void RegionCommands::streamEnded() {
     if (courtesy_) courtesy_->abandon();
+    // An attached process whose memtool went away is detached all the same.
+    const char* why = nullptr;
+    if (detacher_) detacher_(&why);
 }
 
 std::atomic<bool> gControlWanted{false};

@@ -52,8 +52,12 @@ public:
     bool replies(size_t argc, const char* const* argv, Engine& engine, uint64_t id) override;
     // A program yielded from outside is not left parked for good.
     void streamEnded() override;
+    // "detach" (memtool attach's end): asks `detacher` to end the track; false with
+    // the reason where it cannot. Set by the composition root before the stream.
+    void setDetacher(bool (*detacher)(const char** why)) { detacher_ = detacher; }
 
 private:
+    bool (*detacher_)(const char** why) = nullptr;
     Regions& regions_;
     Courtesy* courtesy_;
     LiveTensors* tensors_;

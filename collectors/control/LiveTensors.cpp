@@ -17,6 +17,33 @@ constexpr double kDefaultWaitS = 30;
 
 CPythonApi gPython;
 bool gResolved = false;
+char gPackageDir[4096] = "";
+
+// memtool's package, put in sys.modules as `memtool` from the directory memtool
+// attach named, where the program's own path has none: sys.path stays as it was.
+constexpr const char* kLoadPackage =
+    "import sys\n"
+    "if 'memtool' not in sys.modules:\n"
+    "    import importlib.util\n"
+    "    _spec = importlib.util.spec_from_file_location(\n"
+    "        'memtool', _memtool_dir + '/memtool/__init__.py',\n"
+    "        submodule_search_locations=[_memtool_dir + '/memtool'])\n"
+    "    _module = importlib.util.module_from_spec(_spec)\n"
+    "    sys.modules['memtool'] = _module\n"
+    "    try:\n"
+    "        _spec.loader.exec_module(_module)\n"
+    "    except BaseException:\n"
+    "        del sys.modules['memtool']\n"
+    "        raise\n";
+
+// memtool._live, imported; loaded from gPackageDir where the path has no memtool.
+PyObjectPtr importLive() {
+    PyObjectPtr module = gPython.ImportModule("memtool._live");
+    if (module || !gPackageDir[0]) return module;
+    gPython.ErrClear();
+    if (!gPython.runSource(kLoadPackage, "_memtool_dir", gPackageDir)) return nullptr;
+    return gPython.ImportModule("memtool._live");
+}
 
 struct Call {
     Engine* engine;
@@ -58,7 +85,7 @@ void replyPythonError(const Call& c) {
 // On the main thread, the GIL held: memtool._live.visible_tensors_json(device).
 void listOnMainThread(void* context) {
     const Call& c = *static_cast<const Call*>(context);
-    PyObjectPtr module = gPython.ImportModule("memtool._live");
+    PyObjectPtr module = importLive();
     if (!module) return replyPythonError(c);
     PyObjectPtr name = gPython.UnicodeFromString("visible_tensors_json");
     PyObjectPtr device = gPython.UnicodeFromString(c.device ? c.device : "");
@@ -123,6 +150,12 @@ void LiveTensors::command(size_t argc, const char* const* argv, Engine& engine, 
                              "{\"error\":\"the program is parked (yielded) or busy with another "
                              "command; try again after restore\"}");
     }
+}
+
+void LiveTensors::setPackageDirectory(const char* dir) {
+    if (!dir) return;
+    std::strncpy(gPackageDir, dir, sizeof gPackageDir - 1);
+    gPackageDir[sizeof gPackageDir - 1] = '\0';
 }
 
 }  // namespace memtool::collectors::control

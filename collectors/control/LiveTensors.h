@@ -25,6 +25,10 @@ public:
 
     // Answers request `id` itself (a reply of any size through `engine`).
     void command(size_t argc, const char* const* argv, Engine& engine, uint64_t id);
+    // Where memtool's Python package is (the directory that holds memtool/), for a
+    // program whose path does not lead there (memtool attach's): the package is
+    // loaded from it, as `memtool`, when the tensors are first listed. Copied.
+    static void setPackageDirectory(const char* dir);
 
 private:
     SafePoint& safePoint_;

@@ -220,6 +220,7 @@ void ModuleScan::refresh() {
         e.note(core::kNoteWarning, allocatorWarning_);
     if (cudaHooked_ && !runtimeSourceNoted_.exchange(true))
         e.note(core::kNoteCudaSource, "runtime-hooks");
+    if (pythonDeferred_.load()) return;
     if (e.options().pythonStacks) PythonTracker::tryInstall(e);
     programEnd::tryInstallPython(e);
 }

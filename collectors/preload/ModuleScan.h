@@ -137,6 +137,12 @@ public:
     // Returns the slots restored.
     size_t detach();
 
+    // memtool attach: a scan runs on a thread stopped at any point of the program
+    // (perhaps between two halves of a bytecode, the GIL held): Python tracking is
+    // not installed from there but from a pending call (the next bytecode boundary),
+    // which clears this and scans again.
+    void deferPython(bool defer) { pythonDeferred_.store(defer); }
+
 private:
     struct Visit {
         ModuleScan* self;
@@ -154,6 +160,7 @@ private:
     ScanState state_;
     // The scan of each refresh, and the second one of a stream that starts afresh.
     Scan scans_[2];
+    std::atomic<bool> pythonDeferred_{false};
     std::atomic<bool> cudaAttached_{false};  // the CUDA injection asked to record
     std::atomic<bool> cudaHooked_{false};    // some module's CUDA runtime slot is ours
     std::atomic<bool> runtimeSourceNoted_{false};

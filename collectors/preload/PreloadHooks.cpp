@@ -491,6 +491,13 @@ __attribute__((visibility("default"))) int memtool_track_stop(int keep_hooks, ch
     return memtool::collectors::stopTracking(keep_hooks != 0, out, size) ? 0 : 1;
 }
 
+__attribute__((visibility("default"))) int memtool_attach_start(const char* socket,
+                                                                const char* options,
+                                                                const char* backup_dir,
+                                                                const char* python_package) {
+    return memtool::collectors::startAttach(socket, options, backup_dir, python_package);
+}
+
 __attribute__((visibility("default"))) int memtool_track_unhook(char* out, size_t size) {
     return memtool::collectors::unhook(out, size) ? 0 : 1;
 }

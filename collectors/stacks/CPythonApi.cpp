@@ -52,6 +52,21 @@ bool CPythonApi::resolveCalls() {
            find(ObjectStr, "PyObject_Str");
 }
 
+bool CPythonApi::runSource(const char* source, const char* name, const char* value) {
+    if (!find(DictNew, "PyDict_New") || !find(DictSetItemString, "PyDict_SetItemString") ||
+        !find(EvalGetBuiltins, "PyEval_GetBuiltins") || !find(RunStringFlags, "PyRun_StringFlags"))
+        return false;
+    PyObjectPtr globals = DictNew();
+    PyObjectPtr text = UnicodeFromString(value);
+    PyObjectPtr result = nullptr;
+    if (globals && text && DictSetItemString(globals, "__builtins__", EvalGetBuiltins()) == 0 &&
+        DictSetItemString(globals, name, text) == 0)
+        result = RunStringFlags(source, kPyFileInput, globals, globals, nullptr);
+    for (PyObjectPtr o : {result, text, globals})
+        if (o) DecRef(o);
+    return result != nullptr;
+}
+
 bool CPythonApi::callWithFunction(const char* module, const char* method, PyMethodDefLayout* def) {
     PyObjectPtr target = ImportModule(module);
     PyObjectPtr function = CFunctionNewEx(def, nullptr, nullptr);

@@ -91,6 +91,10 @@ struct CPythonApi {
     // threading.setprofile), the GIL held, after resolve(). False when any step
     // failed; the Python error is cleared either way.
     bool callWithFunction(const char* module, const char* method, PyMethodDefLayout* def);
+    // Runs `source` as a module's code in a namespace of its own, where `name` is
+    // the string `value` (the GIL held, after resolveCalls()). False when it raised;
+    // the Python error is left set then.
+    bool runSource(const char* source, const char* name, const char* value);
 };
 
 }  // namespace memtool::collectors

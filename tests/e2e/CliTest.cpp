@@ -73,7 +73,7 @@ TEST(Cli, AnUnknownOptionOrAMissingArgumentIsNamedWithItsCommand) {
 }
 
 TEST(Cli, AMissingOrMisspeltCommandIsNamed) {
-    const std::string commands = "run, ctl, report, check, diff; memtool --help)\n";
+    const std::string commands = "run, attach, ctl, report, check, diff; memtool --help)\n";
     Outcome none = run({MEMTOOL_BIN});
     EXPECT_EQ(none.exitCode, 2);
     EXPECT_EQ(none.err, "memtool: no command given (" + commands);

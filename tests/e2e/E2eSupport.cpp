@@ -19,18 +19,20 @@ extern char** environ;
 
 namespace memtool::e2e {
 
-Outcome run(const std::vector<std::string>& argv, const std::string& input,
-            const std::vector<std::string>& extraEnv,
-            const std::function<void(pid_t, const std::string&)>& onStart, const std::string& cwd) {
-    int in[2], out[2], err[2];
-    if (pipe(in) || pipe(out) || pipe(err)) throw std::runtime_error("pipe");
-    pid_t pid = fork();
+namespace {
+// argv started with pipes for its stdin, stdout and stderr (the parent's ends in
+// `in`, `out`, `err`), `extraEnv` entries NAME=VALUE added, in `cwd` (empty: here).
+pid_t forkWithPipes(const std::vector<std::string>& argv, const std::vector<std::string>& extraEnv,
+                    const std::string& cwd, int* in, int* out, int* err) {
+    int i[2], o[2], e[2];
+    if (pipe(i) || pipe(o) || pipe(e)) throw std::runtime_error("pipe");
+    const pid_t pid = fork();
     if (pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        dup2(err[1], 2);
-        for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) close(fd);
-        for (const auto& e : extraEnv) putenv(strdup(e.c_str()));
+        dup2(i[0], 0);
+        dup2(o[1], 1);
+        dup2(e[1], 2);
+        for (int fd : {i[0], i[1], o[0], o[1], e[0], e[1]}) close(fd);
+        for (const auto& v : extraEnv) putenv(strdup(v.c_str()));
         if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
         std::vector<char*> args;
         for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -38,17 +40,29 @@ Outcome run(const std::vector<std::string>& argv, const std::string& input,
         execvp(args[0], args.data());
         _exit(127);
     }
-    close(in[0]);
-    close(out[1]);
-    close(err[1]);
+    close(i[0]);
+    close(o[1]);
+    close(e[1]);
+    *in = i[1];
+    *out = o[0];
+    *err = e[0];
+    return pid;
+}
+}  // namespace
+
+Outcome run(const std::vector<std::string>& argv, const std::string& input,
+            const std::vector<std::string>& extraEnv,
+            const std::function<void(pid_t, const std::string&)>& onStart, const std::string& cwd) {
+    int in = -1, out = -1, err = -1;
+    const pid_t pid = forkWithPipes(argv, extraEnv, cwd, &in, &out, &err);
     if (!input.empty()) {
-        ssize_t w = write(in[1], input.data(), input.size());
+        ssize_t w = write(in, input.data(), input.size());
         (void)w;
     }
-    close(in[1]);
+    close(in);
     Outcome o;
     bool started = !onStart;
-    pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+    pollfd fds[2] = {{out, POLLIN, 0}, {err, POLLIN, 0}};
     int open = 2;
     char buf[65536];
     while (open > 0) {
@@ -73,6 +87,74 @@ Outcome run(const std::vector<std::string>& argv, const std::string& input,
     if (waitpid(pid, &status, 0) != pid) return o;  // already reaped by onStart
     if (WIFEXITED(status)) o.exitCode = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
+    return o;
+}
+
+Spawned::Spawned(const std::vector<std::string>& argv, const std::vector<std::string>& extraEnv) {
+    pid_ = forkWithPipes(argv, extraEnv, "", &in_, &out_, &err_);
+}
+
+Spawned::~Spawned() {
+    if (!reaped_ && pid_ > 0) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+    }
+    for (int fd : {in_, out_, err_})
+        if (fd >= 0) close(fd);
+}
+
+std::string Spawned::readLine() {
+    char buf[4096];
+    while (pending_.find('\n') == std::string::npos) {
+        const ssize_t n = out_ >= 0 ? read(out_, buf, sizeof buf) : 0;
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            std::string rest = std::move(pending_);
+            pending_.clear();
+            return rest;
+        }
+        pending_.append(buf, static_cast<size_t>(n));
+        outText_.append(buf, static_cast<size_t>(n));
+    }
+    const size_t eol = pending_.find('\n');
+    std::string line = pending_.substr(0, eol);
+    pending_.erase(0, eol + 1);
+    return line;
+}
+
+void Spawned::closeInput() {
+    if (in_ >= 0) close(in_);
+    in_ = -1;
+}
+
+Outcome Spawned::wait() {
+    closeInput();
+    Outcome o;
+    pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
+    int open = 2;
+    char buf[65536];
+    while (open > 0) {
+        if (poll(fds, 2, -1) < 0) continue;
+        for (int i = 0; i < 2; ++i) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            const ssize_t n = read(fds[i].fd, buf, sizeof buf);
+            if (n <= 0) {
+                close(fds[i].fd);
+                fds[i].fd = -1;
+                --open;
+                continue;
+            }
+            (i == 0 ? outText_ : o.err).append(buf, static_cast<size_t>(n));
+        }
+    }
+    out_ = err_ = -1;
+    int status = 0;
+    if (waitpid(pid_, &status, 0) == pid_) {
+        reaped_ = true;
+        if (WIFEXITED(status)) o.exitCode = WEXITSTATUS(status);
+        if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
+    }
+    o.out = outText_;
     return o;
 }
 

@@ -45,9 +45,11 @@ std::string pythonBin();
 #define STATIC_PROGRAM_BIN E2E_PATH(STATIC_PROGRAM_BIN)
 #define CUDA_REGION_USER_BIN E2E_PATH(CUDA_REGION_USER_BIN)  // empty without the CUDA parts
 #define FAKE_CUDA_DRIVER E2E_PATH(FAKE_CUDA_DRIVER)
-#define COURTESY_USER_BIN E2E_PATH(COURTESY_USER_BIN)  // empty without LibTorch
-#define LEAK_AT_EXIT_BIN E2E_PATH(LEAK_AT_EXIT_BIN)    // empty without LibTorch
-#define INLINED_USER_BIN E2E_PATH(INLINED_USER_BIN)    // empty without LibTorch
+#define COURTESY_USER_BIN E2E_PATH(COURTESY_USER_BIN)      // empty without LibTorch
+#define LEAK_AT_EXIT_BIN E2E_PATH(LEAK_AT_EXIT_BIN)        // empty without LibTorch
+#define INLINED_USER_BIN E2E_PATH(INLINED_USER_BIN)        // empty without LibTorch
+#define ATTACH_TARGET_BIN E2E_PATH(ATTACH_TARGET_BIN)      // empty without LibTorch
+#define REGISTER_KEEPER_BIN E2E_PATH(REGISTER_KEEPER_BIN)  // empty without LibTorch
 #define CHROMIUM_BIN E2E_PATH(CHROMIUM_BIN)
 #define TMUX_BIN E2E_PATH(TMUX_BIN)
 #define HTML_PROBE E2E_PATH(HTML_PROBE)
@@ -76,6 +78,32 @@ Outcome run(const std::vector<std::string>& argv, const std::string& input = "",
             const std::vector<std::string>& extraEnv = {},
             const std::function<void(pid_t, const std::string&)>& onStart = nullptr,
             const std::string& cwd = "");
+
+// A program run in the background, for tests that drive two at once (memtool
+// attach and its target): its stdout read a line at a time, which is how the test
+// knows where the program is; stdin a pipe kept open until closeInput().
+class Spawned {
+public:
+    explicit Spawned(const std::vector<std::string>& argv,
+                     const std::vector<std::string>& extraEnv = {});
+    ~Spawned();  // one still running is killed (SIGKILL) and reaped
+    Spawned(const Spawned&) = delete;
+    Spawned& operator=(const Spawned&) = delete;
+
+    pid_t pid() const { return pid_; }
+    // Its next line of stdout, without the newline; "" at the end of its output.
+    std::string readLine();
+    void closeInput();
+    // Reads what is left (stdout and stderr), waits for it to end. `out` holds all
+    // of its stdout, the lines readLine() gave included.
+    Outcome wait();
+
+private:
+    pid_t pid_ = -1;
+    int in_ = -1, out_ = -1, err_ = -1;
+    std::string outText_, pending_;
+    bool reaped_ = false;
+};
 
 // A fresh directory for one test's files.
 std::string tempDir();
