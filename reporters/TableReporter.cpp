@@ -14,6 +14,32 @@ namespace memtool::reporters {
 
 namespace {
 
+// memtool attach: what Python could see from before the attach, listed apart.
+void renderBeforeAttach(const core::ProcessTrace& p, std::ostream& out) {
+    if (!p.attached) return;
+    if (!p.liveAtAttachTimeS) {
+        if (!p.liveAtAttachUnlisted.empty())
+            out << fmt::format(
+                "Before:   the storages from before the attach were not listed ({})\n",
+                p.liveAtAttachUnlisted);
+        return;
+    }
+    std::map<std::string, std::pair<uint64_t, size_t>> byDevice;  // bytes, storages
+    for (const auto& s : p.liveAtAttach) {
+        byDevice[s.device].first += s.bytes;
+        ++byDevice[s.device].second;
+    }
+    std::string what;
+    for (const auto& [device, figures] : byDevice)
+        what += fmt::format("{}{} B in {} storage{} on {}", what.empty() ? "" : ", ",
+                            core::groupDigits(figures.first), figures.second,
+                            figures.second == 1 ? "" : "s", device);
+    out << fmt::format(
+        "Before:   {} that Python could see {:.3f} s in, from before the attach (listed in the "
+        "trace's live_at_attach, not counted)\n",
+        what.empty() ? "no storage" : what, *p.liveAtAttachTimeS);
+}
+
 // When "Leaked" was counted, as a legend says it.
 const char* leakWhen(const core::ProcessTrace& p) {
     if (p.leakMoment == core::kLeakAtPython) return "when the interpreter began to finalize";
@@ -192,6 +218,7 @@ void renderProcess(const core::Trace& trace, const core::ProcessTrace& p,
         out << fmt::format("Earlier:  {} free{} of blocks allocated before {} (not counted)\n",
                            p.earlierFrees, p.earlierFrees == 1 ? "" : "s",
                            p.attached ? "memtool attached" : "memtool.track began");
+    renderBeforeAttach(p, out);
     for (const auto& w : p.warnings) out << "Warning:  " << w << '\n';
     if (p.devices.empty()) {
         out << '\n' << noAllocationsText(p) << '\n';

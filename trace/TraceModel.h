@@ -111,6 +111,14 @@ struct RegionTotals {
     uint64_t pausedBytes = 0;  // of which paused
 };
 
+// memtool attach: a storage Python could see in the process when memtool asked,
+// right after the attach, that memtool never saw allocated (it was there before).
+struct StorageAtAttach {
+    std::string device;
+    std::string name;  // the tensor's name, as `memtool ctl PID tensors` gives it
+    uint64_t bytes = 0;
+};
+
 // One pause or resume, as it happened.
 struct ControlEvent {
     double timeS = 0;    // on the allocations' clock: seconds since the collector connected
@@ -211,6 +219,12 @@ struct ProcessTrace {
     uint64_t earlierFrees = 0;
     // The track was `memtool attach`'s (detached: memtool let the process go).
     bool attached = false;
+    // Its storages from before the attach that Python could see, as listed when the
+    // main thread first ran Python after it (listed, not counted); at what time;
+    // or why they could not be listed.
+    std::vector<StorageAtAttach> liveAtAttach;
+    std::optional<double> liveAtAttachTimeS;
+    std::string liveAtAttachUnlisted;
     // Where a launcher (torchrun, Slurm, MPI) set them: the process's rank, its rank
     // on its node and the number of ranks; rankEnvironment has the variables as set.
     std::optional<int64_t> rank;

@@ -224,6 +224,17 @@ core::LineStat lineFromJson(const json& j) {
     return l;
 }
 
+// "live_at_attach": {"time_s", "storages": [{device, name, bytes}]} or {"unlisted"}.
+void liveAtAttachFromJson(const json& j, core::ProcessTrace& p) {
+    if (!j.is_object()) throw MalformedTrace("\"live_at_attach\" is not an object");
+    if (j.contains("unlisted")) p.liveAtAttachUnlisted = j.at("unlisted").get<std::string>();
+    if (!j.contains("time_s")) return;
+    p.liveAtAttachTimeS = j.at("time_s").get<double>();
+    for (const json& s : j.at("storages"))
+        p.liveAtAttach.push_back({s.at("device").get<std::string>(),
+                                  s.at("name").get<std::string>(), unsignedField(s, "bytes")});
+}
+
 core::RegionTotals regionFromJson(const json& j) {
     core::RegionTotals r;
     r.tag = j.at("tag").get<std::string>();
@@ -357,6 +368,7 @@ core::ProcessTrace processFromJson(const json& j) {
     p.detached = j.value("detached", false) == true;
     p.earlierFrees = optionalUnsigned(j, "earlier_frees");
     p.attached = j.value("attached", false) == true;
+    if (j.contains("live_at_attach")) liveAtAttachFromJson(j.at("live_at_attach"), p);
     p.rank = optionalInt(j, "rank");
     p.localRank = optionalInt(j, "local_rank");
     p.worldSize = optionalInt(j, "world_size");

@@ -328,6 +328,17 @@ TextWriter::Member mapField(TextWriter& w, std::string_view key, const Map& m, W
     return {key, [&w, &m, write] { w.map(m, [&w, write](const auto& v) { write(w, v); }); }};
 }
 
+void writeStorageAtAttach(TextWriter& w, const core::StorageAtAttach& s) {
+    w.object({field(w, "device", s.device), field(w, "name", s.name), field(w, "bytes", s.bytes)});
+}
+
+// {"time_s": T, "storages": [...]}, or {"unlisted": WHY}.
+void writeLiveAtAttach(TextWriter& w, const core::ProcessTrace& p) {
+    if (!p.liveAtAttachTimeS) return w.object({field(w, "unlisted", p.liveAtAttachUnlisted)});
+    w.object({field(w, "time_s", *p.liveAtAttachTimeS),
+              arrayField(w, "storages", p.liveAtAttach, writeStorageAtAttach)});
+}
+
 // The members a process's body decides (RenderedBody), by key: each written
 // by `write`, at the level of a process's members.
 template <typename Write>
@@ -375,6 +386,8 @@ void writeProcess(TextWriter& w, const core::ProcessTrace& p, const RenderedBody
     if (p.detached) m.push_back(field(w, "detached", p.detached));
     if (p.earlierFrees) m.push_back(field(w, "earlier_frees", p.earlierFrees));
     if (p.attached) m.push_back(field(w, "attached", p.attached));
+    if (p.liveAtAttachTimeS || !p.liveAtAttachUnlisted.empty())
+        m.push_back({"live_at_attach", [&w, &p] { writeLiveAtAttach(w, p); }});
     if (p.rank) m.push_back(field(w, "rank", p.rank));
     if (p.localRank) m.push_back(field(w, "local_rank", p.localRank));
     if (p.worldSize) m.push_back(field(w, "world_size", p.worldSize));

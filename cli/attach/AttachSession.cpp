@@ -8,6 +8,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "cli/ctl/ControlServer.h"
 #include "cli/run/EventLoop.h"
 #include "cli/run/TargetProcess.h"
 #include "cli/stream/CollectorListener.h"
@@ -18,6 +19,8 @@ namespace {
 
 // The collector connects within a few ms of its start; past this it is not coming.
 constexpr double kConnectWaitS = 10;
+// How long the tensors at the attach wait for the main thread's safe point.
+constexpr const char* kListWait = "1";
 // The detach request's id: above every id the ctl server hands out.
 constexpr uint64_t kDetachRequest = uint64_t{1} << 62;
 
@@ -31,10 +34,12 @@ void arm(int timer, double seconds) {
 
 }  // namespace
 
-AttachSession::AttachSession(EventLoop& loop, CollectorListener& listener, TargetProcess& target,
-                             InjectionPlan plan, double durationS, bool quiet)
+AttachSession::AttachSession(EventLoop& loop, CollectorListener& listener, ControlServer& control,
+                             TargetProcess& target, InjectionPlan plan, double durationS,
+                             bool quiet)
     : loop_(loop),
       listener_(listener),
+      control_(control),
       target_(target),
       plan_(std::move(plan)),
       durationS_(durationS),
@@ -112,12 +117,7 @@ void AttachSession::look() {
         connected_ = true;
         itimerspec off{};
         timerfd_settime(timer_, 0, &off, nullptr);
-        std::cout << "attached " << plan_.pid << '\n' << std::flush;
-        if (!quiet_)
-            std::cerr << fmt::format("memtool: attached to process {}; {} detaches\n", plan_.pid,
-                                     durationS_ > 0
-                                         ? fmt::format("{:g} s from now, or Ctrl-C,", durationS_)
-                                         : std::string("Ctrl-C"));
+        listTensors();
         if (stopAsked_)
             stop();
         else if (durationS_ > 0)
@@ -125,6 +125,69 @@ void AttachSession::look() {
     }
     // Detached, or the program ended: its stream is over.
     if (!mine->open()) target_.markDone();
+}
+
+// What was there is listed first, so that "attached" means it was (or could not
+// be): a main thread that reaches no safe point within kListWaitS is not waited
+// for longer, and the requests after it (a detach) wait no longer either.
+void AttachSession::listTensors() {
+    if (!control_.ask(plan_.pid, {"tensors", "--wait", kListWait}, [this](const nlohmann::json& a) {
+            tensorsListed(a);
+            sayAttached();
+        })) {
+        unlisted_ = "the process's stream closed at once";
+        sayAttached();
+    }
+}
+
+void AttachSession::sayAttached() {
+    std::cout << "attached " << plan_.pid << '\n' << std::flush;
+    if (!quiet_)
+        std::cerr << fmt::format("memtool: attached to process {}; {} detaches\n", plan_.pid,
+                                 durationS_ > 0
+                                     ? fmt::format("{:g} s from now, or Ctrl-C,", durationS_)
+                                     : std::string("Ctrl-C"));
+}
+
+// The answer is the target's data: read field by field; anything unexpected
+// leaves the storages unlisted, with what came instead.
+void AttachSession::tensorsListed(const nlohmann::json& answer) {
+    const std::string status = answer.is_object() ? answer.value("status", "") : "";
+    const nlohmann::json* body =
+        answer.is_object() && answer.contains("body") ? &answer["body"] : nullptr;
+    if (status != "ok" || !body || !body->is_object()) {
+        const bool said =
+            body && body->is_object() && body->contains("error") && (*body)["error"].is_string();
+        unlisted_ = said ? (*body)["error"].get<std::string>()
+                    : status == "gone"
+                        ? "the stream ended before the main thread ran Python (no safe point "
+                          "while attached)"
+                        : "the answer was " + status;
+        return;
+    }
+    std::vector<core::StorageAtAttach> found;
+    for (const nlohmann::json& d : body->value("devices", nlohmann::json::array())) {
+        if (!d.is_object() || !d.contains("outside_allocator") ||
+            !d["outside_allocator"].is_array())
+            continue;
+        const std::string device = d.contains("device") && d["device"].is_string()
+                                       ? d["device"].get<std::string>()
+                                       : std::string();
+        for (const nlohmann::json& t : d["outside_allocator"])
+            if (t.is_object() && t.contains("name") && t["name"].is_string() &&
+                t.contains("bytes") && t["bytes"].is_number_unsigned())
+                found.push_back({device, t["name"].get<std::string>(), t["bytes"].get<uint64_t>()});
+    }
+    before_ = std::move(found);
+    beforeTimeS_ = body->contains("time_s") && (*body)["time_s"].is_number()
+                       ? (*body)["time_s"].get<double>()
+                       : 0.0;
+}
+
+void AttachSession::describeBefore(core::ProcessTrace& p) const {
+    p.liveAtAttach = before_;
+    p.liveAtAttachTimeS = beforeTimeS_;
+    if (!beforeTimeS_) p.liveAtAttachUnlisted = unlisted_;
 }
 
 void AttachSession::stop() {

@@ -275,7 +275,7 @@ void ControlServer::forward(std::list<Client>::iterator client, CollectorConnect
     c.onReply([this, &c](const core::ReplyRecord& r) { onReply(c, r); });
     client->waiting = true;
     const bool yield = !argv.empty() && argv[0] == "yield";
-    pending_[id] = Pending{client, kind, std::move(query), &c, yield};
+    pending_[id] = Pending{client, kind, std::move(query), &c, yield, nullptr};
     if (!c.sendRequest(id, argv)) {
         pending_.erase(id);
         client->waiting = false;
@@ -283,17 +283,38 @@ void ControlServer::forward(std::list<Client>::iterator client, CollectorConnect
     }
 }
 
+bool ControlServer::ask(pid_t pid, std::vector<std::string> argv, Answered done) {
+    CollectorConnection* c = connectionOf(pid);
+    if (!c || !c->open() || argv.empty()) return false;
+    const uint64_t id = nextRequest_++;
+    c->onReply([this, c](const core::ReplyRecord& r) { onReply(*c, r); });
+    Pending p;
+    p.client = clients_.end();
+    p.kind = argv[0] == "tensors" ? Kind::Tensors : Kind::Forward;
+    p.connection = c;
+    p.internal = std::move(done);
+    pending_[id] = std::move(p);
+    if (c->sendRequest(id, argv)) return true;
+    pending_.erase(id);
+    return false;
+}
+
+void ControlServer::deliver(const Pending& p, const nlohmann::json& reply) {
+    if (p.internal) return p.internal(reply);
+    p.client->waiting = false;
+    answer(p.client, reply);
+}
+
 void ControlServer::onReply(CollectorConnection& c, const core::ReplyRecord& r) {
     auto it = pending_.find(r.id);
     if (it == pending_.end()) return;  // its client went away
     const Pending p = it->second;
     pending_.erase(it);
-    p.client->waiting = false;
     // The process's stream ended first (CollectorConnection::close): it is gone,
     // which ctl says as such (exit 3), not as a command that failed.
     if (!c.open() && r.status == core::ReplyStatus::Failed &&
         r.body == CollectorConnection::kEndedBeforeAnswer)
-        return answer(p.client, {{"status", "gone"}});
+        return deliver(p, {{"status", "gone"}});
     // A collector's answer is data, not trusted JSON: what does not parse, or nests
     // deep enough to overflow the stack when dumped, goes on as text.
     nlohmann::json body = r.body;
@@ -302,10 +323,10 @@ void ControlServer::onReply(CollectorConnection& c, const core::ReplyRecord& r) 
         if (!parsed.is_discarded()) body = std::move(parsed);
     }
     if (r.status == core::ReplyStatus::Ok && p.kind == Kind::Tensors)
-        return answer(p.client, tensorsAnswer(c, body, p.query));
+        return deliver(p, tensorsAnswer(c, body, p.query));
     if (r.status == core::ReplyStatus::Ok && p.kind == Kind::Snapshot)
-        return answer(p.client, snapshotAnswer(c));
-    answer(p.client, {{"status", statusName(r.status)}, {"body", body}});
+        return deliver(p, snapshotAnswer(c));
+    deliver(p, {{"status", statusName(r.status)}, {"body", body}});
 }
 
 nlohmann::json ControlServer::tensorsAnswer(CollectorConnection& c, const nlohmann::json& visible,
@@ -359,9 +380,9 @@ void ControlServer::forgetEndedStreams() {
             ++it;
             continue;
         }
-        const auto client = it->second.client;
+        const Pending p = it->second;
         it = pending_.erase(it);
-        answer(client, {{"status", "no_such_process"}});
+        deliver(p, {{"status", "no_such_process"}});
     }
 }
 

@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -56,6 +57,11 @@ public:
     void expectProgram(pid_t pid) { program_ = pid; }
     // The program is one memtool attach came into: listed as attached.
     void markAttached() { attached_ = true; }
+    // memtool's own request to process `pid`'s collector (memtool attach asks for
+    // the tensors live at the attach): the answer, as ctl would get it
+    // ({"status", "body", ...}), goes to `done`. False when `pid` has no open stream.
+    using Answered = std::function<void(const nlohmann::json&)>;
+    bool ask(pid_t pid, std::vector<std::string> argv, Answered done);
     // Before the listener forgets the ended streams (CollectorListener::forgetEnded):
     // requests still waiting on one of them are answered as for a process gone.
     void forgetEndedStreams();
@@ -88,7 +94,10 @@ private:
         TensorsQuery query;
         CollectorConnection* connection = nullptr;
         bool yield = false;  // undone (restore) when its client goes before the answer
+        Answered internal;   // memtool's own request (ask): no client
     };
+    // The answer to `p`: to its client, or to memtool's own asker.
+    void deliver(const Pending& p, const nlohmann::json& reply);
     void forward(std::list<Client>::iterator client, CollectorConnection& c,
                  std::vector<std::string> argv, Kind kind, TensorsQuery query);
     void onReply(CollectorConnection& c, const core::ReplyRecord& r);

@@ -604,11 +604,13 @@ void announceTrack(const std::vector<EnvVariable>& env, const std::string& colle
 
 // The trace of what the listener holds, written to `output` (one file, or with %p or
 // %r in its name one per process or rank; nothing when `discard`), and the summary.
+// `amend`: what the caller adds to the trace before it is written.
 void writeRun(CollectorListener& listener, const TargetProcess& target, const RunOptions& options,
-              const std::string& output, const CudaPlan& cuda, PreparedBodies& bodies,
-              bool discard) {
+              const std::string& output, const CudaPlan& cuda, PreparedBodies& bodies, bool discard,
+              const std::function<void(core::Trace&)>& amend = nullptr) {
     std::vector<const reporters::RenderedBody*> rendered;
     core::Trace trace = assembleTrace(listener, target, options, cuda, bodies, rendered);
+    if (amend) amend(trace);
     // Every frame is named: the object files the symbolizers hold can go, and the
     // spare descriptor too, so that the sources and the trace can be opened.
     listener.closeObjectFiles();
@@ -723,7 +725,7 @@ RunResult runCommand(const RunOptions& given) {
     // The collector it injects connects at once: the listener accepts from here on.
     std::unique_ptr<AttachSession> attach =
         options.attach
-            ? std::make_unique<AttachSession>(loop, listener, target,
+            ? std::make_unique<AttachSession>(loop, listener, control, target,
                                               injectionPlan(target.pid(), environment, collector),
                                               options.durationS, options.quiet)
             : nullptr;
@@ -735,7 +737,13 @@ RunResult runCommand(const RunOptions& given) {
         if (live) live->finish(listener);
         if (attach && attach->failure()) throw *attach->failure();
         if (!options.serve) {
-            writeRun(listener, target, options, options.output, cuda, bodies, discard);
+            // An attached process's trace says what was there before memtool came.
+            writeRun(listener, target, options, options.output, cuda, bodies, discard,
+                     [&](core::Trace& t) {
+                         for (core::ProcessTrace& p : t.processes)
+                             if (attach && p.attached && p.pid == target.pid())
+                                 attach->describeBefore(p);
+                     });
             break;
         }
         serveBlock(*input, listener, target, options, cuda, bodies);

@@ -113,6 +113,11 @@ TEST(Attach, ABareProgramsFiveAllocationsAreExactAtTheirLine) {
     ASSERT_FALSE(site.is_null()) << p.at("hotspots").dump(1);
     EXPECT_EQ(site.at("allocated_bytes"), 5000000);
     EXPECT_EQ(site.at("count"), 5);
+    // Its main thread waited in sigwait when memtool attached: no safe point came
+    // within the second memtool gives it to list what was there.
+    EXPECT_EQ(p.at("live_at_attach").at("unlisted"),
+              "the program's main thread did not reach a safe point within 1 s (it may be blocked "
+              "in a system call: a sleep, I/O, a lock)");
     const Outcome text = run({MEMTOOL_BIN, "report", r.tracePath});
     EXPECT_NE(text.out.find(" · ran on (memtool attach detached) · "), std::string::npos)
         << text.out;
@@ -139,6 +144,8 @@ TEST(Attach, ALibTorchProgramsAllocationsHaveTheirNativeStack) {
     ASSERT_FALSE(site.is_null()) << p.at("hotspots").dump(1);
     EXPECT_EQ(site.at("allocated_bytes"), 5000000);
     EXPECT_NE(site.at("site").get<std::string>().find("allocateFive"), std::string::npos) << site;
+    EXPECT_EQ(p.at("live_at_attach").at("unlisted"),
+              "this program runs no Python interpreter: there are no Python tensors to list");
 }
 
 // resnet18 training, attached between two steps while it runs and let go of two
@@ -392,7 +399,8 @@ TEST(Attach, CtlSeesTheAttachedProcessAndItsTensors) {
     const pid_t pid = readyPid(program);
     ASSERT_GT(pid, 0);
     const std::string pidText = std::to_string(pid);
-    auto attach = attachTo(pid, tempDir() + "/trace.json");
+    const std::string trace = tempDir() + "/trace.json";
+    auto attach = attachTo(pid, trace);
     kill(pid, SIGUSR1);
     EXPECT_EQ(program.readLine(), "allocated 5000000");
 
@@ -432,4 +440,14 @@ TEST(Attach, CtlSeesTheAttachedProcessAndItsTensors) {
     ASSERT_EQ(detach(*attach).exitCode, 0);
     kill(pid, SIGUSR2);
     EXPECT_EQ(program.wait().exitCode, 3);
+    // Listed at the attach, before the round: `kept`, the one storage from before.
+    const nlohmann::json p = readJson(trace).at("processes").at(0);
+    const nlohmann::json& before = p.at("live_at_attach");
+    EXPECT_GE(before.at("time_s").get<double>(), 0.0);
+    EXPECT_EQ(before.at("storages"),
+              nlohmann::json::parse(R"([{"device": "cpu", "name": "kept", "bytes": 3000000}])"));
+    const Outcome report = run({MEMTOOL_BIN, "report", trace});
+    EXPECT_NE(report.out.find("Before:   3,000,000 B in 1 storage on cpu that Python could see "),
+              std::string::npos)
+        << report.out;
 }
