@@ -178,6 +178,9 @@ void AttachSession::tensorsListed(const nlohmann::json& answer) {
                 t.contains("bytes") && t["bytes"].is_number_unsigned())
                 found.push_back({device, t["name"].get<std::string>(), t["bytes"].get<uint64_t>()});
     }
+    uint64_t bytes = 0;
+    for (const auto& s : found) bytes += s.bytes;
+    control_.setBeforeAttach(bytes);
     before_ = std::move(found);
     beforeTimeS_ = body->contains("time_s") && (*body)["time_s"].is_number()
                        ? (*body)["time_s"].get<double>()

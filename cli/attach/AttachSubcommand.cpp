@@ -19,11 +19,13 @@ struct AttachArgs {
     RunOptions run;
     std::string siteMode = "user";
     bool noNative = false, noPython = false;
+    std::string pausable = "none";
 };
 
 int attachAction(AttachArgs& a) {
     RunOptions& run = a.run;
     run.attach = true;
+    run.pausableAll = a.pausable == "all";
     run.nativeStacks = !a.noNative;
     run.pythonStacks = !a.noPython;
     run.siteMode = *core::parseSiteMode(a.siteMode);
@@ -60,6 +62,13 @@ Command addAttachCommand(CLI::App& app) {
     cmd->add_option("--site", args->siteMode, "Hotspot site, as memtool run's")
         ->check(CLI::IsMember({"user", "all", "library"}))
         ->capture_default_str();
+    cmd->add_option("--pausable", args->pausable,
+                    "all: every CPU storage of 64 KiB or more allocated from the attach on belongs "
+                    "to a region (memtool ctl PID yield takes it); none: only the program's own")
+        ->check(CLI::IsMember({"all", "none"}))
+        ->capture_default_str();
+    cmd->add_option("--backup-dir", args->run.backupDir,
+                    "Where paused regions' disk backups go (default $TMPDIR or /tmp)");
     cmd->add_flag("-q,--quiet", args->run.quiet, "Print nothing of memtool's own on stderr");
     cmd->footer(
         "stdout gets one line, \"attached PID\", once recording began. Exit codes: 0 the trace was "

@@ -322,6 +322,14 @@ void ControlServer::onReply(CollectorConnection& c, const core::ReplyRecord& r) 
         nlohmann::json parsed = nlohmann::json::parse(r.body, nullptr, false);
         if (!parsed.is_discarded()) body = std::move(parsed);
     }
+    // An attached program's yield leaves what was there before memtool came.
+    const auto& h = c.aggregator().handshake();
+    if (p.yield && attached_ && h && h->pid == program_ && body.is_object()) {
+        if (beforeAttachBytes_)
+            body["before_attach_bytes"] = *beforeAttachBytes_;
+        else
+            body["before_attach_unlisted"] = true;
+    }
     if (r.status == core::ReplyStatus::Ok && p.kind == Kind::Tensors)
         return deliver(p, tensorsAnswer(c, body, p.query));
     if (r.status == core::ReplyStatus::Ok && p.kind == Kind::Snapshot)

@@ -27,6 +27,7 @@
 #include <list>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,8 +56,11 @@ public:
     // allocation, a moment after it starts), it is listed as starting, and a
     // request for it waits for its stream (within ctl's --timeout).
     void expectProgram(pid_t pid) { program_ = pid; }
-    // The program is one memtool attach came into: listed as attached.
+    // The program is one memtool attach came into: listed as attached; a yield's
+    // answer says what it could not take: the bytes of the storages from before
+    // the attach Python could see (none: they were not listed).
     void markAttached() { attached_ = true; }
+    void setBeforeAttach(std::optional<uint64_t> bytes) { beforeAttachBytes_ = bytes; }
     // memtool's own request to process `pid`'s collector (memtool attach asks for
     // the tensors live at the attach): the answer, as ctl would get it
     // ({"status", "body", ...}), goes to `done`. False when `pid` has no open stream.
@@ -116,6 +120,7 @@ private:
     std::map<uint64_t, Pending> pending_;  // request id -> who asked, and for what
     pid_t program_ = 0;
     bool attached_ = false;
+    std::optional<uint64_t> beforeAttachBytes_;
     int programTimer_ = -1;  // a timerfd: how long a request waits for the program's stream
     // Requests for the program before its stream connected: who asked, and the line.
     std::vector<std::pair<std::list<Client>::iterator, std::string>> waitingForProgram_;

@@ -407,6 +407,19 @@ void printOperation(const json& body) {
     std::cout << out;
 }
 
+// A process memtool attach came into: what its yield could not take.
+std::string beforeAttachText(const json& body) {
+    if (!member(body, "before_attach_bytes").is_null())
+        return fmt::format(
+            "  not yielded: {} in storages from before memtool attached (as listed then; memtool "
+            "does not serve them)\n",
+            bytesText(countOf(body, "before_attach_bytes")));
+    if (flagOf(body, "before_attach_unlisted"))
+        return "  not yielded: what the program allocated before memtool attached (memtool does "
+               "not serve it; it could not be listed)\n";
+    return "";
+}
+
 // yield / restore: what moved, by device, and what each still holds.
 void printCourtesy(const json& body, bool ok) {
     const std::string action = textOf(body, "action");
@@ -417,7 +430,7 @@ void printCourtesy(const json& body, bool ok) {
         return;
     }
     if (!flagOf(body, "changed")) {
-        std::cout << fmt::format("{}: {}\n", action, message);
+        std::cout << fmt::format("{}: {}\n", action, message) << beforeAttachText(body);
         return;
     }
     std::string out = fmt::format("{}: {} in {:.3f} s", action, bytesText(countOf(body, "bytes")),
@@ -442,6 +455,7 @@ void printCourtesy(const json& body, bool ok) {
                            action == "yield" ? "yielded" : "restored", holds);
     }
     if (!message.empty()) out += "  " + message + '\n';
+    out += beforeAttachText(body);
     std::cout << out;
 }
 
