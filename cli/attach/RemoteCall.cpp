@@ -26,14 +26,24 @@ user_regs_struct& regsOf(std::vector<unsigned char>& bytes) {
     return *reinterpret_cast<user_regs_struct*>(bytes.data());
 }
 
-// Why ptrace refused to seize: the reason a user can act on.
-std::string seizeRefusal(pid_t pid, int err) {
+double since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// kernel.yama.ptrace_scope; 0 where the kernel has no Yama.
+int yamaScope() {
+    std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
+    int scope = 0;
+    return yama >> scope ? scope : 0;
+}
+
+}  // namespace
+
+std::string seizeRefusal(pid_t pid, int err, int scope) {
     if (err == ESRCH) return fmt::format("attach: no process {}", pid);
     if (err != EPERM)
         return fmt::format("attach: cannot trace process {}: {}", pid, std::strerror(err));
-    std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
-    int scope = 0;
-    if (yama >> scope && scope > 0)
+    if (scope > 0)
         return fmt::format(
             "attach: the kernel forbids tracing process {} (kernel.yama.ptrace_scope = {}: {}); "
             "run memtool attach as root, or set the sysctl to 0",
@@ -45,15 +55,9 @@ std::string seizeRefusal(pid_t pid, int err) {
         pid);
 }
 
-double since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
-
 RemoteThread::RemoteThread(pid_t pid, pid_t tid) : pid_(pid), tid_(tid) {
     if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0)
-        throw core::Error(core::kExitBadInput, seizeRefusal(pid, errno));
+        throw core::Error(core::kExitBadInput, seizeRefusal(pid, errno, yamaScope()));
     seized_ = true;
     try {
         stop();

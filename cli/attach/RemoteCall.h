@@ -19,6 +19,10 @@
 
 namespace memtool::cli {
 
+// Why ptrace refused to seize `pid` (errno `err`), as a user can act on it;
+// `yamaScope`: kernel.yama.ptrace_scope (0 where there is no Yama).
+std::string seizeRefusal(pid_t pid, int err, int yamaScope);
+
 class RemoteThread {
 public:
     // One argument of a call: a number, or a string copied onto the call's stack
