@@ -35,8 +35,8 @@ void renderBeforeAttach(const core::ProcessTrace& p, std::ostream& out) {
                             core::groupDigits(figures.first), figures.second,
                             figures.second == 1 ? "" : "s", device);
     out << fmt::format(
-        "Before:   {} that Python could see {:.3f} s in, from before the attach (listed in the "
-        "trace's live_at_attach, not counted)\n",
+        "Before:   {} from before the attach, as Python saw them {:.3f} s in (the trace's "
+        "live_at_attach; not counted)\n",
         what.empty() ? "no storage" : what, *p.liveAtAttachTimeS);
 }
 

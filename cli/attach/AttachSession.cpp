@@ -34,6 +34,14 @@ void arm(int timer, double seconds) {
 
 }  // namespace
 
+namespace {
+CollectorConnection* streamOf(const CollectorListener& listener, pid_t pid) {
+    for (const auto& c : listener.connections())
+        if (c->isStream() && c->aggregator().handshake()->pid == pid) return c.get();
+    return nullptr;
+}
+}  // namespace
+
 AttachSession::AttachSession(EventLoop& loop, CollectorListener& listener, ControlServer& control,
                              TargetProcess& target, InjectionPlan plan, double durationS,
                              bool quiet)
@@ -100,14 +108,6 @@ void AttachSession::injected() {
     injectedOk_ = true;
     arm(timer_, kConnectWaitS);
 }
-
-namespace {
-CollectorConnection* streamOf(const CollectorListener& listener, pid_t pid) {
-    for (const auto& c : listener.connections())
-        if (c->isStream() && c->aggregator().handshake()->pid == pid) return c.get();
-    return nullptr;
-}
-}  // namespace
 
 void AttachSession::look() {
     if (!injectedOk_ || target_.exited()) return;
@@ -182,9 +182,9 @@ void AttachSession::tensorsListed(const nlohmann::json& answer) {
     for (const auto& s : found) bytes += s.bytes;
     control_.setBeforeAttach(bytes);
     before_ = std::move(found);
-    beforeTimeS_ = body->contains("time_s") && (*body)["time_s"].is_number()
-                       ? (*body)["time_s"].get<double>()
-                       : 0.0;
+    // When, on the stream's clock (seconds after tracking began, as the trace's times).
+    const CollectorConnection* mine = streamOf(listener_, plan_.pid);
+    beforeTimeS_ = mine ? mine->connectedS() : 0.0;
 }
 
 void AttachSession::describeBefore(core::ProcessTrace& p) const {

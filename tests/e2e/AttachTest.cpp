@@ -447,7 +447,8 @@ TEST(Attach, CtlSeesTheAttachedProcessAndItsTensors) {
     EXPECT_EQ(before.at("storages"),
               nlohmann::json::parse(R"([{"device": "cpu", "name": "kept", "bytes": 3000000}])"));
     const Outcome report = run({MEMTOOL_BIN, "report", trace});
-    EXPECT_NE(report.out.find("Before:   3,000,000 B in 1 storage on cpu that Python could see "),
+    EXPECT_NE(report.out.find("Before:   3,000,000 B in 1 storage on cpu from before the attach, "
+                              "as Python saw them "),
               std::string::npos)
         << report.out;
 }
