@@ -492,3 +492,37 @@ TEST(Attach, AYieldTakesWhatCameAfterTheAttachAndNamesWhatItCannot) {
     EXPECT_EQ(o.exitCode, 3);
     EXPECT_EQ(withoutPid(o.out), "ready\nallocated 5000000\ndone\n");
 }
+
+// A region the program declares once memtool attach came pauses to disk and
+// resumes with its content; after the detach the hooks stay for it, and say so.
+TEST(Attach, ARegionDeclaredAfterTheAttachPausesAndResumes) {
+    Spawned program({PYTHON_BIN, script("attach_region.py")}, packageEnv());
+    const pid_t pid = readyPid(program);
+    ASSERT_GT(pid, 0);
+    const std::string pidText = std::to_string(pid), trace = tempDir() + "/trace.json";
+    auto attach = attachTo(pid, trace);
+    kill(pid, SIGUSR1);
+    EXPECT_EQ(program.readLine(), "region True");
+    const uint64_t pages = (1000000 + 4095) / 4096 * 4096;
+    const Outcome paused = ctl({pidText, "pause", "kv"}, controlEnv());
+    EXPECT_EQ(paused.out.rfind(
+                  "pause 'kv': 980.00 KiB (" + std::to_string(pages) + " bytes) released", 0),
+              0u)
+        << paused.out << paused.err;
+    const Outcome resumed = ctl({pidText, "resume", "kv"}, controlEnv());
+    EXPECT_EQ(resumed.out.rfind(
+                  "resume 'kv': 980.00 KiB (" + std::to_string(pages) + " bytes) restored", 0),
+              0u)
+        << resumed.out << resumed.err;
+    ASSERT_EQ(detach(*attach).exitCode, 0);
+    kill(pid, SIGUSR2);
+    const Outcome o = program.wait();
+    EXPECT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out.substr(o.out.find('\n') + 1), "region True\nsum 7000000\n");
+    const nlohmann::json p = readJson(trace).at("processes").at(0);
+    bool said = false;
+    for (const auto& w : p.at("warnings"))
+        said |= w.get<std::string>().find(
+                    "memory regions still hold memory: memtool's hooks stay") == 0;
+    EXPECT_TRUE(said) << p.at("warnings");
+}
