@@ -187,35 +187,51 @@ bool startCollector() {
                               std::getenv(core::kEnvBackupDir));
 }
 
-bool startTracking(const char* socket, const char* options, const char* backupDir, char* why,
-                   size_t whyBytes) {
-    pthread_mutex_lock(&gTrackMutex);
-    auto refuse = [&](const char* text) {
-        say(why, whyBytes, text);
-        pthread_mutex_unlock(&gTrackMutex);
-        return false;
-    };
-    if (gTracking.load())
-        return refuse("memtool.track: a track is already running in this process (one at a time)");
-    if (gStream.value.configured())
-        return refuse(
-            "memtool.track: this process runs under `memtool run`, which records all of it "
-            "already");
-    if (!socket || !*socket) return refuse("memtool.track: no socket to the companion memtool");
+namespace {
+
+// What memtool.track and memtool attach share, gTrackMutex held: the collector
+// wired to the companion's socket and what is loaded now scanned (Python tracking
+// left to a later scan where `deferPython`). One of the kAttach codes; with
+// kAttachStarted the track runs (gTracking).
+int beginTrack(const char* socket, const char* options, const char* backupDir, bool deferPython) {
+    if (gTracking.load()) return kAttachBusy;
+    if (gStream.value.configured()) return kAttachUnderRun;
+    if (!socket || !*socket) return kAttachBadSocket;
     control::setControlThreadJoinable(true);
-    if (!configureCollector(socket, options, backupDir))
-        return refuse("memtool.track: the companion's socket path is too long");
+    if (!configureCollector(socket, options, backupDir)) return kAttachBadSocket;
+    if (deferPython) gModules.value.deferPython(true);
     gModules.value.refresh();
     if (!gEngine.value.active()) {
         gStream.value.detach();
         gModules.value.detach();
-        return refuse(
-            "memtool.track: no allocator memtool tracks is loaded in this process (libc10 of "
-            "torch, or CUDA): import torch first");
+        gModules.value.deferPython(false);
+        return kAttachNothingTracked;
     }
     gTracking.store(true);
+    return kAttachStarted;
+}
+
+}  // namespace
+
+bool startTracking(const char* socket, const char* options, const char* backupDir, char* why,
+                   size_t whyBytes) {
+    pthread_mutex_lock(&gTrackMutex);
+    const int code = beginTrack(socket, options, backupDir, false);
     pthread_mutex_unlock(&gTrackMutex);
-    return true;
+    const char* text =
+        code == kAttachBusy
+            ? "memtool.track: a track is already running in this process (one at a time)"
+        : code == kAttachUnderRun ? "memtool.track: this process runs under `memtool run`, which "
+                                    "records all of it already"
+        : code == kAttachBadSocket
+            ? (!socket || !*socket ? "memtool.track: no socket to the companion memtool"
+                                   : "memtool.track: the companion's socket path is too long")
+        : code == kAttachNothingTracked
+            ? "memtool.track: no allocator memtool tracks is loaded in this process (libc10 of "
+              "torch, or CUDA): import torch first"
+            : "";
+    if (code != kAttachStarted) say(why, whyBytes, text);
+    return code == kAttachStarted;
 }
 
 namespace {
@@ -275,29 +291,16 @@ int startAttach(const char* socket, const char* options, const char* backupDir,
     // The thread memtool stopped may hold this lock (inside memtool.track's start):
     // it is not waited for.
     if (pthread_mutex_trylock(&gTrackMutex) != 0) return kAttachBusy;
-    auto refuse = [](int code) {
-        pthread_mutex_unlock(&gTrackMutex);
-        return code;
-    };
-    if (gTracking.load()) return refuse(kAttachBusy);
-    if (gStream.value.configured()) return refuse(kAttachUnderRun);
-    if (!socket || !*socket) return refuse(kAttachBadSocket);
-    control::setControlThreadJoinable(true);
-    gModules.value.deferPython(true);
-    if (!configureCollector(socket, options, backupDir)) return refuse(kAttachBadSocket);
-    gCommands.value.setDetacher(requestDetach);
-    if (pythonPackage && *pythonPackage) control::LiveTensors::setPackageDirectory(pythonPackage);
-    gModules.value.refresh();
-    if (!gEngine.value.active()) {
-        gStream.value.detach();
-        gModules.value.detach();
-        gModules.value.deferPython(false);
-        return refuse(kAttachNothingTracked);
+    const int code = beginTrack(socket, options, backupDir, true);
+    if (code == kAttachStarted) {
+        gCommands.value.setDetacher(requestDetach);
+        if (pythonPackage && *pythonPackage)
+            control::LiveTensors::setPackageDirectory(pythonPackage);
+        gDetachAsked.store(false);
+        gAttached.store(true);
     }
-    gTracking.store(true);
-    gDetachAsked.store(false);
-    gAttached.store(true);
     pthread_mutex_unlock(&gTrackMutex);
+    if (code != kAttachStarted) return code;
     // Python tracking from the main thread's next bytecode boundary: this thread
     // is the main one (memtool attach stops the process's first thread), which
     // 3.11 and 3.12 need for the interpreter to see the call.
