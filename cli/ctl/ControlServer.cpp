@@ -198,7 +198,7 @@ nlohmann::json ControlServer::list() const {
                              {"forked", h.forked},
                              {"command", h.command},
                              {"regions", regions}});
-        if (attached_ && h.pid == program_) processes.back()["attached"] = true;
+        if (isAttachedProgram(*c)) processes.back()["attached"] = true;
     }
     // Launched, its stream not connected yet: it is ours all the same.
     if (programStarting())
@@ -283,6 +283,11 @@ void ControlServer::forward(std::list<Client>::iterator client, CollectorConnect
     }
 }
 
+bool ControlServer::isAttachedProgram(const CollectorConnection& c) const {
+    const auto& h = c.aggregator().handshake();
+    return attached_ && h && h->pid == program_;
+}
+
 bool ControlServer::ask(pid_t pid, std::vector<std::string> argv, Answered done) {
     CollectorConnection* c = connectionOf(pid);
     if (!c || !c->open() || argv.empty()) return false;
@@ -323,8 +328,7 @@ void ControlServer::onReply(CollectorConnection& c, const core::ReplyRecord& r) 
         if (!parsed.is_discarded()) body = std::move(parsed);
     }
     // An attached program's yield leaves what was there before memtool came.
-    const auto& h = c.aggregator().handshake();
-    if (p.yield && attached_ && h && h->pid == program_ && body.is_object()) {
+    if (p.yield && isAttachedProgram(c) && body.is_object()) {
         if (beforeAttachBytes_)
             body["before_attach_bytes"] = *beforeAttachBytes_;
         else
@@ -342,8 +346,7 @@ nlohmann::json ControlServer::tensorsAnswer(CollectorConnection& c, const nlohma
     nlohmann::json report =
         tensorsReport(c.aggregator(), c.symbolizer(), visible, query, siteMode_);
     // What it allocated before memtool attach came is not among the live blocks.
-    const auto& h = c.aggregator().handshake();
-    if (attached_ && h && h->pid == program_) report["attached"] = true;
+    if (isAttachedProgram(c)) report["attached"] = true;
     const std::string text = reporters::renderTensors(report);
     return {{"status", "ok"}, {"body", std::move(report)}, {"text", text}};
 }

@@ -100,6 +100,8 @@ private:
         bool yield = false;  // undone (restore) when its client goes before the answer
         Answered internal;   // memtool's own request (ask): no client
     };
+    // `c` is the stream of the program memtool attach came into.
+    bool isAttachedProgram(const CollectorConnection& c) const;
     // The answer to `p`: to its client, or to memtool's own asker.
     void deliver(const Pending& p, const nlohmann::json& reply);
     void forward(std::list<Client>::iterator client, CollectorConnection& c,
