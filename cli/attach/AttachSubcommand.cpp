@@ -3,12 +3,12 @@
 // memtool run whose target runs already (cli/attach/AttachSession.h).
 
 #include <CLI/CLI.hpp>
-#include <cmath>
 #include <memory>
 #include <string>
 
 #include "cli/Commands.h"
 #include "cli/run/RunCommand.h"
+#include "core/CtlArgs.h"
 #include "core/Error.h"
 #include "core/SiteChoice.h"
 
@@ -50,10 +50,9 @@ Command addAttachCommand(CLI::App& app) {
                     "Detach after this many seconds (default: at Ctrl-C, or when the program ends)")
         ->check(CLI::Validator(
             [](const std::string& text) -> std::string {
-                char* end = nullptr;
-                const double s = std::strtod(text.c_str(), &end);
-                if (end == text.c_str() || *end != 0 || !std::isfinite(s) || s <= 0 || s > 1e7)
-                    return "'" + text + "' is not a number of seconds above 0";
+                double seconds = 0;
+                if (!core::parseWaitSeconds(text.c_str(), &seconds))
+                    return "'" + text + "' is not a number of seconds above 0 (at most 10000000)";
                 return {};
             },
             "SECONDS"));

@@ -94,19 +94,27 @@ bool holdsAny(const std::string& maps, std::initializer_list<const char*> names)
 
 }  // namespace
 
-uint64_t remoteLibcFunction(pid_t pid, const char* name, const std::string& procRoot) {
-    void* own = dlsym(RTLD_DEFAULT, name);
-    if (!own)
-        throw core::Error(core::kExitInternal,
-                          fmt::format("attach: no {} in memtool's C library", name));
-    const Mapping libc = ownFileOf(own);
+RemoteLibc::RemoteLibc(pid_t pid, const std::string& procRoot) {
+    const Mapping libc = ownFileOf(reinterpret_cast<const void*>(&dlopen));
+    own_ = libc.start;
     for (const Mapping& m : mappingsOf(fmt::format("{}/{}/maps", procRoot, pid)))
-        if (m.file == libc.file && m.offset == 0)
-            return m.start + (reinterpret_cast<uint64_t>(own) - libc.start);
+        if (m.file == libc.file && m.offset == 0) {
+            remote_ = m.start;
+            return;
+        }
     refuse(fmt::format(
         "process {} does not use this system's C library ({}): it is statically linked, or "
         "built for another libc or container, and memtool cannot load its collector there",
         pid, libc.file.substr(libc.file.rfind(' ') + 1)));
+}
+
+uint64_t RemoteLibc::function(const char* name) const {
+    void* own = dlsym(RTLD_DEFAULT, name);
+    Dl_info info{};
+    if (!own || !dladdr(own, &info) || reinterpret_cast<uint64_t>(info.dli_fbase) != own_)
+        throw core::Error(core::kExitInternal,
+                          fmt::format("attach: no {} in memtool's C library", name));
+    return remote_ + (reinterpret_cast<uint64_t>(own) - own_);
 }
 
 void checkAttachable(pid_t pid, const std::string& procRoot) {
@@ -144,7 +152,7 @@ void checkAttachable(pid_t pid, const std::string& procRoot) {
     }
     const std::string maps = readAll(dir + "/maps");
     if (maps.empty()) refuse(fmt::format("the memory map of process {} cannot be read", pid));
-    remoteLibcFunction(pid, "dlopen", procRoot);  // refuses a static or foreign libc
+    (void)RemoteLibc(pid, procRoot);  // refuses a static or foreign libc
     if (!holdsAny(maps, {"/libc10.so", "/libcudart.so", "/libcuda.so"}))
         refuse(
             fmt::format("nothing memtool tracks is loaded in process {} (no libc10 of PyTorch, no "
@@ -158,9 +166,10 @@ void checkAttachable(pid_t pid, const std::string& procRoot) {
 
 void inject(const InjectionPlan& plan) {
     const pid_t pid = plan.pid;
-    const uint64_t dlopenAt = remoteLibcFunction(pid, "dlopen");
-    const uint64_t dlsymAt = remoteLibcFunction(pid, "dlsym");
-    const uint64_t dlerrorAt = remoteLibcFunction(pid, "dlerror");
+    const RemoteLibc libc(pid);
+    const uint64_t dlopenAt = libc.function("dlopen");
+    const uint64_t dlsymAt = libc.function("dlsym");
+    const uint64_t dlerrorAt = libc.function("dlerror");
     using Arg = RemoteThread::Arg;
     RemoteThread thread(pid, pid);  // the main thread: Python's pending calls want it
     reached("stopped", pid);

@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -38,9 +39,17 @@ void checkAttachable(pid_t pid, const std::string& procRoot = "/proc");
 // kExitRunFailed for what failed on the way (the process ended meanwhile).
 void inject(const InjectionPlan& plan);
 
-// The C library function `name`'s address in process `pid`: memtool's own
-// libc's offset of it, from the start of the same file mapped in `pid`. Throws
+// Memtool's own C library as process `pid` maps it: a function's address there
+// is memtool's own, moved by where the same file starts in each. Throws
 // core::Error (kExitBadInput) when `pid` does not map memtool's C library.
-uint64_t remoteLibcFunction(pid_t pid, const char* name, const std::string& procRoot = "/proc");
+class RemoteLibc {
+public:
+    explicit RemoteLibc(pid_t pid, const std::string& procRoot = "/proc");
+    // The C library function `name`'s address in the process.
+    uint64_t function(const char* name) const;
+
+private:
+    uint64_t own_ = 0, remote_ = 0;  // where the file starts here, and there
+};
 
 }  // namespace memtool::cli

@@ -371,6 +371,14 @@ TEST(Attach, RefusalsAreOneLineAndTouchNothing) {
     // -o - : the trace goes to a file.
     const Outcome stdoutTrace = run({MEMTOOL_BIN, "attach", std::to_string(getpid()), "-o", "-"});
     expectRefusal(stdoutTrace, "the trace goes to a file: -o - is not available");
+    // A duration as ctl's --timeout reads one: plain decimal, above 0.
+    for (const char* duration : {"0", "0x10", "5s"}) {
+        const Outcome o =
+            run({MEMTOOL_BIN, "attach", std::to_string(getpid()), "--duration", duration});
+        EXPECT_EQ(o.exitCode, 2) << duration;
+        EXPECT_EQ(o.err, std::string("memtool: --duration: '") + duration +
+                             "' is not a number of seconds above 0 (at most 10000000)\n");
+    }
 }
 
 // The program killed in the middle of the injection: memtool says so, in one
