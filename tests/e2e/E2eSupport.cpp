@@ -48,6 +48,36 @@ pid_t forkWithPipes(const std::vector<std::string>& argv, const std::vector<std:
     *err = e[0];
     return pid;
 }
+// Reads `out` and `err` to their ends into `outText` and `errText`, closing each;
+// `onOut` (where given) runs after each read of stdout.
+void readToEnd(int out, int err, std::string& outText, std::string& errText,
+               const std::function<void()>& onOut = nullptr) {
+    pollfd fds[2] = {{out, POLLIN, 0}, {err, POLLIN, 0}};
+    int open = 2;
+    char buf[65536];
+    while (open > 0) {
+        if (poll(fds, 2, -1) < 0) continue;
+        for (int i = 0; i < 2; ++i) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            const ssize_t n = read(fds[i].fd, buf, sizeof buf);
+            if (n <= 0) {
+                close(fds[i].fd);
+                fds[i].fd = -1;
+                --open;
+                continue;
+            }
+            (i == 0 ? outText : errText).append(buf, static_cast<size_t>(n));
+            if (i == 0 && onOut) onOut();
+        }
+    }
+}
+
+// How a waited-for process ended, into `o`.
+void setEnding(Outcome& o, int status) {
+    if (WIFEXITED(status)) o.exitCode = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
+}
+
 }  // namespace
 
 Outcome run(const std::vector<std::string>& argv, const std::string& input,
@@ -62,31 +92,15 @@ Outcome run(const std::vector<std::string>& argv, const std::string& input,
     close(in);
     Outcome o;
     bool started = !onStart;
-    pollfd fds[2] = {{out, POLLIN, 0}, {err, POLLIN, 0}};
-    int open = 2;
-    char buf[65536];
-    while (open > 0) {
-        if (poll(fds, 2, -1) < 0) continue;
-        for (int i = 0; i < 2; ++i) {
-            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
-            ssize_t n = read(fds[i].fd, buf, sizeof buf);
-            if (n <= 0) {
-                close(fds[i].fd);
-                fds[i].fd = -1;
-                --open;
-                continue;
-            }
-            (i == 0 ? o.out : o.err).append(buf, static_cast<size_t>(n));
-            if (!started && i == 0 && o.out.find('\n') != std::string::npos) {
-                started = true;
-                onStart(pid, o.out.substr(0, o.out.find('\n')));
-            }
+    readToEnd(out, err, o.out, o.err, [&] {
+        if (!started && o.out.find('\n') != std::string::npos) {
+            started = true;
+            onStart(pid, o.out.substr(0, o.out.find('\n')));
         }
-    }
+    });
     int status = 0;
     if (waitpid(pid, &status, 0) != pid) return o;  // already reaped by onStart
-    if (WIFEXITED(status)) o.exitCode = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
+    setEnding(o, status);
     return o;
 }
 
@@ -130,29 +144,12 @@ void Spawned::closeInput() {
 Outcome Spawned::wait() {
     closeInput();
     Outcome o;
-    pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
-    int open = 2;
-    char buf[65536];
-    while (open > 0) {
-        if (poll(fds, 2, -1) < 0) continue;
-        for (int i = 0; i < 2; ++i) {
-            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            const ssize_t n = read(fds[i].fd, buf, sizeof buf);
-            if (n <= 0) {
-                close(fds[i].fd);
-                fds[i].fd = -1;
-                --open;
-                continue;
-            }
-            (i == 0 ? outText_ : o.err).append(buf, static_cast<size_t>(n));
-        }
-    }
+    readToEnd(out_, err_, outText_, o.err);
     out_ = err_ = -1;
     int status = 0;
     if (waitpid(pid_, &status, 0) == pid_) {
         reaped_ = true;
-        if (WIFEXITED(status)) o.exitCode = WEXITSTATUS(status);
-        if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
+        setEnding(o, status);
     }
     o.out = outText_;
     return o;
