@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -30,24 +31,38 @@ static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a futex word")
 
 uint32_t* holdWord() { return reinterpret_cast<uint32_t*>(&gHold); }
 
-// Async-signal-safe output: write(2) of fixed pieces, the address in hex.
-void say(const char* s) {
-    ssize_t ignored = write(STDERR_FILENO, s, std::strlen(s));
-    (void)ignored;
-}
+// Async-signal-safe output: one line put together on the stack and written with
+// one write(2), so that threads faulting at once do not interleave their pieces
+// (a pipe keeps a write of up to PIPE_BUF bytes whole).
+class Line {
+public:
+    Line& add(const char* s) {
+        const size_t n = std::min(std::strlen(s), sizeof text_ - used_);
+        std::memcpy(text_ + used_, s, n);
+        used_ += n;
+        return *this;
+    }
+    Line& addHex(uint64_t v) {
+        char digits[16];
+        int n = 0;
+        do {
+            digits[n++] = "0123456789abcdef"[v & 15];
+            v >>= 4;
+        } while (v && n < 16);
+        char hex[19] = "0x";
+        for (int i = 0; i < n; ++i) hex[2 + i] = digits[n - 1 - i];
+        hex[2 + n] = '\0';
+        return add(hex);
+    }
+    void write() const {
+        ssize_t ignored = ::write(STDERR_FILENO, text_, used_);
+        (void)ignored;
+    }
 
-void sayHex(uint64_t v) {
-    char buf[19] = "0x";
-    char digits[16];
-    int n = 0;
-    do {
-        digits[n++] = "0123456789abcdef"[v & 15];
-        v >>= 4;
-    } while (v && n < 16);
-    for (int i = 0; i < n; ++i) buf[2 + i] = digits[n - 1 - i];
-    buf[2 + n] = '\0';
-    say(buf);
-}
+private:
+    char text_[256];
+    size_t used_ = 0;
+};
 
 void onSegv(int sig, siginfo_t* info, void* context) {
     const uint64_t address = reinterpret_cast<uint64_t>(info->si_addr);
@@ -64,11 +79,13 @@ void onSegv(int sig, siginfo_t* info, void* context) {
     }
     char tag[64];
     if (gRegions && info->si_code == SEGV_ACCERR && gRegions->pausedAt(address, tag, sizeof tag)) {
-        say("memtool: the program touched paused memory at ");
-        sayHex(address);
-        say(" (region '");
-        say(tag);
-        say("', paused by memtool: resume it before use); ending the program with SIGSEGV\n");
+        Line()
+            .add("memtool: the program touched paused memory at ")
+            .addHex(address)
+            .add(" (region '")
+            .add(tag)
+            .add("', paused by memtool: resume it before use); ending the program with SIGSEGV\n")
+            .write();
         // The default action, for a core dump and an exit status that says SIGSEGV.
         signal(SIGSEGV, SIG_DFL);
         return;  // the access faults again, now fatally
