@@ -289,17 +289,26 @@ TEST(CtlFaults, TheProgramEndingMidCommandIsExitThree) {
 // user's process said "does not run under memtool" (3). It is another user's (4).
 TEST(CtlFaults, RootsCtlToAnotherUsersProcessIsExitFour) {
     if (geteuid() != 0) GTEST_SKIP() << "needs root, to make a process of another user";
-    int gate[2];
+    int gate[2], ready[2];
     ASSERT_EQ(pipe(gate), 0);
+    ASSERT_EQ(pipe(ready), 0);
     const pid_t child = fork();
     if (child == 0) {
         close(gate[1]);
+        close(ready[0]);
         if (setgid(65534) != 0 || setuid(65534) != 0) _exit(99);
+        (void)!write(ready[1], "u", 1);  // it is the other user's now
         char c;
         (void)!read(gate[0], &c, 1);  // until the test closes its end
         _exit(0);
     }
     close(gate[0]);
+    close(ready[1]);
+    // ctl asked before the setuid saw root's own process (it failed once in a
+    // parallel ctest run), so the test waits for the child's word.
+    char c = 0;
+    ASSERT_EQ(read(ready[0], &c, 1), 1) << "the child could not become uid 65534";
+    close(ready[0]);
     Outcome o = ctl({std::to_string(child), "status"}, controlEnv());
     close(gate[1]);
     waitpid(child, nullptr, 0);
