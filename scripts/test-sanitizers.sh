@@ -78,8 +78,8 @@ asan_test() {
         { echo "test-sanitizers: asan-test runs $BUILD_DIR/bin/e2e_tests: build $BUILD_DIR first" >&2; return 1; }
     mkdir -p "$(dirname "$log")"
     memtool=$(cd "$ASAN_DIR" && pwd)/bin/memtool
-    (cd "$ASAN_DIR" && ctest --output-on-failure -j "$JOBS" -L 'unit|golden|fuzz') 2>&1 | tee "$log" || status=1
-    (cd "$BUILD_DIR" && E2E_MEMTOOL_BIN=$memtool ctest --output-on-failure -j "$JOBS" -L asan) 2>&1 |
+    (cd "$ASAN_DIR" && ctest --output-on-failure --timeout 600 -j "$JOBS" -L 'unit|golden|fuzz') 2>&1 | tee "$log" || status=1
+    (cd "$BUILD_DIR" && E2E_MEMTOOL_BIN=$memtool ctest --output-on-failure --timeout 600 -j "$JOBS" -L asan) 2>&1 |
         tee "$e2e_log" || status=1
     if [ -n "${MEMTOOL_CI_COUNTS:-}" ]; then
         read -r p1 s1 f1 < <(scripts/ctest-counts.sh "$log")

@@ -27,9 +27,11 @@ if ((setup)); then
     # lizard for the function-length test; without a network it skips.
     scripts/devtools.sh || echo "test: scripts/devtools.sh failed: the lint tests that need it skip" >&2
 fi
+# --timeout: a test with no limit of its own that hangs fails after 10 minutes, where
+# one used to hold a slot until CI ended the whole run.
 log=$BUILD_DIR/Testing/ci-ctest.log
 mkdir -p "$(dirname "$log")"
 status=0
-(cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" "${exclude[@]}") 2>&1 | tee "$log" || status=1
+(cd "$BUILD_DIR" && ctest --output-on-failure --timeout 600 -j "$(nproc)" "${exclude[@]}") 2>&1 | tee "$log" || status=1
 [ -z "${MEMTOOL_CI_COUNTS:-}" ] || echo "default $(scripts/ctest-counts.sh "$log")" >>"$MEMTOOL_CI_COUNTS"
 exit $status

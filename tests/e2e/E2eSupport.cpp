@@ -4,9 +4,11 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -48,15 +50,45 @@ pid_t forkWithPipes(const std::vector<std::string>& argv, const std::vector<std:
     *err = e[0];
     return pid;
 }
+// Every wait below ends within E2E_DEADLINE_S seconds (300 unless set): a program
+// that hangs is killed and fails its test, where it used to hold a ctest slot
+// until CI's own limit ended the whole run. A guard against hangs, not a timing
+// assertion: no test depends on where it lies.
+using Clock = std::chrono::steady_clock;
+Clock::time_point deadlineFromNow() {
+    const char* set = std::getenv("E2E_DEADLINE_S");
+    const long seconds = set ? std::strtol(set, nullptr, 10) : 300;
+    return Clock::now() + std::chrono::seconds(seconds > 0 ? seconds : 300);
+}
+int msLeft(Clock::time_point deadline) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return left.count() > 0 ? static_cast<int>(left.count()) : 0;
+}
+void killHung(pid_t pid, const char* what) {
+    ADD_FAILURE() << "process " << pid << " " << what
+                  << " past the e2e deadline (E2E_DEADLINE_S): killed";
+    kill(pid, SIGKILL);
+}
+
 // Reads `out` and `err` to their ends into `outText` and `errText`, closing each;
-// `onOut` (where given) runs after each read of stdout.
-void readToEnd(int out, int err, std::string& outText, std::string& errText,
+// `onOut` (where given) runs after each read of stdout. Past the deadline, `pid` is
+// killed and what is left unread is dropped.
+void readToEnd(pid_t pid, int out, int err, std::string& outText, std::string& errText,
                const std::function<void()>& onOut = nullptr) {
+    const Clock::time_point deadline = deadlineFromNow();
     pollfd fds[2] = {{out, POLLIN, 0}, {err, POLLIN, 0}};
     int open = 2;
     char buf[65536];
     while (open > 0) {
-        if (poll(fds, 2, -1) < 0) continue;
+        const int ready = poll(fds, 2, msLeft(deadline));
+        if (ready < 0) continue;
+        if (ready == 0) {
+            killHung(pid, "was still writing or holding its output");
+            for (pollfd& f : fds)
+                if (f.fd >= 0) close(f.fd);
+            return;
+        }
         for (int i = 0; i < 2; ++i) {
             if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             const ssize_t n = read(fds[i].fd, buf, sizeof buf);
@@ -70,6 +102,24 @@ void readToEnd(int out, int err, std::string& outText, std::string& errText,
             if (i == 0 && onOut) onOut();
         }
     }
+}
+
+// waitpid(pid), bounded by the deadline (a pidfd tells when it ended); false when
+// `pid` was not there to reap.
+bool reap(pid_t pid, int* status) {
+    const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (fd >= 0) {
+        pollfd ended = {fd, POLLIN, 0};
+        const Clock::time_point deadline = deadlineFromNow();
+        while (true) {
+            const int ready = poll(&ended, 1, msLeft(deadline));
+            if (ready < 0 && errno == EINTR) continue;
+            if (ready == 0) killHung(pid, "had closed its output but ran on");
+            break;
+        }
+        close(fd);
+    }
+    return waitpid(pid, status, 0) == pid;
 }
 
 // How a waited-for process ended, into `o`.
@@ -92,14 +142,14 @@ Outcome run(const std::vector<std::string>& argv, const std::string& input,
     close(in);
     Outcome o;
     bool started = !onStart;
-    readToEnd(out, err, o.out, o.err, [&] {
+    readToEnd(pid, out, err, o.out, o.err, [&] {
         if (!started && o.out.find('\n') != std::string::npos) {
             started = true;
             onStart(pid, o.out.substr(0, o.out.find('\n')));
         }
     });
     int status = 0;
-    if (waitpid(pid, &status, 0) != pid) return o;  // already reaped by onStart
+    if (!reap(pid, &status)) return o;  // already reaped by onStart
     setEnding(o, status);
     return o;
 }
@@ -119,7 +169,15 @@ Spawned::~Spawned() {
 
 std::string Spawned::readLine() {
     char buf[4096];
+    const auto deadline = deadlineFromNow();
     while (pending_.find('\n') == std::string::npos) {
+        pollfd readable = {out_, POLLIN, 0};
+        const int ready = out_ >= 0 ? poll(&readable, 1, msLeft(deadline)) : 1;
+        if (ready < 0) continue;
+        if (ready == 0) {
+            killHung(pid_, "printed no line");
+            return "";
+        }
         const ssize_t n = out_ >= 0 ? read(out_, buf, sizeof buf) : 0;
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
@@ -144,10 +202,10 @@ void Spawned::closeInput() {
 Outcome Spawned::wait() {
     closeInput();
     Outcome o;
-    readToEnd(out_, err_, outText_, o.err);
+    readToEnd(pid_, out_, err_, outText_, o.err);
     out_ = err_ = -1;
     int status = 0;
-    if (waitpid(pid_, &status, 0) == pid_) {
+    if (reap(pid_, &status)) {
         reaped_ = true;
         setEnding(o, status);
     }
