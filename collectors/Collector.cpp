@@ -24,6 +24,7 @@
 #include "collectors/control/OwnThread.h"
 #include "collectors/control/Regions.h"
 #include "collectors/control/SafePoint.h"
+#include "collectors/control/TmsEnvironment.h"
 #include "collectors/cuda/CudaRuntimeHooks.h"
 #include "collectors/engine/NoDestroy.h"
 #include "collectors/engine/SocketSink.h"
@@ -97,6 +98,24 @@ bool collectorConfigured() { return gStream.value.configured(); }
 
 namespace {
 
+// torch_memory_saver's start-up environment (control/TmsEnvironment.h): with
+// TMS_INIT_ENABLE, CUDA memory outside explicit regions joins the "default"
+// region, as under that library (--pausable all, which takes CPU memory too, wins
+// over it); TMS_DISK_BACKUP_CHUNK_MB sizes the CUDA disk backups' chunks.
+void applyTmsInit(control::Regions& r, bool pausableAll) {
+    control::TmsInit init;
+    char why[256];
+    const auto lookup = +[](const char* name) -> const char* { return std::getenv(name); };
+    if (!control::readTmsInit(lookup, &init, why, sizeof why)) {
+        warn(why);
+        return;
+    }
+    if (init.enable && !pausableAll) r.setPausableAll(init.backup, true);
+#if MEMTOOL_HAVE_CUDA_VMM
+    if (init.diskChunkBytes) gCudaVmm.value.setChunkBytes(init.diskChunkBytes);
+#endif
+}
+
 // What startCollector and the first memtool.track share: the collector wired to
 // the socket, the options and the backup directory a memtool run gave it.
 // False when `socket` is no path the sink can use.
@@ -120,6 +139,7 @@ bool configureCollector(const char* socket, const char* options, const char* bac
 #endif
     r.setBackupDirectory(backupDir);
     if (e.options().pausableAll) r.setPausableAll();
+    applyTmsInit(r, e.options().pausableAll);
     gCourtesy.value.setCacheEmptier(emptyTorchCache);
     e.setReopener(reopenStream);
     gSink.value.onTakenOver(sendLostNotice);

@@ -101,9 +101,12 @@ size_t memtool_collector_path(char* out, size_t size);
 // at most `size` bytes): a one-line reason, or a JSON object.
 //
 // Enters the region `tag` on the calling thread: its allocations, until the
-// matching exit, are served from pausable memory. A NULL tag enters "no region":
-// allocations until the matching exit are the program's own, inside a region too.
-// 0 on success, -1 with the reason in `out`.
+// matching exit, are served from pausable memory, each kept with `backup` while
+// paused (one tag may hold several kinds). backup | MEMTOOL_REGION_DEVICE_ONLY: CPU
+// allocations pass the region by, as torch_memory_saver's regions do. A NULL tag
+// enters "no region": allocations until the matching exit are the program's own,
+// inside a region too. 0 on success, -1 with the reason in `out`.
+#define MEMTOOL_REGION_DEVICE_ONLY 0x100
 int memtool_region_enter(const char* tag, int backup, char* out, size_t size);
 void memtool_region_exit(void);
 // Pause or resume every allocation of `tag` (NULL: every tag). Returns 0 when it

@@ -314,7 +314,7 @@ bool CudaVmmBackend::staging(Failure& why) {
     for (void*& buffer : staging_) {
         if (buffer) continue;
         OwnDeviceCalls ours;
-        if (!check(api_->cuMemHostAlloc_(&buffer, kChunkBytes, CU_MEMHOSTALLOC_PORTABLE),
+        if (!check(api_->cuMemHostAlloc_(&buffer, chunkBytes_, CU_MEMHOSTALLOC_PORTABLE),
                    "cuMemHostAlloc (staging)", why))
             return false;
     }
@@ -337,7 +337,7 @@ bool CudaVmmBackend::copyOut(uint8_t device, uint64_t address, uint64_t bytes, B
     uint64_t pending = 0;  // bytes of the chunk in staging_[(k - 1) % 2] still to write
     uint64_t pendingOffset = 0;
     for (uint64_t done = 0, k = 0; done < bytes || pending; ++k) {
-        const uint64_t n = bytes - done < kChunkBytes ? bytes - done : kChunkBytes;
+        const uint64_t n = bytes - done < chunkBytes_ ? bytes - done : chunkBytes_;
         if (n && !check(api_->cuMemcpyDtoHAsync_(staging_[k % 2], address + done, n, cs),
                         "cuMemcpyDtoHAsync", why))
             return false;
@@ -364,7 +364,7 @@ bool CudaVmmBackend::copyIn(uint8_t device, uint64_t address, uint64_t bytes, Ba
     LockGuard lock(stagingMu_);
     if (!staging(why)) return false;
     for (uint64_t done = 0, k = 0; done < bytes; ++k) {
-        const uint64_t n = bytes - done < kChunkBytes ? bytes - done : kChunkBytes;
+        const uint64_t n = bytes - done < chunkBytes_ ? bytes - done : chunkBytes_;
         if (!from.read(offset + done, staging_[k % 2], n, why)) return false;
         // The copy issued from the other buffer one chunk ago must be finished
         // before that buffer is read into again: synchronize after each issue.

@@ -27,7 +27,12 @@ namespace memtool::collectors::control {
 
 class CudaVmmBackend final : public MemoryBackend {
 public:
-    static constexpr uint64_t kChunkBytes = 64ull << 20;  // disk backups stream in chunks this big
+    // Disk backups stream in chunks this big, through two pinned buffers.
+    static constexpr uint64_t kChunkBytes = 64ull << 20;
+    // Another chunk size (torch_memory_saver's TMS_DISK_BACKUP_CHUNK_MB), set before
+    // the first disk backup: a whole number of MiB.
+    void setChunkBytes(uint64_t bytes) { chunkBytes_ = bytes; }
+    uint64_t chunkBytes() const { return chunkBytes_; }
 
     constexpr CudaVmmBackend() = default;
 
@@ -90,8 +95,9 @@ private:
     PointerMap handles_;  // mapped address -> physical allocation handle
     PooledBuffer pool_[kPoolSize] = {};
     uint64_t poolLimit_ = UINT64_MAX;
-    void* staging_[2] = {};  // kChunkBytes each, pinned
-    Mutex stagingMu_;        // one streamed copy at a time
+    void* staging_[2] = {};  // chunkBytes_ each, pinned
+    uint64_t chunkBytes_ = kChunkBytes;
+    Mutex stagingMu_;  // one streamed copy at a time
 };
 
 }  // namespace memtool::collectors::control

@@ -145,19 +145,37 @@ void Regions::childAfterFork() {
     }
 }
 
-bool Regions::threadInRegion() const {
+bool Regions::entryFor(uint8_t device, uint16_t* entry, bool* implicit) const {
     ThreadState* ts = existingThreadState();
-    if (ts && ts->regionDepth > 0) return ts->regionTags[ts->regionDepth - 1] != kNoRegion;
-    return pausableAll_;
+    const bool cpu = device == core::kDeviceCpu;
+    for (int i = ts ? ts->regionDepth - 1 : -1; i >= 0; --i) {
+        const uint16_t e = ts->regionEntries[i];
+        if (cpu && entryTag(e) != kNoRegion && entryDeviceOnly(e)) continue;
+        *implicit = false;
+        if (entryTag(e) == kNoRegion) return false;
+        *entry = e;
+        return true;
+    }
+    *implicit = true;
+    if (!pausableAll_ || (cpu && entryDeviceOnly(defaultEntry_))) return false;
+    *entry = defaultEntry_;
+    return true;
+}
+
+bool Regions::threadInRegion() const {
+    uint16_t entry = 0;
+    bool implicit = false;
+    return entryFor(core::kDeviceCudaBase, &entry, &implicit);
 }
 
 bool Regions::threadInRegionForCpu(uint64_t size) const {
-    ThreadState* ts = existingThreadState();
-    if (ts && ts->regionDepth > 0) return ts->regionTags[ts->regionDepth - 1] != kNoRegion;
-    return pausableAll_ && size >= kImplicitMinCpuBytes;
+    uint16_t entry = 0;
+    bool implicit = false;
+    return entryFor(core::kDeviceCpu, &entry, &implicit) &&
+           (!implicit || size >= kImplicitMinCpuBytes);
 }
 
-void Regions::setPausableAll() {
+void Regions::setPausableAll(core::BackupKind backup, bool deviceOnly) {
     LockGuard lock(tableMu_);
     int t = findTagLocked("default");
     if (t < 0) {
@@ -165,10 +183,9 @@ void Regions::setPausableAll() {
         }
         if (t == kMaxTags) return;
         std::memcpy(tags_[t].name, "default", 8);
-        tags_[t].backup = core::BackupKind::None;
         tags_[t].used = true;
     }
-    defaultTag_ = t;
+    defaultEntry_ = entryOf(t, backup, deviceOnly);
     pausableAll_ = true;
 }
 
@@ -178,7 +195,7 @@ bool Regions::enterNone(Failure& why) {
         why.set("regions nest at most 16 deep");
         return false;
     }
-    ts->regionTags[ts->regionDepth++] = kNoRegion;
+    ts->regionEntries[ts->regionDepth++] = kNoRegion;
     return true;
 }
 
@@ -188,7 +205,7 @@ int Regions::findTagLocked(const char* tag) const {
     return -1;
 }
 
-bool Regions::enter(const char* tag, core::BackupKind backup, Failure& why) {
+bool Regions::enter(const char* tag, core::BackupKind backup, Failure& why, bool deviceOnly) {
     const size_t len = std::strlen(tag);
     if (len == 0 || len > core::kMaxTagBytes) {
         why.set("a region tag is 1 to 63 bytes long");
@@ -201,7 +218,9 @@ bool Regions::enter(const char* tag, core::BackupKind backup, Failure& why) {
         }
     }
     Failure cudaWhy;
-    if (backup == core::BackupKind::Host && !cudaAvailable(cudaWhy)) {
+    // A device-only region serves no CPU memory, so a host backup there waits for
+    // CUDA memory, if any comes (torch_memory_saver in a CPU-only process).
+    if (backup == core::BackupKind::Host && !deviceOnly && !cudaAvailable(cudaWhy)) {
         why.set(
             "backup='host' keeps CUDA memory in pinned host memory, and this process has no CUDA (",
             cudaWhy.text, "); CPU memory can be backed up to disk: use backup='disk' (or 'none')");
@@ -218,12 +237,6 @@ bool Regions::enter(const char* tag, core::BackupKind backup, Failure& why) {
     }
     LockGuard lock(tableMu_);
     int t = findTagLocked(tag);
-    if (t >= 0 && tags_[t].backup != backup) {
-        why.set("region '", tag, "' was first entered with backup='", backupName(tags_[t].backup));
-        std::strncat(why.text, "'; a tag keeps one backup kind",
-                     sizeof why.text - std::strlen(why.text) - 1);
-        return false;
-    }
     if (t < 0) {
         for (t = 0; t < kMaxTags && tags_[t].used; ++t) {
         }
@@ -232,10 +245,9 @@ bool Regions::enter(const char* tag, core::BackupKind backup, Failure& why) {
             return false;
         }
         std::memcpy(tags_[t].name, tag, len + 1);
-        tags_[t].backup = backup;
         tags_[t].used = true;
     }
-    ts->regionTags[ts->regionDepth++] = static_cast<uint8_t>(t);
+    ts->regionEntries[ts->regionDepth++] = entryOf(t, backup, deviceOnly);
     return true;
 }
 
@@ -246,10 +258,11 @@ void Regions::exit() {
 
 // ---- allocation routing ---------------------------------------------------------------
 
-int Regions::regionLocked(int tag, uint8_t device) {
+int Regions::regionLocked(int tag, core::BackupKind backup, uint8_t device) {
     int free = -1;
     for (int i = 0; i < kMaxRegions; ++i) {
-        if (regions_[i].used && regions_[i].tag == tag && regions_[i].device == device) return i;
+        const Region& r = regions_[i];
+        if (r.used && r.tag == tag && r.backup == backup && r.device == device) return i;
         if (!regions_[i].used && free < 0) free = i;
     }
     if (free < 0) return -1;
@@ -257,6 +270,7 @@ int Regions::regionLocked(int tag, uint8_t device) {
     r.used = true;
     r.tag = static_cast<uint8_t>(tag);
     r.device = device;
+    r.backup = backup;
     r.declaredIn = 0;
     r.freedPausedBytes = 0;
     return free;
@@ -266,15 +280,14 @@ void Regions::declareLocked(int region) {
     Region& r = regions_[region];
     r.inherited = false;  // serving this process's memory now
     if (!engine_ || !engine_->active() || r.declaredIn == engine_->generation()) return;
-    engine_->region(static_cast<uint32_t>(region + 1), tags_[r.tag].name, r.device,
-                    tags_[r.tag].backup);
+    engine_->region(static_cast<uint32_t>(region + 1), tags_[r.tag].name, r.device, r.backup);
     r.declaredIn = engine_->generation();
 }
 
-int Regions::regionOfLocked(int tag, uint8_t device) {
-    uint16_t& cached = regionIndex_[tag * 256 + device];
+int Regions::regionOfLocked(int tag, core::BackupKind backup, uint8_t device) {
+    uint16_t& cached = regionIndex_[(tag * 3 + static_cast<int>(backup)) * 256 + device];
     if (cached) return cached - 1;
-    const int region = regionLocked(tag, device);
+    const int region = regionLocked(tag, backup, device);
     if (region >= 0) cached = static_cast<uint16_t>(region + 1);
     return region;
 }
@@ -302,15 +315,12 @@ bool Regions::leavesMargin(MemoryBackend& backend, uint8_t device, uint64_t byte
 }
 
 void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure& why) {
-    ThreadState* ts = existingThreadState();
     MemoryBackend* backend = backendFor(device);
-    int tag = -1;
-    if (ts && ts->regionDepth > 0)
-        tag = ts->regionTags[ts->regionDepth - 1] == kNoRegion
-                  ? -1
-                  : ts->regionTags[ts->regionDepth - 1];
-    else if (pausableAll_)
-        tag = defaultTag_;
+    uint16_t entry = 0;
+    bool implicit = false;
+    const bool inRegion = entryFor(device, &entry, &implicit);
+    const int tag = inRegion ? entryTag(entry) : -1;
+    const core::BackupKind backup = entryBackup(entry);
     if (tag < 0 || !backend) {
         why.set(backend ? "not in a region" : "no backend serves this device");
         return nullptr;
@@ -324,7 +334,7 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
     // Larger alignments than the backend's own always get fresh addresses.
     if (alignment <= backend->granularity(device)) {
         LockGuard lock(tableMu_);
-        const int region = regionOfLocked(tag, device);
+        const int region = regionOfLocked(tag, backup, device);
         const uint32_t slot = region < 0 ? UINT32_MAX : cache_.take(allocations_, region, mapped);
         if (slot != UINT32_MAX) {
             Allocation& a = allocations_[slot];
@@ -353,11 +363,11 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
     int region;
     {
         LockGuard lock(tableMu_);
-        region = regionOfLocked(tag, device);
+        region = regionOfLocked(tag, backup, device);
         const uint32_t slot = region < 0 ? UINT32_MAX : allocations_.newSlot();
         if (slot == UINT32_MAX || !allocations_.index(address, slot)) {
             backend->release(device, address, mapped);
-            why.set(region < 0 ? "at most 256 regions (tags times devices)"
+            why.set(region < 0 ? "at most 256 regions (tags times backups times devices)"
                                : "out of memory for the region table");
             return nullptr;
         }
@@ -713,7 +723,7 @@ bool Regions::pauseCheck(const MappedArray<Work>& work, core::ControlAction acti
     bool ok = true;
     for (size_t i = 0; i < work.size() && ok; ++i) {
         Region& r = regions_[work[i].region];
-        const core::BackupKind kind = !forced                        ? tags_[r.tag].backup
+        const core::BackupKind kind = !forced                        ? r.backup
                                       : r.device == core::kDeviceCpu ? forced->cpu
                                                                      : forced->cuda;
         MemoryBackend* backend = backendFor(r.device);
@@ -973,7 +983,7 @@ size_t Regions::describe(char* out, size_t size) {
         j.key("resident_bytes").value(r.residentBytes);
         j.key("paused_bytes").value(r.pausedBytes);
         j.key("state").value(state);
-        j.key("backup").value(backupName(tags_[r.tag].backup));
+        j.key("backup").value(backupName(r.backup));
         j.close('}');
     }
     j.close(']');

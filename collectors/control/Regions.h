@@ -126,8 +126,12 @@ public:
     void setEngine(Engine* engine) { engine_ = engine; }
 
     // ---- the calling thread's region ------------------------------------------------
-    // Enters the region `tag` (its backup kind is fixed by its first entry).
-    bool enter(const char* tag, core::BackupKind backup, Failure& why);
+    // Enters the region `tag`: the thread's allocations until the matching exit are
+    // served pausable, each kept with `backup` (a tag may hold allocations of several
+    // backup kinds, as torch_memory_saver's do; a pause backs each up its own way).
+    // `deviceOnly`: CPU allocations pass the region by (they go where they would
+    // outside it): torch_memory_saver's regions serve only the device allocator.
+    bool enter(const char* tag, core::BackupKind backup, Failure& why, bool deviceOnly = false);
     // Enters "no region": allocations until the matching exit are the program's
     // own even inside a region (torch_memory_saver's disable()).
     bool enterNone(Failure& why);
@@ -143,8 +147,10 @@ public:
 
     // `memtool run --pausable all`: every allocation a backend can serve belongs
     // to a region from the start, "default" (backup none) unless an explicit
-    // region says otherwise. Set once, before the first allocation.
-    void setPausableAll();
+    // region says otherwise. Set once, before the first allocation. With
+    // `backup` and `deviceOnly`, torch_memory_saver's TMS_INIT_ENABLE: only device
+    // memory, kept in `backup` while paused.
+    void setPausableAll(core::BackupKind backup = core::BackupKind::None, bool deviceOnly = false);
     bool pausableAll() const { return pausableAll_; }
 
     // ---- fork (the collector's pthread_atfork handlers) ------------------------------
@@ -205,15 +211,31 @@ private:
     using State = Allocation::State;
     struct Tag {
         char name[core::kMaxTagBytes + 1];
-        core::BackupKind backup;
         bool used;
     };
+    // A thread's region entry (ThreadState::regionEntries): the tag's index in bits
+    // 0-7 (kNoRegion: "no region"), the backup kind in bits 8-9, deviceOnly bit 10.
+    static uint16_t entryOf(int tag, core::BackupKind backup, bool deviceOnly) {
+        return static_cast<uint16_t>(tag | static_cast<int>(backup) << 8 |
+                                     (deviceOnly ? 1 << 10 : 0));
+    }
+    static int entryTag(uint16_t e) { return e & 0xff; }
+    static core::BackupKind entryBackup(uint16_t e) {
+        return static_cast<core::BackupKind>(e >> 8 & 3);
+    }
+    static bool entryDeviceOnly(uint16_t e) { return (e >> 10 & 1) != 0; }
+    // The entry an allocation on `device` by this thread goes by: the innermost
+    // region that takes the device (CPU allocations pass deviceOnly ones by); false
+    // when the thread is in none of them (*implicit: then only --pausable all's
+    // default region can take it).
+    bool entryFor(uint8_t device, uint16_t* entry, bool* implicit) const;
     struct Region {
         bool used;
         bool busy;  // a pause or resume is working on it
         uint8_t tag;
         uint8_t device;
-        uint64_t declaredIn;  // the engine's stream generation it was declared in (0: not yet)
+        core::BackupKind backup;  // what its allocations' content is kept in while paused
+        uint64_t declaredIn;      // the engine's stream generation it was declared in (0: not yet)
         uint64_t residentBytes, pausedBytes;  // requested sizes
         uint32_t pausedCount;                 // allocations paused now
         uint64_t freedPausedBytes;    // mapped bytes freed while paused, since the last resume
@@ -234,11 +256,12 @@ private:
     bool leavesMargin(MemoryBackend& backend, uint8_t device, uint64_t bytes, Failure& why);
     bool cudaAvailable(Failure& why);
     int findTagLocked(const char* tag) const;
-    int regionLocked(int tag, uint8_t device);  // finds or makes; -1 when full
+    // finds or makes; -1 when full
+    int regionLocked(int tag, core::BackupKind backup, uint8_t device);
     void declareLocked(int region);
     void warmLocked();
-    // The region of (tag, device), made on first use; -1 when the table is full.
-    int regionOfLocked(int tag, uint8_t device);
+    // The region of (tag, backup, device), made on first use; -1 when the table is full.
+    int regionOfLocked(int tag, core::BackupKind backup, uint8_t device);
     // Releases the cached allocations of `tag`'s regions (null: all); their bytes.
     uint64_t dropCache(const char* tag, OpResult& into);
     // Frees a fork child's copy of its parent's allocation at `slot`; called with
@@ -300,8 +323,9 @@ private:
     std::atomic<bool> marginSaid_{false};
     std::atomic<bool> anyServed_{false};  // release() skips the lock until a region served memory
     bool pausableAll_ = false;
-    int defaultTag_ = -1;
-    uint16_t regionIndex_[kMaxTags * 256] = {};  // (tag, device) -> region + 1: serve's fast lookup
+    uint16_t defaultEntry_ = 0;  // what pausableAll_ puts a thread outside regions in
+    // (tag, backup, device) -> region + 1: serve's fast lookup
+    uint16_t regionIndex_[kMaxTags * 3 * 256] = {};
     FreeBlockCache cache_;  // the freed blocks kept for reuse, threaded through allocations_
 };
 

@@ -95,9 +95,10 @@ struct ThreadState {
     int evalDepth;
     bool pythonSeen;  // the profile function has run on this thread
     // Pausable regions this thread is inside (memtool.region), innermost last, as
-    // tag indices (control/Regions.h): allocations go to the innermost.
+    // Regions' entries (control/Regions.h: tag, backup, devices): allocations go to
+    // the innermost that takes their device.
     static constexpr int kMaxRegionDepth = 16;
-    uint8_t regionTags[kMaxRegionDepth];
+    uint16_t regionEntries[kMaxRegionDepth];
     int regionDepth;
     // The thread's stack, [stackLow, stackHigh) (stackHigh 1: could not be read),
     // and the frame rules CfiUnwinder has read, by code address (set-associative,

@@ -526,13 +526,15 @@ __attribute__((visibility("default"))) int memtool_region_enter(const char* tag,
                                                                 char* out, size_t size) {
     using namespace memtool::collectors;
     control::Failure why;
+    const bool deviceOnly = (backup & MEMTOOL_REGION_DEVICE_ONLY) != 0;
+    backup &= ~MEMTOOL_REGION_DEVICE_ONLY;
     if (backup < 0 || backup > 2) {
         why.set("memtool_region_enter: the backup kind is 0 none, 1 host or 2 disk");
     } else if (!collectorConfigured()) {
         why.set("this process does not run under `memtool run`: regions are not available");
     } else if (!tag ? control::regions().enterNone(why)
                     : control::regions().enter(tag, static_cast<memtool::core::BackupKind>(backup),
-                                               why)) {
+                                               why, deviceOnly)) {
         // A program with regions is one `memtool ctl` lists: their bytes reach
         // memtool run while it is quiet.
         if (tag) control::startControlThreadNow();

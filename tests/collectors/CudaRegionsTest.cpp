@@ -275,3 +275,60 @@ TEST(CudaRegions, FreeingWhilePausedReleasesTheAddresses) {
     EXPECT_EQ(driver().usedBytes(), before);
     EXPECT_FALSE(f.regions->resume("f", core::ControlOrigin::Api).changed);
 }
+
+// torch_memory_saver's cpu_backup.py and disk_backup.py examples: the default tag
+// entered with a host backup, then with a disk one. Each allocation keeps its own
+// kind through a pause of the tag, and both come back.
+TEST(CudaRegions, OneTagWithAHostAndADiskBackupBringsBothBack) {
+    CudaFixture f;
+    const size_t before = driver().usedBytes(), hostBefore = driver().hostBytes();
+    uint8_t* host = f.allocate("default", core::BackupKind::Host, 2 * MiB, 3);
+    uint8_t* disk = f.allocate("default", core::BackupKind::Disk, 4 * MiB, 5);
+    ASSERT_NE(host, nullptr);
+    ASSERT_NE(disk, nullptr);
+    OpResult paused = f.regions->pause("default", core::ControlOrigin::Api);
+    ASSERT_TRUE(paused.ok) << paused.message;
+    EXPECT_EQ(paused.bytes, 6 * MiB);
+    EXPECT_EQ(paused.regions, 2u);
+    EXPECT_EQ(driver().usedBytes(), before);
+    // Pinned: the host backup, and the two buffers the disk one streamed through.
+    EXPECT_EQ(driver().hostBytes() - hostBefore, 2 * MiB + 2 * CudaVmmBackend::kChunkBytes);
+    OpResult resumed = f.regions->resume("default", core::ControlOrigin::Api);
+    ASSERT_TRUE(resumed.ok) << resumed.message;
+    EXPECT_TRUE(CudaFixture::holds(host, 2 * MiB, 3));
+    EXPECT_TRUE(CudaFixture::holds(disk, 4 * MiB, 5));
+    f.regions->release(reinterpret_cast<uint64_t>(host));
+    f.regions->release(reinterpret_cast<uint64_t>(disk));
+    EXPECT_EQ(driver().usedBytes(), before);
+}
+
+// A device-only region (the shim's) serves CUDA memory as any region does.
+TEST(CudaRegions, ADeviceOnlyRegionServesCudaMemory) {
+    CudaFixture f;
+    Failure why;
+    ASSERT_TRUE(f.regions->enter("gpu", core::BackupKind::Host, why, true)) << why.text;
+    EXPECT_FALSE(f.regions->threadInRegionForCpu(1 << 20));
+    auto* p = static_cast<uint8_t*>(f.regions->serve(f.cuda0, MiB, 256, why));
+    f.regions->exit();
+    ASSERT_NE(p, nullptr) << why.text;
+    p[0] = 42;
+    ASSERT_TRUE(f.regions->pause("gpu", core::ControlOrigin::Api).ok);
+    ASSERT_TRUE(f.regions->resume("gpu", core::ControlOrigin::Api).ok);
+    EXPECT_EQ(p[0], 42);
+    f.regions->release(reinterpret_cast<uint64_t>(p));
+}
+
+// TMS_DISK_BACKUP_CHUNK_MB=2: a disk backup streams through two 2 MiB pinned
+// buffers, not two of 64 MiB, and comes back whole.
+TEST(CudaRegions, ADiskBackupStreamsInTheChunkSizeItIsGiven) {
+    CudaFixture f;
+    f.cuda.setChunkBytes(2 * MiB);
+    const size_t hostBefore = driver().hostBytes();
+    uint8_t* p = f.allocate("kv", core::BackupKind::Disk, 6 * MiB, 9);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(f.regions->pause("kv", core::ControlOrigin::Api).ok);
+    EXPECT_EQ(driver().hostBytes() - hostBefore, 4 * MiB);
+    ASSERT_TRUE(f.regions->resume("kv", core::ControlOrigin::Api).ok);
+    EXPECT_TRUE(CudaFixture::holds(p, 6 * MiB, 9));
+    f.regions->release(reinterpret_cast<uint64_t>(p));
+}

@@ -448,10 +448,65 @@ TEST(Regions, TagsAndBackupsAreChecked) {
     EXPECT_NE(std::string(why.text).find("use backup='disk'"), std::string::npos) << why.text;
     ASSERT_TRUE(f.regions->enter("w", core::BackupKind::Disk, why));
     f.regions->exit();
-    EXPECT_FALSE(f.regions->enter("w", core::BackupKind::None, why));
-    EXPECT_STREQ(why.text,
-                 "region 'w' was first entered with backup='disk'; a tag keeps one backup kind");
+    ASSERT_TRUE(f.regions->enter("w", core::BackupKind::None, why)) << why.text;  // a second kind
+    f.regions->exit();
     EXPECT_FALSE(f.regions->pause("unknown", core::ControlOrigin::Api).ok);
+}
+
+// torch_memory_saver decides the backup per allocation, and its examples enter the
+// default tag with one backup, then another: a tag once refused the second kind.
+// Now each allocation keeps the kind it was made with, and a pause of the tag
+// backs each up its own way.
+TEST(Regions, ATagHoldsAllocationsOfEachBackupKindItWasEnteredWith) {
+    Fixture f;
+    uint8_t* kept = f.allocate("kv", core::BackupKind::Disk, MiB, 1);
+    uint8_t* dropped = f.allocate("kv", core::BackupKind::None, 2 * MiB, 2);
+    char json[1024];
+    ASSERT_GT(f.regions->describe(json, sizeof json), 0u);
+    EXPECT_STREQ(json,
+                 "[{\"tag\":\"kv\",\"device\":\"cpu\",\"bytes\":1048576,\"resident_bytes\":1048576,"
+                 "\"paused_bytes\":0,\"state\":\"resident\",\"backup\":\"disk\"},"
+                 "{\"tag\":\"kv\",\"device\":\"cpu\",\"bytes\":2097152,\"resident_bytes\":2097152,"
+                 "\"paused_bytes\":0,\"state\":\"resident\",\"backup\":\"none\"}]");
+    OpResult paused = f.regions->pause("kv", core::ControlOrigin::Api);
+    ASSERT_TRUE(paused.ok) << paused.message;
+    EXPECT_EQ(paused.allocations, 2u);
+    EXPECT_EQ(paused.bytes, 3 * MiB);
+    EXPECT_EQ(paused.regions, 2u);
+    EXPECT_EQ(heldBackupsIn(f.dir), 1u);  // the disk one's file; none keeps nothing
+    EXPECT_EQ(residentBytes(kept, MiB) + residentBytes(dropped, 2 * MiB), 0u);
+    OpResult resumed = f.regions->resume("kv", core::ControlOrigin::Api);
+    ASSERT_TRUE(resumed.ok) << resumed.message;
+    EXPECT_EQ(resumed.allocations, 2u);
+    EXPECT_TRUE(Fixture::holds(kept, MiB, 1));
+    EXPECT_EQ(heldBackupsIn(f.dir), 0u);
+}
+
+// torch_memory_saver's regions serve only the device allocator: a CPU tensor made
+// inside one stayed the program's own. A device-only region lets CPU allocations
+// pass by to where they would go outside it (an enclosing region, or the heap),
+// and takes a host backup in a process without CUDA (nothing of it is CPU memory).
+TEST(Regions, ADeviceOnlyRegionLetsCpuAllocationsPassBy) {
+    Fixture f;
+    Failure why;
+    ASSERT_TRUE(f.regions->enter("outer", core::BackupKind::Disk, why)) << why.text;
+    ASSERT_TRUE(f.regions->enter("gpu", core::BackupKind::None, why, true)) << why.text;
+    EXPECT_TRUE(f.regions->threadInRegion());           // a CUDA allocation would be the region's
+    EXPECT_TRUE(f.regions->threadInRegionForCpu(256));  // the enclosing region takes it
+    void* p = f.regions->serve(core::kDeviceCpu, 4096, 64, why);
+    ASSERT_NE(p, nullptr) << why.text;
+    f.regions->exit();
+    f.regions->exit();
+    char tag[64];
+    ASSERT_TRUE(f.regions->tagOf(reinterpret_cast<uint64_t>(p), tag, sizeof tag));
+    EXPECT_STREQ(tag, "outer");
+
+    ASSERT_TRUE(f.regions->enter("gpu", core::BackupKind::Host, why, true)) << why.text;
+    EXPECT_FALSE(f.regions->threadInRegionForCpu(1 << 20));  // the heap's
+    EXPECT_EQ(f.regions->serve(core::kDeviceCpu, 4096, 64, why), nullptr);
+    EXPECT_STREQ(why.text, "not in a region");
+    f.regions->exit();
+    EXPECT_FALSE(f.regions->enter("gpu", core::BackupKind::Host, why));  // CPU memory: refused
 }
 
 TEST(Regions, NestedRegionsGoToTheInnermost) {
@@ -647,6 +702,20 @@ TEST(Regions, FreedBlocksAreReusedAndAPauseLetsThemGo) {
     EXPECT_EQ(cpu.allocCount, 3u);
     EXPECT_EQ(cpu.freeCount, 2u);
     EXPECT_EQ(cpu.currentBytes, 2 * MiB);
+}
+
+// torch_memory_saver's TMS_INIT_ENABLE: device memory outside explicit regions is
+// the "default" region's, with the backup its variables name; CPU memory is not.
+TEST(Regions, AnImplicitDeviceOnlyRegionTakesNoCpuMemory) {
+    Fixture f;
+    f.regions->setPausableAll(core::BackupKind::Host, true);
+    EXPECT_TRUE(f.regions->threadInRegion());
+    EXPECT_FALSE(f.regions->threadInRegionForCpu(1 << 20));
+    Failure why;
+    EXPECT_EQ(f.regions->serve(core::kDeviceCpu, 1 << 20, 64, why), nullptr);
+    ASSERT_TRUE(f.regions->enter("cpu", core::BackupKind::None, why)) << why.text;
+    EXPECT_TRUE(f.regions->threadInRegionForCpu(256));  // an explicit region still takes it
+    f.regions->exit();
 }
 
 // --pausable all: CPU storages of 64 KiB and more go to the "default" region;

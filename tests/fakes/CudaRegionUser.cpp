@@ -13,6 +13,8 @@
 //   a reference to mapped memory (cuMemRetainAllocationHandle, as NCCL's buffer
 //   registration does), for an address inside the region's allocation, twice,
 //   and for one outside every region.
+//   cuda_region_user implicit: the same allocation made outside any region, then
+//   tag "default" paused and resumed (run with torch_memory_saver's TMS_INIT_ENABLE).
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -49,7 +51,9 @@ int main(int argc, char** argv) {
         return 2;
     }
     char out[4096];
-    if (enter("kv", 1, out, sizeof out) != 0) {
+    const bool implicit = argc > 1 && std::strcmp(argv[1], "implicit") == 0;
+    const char* tag = implicit ? "default" : "kv";
+    if (!implicit && enter("kv", 1, out, sizeof out) != 0) {
         std::printf("enter: %s\n", out);
         return 1;
     }
@@ -57,7 +61,7 @@ int main(int argc, char** argv) {
     void* const stream = reinterpret_cast<void*>(0x5);
     void* p = nullptr;
     const int rc = capture ? cudaMallocAsync(&p, 3000000, stream) : cudaMalloc(&p, 3000000);
-    leave();
+    if (!implicit) leave();
     driver = driver ? driver : dlopen(driverPath, RTLD_NOW | RTLD_NOLOAD);
     auto used = driver ? find<size_t (*)()>(driver, "fake_cuda_used_bytes") : nullptr;
     auto pinned = driver ? find<size_t (*)()>(driver, "fake_cuda_host_bytes") : nullptr;
@@ -95,9 +99,9 @@ int main(int argc, char** argv) {
     auto* bytes = static_cast<uint8_t*>(p);
     for (size_t i = 0; i < 3000000; ++i) bytes[i] = static_cast<uint8_t>(i * 31);
     const size_t held = used();
-    const int paused = pause("kv", out, sizeof out);
+    const int paused = pause(tag, out, sizeof out);
     const size_t whilePaused = used();
-    const int resumed = resume("kv", out, sizeof out);
+    const int resumed = resume(tag, out, sizeof out);
     bool same = true;
     for (size_t i = 0; i < 3000000; ++i) same &= bytes[i] == static_cast<uint8_t>(i * 31);
     cudaFree(p);
