@@ -25,6 +25,7 @@ __all__ = ["track", "start", "stop", "Tracker",
            "set_memory_margin", "read_backup", "Result", "Region"]
 
 _BACKUPS = {"none": 0, "host": 1, "disk": 2}
+_DEVICE_ONLY = 0x100  # MEMTOOL_REGION_DEVICE_ONLY (collectors/CollectorApi.h)
 _collector_handle = _collector.find()
 enabled = _collector_handle is not None
 _warned = False
@@ -117,15 +118,25 @@ def _disabled(what):
                   message="memtool is not enabled in this process")
 
 
-@contextlib.contextmanager
 def region(tag="default", backup="none", device=None):
     """Allocations this thread makes inside the block belong to region `tag`.
 
     backup: "none" (content undefined after a resume), "host" (CUDA memory, kept in
-    pinned host memory while paused) or "disk". Nested regions: the innermost wins.
-    device: None (CPU storages, and CUDA ones when CUDA is initialized already),
-    "cuda" (CUDA is initialized for the region's pool) or "cpu" (CPU only).
+    pinned host memory while paused) or "disk". Each allocation keeps the backup of
+    the block it was made in: one tag may be entered with several. Nested regions:
+    the innermost wins. device: None (CPU storages, and CUDA ones when CUDA is
+    initialized already), "cuda" (CUDA is initialized for the region's pool) or
+    "cpu" (CPU only).
     """
+    return _region(tag, backup, device, cpu=True)
+
+
+@contextlib.contextmanager
+def _region(tag, backup, device, cpu, pool=True):
+    # cpu=False (the torch_memory_saver shim): CPU allocations pass the region by,
+    # to where they would go outside it; only the device allocator is served.
+    # pool=False: no MemPool of the region's own (inside a CUDA graph's capture,
+    # whose pool serves the allocations).
     if backup not in _BACKUPS:
         raise ValueError(f"backup must be one of {', '.join(_BACKUPS)}, not {backup!r}")
     if not isinstance(tag, str) or not tag:
@@ -135,9 +146,9 @@ def region(tag="default", backup="none", device=None):
     if not enabled:
         yield
         return
-    _collector_handle.region_enter(tag, _BACKUPS[backup])
+    _collector_handle.region_enter(tag, _BACKUPS[backup] | (0 if cpu else _DEVICE_ONLY))
     try:
-        pool = _cuda_pool(tag, backup, device)
+        pool = _cuda_pool(tag, backup, device) if pool else None
         if pool is None:
             yield
         else:

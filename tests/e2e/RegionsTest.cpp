@@ -112,23 +112,44 @@ TEST(Regions, ADiskBackupOutlivesTheProgramClosingEveryDescriptor) {
     EXPECT_EQ(p.at("control").size(), 2u);
 }
 
-// Code written for torch_memory_saver, with its import changed to memtool's: tags,
-// a disk backup in the directory it names, disable(), and its argument checks.
+// Code written for torch_memory_saver, with its import changed to memtool's, in a
+// CPU-only process. Its regions serve the device allocator only: CPU tensors made
+// in them were region memory (gone after a pause without a backup, and one stray
+// CPU tensor failed every pause with a host backup); they are the program's own
+// now, the default tag entered with a host and a disk backup in turn. pause() and
+// resume() returned None whatever happened; they raise where torch_memory_saver
+// fails or ends the process, and a tag with nothing is nothing, as there.
 TEST(Regions, TorchMemorySaversApiRunsWithOneImportChanged) {
     const std::string dir = tempDir();
     // A file where the script asks for a backup directory: refused with the reason.
     { std::ofstream(dir + "/file") << "x"; }
     const std::string trace = tempDir() + "/t.json";
+    std::vector<std::string> env = controlEnv();
+    env.push_back("TMS_DISK_BACKUP_DIR=" + dir + "/env-backups");
     Outcome o =
         run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("tms_compat.py"), dir},
-            "", controlEnv());
+            "", env);
     ASSERT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out,
-              "enabled True dir made True\n"
-              "type1 backed up in its directory 1\n"
-              "plain untouched True\n"
-              "type1 kept True at its address True\n"
-              "all again True\n"
+              "enabled True env dir made True\n"
+              "submodules cuda False ('preload', 'torch')\n"
+              "cpu tensors untouched True True True True\n"
+              "regions []\n"
+              "pause kv ok\n"
+              "kv backed up in the env dir 1\n"
+              "pause kv raised: torch_memory_saver.pause('kv'): its memory is paused already "
+              "(torch_memory_saver ends the process on a second pause)\n"
+              "resume kv ok\n"
+              "resume kv raised: torch_memory_saver.resume('kv'): its memory is not paused "
+              "(torch_memory_saver ends the process on a resume without a pause)\n"
+              "pause no-such-tag ok\n"
+              "kv kept True\n"
+              "pause lost raised: torch_memory_saver.pause('lost') failed: pause failed, nothing "
+              "was released: cannot create the backup file in DIR/gone: No such file or "
+              "directory\n"
+              "lost untouched True\n"
+              "disable outside a region: disable() should be called only when tms is active "
+              "(inside a region(), or with TMS_INIT_ENABLE=1)\n"
               "refused: cpu_backup_backend requires enable_cpu_backup=True\n"
               "refused: cpu_backup_backend is 'pinned' or 'mmap', not 'paged'\n"
               "refused: enable_cpu_backup and enable_disk_backup are mutually exclusive\n"
@@ -139,11 +160,11 @@ TEST(Regions, TorchMemorySaversApiRunsWithOneImportChanged) {
               "margin: Only setter is supported\n");
     const auto p = readJson(trace).at("processes").at(0);
     EXPECT_EQ(p.at("regions"), nlohmann::json::parse(R"([
-        {"tag": "type1", "device": "cpu", "backup": "disk", "bytes": 0, "paused_bytes": 0},
-        {"tag": "type2", "device": "cpu", "backup": "none", "bytes": 0, "paused_bytes": 0}])"));
-    ASSERT_EQ(p.at("control").size(), 8u);  // pause() and resume() of both tags count each
-    EXPECT_EQ(p.at("control").at(0).at("bytes"), 8 * MiB);
-    EXPECT_EQ(p.at("control").at(1).at("bytes"), 4 * MiB);
+        {"tag": "kv", "device": "cpu", "backup": "disk", "bytes": 0, "paused_bytes": 0},
+        {"tag": "lost", "device": "cpu", "backup": "disk", "bytes": 0, "paused_bytes": 0}])"));
+    ASSERT_EQ(p.at("control").size(), 3u);  // kv's pause and resume, lost's failed pause
+    EXPECT_EQ(p.at("control").at(0).at("bytes"), MiB);
+    EXPECT_EQ(p.at("control").at(2).at("ok"), false);
 }
 
 // A paused tensor's content, read from its disk backup while the region stays
@@ -308,15 +329,17 @@ namespace {
 // tests/fakes/CudaRegionUser.cpp under memtool run (`options` before it, `args`
 // after), with the test doubles of the runtime (linked) and the driver.
 Outcome runCudaRegionUser(const std::vector<std::string>& options,
-                          const std::vector<std::string>& args) {
+                          const std::vector<std::string>& args,
+                          const std::vector<std::string>& extraEnv = {}) {
     std::vector<std::string> command{MEMTOOL_BIN, "run", "-q", "--cuda", "runtime-hooks"};
     command.insert(command.end(), options.begin(), options.end());
     command.push_back("--");
     command.push_back(CUDA_REGION_USER_BIN);
     command.insert(command.end(), args.begin(), args.end());
-    return run(command, "",
-               {std::string("MEMTOOL_CUDA_DRIVER=") + FAKE_CUDA_DRIVER,
-                "MEMTOOL_CONTROL_DIR=" + controlDir()});
+    std::vector<std::string> env{std::string("MEMTOOL_CUDA_DRIVER=") + FAKE_CUDA_DRIVER,
+                                 "MEMTOOL_CONTROL_DIR=" + controlDir()};
+    env.insert(env.end(), extraEnv.begin(), extraEnv.end());
+    return run(command, "", env);
 }
 }  // namespace
 
@@ -341,6 +364,38 @@ TEST(Regions, CudaMemoryIsPausedThroughTheDriversVmmApi) {
     EXPECT_EQ(p.at("control").at(0).at("bytes"), 4194304);
     EXPECT_EQ(p.at("control").at(0).at("backup"), "host");
     EXPECT_EQ(p.at("regions").at(0).at("tag"), "kv");
+}
+
+// torch_memory_saver's TMS_INIT_ENABLE: CUDA memory allocated outside any region
+// is the "default" region's, backed up as its variables say: the host (pinned
+// memory the size of the allocation's granules) or the disk, streamed through two
+// buffers of TMS_DISK_BACKUP_CHUNK_MB MiB.
+TEST(Regions, TorchMemorySaversInitEnableMakesCudaMemoryPausable) {
+    if (std::string(CUDA_REGION_USER_BIN).empty()) GTEST_SKIP() << "built without the CUDA parts";
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o = runCudaRegionUser({"-o", trace}, {"implicit"},
+                                  {"TMS_INIT_ENABLE=1", "TMS_INIT_ENABLE_CPU_BACKUP=true"});
+    ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
+    EXPECT_EQ(o.out, "held 4194304 paused 0 0 resumed 0 same freed 0 pinned 4194304\n");
+    auto p = readJson(trace).at("processes").at(0);
+    ASSERT_EQ(p.at("control").size(), 2u);
+    EXPECT_EQ(p.at("control").at(0).at("backup"), "host");
+    EXPECT_EQ(p.at("regions").at(0).at("tag"), "default");
+
+    o = runCudaRegionUser(
+        {"-o", trace, "--backup-dir", tempDir()}, {"implicit"},
+        {"TMS_INIT_ENABLE=yes", "TMS_INIT_ENABLE_DISK_BACKUP=1", "TMS_DISK_BACKUP_CHUNK_MB=1"});
+    ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
+    EXPECT_EQ(o.out, "held 4194304 paused 0 0 resumed 0 same freed 0 pinned 2097152\n");
+    p = readJson(trace).at("processes").at(0);
+    EXPECT_EQ(p.at("control").at(0).at("backup"), "disk");
+
+    // Without it, the allocation is the program's own: nothing to pause.
+    o = runCudaRegionUser({"-o", trace}, {"implicit"}, {"TMS_INIT_ENABLE=maybe"});
+    EXPECT_EQ(o.err,
+              "memtool: TMS_INIT_ENABLE=maybe is not a value torch_memory_saver takes (1, true, "
+              "yes or 0, false, no): TMS_INIT_ENABLE is left off\n");
+    EXPECT_EQ(readJson(trace).at("processes").at(0).at("control").size(), 0u) << o.out;
 }
 
 // Region memory freed by cudaFreeAsync while its stream is captured into a CUDA
