@@ -36,6 +36,27 @@ def _storage(t):
         return None
 
 
+# A sparse tensor has no storage of its own: its memory is its component tensors,
+# each with a storage, named after it as pytorch_memlab's MemReporter lists them
+# (COO's indices and values; the compressed layouts' index arrays and values).
+_SPARSE_PARTS = {
+    "sparse_coo": ("_indices", "_values"),
+    "sparse_csr": ("crow_indices", "col_indices", "values"),
+    "sparse_csc": ("ccol_indices", "row_indices", "values"),
+    "sparse_bsr": ("crow_indices", "col_indices", "values"),
+    "sparse_bsc": ("ccol_indices", "row_indices", "values"),
+}
+
+
+def _parts(name, t):
+    """[(name, tensor)] with storages: `t` itself, or a sparse tensor's components."""
+    layout = str(getattr(t, "layout", "")).replace("torch.", "")
+    parts = _SPARSE_PARTS.get(layout)
+    if parts is None:
+        return [(name, t)]
+    return [(f"{name}.{part}", getattr(t, part)()) for part in parts]
+
+
 def _main_bindings():
     """The variables of `__main__`, read once: [(name, value)] in the order it
     binds them, dunders left out. Names modules and tensors alike."""
@@ -172,7 +193,7 @@ def visible_tensors(model=None, device=None):
         warnings.simplefilter("ignore")
         named = _named(torch, model)
     rows, owners = [], {}
-    for name, t in named:
+    for name, t in (part for named_tensor in named for part in _parts(*named_tensor)):
         where = str(t.device)
         if device is not None and where != device:
             continue

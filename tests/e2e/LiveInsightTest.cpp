@@ -240,6 +240,23 @@ TEST(LiveInsight, TensorsHeldOnlyByATupleAreVisible) {
         << o.out;
 }
 
+// A sparse tensor has no storage of its own: its indices and values were "not
+// visible" (1,049,600 B in pytorch_memlab's sparse test). Its parts are rows, named
+// after it, as pytorch_memlab lists them.
+TEST(LiveInsight, ASparseTensorsPartsAreItsRows) {
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o =
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("sparse_tensors.py")});
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out,
+              "coo._indices 1048576\n"
+              "coo._values 262144\n"
+              "csr.crow_indices 8200\n"
+              "csr.col_indices 32768\n"
+              "csr.values 16384\n"
+              "visible 1368072 not visible 0\n");
+}
+
 TEST(LiveInsight, CtlSnapshotAndTensorsUsage) {
     // 4194303: the highest pid but one a kernel hands out, which nothing here has.
     Outcome o = ctl({"4194303", "status", "-o", "x.json"}, controlEnv());
