@@ -78,7 +78,7 @@ void readToEnd(pid_t pid, int out, int err, std::string& outText, std::string& e
                const std::function<void()>& onOut = nullptr) {
     const Clock::time_point deadline = deadlineFromNow();
     pollfd fds[2] = {{out, POLLIN, 0}, {err, POLLIN, 0}};
-    int open = 2;
+    int open = (out >= 0) + (err >= 0);  // poll() skips a closed one's entry
     char buf[65536];
     while (open > 0) {
         const int ready = poll(fds, 2, msLeft(deadline));
@@ -200,6 +200,9 @@ void Spawned::closeInput() {
 }
 
 Outcome Spawned::wait() {
+    // A second wait gives the first's outcome: the pid is reaped, the pipes closed
+    // (it used to poll no descriptor at all, forever).
+    if (waited_) return outcome_;
     closeInput();
     Outcome o;
     readToEnd(pid_, out_, err_, outText_, o.err);
@@ -210,6 +213,8 @@ Outcome Spawned::wait() {
         setEnding(o, status);
     }
     o.out = outText_;
+    waited_ = true;
+    outcome_ = o;
     return o;
 }
 

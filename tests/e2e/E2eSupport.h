@@ -91,11 +91,12 @@ public:
     Spawned& operator=(const Spawned&) = delete;
 
     pid_t pid() const { return pid_; }
+    bool reaped() const { return reaped_; }  // waited for: its pid is no longer its own
     // Its next line of stdout, without the newline; "" at the end of its output.
     std::string readLine();
     void closeInput();
     // Reads what is left (stdout and stderr), waits for it to end. `out` holds all
-    // of its stdout, the lines readLine() gave included.
+    // of its stdout, the lines readLine() gave included. Again: the same outcome.
     Outcome wait();
 
 private:
@@ -103,6 +104,8 @@ private:
     int in_ = -1, out_ = -1, err_ = -1;
     std::string outText_, pending_;
     bool reaped_ = false;
+    bool waited_ = false;
+    Outcome outcome_;
 };
 
 // A fresh directory for one test's files.
