@@ -43,9 +43,7 @@ const char* outsideText(bool forked, bool attached) {
     return "not from torch's allocator (not in the live bytes)";
 }
 
-void renderDevice(const json& d, bool fromModel, bool forked, bool attached, std::string& out) {
-    const char* seen = fromModel ? "the model's" : "visible from Python";
-    const char* unseen = fromModel ? "Not the model's" : "Not visible from Python";
+void renderDevice(const json& d, bool forked, bool attached, std::string& out) {
     const std::string device = str(d, "device");
     out += fmt::format("Storage on {}\n", device);
     out += fmt::format("{:<52} {:>20} {:>15}\n", "Tensor", "Shape", "Bytes");
@@ -58,9 +56,9 @@ void renderDevice(const json& d, bool fromModel, bool forked, bool attached, std
                         core::groupDigits(u64(t, "bytes")));
     }
     out += std::string(89, '-') + "\n";
-    out += fmt::format("Total Tensors: {}   Used Memory: {} B ({}, {} tensor{})\n",
+    out += fmt::format("Total Tensors: {}   Used Memory: {} B (visible from Python, {} tensor{})\n",
                        core::groupDigits(u64(d, "visible_elements")),
-                       core::groupDigits(u64(d, "visible_bytes")), seen, u64(d, "visible_tensors"),
+                       core::groupDigits(u64(d, "visible_bytes")), u64(d, "visible_tensors"),
                        plural(u64(d, "visible_tensors")));
     if (d.contains("note")) {
         out += fmt::format("Live on {}: {} B. {}\n\n", device,
@@ -68,8 +66,8 @@ void renderDevice(const json& d, bool fromModel, bool forked, bool attached, std
         return;
     }
     const uint64_t invisible = u64(d, "invisible_bytes"), storages = u64(d, "invisible_storages");
-    out += fmt::format("{}: {} B in {} storage{}\n", unseen, core::groupDigits(invisible),
-                       core::groupDigits(storages), plural(storages));
+    out += fmt::format("Not visible from Python: {} B in {} storage{}\n",
+                       core::groupDigits(invisible), core::groupDigits(storages), plural(storages));
     for (const json& g : d.value("invisible", json::array())) {
         out += fmt::format(
             "  {:>15} B  {:>6} storage{:<1}  {}\n", core::groupDigits(u64(g, "bytes")),
@@ -86,13 +84,12 @@ void renderDevice(const json& d, bool fromModel, bool forked, bool attached, std
             out +=
                 fmt::format("  {:>15} B  {}\n", core::groupDigits(u64(t, "bytes")), str(t, "name"));
     }
-    out += fmt::format(
-        "Live on {}: {} {} + {} {} = {} B{}\n\n", device,
-        core::groupDigits(u64(d, "matched_bytes")), fromModel ? "the model's" : "found from Python",
-        core::groupDigits(invisible), fromModel ? "other" : "not visible",
-        core::groupDigits(u64(d, "live_bytes")),
-        d.value("exact", false) ? " (exact)"
-                                : " (a visible storage's size differs from its block's)");
+    out += fmt::format("Live on {}: {} found from Python + {} not visible = {} B{}\n\n", device,
+                       core::groupDigits(u64(d, "matched_bytes")), core::groupDigits(invisible),
+                       core::groupDigits(u64(d, "live_bytes")),
+                       d.value("exact", false)
+                           ? " (exact)"
+                           : " (a visible storage's size differs from its block's)");
 }
 
 }  // namespace
@@ -109,12 +106,10 @@ std::string renderTensors(const json& report) {
     }
     const json devices = report.value("devices", json::array());
     if (devices.empty()) out += "No tensors, and no live storage.\n";
-    const bool fromModel =
-        report.contains("named_from_model") && report["named_from_model"] == true;
     const bool forked = report.contains("forked") && report["forked"] == true;
     const bool attached = report.contains("attached") && report["attached"] == true;
     for (const json& d : devices)
-        if (d.is_object()) renderDevice(d, fromModel, forked, attached, out);
+        if (d.is_object()) renderDevice(d, forked, attached, out);
     return out;
 }
 

@@ -248,11 +248,6 @@ json tensorsReport(const core::Aggregator& agg, Symbolizer& symbolizer, const js
         devices.push_back(deviceReport(agg, sites, device, rows, query.verbose));
     json out{{"time_s", static_cast<double>(agg.lastTimeNs()) / 1e9},
              {"devices", std::move(devices)}};
-    // memtool.report_tensors(model): only the model's tensors are named; the rest of
-    // what is live is "not in the model", not "invisible".
-    if (visible.is_object() && visible.contains("named_from_model") &&
-        visible["named_from_model"] == true)
-        out["named_from_model"] = true;
     if (const auto& h = agg.handshake()) {
         out["pid"] = h->pid;
         out["command"] = h->command;

@@ -284,8 +284,8 @@ def regions():
 
 def report_tensors(model=None, device=None, verbose=False, file=None):
     """Prints pytorch_memlab's MemReporter table for this process: per device,
-    the tensors Python can reach (named from the live modules and optimizers,
-    or from `model` alone), each storage counted once; then, under `memtool run`,
+    the tensors Python can reach (named from the live modules and optimizers;
+    `model`'s first, named within it), each storage counted once; then, under `memtool run`,
     the storages no such tensor owns (autograd's saved tensors, C++ buffers) with
     where they were allocated, and the reconciliation with the device's live
     bytes. `verbose` lists those one by one. Returns the report as a dict."""
@@ -296,7 +296,7 @@ def report_tensors(model=None, device=None, verbose=False, file=None):
         text = _live.format_visible(visible)
     else:
         answer = _run.ask(_collector_handle, {"op": "tensors", "tensors": visible, "device": device,
-                                              "verbose": bool(verbose), "named_from_model": model is not None})
+                                              "verbose": bool(verbose)})
         report, text = answer["body"], answer["text"]
     print(text, end="", file=file if file is not None else sys.stdout)
     return report

@@ -19,7 +19,8 @@ Names, without being told the model:
 A tensor whose Python object only torch keeps (PyTorch preserves the object of a
 tensor autograd saved after Python let go of it) is not visible: no Python code
 can reach it, and it is reported with what Python cannot see, by allocation site.
-`model=` names one module's tensors only, without prefix, as memlab does.
+`model=` names that module's tensors without prefix, as memlab does, and lists
+them first; every other tensor is listed after them, named as without `model=`.
 """
 import gc
 import json
@@ -65,7 +66,17 @@ def _main_bindings():
 
 
 def _named(torch, model):
-    """[(name, tensor)] in naming order; one tensor may have several names."""
+    """[(name, tensor)] in naming order; one tensor may have several names. With
+    `model`, its tensors (named within it) come first, then everything else."""
+    if model is None:
+        return _named_from(torch, None)
+    mine = _named_from(torch, model)
+    ids = {id(t) for _, t in mine}
+    return mine + [(n, t) for n, t in _named_from(torch, None) if id(t) not in ids]
+
+
+def _named_from(torch, model):
+    """[(name, tensor)]: `model`'s tensors alone, or (None) every tensor Python reaches."""
     out = []
     bindings = _main_bindings() if model is None else []
     if model is not None:
