@@ -26,7 +26,7 @@ void fold(const StackNode& node, const std::string& path, std::map<std::string, 
 
 }  // namespace
 
-void renderCollapsed(const core::Trace& trace, Metric metric, std::ostream& out) {
+void renderCollapsed(const core::Trace& trace, Metric metric, std::ostream& out, StackView view) {
     // Sorted, so that the same trace folds to the same text; frames that fold to the
     // same text are one line.
     std::map<std::string, uint64_t> lines;
@@ -34,7 +34,7 @@ void renderCollapsed(const core::Trace& trace, Metric metric, std::ostream& out)
         const core::ProcessTrace& p = trace.processes[i];
         const std::string process = i == 0 ? "" : "pid " + std::to_string(p.pid) + ";";
         for (const auto& [device, totals] : p.devices) {
-            const StackNode root = stackTree(p, device, metric);
+            const StackNode root = stackTree(p, device, metric, view);
             for (const StackNode& c : root.children) fold(c, process + device, lines);
         }
     }

@@ -100,9 +100,14 @@ json processData(const core::ProcessTrace& p) {
                          {"failed", m.failed}});
     FrameNames names;
     json flames = json::object();
+    // Each with native frames and with Python frames alone ("python:" before the
+    // metric): the page's switch picks one without re-recording.
     for (const auto& [name, d] : p.devices)
-        for (Metric metric : {Metric::Peak, Metric::Allocated})
+        for (Metric metric : {Metric::Peak, Metric::Allocated}) {
             flames[name][metricName(metric)] = treeToJson(stackTree(p, name, metric), names, true);
+            flames[name][std::string("python:") + metricName(metric)] =
+                treeToJson(stackTree(p, name, metric, StackView::PythonOnly), names, true);
+        }
     return {{"devices", devices},
             {"timeline", timeline},
             {"marks", marks},
@@ -187,6 +192,11 @@ void timelineSection(const core::ProcessTrace& p, size_t index, std::ostream& ou
 void flameSection(const core::ProcessTrace& p, size_t index, std::ostream& out) {
     out << "<h2>Flame graphs</h2>\n<p class=\"hint\">Outermost frame at the top. Click a frame "
            "to zoom in, the top row to zoom out; hover for its bytes.</p>\n";
+    out << fmt::format(
+        "<p class=\"flame-view\"><label><input type=\"checkbox\" class=\"python-only\" "
+        "data-process=\"{}\"> Python frames only</label> (unchecked: with native frames; runs of "
+        "unnamed native frames are one frame naming their library)</p>\n",
+        index);
     for (const auto& [name, d] : p.devices) {
         out << fmt::format(
             "<figure class=\"flame\" data-process=\"{0}\" data-device=\"{1}\" data-metric=\"peak\">"

@@ -38,11 +38,16 @@ uint64_t StackNode::selfBytes() const {
     return bytes - called;
 }
 
-StackNode stackTree(const core::ProcessTrace& p, const std::string& device, Metric metric) {
+StackNode stackTree(const core::ProcessTrace& p, const std::string& device, Metric metric,
+                    StackView view) {
     std::vector<std::string> texts, labels;  // by frame id
     for (const core::Frame& f : p.frames) {
-        texts.push_back(core::formatFrame(f));
-        labels.push_back(shortFrame(f));
+        // Unnamed frames read as their library alone, so a run of them is one node.
+        const std::string text =
+            f.isUnnamed() ? "?? (" + core::baseName(f.module.empty() ? "?" : f.module) + ")"
+                          : core::formatFrame(f);
+        texts.push_back(text);
+        labels.push_back(f.isUnnamed() ? text : shortFrame(f));
     }
     Growing root;
     for (const core::Hotspot& h : p.hotspots) {
@@ -58,8 +63,18 @@ StackNode stackTree(const core::ProcessTrace& p, const std::string& device, Metr
             at->bytes += bytes;
         };
         if (h.frames.empty()) step(core::kNoStackSite, core::kNoStackSite, nullptr);
-        for (auto id = h.frames.rbegin(); id != h.frames.rend(); ++id)
-            step(texts.at(*id), labels.at(*id), &p.frames.at(*id));
+        const std::string* last = nullptr;  // the text of the frame stepped to last
+        bool anyPython = false;
+        for (auto id = h.frames.rbegin(); id != h.frames.rend(); ++id) {
+            const core::Frame& f = p.frames.at(*id);
+            if (view == StackView::PythonOnly && !f.isPython()) continue;
+            anyPython |= f.isPython();
+            if (f.isUnnamed() && last && *last == texts.at(*id)) continue;  // the run goes on
+            step(texts.at(*id), labels.at(*id), &f);
+            last = &texts.at(*id);
+        }
+        if (view == StackView::PythonOnly && !anyPython && !h.frames.empty())
+            step(kNoPythonFrame, kNoPythonFrame, nullptr);
     }
     return finish("", std::move(root));
 }

@@ -26,9 +26,20 @@ struct StackNode {
     uint64_t selfBytes() const;
 };
 
+// Which frames a tree has. In both, a run of native frames no symbol names, one
+// calling the next in the same library, is one node "?? (libtorch_cpu.so)": their
+// addresses tell a reader nothing, and split one path into many.
+enum class StackView {
+    WithNative,  // every frame
+    PythonOnly,  // Python frames alone; a stack with none is one "(no Python frame)" node
+};
+
+inline constexpr const char* kNoPythonFrame = "(no Python frame)";
+
 // The root's bytes are the sum over the device's hotspots; stacks that held
 // nothing under the metric are left out. A hotspot without a stack is one
 // "(no stack)" child of the root.
-StackNode stackTree(const core::ProcessTrace& p, const std::string& device, Metric metric);
+StackNode stackTree(const core::ProcessTrace& p, const std::string& device, Metric metric,
+                    StackView view = StackView::WithNative);
 
 }  // namespace memtool::reporters

@@ -31,8 +31,9 @@ namespace {
 struct ReportArgs {
     std::string path;
     std::string format = "text";
-    std::string output;  // stdout when empty
-    std::string metric;  // collapsed only; empty: peak
+    std::string output;       // stdout when empty
+    std::string metric;       // collapsed only; empty: peak
+    bool pythonOnly = false;  // collapsed only
     bool lines = false;
     bool topGiven = false;
     reporters::ProcessFilter processes;
@@ -67,7 +68,8 @@ void renderReport(const core::Trace& trace, const ReportArgs& a, const std::stri
     std::ostringstream out;
     if (a.format == "collapsed") {
         reporters::renderCollapsed(
-            trace, reporters::parseMetric(a.metric.empty() ? "peak" : a.metric), out);
+            trace, reporters::parseMetric(a.metric.empty() ? "peak" : a.metric), out,
+            a.pythonOnly ? reporters::StackView::PythonOnly : reporters::StackView::WithNative);
     } else if (a.lines && a.format == "text") {
         reporters::renderLines(trace, a.lineOptions, out);
     } else if (a.format == "json") {
@@ -97,6 +99,10 @@ void renderReport(const core::Trace& trace, const ReportArgs& a, const std::stri
 int reportCommand(const ReportArgs& a) {
     if (!a.metric.empty() && a.format != "collapsed")
         throw core::Error(core::kExitBadInput, "--metric goes with --format collapsed");
+    if (a.pythonOnly && a.format != "collapsed")
+        throw core::Error(core::kExitBadInput,
+                          "--python-only goes with --format collapsed (the HTML report's flame "
+                          "graphs have a switch of their own)");
     if ((!a.lineOptions.file.empty() || !a.lineOptions.function.empty()) && !a.lines &&
         a.format != "html")
         throw core::Error(core::kExitBadInput,
@@ -168,6 +174,8 @@ void addOutputOptions(CLI::App* cmd, ReportArgs& a) {
                     "With --format collapsed: the bytes each stack counts, peak (default), "
                     "allocated or leaked")
         ->check(CLI::IsMember({"peak", "allocated", "leaked"}));
+    cmd->add_flag("--python-only", a.pythonOnly,
+                  "With --format collapsed: only the Python frames of each stack");
 }
 
 // What a hotspot row is, how sizes read, and which processes count.

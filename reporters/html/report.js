@@ -242,6 +242,7 @@
   function drawFlame(fig) {
     var proc = data.processes[+fig.getAttribute('data-process')];
     var device = fig.getAttribute('data-device'), metric = fig.getAttribute('data-metric');
+    if (fig.getAttribute('data-view') === 'python') metric = 'python:' + metric;
     var tree = proc.flames[device] && proc.flames[device][metric];
     if (!tree || tree[1] === 0) {
       html('p', 'none', 'No stack held memory under this measure.', fig);
@@ -332,6 +333,19 @@
 
   Array.prototype.forEach.call(document.querySelectorAll('figure.timeline'), drawTimeline);
   Array.prototype.forEach.call(document.querySelectorAll('figure.flame'), drawFlame);
+  // "Python frames only": the process's flame graphs drawn again from the other tree.
+  Array.prototype.forEach.call(document.querySelectorAll('input.python-only'), function (box) {
+    box.addEventListener('change', function () {
+      var sel = 'figure.flame[data-process="' + box.getAttribute('data-process') + '"]';
+      Array.prototype.forEach.call(document.querySelectorAll(sel), function (fig) {
+        Array.prototype.slice.call(fig.children).forEach(function (c) {
+          if (c.tagName.toLowerCase() !== 'figcaption') fig.removeChild(c);
+        });
+        fig.setAttribute('data-view', box.checked ? 'python' : 'native');
+        drawFlame(fig);
+      });
+    });
+  });
   Array.prototype.forEach.call(document.querySelectorAll('table.sortable'), sortable);
   document.documentElement.setAttribute('data-rendered', 'ok');
 })();

@@ -136,6 +136,11 @@ TEST(HtmlReport, EveryPartOfTheTimelineFixtureShowsInABrowser) {
     EXPECT_EQ(cudaPeak.at("frames"), 11);                         // the root and two stacks of five
     EXPECT_EQ(cudaPeak.at("names").at(1), "main (main.cpp:14)");  // 32 MiB, the wider, first
     EXPECT_EQ(findByDevice(r.at("flames"), "cuda:0", "allocated").at("root").at(1), 54525952);
+    // "Python frames only": this C++ program's one cpu stack has none; unchecked,
+    // the frames are back.
+    EXPECT_EQ(r.at("pythonOnly"),
+              json::parse(R"json(["all cpu (4.00 MiB)", "(no Python frame)"])json"));
+    EXPECT_EQ(r.at("withNative"), cpuPeak.at("names"));
 
     // The tables, with the trace's figures.
     const json& tables = r.at("tables");

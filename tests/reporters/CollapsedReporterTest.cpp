@@ -120,3 +120,44 @@ TEST(Collapsed, EveryMetricAddsUpToTheDevicesFigure) {
     EXPECT_NE(collapsed(reporters::Metric::Allocated).find("cpu;(no stack) 250\n"),
               std::string::npos);
 }
+
+// resnet18's stacks were 28.4 frames deep, a quarter of them "?? (libtorch_cpu.so+0x...)":
+// a run of unnamed frames in one library is one frame naming it, and --python-only
+// keeps the Python frames alone (a stack without any is "(no Python frame)").
+namespace {
+core::Trace nativeHeavy() {
+    core::ProcessTrace p;
+    p.pid = 12;
+    p.frames = {nativeFrame("c10::alloc_cpu(unsigned long)", "/usr/lib/libc10.so"),
+                nativeFrame("", "/usr/lib/libtorch_cpu.so", "", 0, 0x10),
+                nativeFrame("", "/usr/lib/libtorch_cpu.so", "", 0, 0x20),
+                nativeFrame("", "/usr/lib/libtorch_cpu.so", "", 0, 0x30),
+                nativeFrame("", "/usr/lib/libtorch_python.so", "", 0, 0x40),
+                pythonFrame("forward", "/src/m.py", 5, true),
+                pythonFrame("<module>", "/src/m.py", 9, true),
+                nativeFrame("worker", "/usr/lib/libgomp.so")};
+    // Innermost first: alloc <- three unnamed in libtorch_cpu <- one in libtorch_python
+    // <- forward <- <module>; the same with other offsets (one path now); a thread
+    // with no Python frame.
+    p.hotspots = {hotspot("cpu", {0, 1, 2, 3, 4, 5, 6}, 100, 100, 0),
+                  hotspot("cpu", {0, 3, 1, 4, 5, 6}, 50, 50, 0), hotspot("cpu", {0, 7}, 25, 25, 0)};
+    p.devices["cpu"].peakBytes = 175;
+    core::Trace t;
+    t.processes.push_back(p);
+    return t;
+}
+}  // namespace
+
+TEST(Collapsed, RunsOfUnnamedFramesAreOneFrameOfTheirLibraryAndPythonOnlyKeepsPython) {
+    std::ostringstream native, python;
+    reporters::renderCollapsed(nativeHeavy(), reporters::Metric::Peak, native);
+    EXPECT_EQ(native.str(),
+              "cpu;<module> (/src/m.py:9);forward (/src/m.py:5);?? (libtorch_python.so);?? "
+              "(libtorch_cpu.so);c10::alloc_cpu(unsigned long) (libc10.so) 150\n"
+              "cpu;worker (libgomp.so);c10::alloc_cpu(unsigned long) (libc10.so) 25\n");
+    reporters::renderCollapsed(nativeHeavy(), reporters::Metric::Peak, python,
+                               reporters::StackView::PythonOnly);
+    EXPECT_EQ(python.str(),
+              "cpu;(no Python frame) 25\n"
+              "cpu;<module> (/src/m.py:9);forward (/src/m.py:5) 150\n");
+}

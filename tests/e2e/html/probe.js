@@ -95,6 +95,20 @@
     result.timelineTip = tip();
   }
 
+  // "Python frames only", checked then unchecked: the first process's flame graphs' names each time.
+  var box = document.querySelector('input.python-only');
+  if (box) {
+    var firstNames = function () {
+      return all('g.frame', document.querySelector('figure.flame')).map(function (g) { return g.getAttribute('data-name'); });
+    };
+    box.checked = true;
+    box.dispatchEvent(new Event('change'));
+    result.pythonOnly = firstNames();
+    box.checked = false;
+    box.dispatchEvent(new Event('change'));
+    result.withNative = firstNames();
+  }
+
   var out = document.createElement('script');
   out.type = 'application/json';
   out.id = 'probe-result';
