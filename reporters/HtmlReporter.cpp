@@ -363,6 +363,11 @@ void regionSections(const core::ProcessTrace& p, std::ostream& out) {
                 e.ok ? "ok" : "FAILED: " + esc(e.message));
         out << "</tbody></table>\n";
     }
+}
+
+// Out-of-memory events, right after the devices: what a reader of such a run came
+// for (they used to come last, under the regions).
+void oomSection(const core::ProcessTrace& p, std::ostream& out) {
     if (!p.oom.empty()) {
         out << "<h2>Out of memory</h2>\n<table class=\"oom sortable\">\n<thead>"
             << headerRow({{"At", true},
@@ -394,6 +399,32 @@ void regionSections(const core::ProcessTrace& p, std::ostream& out) {
     }
 }
 
+// A trace of several processes opens with one row each, linked to its section: a
+// page of ranks or workers otherwise reads as one long scroll.
+void processOverview(const core::Trace& trace, std::ostream& out) {
+    if (trace.processes.size() < 2) return;
+    out << "<h2>Processes</h2>\n<table class=\"processes sortable\">\n<thead>"
+        << headerRow({{"Process", false},
+                      {"Command", false},
+                      {"Ended", false},
+                      {"Peaks", false},
+                      {"OOMs", true}})
+        << "</thead>\n<tbody>\n";
+    for (size_t i = 0; i < trace.processes.size(); ++i) {
+        const core::ProcessTrace& p = trace.processes[i];
+        std::string peaks;
+        for (const auto& [name, d] : p.devices)
+            peaks += (peaks.empty() ? "" : ", ") + name + " " + core::formatBytes(d.peakBytes);
+        const char* role = i == 0 ? " (launched)" : p.forked ? " (fork)" : "";
+        out << fmt::format(
+            "<tr><td><a href=\"#process-{}\">pid {}</a>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+            "{}</tr>\n",
+            i, p.pid, role, esc(commandLine(p)), esc(exitText(p)), esc(peaks),
+            countCell(p.oom.size()));
+    }
+    out << "</tbody></table>\n";
+}
+
 void processSection(const core::ProcessTrace& p, size_t index, const HtmlOptions& options,
                     std::ostream& out) {
     out << fmt::format("<section class=\"process\" id=\"process-{}\">\n", index);
@@ -403,6 +434,7 @@ void processSection(const core::ProcessTrace& p, size_t index, const HtmlOptions
         return;
     }
     deviceTable(p, out);
+    oomSection(p, out);
     timelineSection(p, index, out);
     flameSection(p, index, out);
     hotspotTables(p, options, out);
@@ -433,6 +465,7 @@ void renderHtml(const core::Trace& trace, const HtmlOptions& options, std::ostre
         << "<script>" << kHtmlErrorCatcher << "</script>\n"
         << "</head>\n<body>\n<header class=\"top\"><span class=\"brand\">memtool</span> memory "
            "report</header>\n<main>\n";
+    processOverview(trace, out);
     for (size_t i = 0; i < trace.processes.size(); ++i)
         processSection(trace.processes[i], i, options, out);
     if (trace.processes.empty()) out << "<p class=\"none\">The trace holds no process.</p>\n";

@@ -40,9 +40,10 @@ void expectSelfContained(const std::string& page) {
     EXPECT_NE(page.find("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src "
                         "'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'\">"),
               std::string::npos);
-    for (const char* fetches :
-         {"<link", " src=", " href=", "url(", "@import", "fetch(", "XMLHttpRequest"})
+    for (const char* fetches : {"<link", " src=", "url(", "@import", "fetch(", "XMLHttpRequest"})
         EXPECT_EQ(page.find(fetches), std::string::npos) << fetches;
+    // Links go to the page's own sections (the process overview's), never elsewhere.
+    EXPECT_EQ(occurrences(page, " href="), occurrences(page, " href=\"#process-"));
     // The only URL is the SVG namespace, a name rather than a request.
     EXPECT_EQ(occurrences(page, "http:") + occurrences(page, "https:"),
               occurrences(page, "http://www.w3.org/2000/svg"));
@@ -136,6 +137,8 @@ TEST(HtmlReport, EveryPartOfTheTimelineFixtureShowsInABrowser) {
     EXPECT_EQ(cudaPeak.at("frames"), 11);                         // the root and two stacks of five
     EXPECT_EQ(cudaPeak.at("names").at(1), "main (main.cpp:14)");  // 32 MiB, the wider, first
     EXPECT_EQ(findByDevice(r.at("flames"), "cuda:0", "allocated").at("root").at(1), 54525952);
+    // The out-of-memory table comes right after the devices, before the charts.
+    EXPECT_LT(page.find("<h2>Out of memory</h2>"), page.find("<h2>Timeline"));
     // "Python frames only": this C++ program's one cpu stack has none; unchecked,
     // the frames are back.
     EXPECT_EQ(r.at("pythonOnly"),
@@ -246,6 +249,32 @@ TEST(HtmlReport, AProfiledProgramsReportShowsItsFigures) {
             EXPECT_EQ(row.at(8), "a = torch.empty(3_000_000, dtype=torch.uint8)  # line 4");
         }
     EXPECT_TRUE(line4) << lines.dump();
+}
+
+// A page of several processes had no overview: it opens with a row per process now,
+// linked to its section, with how it ended and its peaks.
+TEST(HtmlReport, APageOfSeveralProcessesOpensWithOneRowEach) {
+    const std::string dir = tempDir();
+    Profiled p = profile({PYTHON_BIN, script("fork_once.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    ASSERT_EQ(p.trace.at("processes").size(), 2u);
+    std::ofstream(dir + "/trace.json") << p.trace.dump();
+    const std::string page = renderHtml(dir, dir + "/trace.json", dir + "/report.html");
+    const json r = openInBrowser(page, dir);
+    ASSERT_FALSE(r.is_null());
+    const json& rows = r.at("tables").at("processes");
+    ASSERT_EQ(rows.size(), 2u) << rows.dump();
+    const std::string parent = std::to_string(p.trace.at("processes").at(0).at("pid").get<int>());
+    const std::string child = std::to_string(p.trace.at("processes").at(1).at("pid").get<int>());
+    EXPECT_EQ(rows.at(0).at(0), "pid " + parent + " (launched)");
+    EXPECT_EQ(rows.at(0).at(2), "exit code 0");
+    EXPECT_EQ(rows.at(0).at(3), "cpu 2.86 MiB");  // 3,000,000 bytes
+    EXPECT_EQ(rows.at(1).at(0), "pid " + child + " (fork)");
+    EXPECT_EQ(rows.at(1).at(2), "exit code 0");
+    EXPECT_EQ(rows.at(1).at(3), "cpu 4.77 MiB");  // 5,000,000 bytes of its own
+    EXPECT_EQ(rows.at(1).at(4), "0");
+    EXPECT_NE(page.find("<a href=\"#process-1\">pid " + child + "</a>"), std::string::npos);
+    EXPECT_NE(page.find("<section class=\"process\" id=\"process-1\">"), std::string::npos);
 }
 
 // The report a notebook cell shows (%%memtool, tests/e2e/scripts/notebook_run.py):
