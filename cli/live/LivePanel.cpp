@@ -83,17 +83,26 @@ std::string sparkline(const std::vector<uint64_t>& columns, uint64_t top, bool u
 std::vector<std::string> renderLivePanel(const LiveSnapshot& s, size_t width, size_t height,
                                          bool utf8) {
     std::vector<std::string> devices, sites, regions;
+    // Each column as wide as its longest name: with several processes a device
+    // reads "pid 4242 shared", which shifted its row's columns against the others.
+    size_t deviceWidth = 12, siteDeviceWidth = 8, regionDeviceWidth = 8;
+    for (const auto& d : s.devices) deviceWidth = std::max(deviceWidth, d.name.size());
+    for (const auto& site : s.sites)
+        siteDeviceWidth = std::max(siteDeviceWidth, site.device.size());
+    for (const auto& r : s.regions)
+        regionDeviceWidth = std::max(regionDeviceWidth, r.device.size());
     for (const auto& d : s.devices)
-        devices.push_back(fmt::format(
-            "  {:<12} now {:>12}  peak {:>12}  {}", d.name, core::formatBytes(d.currentBytes),
-            core::formatBytes(d.peakBytes), sparkline(d.history, d.peakBytes, utf8)));
+        devices.push_back(fmt::format("  {:<{}} now {:>12}  peak {:>12}  {}", d.name, deviceWidth,
+                                      core::formatBytes(d.currentBytes),
+                                      core::formatBytes(d.peakBytes),
+                                      sparkline(d.history, d.peakBytes, utf8)));
     if (s.devices.empty()) devices.push_back("  waiting for the program's first allocation");
     for (const auto& site : s.sites)
-        sites.push_back(fmt::format("  {:>12}  {:<8} {}", core::formatBytes(site.bytes),
-                                    site.device, site.text));
+        sites.push_back(fmt::format("  {:>12}  {:<{}} {}", core::formatBytes(site.bytes),
+                                    site.device, siteDeviceWidth, site.text));
     for (const auto& r : s.regions)
-        regions.push_back(fmt::format("  {:<16} {:<8} {:<14} {:>12}  ({} paused)", r.tag, r.device,
-                                      r.state, core::formatBytes(r.bytes),
+        regions.push_back(fmt::format("  {:<16} {:<{}} {:<14} {:>12}  ({} paused)", r.tag, r.device,
+                                      regionDeviceWidth, r.state, core::formatBytes(r.bytes),
                                       core::formatBytes(r.pausedBytes)));
 
     std::vector<std::string> lines{title(s, width, utf8)};

@@ -56,6 +56,21 @@ TEST(LivePanel, TitleDevicesSitesAndRegions) {
     for (const auto& l : lines) EXPECT_LE(l.size(), 80u);
 }
 
+// A DataLoader's workers: several streams, so each device reads "pid N shared"; its
+// rows' columns used to shift against the launched process's "pid N cpu".
+TEST(LivePanel, ColumnsHoldTheirPlaceWithProcessesNamed) {
+    cli::LiveSnapshot s = snapshot();
+    s.devices = {{"pid 41 cpu", 3000000, 4000000, {}}, {"pid 4242 shared", 2000000, 2000000, {}}};
+    s.sites = {{"pid 41 cpu", "<module> (train.py:9)", 2000000},
+               {"pid 4242 shared", "fetch (worker.py:3)", 2000000}};
+    s.regions = {};
+    const auto lines = cli::renderLivePanel(s, 100, 7, false);
+    EXPECT_EQ(lines.at(1), "  pid 41 cpu      now     2.86 MiB  peak     3.81 MiB  ");
+    EXPECT_EQ(lines.at(2), "  pid 4242 shared now     1.91 MiB  peak     1.91 MiB  ");
+    EXPECT_EQ(lines.at(4), "      1.91 MiB  pid 41 cpu      <module> (train.py:9)");
+    EXPECT_EQ(lines.at(5), "      1.91 MiB  pid 4242 shared fetch (worker.py:3)");
+}
+
 TEST(LivePanel, SitesGiveWayWhenLinesRunShort) {
     // Six lines: the title, the device, two sites, the regions.
     const auto lines = cli::renderLivePanel(snapshot(), 60, 6, true);
