@@ -218,13 +218,17 @@ void ControlServer::handle(std::list<Client>::iterator client, const std::string
     if (!request.is_object() || !request.contains("pid") || !request["pid"].is_number_integer())
         return answer(client, {{"status", "bad_request"}, {"error", "no process id"}});
     CollectorConnection* c = connectionOf(request["pid"].get<int64_t>());
-    if (op == "tensors" || op == "snapshot") {
+    if (op == "tensors" || op == "snapshot" || op == "counters") {
         // Asked by the process about itself: the records it sent before asking are
         // in the socket already; fold them first.
         if (!c) return answer(client, {{"status", "no_such_process"}});
         ReadBuffer buffer(64 * 1024);
         c->drain(buffer);
         if (op == "snapshot") return answer(client, snapshotAnswer(*c));
+        if (op == "counters")
+            return answer(client,
+                          {{"status", "ok"},
+                           {"body", countersReport(c->aggregator(), c->symbolizer(), siteMode_)}});
         TensorsQuery query;
         if (request.contains("device") && request["device"].is_string())
             query.device = request["device"].get<std::string>();

@@ -1,10 +1,12 @@
 #include "cli/live/LiveReports.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 
 #include "core/Protocol.h"
+#include "core/Units.h"
 #include "trace/Symbolizer.h"
 
 namespace memtool::cli {
@@ -254,6 +256,38 @@ json tensorsReport(const core::Aggregator& agg, Symbolizer& symbolizer, const js
         if (h->forked) out["forked"] = true;
     }
     return out;
+}
+
+json countersReport(const core::Aggregator& agg, Symbolizer& symbolizer, SiteMode siteMode) {
+    json devices = json::object();
+    for (const auto& [code, d] : agg.devices()) {
+        if (core::devicePool(code) != core::DevicePool::Device) continue;
+        devices[core::deviceName(code)] = {{"allocated_bytes", d.allocatedBytes},
+                                           {"freed_bytes", d.freedBytes},
+                                           {"current_bytes", d.currentBytes},
+                                           {"paused_bytes", d.pausedBytes},
+                                           {"peak_bytes", d.peakBytes},
+                                           {"alloc_count", d.allocCount},
+                                           {"free_count", d.freeCount}};
+    }
+    // Stacks that read as one site are one row.
+    std::map<std::pair<std::string, std::string>, std::array<uint64_t, 3>> bySite;
+    for (const core::StackState& s : agg.stacks()) {
+        if (core::devicePool(s.device) != core::DevicePool::Device) continue;
+        const uint64_t live = s.liveBytes + s.pausedBytes;
+        auto& row = bySite[{core::deviceName(s.device), siteText(agg, symbolizer, s, siteMode)}];
+        row[0] += s.allocatedBytes;
+        row[1] += s.allocatedBytes - std::min(live, s.allocatedBytes);
+        row[2] += live;
+    }
+    json sites = json::array();
+    for (const auto& [key, row] : bySite)
+        sites.push_back({{"device", key.first},
+                         {"site", key.second},
+                         {"allocated_bytes", row[0]},
+                         {"freed_bytes", row[1]},
+                         {"live_bytes", row[2]}});
+    return {{"devices", std::move(devices)}, {"sites", std::move(sites)}};
 }
 
 }  // namespace memtool::cli

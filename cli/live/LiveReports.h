@@ -28,4 +28,11 @@ nlohmann::json tensorsReport(const core::Aggregator& agg, Symbolizer& symbolizer
                              const nlohmann::json& visible, const TensorsQuery& query,
                              SiteMode siteMode);
 
+// memtool.allocated(), freed(), current(), peak() and top_sites() (MemLord's
+// questions), from the stream so far: per device (cpu, cuda:0, ...; not the
+// caching allocator's pools) its counters, and per allocation site on each device
+// what it allocated, freed (allocated less what is still live) and holds now.
+nlohmann::json countersReport(const core::Aggregator& agg, Symbolizer& symbolizer,
+                              SiteMode siteMode);
+
 }  // namespace memtool::cli

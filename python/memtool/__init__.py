@@ -16,13 +16,15 @@ import threading
 import warnings
 from dataclasses import dataclass
 
-from . import _collector, _live, _run
+from . import _collector, _counters, _live, _run
+from ._counters import Bytes, Site
 from ._track import Tracker, start, stop, track
 
 __all__ = ["track", "start", "stop", "Tracker",
            "enabled", "region", "outside_regions", "pause", "resume", "regions", "yield_memory", "restore",
            "report_tensors", "snapshot", "hook_mode", "set_hook_mode", "set_backup_dir", "set_host_pool",
-           "set_memory_margin", "read_backup", "Result", "Region"]
+           "set_memory_margin", "read_backup", "Result", "Region",
+           "allocated", "freed", "current", "peak", "top_sites", "Bytes", "Site"]
 
 _BACKUPS = {"none": 0, "host": 1, "disk": 2}
 _DEVICE_ONLY = 0x100  # MEMTOOL_REGION_DEVICE_ONLY (collectors/CollectorApi.h)
@@ -321,3 +323,34 @@ def load_ipython_extension(ipython):
     """`%load_ext memtool`: the %%memtool, %memtool and %memtool_tensors magics (_ipython.py)."""
     from . import _ipython
     _ipython.load_ipython_extension(ipython)
+
+
+def allocated(device=None):
+    """Bytes allocated so far on `device` (None: every device; "cuda": every CUDA
+    device; "cuda:1", "cpu" or a torch.device), exact, as memtool run counted
+    them: a Bytes(bytes, text)."""
+    return _counters.device_figure(_collector_handle, "allocated", "allocated_bytes", device)
+
+
+def freed(device=None):
+    """Bytes freed so far on `device` (as allocated())."""
+    return _counters.device_figure(_collector_handle, "freed", "freed_bytes", device)
+
+
+def current(device=None):
+    """Bytes held now on `device` (resident; paused regions' bytes not counted)."""
+    return _counters.device_figure(_collector_handle, "current", "current_bytes", device)
+
+
+def peak(device=None):
+    """The peak so far of the bytes held on `device`; over several devices, the sum
+    of their peaks."""
+    return _counters.device_figure(_collector_handle, "peak", "peak_bytes", device)
+
+
+def top_sites(device=None, n=10, by="allocated"):
+    """The `n` sites that allocated most (by="allocated"), freed most of what they
+    allocated ("freed") or hold most now ("live"), on `device`: Site(device, site,
+    allocated_bytes, freed_bytes, live_bytes), the site named as memtool's tables
+    name it (the user's file:line)."""
+    return _counters.top_sites(_collector_handle, device, n, by)

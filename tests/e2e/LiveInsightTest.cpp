@@ -261,6 +261,33 @@ TEST(LiveInsight, ASparseTensorsPartsAreItsRows) {
               "visible 1368072 not visible 0\n");
 }
 
+// MemLord's counters, from memtool's exact figures: per device and per site,
+// asked from inside the program; outside memtool run a clear error.
+TEST(LiveInsight, TheProgramAsksItsOwnCountersAndTopSites) {
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o =
+        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("counters.py")}, "",
+            controlEnv());
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out,
+              "Bytes(bytes=5000000, text='4.77 MiB') Bytes(bytes=2000000, text='1.91 MiB') "
+              "Bytes(bytes=3000000, text='2.86 MiB')\n"
+              "Bytes(bytes=5000000, text='4.77 MiB') 0\n"
+              "('cpu', 'make (counters.py:10)', 3000000, 0, 3000000)\n"
+              "('cpu', '<module> (counters.py:14)', 2000000, 2000000, 0)\n"
+              "['<module> (counters.py:14)']\n"
+              "[3000000]\n"
+              "refused: device is None, 'cpu', 'cuda', 'cuda:N' (or a torch.device), not 'gpu'\n"
+              "refused: by is 'allocated', 'freed' or 'live', not 'peak'\n"
+              "refused: n is a number of sites of 1 or more, not 0\n");
+    Outcome bare = run({PYTHON_BIN, "-c", "import memtool; memtool.allocated()"}, "", packageEnv());
+    EXPECT_EQ(bare.exitCode, 1);
+    EXPECT_NE(
+        bare.err.find("RuntimeError: memtool.allocated needs `memtool run` (or memtool.track)"),
+        std::string::npos)
+        << bare.err;
+}
+
 TEST(LiveInsight, CtlSnapshotAndTensorsUsage) {
     // 4194303: the highest pid but one a kernel hands out, which nothing here has.
     Outcome o = ctl({"4194303", "status", "-o", "x.json"}, controlEnv());
