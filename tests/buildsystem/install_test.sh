@@ -19,11 +19,11 @@ trap 'rm -rf "$prefix"' EXIT
 "$cmake" --install "$build" --prefix "$prefix" >/dev/null
 
 # Exactly these files: memtool and, beside each other, the libraries it injects.
-# The package's modules: every .py file of python/memtool.
+# The package's modules: every .py file of python/memtool, its subpackages' too.
 expected=(bin/memtool lib/memtool/libmemtool_collector.so)
-for module in "$src"/python/memtool/*.py; do
-    expected+=("lib/memtool/python/memtool/$(basename "$module")")
-done
+while IFS= read -r module; do
+    expected+=("lib/memtool/python/memtool/$module")
+done < <(cd "$src/python/memtool" && find . -name '*.py' -type f -printf '%P\n')
 [ -z "$cupti_dir" ] || expected+=(lib/memtool/libmemtool_cupti.so)
 [ "$bridge_built" = 0 ] || expected+=(lib/memtool/libmemtool_torch_bridge.so)
 want=$(printf '%s\n' "${expected[@]}" | sort)
