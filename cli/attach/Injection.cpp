@@ -19,6 +19,7 @@ namespace memtool::cli {
 namespace {
 
 constexpr double kCallTimeoutS = 30;  // dlopen of the collector takes ~5 ms here
+constexpr double kSettleS = 10;       // for the main thread to be stopped outside libc's locks
 
 [[noreturn]] void refuse(const std::string& why) {
     throw core::Error(core::kExitBadInput, "attach: " + why);
@@ -34,7 +35,8 @@ std::string readAll(const std::string& path) {
 // One line of /proc/PID/maps: its start, file offset, and what names the file
 // ("dev inode path", as the kernel writes them).
 struct Mapping {
-    uint64_t start = 0, offset = 0;
+    uint64_t start = 0, end = 0, offset = 0;
+    bool executable = false;
     std::string file;
 };
 
@@ -49,6 +51,10 @@ std::vector<Mapping> mappingsOf(const std::string& mapsPath) {
         std::getline(words >> std::ws, path);
         Mapping m;
         m.start = std::strtoull(range.c_str(), nullptr, 16);
+        const size_t dash = range.find('-');
+        m.end = dash == std::string::npos ? m.start
+                                          : std::strtoull(range.c_str() + dash + 1, nullptr, 16);
+        m.executable = perms.size() > 2 && perms[2] == 'x';
         m.offset = std::strtoull(offset.c_str(), nullptr, 16);
         m.file = dev + " " + inode + " " + path;
         out.push_back(std::move(m));
@@ -97,15 +103,22 @@ bool holdsAny(const std::string& maps, std::initializer_list<const char*> names)
 RemoteLibc::RemoteLibc(pid_t pid, const std::string& procRoot) {
     const Mapping libc = ownFileOf(reinterpret_cast<const void*>(&dlopen));
     own_ = libc.start;
-    for (const Mapping& m : mappingsOf(fmt::format("{}/{}/maps", procRoot, pid)))
-        if (m.file == libc.file && m.offset == 0) {
-            remote_ = m.start;
-            return;
-        }
+    for (const Mapping& m : mappingsOf(fmt::format("{}/{}/maps", procRoot, pid))) {
+        if (m.file == libc.file && m.offset == 0) remote_ = m.start;
+        if (m.executable && (m.file == libc.file || m.file.find("/ld-linux") != std::string::npos))
+            lockingCode_.emplace_back(m.start, m.end);
+    }
+    if (remote_ != 0) return;
     refuse(fmt::format(
         "process {} does not use this system's C library ({}): it is statically linked, or "
         "built for another libc or container, and memtool cannot load its collector there",
         pid, libc.file.substr(libc.file.rfind(' ') + 1)));
+}
+
+bool RemoteLibc::inLockingCode(uint64_t address) const {
+    for (const auto& [start, end] : lockingCode_)
+        if (address >= start && address < end) return true;
+    return false;
 }
 
 uint64_t RemoteLibc::function(const char* name) const {
@@ -172,6 +185,9 @@ void inject(const InjectionPlan& plan) {
     const uint64_t dlerrorAt = libc.function("dlerror");
     using Arg = RemoteThread::Arg;
     RemoteThread thread(pid, pid);  // the main thread: Python's pending calls want it
+    // Stopped inside malloc or the loader, it may hold the lock the collector's dlopen
+    // needs (a resnet18 training step, attached: "did not answer within 30 s").
+    thread.stopOutside([&](uint64_t rip) { return libc.inLockingCode(rip); }, kSettleS);
     reached("stopped", pid);
     const uint64_t handle =
         thread.call(dlopenAt, {Arg::string(plan.collector), Arg::number(RTLD_NOW | RTLD_GLOBAL)},

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memtool::cli {
@@ -47,9 +48,14 @@ public:
     explicit RemoteLibc(pid_t pid, const std::string& procRoot = "/proc");
     // The C library function `name`'s address in the process.
     uint64_t function(const char* name) const;
+    // Whether `address` is code of the process's C library or dynamic loader: a
+    // thread stopped there may hold malloc's or the loader's lock, which the
+    // collector's dlopen would then wait for forever.
+    bool inLockingCode(uint64_t address) const;
 
 private:
     uint64_t own_ = 0, remote_ = 0;  // where the file starts here, and there
+    std::vector<std::pair<uint64_t, uint64_t>> lockingCode_;  // [start, end) executable
 };
 
 }  // namespace memtool::cli

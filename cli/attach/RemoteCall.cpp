@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -221,6 +222,63 @@ uint64_t RemoteThread::call(uint64_t fn, const std::vector<Arg>& args, double ti
         }
         // The program's own signal: delivered, as it would have been.
         ptrace(PTRACE_CONT, tid_, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
+    }
+}
+
+namespace {
+
+// System calls a thread waits in without holding malloc's or the loader's lock.
+bool waitingCall(uint64_t nr) {
+    switch (static_cast<long>(nr)) {
+        case SYS_futex:
+        case SYS_rt_sigtimedwait:
+        case SYS_rt_sigsuspend:
+        case SYS_pause:
+        case SYS_nanosleep:
+        case SYS_clock_nanosleep:
+        case SYS_read:
+        case SYS_poll:
+        case SYS_ppoll:
+        case SYS_select:
+        case SYS_pselect6:
+        case SYS_epoll_wait:
+        case SYS_epoll_pwait:
+        case SYS_wait4:
+        case SYS_waitid:
+        case SYS_accept:
+        case SYS_accept4:
+        case SYS_recvfrom:
+        case SYS_recvmsg:
+            return true;
+        default:
+            return false;
+    }
+}
+
+}  // namespace
+
+void RemoteThread::stopOutside(const std::function<bool(uint64_t)>& locking, double timeoutS) {
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+        const user_regs_struct& r = regsOf(regs_);
+        // orig_rax: the system call it was stopped in; -1 when it ran user code.
+        const bool waiting = static_cast<int64_t>(r.orig_rax) >= 0 && waitingCall(r.orig_rax);
+        if (waiting || !locking(r.rip)) return;
+        if (since(start) > timeoutS)
+            throw core::Error(core::kExitRunFailed,
+                              fmt::format("attach: process {}'s main thread stayed inside its C "
+                                          "library for {:g} s (where it may hold malloc's or the "
+                                          "loader's lock): nothing was changed; try again",
+                                          pid_, timeoutS));
+        if (ptrace(PTRACE_CONT, tid_, nullptr, nullptr) != 0) {
+            if (errno == ESRCH) waitStop(1);  // it is dying: throws how it ended
+            throw core::Error(
+                core::kExitRunFailed,
+                fmt::format("attach: cannot resume process {}: {}", pid_, std::strerror(errno)));
+        }
+        timespec run{0, 1'000'000};  // a millisecond of its own work, then stopped again
+        nanosleep(&run, nullptr);
+        stop();
     }
 }
 

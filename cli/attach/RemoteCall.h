@@ -48,6 +48,11 @@ public:
     // core::Error (125) when the process ends or faults inside the call, or the
     // call does not return within `timeoutS`.
     uint64_t call(uint64_t fn, const std::vector<Arg>& args, double timeoutS);
+    // Lets the thread run on, a millisecond at a time, until it is stopped where
+    // `locking(rip)` is false, or blocked in a system call that waits (futex, read,
+    // poll, sigwait...: no lock of malloc's or the loader's is held across those);
+    // throws core::Error (125) after `timeoutS`.
+    void stopOutside(const std::function<bool(uint64_t)>& locking, double timeoutS);
     // `bytes` bytes at `address` in the process (a NUL-terminated string: up to it).
     std::string readString(uint64_t address, size_t most) const;
 
