@@ -226,9 +226,11 @@ void ControlServer::handle(std::list<Client>::iterator client, const std::string
         c->drain(buffer);
         if (op == "snapshot") return answer(client, snapshotAnswer(*c));
         if (op == "counters")
-            return answer(client,
-                          {{"status", "ok"},
-                           {"body", countersReport(c->aggregator(), c->symbolizer(), siteMode_)}});
+            return answer(
+                client,
+                {{"status", "ok"},
+                 {"body", countersReport(c->aggregator(), c->symbolizer(), siteMode_,
+                                         request.contains("sites") && request["sites"] == true)}});
         TensorsQuery query;
         if (request.contains("device") && request["device"].is_string())
             query.device = request["device"].get<std::string>();

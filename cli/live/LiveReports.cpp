@@ -258,7 +258,8 @@ json tensorsReport(const core::Aggregator& agg, Symbolizer& symbolizer, const js
     return out;
 }
 
-json countersReport(const core::Aggregator& agg, Symbolizer& symbolizer, SiteMode siteMode) {
+json countersReport(const core::Aggregator& agg, Symbolizer& symbolizer, SiteMode siteMode,
+                    bool withSites) {
     json devices = json::object();
     for (const auto& [code, d] : agg.devices()) {
         if (core::devicePool(code) != core::DevicePool::Device) continue;
@@ -270,6 +271,7 @@ json countersReport(const core::Aggregator& agg, Symbolizer& symbolizer, SiteMod
                                            {"alloc_count", d.allocCount},
                                            {"free_count", d.freeCount}};
     }
+    if (!withSites) return {{"devices", std::move(devices)}};
     // Stacks that read as one site are one row.
     std::map<std::pair<std::string, std::string>, std::array<uint64_t, 3>> bySite;
     for (const core::StackState& s : agg.stacks()) {

@@ -32,7 +32,8 @@ nlohmann::json tensorsReport(const core::Aggregator& agg, Symbolizer& symbolizer
 // questions), from the stream so far: per device (cpu, cuda:0, ...; not the
 // caching allocator's pools) its counters, and per allocation site on each device
 // what it allocated, freed (allocated less what is still live) and holds now.
+// `withSites` false: the devices alone (no stack is symbolized).
 nlohmann::json countersReport(const core::Aggregator& agg, Symbolizer& symbolizer,
-                              SiteMode siteMode);
+                              SiteMode siteMode, bool withSites);
 
 }  // namespace memtool::cli

@@ -32,7 +32,6 @@ public:
     // Another chunk size (torch_memory_saver's TMS_DISK_BACKUP_CHUNK_MB), set before
     // the first disk backup: a whole number of MiB.
     void setChunkBytes(uint64_t bytes) { chunkBytes_ = bytes; }
-    uint64_t chunkBytes() const { return chunkBytes_; }
 
     constexpr CudaVmmBackend() = default;
 

@@ -150,7 +150,7 @@ bool Regions::entryFor(uint8_t device, uint16_t* entry, bool* implicit) const {
     const bool cpu = device == core::kDeviceCpu;
     for (int i = ts ? ts->regionDepth - 1 : -1; i >= 0; --i) {
         const uint16_t e = ts->regionEntries[i];
-        if (cpu && entryTag(e) != kNoRegion && entryDeviceOnly(e)) continue;
+        if (cpu && entryDeviceOnly(e)) continue;  // "no region" entries never are
         *implicit = false;
         if (entryTag(e) == kNoRegion) return false;
         *entry = e;

@@ -44,15 +44,15 @@ def _matches(device):
     raise ValueError(f"device is None, 'cpu', 'cuda', 'cuda:N' (or a torch.device), not {device!r}")
 
 
-def _report(collector, what):
+def _report(collector, what, sites):
     if collector is None:
         raise RuntimeError(f"memtool.{what} needs `memtool run` (or memtool.track)")
-    return _run.ask(collector, {"op": "counters"})["body"]
+    return _run.ask(collector, {"op": "counters", "sites": sites})["body"]
 
 
 def device_figure(collector, what, key, device):
     match = _matches(device)
-    report = _report(collector, what)
+    report = _report(collector, what, sites=False)
     total = sum(d[key] for name, d in report["devices"].items() if match(name))
     return Bytes(total, _text(total))
 
@@ -64,7 +64,7 @@ def top_sites(collector, device, n, by):
         raise ValueError(f"n is a number of sites of 1 or more, not {n!r}")
     match = _matches(device)
     rows = [Site(s["device"], s["site"], s["allocated_bytes"], s["freed_bytes"], s["live_bytes"])
-            for s in _report(collector, "top_sites")["sites"] if match(s["device"])]
+            for s in _report(collector, "top_sites", sites=True)["sites"] if match(s["device"])]
     key = _BY[by]
     rows.sort(key=lambda s: (-getattr(s, key), s.device, s.site))
     return [s for s in rows if getattr(s, key) > 0][:n]

@@ -248,9 +248,7 @@ TEST(LiveInsight, TensorsHeldOnlyByATupleAreVisible) {
 // visible" (1,049,600 B in pytorch_memlab's sparse test). Its parts are rows, named
 // after it, as pytorch_memlab lists them.
 TEST(LiveInsight, ASparseTensorsPartsAreItsRows) {
-    const std::string trace = tempDir() + "/t.json";
-    Outcome o =
-        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("sparse_tensors.py")});
+    const Outcome o = profile({PYTHON_BIN, script("sparse_tensors.py")}).outcome;
     ASSERT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out,
               "coo._indices 1048576\n"
@@ -264,10 +262,7 @@ TEST(LiveInsight, ASparseTensorsPartsAreItsRows) {
 // MemLord's counters, from memtool's exact figures: per device and per site,
 // asked from inside the program; outside memtool run a clear error.
 TEST(LiveInsight, TheProgramAsksItsOwnCountersAndTopSites) {
-    const std::string trace = tempDir() + "/t.json";
-    Outcome o =
-        run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("counters.py")}, "",
-            controlEnv());
+    const Outcome o = profile({PYTHON_BIN, script("counters.py")}, {}, "", controlEnv()).outcome;
     ASSERT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out,
               "Bytes(bytes=5000000, text='4.77 MiB') Bytes(bytes=2000000, text='1.91 MiB') "

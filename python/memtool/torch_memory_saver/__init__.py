@@ -129,15 +129,13 @@ class TorchMemorySaver:
         self._checked("resume", tag, memtool.resume(tag))
 
     def _checked(self, what, tag, result):
-        if not memtool.enabled:
+        if not memtool.enabled or (result.ok and result.changed):
             return
         mine = [r for r in memtool.regions() if tag is None or r.tag == tag]
         if not result.ok:
             if tag is not None and not mine:
                 return  # a tag no allocation had: torch_memory_saver does nothing
             raise RuntimeError(f"torch_memory_saver.{what}({tag!r}) failed: {result.message}")
-        if result.changed:
-            return
         # Where torch_memory_saver prints "Cannot pause allocation that is not
         # active" (or "... resume ... not paused") and ends the process.
         if what == "pause" and any(r.paused_bytes for r in mine):
