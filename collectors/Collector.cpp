@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "collectors/control/Collection.h"
 #include "collectors/control/ControlChannel.h"
 #include "collectors/control/Courtesy.h"
 #include "collectors/control/CpuPagesBackend.h"
@@ -62,6 +63,7 @@ bool cudaVmmReady(control::Failure& why) { return gCudaVmm.value.load(why); }
 constinit NoDestroy<control::SafePoint> gSafePoint;
 constinit NoDestroy<control::Courtesy> gCourtesy{gRegions.value, gSafePoint.value};
 constinit NoDestroy<control::LiveTensors> gTensors{gSafePoint.value};
+constinit NoDestroy<control::Collection> gCollection{gSafePoint.value};
 constinit NoDestroy<control::RegionCommands> gCommands{gRegions.value, &gCourtesy.value,
                                                        &gTensors.value};
 constinit NoDestroy<StreamLifecycle> gStream{gEngine.value, gSink.value, gRegions.value,
@@ -141,6 +143,9 @@ bool configureCollector(const char* socket, const char* options, const char* bac
     if (e.options().pausableAll) r.setPausableAll();
     applyTmsInit(r, e.options().pausableAll);
     gCourtesy.value.setCacheEmptier(emptyTorchCache);
+    gCollection.value.setCacheEmptier(emptyTorchCache);
+    gCommands.value.setCollection(&gCollection.value);
+    gCommands.value.setSafePoint(&gSafePoint.value);
     e.setReopener(reopenStream);
     gSink.value.onTakenOver(sendLostNotice);
     static bool forkHandlers = false;  // once per process image: they cannot be removed

@@ -16,7 +16,7 @@
 namespace memtool::core {
 
 inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'O', 'O', 'L', '\0'};
-inline constexpr uint32_t kProtocolVersion = 8;
+inline constexpr uint32_t kProtocolVersion = 9;
 
 // Environment variables shared by the CLI and the collectors.
 inline constexpr const char* kEnvSocket = "MEMTOOL_SOCKET";    // path of the CLI's Unix socket
@@ -481,8 +481,9 @@ inline const char* actionName(ControlAction a) {
 }
 
 enum class ControlOrigin : uint8_t {
-    Api = 1,  // the program itself (import memtool, the collector's C API)
-    Ctl = 2,  // `memtool ctl` from outside
+    Api = 1,     // the program itself (import memtool, the collector's C API)
+    Ctl = 2,     // `memtool ctl` from outside
+    Policy = 3,  // a rule of memtool run's memory policy (cli/policy)
 };
 
 // Control: one region paused or resumed (or an attempt that failed: ok = 0, and

@@ -594,7 +594,7 @@ bool StreamDecoder::decodeControl(Cursor& c) {
     if (!c.ok) return false;
     if (c.dry) return true;
     if (!regions_.count(x.f.region)) throw ProtocolError("control event for an unknown region");
-    if (action < 1 || action > 4 || origin < 1 || origin > 2 || backup > 2)
+    if (action < 1 || action > 4 || origin < 1 || origin > 3 || backup > 2)
         throw ProtocolError("control event with an unknown action, origin or backup");
     x.f.action = static_cast<ControlAction>(action);
     x.f.origin = static_cast<ControlOrigin>(origin);

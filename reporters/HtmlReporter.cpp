@@ -78,7 +78,7 @@ json peakToJson(const core::PoolTotals& d) {
         {"bytes", d.peakBytes}, {"time_s", d.peakTimeS}, {"text", core::formatBytes(d.peakBytes)}};
 }
 
-json processData(const core::ProcessTrace& p) {
+json processData(const core::Trace& trace, const core::ProcessTrace& p) {
     json devices = json::object();
     for (const auto& [name, d] : p.devices) {
         devices[name] = peakToJson(d);
@@ -92,7 +92,16 @@ json processData(const core::ProcessTrace& p) {
         timeline[name] = std::move(points);
     }
     json marks = json::array();
-    for (const TimelineMark& m : timelineMarks(p))
+    // The device as memtool run polled it, beside the process's own bytes.
+    json polled = json::object();
+    for (const auto& [name, series] : polledSeries(trace, p)) {
+        if (name.size() < 5 || name.compare(name.size() - 5, 5, ".used") != 0) continue;
+        json points = json::array();
+        for (const auto& point : series.points)
+            points.push_back(json::array({point.timeS, point.bytes}));
+        polled[name.substr(0, name.size() - 5)] = std::move(points);
+    }
+    for (const TimelineMark& m : timelineMarks(p, &trace))
         marks.push_back({{"time_s", m.timeS},
                          {"kind", m.kind},
                          {"device", m.device},
@@ -108,11 +117,8 @@ json processData(const core::ProcessTrace& p) {
             flames[name][std::string("python:") + metricName(metric)] =
                 treeToJson(stackTree(p, name, metric, StackView::PythonOnly), names, true);
         }
-    return {{"devices", devices},
-            {"timeline", timeline},
-            {"marks", marks},
-            {"flames", flames},
-            {"names", std::move(names).release()}};
+    return {{"devices", devices}, {"timeline", timeline}, {"marks", marks},
+            {"polled", polled},   {"flames", flames},     {"names", std::move(names).release()}};
 }
 
 // JSON inside a <script> element: "</script>" would end it early and "<!--" change
@@ -447,7 +453,7 @@ void processSection(const core::ProcessTrace& p, size_t index, const HtmlOptions
 
 void renderHtml(const core::Trace& trace, const HtmlOptions& options, std::ostream& out) {
     json data = {{"processes", json::array()}};
-    for (const auto& p : trace.processes) data["processes"].push_back(processData(p));
+    for (const auto& p : trace.processes) data["processes"].push_back(processData(trace, p));
     const std::string title =
         trace.processes.empty() ? "empty trace" : commandLine(trace.processes[0]);
 

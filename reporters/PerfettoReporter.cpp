@@ -24,8 +24,10 @@ std::string commandText(const core::ProcessTrace& p) {
 // The series' points as counter events: a counter holds its value until the next
 // event, which is how the points read (the bytes right after each event). The
 // device held nothing before its first point.
-void counters(const core::ProcessTrace& p, json& events) {
-    for (const auto& [name, series] : p.timeline) {
+void counters(const core::ProcessTrace& p, const std::map<std::string, core::TimelineSeries>& all,
+              const std::string& prefix, json& events) {
+    for (const auto& [key, series] : all) {
+        const std::string name = prefix + key;
         if (series.points.empty()) continue;
         // The binding by name: clang before 16 cannot capture a structured binding.
         auto counter = [&, &name = name](double timeS, uint64_t bytes) {
@@ -63,8 +65,8 @@ void peaks(const core::ProcessTrace& p, json& events) {
     }
 }
 
-void marks(const core::ProcessTrace& p, json& events) {
-    for (const TimelineMark& m : timelineMarks(p)) {
+void marks(const core::Trace& trace, const core::ProcessTrace& p, json& events) {
+    for (const TimelineMark& m : timelineMarks(p, &trace)) {
         json args = {{"kind", m.kind}, {"device", m.device}};
         if (m.kind == "oom") {
             args["requested_bytes"] = m.bytes;
@@ -86,9 +88,11 @@ json renderPerfetto(const core::Trace& trace) {
                           {"pid", p.pid},
                           {"tid", p.pid},
                           {"args", {{"name", commandText(p)}}}});
-        counters(p, events);
+        counters(p, p.timeline, "", events);
+        // memtool run's readings of the machine, on the program's track.
+        if (&p == &trace.processes.front()) counters(p, polledSeries(trace, p), "polled ", events);
         peaks(p, events);
-        marks(p, events);
+        marks(trace, p, events);
     }
     return {{"displayTimeUnit", "ms"}, {"traceEvents", std::move(events)}};
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "core/SiteChoice.h"
@@ -61,13 +62,36 @@ void renderRegions(const core::ProcessTrace& p, const ByteText& b, std::ostream&
     if (!p.control.empty()) {
         out << fmt::format("\nMemory control ({} event{})\n", p.control.size(),
                            p.control.size() == 1 ? "" : "s");
-        out << fmt::format("{:>10} {:<8} {:<4} {:<16} {:<8} {} {:<6} {:>9}  {}\n", "At", "Action",
-                           "By", "Region", "Device", b.column("Bytes"), "Backup", "Took", "Result");
+        // "By" as wide as its longest ("policy"), 4 at least.
+        size_t by = 4;
+        for (const auto& e : p.control) by = std::max(by, e.origin.size());
+        out << fmt::format("{:>10} {:<8} {:<{}} {:<16} {:<8} {} {:<6} {:>9}  {}\n", "At", "Action",
+                           "By", by, "Region", "Device", b.column("Bytes"), "Backup", "Took",
+                           "Result");
         for (const auto& e : p.control)
-            out << fmt::format("{:>8.3f} s {:<8} {:<4} {:<16} {:<8} {} {:<6} {:>7.3f} s  {}\n",
-                               e.timeS, e.action, e.origin, e.tag, e.device, b.column(e.bytes),
+            out << fmt::format("{:>8.3f} s {:<8} {:<{}} {:<16} {:<8} {} {:<6} {:>7.3f} s  {}\n",
+                               e.timeS, e.action, e.origin, by, e.tag, e.device, b.column(e.bytes),
                                e.backup, e.durationS, e.ok ? "ok" : "FAILED: " + e.message);
     }
+}
+
+// What the run's memory policy did to this process: when, which rule, the reading
+// that crossed its threshold, and what came of it.
+void renderPolicyActions(const core::Trace& trace, const core::ProcessTrace& p, const ByteText& b,
+                         std::ostream& out) {
+    std::vector<const core::PolicyAction*> mine;
+    for (const core::PolicyAction& a : trace.policyActions)
+        if (a.pid == p.pid) mine.push_back(&a);
+    if (mine.empty()) return;
+    out << fmt::format("\nPolicy actions ({})\n", mine.size());
+    out << fmt::format("{:>10} {:<4} {:<8} {:<9} {} {} {:<28} {} {:>9}  {}\n", "At", "Rule",
+                       "Device", "Metric", b.column("Reading"), b.column("Threshold"), "Do",
+                       b.column("Moved"), "Took", "Result");
+    for (const core::PolicyAction* a : mine)
+        out << fmt::format("{:>8.3f} s {:<4} {:<8} {:<9} {} {} {:<28} {} {:>7.3f} s  {}\n",
+                           a->timeS, a->rule, a->device, a->metric, b.column(a->readingBytes),
+                           b.column(a->thresholdBytes), a->action, b.column(a->bytes), a->seconds,
+                           a->ok ? "ok" : "FAILED: " + a->message);
 }
 
 // What users most need from a profiler comes first: the out-of-memory moment.
@@ -226,6 +250,7 @@ void renderProcess(const core::Trace& trace, const core::ProcessTrace& p,
     }
     renderDevices(p, options, b, out);
     renderRegions(p, b, out);
+    renderPolicyActions(trace, p, b, out);
     for (const auto& [name, d] : p.devices) renderHotspots(p, name, d, options, b, out);
 }
 

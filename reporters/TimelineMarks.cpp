@@ -8,8 +8,22 @@
 
 namespace memtool::reporters {
 
-std::vector<TimelineMark> timelineMarks(const core::ProcessTrace& p) {
+std::vector<TimelineMark> timelineMarks(const core::ProcessTrace& p, const core::Trace* trace) {
     std::vector<TimelineMark> marks;
+    if (trace)
+        for (const core::PolicyAction& a : trace->policyActions) {
+            if (a.pid != p.pid) continue;
+            TimelineMark m;
+            m.timeS = a.timeS;
+            m.kind = "policy";
+            m.device = a.device;
+            m.bytes = a.bytes;
+            m.failed = !a.ok;
+            m.label = fmt::format("rule {}: {}; read {} ({} {})", a.rule, a.ruleText,
+                                  core::formatBytes(a.readingBytes), a.action,
+                                  a.ok ? "ok" : "FAILED: " + a.message);
+            marks.push_back(std::move(m));
+        }
     for (const core::ControlEvent& e : p.control) {
         TimelineMark m;
         m.timeS = e.timeS;
@@ -35,6 +49,20 @@ std::vector<TimelineMark> timelineMarks(const core::ProcessTrace& p) {
         return a.timeS < b.timeS;
     });
     return marks;
+}
+
+std::map<std::string, core::TimelineSeries> polledSeries(const core::Trace& trace,
+                                                         const core::ProcessTrace& p) {
+    std::map<std::string, core::TimelineSeries> out;
+    if (!trace.polls || !p.startUnixS) return out;
+    const double shift = trace.polls->startUnixS - *p.startUnixS;
+    for (const auto& [name, series] : trace.polls->series) {
+        core::TimelineSeries& s = out[name];
+        s.bucketS = series.bucketS;
+        for (const core::TimelinePoint& point : series.points)
+            if (point.timeS + shift >= 0) s.points.push_back({point.timeS + shift, point.bytes});
+    }
+    return out;
 }
 
 }  // namespace memtool::reporters

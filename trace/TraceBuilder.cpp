@@ -404,7 +404,9 @@ void regionsAndControl(const core::Aggregator& agg, core::ProcessTrace& p) {
         core::ControlEvent e;
         e.timeS = static_cast<double>(c.timeNs) / 1e9;
         e.action = core::actionName(c.f.action);
-        e.origin = c.f.origin == core::ControlOrigin::Ctl ? "ctl" : "api";
+        e.origin = c.f.origin == core::ControlOrigin::Ctl      ? "ctl"
+                   : c.f.origin == core::ControlOrigin::Policy ? "policy"
+                                                               : "api";
         e.tag = region.tag;
         e.device = deviceRow(region.device);
         e.bytes = c.f.bytes;

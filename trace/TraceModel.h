@@ -123,7 +123,7 @@ struct StorageAtAttach {
 struct ControlEvent {
     double timeS = 0;    // on the allocations' clock: seconds since the collector connected
     std::string action;  // "pause", "resume", "yield", "restore"
-    std::string origin;  // "api" (the program), "ctl" (memtool ctl)
+    std::string origin;  // "api" (the program), "ctl" (memtool ctl), "policy" (a policy's rule)
     std::string tag;
     std::string device;
     uint64_t bytes = 0;  // physical memory released or restored
@@ -241,6 +241,9 @@ struct ProcessTrace {
     // The launched process only: CPU seconds (user + system) it and the children it
     // waited for used, from wait4; unset when not known.
     std::optional<double> cpuS;
+    // When its stream started (the zero of its clock), Unix seconds: what puts
+    // memtool run's polls (Trace::polls) on its clock. Unset in older traces.
+    std::optional<double> startUnixS;
     bool nativeStacks = true;
     bool pythonStacks = true;
     std::map<std::string, DeviceTotals> devices;
@@ -275,12 +278,46 @@ inline std::string collectorUnloadable(const ProcessTrace& p) {
     return p.warnings.front();
 }
 
+// memtool run's readings of the machine (--poll, --policy), every interval_ms:
+// per series, bytes over time (reduced as a device's timeline is), time_s since
+// startUnixS. Series: "cpu.used"/"cpu.total" (host memory, as its cgroup limits
+// it or /proc/meminfo), "cuda:N.used"/"cuda:N.total"/"cuda:N.processes" (NVML),
+// "rss:PID", "backup_dir.free".
+struct PollSeries {
+    uint32_t intervalMs = 0;
+    uint64_t rounds = 0;
+    double startUnixS = 0;
+    std::string hostSource;  // "cgroup v2 /sys/fs/cgroup/...", "meminfo"
+    std::string cudaSource;  // "nvml", "none"
+    std::map<std::string, TimelineSeries> series;
+};
+
+// One action a policy's rule took, with the reading that triggered it.
+struct PolicyAction {
+    int64_t pid = 0;
+    double timeS = 0;  // on that process's clock
+    uint64_t rule = 0;
+    std::string ruleText;  // "cuda used above 85%: pause weights to host"
+    std::string device;    // where the reading crossed
+    std::string metric;
+    uint64_t readingBytes = 0;
+    uint64_t thresholdBytes = 0;
+    std::optional<double> usedPercent;  // the device's, when polled
+    std::string action;                 // "pause weights to host"
+    bool ok = false;
+    std::string message;
+    uint64_t bytes = 0;  // what moved
+    double seconds = 0;
+};
+
 struct Trace {
     std::string schema = kTraceSchema;
     std::string memtoolVersion;
     uint64_t cliMaxRssBytes = 0;    // memtool run's own peak resident memory
     std::optional<double> cliCpuS;  // memtool run's own CPU seconds (user + system); unset: unknown
     std::vector<ProcessTrace> processes;
+    std::optional<PollSeries> polls;
+    std::vector<PolicyAction> policyActions;
 };
 
 // "cpu", "cuda:0", "cuda:0.active", ... for a wire device code.

@@ -353,6 +353,37 @@ core::SourceFile sourceFileFromJson(const std::string& file, const json& j) {
     return s;
 }
 
+core::PollSeries pollsFromJson(const json& j) {
+    core::PollSeries p;
+    p.intervalMs = static_cast<uint32_t>(unsignedField(j, "interval_ms"));
+    p.rounds = unsignedField(j, "rounds");
+    p.startUnixS = j.at("start_unix_s").get<double>();
+    p.hostSource = j.at("host_source").get<std::string>();
+    p.cudaSource = j.at("cuda_source").get<std::string>();
+    for (const auto& [name, series] : j.at("series").items())
+        p.series[name] = timelineSeriesFromJson(series);
+    return p;
+}
+
+core::PolicyAction policyActionFromJson(const json& j) {
+    core::PolicyAction a;
+    a.pid = j.at("pid").get<int64_t>();
+    a.timeS = j.at("time_s").get<double>();
+    a.rule = unsignedField(j, "rule");
+    a.ruleText = j.at("rule_text").get<std::string>();
+    a.device = j.at("device").get<std::string>();
+    a.metric = j.at("metric").get<std::string>();
+    a.readingBytes = unsignedField(j, "reading_bytes");
+    a.thresholdBytes = unsignedField(j, "threshold_bytes");
+    if (j.contains("used_percent")) a.usedPercent = j.at("used_percent").get<double>();
+    a.action = j.at("do").get<std::string>();
+    a.ok = j.at("ok").get<bool>();
+    a.message = j.at("message").get<std::string>();
+    a.bytes = unsignedField(j, "bytes");
+    a.seconds = j.at("seconds").get<double>();
+    return a;
+}
+
 core::ProcessTrace processFromJson(const json& j) {
     core::ProcessTrace p;
     p.pid = j.at("pid").get<int64_t>();
@@ -384,6 +415,7 @@ core::ProcessTrace processFromJson(const json& j) {
     p.leakTimeS = j.value("leak_time_s", 0.0);
     p.maxRssBytes = optionalUnsigned(j, "max_rss_bytes");
     if (j.contains("cpu_s")) p.cpuS = j.at("cpu_s").get<double>();
+    if (j.contains("start_unix_s")) p.startUnixS = j.at("start_unix_s").get<double>();
     p.nativeStacks = j.value("native_stacks", true);
     p.pythonStacks = j.value("python_stacks", true);
     for (const auto& [name, d] : j.at("devices").items()) p.devices[name] = deviceFromJson(d);
@@ -460,6 +492,10 @@ core::Trace traceFromJson(const json& j, const std::string& origin) {
         t.cliMaxRssBytes = optionalUnsigned(j, "cli_max_rss_bytes");
         if (j.contains("cli_cpu_s")) t.cliCpuS = j.at("cli_cpu_s").get<double>();
         for (const auto& p : j.at("processes")) t.processes.push_back(processFromJson(p));
+        if (j.contains("polls")) t.polls = pollsFromJson(j.at("polls"));
+        if (j.contains("policy_actions"))
+            for (const auto& a : j.at("policy_actions"))
+                t.policyActions.push_back(policyActionFromJson(a));
         return t;
     } catch (const json::exception& e) {
         throw core::Error(core::kExitBadInput, origin + ": malformed trace: " + e.what());

@@ -380,6 +380,7 @@ void writeProcess(TextWriter& w, const core::ProcessTrace& p, const RenderedBody
         });
     if (!p.complete) m.push_back(field(w, "incomplete_reason", p.incompleteReason));
     if (p.cpuS) m.push_back(field(w, "cpu_s", p.cpuS));
+    if (p.startUnixS) m.push_back(field(w, "start_unix_s", p.startUnixS));
     if (p.snapshot) m.push_back(field(w, "snapshot", p.snapshot));
     if (p.forked) m.push_back(field(w, "forked", p.forked));
     if (p.exec) m.push_back(field(w, "exec", p.exec));
@@ -423,6 +424,30 @@ std::string traceToText(const core::Trace& trace) { return traceToText(trace, {}
 
 namespace {
 
+void writePolls(TextWriter& w, const core::PollSeries& p) {
+    w.object({field(w, "interval_ms", p.intervalMs), field(w, "rounds", p.rounds),
+              field(w, "start_unix_s", p.startUnixS), field(w, "host_source", p.hostSource),
+              field(w, "cuda_source", p.cudaSource), mapField(w, "series", p.series, writeSeries)});
+}
+
+void writePolicyAction(TextWriter& w, const core::PolicyAction& a) {
+    Members m = {field(w, "pid", a.pid),
+                 field(w, "time_s", a.timeS),
+                 field(w, "rule", a.rule),
+                 field(w, "rule_text", a.ruleText),
+                 field(w, "device", a.device),
+                 field(w, "metric", a.metric),
+                 field(w, "reading_bytes", a.readingBytes),
+                 field(w, "threshold_bytes", a.thresholdBytes),
+                 field(w, "do", a.action),
+                 field(w, "ok", a.ok),
+                 field(w, "message", a.message),
+                 field(w, "bytes", a.bytes),
+                 field(w, "seconds", a.seconds)};
+    if (a.usedPercent) m.push_back(field(w, "used_percent", *a.usedPercent));
+    w.object(std::move(m));
+}
+
 void writeTrace(TextWriter& w, const core::Trace& trace,
                 std::span<const RenderedBody* const> rendered) {
     size_t index = 0;
@@ -435,6 +460,9 @@ void writeTrace(TextWriter& w, const core::Trace& trace,
                  field(w, "cli_max_rss_bytes", trace.cliMaxRssBytes),
                  arrayField(w, "processes", trace.processes, process)};
     if (trace.cliCpuS) m.push_back(field(w, "cli_cpu_s", trace.cliCpuS));
+    if (trace.polls) m.push_back({"polls", [&w, &trace] { writePolls(w, *trace.polls); }});
+    if (!trace.policyActions.empty())
+        m.push_back(arrayField(w, "policy_actions", trace.policyActions, writePolicyAction));
     w.object(std::move(m));
     w.raw("\n");
 }

@@ -218,6 +218,19 @@ void ControlServer::handle(std::list<Client>::iterator client, const std::string
     if (!request.is_object() || !request.contains("pid") || !request["pid"].is_number_integer())
         return answer(client, {{"status", "bad_request"}, {"error", "no process id"}});
     CollectorConnection* c = connectionOf(request["pid"].get<int64_t>());
+    if (op == "policy") {
+        if (!c) return answer(client, {{"status", "no_such_process"}});
+        if (!policyHandler_)
+            return answer(client, {{"status", "refused"},
+                                   {"body", {{"error", "this run takes no policies"}}}});
+        std::vector<std::string> tags;
+        for (const auto& [id, r] : c->aggregator().regions()) tags.push_back(r.record.tag);
+        const nlohmann::json body =
+            policyHandler_(static_cast<pid_t>(request["pid"].get<int64_t>()), request, tags);
+        nlohmann::json reply{{"status", body.value("ok", false) ? "ok" : "failed"}, {"body", body}};
+        if (body.contains("error")) reply["error"] = body["error"];
+        return answer(client, reply);
+    }
     if (op == "tensors" || op == "snapshot" || op == "counters") {
         // Asked by the process about itself: the records it sent before asking are
         // in the socket already; fold them first.

@@ -11,6 +11,9 @@
 //       visible tensors; the answer is the whole report, {"status", "body", "text"}
 //       argv "snapshot": a trace.json of P as of now, {"status", "trace": TEXT}
 //   {"op":"tensors","pid":P,"tensors":[...],"device":D,"verbose":B}
+//   {"op":"policy","pid":P,"policy":DOC|"off"|"show"}
+//                                            -> P's memory policy set, ended or shown
+//                                               (cli/policy/PolicyRunner), {"status", "body"}
 //   {"op":"snapshot","pid":P}                -> the same, asked by the process itself
 //                                               (memtool.report_tensors, memtool.snapshot),
 //                                               which sent its records first
@@ -66,6 +69,10 @@ public:
     // ({"status", "body", ...}), goes to `done`. False when `pid` has no open stream.
     using Answered = std::function<void(const nlohmann::json&)>;
     bool ask(pid_t pid, std::vector<std::string> argv, Answered done);
+    // Who answers {"op":"policy"}: the process, the request, the tags its regions have.
+    using PolicyHandler = std::function<nlohmann::json(pid_t, const nlohmann::json&,
+                                                       const std::vector<std::string>&)>;
+    void setPolicyHandler(PolicyHandler handler) { policyHandler_ = std::move(handler); }
     // Before the listener forgets the ended streams (CollectorListener::forgetEnded):
     // requests still waiting on one of them are answered as for a process gone.
     void forgetEndedStreams();
@@ -112,6 +119,7 @@ private:
     nlohmann::json snapshotAnswer(CollectorConnection& c);
 
     CollectorListener& listener_;
+    PolicyHandler policyHandler_;
     std::vector<std::string> command_;
     SiteMode siteMode_;
     EventLoop* loop_ = nullptr;

@@ -17,11 +17,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <initializer_list>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli/ctl/ControlDirectory.h"
+#include "cli/policy/Policy.h"
 #include "core/CtlArgs.h"
 #include "core/Error.h"
 #include "core/Files.h"
@@ -552,6 +555,8 @@ void checkCommandWords(const std::vector<std::string>& argv) {
                        "takes host or disk"},
                       wait},
                      "[--to host|disk] [--wait SECONDS]");
+    } else if (command == "policy") {
+        if (argv.size() != 2) usage("policy takes FILE, off or show");
     } else if (command == "tensors") {
         checkOptions(
             {{"--device", [](const std::string& v) { return core::isTensorDevice(v.c_str()); },
@@ -561,9 +566,42 @@ void checkCommandWords(const std::vector<std::string>& argv) {
             "[--device cpu|cuda:N] [--verbose] [--wait SECONDS]");
     } else {
         usage(fmt::format(
-            "unknown command '{}' (status, pause, resume, yield, restore, tensors, snapshot)",
+            "unknown command '{}' (status, pause, resume, yield, restore, tensors, snapshot, "
+            "policy)",
             reporters::escapeTerminal(command)));
     }
+}
+
+// `policy FILE|off|show`: the file read and checked here first (its errors are
+// the user's, exit 2, before anything is sent); memtool run checks it again
+// against the process's regions.
+json policyRequest(long pid, const std::string& what) {
+    if (what == "off" || what == "show") return {{"op", "policy"}, {"pid", pid}, {"policy", what}};
+    policy::readPolicyFile(what);
+    std::ifstream in(what);
+    std::stringstream text;
+    text << in.rdbuf();
+    return {{"op", "policy"}, {"pid", pid}, {"policy", json::parse(text.str())}};
+}
+
+int printPolicy(long pid, const std::string& status, const json& body, const std::string& format) {
+    if (format == "json") {
+        std::cout << json{{"pid", pid}, {"status", status}, {"body", body}}.dump(
+                         2, ' ', true, json::error_handler_t::replace)
+                  << '\n';
+    } else if (status == "ok") {
+        const json& lines = member(body, "lines");
+        if (!lines.is_array() || lines.empty())
+            std::cout << fmt::format("process {}: no policy\n", pid);
+        else
+            for (const auto& line : lines)
+                if (line.is_string())
+                    std::cout << reporters::escapeTerminal(line.get<std::string>()) << '\n';
+    }
+    if (status == "ok") return 0;
+    const std::string why = textOf(body, "error", "memtool run refused the policy");
+    if (format != "json") std::cerr << "memtool: " << reporters::escapeTerminal(why) << '\n';
+    return why.rfind("policy: ", 0) == 0 ? core::kExitBadInput : 1;
 }
 
 // A request is one line to memtool run, which reads 64 KiB of it at most.
@@ -576,7 +614,9 @@ int processCommand(const CtlOptions& o) {
     const std::vector<std::string> argv(o.words.begin() + 1, o.words.end());
     if (!o.output.empty() && argv[0] != "snapshot") usage("-o is for snapshot only");
     checkCommandWords(argv);
-    const json request{{"op", "request"}, {"pid", pid}, {"argv", argv}};
+    const json request = argv[0] == "policy"
+                             ? policyRequest(pid, argv[1])
+                             : json{{"op", "request"}, {"pid", pid}, {"argv", argv}};
     const size_t requestBytes =
         request.dump(-1, ' ', false, json::error_handler_t::replace).size() + 1;
     if (requestBytes > kMaxRequestLine)
@@ -603,6 +643,7 @@ int processCommand(const CtlOptions& o) {
             fail(1, "memtool run refused the request: " +
                         textOf(reply, "error", "it could not read it (memtool versions apart?)"));
         const json body = member(reply, "body");
+        if (argv[0] == "policy") return printPolicy(pid, status, body, o.format);
         if (argv[0] == "snapshot" && status == "ok") return writeSnapshot(reply, o.output);
         if (argv[0] == "tensors" && status == "ok" && o.format == "text") {
             std::cout << reporters::escapeTerminal(

@@ -10,6 +10,7 @@
 //                                         its live tensors (memlab's table), the rest of
 //                                         its memory by site, and how they add up
 //   memtool ctl PID snapshot [-o FILE]    a trace.json of it as of now (stdout: none or -)
+//   memtool ctl PID policy FILE|off|show  its memory policy set, ended or shown (cli/policy)
 //
 // The command runs in the target (its collector's control thread) and the reply
 // says what it did. Exit codes: 0 done; 1 the command ran and failed (or a

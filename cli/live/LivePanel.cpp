@@ -109,6 +109,8 @@ std::vector<std::string> renderLivePanel(const LiveSnapshot& s, size_t width, si
     auto room = [&] { return height > lines.size() ? height - lines.size() : 0; };
     for (const auto& d : devices)
         if (room() > 0) lines.push_back(d);
+    for (const auto& p : s.polled)
+        if (room() > 0) lines.push_back(" " + p);
     // Regions before sites: their few lines say what a pause left; sites take the rest.
     const size_t regionLines = regions.empty() ? 0 : std::min(regions.size() + 1, room());
     if (!sites.empty() && room() > regionLines + 1) {

@@ -34,6 +34,9 @@ struct LiveSnapshot {
         uint64_t pausedBytes = 0;
     };
     std::vector<Region> regions;
+    // memtool run's polling and policy (cli/policy/PolicyRunner::liveLines): the
+    // devices as polled, the last action; shown under the devices.
+    std::vector<std::string> polled;
 };
 
 // The run from 0 to `nowNs` (on the samples' clock; at least past the last sample)

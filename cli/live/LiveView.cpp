@@ -192,6 +192,7 @@ LiveSnapshot LiveView::snapshot(const CollectorListener& listener) {
     std::stable_sort(s.sites.begin(), s.sites.end(),
                      [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
     if (s.sites.size() > kMaxSites) s.sites.resize(kMaxSites);
+    if (polledLines_) s.polled = polledLines_();
     return s;
 }
 

@@ -12,6 +12,7 @@
 // panel's lines and puts the cursor back where the program left it.
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -50,6 +51,10 @@ public:
 
     // Lines the panel takes at most.
     static constexpr size_t kHeight = 12;
+    // What memtool run's policy clock has to show (PolicyRunner::liveLines).
+    void setPolledLines(std::function<std::vector<std::string>()> lines) {
+        polledLines_ = std::move(lines);
+    }
 
 private:
     LiveView(std::unique_ptr<Terminal> terminal, SiteMode siteMode, std::string command);
@@ -62,6 +67,7 @@ private:
     void leave(bool keepPanel);
 
     std::unique_ptr<Terminal> terminal_;
+    std::function<std::vector<std::string>()> polledLines_;
     SiteMode siteMode_;
     std::string command_;
     bool utf8_;

@@ -25,6 +25,7 @@
 #include "cli/attach/Injection.h"
 #include "cli/ctl/ControlServer.h"
 #include "cli/live/LiveView.h"
+#include "cli/policy/PolicyRunner.h"
 #include "cli/run/CollectorLocator.h"
 #include "cli/run/CudaPlan.h"
 #include "cli/run/EventLoop.h"
@@ -685,6 +686,8 @@ RunResult runCommand(const RunOptions& given) {
         checkOutputPattern(options.output, core::kExitBadInput);
         core::checkReplaceable(sampleOutputPath(options.output), core::kExitRunFailed);
     }
+    std::optional<policy::Policy> runPolicy;
+    if (!options.policyFile.empty()) runPolicy = policy::readPolicyFile(options.policyFile);
     const std::string collector = locateCollector();
     const CudaPlan cuda = planCuda(options.cuda, collector, options.quiet);
     FileLimit::raise();  // descriptors for hundreds of processes; the program keeps its own limit
@@ -718,6 +721,15 @@ RunResult runCommand(const RunOptions& given) {
     control.expectProgram(target.pid());
     if (options.attach) control.markAttached();
     control.attach(loop);
+    policy::PolicyRunner policies(listener, control, policy::systemUsage(target.pid(), backups));
+    control.setPolicyHandler([&policies](pid_t pid, const nlohmann::json& request,
+                                         const std::vector<std::string>& tags) {
+        return policies.command(pid, request, tags);
+    });
+    policies.attach(loop);
+    if (runPolicy) policies.setRunPolicy(*runPolicy);
+    if (options.pollMs) policies.setPollInterval(options.pollMs);
+    if (live) live->setPolledLines([&policies] { return policies.liveLines(); });
     if (live) live->attach(loop);
     // While the program starts, not before: a collector that connects meanwhile
     // waits in the listen queue.
@@ -740,6 +752,7 @@ RunResult runCommand(const RunOptions& given) {
             // An attached process's trace says what was there before memtool came.
             writeRun(listener, target, options, options.output, cuda, bodies, discard,
                      [&](core::Trace& t) {
+                         policies.describe(t);
                          for (core::ProcessTrace& p : t.processes)
                              if (attach && p.attached && p.pid == target.pid())
                                  attach->describeBefore(p);

@@ -39,6 +39,10 @@ struct RunOptions {
     // their streams (--wait-children); those still running then are written as
     // incomplete.
     double waitChildrenS = 10;
+    // --policy FILE: every process of the run under it (cli/policy); --poll MS:
+    // the machine read every MS ms into the trace (0: not unless a policy asks).
+    std::string policyFile;
+    uint32_t pollMs = 0;
     // memtool.track's companion (`memtool run --track PID`, no command): the
     // process PID, running already, streams to this run from inside. What its
     // collector needs is printed on stdout as one JSON line; the track ends when

@@ -128,6 +128,14 @@ void addTargetOptions(CLI::App* cmd, RunArgs& a) {
                 return text.empty() ? "an empty name is no directory" : "";
             },
             "DIR"));
+    cmd->add_option("--policy", a.run.policyFile,
+                    "A memory policy (JSON, docs/policies.md): rules that gc, pause, resume, "
+                    "yield or restore when a reading crosses a threshold")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--poll", a.run.pollMs,
+                    "Read the devices, host memory and RSS every MS milliseconds into the "
+                    "trace (a policy polls at its own interval_ms)")
+        ->check(CLI::Range(10, 60000));
     // memtool.track's companion (python/memtool/_track.py starts it): not listed.
     cmd->add_option("--track", a.run.trackPid,
                     "Profile the running process PID from inside (memtool.track)")

@@ -16,12 +16,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "collectors/control/Collection.h"
 #include "collectors/control/Courtesy.h"
 #include "collectors/control/JsonWriter.h"
 #include "collectors/control/LiveTensors.h"
 #include "collectors/control/OwnThread.h"
 #include "collectors/control/PausedAccess.h"
 #include "collectors/control/Regions.h"
+#include "collectors/control/SafePoint.h"
 #include "collectors/control/SignalChain.h"
 #include "collectors/engine/Engine.h"
 #include "collectors/engine/RecursionGuard.h"
@@ -140,9 +142,88 @@ void* run(void* arg) {
     return nullptr;
 }
 
+// A pause's or resume's words: its tags (none: every tag) and its options,
+// `--to host|disk` (a pause's content goes there whatever the region's own backup
+// says), `--park` (the pause waits for the program at a safe point and keeps it
+// there while it runs), `--policy` (a policy's rule asks: recorded as such).
+struct TagWords {
+    const char* tags[kMaxRequestWords];
+    size_t count = 0;
+    bool park = false;
+    core::ControlOrigin origin = core::ControlOrigin::Ctl;
+    bool forced = false;
+    ForcedBackup backup;
+    const char* error = nullptr;
+};
+
+TagWords tagWords(bool pause, size_t argc, const char* const* argv) {
+    TagWords w;
+    for (size_t i = 1; i < argc; ++i) {
+        const char* a = argv[i];
+        if (std::strcmp(a, "--policy") == 0) {
+            w.origin = core::ControlOrigin::Policy;
+        } else if (pause && std::strcmp(a, "--park") == 0) {
+            w.park = true;
+        } else if (pause && std::strcmp(a, "--to") == 0 && i + 1 < argc &&
+                   (std::strcmp(argv[i + 1], "host") == 0 ||
+                    std::strcmp(argv[i + 1], "disk") == 0)) {
+            w.forced = true;
+            // CPU memory has no host backup to go to: disk either way.
+            w.backup.cuda = std::strcmp(argv[++i], "host") == 0 ? core::BackupKind::Host
+                                                                : core::BackupKind::Disk;
+        } else if (a[0] == '-' && a[1] == '-') {
+            w.error = pause ? "pause takes [TAG...] [--to host|disk] [--park] [--policy]"
+                            : "resume takes [TAG...] [--policy]";
+        } else {
+            w.tags[w.count++] = a;
+        }
+    }
+    return w;
+}
+
+constexpr uint64_t kParkWaitNs = 10'000'000'000;
+
+uint8_t runOnTagWords(Regions& regions, bool pause, const TagWords& w, char* out, size_t size);
+
 // "[tag ...]" of a pause/resume: each tag in turn, or every tag.
-uint8_t runOnTags(Regions& regions, bool pause, size_t argc, const char* const* argv, char* out,
-                  size_t size) {
+uint8_t runOnTags(Regions& regions, SafePoint* safePoint, bool pause, size_t argc,
+                  const char* const* argv, char* out, size_t size) {
+    const TagWords w = tagWords(pause, argc, argv);
+    const char* refusal = w.error;
+    if (!refusal && w.park && !safePoint) refusal = "this process offers no safe points";
+    bool parked = false;
+    if (!refusal && w.park) {
+        switch (safePoint->park(kParkWaitNs)) {
+            case SafePoint::Outcome::Parked:
+                parked = true;
+                break;
+            case SafePoint::Outcome::TimedOut:
+                refusal = "the program reached no safe point within 10 s: nothing paused";
+                break;
+            case SafePoint::Outcome::NoSafePoints:
+                refusal =
+                    "the program offers no safe points (no Python, no memtool_safe_point): a "
+                    "policy pauses it only if its policy lists the tag in any_time";
+                break;
+            default:
+                refusal = "the program is parked for something else: nothing paused";
+                break;
+        }
+    }
+    if (refusal) {
+        JsonWriter j(out, size);
+        j.open('{');
+        j.key("ok").value(false);
+        j.key("message").value(refusal);
+        j.close('}');
+        return static_cast<uint8_t>(core::ReplyStatus::Failed);
+    }
+    const uint8_t status = runOnTagWords(regions, pause, w, out, size);
+    if (parked) safePoint->release();
+    return status;
+}
+
+uint8_t runOnTagWords(Regions& regions, bool pause, const TagWords& w, char* out, size_t size) {
     JsonWriter j(out, size);
     j.open('{');
     j.key("action").value(pause ? "pause" : "resume");
@@ -151,10 +232,11 @@ uint8_t runOnTags(Regions& regions, bool pause, size_t argc, const char* const* 
     uint64_t bytes = 0;
     double seconds = 0;
     // No tag: every tag at once.
-    for (size_t i = argc > 1 ? 1 : 0; i < argc; ++i) {
-        const char* tag = argc > 1 ? argv[i] : nullptr;
-        OpResult r = pause ? regions.pause(tag, core::ControlOrigin::Ctl)
-                           : regions.resume(tag, core::ControlOrigin::Ctl);
+    for (size_t i = 0; i < (w.count ? w.count : 1); ++i) {
+        const char* tag = w.count ? w.tags[i] : nullptr;
+        OpResult r = pause ? regions.pause(tag, w.origin, core::ControlAction::Pause,
+                                           w.forced ? &w.backup : nullptr)
+                           : regions.resume(tag, w.origin);
         ok &= r.ok;
         bytes += r.bytes;
         seconds += r.seconds;
@@ -287,9 +369,12 @@ uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, 
         return courtesy_->yieldCommand(argc, argv, out, size);
     if (courtesy_ && std::strcmp(command, "restore") == 0 && argc == 1)
         return courtesy_->restoreCommand(out, size);
-    if (std::strcmp(command, "pause") == 0) return runOnTags(regions_, true, argc, argv, out, size);
+    if (std::strcmp(command, "pause") == 0)
+        return runOnTags(regions_, safePoint_, true, argc, argv, out, size);
     if (std::strcmp(command, "resume") == 0)
-        return runOnTags(regions_, false, argc, argv, out, size);
+        return runOnTags(regions_, safePoint_, false, argc, argv, out, size);
+    if (collection_ && std::strcmp(command, "gc") == 0)
+        return collection_->command(argc, argv, out, size);
     JsonWriter j(out, size);
     j.open('{');
     j.key("error").value("unknown command");

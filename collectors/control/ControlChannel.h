@@ -20,8 +20,10 @@ class SocketSink;
 
 namespace memtool::collectors::control {
 
+class Collection;
 class Courtesy;
 class LiveTensors;
+class SafePoint;
 class Regions;
 
 // What a request asks for, and how to answer it. Commands are argv-like:
@@ -55,12 +57,17 @@ public:
     // "detach" (memtool attach's end): asks `detacher` to end the track; false with
     // the reason where it cannot. Set by the composition root before the stream.
     void setDetacher(bool (*detacher)(const char** why)) { detacher_ = detacher; }
+    // "gc" (Collection), and the safe point a pause with --park waits at.
+    void setCollection(Collection* collection) { collection_ = collection; }
+    void setSafePoint(SafePoint* safePoint) { safePoint_ = safePoint; }
 
 private:
     bool (*detacher_)(const char** why) = nullptr;
     Regions& regions_;
     Courtesy* courtesy_;
     LiveTensors* tensors_;
+    Collection* collection_ = nullptr;
+    SafePoint* safePoint_ = nullptr;
 };
 
 // The thread for one stream: started now where `atOnce` (a process other than the

@@ -16,7 +16,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 
-from . import _collector, _counters, _live, _run
+from . import _collector, _counters, _live, _policy, _run
 from ._counters import Bytes, Site
 from ._track import Tracker, start, stop, track
 
@@ -24,7 +24,8 @@ __all__ = ["track", "start", "stop", "Tracker",
            "enabled", "region", "outside_regions", "pause", "resume", "regions", "yield_memory", "restore",
            "report_tensors", "snapshot", "hook_mode", "set_hook_mode", "set_backup_dir", "set_host_pool",
            "set_memory_margin", "read_backup", "Result", "Region",
-           "allocated", "freed", "current", "peak", "top_sites", "Bytes", "Site"]
+           "allocated", "freed", "current", "peak", "top_sites", "Bytes", "Site",
+           "set_policy", "policy"]
 
 _BACKUPS = {"none": 0, "host": 1, "disk": 2}
 _DEVICE_ONLY = 0x100  # MEMTOOL_REGION_DEVICE_ONLY (collectors/CollectorApi.h)
@@ -354,3 +355,19 @@ def top_sites(device=None, n=10, by="allocated"):
     allocated_bytes, freed_bytes, live_bytes), the site named as memtool's tables
     name it (the user's file:line)."""
     return _counters.top_sites(_collector_handle, device, n, by)
+
+
+def set_policy(policy):
+    """This process's memory policy (docs/policies.md): memtool's document (a dict,
+    its JSON text or a file's path), MemLord's auto-GC strategy dict ({(0, 50):
+    {"metric": "max", "threshold": {"percent": 50.0}}, ...}: its gc rules), or
+    None to end it. memtool run reads the devices every interval_ms and acts on
+    the rules; returns them, one line each. Raises ValueError, naming the rule,
+    for a policy it refuses (nothing of it applied)."""
+    return _policy.set_policy(_collector_handle, policy)
+
+
+def policy():
+    """This process's memory policy as memtool run holds it (a dict), or None."""
+    return _policy.policy(_collector_handle)
+

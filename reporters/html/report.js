@@ -116,6 +116,10 @@
       var points = proc.timeline[name];
       if (points.length) end = Math.max(end, points[points.length - 1][0]);
     });
+    Object.keys(proc.polled || {}).forEach(function (name) {
+      var points = proc.polled[name];
+      if (points.length) end = Math.max(end, points[points.length - 1][0]);
+    });
     proc.marks.forEach(function (m) { end = Math.max(end, m.time_s); });
     return end > 0 ? end * 1.03 : 1;
   }
@@ -128,6 +132,9 @@
       .map(function (name, i) {
         return { name: name, points: proc.timeline[name], peak: proc.devices[name], cls: 'series-' + i };
       });
+    // The whole device (host: its cgroup or the machine) as memtool run polled it.
+    if (proc.polled && proc.polled[device] && proc.polled[device].length)
+      series.push({ name: device + ' used (polled, whole device)', points: proc.polled[device], cls: 'series-polled' });
     var marks = proc.marks.filter(function (m) { return m.device === device; });
 
     var top = 0;

@@ -98,3 +98,14 @@ TEST(LivePanel, BeforeTheFirstAllocation) {
     EXPECT_EQ(lines[1], "  waiting for the program's first allocation");
     EXPECT_EQ(lines[2], "");
 }
+
+TEST(LivePanel, PolledDevicesAndThePolicyShowUnderTheDevices) {
+    cli::LiveSnapshot s = snapshot();
+    s.sites.clear();
+    s.polled = {"polled cpu 4.10 GiB of 24.00 GiB (17%)",
+                "policy 1 action, last: pid 42 rule 1: pause kv to disk ok"};
+    const auto lines = cli::renderLivePanel(s, 80, 6, false);
+    EXPECT_EQ(lines[2], " polled cpu 4.10 GiB of 24.00 GiB (17%)");
+    EXPECT_EQ(lines[3], " policy 1 action, last: pid 42 rule 1: pause kv to disk ok");
+    EXPECT_EQ(lines[4], " regions");
+}

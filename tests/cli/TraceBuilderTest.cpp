@@ -508,7 +508,7 @@ TEST(TraceBuilder, TheCollectorsLockCountsAreTheLastNotes) {
     EXPECT_EQ(p.stream.lockContended, 1300u);
     EXPECT_EQ(p.stream.lockWaits, 604u);
     const nlohmann::json j =
-        reporters::traceToJson(core::Trace{core::kTraceSchema, "0", 0, std::nullopt, {p}});
+        reporters::traceToJson(core::Trace{core::kTraceSchema, "0", 0, std::nullopt, {p}, {}, {}});
     EXPECT_EQ(j["processes"][0]["stream"]["lock_contended"], 1300u);
     EXPECT_EQ(j["processes"][0]["stream"]["lock_waits"], 604u);
     const core::ProcessTrace back = reporters::traceFromJson(j, "t.json").processes.at(0);
@@ -521,7 +521,7 @@ TEST(TraceBuilder, TheCollectorsLockCountsAreTheLastNotes) {
         const core::ProcessTrace q = build({hostile});
         EXPECT_FALSE(q.stream.lockCounted) << hostile;
         EXPECT_FALSE(reporters::traceToJson(core::Trace{
-            core::kTraceSchema, "0", 0, std::nullopt, {q}})["processes"][0]["stream"]
+            core::kTraceSchema, "0", 0, std::nullopt, {q}, {}, {}})["processes"][0]["stream"]
                          .contains("lock_contended"))
             << hostile;
     }
@@ -817,9 +817,9 @@ TEST(TraceBuilder, RanksComeFromTheLaunchersVariables) {
     EXPECT_EQ(p.exitCode, 0);
     EXPECT_TRUE(p.complete);
     const core::ProcessTrace back =
-        reporters::traceFromJson(
-            reporters::traceToJson(core::Trace{core::kTraceSchema, "0", 0, std::nullopt, {p}}),
-            "t.json")
+        reporters::traceFromJson(reporters::traceToJson(core::Trace{
+                                     core::kTraceSchema, "0", 0, std::nullopt, {p}, {}, {}}),
+                                 "t.json")
             .processes.at(0);
     EXPECT_EQ(back.rank, 3);
     EXPECT_EQ(back.localRank, 1);
@@ -848,9 +848,9 @@ TEST(TraceBuilder, AnImageThatExecdLeaksNothing) {
     EXPECT_EQ(cpu.currentBytes, 0u);
     for (const core::Hotspot& h : p.hotspots) EXPECT_EQ(h.leakedBytes, 0u);
     const core::ProcessTrace back =
-        reporters::traceFromJson(
-            reporters::traceToJson(core::Trace{core::kTraceSchema, "0", 0, std::nullopt, {p}}),
-            "t.json")
+        reporters::traceFromJson(reporters::traceToJson(core::Trace{
+                                     core::kTraceSchema, "0", 0, std::nullopt, {p}, {}, {}}),
+                                 "t.json")
             .processes.at(0);
     EXPECT_TRUE(back.exec);
 }
@@ -901,9 +901,9 @@ TEST(TraceBuilder, OutOfMemoryEventsKeepFramesAsHotspotsDo) {
     EXPECT_EQ(e.bySite[0].site, "c10::alloc_cpu(unsigned long) (libc10.so)");
     // Through trace.json and back, ids and all.
     const core::ProcessTrace back =
-        reporters::traceFromJson(
-            reporters::traceToJson(core::Trace{core::kTraceSchema, "0", 0, std::nullopt, {p}}),
-            "t.json")
+        reporters::traceFromJson(reporters::traceToJson(core::Trace{
+                                     core::kTraceSchema, "0", 0, std::nullopt, {p}, {}, {}}),
+                                 "t.json")
             .processes.at(0);
     EXPECT_EQ(back.frames, p.frames);
     EXPECT_EQ(back.oom.at(0).frames, e.frames);

@@ -130,10 +130,10 @@ TEST(CtlFaults, CtlRefusesWhatNoProcessCouldTake) {
          "memtool: ctl: a tag is at most 4096 bytes, without NUL bytes; tag 1 is 4097 bytes\n"},
         {{"12", "frobnicate"},
          "memtool: ctl: unknown command 'frobnicate' (status, pause, resume, yield, restore, "
-         "tensors, snapshot)\n"},
+         "tensors, snapshot, policy)\n"},
         {{"12", "\x1b[2J"},
          "memtool: ctl: unknown command '\\x1b[2J' (status, pause, resume, yield, restore, "
-         "tensors, snapshot)\n"},
+         "tensors, snapshot, policy)\n"},
         {{"12", "pause", "\x1b[2J"}, ""},  // fine as a tag: only its display is escaped
         {words({"12", "pause"}, tags(20, 4000)),
          "memtool: ctl: the command is 80103 bytes; memtool run takes 65536 at most\n"},

@@ -369,4 +369,11 @@ nlohmann::json lineRow(const nlohmann::json& process, const std::string& file, i
     return nullptr;
 }
 
+std::string lineStarting(const std::string& text, const std::string& head) {
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind(head, 0) == 0) return line;
+    return "";
+}
+
 }  // namespace memtool::e2e

@@ -39,6 +39,7 @@ std::string pythonBin();
 #define CUDA_LOCAL_USER_BIN E2E_PATH(CUDA_LOCAL_USER_BIN)
 #define CUDA_LOCAL_LIB E2E_PATH(CUDA_LOCAL_LIB)
 #define FAKE_TORCH_BRIDGE E2E_PATH(FAKE_TORCH_BRIDGE)
+#define FAKE_NVML E2E_PATH(FAKE_NVML)
 #define DLOPEN_USER_BIN E2E_PATH(DLOPEN_USER_BIN)
 #define FORK_UNDER_LOCKS_BIN E2E_PATH(FORK_UNDER_LOCKS_BIN)
 #define RELOAD_USER_BIN E2E_PATH(RELOAD_USER_BIN)
@@ -127,6 +128,8 @@ Profiled profile(const std::vector<std::string>& argv, const std::vector<std::st
                  const std::string& cwd = "", const std::vector<std::string>& extraEnv = {});
 
 std::string script(const std::string& name);  // path of tests/e2e/scripts/<name>
+// The first line of `text` that begins with `head` ("" when none does).
+std::string lineStarting(const std::string& text, const std::string& head);
 // The folder of the torch package PYTHON_BIN imports (/usr/lib/python3/dist-packages/torch
 // for Debian's), for the frames of torch's own Python code.
 std::string torchPackageDir();

@@ -364,3 +364,24 @@ TEST(HtmlReport, TheLineTableShowsOnlyTheProgramsOwnCodeUnlessReadAnyFile) {
                                   tr(elsewhere + "/secret.py", "password = hunter2") +
                                   tr("/dev/zero", ""));
 }
+
+// A run under a policy: the device as memtool run polled it is drawn beside the
+// process's own bytes, and each of the policy's actions is marked where it acted.
+TEST(HtmlReport, APolicysReadingsAndActionsShowOnTheTimeline) {
+    const std::string dir = tempDir();
+    std::ofstream(dir + "/p.json") << R"({"interval_ms": 20, "rules": [
+      {"device": "cpu", "metric": "process", "above": "200MiB", "do": "pause kv to disk"},
+      {"device": "cpu", "metric": "process", "below": "100MiB", "do": "resume kv"}]})";
+    Profiled p = profile({PYTHON_BIN, script("policy_kv.py"), "20", dir + "/losses.txt", "policy"},
+                         {"--policy", dir + "/p.json"});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    std::ofstream(dir + "/trace.json") << p.trace.dump();
+    const json r = openInBrowser(renderHtml(dir, dir + "/trace.json", dir + "/report.html"), dir);
+    ASSERT_FALSE(r.is_null());
+    ASSERT_EQ(r.at("timelines").size(), 1u);
+    const json& t = r.at("timelines").at(0);
+    std::vector<std::string> series;
+    for (const json& s : t.at("series")) series.push_back(s.at(0).get<std::string>());
+    EXPECT_EQ(series, (std::vector<std::string>{"cpu", "cpu used (polled, whole device)"}));
+    EXPECT_EQ(t.at("marks"), json({"policy", "pause", "policy", "resume"}));
+}

@@ -37,13 +37,6 @@ std::map<std::string, uint64_t> tensorBytes(const json& device) {
     return out;
 }
 
-std::string lineOf(const std::string& text, const std::string& start) {
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);)
-        if (line.rfind(start, 0) == 0) return line;
-    return "";
-}
-
 }  // namespace
 
 // pytorch_memlab's MemReporter example (a Linear(1024, 1024) and its input), asked
@@ -123,15 +116,15 @@ TEST(LiveInsight, TensorsNamesWhatPythonSeesAndFindsWhatItCannot) {
     // The same as text, memlab's layout; --verbose lists the temporaries one by
     // one with their stacks (the add and the mul).
     ASSERT_EQ(textCode, 0) << beforeText;
-    EXPECT_EQ(lineOf(beforeText, "linear.weight"),
+    EXPECT_EQ(lineStarting(beforeText, "linear.weight"),
               "linear.weight                                                (1024, 1024)       "
               "4,194,304");
-    EXPECT_EQ(lineOf(beforeText, "shared.1.weight"),
+    EXPECT_EQ(lineStarting(beforeText, "shared.1.weight"),
               "shared.1.weight(->shared.0.weight)                               (16, 16)       "
               "        0");
-    EXPECT_EQ(lineOf(beforeText, "Not visible"),
+    EXPECT_EQ(lineStarting(beforeText, "Not visible"),
               "Not visible from Python: 4,194,304 B in 2 storages");
-    EXPECT_EQ(lineOf(beforeText, "Live on cpu"),
+    EXPECT_EQ(lineStarting(beforeText, "Live on cpu"),
               "Live on cpu: 6,320,388 found from Python + 4,194,304 not visible = 10,514,692 B "
               "(exact)");
     const std::string row = "        2,097,152 B       1 storage   <module> (" + py + ":43)\n";
