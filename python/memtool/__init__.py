@@ -16,7 +16,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 
-from . import _collector, _counters, _live, _policy, _run
+from . import _adopt, _collector, _counters, _live, _policy, _run
 from ._counters import Bytes, Site
 from ._track import Tracker, start, stop, track
 
@@ -25,7 +25,7 @@ __all__ = ["track", "start", "stop", "Tracker",
            "report_tensors", "snapshot", "hook_mode", "set_hook_mode", "set_backup_dir", "set_host_pool",
            "set_memory_margin", "read_backup", "Result", "Region",
            "allocated", "freed", "current", "peak", "top_sites", "Bytes", "Site",
-           "set_policy", "policy"]
+           "set_policy", "policy", "adopt", "offload"]
 
 _BACKUPS = {"none": 0, "host": 1, "disk": 2}
 _DEVICE_ONLY = 0x100  # MEMTOOL_REGION_DEVICE_ONLY (collectors/CollectorApi.h)
@@ -371,3 +371,27 @@ def policy():
     """This process's memory policy as memtool run holds it (a dict), or None."""
     return _policy.policy(_collector_handle)
 
+
+def adopt(objects, tag, backup="disk", keep_1d=True, layer_types=None):
+    """Moves existing tensors into region `tag`, so that pause(tag) releases them
+    and resume(tag) gives them back: a tensor, a list of tensors, or a module's
+    parameters and buffers (only those of modules of `layer_types`, a tuple of
+    classes, when given). 1-D ones (biases, norms' scales) stay resident unless
+    keep_1d=False. Every tensor object, parameter, gradient and optimizer reference
+    stays valid; a storage several of them view is moved once; data_ptr changes at
+    the adopt and never after it. Returns Adopted(tag, tensors, storages, bytes, kept)."""
+    if not enabled:
+        raise RuntimeError("memtool.adopt needs memtool's collector (memtool run, or memtool.track)")
+    return _adopt.adopt(region, objects, tag, backup, keep_1d, layer_types)
+
+
+def offload(module, to="disk", prefetch=False, optimizer=None, tag=None, keep_1d=True, layer_types=None):
+    """Adopts `module`'s parameters and pauses them (to "host" or "disk"; CPU
+    memory always goes to disk). With prefetch=True each layer gets its own tag,
+    resumed in a pre-hook and paused again after it ran, forward and backward, so
+    that a model larger than the device runs layer by layer; with `optimizer`,
+    every layer is resumed for its step and paused after. Returns an Offloaded
+    (tags, adopted; remove() takes the hooks away and leaves it all resident)."""
+    if not enabled:
+        raise RuntimeError("memtool.offload needs memtool's collector (memtool run, or memtool.track)")
+    return _adopt.offload(sys.modules[__name__], module, to, prefetch, optimizer, tag, keep_1d, layer_types)

@@ -263,3 +263,33 @@ TEST(Policies, TheProgramSetsItsOwnPolicyAndMemlordsStrategy) {
     EXPECT_EQ(lineStarting(out, "off"), "off None");
 }
 
+// memtool.offload(prefetch=True, optimizer=...): every layer's weights in a
+// region of its own, on disk between its uses (forward, backward, the step); the
+// losses equal a bare run's, every weight keeps the address the adopt gave it,
+// and between steps all four layers' weights are paused (the biases, 1-D, stay).
+// memtool.adopt() of a whole module: one storage moved, paused, resumed, the
+// same output.
+TEST(Offload, ATrainingLoopWithEveryLayerOffloadedLosesNothing) {
+    const std::string dir = tempDir();
+    const std::string bare = dir + "/bare.txt", losses = dir + "/losses.txt";
+    Outcome b = run({PYTHON_BIN, script("offload_train.py"), "6", bare, "bare"});
+    ASSERT_EQ(b.exitCode, 0) << b.err;
+    Profiled p = profile({PYTHON_BIN, script("offload_train.py"), "6", losses, "offload"});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(readFile(losses), readFile(bare));
+    EXPECT_EQ(lineStarting(p.outcome.out, "paused"), "paused 4 4194304");  // 4 x 512 x 512 x 4 B
+    EXPECT_EQ(lineStarting(p.outcome.out, "pointers"), "pointers kept True");
+    EXPECT_EQ(lineStarting(p.outcome.out, "adopt"), "adopt 1 1 1048576 ['bias'] True");
+    EXPECT_EQ(p.outcome.err.find("Full backward hook"), std::string::npos) << p.outcome.err;
+    // Each step: every layer resumed and paused for its forward, its backward and
+    // the optimizer's step (6 steps, 4 layers; the first pause at offload()).
+    size_t pauses = 0, resumes = 0;
+    for (const auto& e : p.process()["control"]) {
+        if (e["tag"].get<std::string>().rfind("offload:Sequential.", 0) != 0) continue;
+        pauses += e["action"] == "pause";
+        resumes += e["action"] == "resume";
+        EXPECT_TRUE(e["ok"].get<bool>()) << e.dump();
+    }
+    EXPECT_EQ(resumes, 6u * 4u * 3u + 4u);  // and remove(): all four back
+    EXPECT_EQ(pauses, 4u + 6u * 4u * 3u);
+}
