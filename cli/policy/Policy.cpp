@@ -123,10 +123,10 @@ Action actionOf(const json& v, size_t rule) {
         return a;
     }
     if (n == 5 && w[0] == "spill" && w[1] == "host" && w[2] == "backups" && w[3] == "to" &&
-        w[4] == "disk")
-        refuseRule(rule,
-                   "do: \"spill host backups to disk\" is not built yet: a paused region's host "
-                   "backup stays where it went (pause it to disk instead)");
+        w[4] == "disk") {
+        a.kind = ActionKind::Spill;
+        return a;
+    }
     if (w.size() >= 1 && w[0] == "yield" && (n == 1 || (n == 3 && w[1] == "to"))) {
         a.kind = ActionKind::Yield;
         if (n == 1 || backupWord(w[2], &a.to)) return a;

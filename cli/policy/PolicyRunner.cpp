@@ -181,13 +181,19 @@ void PolicyRunner::runNext(pid_t pid) {
 uint64_t PolicyRunner::diskBytesFor(pid_t pid, const Decision& d) const {
     const bool pause = d.action.kind == ActionKind::Pause;
     const bool yield = d.action.kind == ActionKind::Yield;
-    if (!pause && !yield) return 0;
+    const bool spill = d.action.kind == ActionKind::Spill;
+    if (!pause && !yield && !spill) return 0;
     uint64_t bytes = 0;
     for (const auto& c : listener_.connections()) {
         if (!c->open() || !c->isStream() || c->aggregator().handshake()->pid != pid) continue;
         for (const auto& [id, r] : c->aggregator().regions()) {
             if (pause && r.record.tag != d.action.tag) continue;
             const bool cuda = core::cudaOrdinal(r.record.device) >= 0;
+            // A spill moves what is paused in host memory: CUDA regions' host backups.
+            if (spill) {
+                if (cuda && r.record.backup == core::BackupKind::Host) bytes += r.pausedBytes;
+                continue;
+            }
             // Asked for a place, CPU memory goes to disk, CUDA memory where asked;
             // else each region to its own backup (a yield: disk unless told host).
             const core::BackupKind asked = d.action.to;
@@ -233,13 +239,19 @@ void PolicyRunner::answered(pid_t pid, const Decision& d, uint64_t startNs, cons
             a.seconds = body["seconds"].get<double>();
         a.message = body.value("message", body.value("error", ""));
     }
+    const std::string status = reply.value("status", "?");
     if (!a.ok && a.message.empty())
-        a.message = "the process answered " + reply.value("status", "?");
+        a.message = status == "gone" || status == "no_such_process"
+                        ? "the process ended before it answered"
+                        : "the process answered " + status;
     actions_.push_back(a);
     if (a.ok) {
         const ActionKind k = d.action.kind;
         if (k == ActionKind::Pause || k == ActionKind::Yield)
             onDisk_[pid][k == ActionKind::Yield ? "" : d.action.tag] = processes_[pid].diskBytes;
+        // What a spill moved counts until the run ends: its regions' resumes are
+        // not told apart from others'.
+        if (k == ActionKind::Spill) onDisk_[pid]["(spilled)"] += a.bytes;
         if (k == ActionKind::Resume) onDisk_[pid].erase(d.action.tag);
         if (k == ActionKind::Restore) onDisk_[pid].erase("");
     }

@@ -45,23 +45,7 @@ int BackupSlots::open(const char* tag, uint8_t device, const char* deviceName, M
     Slot& b = slots_[slot];
     bool opened = false;
     if (kind == core::BackupKind::Disk) {
-        char name[160], file[16];
-        std::snprintf(file, sizeof file, "%s", deviceName);
-        for (char* c = file; *c; ++c)
-            if (*c == ':') *c = '-';
-        // The tag is the user's text: keep only file-name-safe characters of it.
-        char safe[core::kMaxTagBytes + 1];
-        size_t n = 0;
-        for (const char* c = tag; *c && n < core::kMaxTagBytes; ++c) {
-            const char ch = *c;
-            const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                            (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
-            safe[n++] = ok ? ch : '_';
-        }
-        safe[n] = '\0';
-        std::snprintf(name, sizeof name, "memtool-%d-%s-%s-%llu.pause", static_cast<int>(getpid()),
-                      safe, file, static_cast<unsigned long long>(++pauses_));
-        opened = b.disk.open(directory_[0] ? directory_ : "/tmp", name, bytes, paths_[slot], why);
+        opened = openDisk(slot, tag, deviceName, bytes, why);
     } else if (kind == core::BackupKind::Host) {
         opened = host && b.host.open(*host, device, bytes, why);
     }
@@ -69,7 +53,47 @@ int BackupSlots::open(const char* tag, uint8_t device, const char* deviceName, M
     b.used = true;
     b.kind = kind;
     b.users = 0;
+    b.serial = ++opened_;
     return slot;
+}
+
+bool BackupSlots::openDisk(int slot, const char* tag, const char* deviceName, uint64_t bytes,
+                           Failure& why) {
+    char name[160], file[16];
+    std::snprintf(file, sizeof file, "%s", deviceName);
+    for (char* c = file; *c; ++c)
+        if (*c == ':') *c = '-';
+    // The tag is the user's text: keep only file-name-safe characters of it.
+    char safe[core::kMaxTagBytes + 1];
+    size_t n = 0;
+    for (const char* c = tag; *c && n < core::kMaxTagBytes; ++c) {
+        const char ch = *c;
+        const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                        (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
+        safe[n++] = ok ? ch : '_';
+    }
+    safe[n] = '\0';
+    std::snprintf(name, sizeof name, "memtool-%d-%s-%s-%llu.pause", static_cast<int>(getpid()),
+                  safe, file, static_cast<unsigned long long>(++pauses_));
+    return slots_[slot].disk.open(directory_[0] ? directory_ : "/tmp", name, bytes, paths_[slot],
+                                  why);
+}
+
+bool BackupSlots::toDisk(int slot, const char* tag, const char* deviceName, uint64_t bytes,
+                         Failure& why) {
+    Slot& b = slots_[slot];
+    if (!b.used || b.kind != core::BackupKind::Host) {
+        why.set("not a host backup");
+        return false;
+    }
+    if (!openDisk(slot, tag, deviceName, bytes, why)) return false;
+    if (!b.disk.write(0, b.host.directView(0, bytes), bytes, why)) {
+        b.disk.discard();
+        return false;
+    }
+    b.host.discard();
+    b.kind = core::BackupKind::Disk;
+    return true;
 }
 
 void BackupSlots::unuse(uint16_t slotPlusOne) {

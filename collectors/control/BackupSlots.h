@@ -48,15 +48,27 @@ public:
     uint32_t users(int slot) const { return slots_[slot].users; }
     core::BackupKind kind(int slot) const { return slots_[slot].kind; }
     Backup& content(int slot) { return slots_[slot].content(); }
+    // The slot's order of opening (older slots have smaller numbers).
+    uint64_t serial(int slot) const { return slots_[slot].serial; }
+    // Moves a host backup's first `bytes` of content to a disk backup of its own
+    // (the region `tag` on `device`, as open() names it), then lets the pinned
+    // memory go; false (why), the host backup kept, when the disk one cannot be
+    // made or written. Under the owner's operation lock, the slot's region busy.
+    bool toDisk(int slot, const char* tag, const char* deviceName, uint64_t bytes, Failure& why);
     // Touches what a first pause writes of the store (a slot, a path), so that
     // the pause grows the process by nothing (Regions::warmLocked).
     void warm();
 
 private:
+    // A disk backup for `slot`'s content (its file named after the process, the
+    // region and a count): false (why) when it cannot be made.
+    bool openDisk(int slot, const char* tag, const char* deviceName, uint64_t bytes, Failure& why);
+
     struct Slot {
         bool used;
         core::BackupKind kind;
-        uint32_t users;  // paused allocations whose content it holds
+        uint32_t users;   // paused allocations whose content it holds
+        uint64_t serial;  // when it was opened (opened_)
         DiskBackup disk;
         HostBackup host;
         Backup& content() {
@@ -75,6 +87,7 @@ private:
     alignas(4096) char paths_[kCapacity][DiskBackup::kPathBytes] = {};
     char directory_[3072] = "";
     uint64_t pauses_ = 0;  // numbers backup files
+    uint64_t opened_ = 0;  // numbers slots in the order they were opened
 };
 
 }  // namespace memtool::collectors::control

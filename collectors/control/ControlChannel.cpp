@@ -373,6 +373,11 @@ uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, 
         return runOnTags(regions_, safePoint_, true, argc, argv, out, size);
     if (std::strcmp(command, "resume") == 0)
         return runOnTags(regions_, safePoint_, false, argc, argv, out, size);
+    if (std::strcmp(command, "spill") == 0 && argc == 1) {
+        const OpResult r = regions_.spillHostBackups();
+        r.toJson("spill", out, size);
+        return static_cast<uint8_t>(r.ok ? core::ReplyStatus::Ok : core::ReplyStatus::Failed);
+    }
     if (collection_ && std::strcmp(command, "gc") == 0)
         return collection_->command(argc, argv, out, size);
     JsonWriter j(out, size);

@@ -460,6 +460,11 @@ uint64_t CudaVmmBackend::hostPoolBytes() {
     return pooledLocked();
 }
 
+uint64_t CudaVmmBackend::hostPoolLimit() {
+    LockGuard lock(mu_);
+    return poolLimit_;
+}
+
 void CudaVmmBackend::setHostPoolLimit(uint64_t bytes) {
     PooledBuffer freed[kPoolSize] = {};
     int n = 0;

@@ -59,6 +59,7 @@ public:
     void freeHost(uint8_t device, void* p, uint64_t bytes) override;
     void setHostPoolLimit(uint64_t bytes) override;
     uint64_t hostPoolBytes() override;
+    uint64_t hostPoolLimit() override;
     bool deviceMemory(uint8_t device, uint64_t* free, uint64_t* total) override;
 
     struct Api;  // the driver's functions (CudaVmmBackend.cpp)

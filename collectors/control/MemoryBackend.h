@@ -95,8 +95,9 @@ public:
     // Host memory freed by a resume may be kept for the next pause (pinning is
     // slow): at most `bytes` of it from now on, what is kept beyond it freed now.
     virtual void setHostPoolLimit(uint64_t bytes) {}
-    // What is kept so, now.
+    // What is kept so, now, and the limit.
     virtual uint64_t hostPoolBytes() { return 0; }
+    virtual uint64_t hostPoolLimit() { return 0; }
 
     // The device's free and total memory (all of its users'), where the backend
     // can tell; false otherwise.

@@ -604,6 +604,80 @@ uint64_t Regions::dropCache(const char* tag, OpResult& into) {
     return bytes;
 }
 
+OpResult Regions::spillHostBackups() {
+    OpResult result;
+    LockGuard op(opMu_);
+    MappedArray<Work> work;
+    bool* busy = opBusy_;
+    {
+        // Not begin(): a resume's count of what was freed while paused stays its own.
+        LockGuard lock(tableMu_);
+        if (!beginLocked(-1, State::Paused, work, busy)) {
+            endLocked(busy);
+            std::snprintf(result.message, sizeof result.message,
+                          "nothing to spill: no region is paused");
+            return result;
+        }
+    }
+    const uint64_t start = monotonicNs();
+    // The host backups the paused allocations point at, oldest first.
+    struct Spill {
+        uint64_t serial;
+        int slot;
+        uint16_t region;
+        uint8_t device;
+        uint64_t bytes, allocations;
+    };
+    Spill spills[BackupSlots::kCapacity];
+    int n = 0;
+    for (size_t i = 0; i < work.size(); ++i) {
+        const Work& w = work[i];
+        if (w.backup == 0 || backups_.kind(w.backup - 1) != core::BackupKind::Host) continue;
+        const int slot = w.backup - 1;
+        int k = 0;
+        while (k < n && spills[k].slot != slot) ++k;
+        if (k == n) spills[n++] = {backups_.serial(slot), slot, w.region, w.device, 0, 0};
+        spills[k].bytes = std::max(spills[k].bytes, w.offset + w.mapped);
+        ++spills[k].allocations;
+    }
+    for (int i = 1; i < n; ++i)
+        for (int j = i; j > 0 && spills[j - 1].serial > spills[j].serial; --j)
+            std::swap(spills[j - 1], spills[j]);
+    int moved = 0;
+    for (; moved < n; ++moved) {
+        const Spill& s = spills[moved];
+        char device[16];
+        deviceText(s.device, device, sizeof device);
+        Failure why;
+        if (!backups_.toDisk(s.slot, tags_[regions_[s.region].tag].name, device, s.bytes, why)) {
+            result.ok = false;
+            std::snprintf(result.message, sizeof result.message,
+                          "region '%s' on %s stays in host memory: %s",
+                          tags_[regions_[s.region].tag].name, device, why.text);
+            break;
+        }
+        result.changed = true;
+        result.addBytes(s.device, s.bytes);
+        result.allocations += s.allocations;
+        ++result.regions;
+    }
+    if (result.changed && cuda_) {
+        const uint64_t limit = cuda_->hostPoolLimit();
+        cuda_->setHostPoolLimit(0);
+        cuda_->setHostPoolLimit(limit);
+    }
+    if (result.ok)
+        std::snprintf(result.message, sizeof result.message,
+                      n ? "moved %d host backup%s to disk" : "nothing to spill: no host backup", n,
+                      n == 1 ? "" : "s");
+    result.seconds = static_cast<double>(monotonicNs() - start) / 1e9;
+    LockGuard lock(tableMu_);
+    // A later resume says where its content came from.
+    for (int i = 0; i < moved; ++i) regions_[spills[i].region].pausedWith = core::BackupKind::Disk;
+    endLocked(busy);
+    return result;
+}
+
 bool Regions::begin(const char* tag, State state, MappedArray<Work>& work, bool* busy,
                     OpResult& result) {
     const bool pausing = state == State::Resident;

@@ -193,6 +193,11 @@ public:
                    const ForcedBackup* forced = nullptr);
     OpResult resume(const char* tag, core::ControlOrigin origin,
                     core::ControlAction action = core::ControlAction::Resume);
+    // Moves every paused region's host backup to disk, oldest pause first, and
+    // lets the pinned memory go (the host pool keeps none after it): a policy's
+    // "spill host backups to disk". Stops at the first that cannot move, the rest
+    // left in host memory; a resume reads each from where it is.
+    OpResult spillHostBackups();
     // [{"tag":..., "device":..., "bytes":..., "state":..., "backup":...}, ...]
     size_t describe(char* out, size_t size);
     // Bytes of allocations on `device` now paused / resident (for yield's report).

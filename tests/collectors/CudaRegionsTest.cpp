@@ -332,3 +332,42 @@ TEST(CudaRegions, ADiskBackupStreamsInTheChunkSizeItIsGiven) {
     EXPECT_TRUE(CudaFixture::holds(p, 6 * MiB, 9));
     f.regions->release(reinterpret_cast<uint64_t>(p));
 }
+
+// A policy's "spill host backups to disk": every paused region's host backup
+// goes to a disk backup, oldest first, and the pinned memory goes with it (the
+// host pool keeps none); reads and resumes then come from disk, whole.
+TEST(CudaRegions, SpillMovesHostBackupsToDiskAndLetsThePinnedMemoryGo) {
+    CudaFixture f;
+    uint8_t* a = f.allocate("sa", core::BackupKind::Host, 4 * MiB, 5);
+    uint8_t* b = f.allocate("sb", core::BackupKind::Host, 2 * MiB, 9);
+    ASSERT_TRUE(a && b);
+    const size_t before = driver().hostBytes();
+    EXPECT_STREQ(f.regions->spillHostBackups().message, "nothing to spill: no region is paused");
+    ASSERT_TRUE(f.regions->pause("sa", core::ControlOrigin::Api).ok);
+    ASSERT_TRUE(f.regions->pause("sb", core::ControlOrigin::Api).ok);
+    EXPECT_EQ(driver().hostBytes() - before, 6 * MiB);
+    const OpResult spilled = f.regions->spillHostBackups();
+    ASSERT_TRUE(spilled.ok) << spilled.message;
+    EXPECT_TRUE(spilled.changed);
+    EXPECT_EQ(spilled.bytes, 6 * MiB);
+    EXPECT_EQ(spilled.regions, 2u);
+    EXPECT_EQ(spilled.allocations, 2u);
+    EXPECT_STREQ(spilled.message, "moved 2 host backups to disk");
+    EXPECT_EQ(driver().hostBytes(), before);  // no pinned memory left, none kept for later
+    EXPECT_EQ(f.cuda.hostPoolBytes(), 0u);
+    EXPECT_STREQ(f.regions->spillHostBackups().message, "nothing to spill: no host backup");
+    // Read while paused, from the disk now; then resumed whole (through the disk
+    // path's staging buffers, as any disk backup's resume).
+    std::vector<uint8_t> copy(MiB);
+    Failure why;
+    ASSERT_TRUE(
+        f.regions->readBackup(reinterpret_cast<uint64_t>(b) + MiB, copy.data(), copy.size(), why))
+        << why.text;
+    EXPECT_EQ(copy[0], static_cast<uint8_t>(9 + MiB / 4096));
+    ASSERT_TRUE(f.regions->resume("sa", core::ControlOrigin::Api).ok);
+    ASSERT_TRUE(f.regions->resume("sb", core::ControlOrigin::Api).ok);
+    EXPECT_TRUE(CudaFixture::holds(a, 4 * MiB, 5));
+    EXPECT_TRUE(CudaFixture::holds(b, 2 * MiB, 9));
+    EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(a)));
+    EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(b)));
+}

@@ -95,16 +95,19 @@ namespace {
 // The program run under `policy` with the fake NVML playing `levels` (two
 // devices of 1,000 bytes each), each level held 10 rounds; it ends 5 rounds
 // after the curve.
-Profiled underCurve(const std::vector<std::pair<int, int>>& levels, const std::string& policy) {
+Profiled underCurve(const std::vector<std::pair<int, int>>& levels, const std::string& policy,
+                    const std::vector<std::string>& flags = {}) {
     const std::string dir = tempDir();
     std::ofstream curve(dir + "/curve.txt");
     curve << "1000 1000\n";
     for (const auto& [d0, d1] : levels)
         for (int i = 0; i < 10; ++i) curve << d0 << " " << d1 << "\n";
     curve.close();
+    std::vector<std::string> all{"--policy", writePolicy(dir, "p.json", policy)};
+    all.insert(all.end(), flags.begin(), flags.end());
     return profile(
         {PYTHON_BIN, script("policy_curve.py"), "rounds", std::to_string(10 * levels.size() + 5)},
-        {"--policy", writePolicy(dir, "p.json", policy)}, "",
+        all, "",
         {"MEMTOOL_NVML_LIBRARY=" + std::string(FAKE_NVML), "FAKE_NVML_CURVE=" + dir + "/curve.txt",
          "FAKE_NVML_ROUNDS=" + dir + "/rounds", "FAKE_NVML_START=" + dir + "/start"});
 }
@@ -143,6 +146,23 @@ TEST(Policies, AScriptedDeviceCurveGivesExactlyItsActions) {
     EXPECT_EQ(polls["series"]["cuda:1.total"]["points"][0][1], 1000);
 }
 
+// yield and restore (courtesy, --pausable all) from a policy: the program parks
+// at a safe point with all of its memory on disk while the device is over 90%,
+// and goes on, kv as it was, once it is under 40%.
+TEST(Policies, AYieldAndItsRestoreFollowTheDevice) {
+    Profiled p = underCurve({{500, 0}, {950, 0}, {600, 0}, {300, 0}}, R"({"interval_ms": 20,
+      "rules": [{"device": "cuda:0", "above": "90%", "do": "yield to disk"},
+                {"device": "cuda:0", "below": "40%", "do": "restore"}]})",
+                            {"--pausable", "all"});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(actionLines(p.trace), (std::vector<std::string>{"rule 1 cuda:0 yield to disk ok",
+                                                              "rule 2 cuda:0 restore ok"}));
+    EXPECT_EQ(lineStarting(p.outcome.out, "kv"), "kv ['resident'] True");
+    const auto& a = p.trace["policy_actions"];
+    EXPECT_GE(a[0]["bytes"].get<uint64_t>(), 8u << 20);  // kv, and whatever else was pausable
+    EXPECT_EQ(a[1]["bytes"], a[0]["bytes"]);
+}
+
 // max_disk: a pause whose backup would pass it is refused with the reason, and
 // its rule backs off (2 s, longer than the curve) instead of asking again.
 TEST(Policies, ADiskLimitRefusesTheBackupAndTheRuleBacksOff) {
@@ -155,6 +175,35 @@ TEST(Policies, ADiskLimitRefusesTheBackupAndTheRuleBacksOff) {
                                         "8.00 MiB"}));
     EXPECT_EQ(lineStarting(p.outcome.out, "kv"), "kv ['resident'] True");
     EXPECT_TRUE(p.process()["control"].empty());
+}
+
+// "spill host backups to disk" on a CUDA region's host backup (the fake driver):
+// the pinned memory goes, and the resume brings the content back from disk.
+TEST(Policies, ASpillMovesAPausedRegionsHostBackupToDisk) {
+    if (std::string(CUDA_REGION_USER_BIN).empty()) GTEST_SKIP() << "built without the CUDA parts";
+    const std::string dir = tempDir();
+    const std::string policy = writePolicy(dir, "p.json", R"({"interval_ms": 20, "rules": [
+      {"device": "cpu", "above": 1, "do": "spill host backups to disk", "cooldown_s": 0}]})");
+    Profiled p =
+        profile({CUDA_REGION_USER_BIN, "spill"}, {"--cuda", "runtime-hooks", "--policy", policy},
+                "", {"MEMTOOL_CUDA_DRIVER=" + std::string(FAKE_CUDA_DRIVER)});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err << p.outcome.out;
+    EXPECT_EQ(lineStarting(p.outcome.out, "pinned while paused"),
+              "pinned while paused 4194304");  // 3,000,000 B in 2 MiB granules
+    EXPECT_NE(p.outcome.out.find(" resumed 0 same "), std::string::npos) << p.outcome.out;
+    // Asked every round (no cool-down: a round before the pause finds nothing to
+    // spill); one of them moved the region's 4 MiB.
+    const auto& actions = p.trace["policy_actions"];
+    int moved = 0;
+    for (const auto& a : actions) {
+        EXPECT_EQ(a["do"], "spill host backups to disk");
+        // The last may have been asked as the program ended.
+        if (!a["ok"].get<bool>()) {
+            EXPECT_EQ(a["message"], "the process ended before it answered") << a.dump();
+        }
+        moved += a["bytes"] == 4194304;
+    }
+    EXPECT_EQ(moved, 1) << actions.dump();
 }
 
 // A real cgroup with a limit the test sets (where the machine lets it make one):

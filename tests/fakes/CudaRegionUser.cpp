@@ -15,6 +15,8 @@
 //   and for one outside every region.
 //   cuda_region_user implicit: the same allocation made outside any region, then
 //   tag "default" paused and resumed (run with torch_memory_saver's TMS_INIT_ENABLE).
+//   cuda_region_user spill: paused, then waits until its host backup's pinned
+//   memory is gone (a policy spilled it to disk) before the resume.
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -101,6 +103,12 @@ int main(int argc, char** argv) {
     const size_t held = used();
     const int paused = pause(tag, out, sizeof out);
     const size_t whilePaused = used();
+    if (argc > 1 && std::strcmp(argv[1], "spill") == 0) {
+        std::printf("pinned while paused %zu\n", pinned());
+        std::fflush(stdout);
+        while (pinned() != 0) {
+        }
+    }
     const int resumed = resume(tag, out, sizeof out);
     bool same = true;
     for (size_t i = 0; i < 3000000; ++i) same &= bytes[i] == static_cast<uint8_t>(i * 31);
