@@ -1,15 +1,14 @@
 #include "collectors/control/Collection.h"
 
-#include <fcntl.h>
 #include <malloc.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 #include "collectors/control/JsonWriter.h"
+#include "collectors/control/ResidentBytes.h"
 #include "collectors/control/SafePoint.h"
+#include "collectors/engine/MonotonicClock.h"
+#include "collectors/engine/RecursionGuard.h"
 #include "collectors/stacks/CPythonApi.h"
 #include "core/CtlArgs.h"
 #include "core/Protocol.h"
@@ -22,26 +21,6 @@ constexpr double kDefaultWaitS = 10;
 
 CPythonApi gPython;
 int gResolved = 0;  // 0 not tried, 1 resolved, -1 no interpreter
-
-// Resident bytes now (/proc/self/statm, read with read(2)); 0 when unreadable.
-uint64_t residentBytes() {
-    const int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    char text[128];
-    const ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    text[n] = '\0';
-    unsigned long long size = 0, resident = 0;
-    if (std::sscanf(text, "%llu %llu", &size, &resident) != 2) return 0;
-    return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-}
-
-uint64_t monotonicNs() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // On the main thread, the GIL held.
 void collectOnMainThread(void* ok) {
@@ -86,7 +65,12 @@ uint8_t Collection::command(size_t argc, const char* const* argv, char* out, siz
                 break;
         }
     }
-    if (emptyCache_) emptyCache_();
+    // What the cache gives back is the program's memory, recorded as such though
+    // the control thread asks (as Courtesy's yield does).
+    if (emptyCache_) {
+        ProgramEvents program;
+        emptyCache_();
+    }
     const bool trimmed = malloc_trim(0) != 0;
     const uint64_t after = residentBytes();
     JsonWriter j(out, size);

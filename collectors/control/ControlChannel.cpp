@@ -183,46 +183,7 @@ TagWords tagWords(bool pause, size_t argc, const char* const* argv) {
 
 constexpr uint64_t kParkWaitNs = 10'000'000'000;
 
-uint8_t runOnTagWords(Regions& regions, bool pause, const TagWords& w, char* out, size_t size);
-
-// "[tag ...]" of a pause/resume: each tag in turn, or every tag.
-uint8_t runOnTags(Regions& regions, SafePoint* safePoint, bool pause, size_t argc,
-                  const char* const* argv, char* out, size_t size) {
-    const TagWords w = tagWords(pause, argc, argv);
-    const char* refusal = w.error;
-    if (!refusal && w.park && !safePoint) refusal = "this process offers no safe points";
-    bool parked = false;
-    if (!refusal && w.park) {
-        switch (safePoint->park(kParkWaitNs)) {
-            case SafePoint::Outcome::Parked:
-                parked = true;
-                break;
-            case SafePoint::Outcome::TimedOut:
-                refusal = "the program reached no safe point within 10 s: nothing paused";
-                break;
-            case SafePoint::Outcome::NoSafePoints:
-                refusal =
-                    "the program offers no safe points (no Python, no memtool_safe_point): a "
-                    "policy pauses it only if its policy lists the tag in any_time";
-                break;
-            default:
-                refusal = "the program is parked for something else: nothing paused";
-                break;
-        }
-    }
-    if (refusal) {
-        JsonWriter j(out, size);
-        j.open('{');
-        j.key("ok").value(false);
-        j.key("message").value(refusal);
-        j.close('}');
-        return static_cast<uint8_t>(core::ReplyStatus::Failed);
-    }
-    const uint8_t status = runOnTagWords(regions, pause, w, out, size);
-    if (parked) safePoint->release();
-    return status;
-}
-
+// Each of the words' tags in turn, or every tag.
 uint8_t runOnTagWords(Regions& regions, bool pause, const TagWords& w, char* out, size_t size) {
     JsonWriter j(out, size);
     j.open('{');
@@ -258,6 +219,44 @@ uint8_t runOnTagWords(Regions& regions, bool pause, const TagWords& w, char* out
     j.key("seconds").value(seconds);
     j.close('}');
     return static_cast<uint8_t>(ok ? core::ReplyStatus::Ok : core::ReplyStatus::Failed);
+}
+
+// A pause or resume request: its words read, the program parked first where asked.
+uint8_t runOnTags(Regions& regions, SafePoint* safePoint, bool pause, size_t argc,
+                  const char* const* argv, char* out, size_t size) {
+    const TagWords w = tagWords(pause, argc, argv);
+    const char* refusal = w.error;
+    if (!refusal && w.park && !safePoint) refusal = "this process offers no safe points";
+    bool parked = false;
+    if (!refusal && w.park) {
+        switch (safePoint->park(kParkWaitNs)) {
+            case SafePoint::Outcome::Parked:
+                parked = true;
+                break;
+            case SafePoint::Outcome::TimedOut:
+                refusal = "the program reached no safe point within 10 s: nothing paused";
+                break;
+            case SafePoint::Outcome::NoSafePoints:
+                refusal =
+                    "the program offers no safe points (no Python, no memtool_safe_point): a "
+                    "policy pauses it only if its policy lists the tag in any_time";
+                break;
+            default:
+                refusal = "the program is parked for something else: nothing paused";
+                break;
+        }
+    }
+    if (refusal) {
+        JsonWriter j(out, size);
+        j.open('{');
+        j.key("ok").value(false);
+        j.key("message").value(refusal);
+        j.close('}');
+        return static_cast<uint8_t>(core::ReplyStatus::Failed);
+    }
+    const uint8_t status = runOnTagWords(regions, pause, w, out, size);
+    if (parked) safePoint->release();
+    return status;
 }
 
 }  // namespace

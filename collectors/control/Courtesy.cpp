@@ -1,15 +1,13 @@
 #include "collectors/control/Courtesy.h"
 
-#include <fcntl.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 #include "collectors/control/JsonWriter.h"
 #include "collectors/control/PausedAccess.h"
+#include "collectors/control/ResidentBytes.h"
 #include "collectors/engine/MonotonicClock.h"
 #include "collectors/engine/RecursionGuard.h"
 #include "core/CtlArgs.h"
@@ -19,21 +17,6 @@ namespace memtool::collectors::control {
 namespace {
 
 constexpr double kDefaultWaitS = 30;
-
-// This process's resident memory, from /proc/self/statm (read(2): no stdio here).
-uint64_t residentBytes() {
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    char buf[128];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    const char* resident = std::strchr(buf, ' ');
-    return resident ? std::strtoull(resident + 1, nullptr, 10) *
-                          static_cast<uint64_t>(sysconf(_SC_PAGESIZE))
-                    : 0;
-}
 
 }  // namespace
 

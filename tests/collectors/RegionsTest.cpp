@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "collectors/control/Backups.h"
+#include "collectors/control/Collection.h"
 #include "collectors/control/ControlChannel.h"
 #include "collectors/control/Courtesy.h"
 #include "collectors/control/CpuPagesBackend.h"
@@ -915,6 +916,33 @@ TEST(Courtesy, WhatEmptyingTheCacheFreesIsRecordedFromTheControlThread) {
     control.join();
     core::Aggregator agg = f.finish();
     EXPECT_TRUE(agg.streamVerified());  // nothing missed
+    ASSERT_TRUE(agg.end().has_value());
+    EXPECT_EQ(agg.end()->missedEvents, 0u);
+    EXPECT_EQ(agg.freesReceived(), 1u);
+}
+
+// A policy's gc runs on the control thread too: what emptying the cache frees is
+// recorded as the program's, and the answer says what it did.
+TEST(Collection, WhatAGcEmptiesFromTheCacheIsRecordedFromTheControlThread) {
+    Fixture f;
+    SafePoint safePoint;
+    Collection collection(safePoint);
+    static Engine* engine;
+    engine = &f.engine;
+    f.engine.alloc(core::kDeviceCpu, 0x10000, 4096);
+    collection.setCacheEmptier([] { engine->free(0x10000); });
+    char out[1024] = "";
+    std::thread control([&] {
+        RecursionGuard ours;
+        const char* argv[] = {"gc"};
+        EXPECT_EQ(collection.command(1, argv, out, sizeof out),
+                  static_cast<uint8_t>(core::ReplyStatus::Ok));
+    });
+    control.join();
+    EXPECT_NE(std::string(out).find("\"ok\":true,\"action\":\"gc\""), std::string::npos) << out;
+    EXPECT_NE(std::string(out).find("\"torch_cache_asked\":true"), std::string::npos) << out;
+    core::Aggregator agg = f.finish();
+    EXPECT_TRUE(agg.streamVerified());
     ASSERT_TRUE(agg.end().has_value());
     EXPECT_EQ(agg.end()->missedEvents, 0u);
     EXPECT_EQ(agg.freesReceived(), 1u);
