@@ -160,14 +160,8 @@ std::map<std::string, core::DeviceTotals> deviceTotals(const core::Aggregator& a
 // A series per device and pool, named as `memtool check` names them ("cuda:0.active").
 std::map<std::string, core::TimelineSeries> timelines(const core::Aggregator& agg) {
     std::map<std::string, core::TimelineSeries> series;
-    for (const auto& [code, d] : agg.devices()) {
-        if (d.timeline.empty()) continue;
-        core::TimelineSeries& s = series[core::deviceName(code)];
-        s.bucketS = static_cast<double>(d.timeline.bucketNs()) / 1e9;
-        // The same conversion as peak_time_s: the peak's point carries that very number.
-        for (const core::TimelineSample& sample : d.timeline.samples())
-            s.points.push_back({static_cast<double>(sample.timeNs) / 1e9, sample.bytes});
-    }
+    for (const auto& [code, d] : agg.devices())
+        if (!d.timeline.empty()) series[core::deviceName(code)] = timelineSeries(d.timeline);
     return series;
 }
 
@@ -604,6 +598,15 @@ std::string siteText(const core::Aggregator& agg, Symbolizer& symbolizer, const 
 
 bool endsShownStack(const core::Frame& own, bool pythonFollows) {
     return own.function == "main" || (pythonFollows && isInterpreterFrame(own));
+}
+
+core::TimelineSeries timelineSeries(const core::Timeline& timeline) {
+    core::TimelineSeries s;
+    s.bucketS = static_cast<double>(timeline.bucketNs()) / 1e9;
+    // The same conversion as peak_time_s: the peak's point carries that very number.
+    for (const core::TimelineSample& sample : timeline.samples())
+        s.points.push_back({static_cast<double>(sample.timeNs) / 1e9, sample.bytes});
+    return s;
 }
 
 }  // namespace memtool::cli

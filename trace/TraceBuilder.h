@@ -51,6 +51,9 @@ core::ProcessTrace buildProcessBody(const core::Aggregator& agg, Symbolizer& sym
 void applyOutcome(core::ProcessTrace& p, const core::Aggregator& agg,
                   const ProcessOutcome& outcome);
 
+// A timeline as trace.json keeps it: its samples in seconds, and its buckets' width.
+core::TimelineSeries timelineSeries(const core::Timeline& timeline);
+
 // One stack as trace.json shows it, innermost frame first: the native frames
 // (symbolized) with the Python frames where the interpreter's were.
 std::vector<core::Frame> stackFrames(const core::Aggregator& agg, Symbolizer& symbolizer,

@@ -17,11 +17,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <initializer_list>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "cli/ctl/ControlDirectory.h"
 #include "cli/policy/Policy.h"
@@ -577,11 +575,9 @@ void checkCommandWords(const std::vector<std::string>& argv) {
 // against the process's regions.
 json policyRequest(long pid, const std::string& what) {
     if (what == "off" || what == "show") return {{"op", "policy"}, {"pid", pid}, {"policy", what}};
-    policy::readPolicyFile(what);
-    std::ifstream in(what);
-    std::stringstream text;
-    text << in.rdbuf();
-    return {{"op", "policy"}, {"pid", pid}, {"policy", json::parse(text.str())}};
+    json document = policy::readPolicyDocument(what);
+    policy::parsePolicy(document);
+    return {{"op", "policy"}, {"pid", pid}, {"policy", std::move(document)}};
 }
 
 int printPolicy(long pid, const std::string& status, const json& body, const std::string& format) {

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "core/Error.h"
+#include "core/Files.h"
 #include "core/Units.h"
 
 namespace memtool::cli::policy {
@@ -17,6 +17,8 @@ namespace memtool::cli::policy {
 using nlohmann::json;
 
 namespace {
+
+constexpr uint64_t kMaxPolicyBytes = 1 << 20;
 
 [[noreturn]] void refuse(const std::string& why) {
     throw core::Error(core::kExitBadInput, "policy: " + why);
@@ -414,16 +416,19 @@ Policy parsePolicy(const json& doc) {
     return p;
 }
 
-Policy readPolicyFile(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw core::Error(core::kExitBadInput, "policy: cannot read " + path);
-    std::stringstream text;
-    text << in.rdbuf();
-    const json doc = json::parse(text.str(), nullptr, false);
+json readPolicyDocument(const std::string& path) {
+    // A regular file (or a shell's pipe, <(...)), never a FIFO that could block.
+    std::string why;
+    const std::optional<std::string> text =
+        core::readRegularFile(path, kMaxPolicyBytes, &why, /*anonymousPipes=*/true);
+    if (!text) throw core::Error(core::kExitBadInput, "policy: cannot read " + path + ": " + why);
+    json doc = json::parse(*text, nullptr, false);
     if (doc.is_discarded())
         throw core::Error(core::kExitBadInput, "policy: " + path + " is not valid JSON");
-    return parsePolicy(doc);
+    return doc;
 }
+
+Policy readPolicyFile(const std::string& path) { return parsePolicy(readPolicyDocument(path)); }
 
 void checkTags(const Policy& policy, const std::vector<std::string>& knownTags) {
     const std::set<std::string> known(knownTags.begin(), knownTags.end());

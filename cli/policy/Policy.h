@@ -88,7 +88,9 @@ struct Policy {
 // The document -> a checked policy. Throws core::Error (exit 2) with
 // "policy: rule N: ..." (or "policy: ...") on the first thing wrong.
 Policy parsePolicy(const nlohmann::json& document);
-// The same from a file's text (`source` names it in errors).
+// A file's JSON document, unchecked (errors as parsePolicy's: unreadable, not
+// JSON), and the policy it holds.
+nlohmann::json readPolicyDocument(const std::string& path);
 Policy readPolicyFile(const std::string& path);
 // Checks the tags the rules name against the regions a process declared; throws
 // as parsePolicy does for one that names none of them.

@@ -13,18 +13,13 @@
 #include "cli/stream/CollectorListener.h"
 #include "core/Error.h"
 #include "core/Units.h"
+#include "trace/TraceBuilder.h"
 
 namespace memtool::cli::policy {
 
 using nlohmann::json;
 
 namespace {
-
-uint64_t unixNow() {
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 json ruleLines(const Policy& p) {
     json lines = json::array();
@@ -142,8 +137,7 @@ std::vector<DeviceReading> PolicyRunner::readingsOf(pid_t pid, const UsageSample
         r.used = d.used;
         r.total = d.total;
     }
-    for (const auto& c : listener_.connections()) {
-        if (!c->open() || !c->isStream() || c->aggregator().handshake()->pid != pid) continue;
+    if (const CollectorConnection* c = streamOf(pid))
         for (const auto& [code, d] : c->aggregator().devices()) {
             if (core::devicePool(code) != core::DevicePool::Device) continue;
             const std::string name = core::deviceName(code);
@@ -154,7 +148,6 @@ std::vector<DeviceReading> PolicyRunner::readingsOf(pid_t pid, const UsageSample
             r.allocated += d.allocatedBytes;
             r.freed += d.freedBytes;
         }
-    }
     std::vector<DeviceReading> out;
     for (auto& [name, r] : byName) out.push_back(std::move(r));
     return out;
@@ -169,7 +162,7 @@ void PolicyRunner::runNext(pid_t pid) {
     p.diskBytes = diskBytesFor(pid, d);
     if (const std::string why = overDiskLimit(pid, p.engine->policy(), p.diskBytes); !why.empty())
         return refuse(pid, d, why);
-    const uint64_t start = unixNow();
+    const uint64_t start = unixNowNs();
     p.inFlight = true;
     if (!control_.ask(pid, d.action.command(anyTime),
                       [this, pid, d, start](const json& reply) { answered(pid, d, start, reply); }))
@@ -184,8 +177,7 @@ uint64_t PolicyRunner::diskBytesFor(pid_t pid, const Decision& d) const {
     const bool spill = d.action.kind == ActionKind::Spill;
     if (!pause && !yield && !spill) return 0;
     uint64_t bytes = 0;
-    for (const auto& c : listener_.connections()) {
-        if (!c->open() || !c->isStream() || c->aggregator().handshake()->pid != pid) continue;
+    if (const CollectorConnection* c = streamOf(pid))
         for (const auto& [id, r] : c->aggregator().regions()) {
             if (pause && r.record.tag != d.action.tag) continue;
             const bool cuda = core::cudaOrdinal(r.record.device) >= 0;
@@ -203,7 +195,6 @@ uint64_t PolicyRunner::diskBytesFor(pid_t pid, const Decision& d) const {
                                     : r.record.backup == core::BackupKind::Disk;
             if (toDisk) bytes += r.liveBytes - std::min(r.liveBytes, r.pausedBytes);
         }
-    }
     return bytes;
 }
 
@@ -220,7 +211,7 @@ std::string PolicyRunner::overDiskLimit(pid_t pid, const Policy& policy, uint64_
 
 // A decision not sent: kept as a failed action (the rule backs off).
 void PolicyRunner::refuse(pid_t pid, const Decision& d, const std::string& why) {
-    const uint64_t now = unixNow();
+    const uint64_t now = unixNowNs();
     answered(pid, d, now, {{"status", "failed"}, {"body", {{"ok", false}, {"message", why}}}});
 }
 
@@ -258,17 +249,20 @@ void PolicyRunner::answered(pid_t pid, const Decision& d, uint64_t startNs, cons
     auto it = processes_.find(pid);
     if (it == processes_.end()) return;
     it->second.inFlight = false;
-    if (it->second.engine) it->second.engine->done(d, a.ok, unixNow());
+    if (it->second.engine) it->second.engine->done(d, a.ok, unixNowNs());
     runNext(pid);
 }
 
-double PolicyRunner::processClock(pid_t pid, uint64_t unixNs) const {
+const CollectorConnection* PolicyRunner::streamOf(pid_t pid) const {
     for (const auto& c : listener_.connections())
-        if (c->isStream() && c->aggregator().handshake()->pid == pid) {
-            const uint64_t start = c->aggregator().handshake()->startUnixNs;
-            return unixNs > start ? static_cast<double>(unixNs - start) / 1e9 : 0.0;
-        }
-    return 0;
+        if (c->open() && c->isStream() && c->aggregator().handshake()->pid == pid) return c.get();
+    return nullptr;
+}
+
+double PolicyRunner::processClock(pid_t pid, uint64_t unixNs) const {
+    const auto it = streamStarts_.find(pid);
+    if (it == streamStarts_.end() || unixNs <= it->second) return 0;
+    return static_cast<double>(unixNs - it->second) / 1e9;
 }
 
 json PolicyRunner::command(pid_t pid, const json& request, const std::vector<std::string>& tags) {
@@ -312,12 +306,7 @@ void PolicyRunner::describe(core::Trace& trace) const {
     polls.startUnixS = static_cast<double>(firstUnixNs_) / 1e9;
     polls.hostSource = source_->hostSource();
     polls.cudaSource = source_->cudaSource();
-    for (const auto& [name, timeline] : series_) {
-        core::TimelineSeries& s = polls.series[name];
-        s.bucketS = static_cast<double>(timeline.bucketNs()) / 1e9;
-        for (const core::TimelineSample& sample : timeline.samples())
-            s.points.push_back({static_cast<double>(sample.timeNs) / 1e9, sample.bytes});
-    }
+    for (const auto& [name, timeline] : series_) polls.series[name] = timelineSeries(timeline);
     trace.polls = std::move(polls);
     for (core::ProcessTrace& p : trace.processes)
         if (const auto it = streamStarts_.find(static_cast<pid_t>(p.pid));

@@ -26,6 +26,7 @@
 #include "trace/TraceModel.h"
 
 namespace memtool::cli {
+class CollectorConnection;
 class CollectorListener;
 class ControlServer;
 class EventLoop;
@@ -86,6 +87,9 @@ private:
     std::string overDiskLimit(pid_t pid, const Policy& policy, uint64_t more) const;
     void refuse(pid_t pid, const Decision& d, const std::string& why);
     void answered(pid_t pid, const Decision& d, uint64_t startNs, const nlohmann::json& reply);
+    // Process `pid`'s open stream, or null.
+    const CollectorConnection* streamOf(pid_t pid) const;
+    // Seconds on `pid`'s clock (its stream's start, as the rounds saw it).
     double processClock(pid_t pid, uint64_t unixNs) const;
 
     CollectorListener& listener_;

@@ -10,16 +10,16 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/Files.h"
+
 namespace memtool::cli::policy {
 
 namespace {
 
+// A /proc or cgroup file (their sizes read as 0: read to the end, 1 MiB at most).
 std::optional<std::string> readText(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) return std::nullopt;
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
+    std::string why;
+    return core::readRegularFile(path, 1 << 20, &why);
 }
 
 std::optional<uint64_t> readNumber(const std::string& path) {
@@ -33,12 +33,6 @@ std::optional<uint64_t> readNumber(const std::string& path) {
 
 // v1 writes "no limit" as the largest page multiple below 2^63.
 constexpr uint64_t kNoLimit = uint64_t{1} << 62;
-
-uint64_t nowUnixNs() {
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // The memory controller's path of `pid`: ("v2", "/a/b") or ("v1", "/a/b").
 std::optional<std::pair<std::string, std::string>> cgroupPath(pid_t pid, const std::string& proc) {
@@ -130,7 +124,7 @@ public:
     }
     UsageSample poll(const std::vector<pid_t>& pids) override {
         UsageSample s;
-        s.unixNs = nowUnixNs();
+        s.unixNs = unixNowNs();
         std::optional<HostMemory> host = cgroup_ ? readCgroup(*cgroup_) : std::nullopt;
         if (!host) host = meminfoMemory();
         if (host) s.devices.push_back({"cpu", host->used, host->total, std::nullopt});
@@ -244,6 +238,12 @@ std::optional<std::vector<int>> visibleDevices(pid_t pid, const std::string& pro
         return out;
     }
     return std::nullopt;
+}
+
+uint64_t unixNowNs() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 std::unique_ptr<UsageSource> systemUsage(pid_t program, const std::string& backupDirectory) {

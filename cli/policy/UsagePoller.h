@@ -47,6 +47,9 @@ public:
     virtual std::string cudaSource() const = 0;
 };
 
+// CLOCK_REALTIME in ns: the rounds' and the actions' time.
+uint64_t unixNowNs();
+
 // The machine's: `program` is the launched process (its cgroup is the run's;
 // its CUDA_VISIBLE_DEVICES maps NVML's indexes to the program's cuda:N).
 std::unique_ptr<UsageSource> systemUsage(pid_t program, const std::string& backupDirectory);
