@@ -104,6 +104,14 @@ public:
     const std::string& continuationProblem() const { return continuationProblem_; }
     // Live bytes of a stack at its device's peak.
     uint64_t liveAtPeak(const StackState& s) const;
+    // The index into stacks() of (device, native node, Python node); UINT32_MAX
+    // when no allocation came from it.
+    uint32_t findStack(uint8_t device, uint64_t nativeNode, uint64_t pyNode) const {
+        const auto& t = tables_[device];
+        if (!t) return UINT32_MAX;
+        const auto it = t->stackIds.find((nativeNode << 32) ^ pyNode);
+        return it == t->stackIds.end() ? UINT32_MAX : it->second;
+    }
 
     const std::optional<Handshake>& handshake() const { return handshake_; }
     const std::optional<EndFields>& end() const { return end_; }

@@ -22,6 +22,7 @@ cd "$(dirname "$0")/.."
 USER_PACKAGES=(
   g++ cmake ninja-build pkg-config git
   libfmt-dev libcli11-dev nlohmann-json3-dev robin-map-dev
+  libzstd-dev  # the event log's compression (memtool run --events)
   libunwind-dev libdw-dev libelf-dev
   zlib1g-dev liblzma-dev libbz2-dev  # the archives libdw.a needs: the CLI links elfutils in
   patchelf     # the wheel (its libunwind gets a run path of $ORIGIN), scripts/gpu-pack.sh

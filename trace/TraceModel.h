@@ -197,6 +197,17 @@ struct SourceFile {
     std::map<uint64_t, std::string> lines;  // line number (from 1) -> its text, newline cut
 };
 
+// memtool run --events: how this process's events were kept, in the log the
+// trace names (Trace::eventsFile; trace/EventLog.h).
+struct EventsSummary {
+    uint64_t section = 0;  // its entry's position in the log
+    std::string mode;      // "last" (a ring of the last `limit`) or "all"
+    uint64_t limit = 0;
+    uint64_t seen = 0;    // that arrived
+    uint64_t kept = 0;    // in the log
+    uint64_t folded = 0;  // folded into windows by the collector: not in the log
+};
+
 struct ProcessTrace {
     int64_t pid = 0;
     int64_t ppid = 0;
@@ -263,6 +274,7 @@ struct ProcessTrace {
     // by the name they give (files that could not be read are absent).
     std::map<std::string, SourceFile> sources;
     std::vector<std::string> warnings;
+    std::optional<EventsSummary> events;
 };
 
 // The first warning of an untracked process: that it loaded no allocator memtool
@@ -318,6 +330,8 @@ struct Trace {
     std::vector<ProcessTrace> processes;
     std::optional<PollSeries> polls;
     std::vector<PolicyAction> policyActions;
+    // The event log's file (--events), beside the trace: a plain file name; empty: none.
+    std::string eventsFile;
 };
 
 // "cpu", "cuda:0", "cuda:0.active", ... for a wire device code.

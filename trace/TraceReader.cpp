@@ -13,6 +13,7 @@
 #include "core/FrameTable.h"
 #include "core/SourceHash.h"
 #include "core/Units.h"
+#include "trace/EventLog.h"
 #include "trace/RecordedSources.h"
 #include "trace/TraceWriter.h"
 
@@ -109,6 +110,19 @@ core::DeviceTotals deviceFromJson(const json& j) {
     d.source = j.value("source", std::string());
     poolsFromJson(j, d.pools, poolTotalsFromJson);
     return d;
+}
+
+core::EventsSummary eventsSummaryFromJson(const json& j) {
+    core::EventsSummary e;
+    e.section = unsignedField(j, "section");
+    e.mode = j.at("mode").get<std::string>();
+    if (e.mode != core::kEventsLast && e.mode != core::kEventsAll)
+        throw MalformedTrace("unknown events mode " + brief(j.at("mode")));
+    e.limit = unsignedField(j, "limit");
+    e.seen = unsignedField(j, "seen");
+    e.kept = unsignedField(j, "kept");
+    e.folded = unsignedField(j, "folded");
+    return e;
 }
 
 core::Frame frameFromJson(const json& j) {
@@ -458,6 +472,7 @@ core::ProcessTrace processFromJson(const json& j) {
             p.sources[file] = sourceFileFromJson(file, source);
     }
     if (j.contains("warnings")) p.warnings = j["warnings"].get<std::vector<std::string>>();
+    if (j.contains("events")) p.events = eventsSummaryFromJson(j.at("events"));
     // Older traces say it by what they hold: a collector's stream has at least its
     // handshake; the untracked program has no stream and no device.
     p.tracked = j.contains("tracked") ? j.at("tracked").get<bool>()
@@ -469,6 +484,8 @@ core::ProcessTrace processFromJson(const json& j) {
 
 // The text is the one writer of trace.json (TraceText.h); a document is what it
 // reads back as.
+core::Frame readFrame(const json& j) { return frameFromJson(j); }
+
 json traceToJson(const core::Trace& trace) { return json::parse(traceToText(trace)); }
 
 json hotspotToJson(const core::Hotspot& h) { return json::parse(hotspotText(h)); }
@@ -496,6 +513,7 @@ core::Trace traceFromJson(const json& j, const std::string& origin) {
         if (j.contains("policy_actions"))
             for (const auto& a : j.at("policy_actions"))
                 t.policyActions.push_back(policyActionFromJson(a));
+        t.eventsFile = j.value("events_file", std::string());
         return t;
     } catch (const json::exception& e) {
         throw core::Error(core::kExitBadInput, origin + ": malformed trace: " + e.what());

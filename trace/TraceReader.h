@@ -18,6 +18,9 @@ core::Trace traceFromJson(const nlohmann::json& j, const std::string& origin);
 nlohmann::json hotspotToJson(const core::Hotspot& h);
 // One line row as trace.json writes it (its pools included).
 nlohmann::json lineToJson(const core::LineStat& l);
+// One entry of a frames table as trace.json writes it; throws std::exception
+// (nlohmann's, or std::runtime_error) for one that is not a frame.
+core::Frame readFrame(const nlohmann::json& j);
 
 // A trace file may hold at most this many bytes (its JSON tree takes several times
 // as much memory); the environment variable MEMTOOL_MAX_TRACE_BYTES sets another

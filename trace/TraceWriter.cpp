@@ -208,6 +208,11 @@ void writeDevice(TextWriter& w, const core::DeviceTotals& d) {
     w.object(std::move(m));
 }
 
+void writeEventsSummary(TextWriter& w, const core::EventsSummary& e) {
+    w.object({field(w, "section", e.section), field(w, "mode", e.mode), field(w, "limit", e.limit),
+              field(w, "seen", e.seen), field(w, "kept", e.kept), field(w, "folded", e.folded)});
+}
+
 void writeFrame(TextWriter& w, const core::Frame& f) {
     Members m = {{"kind", [&w, &f] { w.value(f.isPython() ? "python" : "native"); }},
                  field(w, "function", f.function),
@@ -396,6 +401,7 @@ void writeProcess(TextWriter& w, const core::ProcessTrace& p, const RenderedBody
         m.push_back(mapField(w, "rank_environment", p.rankEnvironment,
                              [](TextWriter& to, const std::string& v) { to.value(v); }));
     if (!p.sources.empty()) m.push_back(mapField(w, "sources", p.sources, writeSource));
+    if (p.events) m.push_back({"events", [&w, &e = *p.events] { writeEventsSummary(w, e); }});
     w.object(std::move(m));
 }
 
@@ -463,6 +469,7 @@ void writeTrace(TextWriter& w, const core::Trace& trace,
     if (trace.polls) m.push_back({"polls", [&w, &trace] { writePolls(w, *trace.polls); }});
     if (!trace.policyActions.empty())
         m.push_back(arrayField(w, "policy_actions", trace.policyActions, writePolicyAction));
+    if (!trace.eventsFile.empty()) m.push_back(field(w, "events_file", trace.eventsFile));
     w.object(std::move(m));
     w.raw("\n");
 }

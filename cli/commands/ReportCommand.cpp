@@ -11,11 +11,14 @@
 #include "cli/Commands.h"
 #include "cli/commands/SharedOptions.h"
 #include "cli/run/OutputPattern.h"
+#include "core/CtlArgs.h"
 #include "core/Error.h"
 #include "core/SiteChoice.h"
 #include "core/Units.h"
 #include "reporters/Check.h"  // parseMetric
 #include "reporters/CollapsedReporter.h"
+#include "reporters/EventReporter.h"
+#include "reporters/EventViews.h"
 #include "reporters/HtmlReporter.h"
 #include "reporters/JsonReporter.h"
 #include "reporters/LineReporter.h"
@@ -23,6 +26,8 @@
 #include "reporters/PerfettoReporter.h"
 #include "reporters/ProcessSelection.h"
 #include "reporters/TableReporter.h"
+#include "reporters/TorchSnapshot.h"
+#include "trace/EventLogFile.h"
 #include "trace/TraceReader.h"
 
 namespace memtool::cli {
@@ -46,7 +51,54 @@ struct ReportArgs {
     CLI::Option* depthOption = nullptr;
     CLI::Option* groupOption = nullptr;
     CLI::Option* bytesOption = nullptr;
+    // The event log's reports (--events): how many events before the focus, and --at.
+    size_t eventsBefore = 10;
+    std::string at;
+    CLI::Option* eventsBeforeOption = nullptr;
 };
+
+// A trace's event log, when the report reads it: the text and JSON reports
+// (the events before the focus), --at and --format torch-snapshot.
+std::optional<core::EventLog> eventLogFor(const core::Trace& trace, const ReportArgs& a) {
+    const bool reads =
+        a.format == "torch-snapshot" || !a.at.empty() ||
+        ((a.format == "text" || a.format == "json") && !a.lines && a.eventsBefore > 0);
+    if (trace.eventsFile.empty()) {
+        if (a.format == "torch-snapshot" || !a.at.empty())
+            throw core::Error(core::kExitBadInput,
+                              std::string(a.at.empty() ? "--format torch-snapshot" : "--at") +
+                                  ": the trace has no event log (memtool run --events N|all)");
+        return std::nullopt;
+    }
+    if (!reads) return std::nullopt;
+    return reporters::loadEventLog(reporters::eventLogPath(a.path, trace.eventsFile));
+}
+
+// --format torch-snapshot: the one process of `trace` with an event log.
+std::string torchSnapshot(const core::Trace& trace, const core::EventLog& log) {
+    const core::ProcessEvents* only = nullptr;
+    for (const core::ProcessTrace& p : trace.processes) {
+        const core::ProcessEvents* e = reporters::eventsOf(log, p);
+        if (e && only)
+            throw core::Error(core::kExitBadInput,
+                              "--format torch-snapshot: several processes have event logs: "
+                              "choose one with --pid, or write one file each with -o %p");
+        if (e) only = e;
+    }
+    if (!only)
+        throw core::Error(core::kExitBadInput,
+                          "--format torch-snapshot: no process shown has an event log");
+    return reporters::renderTorchSnapshot(*only);
+}
+
+double atSeconds(const std::string& text) {
+    char* end = nullptr;
+    const double s = std::strtod(text.c_str(), &end);
+    if (!core::isDecimalText(text.c_str()) || *end != '\0' || !(s >= 0 && s <= 1e9))
+        throw core::Error(core::kExitBadInput,
+                          "--at '" + text + "': give seconds from the process's start (e.g. 1.5)");
+    return s;
+}
 
 // --sort active or reserved needs PyTorch's caching-allocator figures somewhere in
 // the trace; a device without them is sorted by its peak, and the table says so.
@@ -63,18 +115,30 @@ void checkSortKey(const core::Trace& trace, reporters::SortKey sort) {
                           "count or leaked");
 }
 
-// One report of `trace` into `output` (stdout when empty).
-void renderReport(const core::Trace& trace, const ReportArgs& a, const std::string& output) {
+// One report of `trace` into `output` (stdout when empty); `log`: its event log, when read.
+void renderReport(const core::Trace& trace, const ReportArgs& a, const std::string& output,
+                  const core::EventLog* log) {
     std::ostringstream out;
-    if (a.format == "collapsed") {
+    if (a.format == "torch-snapshot") {
+        writeText(output, torchSnapshot(trace, *log));
+        return;
+    } else if (!a.at.empty() && a.format == "json") {
+        out << reporters::liveAtJson(trace, *log, atSeconds(a.at), a.options).dump(2) << '\n';
+    } else if (!a.at.empty()) {
+        reporters::renderLiveAt(trace, *log, atSeconds(a.at), a.options, out);
+    } else if (a.format == "collapsed") {
         reporters::renderCollapsed(
             trace, reporters::parseMetric(a.metric.empty() ? "peak" : a.metric), out,
             a.pythonOnly ? reporters::StackView::PythonOnly : reporters::StackView::WithNative);
     } else if (a.lines && a.format == "text") {
         reporters::renderLines(trace, a.lineOptions, out);
     } else if (a.format == "json") {
-        out << reporters::renderJson(trace, a.options, a.lines ? &a.lineOptions : nullptr).dump(2)
-            << '\n';
+        nlohmann::json j =
+            reporters::renderJson(trace, a.options, a.lines ? &a.lineOptions : nullptr);
+        if (log)
+            j["events_before"] =
+                reporters::eventsBeforeJson(trace, *log, a.eventsBefore, a.options);
+        out << j.dump(2) << '\n';
     } else if (a.format == "html") {
         reporters::HtmlOptions html;
         html.hotspots = a.options;
@@ -87,6 +151,7 @@ void renderReport(const core::Trace& trace, const ReportArgs& a, const std::stri
         out << reporters::renderPerfetto(trace).dump(1) << '\n';
     } else {
         reporters::renderTable(trace, a.options, out);
+        if (log) reporters::renderEventsBefore(trace, *log, a.eventsBefore, a.options, out);
     }
     // The text a terminal shows (the table, the lines, folded stacks): names from
     // the trace cannot drive it. JSON escapes them itself; HTML and Perfetto are files
@@ -109,11 +174,17 @@ int reportCommand(const ReportArgs& a) {
                           std::string(a.lineOptions.file.empty() ? "--function" : "--file") +
                               " selects rows of the line table: add --lines");
     if (!a.output.empty() && a.output != "-") checkOutputPattern(a.output, core::kExitBadInput);
+    if (a.format == "torch-snapshot" && (a.output.empty() || a.output == "-"))
+        throw core::Error(core::kExitBadInput,
+                          "--format torch-snapshot writes a pickle: give -o FILE (snap.pickle)");
+    if (!a.at.empty() && a.format != "text" && a.format != "json")
+        throw core::Error(core::kExitBadInput, "--at goes with the text report or --format json");
     core::Trace trace = reporters::selectProcesses(reporters::loadTrace(a.path), a.processes);
     checkSortKey(trace, a.options.sort);
+    const std::optional<core::EventLog> log = eventLogFor(trace, a);
     // -o with %p or %r: a report per process (or per rank), as `memtool run -o` writes traces.
     for (const auto& [path, part] : splitByOutputPattern(std::move(trace), a.output))
-        renderReport(part, a, path);
+        renderReport(part, a, path, log ? &*log : nullptr);
     return 0;
 }
 
@@ -164,8 +235,9 @@ void addOutputOptions(CLI::App* cmd, ReportArgs& a) {
     cmd->add_option("--format", a.format,
                     "text, json, html (one self-contained page with charts), collapsed "
                     "(folded stacks for flame graph tools) or perfetto (Chrome trace-event "
-                    "JSON for ui.perfetto.dev)")
-        ->check(CLI::IsMember({"text", "json", "html", "collapsed", "perfetto"}))
+                    "JSON for ui.perfetto.dev) or torch-snapshot (PyTorch's memory snapshot "
+                    "pickle, for memory_viz; needs the trace's event log)")
+        ->check(CLI::IsMember({"text", "json", "html", "collapsed", "perfetto", "torch-snapshot"}))
         ->capture_default_str();
     cmd->add_option("-o,--output", a.output,
                     "Write the report here instead of stdout (%p, %r: a file per process, "
@@ -176,6 +248,15 @@ void addOutputOptions(CLI::App* cmd, ReportArgs& a) {
         ->check(CLI::IsMember({"peak", "allocated", "leaked"}));
     cmd->add_flag("--python-only", a.pythonOnly,
                   "With --format collapsed: only the Python frames of each stack");
+    a.eventsBeforeOption =
+        cmd->add_option("--events-before", a.eventsBefore,
+                        "With an event log (memtool run --events): how many events before the "
+                        "out-of-memory error, else the peak, the report lists (0: none)")
+            ->transform(decimalCount(kMostShown))
+            ->capture_default_str();
+    cmd->add_option("--at", a.at,
+                    "With an event log: what was live SECONDS into each process, by stack, "
+                    "instead of the report");
 }
 
 // What a hotspot row is, how sizes read, and which processes count.

@@ -34,6 +34,7 @@
 #include "cli/run/OutputPattern.h"
 #include "cli/run/PreloadReach.h"
 #include "cli/run/ProcStat.h"
+#include "cli/run/RunEvents.h"
 #include "cli/run/SignalRouter.h"
 #include "cli/run/TargetProcess.h"
 #include "cli/stream/CollectorListener.h"
@@ -95,8 +96,11 @@ std::string backupDirectory(const std::string& base) {
 // as its own record; 2, it folds every run of events into Window records; else
 // only runs that come fast (collectors/engine/RecordWriter.h). The trace is the same
 // either way: it is there to measure what folding costs and saves, and to test it.
-std::string foldingOption() {
+// Under --events every event is its own record, as a window has none (unless
+// MEMTOOL_FOLD=2 says always: its events are counted as folded, not logged).
+std::string foldingOption(bool events) {
     const char* fold = std::getenv("MEMTOOL_FOLD");
+    if (events && !(fold && std::string(fold) == "2")) return ",fold=0";
     if (fold && std::string(fold) == "0") return ",fold=0";
     if (fold && std::string(fold) == "2") return ",fold=2";
     return "";
@@ -127,7 +131,7 @@ std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std:
              // control thread sends it from the start.
              options.live ? ",control=1" : "",
              options.hostPoolBytes ? fmt::format(",hostpool={}", *options.hostPoolBytes) : "",
-             foldingOption())},
+             foldingOption(options.events.on()))},
     };
     // The CUDA driver loads this when (and only if) the program initializes CUDA.
     if (!cuda.injection.empty()) env.push_back({"CUDA_INJECTION64_PATH", cuda.injection});
@@ -358,7 +362,8 @@ std::map<int64_t, int> reapedChildren(const CollectorListener& listener) {
 // rendered[i]: trace.processes[i]'s body text rendered ahead, or null.
 core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess& target,
                           const RunOptions& options, const CudaPlan& cuda, PreparedBodies& bodies,
-                          std::vector<const reporters::RenderedBody*>& rendered) {
+                          std::vector<const reporters::RenderedBody*>& rendered,
+                          RunEvents& events) {
     core::Trace trace;
     trace.memtoolVersion = MEMTOOL_VERSION;
     const auto lost = lostStreams(listener);
@@ -380,6 +385,7 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
         o.streamError = lostReason(*launched);
         if (o.streamError.empty()) o.streamError = launched->error();
         trace.processes.push_back(bodies.take(*launched, o, &rendered.emplace_back()));
+        events.add(trace.processes.back(), *launched);
         trace.processes.back().attached = options.attach;
         if (!target.isOutside()) {  // a tracked block's process runs on: no wait4 figures
             trace.processes.back().maxRssBytes = target.maxRssBytes();
@@ -429,6 +435,7 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
             o.streamError =
                 c->open() ? unwaitedReason(options.waitChildrenS, target.isOutside()) : c->error();
         trace.processes.push_back(bodies.take(*c, o, &rendered.emplace_back()));
+        events.add(trace.processes.back(), *c);
     }
     // By pid after the first, each with its text.
     std::vector<size_t> order(trace.processes.size());
@@ -603,6 +610,19 @@ void announceTrack(const std::vector<EnvVariable>& env, const std::string& colle
     if (!std::cout) throw core::Error(core::kExitRunFailed, "run: --track: stdout is closed");
 }
 
+// The event log of `trace`, beside `path`. The run is not lost when it cannot be
+// written: the trace says why, and names none.
+void writeEvents(const RunEvents& events, core::Trace& trace, const std::string& path) {
+    if (!events.any()) return;
+    try {
+        events.write(trace, path);
+    } catch (const core::Error& e) {
+        trace.processes.front().warnings.push_back(
+            std::string("the event log could not be written: ") + e.what());
+        for (core::ProcessTrace& p : trace.processes) p.events.reset();
+    }
+}
+
 // The trace of what the listener holds, written to `output` (one file, or with %p or
 // %r in its name one per process or rank; nothing when `discard`), and the summary.
 // `amend`: what the caller adds to the trace before it is written.
@@ -610,7 +630,8 @@ void writeRun(CollectorListener& listener, const TargetProcess& target, const Ru
               const std::string& output, const CudaPlan& cuda, PreparedBodies& bodies, bool discard,
               const std::function<void(core::Trace&)>& amend = nullptr) {
     std::vector<const reporters::RenderedBody*> rendered;
-    core::Trace trace = assembleTrace(listener, target, options, cuda, bodies, rendered);
+    RunEvents events;
+    core::Trace trace = assembleTrace(listener, target, options, cuda, bodies, rendered, events);
     if (amend) amend(trace);
     // Every frame is named: the object files the symbolizers hold can go, and the
     // spare descriptor too, so that the sources and the trace can be opened.
@@ -622,10 +643,14 @@ void writeRun(CollectorListener& listener, const TargetProcess& target, const Ru
         reporters::recordSources(trace);
         // One file: the trace itself (a copy of it took ~2 ms for a fork pool's).
         if (!isPerProcessPattern(output)) {
-            files.push_back(writeTrace(trace, expandOutputPattern(output, {}), rendered));
+            const std::string path = expandOutputPattern(output, {});
+            writeEvents(events, trace, path);
+            files.push_back(writeTrace(trace, path, rendered));
         } else {
-            for (const auto& [path, part] : splitByOutputPattern(trace, output))
+            for (auto& [path, part] : splitByOutputPattern(trace, output)) {
+                writeEvents(events, part, path);
                 files.push_back(writeTrace(part, path));
+            }
         }
     }
     if (!options.quiet) std::cerr << runSummary(trace, files);
@@ -686,12 +711,21 @@ RunResult runCommand(const RunOptions& given) {
         checkOutputPattern(options.output, core::kExitBadInput);
         core::checkReplaceable(sampleOutputPath(options.output), core::kExitRunFailed);
     }
+    if (options.events.on() && (options.output == kStdoutPath || discard))
+        throw core::Error(core::kExitBadInput,
+                          "run: --events writes its log beside the trace file: give -o a file");
+    if (options.events.all) {
+        const std::string sample = sampleOutputPath(options.output);
+        const size_t slash = sample.rfind('/');
+        options.events.spillDir = slash == std::string::npos ? "." : sample.substr(0, slash + 1);
+    }
     std::optional<policy::Policy> runPolicy;
     if (!options.policyFile.empty()) runPolicy = policy::readPolicyFile(options.policyFile);
     const std::string collector = locateCollector();
     const CudaPlan cuda = planCuda(options.cuda, collector, options.quiet);
     FileLimit::raise();  // descriptors for hundreds of processes; the program keeps its own limit
     CollectorListener listener;
+    listener.keepEvents(options.events);
     ControlServer control(listener, options.command, options.siteMode);
     const std::string backups = backupDirectory(options.backupDir);
     SignalRouter signals;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/stream/EventRecorder.h"
 #include "trace/TraceBuilder.h"
 
 namespace memtool::cli {
@@ -43,6 +44,9 @@ struct RunOptions {
     // the machine read every MS ms into the trace (0: not unless a policy asks).
     std::string policyFile;
     uint32_t pollMs = 0;
+    // --events N|all: the last N events of each process, or all, kept in a log
+    // beside the trace (cli/stream/EventRecorder.h).
+    EventsOption events;
     // memtool.track's companion (`memtool run --track PID`, no command): the
     // process PID, running already, streams to this run from inside. What its
     // collector needs is printed on stdout as one JSON line; the track ends when

@@ -29,6 +29,7 @@ struct RunArgs {
     bool noNative = false, noPython = false;
     std::string pausable = "none";
     std::string hostPool = "all";
+    std::string events;
     std::vector<std::string> tail;  // from the first "--" on (addRunCommand)
 };
 
@@ -96,6 +97,20 @@ CLI::Validator hostPoolSize() {
         "SIZE|all");
 }
 
+CLI::Validator eventsCount() {
+    return CLI::Validator(
+        [](const std::string& text) -> std::string {
+            if (text == "all") return {};
+            char* end = nullptr;
+            const unsigned long long n = std::strtoull(text.c_str(), &end, 10);
+            if (!core::isDecimalText(text.c_str()) || *end != '\0' || n == 0 || n > kMaxEventRing)
+                return "'" + text + "' is not a number of events from 1 to " +
+                       std::to_string(kMaxEventRing) + ", or all";
+            return {};
+        },
+        "N|all");
+}
+
 // How the target's memory is recorded and paused, and how long its children get.
 void addTargetOptions(CLI::App* cmd, RunArgs& a) {
     cmd->add_option(
@@ -132,6 +147,11 @@ void addTargetOptions(CLI::App* cmd, RunArgs& a) {
                     "A memory policy (JSON, docs/policies.md): rules that gc, pause, resume, "
                     "yield or restore when a reading crosses a threshold")
         ->check(CLI::ExistingFile);
+    cmd->add_option("--events", a.events,
+                    "Keep the last N events of each process (allocations, frees, refused "
+                    "requests, with their stacks), or all, in a log beside the trace "
+                    "(docs/events.md)")
+        ->check(eventsCount());
     cmd->add_option("--poll", a.run.pollMs,
                     "Read the devices, host memory and RSS every MS milliseconds into the "
                     "trace (a policy polls at its own interval_ms)")
@@ -150,6 +170,10 @@ int runAction(RunArgs& a, const CLI::App& cmd) {
     RunOptions& run = a.run;
     run.pausableAll = a.pausable == "all";
     if (a.hostPool != "all") run.hostPoolBytes = core::parseSize(a.hostPool);
+    if (a.events == "all")
+        run.events.all = true;
+    else if (!a.events.empty())
+        run.events.limit = std::stoull(a.events);
     run.nativeStacks = !a.noNative;
     run.pythonStacks = !a.noPython;
     run.siteMode = *core::parseSiteMode(a.siteMode);

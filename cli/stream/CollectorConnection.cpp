@@ -34,7 +34,11 @@ int64_t innermostPid(pid_t pid) {
 
 }  // namespace
 
-CollectorConnection::CollectorConnection(int fd, pid_t peerPid) : fd_(fd), peerPid_(peerPid) {}
+CollectorConnection::CollectorConnection(int fd, pid_t peerPid, const EventsOption& events)
+    : fd_(fd),
+      recorder_(events.on() ? std::make_unique<EventRecorder>(aggregator_, events) : nullptr),
+      decoder_(recorder_ ? static_cast<core::RecordSink&>(*recorder_) : aggregator_),
+      peerPid_(peerPid) {}
 
 CollectorConnection::~CollectorConnection() {
     if (inBackground()) BackgroundSymbolizer::shared().reclaim(&symbolizer_);

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/stream/EventRecorder.h"
 #include "cli/symbols/ElfSymbolizer.h"
 #include "core/Aggregator.h"
 #include "core/StreamDecoder.h"
@@ -45,8 +46,9 @@ private:
 class CollectorConnection {
 public:
     // Takes the accepted socket; `peerPid`: the process that connected (SO_PEERCRED),
-    // which its handshake must name (0: not checked).
-    explicit CollectorConnection(int fd, pid_t peerPid = 0);
+    // which its handshake must name (0: not checked). With `events` on, its
+    // events are kept as they are folded (EventRecorder).
+    explicit CollectorConnection(int fd, pid_t peerPid = 0, const EventsOption& events = {});
     ~CollectorConnection();
     CollectorConnection(const CollectorConnection&) = delete;
     CollectorConnection& operator=(const CollectorConnection&) = delete;
@@ -72,6 +74,8 @@ public:
     void onReply(ReplyHandler handler) { onReply_ = std::move(handler); }
 
     const core::Aggregator& aggregator() const { return aggregator_; }
+    // Its event log (--events), or null.
+    EventRecorder* events() { return recorder_.get(); }
     // Its handshake arrived and it is a process's stream (not a notice about one).
     // A stream whose handshake named another process than the one that connected
     // is refused (refusal() says so), and no process's.
@@ -118,7 +122,8 @@ private:
 
     int fd_;
     core::Aggregator aggregator_;
-    core::StreamDecoder decoder_{aggregator_};
+    std::unique_ptr<EventRecorder> recorder_;  // before decoder_, which passes records to it
+    core::StreamDecoder decoder_;
     ElfSymbolizer symbolizer_;
     size_t modulesSeen_ = 0;       // added to symbolizer_, or queued for the worker
     size_t nodesForwarded_ = 1;    // native node 0 is the empty stack

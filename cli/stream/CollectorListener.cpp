@@ -104,7 +104,7 @@ void CollectorListener::acceptWaiting(EventLoop& loop) {
             close(fd);
             continue;
         }
-        connections_.push_back(std::make_unique<CollectorConnection>(fd, peer));
+        connections_.push_back(std::make_unique<CollectorConnection>(fd, peer, events_));
         CollectorConnection* c = connections_.back().get();
         c->setStreamLookup([this, c](const core::Handshake& h) { return continued(h, c); });
         loop.watch(fd, [this, c, fd, &loop] {

@@ -34,6 +34,9 @@ public:
     // Removes the directories that killed runs left beside this one's.
     size_t removeDeadRuns() const { return directory_.removeDeadNeighbours(); }
 
+    // Every stream accepted from now on keeps its events so (memtool run --events).
+    void keepEvents(const EventsOption& events) { events_ = events; }
+
     // From now on the loop accepts the collectors of `target` and its descendants
     // and reads their streams.
     void attach(EventLoop& loop, pid_t target);
@@ -74,6 +77,7 @@ private:
     std::vector<std::unique_ptr<CollectorConnection>> connections_;
     std::vector<std::string> refusals_;
     std::function<void()> streamRead_;
+    EventsOption events_;
     ReadBuffer buffer_{1 << 20};       // one read's worth, shared by all streams
     ReadBuffer drainBuffer_{1 << 16};  // for reads made while buffer_ is being folded
 };

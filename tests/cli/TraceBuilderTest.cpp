@@ -507,8 +507,8 @@ TEST(TraceBuilder, TheCollectorsLockCountsAreTheLastNotes) {
     EXPECT_TRUE(p.stream.lockCounted);
     EXPECT_EQ(p.stream.lockContended, 1300u);
     EXPECT_EQ(p.stream.lockWaits, 604u);
-    const nlohmann::json j =
-        reporters::traceToJson(core::Trace{core::kTraceSchema, "0", 0, std::nullopt, {p}, {}, {}});
+    const nlohmann::json j = reporters::traceToJson(
+        core::Trace{core::kTraceSchema, "0", 0, std::nullopt, {p}, {}, {}, {}});
     EXPECT_EQ(j["processes"][0]["stream"]["lock_contended"], 1300u);
     EXPECT_EQ(j["processes"][0]["stream"]["lock_waits"], 604u);
     const core::ProcessTrace back = reporters::traceFromJson(j, "t.json").processes.at(0);
@@ -521,7 +521,7 @@ TEST(TraceBuilder, TheCollectorsLockCountsAreTheLastNotes) {
         const core::ProcessTrace q = build({hostile});
         EXPECT_FALSE(q.stream.lockCounted) << hostile;
         EXPECT_FALSE(reporters::traceToJson(core::Trace{
-            core::kTraceSchema, "0", 0, std::nullopt, {q}, {}, {}})["processes"][0]["stream"]
+            core::kTraceSchema, "0", 0, std::nullopt, {q}, {}, {}, {}})["processes"][0]["stream"]
                          .contains("lock_contended"))
             << hostile;
     }
@@ -818,7 +818,7 @@ TEST(TraceBuilder, RanksComeFromTheLaunchersVariables) {
     EXPECT_TRUE(p.complete);
     const core::ProcessTrace back =
         reporters::traceFromJson(reporters::traceToJson(core::Trace{
-                                     core::kTraceSchema, "0", 0, std::nullopt, {p}, {}, {}}),
+                                     core::kTraceSchema, "0", 0, std::nullopt, {p}, {}, {}, {}}),
                                  "t.json")
             .processes.at(0);
     EXPECT_EQ(back.rank, 3);
@@ -849,7 +849,7 @@ TEST(TraceBuilder, AnImageThatExecdLeaksNothing) {
     for (const core::Hotspot& h : p.hotspots) EXPECT_EQ(h.leakedBytes, 0u);
     const core::ProcessTrace back =
         reporters::traceFromJson(reporters::traceToJson(core::Trace{
-                                     core::kTraceSchema, "0", 0, std::nullopt, {p}, {}, {}}),
+                                     core::kTraceSchema, "0", 0, std::nullopt, {p}, {}, {}, {}}),
                                  "t.json")
             .processes.at(0);
     EXPECT_TRUE(back.exec);
@@ -902,7 +902,7 @@ TEST(TraceBuilder, OutOfMemoryEventsKeepFramesAsHotspotsDo) {
     // Through trace.json and back, ids and all.
     const core::ProcessTrace back =
         reporters::traceFromJson(reporters::traceToJson(core::Trace{
-                                     core::kTraceSchema, "0", 0, std::nullopt, {p}, {}, {}}),
+                                     core::kTraceSchema, "0", 0, std::nullopt, {p}, {}, {}, {}}),
                                  "t.json")
             .processes.at(0);
     EXPECT_EQ(back.frames, p.frames);

@@ -47,11 +47,11 @@ else
     fi
 fi
 # Up to date already in a tree that was just built; else what changed.
-cmake --build "$dir" --target stream_fuzzer trace_fuzzer
+cmake --build "$dir" --target stream_fuzzer trace_fuzzer events_fuzzer
 mkdir -p "$dir/artifacts"
 
 status=0
-for name in stream trace; do
+for name in stream trace events; do
     mkdir "$scratch/$name"
     dict=()
     [ ! -f "$src/tests/fuzz/$name.dict" ] || dict=(-dict="$src/tests/fuzz/$name.dict")
