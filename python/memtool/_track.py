@@ -85,8 +85,17 @@ def _load(path):
     return _libraries[path]
 
 
+def _events_option(events):
+    """--events's words for track(events=...): None, a count of events or "all"."""
+    if events is None:
+        return []
+    if events == "all" or (isinstance(events, int) and not isinstance(events, bool) and events > 0):
+        return ["--events", str(events)]
+    raise ValueError(f"memtool.track: events is a number of events above 0 or 'all', not {events!r}")
+
+
 def _options(native=True, python=True, site="user", pausable="none", cuda="auto", backup_dir=None, quiet=True,
-             wait_children=10):
+             wait_children=10, events=None):
     """memtool run's options for the companion, from track()'s."""
     if cuda not in ("auto", "runtime-hooks", "off"):
         raise ValueError(f"memtool.track: cuda is 'auto', 'runtime-hooks' or 'off', not {cuda!r} "
@@ -102,7 +111,7 @@ def _options(native=True, python=True, site="user", pausable="none", cuda="auto"
     args += ["--backup-dir", str(backup_dir)] if backup_dir is not None else []
     args += ["-q"] if quiet else []
     args += ["--wait-children", f"{wait_children:g}"]
-    return args
+    return args + _events_option(events)
 
 
 _companions = weakref.WeakSet()  # those running, whose pipes a fork child must let go of
@@ -215,7 +224,8 @@ class Tracker:
     be injected before a process starts), `backup_dir`, `quiet` (memtool's summary
     on stderr when False), `wait_children` (seconds a process forked in the block
     that outlives it, a DataLoader's persistent worker, gets to end its stream; it
-    is written as incomplete after them). With `wait=False`, leaving the block does not wait for
+    is written as incomplete after them), `events` (memtool run's --events: a
+    number of events, or "all", kept in a log beside the trace). With `wait=False`, leaving the block does not wait for
     the trace to be written (naming native frames takes memtool tens of
     milliseconds): `wait()` or `report()` does. `companion`: a serving Companion
     to stream to (its options then hold)."""

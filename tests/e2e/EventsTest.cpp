@@ -180,3 +180,15 @@ TEST(Events, ReportsThatNeedALogSaySoAndATraceCannotPointElsewhere) {
     EXPECT_EQ(other.exitCode, 2);
     EXPECT_NE(other.err.find("is not an event log"), std::string::npos) << other.err;
 }
+
+TEST(Events, ATrackedBlockKeepsItsEventsToo) {
+    const std::string trace = tempDir() + "/t.json";
+    const Outcome o = run({PYTHON_BIN, script("track_events.py"), trace}, "", packageEnv());
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(lineStarting(o.out, "memtool.track: events"),
+              "memtool.track: events is a number of events above 0 or 'all', not 0");
+    EXPECT_EQ(readJson(trace)["events_file"], "t.events.zst");
+    // The peak is the 3,000,000 B block's (line 14): the events up to it, the last its allocation.
+    EXPECT_NE(o.out.find("3,000,000 B"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("<module> (track_events.py:14)"), std::string::npos) << o.out;
+}
