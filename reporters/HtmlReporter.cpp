@@ -8,8 +8,10 @@
 #include "core/FrameClassifier.h"
 #include "core/Units.h"
 #include "reporters/Check.h"
+#include "reporters/EventViews.h"
 #include "reporters/HotspotRows.h"
 #include "reporters/HtmlAssets.h"
+#include "reporters/HtmlMoments.h"
 #include "reporters/Markup.h"
 #include "reporters/ProcessSelection.h"
 #include "reporters/StackTree.h"
@@ -78,7 +80,8 @@ json peakToJson(const core::PoolTotals& d) {
         {"bytes", d.peakBytes}, {"time_s", d.peakTimeS}, {"text", core::formatBytes(d.peakBytes)}};
 }
 
-json processData(const core::Trace& trace, const core::ProcessTrace& p) {
+json processData(const core::Trace& trace, const core::ProcessTrace& p,
+                 const core::ProcessEvents* events) {
     json devices = json::object();
     for (const auto& [name, d] : p.devices) {
         devices[name] = peakToJson(d);
@@ -117,8 +120,11 @@ json processData(const core::Trace& trace, const core::ProcessTrace& p) {
             flames[name][std::string("python:") + metricName(metric)] =
                 treeToJson(stackTree(p, name, metric, StackView::PythonOnly), names, true);
         }
-    return {{"devices", devices}, {"timeline", timeline}, {"marks", marks},
-            {"polled", polled},   {"flames", flames},     {"names", std::move(names).release()}};
+    json data = {{"devices", devices}, {"timeline", timeline},
+                 {"marks", marks},     {"polled", polled},
+                 {"flames", flames},   {"names", std::move(names).release()}};
+    if (events) data["moments"] = momentsData(p, *events);
+    return data;
 }
 
 // JSON inside a <script> element: "</script>" would end it early and "<!--" change
@@ -432,7 +438,7 @@ void processOverview(const core::Trace& trace, std::ostream& out) {
 }
 
 void processSection(const core::ProcessTrace& p, size_t index, const HtmlOptions& options,
-                    std::ostream& out) {
+                    const core::ProcessEvents* events, std::ostream& out) {
     out << fmt::format("<section class=\"process\" id=\"process-{}\">\n", index);
     header(p, index, out);
     if (p.devices.empty()) {
@@ -443,6 +449,7 @@ void processSection(const core::ProcessTrace& p, size_t index, const HtmlOptions
     oomSection(p, out);
     timelineSection(p, index, out);
     flameSection(p, index, out);
+    if (events) momentsSection(p, *events, index, out);
     hotspotTables(p, options, out);
     lineTable(p, options, out);
     regionSections(p, out);
@@ -453,7 +460,11 @@ void processSection(const core::ProcessTrace& p, size_t index, const HtmlOptions
 
 void renderHtml(const core::Trace& trace, const HtmlOptions& options, std::ostream& out) {
     json data = {{"processes", json::array()}};
-    for (const auto& p : trace.processes) data["processes"].push_back(processData(trace, p));
+    std::vector<const core::ProcessEvents*> events;
+    for (const auto& p : trace.processes)
+        events.push_back(options.events ? eventsOf(*options.events, p) : nullptr);
+    for (size_t i = 0; i < trace.processes.size(); ++i)
+        data["processes"].push_back(processData(trace, trace.processes[i], events[i]));
     const std::string title =
         trace.processes.empty() ? "empty trace" : commandLine(trace.processes[0]);
 
@@ -473,7 +484,7 @@ void renderHtml(const core::Trace& trace, const HtmlOptions& options, std::ostre
            "report</header>\n<main>\n";
     processOverview(trace, out);
     for (size_t i = 0; i < trace.processes.size(); ++i)
-        processSection(trace.processes[i], i, options, out);
+        processSection(trace.processes[i], i, options, events[i], out);
     if (trace.processes.empty()) out << "<p class=\"none\">The trace holds no process.</p>\n";
     out << "</main>\n<footer>"
         << esc(fmt::format("memtool {} · {} · {}", trace.memtoolVersion, trace.schema,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "reporters/LineReporter.h"
+#include "trace/EventLog.h"
 #include "trace/HotspotSelection.h"
 #include "trace/TraceModel.h"
 
@@ -23,6 +24,9 @@ struct HtmlOptions {
     // (LineReporter.h: lineSource).
     LineReportOptions lines;
     std::string source;  // where the trace came from, for the page's footer
+    // The trace's event log, when it has one: the moment view and the events
+    // before each focus (HtmlMoments.h).
+    const core::EventLog* events = nullptr;
 };
 
 void renderHtml(const core::Trace& trace, const HtmlOptions& options, std::ostream& out);

@@ -58,10 +58,11 @@ struct ReportArgs {
 };
 
 // A trace's event log, when the report reads it: the text and JSON reports
-// (the events before the focus), --at and --format torch-snapshot.
+// (the events before the focus), the HTML report (its moments too), --at and
+// --format torch-snapshot.
 std::optional<core::EventLog> eventLogFor(const core::Trace& trace, const ReportArgs& a) {
     const bool reads =
-        a.format == "torch-snapshot" || !a.at.empty() ||
+        a.format == "torch-snapshot" || !a.at.empty() || a.format == "html" ||
         ((a.format == "text" || a.format == "json") && !a.lines && a.eventsBefore > 0);
     if (trace.eventsFile.empty()) {
         if (a.format == "torch-snapshot" || !a.at.empty())
@@ -146,6 +147,7 @@ void renderReport(const core::Trace& trace, const ReportArgs& a, const std::stri
         if (!a.topGiven) html.hotspots.top = 100;
         html.lines = a.lineOptions;
         html.source = a.path;
+        html.events = log;
         reporters::renderHtml(trace, html, out);
     } else if (a.format == "perfetto") {
         out << reporters::renderPerfetto(trace).dump(1) << '\n';

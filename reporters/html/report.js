@@ -188,6 +188,15 @@
       })));
     });
     hover.addEventListener('mouseleave', function () { guide.setAttribute('visibility', 'hidden'); hideTip(); });
+    // With an event log, a click shows what was live then (the moment view below).
+    hover.addEventListener('click', function (evt) {
+      var view = document.querySelector('figure.moments[data-process="' + fig.getAttribute('data-process') +
+        '"][data-device="' + device + '"]');
+      if (!view || !view.showTime) return;
+      var box = chart.getBoundingClientRect();
+      var vx = (evt.clientX - box.left) * (W / box.width);
+      view.showTime(Math.max(0, Math.min(end, ((vx - L) / (W - L - R)) * end)));
+    });
 
     // Labels of events close together take the next of two rows above the plot.
     var rowEnds = [-Infinity, -Infinity];
@@ -255,9 +264,14 @@
       html('p', 'none', 'No stack held memory under this measure.', fig);
       return;
     }
+    flameChart(fig, tree, proc.names, device);
+  }
+
+  // A tree [name id, bytes, [children...]] (root id -1) as a flame graph in `parent`.
+  function flameChart(parent, tree, names, device) {
     var depth = 0;
     function build(node, parent, level) {
-      var name = node[0] < 0 ? null : proc.names[node[0]];
+      var name = node[0] < 0 ? null : names[node[0]];
       var n = {
         label: name ? name[0] : 'all ' + device + ' (' + fmtBytes(node[1]) + ')',
         text: name ? name[1] : 'all stacks on ' + device,
@@ -270,7 +284,7 @@
     }
     var root = build(tree, null, 0);
     var chart = svg('svg', { viewBox: '0 0 ' + W + ' ' + (depth + 1) * ROW, class: 'chart flame-chart' });
-    fig.appendChild(chart);
+    parent.appendChild(chart);
 
     function render(focus) {
       while (chart.firstChild) chart.removeChild(chart.firstChild);
@@ -307,6 +321,73 @@
     render(root);
   }
 
+  // ---- the event log's moments ----------------------------------------------------
+
+  // What was live on `device` at moment `m` of `moments` as a tree like the flame
+  // graphs' (stack -1: the stacks past the largest, one node).
+  function momentTree(moments, m, device) {
+    var root = [-1, 0, []], names = moments.names.slice(), other = -1;
+    moments.moments[m][1].forEach(function (row) {
+      var path;
+      if (row[0] < 0) {
+        if (row[2] !== device) return;
+        if (other < 0) { other = names.length; names.push(['(other stacks)', 'the smaller stacks of this moment', 'none']); }
+        path = [other];
+      } else {
+        var stack = moments.stacks[row[0]];
+        if (stack[0] !== device) return;
+        path = stack[1];
+      }
+      root[1] += row[1];
+      var node = root;
+      path.forEach(function (id) {
+        var next = null;
+        for (var i = 0; i < node[2].length; i++) if (node[2][i][0] === id) next = node[2][i];
+        if (!next) { next = [id, 0, []]; node[2].push(next); }
+        next[1] += row[1];
+        node = next;
+      });
+    });
+    (function order(n) {
+      n[2].sort(function (a, b) { return b[1] - a[1]; });
+      n[2].forEach(order);
+    })(root);
+    return { tree: root, names: names };
+  }
+
+  function drawMoments(fig) {
+    var proc = data.processes[+fig.getAttribute('data-process')];
+    var device = fig.getAttribute('data-device'), moments = proc.moments;
+    var count = moments.moments.length;
+    var bar = html('p', 'moment-bar', '', fig);
+    var slider = html('input', '', '', bar);
+    slider.type = 'range';
+    slider.min = 0;
+    slider.max = count - 1;
+    var label = html('span', 'moment-time', '', bar);
+    var box = html('div', 'moment-flame', '', fig);
+    function show(m) {
+      slider.value = m;
+      fig.setAttribute('data-moment', m);
+      var built = momentTree(moments, m, device);
+      label.textContent = ' live at ' + fmtSeconds(moments.moments[m][0]) + ': ' + fmtBytes(built.tree[1]);
+      fig.setAttribute('data-bytes', built.tree[1]);
+      while (box.firstChild) box.removeChild(box.firstChild);
+      if (built.tree[1] === 0) html('p', 'none', 'Nothing was live on ' + device + ' then.', box);
+      else flameChart(box, built.tree, built.names, device);
+    }
+    slider.addEventListener('input', function () { show(+slider.value); });
+    // The last moment at or before `t` (a click on the timeline).
+    fig.showTime = function (t) {
+      var m = 0;
+      for (var i = 0; i < count; i++) if (moments.moments[i][0] <= t) m = i;
+      show(m);
+    };
+    var peak = 0;
+    for (var i = 0; i < count; i++) if (proc.devices[device] && moments.moments[i][0] <= proc.devices[device].time_s) peak = i;
+    show(peak);
+  }
+
   // ---- sortable tables ---------------------------------------------------------
 
   function sortable(table) {
@@ -340,6 +421,7 @@
 
   Array.prototype.forEach.call(document.querySelectorAll('figure.timeline'), drawTimeline);
   Array.prototype.forEach.call(document.querySelectorAll('figure.flame'), drawFlame);
+  Array.prototype.forEach.call(document.querySelectorAll('figure.moments'), drawMoments);
   // "Python frames only": the process's flame graphs drawn again from the other tree.
   Array.prototype.forEach.call(document.querySelectorAll('input.python-only'), function (box) {
     box.addEventListener('change', function () {

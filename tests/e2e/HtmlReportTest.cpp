@@ -385,3 +385,32 @@ TEST(HtmlReport, APolicysReadingsAndActionsShowOnTheTimeline) {
     EXPECT_EQ(series, (std::vector<std::string>{"cpu", "cpu used (polled, whole device)"}));
     EXPECT_EQ(t.at("marks"), json({"policy", "pause", "policy", "resume"}));
 }
+
+TEST(HtmlReport, TheEventLogsMomentsShowWhatWasLiveThen) {
+    const std::string dir = tempDir();
+    const Outcome o = run({MEMTOOL_BIN, "run", "-q", "--events", "all", "-o", dir + "/t.json", "--",
+                           PYTHON_BIN, script("events_known.py")});
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    const json r = openInBrowser(renderHtml(dir, dir + "/t.json", dir + "/report.html"), dir);
+    ASSERT_FALSE(r.is_null());
+    ASSERT_EQ(r.at("moments").size(), 1u);
+    const json& m = r.at("moments").at(0);
+    EXPECT_EQ(m.at("device"), "cpu");
+    // First the moment of the peak: the blocks of lines 11 and 13, as the events left them.
+    json mine = json::array();
+    for (const json& f : m.at("first").at("frames"))
+        if (f.at(0).get<std::string>().find("events_known.py") != std::string::npos)
+            mine.push_back(f);
+    EXPECT_EQ(mine, json::parse(R"x([["<module> (events_known.py:13)", 70000000],
+                                     ["<module> (events_known.py:11)", 50000000]])x"))
+        << m.dump();
+    // A click at the timeline's start: the first moment, before anything was allocated.
+    EXPECT_EQ(m.at("clicked").at("moment"), 0);
+    EXPECT_EQ(m.at("clicked").at("bytes"), 0);
+    EXPECT_EQ(m.at("clicked").at("none"), "Nothing was live on cpu then.");
+    // And the table of the events before the peak, the last its allocation.
+    const json& events = r.at("tables").at("events");
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back().at(1), "alloc");
+    EXPECT_EQ(events.back().at(4), "<module> (events_known.py:13)");
+}

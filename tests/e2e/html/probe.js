@@ -43,6 +43,27 @@
     };
   });
 
+  // The event log's moment view: what it shows first (the moment of the device's
+  // peak), then after a click at the start of its timeline.
+  function momentView(f) {
+    return {
+      moment: +f.getAttribute('data-moment'),
+      bytes: +f.getAttribute('data-bytes'),
+      frames: all('g.frame', f).map(function (g) {
+        return [g.getAttribute('data-name'), +g.getAttribute('data-bytes')];
+      }).filter(function (n) { return n[0].indexOf('.py:') >= 0; }),
+      none: text(f.querySelector('p.none'))
+    };
+  }
+  result.moments = all('figure.moments').map(function (f) {
+    var first = momentView(f);
+    var line = document.querySelector('figure.timeline[data-process="' + f.getAttribute('data-process') +
+      '"][data-device="' + f.getAttribute('data-device') + '"] rect.hover');
+    var r = line.getBoundingClientRect();
+    line.dispatchEvent(new MouseEvent('click', { clientX: r.left + 1, clientY: r.top + r.height / 2, bubbles: true }));
+    return { device: f.getAttribute('data-device'), first: first, clicked: momentView(f) };
+  });
+
   function table(t) {
     return all('tbody tr', t).map(function (r) {
       return all('td', r).map(function (c) {
