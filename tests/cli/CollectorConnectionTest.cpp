@@ -85,11 +85,11 @@ Folded readToTheEnd(int socket) {
 
 // The stream as the tests' collector writes it: the handshake, sent alone with
 // the descriptor, then `records` back to back; bufferStart is where they start.
-struct Stream {
+struct ConnectionStream {
     std::vector<uint8_t> handshake = core::encodeHandshake(core::Handshake{});
     std::vector<uint8_t> records;
     uint64_t size3 = 0;
-    Stream() {
+    ConnectionStream() {
         for (uint64_t i = 1; i <= 3; ++i) {
             const std::vector<uint8_t> r = allocBytes(0x10000 * i, 1000 * i);
             records.insert(records.end(), r.begin(), r.end());
@@ -105,7 +105,8 @@ struct Stream {
 };
 
 // The collector sends `sent` bytes of its records, then dies; memtool run reads the rest.
-Folded dieAfter(const Stream& s, size_t sent, const core::TailHeader& h, int tailFd = -1) {
+Folded dieAfter(const ConnectionStream& s, size_t sent, const core::TailHeader& h,
+                int tailFd = -1) {
     int pair[2];
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
     const int fd = tailFd >= 0 ? tailFd : sharedBuffer(h, s.records);
@@ -119,7 +120,7 @@ Folded dieAfter(const Stream& s, size_t sent, const core::TailHeader& h, int tai
 }  // namespace
 
 TEST(CollectorConnection, ASendCutOffMidRecordIsResumedFromTheBuffer) {
-    const Stream s;
+    const ConnectionStream s;
     const size_t firstRecord = allocBytes(0x10000, 1000).size();
     // The first record and three bytes of the second arrived; the buffer holds all three.
     const Folded f = dieAfter(s, firstRecord + 3, s.header());
@@ -132,7 +133,7 @@ TEST(CollectorConnection, ASendCutOffMidRecordIsResumedFromTheBuffer) {
 // The collector folds its buffer into the other half before it sends it, and
 // names that half last: its records are read from the half the header names.
 TEST(CollectorConnection, TheRecordsAreReadFromTheHalfTheHeaderNames) {
-    const Stream s;
+    const ConnectionStream s;
     core::TailHeader h = s.header();
     h.half = 1;
     h.used[1] = s.records.size();
@@ -152,7 +153,7 @@ TEST(CollectorConnection, TheRecordsAreReadFromTheHalfTheHeaderNames) {
 }
 
 TEST(CollectorConnection, TheAllocationHeldBackForAShortLivedRecordIsReadBackToo) {
-    const Stream s;
+    const ConnectionStream s;
     core::TailHeader h = s.header();
     h.deferred = 1;
     h.deferredAlloc.address = 0x40000;
@@ -164,7 +165,7 @@ TEST(CollectorConnection, TheAllocationHeldBackForAShortLivedRecordIsReadBackToo
 }
 
 TEST(CollectorConnection, AHeaderThatDoesNotSquareWithWhatArrivedReadsNothing) {
-    const Stream s;
+    const ConnectionStream s;
     const size_t firstRecord = allocBytes(0x10000, 1000).size();
     auto expectNothingRead = [&](const core::TailHeader& h, const char* what) {
         const Folded f = dieAfter(s, firstRecord, h);
@@ -195,7 +196,7 @@ TEST(CollectorConnection, AHeaderThatDoesNotSquareWithWhatArrivedReadsNothing) {
 }
 
 TEST(CollectorConnection, BytesReadBackThatAreNoStreamBreakItWithAReason) {
-    const Stream s;
+    const ConnectionStream s;
     core::TailHeader h = s.header();
     int pair[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
@@ -209,7 +210,7 @@ TEST(CollectorConnection, BytesReadBackThatAreNoStreamBreakItWithAReason) {
 }
 
 TEST(CollectorConnection, OnlyARegularFileIsTakenAsTheBuffer) {
-    const Stream s;
+    const ConnectionStream s;
     int pipeFds[2];
     ASSERT_EQ(pipe(pipeFds), 0);
     const Folded f = dieAfter(s, 0, s.header(), pipeFds[0]);
@@ -220,7 +221,7 @@ TEST(CollectorConnection, OnlyARegularFileIsTakenAsTheBuffer) {
 }
 
 TEST(CollectorConnection, AStreamThatEndedIsNotReadBack) {
-    Stream s;
+    ConnectionStream s;
     const core::TailHeader h = s.header();  // the three records, unsent as far as it says
     uint8_t end[core::kMaxFixedRecordBytes * 2];
     core::EndFields e;

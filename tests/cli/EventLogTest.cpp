@@ -21,8 +21,8 @@ using namespace memtool;
 
 namespace {
 
-constexpr uint8_t kCpu = core::kDeviceCpu;
-const uint8_t kCuda0 = core::cudaDevice(0);
+constexpr uint8_t kLogCpu = core::kDeviceCpu;
+const uint8_t kLogCuda0 = core::cudaDevice(0);
 
 class NoSymbols : public cli::Symbolizer {
 public:
@@ -34,9 +34,9 @@ private:
 
 // A stream with Python stacks only (step at lines 7 and 9 of train.py), fed
 // through a recorder to its aggregator; every event 1 ms after the previous one.
-class Stream {
+class EventStream {
 public:
-    explicit Stream(cli::EventsOption option) : recorder(agg, option) {
+    explicit EventStream(cli::EventsOption option) : recorder(agg, option) {
         core::Handshake h;
         h.protocolVersion = core::kProtocolVersion;
         h.pid = 4242;
@@ -46,7 +46,7 @@ public:
         recorder.onPyNode({1, 0, 1, 7});
         recorder.onPyNode({2, 0, 1, 9});
     }
-    void alloc(uint64_t address, uint64_t size, uint64_t line, uint8_t device = kCpu) {
+    void alloc(uint64_t address, uint64_t size, uint64_t line, uint8_t device = kLogCpu) {
         core::AllocRecord a;
         a.f.device = device;
         a.f.address = address;
@@ -55,7 +55,7 @@ public:
         a.timeNs = clock_ += 1'000'000;
         recorder.onAlloc(a);
     }
-    void free(uint64_t address, uint8_t device = kCpu) {
+    void free(uint64_t address, uint8_t device = kLogCpu) {
         core::FreeRecord f;
         f.f.device = device;
         f.f.address = address;
@@ -109,10 +109,10 @@ std::string loadError(const std::string& path) {
 
 TEST(EventEncoding, EventsComeBackAsTheyWentIn) {
     const std::vector<core::Event> events = {
-        {5, 0x7f0000001000, 3'000'000, 1, core::EventKind::Alloc, kCpu},
-        {5, 0x7f0000001000, 3'000'000, 1, core::EventKind::Free, kCpu},
-        {900, 0x10, 1, 2, core::EventKind::Alloc, kCuda0},               // the address goes down
-        {UINT64_MAX / 2, 0, UINT64_MAX, 0, core::EventKind::Oom, kCpu},  // sizes to 64 bits
+        {5, 0x7f0000001000, 3'000'000, 1, core::EventKind::Alloc, kLogCpu},
+        {5, 0x7f0000001000, 3'000'000, 1, core::EventKind::Free, kLogCpu},
+        {900, 0x10, 1, 2, core::EventKind::Alloc, kLogCuda0},               // the address goes down
+        {UINT64_MAX / 2, 0, UINT64_MAX, 0, core::EventKind::Oom, kLogCpu},  // sizes to 64 bits
     };
     std::vector<uint8_t> bytes(events.size() * core::EventEncoder::kMaxEventBytes);
     core::EventEncoder encoder;
@@ -140,7 +140,7 @@ TEST(EventEncoding, EventsComeBackAsTheyWentIn) {
 TEST(EventEncoding, BytesThatAreNoEventAreRefused) {
     core::EventEncoder encoder;
     uint8_t bytes[core::EventEncoder::kMaxEventBytes];
-    const uint8_t* end = encoder.encode({7, 0x1000, 64, 2, core::EventKind::Alloc, kCpu}, bytes);
+    const uint8_t* end = encoder.encode({7, 0x1000, 64, 2, core::EventKind::Alloc, kLogCpu}, bytes);
     core::Event e;
     for (const uint8_t* cut = bytes; cut < end; ++cut)
         EXPECT_EQ(core::EventDecoder().decode(bytes, cut, 3, e), nullptr);  // cut short
@@ -153,7 +153,7 @@ TEST(EventEncoding, BytesThatAreNoEventAreRefused) {
 
 TEST(EventRecorder, AFreeCarriesTheSizeAndStackOfTheBlockItFreed) {
     const std::string dir = test_support::makeTempDir("eventlog");
-    Stream s(last(100));
+    EventStream s(last(100));
     s.alloc(0x1000, 3'000'000, 7);
     s.alloc(0x2000, 5'000'000, 9);
     s.free(0x1000);
@@ -180,7 +180,7 @@ TEST(EventRecorder, AFreeCarriesTheSizeAndStackOfTheBlockItFreed) {
 
 TEST(EventRecorder, ARingKeepsTheLastEventsAndWhatIsLiveAtAnyMomentAfterTheFirst) {
     const std::string dir = test_support::makeTempDir("eventlog");
-    Stream s(last(3));
+    EventStream s(last(3));
     s.alloc(0x1000, 100, 7);  // 1 ms
     s.alloc(0x2000, 200, 9);  // 2 ms
     s.free(0x1000);           // 3 ms
@@ -207,7 +207,7 @@ TEST(EventRecorder, ARingKeepsTheLastEventsAndWhatIsLiveAtAnyMomentAfterTheFirst
 
 TEST(EventRecorder, TheFocusIsTheRefusedRequestElseTheFirstPeak) {
     const std::string dir = test_support::makeTempDir("eventlog");
-    Stream s(last(1000));
+    EventStream s(last(1000));
     s.alloc(0x1000, 3'000'000, 7);
     s.alloc(0x2000, 5'000'000, 9);  // the peak: 8,000,000
     s.free(0x2000);
@@ -225,7 +225,7 @@ TEST(EventRecorder, TheFocusIsTheRefusedRequestElseTheFirstPeak) {
 
 TEST(EventRecorder, AnOutOfMemoryErrorIsTheFocusAndTheLastEventBeforeIt) {
     const std::string dir = test_support::makeTempDir("eventlog");
-    Stream s(last(1000));
+    EventStream s(last(1000));
     for (uint64_t i = 0; i < 1500; ++i) {
         s.alloc(0x1000, 64, 7);
         s.free(0x1000);
@@ -252,7 +252,7 @@ TEST(EventLogFile, ALoopOfTemporariesCostsLessThanAByteAnEvent) {
     cli::EventsOption all;
     all.all = true;
     all.spillDir = dir;  // compressed into a file no name points to
-    Stream s(all);
+    EventStream s(all);
     for (uint64_t i = 0; i < 100'000; ++i) {
         s.alloc(0x7f0000001000, 4096, 7);
         s.free(0x7f0000001000);
@@ -273,7 +273,7 @@ TEST(EventLogFile, WhatIsNoLogIsRefusedInOneLine) {
     writeBytes(path, "not zstd at all");
     EXPECT_NE(loadError(path).find("is not an event log: zstd"), std::string::npos);
     // A real log cut short, and one whose header claims more events than its bytes.
-    Stream s(last(10));
+    EventStream s(last(10));
     s.alloc(0x1000, 64, 7);
     s.readBack(dir);
     std::ifstream in(dir + "/t.events.zst", std::ios::binary);
@@ -331,9 +331,9 @@ TEST(Pickler, WritesWhatPythonReadsBack) {
 
 TEST(TorchSnapshot, EachEventIsAnEntryOfItsDevicesTrace) {
     const std::string dir = test_support::makeTempDir("eventlog");
-    Stream s(last(100));
+    EventStream s(last(100));
     s.alloc(0x1000, 3'000'000, 7);
-    s.alloc(0x2000, 512, 9, kCuda0);
+    s.alloc(0x2000, 512, 9, kLogCuda0);
     s.free(0x1000);
     const core::ProcessEvents p = s.readBack(dir);
     const std::string pickle = reporters::renderTorchSnapshot(p);
@@ -348,7 +348,7 @@ TEST(TorchSnapshot, EachEventIsAnEntryOfItsDevicesTrace) {
 
 TEST(EventRecorder, WhatFollowsARefusedRequestHasARingOfItsOwn) {
     const std::string dir = test_support::makeTempDir("eventlog");
-    Stream s(last(4));
+    EventStream s(last(4));
     s.alloc(0x1000, 64, 7);
     s.oom(1 << 20);                                              // 2 ms
     for (uint64_t i = 0; i < 5; ++i) s.alloc(0x2000 + i, 8, 9);  // 3..7 ms

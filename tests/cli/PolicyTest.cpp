@@ -19,7 +19,7 @@ constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kSecond = 1'000'000'000;
 
-std::string refusal(const std::string& text) {
+std::string policyRefusal(const std::string& text) {
     try {
         parsePolicy(json::parse(text));
     } catch (const core::Error& e) {
@@ -61,52 +61,53 @@ TEST(Policy, TheIssuesExampleReadsAsItsSixRules) {
 }
 
 TEST(Policy, EachMistakeIsOneLineNamingTheRule) {
-    EXPECT_EQ(refusal(R"([1])"), "policy: the document is a JSON object");
-    EXPECT_EQ(refusal(R"({"rules": []})"), "policy: rules: a list of one rule or more");
-    EXPECT_EQ(refusal(R"({"rules": [{"device": "cpu", "above": "12 parsecs", "do": "gc"}]})"),
+    EXPECT_EQ(policyRefusal(R"([1])"), "policy: the document is a JSON object");
+    EXPECT_EQ(policyRefusal(R"({"rules": []})"), "policy: rules: a list of one rule or more");
+    EXPECT_EQ(policyRefusal(R"({"rules": [{"device": "cpu", "above": "12 parsecs", "do": "gc"}]})"),
               "policy: rule 1: above: '12 parsecs' is not a size (200MiB, 85%, 1048576)");
-    EXPECT_EQ(refusal(R"({"rules": [{"device": "npu", "above": "1GiB", "do": "gc"}]})"),
+    EXPECT_EQ(policyRefusal(R"({"rules": [{"device": "npu", "above": "1GiB", "do": "gc"}]})"),
               "policy: rule 1: device: 'npu' is not \"cpu\", \"cuda\" or \"cuda:N\"");
-    EXPECT_EQ(refusal(R"({"rules": [{"device": "cpu", "above": "150%", "do": "gc"}]})"),
+    EXPECT_EQ(policyRefusal(R"({"rules": [{"device": "cpu", "above": "150%", "do": "gc"}]})"),
               "policy: rule 1: above: a percent is above 0 and at most 100");
-    EXPECT_EQ(refusal(R"({"rules": [{"device": "cpu", "above": "1GiB", "do": "explode"}]})"),
+    EXPECT_EQ(policyRefusal(R"({"rules": [{"device": "cpu", "above": "1GiB", "do": "explode"}]})"),
               "policy: rule 1: do: \"gc\", \"pause TAG [to host|disk]\", \"resume TAG\", "
               "\"spill host backups to disk\", \"yield [to host|disk]\" or \"restore\"");
-    EXPECT_EQ(refusal(R"({"rules": [{"device": "cpu", "do": "gc"}]})"),
+    EXPECT_EQ(policyRefusal(R"({"rules": [{"device": "cpu", "do": "gc"}]})"),
               "policy: rule 1: no \"above\" or \"below\"");
-    EXPECT_EQ(refusal(R"({"rules": [{"device": "cpu", "above": 1, "below": 2, "do": "gc"}]})"),
-              "policy: rule 1: \"above\" or \"below\", not both");
     EXPECT_EQ(
-        refusal(R"({"rules": [{"device": "cpu", "metric": "freed", "below": 1, "do": "gc"}]})"),
-        "policy: rule 1: \"below\" reads \"used\" or \"process\"; counters only rise");
-    EXPECT_EQ(refusal(R"({"rules": [{"device": "cpu", "above": 1, "do": "gc", "when": 3}]})"),
+        policyRefusal(R"({"rules": [{"device": "cpu", "above": 1, "below": 2, "do": "gc"}]})"),
+        "policy: rule 1: \"above\" or \"below\", not both");
+    EXPECT_EQ(policyRefusal(
+                  R"({"rules": [{"device": "cpu", "metric": "freed", "below": 1, "do": "gc"}]})"),
+              "policy: rule 1: \"below\" reads \"used\" or \"process\"; counters only rise");
+    EXPECT_EQ(policyRefusal(R"({"rules": [{"device": "cpu", "above": 1, "do": "gc", "when": 3}]})"),
               "policy: rule 1: unknown key 'when'");
-    EXPECT_EQ(
-        refusal(R"({"interval_ms": 1, "rules": [{"device": "cpu", "above": 1, "do": "gc"}]})"),
-        "policy: interval_ms: milliseconds from 10 to 60000");
-    EXPECT_EQ(
-        refusal(R"({"max_disk": "half", "rules": [{"device": "cpu", "above": 1, "do": "gc"}]})"),
-        "policy: max_disk: 'half' is not a size (200MiB, 85%, 1048576)");
+    EXPECT_EQ(policyRefusal(
+                  R"({"interval_ms": 1, "rules": [{"device": "cpu", "above": 1, "do": "gc"}]})"),
+              "policy: interval_ms: milliseconds from 10 to 60000");
+    EXPECT_EQ(policyRefusal(
+                  R"({"max_disk": "half", "rules": [{"device": "cpu", "above": 1, "do": "gc"}]})"),
+              "policy: max_disk: 'half' is not a size (200MiB, 85%, 1048576)");
 }
 
 TEST(Policy, AReloadAtOrAboveItsOffloadIsRefused) {
-    EXPECT_EQ(refusal(R"({"rules": [
+    EXPECT_EQ(policyRefusal(R"({"rules": [
       {"device": "cuda", "above": "85%", "do": "pause weights to host"},
       {"device": "cuda", "below": "90%", "do": "resume weights"}]})"),
               "policy: rule 2 (resume weights below 90%) must read below rule 1's threshold "
               "(pause weights to host above 85%): they would flap");
-    EXPECT_EQ(refusal(R"({"rules": [
+    EXPECT_EQ(policyRefusal(R"({"rules": [
       {"device": "cuda:0", "above": "85%", "do": "pause weights"},
       {"device": "cuda", "above": "95%", "do": "resume weights"}]})"),
               "policy: rules 1 and 2 undo each other (pause weights, resume weights) on the "
               "same readings, both above");
-    EXPECT_EQ(refusal(R"({"rules": [
+    EXPECT_EQ(policyRefusal(R"({"rules": [
       {"device": "cpu", "metric": "process", "above": "100MiB", "do": "yield"},
       {"device": "cpu", "metric": "process", "below": "100MiB", "do": "restore"}]})"),
               "policy: rule 2 (restore below 100.00 MiB) must read below rule 1's threshold "
               "(yield above 100.00 MiB): they would flap");
     // Different tags, devices or metrics do not pair.
-    EXPECT_EQ(refusal(R"({"rules": [
+    EXPECT_EQ(policyRefusal(R"({"rules": [
       {"device": "cuda", "above": "85%", "do": "pause weights"},
       {"device": "cuda", "below": "90%", "do": "resume kv"},
       {"device": "cpu", "below": "90%", "do": "resume weights"}]})"),
@@ -134,9 +135,9 @@ TEST(Policy, MemlordsStrategyDictIsItsGcRules) {
     EXPECT_EQ(p.rules[0].text(), "cuda max above 50% in band 0%-50%: gc");
     EXPECT_EQ(p.rules[1].text(), "cuda max above 33% in band 50%-75%: gc");
     EXPECT_EQ(p.rules[2].text(), "cuda freed above max(1.00 GiB, 10%) in band 75%-101%: gc");
-    EXPECT_EQ(refusal(R"({"0-50": {"metric": "used", "threshold": {"percent": 5}}})"),
+    EXPECT_EQ(policyRefusal(R"({"0-50": {"metric": "used", "threshold": {"percent": 5}}})"),
               "policy: rule 1: a MemLord band's metric is \"allocated\", \"freed\" or \"max\"");
-    EXPECT_EQ(refusal(R"({"hot": {"metric": "max"}})"),
+    EXPECT_EQ(policyRefusal(R"({"hot": {"metric": "max"}})"),
               "policy: 'hot' is neither a policy key nor a MemLord band (\"0-50\")");
 }
 

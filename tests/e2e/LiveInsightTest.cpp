@@ -23,7 +23,7 @@ constexpr uint64_t kWeight = 1024 * 1024 * 4, kBias = 1024 * 4, kInput = 512 * 1
 constexpr uint64_t kShared = 16 * 16 * 4 + 2 * 16 * 4;
 constexpr uint64_t kLstm = (80 * 10 + 80 * 20 + 80 * 20 + 80 * 20) * 4 + 4 * 80 * 4;
 
-json ctlJson(const std::string& pid, std::vector<std::string> words, int* exitCode) {
+json insightCtlJson(const std::string& pid, std::vector<std::string> words, int* exitCode) {
     words.insert(words.begin(), {"--format", "json", pid});
     Outcome o = ctl(words, controlEnv());
     *exitCode = o.exitCode;
@@ -56,7 +56,7 @@ TEST(LiveInsight, TensorsNamesWhatPythonSeesAndFindsWhatItCannot) {
                         std::string ready, n, pid;
                         words >> ready >> n >> pid;
                         ASSERT_EQ(ready + n, "ready1") << first;
-                        before = ctlJson(pid, {"tensors"}, &beforeCode);
+                        before = insightCtlJson(pid, {"tensors"}, &beforeCode);
                         Outcome text = ctl({pid, "tensors", "--verbose"}, controlEnv());
                         textCode = text.exitCode;
                         beforeText = text.out;
@@ -65,7 +65,7 @@ TEST(LiveInsight, TensorsNamesWhatPythonSeesAndFindsWhatItCannot) {
                         snapshotErr = snap.err;
                         std::ofstream(dir + "/1") << "go\n";
                         std::getline(std::ifstream(fifo), secondReady);  // point 2
-                        after = ctlJson(pid, {"tensors", "--device", "cpu"}, &afterCode);
+                        after = insightCtlJson(pid, {"tensors", "--device", "cpu"}, &afterCode);
                         std::ofstream(dir + "/2") << "go\n";
                     });
     ASSERT_EQ(o.exitCode, 0) << o.err;
@@ -396,7 +396,7 @@ TEST(LiveInsight, TensorsReachesAMainThreadThatOnlyRunsPython) {
                      script("busy_main.py")},
                     "", controlEnv(), [&](pid_t, const std::string& first) {
                         const std::string pid = first.substr(first.find(' ') + 1);
-                        tensors = ctlJson(pid, {"tensors", "--wait", "60"}, &code);
+                        tensors = insightCtlJson(pid, {"tensors", "--wait", "60"}, &code);
                         kill(std::stoi(pid), SIGUSR1);  // lets it end
                     });
     ASSERT_EQ(code, 0);

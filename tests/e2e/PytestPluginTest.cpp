@@ -34,7 +34,7 @@ Outcome pytest(const std::string& dir, const std::vector<std::string>& args,
     return run(argv, "", env, nullptr, dir);
 }
 
-bool has(const std::string& text, const std::string& part) {
+bool mentions(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
 }
 
@@ -48,27 +48,30 @@ TEST(PytestPlugin, MarkersFailTestsOverTheirLimitsSayingWhereTheMemoryWas) {
     const Outcome o =
         pytest(dir, {"--memtool", "--junitxml=" + dir + "/junit.xml", "test_limits.py"});
     EXPECT_EQ(o.exitCode, 1) << o.out << o.err;  // tests failed
-    EXPECT_TRUE(has(o.out, "2 failed, 4 passed")) << o.out;
-    EXPECT_TRUE(has(o.out,
-                    "memtool: Test peaked at 2.96 MiB (3,100,000 B) on cpu, reaching its limit of "
-                    "2.00 MiB (2,097,152 B); the sites that held the most then:\n"
-                    "    2.86 MiB at test_over_limit (" +
-                        dir + "/test_limits.py:17)\n    97.66 KiB at test_over_limit (" + dir +
-                        "/test_limits.py:18)\n"))
+    EXPECT_TRUE(mentions(o.out, "2 failed, 4 passed")) << o.out;
+    EXPECT_TRUE(
+        mentions(o.out,
+                 "memtool: Test peaked at 2.96 MiB (3,100,000 B) on cpu, reaching its limit of "
+                 "2.00 MiB (2,097,152 B); the sites that held the most then:\n"
+                 "    2.86 MiB at test_over_limit (" +
+                     dir + "/test_limits.py:17)\n    97.66 KiB at test_over_limit (" + dir +
+                     "/test_limits.py:18)\n"))
         << o.out;
-    EXPECT_TRUE(has(o.out,
-                    "memtool: Test was allowed to leak 1.00 MiB per site but 1 site leaked more:\n"
-                    "    1.91 MiB on cpu at keep_forever (" +
-                        dir + "/test_limits.py:29)\n"))
+    EXPECT_TRUE(
+        mentions(o.out,
+                 "memtool: Test was allowed to leak 1.00 MiB per site but 1 site leaked more:\n"
+                 "    1.91 MiB on cpu at keep_forever (" +
+                     dir + "/test_limits.py:29)\n"))
         << o.out;
-    EXPECT_TRUE(has(o.out, "FAILED test_limits.py::test_over_limit"));
-    EXPECT_TRUE(has(o.out, "FAILED test_limits.py::test_leaks"));
-    EXPECT_FALSE(has(o.out, "FAILED test_limits.py::test_leak_filtered"));  // its filter_fn
-    EXPECT_FALSE(has(o.out, "FAILED test_limits.py::test_under_limit"));
+    EXPECT_TRUE(mentions(o.out, "FAILED test_limits.py::test_over_limit"));
+    EXPECT_TRUE(mentions(o.out, "FAILED test_limits.py::test_leaks"));
+    EXPECT_FALSE(mentions(o.out, "FAILED test_limits.py::test_leak_filtered"));  // its filter_fn
+    EXPECT_FALSE(mentions(o.out, "FAILED test_limits.py::test_under_limit"));
     const std::string junit = readFile(dir + "/junit.xml");
-    EXPECT_TRUE(has(junit, "<property name=\"memtool.peak.cpu\" value=\"3100000\" />")) << junit;
-    EXPECT_TRUE(has(junit, "<property name=\"memtool.leaked.cpu\" value=\"2000000\" />"));
-    EXPECT_TRUE(has(junit, "<property name=\"memtool.count.cpu\" value=\"2\" />"));
+    EXPECT_TRUE(mentions(junit, "<property name=\"memtool.peak.cpu\" value=\"3100000\" />"))
+        << junit;
+    EXPECT_TRUE(mentions(junit, "<property name=\"memtool.leaked.cpu\" value=\"2000000\" />"));
+    EXPECT_TRUE(mentions(junit, "<property name=\"memtool.count.cpu\" value=\"2\" />"));
 }
 
 // The table lists every test, largest first, a forked worker on rows of its own.
@@ -121,17 +124,18 @@ TEST(PytestPlugin, ABaselineFailsATestWhosePeakGrew) {
                                   "--memtool-max-increase", "5%", "test_limits.py::test_grows"},
                                  {"GROW=11000"});
     EXPECT_EQ(grown.exitCode, 1) << grown.out;
-    EXPECT_TRUE(has(grown.out,
-                    "memtool: Test's peak on cpu grew from 10,000 B to 11,000 B (+10.0%), past the "
-                    "allowed 5%"))
+    EXPECT_TRUE(
+        mentions(grown.out,
+                 "memtool: Test's peak on cpu grew from 10,000 B to 11,000 B (+10.0%), past the "
+                 "allowed 5%"))
         << grown.out;
     // --memtool-limit: every test without a limit of its own.
     const Outcome limited =
         pytest(dir, {"--memtool", "--memtool-limit", "9 KB", "test_limits.py::test_grows",
                      "test_limits.py::test_small"});
     EXPECT_EQ(limited.exitCode, 1) << limited.out;
-    EXPECT_TRUE(has(limited.out, "1 failed, 1 passed")) << limited.out;
-    EXPECT_TRUE(has(limited.out, "reaching its limit of 9.00 KiB (9,216 B)")) << limited.out;
+    EXPECT_TRUE(mentions(limited.out, "1 failed, 1 passed")) << limited.out;
+    EXPECT_TRUE(mentions(limited.out, "reaching its limit of 9.00 KiB (9,216 B)")) << limited.out;
 }
 
 // What the plugin cannot read is a usage error (exit 4) naming the test and the value.
@@ -141,24 +145,25 @@ TEST(PytestPlugin, BadSizesDevicesAndBaselinesAreUsageErrors) {
     const Outcome size = pytest(dir, {"--memtool", "test_bad_size.py"});
     EXPECT_EQ(size.exitCode, 4);
     EXPECT_TRUE(
-        has(size.err + size.out,
-            "test_bad_size.py::test_bad: @pytest.mark.limit_memory: '24 MiB' is not a size"))
+        mentions(size.err + size.out,
+                 "test_bad_size.py::test_bad: @pytest.mark.limit_memory: '24 MiB' is not a size"))
         << size.err << size.out;
     const Outcome device = pytest(dir, {"--memtool", "test_bad_device.py"});
     EXPECT_EQ(device.exitCode, 4);
-    EXPECT_TRUE(has(device.err + device.out,
-                    "test_bad_device.py::test_no_such_gpu: @pytest.mark.limit_memory: device "
-                    "cuda:7 does not exist here"))
+    EXPECT_TRUE(mentions(device.err + device.out,
+                         "test_bad_device.py::test_no_such_gpu: @pytest.mark.limit_memory: device "
+                         "cuda:7 does not exist here"))
         << device.err << device.out;
     const Outcome baseline = pytest(dir, {"--memtool", "--memtool-baseline",
                                           dir + "/test_small_missing.json", "test_limits.py"});
     EXPECT_EQ(baseline.exitCode, 4);
-    EXPECT_TRUE(has(baseline.err + baseline.out,
-                    "--memtool-baseline " + dir + "/test_small_missing.json: cannot be read"))
+    EXPECT_TRUE(mentions(baseline.err + baseline.out,
+                         "--memtool-baseline " + dir + "/test_small_missing.json: cannot be read"))
         << baseline.err;
     const Outcome limit = pytest(dir, {"--memtool", "--memtool-limit", "lots", "test_limits.py"});
     EXPECT_EQ(limit.exitCode, 4);
-    EXPECT_TRUE(has(limit.err + limit.out, "--memtool-limit: 'lots' is not a size")) << limit.err;
+    EXPECT_TRUE(mentions(limit.err + limit.out, "--memtool-limit: 'lots' is not a size"))
+        << limit.err;
 }
 
 // Without --memtool the plugin does nothing: the markers are known, no test is tracked.
@@ -167,8 +172,8 @@ TEST(PytestPlugin, OffUnlessAsked) {
     const std::string dir = suiteCopy();
     const Outcome o = pytest(dir, {"test_limits.py"});
     EXPECT_EQ(o.exitCode, 0) << o.out << o.err;
-    EXPECT_TRUE(has(o.out, "6 passed")) << o.out;
-    EXPECT_FALSE(has(o.out, "memtool")) << o.out;
+    EXPECT_TRUE(mentions(o.out, "6 passed")) << o.out;
+    EXPECT_FALSE(mentions(o.out, "memtool")) << o.out;
 }
 
 // A notebook executed headless: %%memtool's cell shows the report (the HTML page
@@ -178,17 +183,18 @@ TEST(PytestPlugin, ANotebooksMagicsShowTheirReportsInTheCells) {
     SKIP_WITHOUT("nbclient", "nbformat", "ipykernel");
     const Outcome o = runNotebook(tempDir());
     ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
-    EXPECT_TRUE(has(o.out, "--- cell 2 display_data html\n")) << o.out;
-    EXPECT_TRUE(has(o.out, "cpu                            3,500,000 B    ")) << o.out;
-    EXPECT_TRUE(has(o.out,
-                    "  1       3,000,000 B       3,000,000 B        1       3,000,000 B  "
-                    "<module> (In3.py:1)"))
+    EXPECT_TRUE(mentions(o.out, "--- cell 2 display_data html\n")) << o.out;
+    EXPECT_TRUE(mentions(o.out, "cpu                            3,500,000 B    ")) << o.out;
+    EXPECT_TRUE(mentions(o.out,
+                         "  1       3,000,000 B       3,000,000 B        1       3,000,000 B  "
+                         "<module> (In3.py:1)"))
         << o.out;
-    EXPECT_TRUE(has(o.out, "--- cell 3 stream\n")) << o.out;
-    EXPECT_TRUE(has(o.out,
-                    "     1            1,000 B            1,000 B            1,000 B        1  "
-                    "z = torch.empty(1_000, dtype=torch.uint8)"))
+    EXPECT_TRUE(mentions(o.out, "--- cell 3 stream\n")) << o.out;
+    EXPECT_TRUE(
+        mentions(o.out,
+                 "     1            1,000 B            1,000 B            1,000 B        1  "
+                 "z = torch.empty(1_000, dtype=torch.uint8)"))
         << o.out;
-    EXPECT_TRUE(has(o.out, "--- cell 4 stream\nStorage on cpu\n  x ")) << o.out;
-    EXPECT_TRUE(has(o.out, "  Python-visible: 3,001,000 B")) << o.out;
+    EXPECT_TRUE(mentions(o.out, "--- cell 4 stream\nStorage on cpu\n  x ")) << o.out;
+    EXPECT_TRUE(mentions(o.out, "  Python-visible: 3,001,000 B")) << o.out;
 }

@@ -20,7 +20,7 @@ using namespace memtool;
 
 namespace {
 
-std::string tempDir() { return memtool::test_support::makeTempDir("memtool-files-test"); }
+std::string filesTempDir() { return memtool::test_support::makeTempDir("memtool-files-test"); }
 
 std::string contents(const std::string& path) {
     std::ifstream in(path);
@@ -48,7 +48,7 @@ std::string readError(const std::string& path, uint64_t limit) {
 }  // namespace
 
 TEST(Files, ReadsARegularFileWhole) {
-    const std::string path = tempDir() + "/a.txt";
+    const std::string path = filesTempDir() + "/a.txt";
     std::ofstream(path) << "line 1\nline 2\n";
     std::string why;
     EXPECT_EQ(core::readRegularFile(path, 14, &why), "line 1\nline 2\n");
@@ -56,7 +56,7 @@ TEST(Files, ReadsARegularFileWhole) {
 }
 
 TEST(Files, RefusesWhatIsNotARegularFileWithoutOpeningIt) {
-    const std::string dir = tempDir();
+    const std::string dir = filesTempDir();
     // A FIFO without a writer: opening it for reading would wait for one forever.
     ASSERT_EQ(mkfifo((dir + "/fifo").c_str(), 0600), 0);
     EXPECT_EQ(readError(dir + "/fifo", 1 << 20), "it is a FIFO, not a regular file");
@@ -68,7 +68,7 @@ TEST(Files, RefusesWhatIsNotARegularFileWithoutOpeningIt) {
 
 TEST(Files, RefusesAFileLargerThanTheLimitBeforeReadingIt) {
     // Sparse: a terabyte that takes no disk and would take all memory.
-    const std::string path = tempDir() + "/huge";
+    const std::string path = filesTempDir() + "/huge";
     const int fd = open(path.c_str(), O_CREAT | O_WRONLY, 0600);
     ASSERT_GE(fd, 0);
     ASSERT_EQ(ftruncate(fd, off_t{1} << 40), 0);
@@ -81,7 +81,7 @@ TEST(Files, RefusesAFileLargerThanTheLimitBeforeReadingIt) {
 }
 
 TEST(Files, ReplacingNeverFollowsAPlantedLink) {
-    const std::string dir = tempDir();
+    const std::string dir = filesTempDir();
     const std::string victim = dir + "/victim", trace = dir + "/trace.json";
     std::ofstream(victim) << "precious";
     // Where memtool used to write its temporary file, and would have followed the link.
@@ -104,7 +104,7 @@ TEST(Files, ReplacingNeverFollowsAPlantedLink) {
 // trace.json goes out in pieces (the bodies memtool run rendered ahead): more
 // than one writev takes (IOV_MAX, 1,024), empty ones among them, in their order.
 TEST(Files, AFileReplacedFromPiecesHoldsThemInOrder) {
-    const std::string dir = tempDir();
+    const std::string dir = filesTempDir();
     const std::string trace = dir + "/trace.json";
     std::vector<std::string> texts;
     std::string expected;
@@ -123,7 +123,7 @@ TEST(Files, AFileReplacedFromPiecesHoldsThemInOrder) {
 }
 
 TEST(Files, ReplacingALinkReplacesTheLinkNotItsTarget) {
-    const std::string dir = tempDir();
+    const std::string dir = filesTempDir();
     const std::string victim = dir + "/victim", trace = dir + "/trace.json";
     std::ofstream(victim) << "precious";
     ASSERT_EQ(symlink(victim.c_str(), trace.c_str()), 0);
@@ -136,7 +136,7 @@ TEST(Files, ReplacingALinkReplacesTheLinkNotItsTarget) {
 }
 
 TEST(Files, ReplacingFailsWithAClearErrorAndLeavesNothing) {
-    const std::string dir = tempDir();
+    const std::string dir = filesTempDir();
     try {
         core::replaceFile(dir + "/missing/trace.json", "x", core::kExitRunFailed);
         FAIL() << "no error";
@@ -176,7 +176,7 @@ TEST(Files, APipeFromTheShellIsReadWhenAskedForAndBounded) {
     EXPECT_EQ(why, "it is larger than 5 B (6 bytes)");
     close(fds[0]);
     // A FIFO in the file system is refused all the same, unopened.
-    const std::string fifo = tempDir() + "/fifo";
+    const std::string fifo = filesTempDir() + "/fifo";
     ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
     EXPECT_EQ(core::readRegularFile(fifo, 100, &why, true), std::nullopt);
     EXPECT_EQ(why, "it is a FIFO, not a regular file");
