@@ -76,6 +76,9 @@ core::ProcessTrace processHeader(const core::Aggregator& agg) {
         p.nativeStacks = h->nativeStacks;
         p.pythonStacks = h->pythonStacks;
         p.forked = h->forked;
+        // The zero of its clock on the wall's: what puts several processes' timelines,
+        // and several traces', on one clock (reporters/RankSummary.h).
+        if (h->startUnixNs) p.startUnixS = static_cast<double>(h->startUnixNs) / 1e9;
         rankOf(*h, p);
     }
     const auto& end = agg.end();

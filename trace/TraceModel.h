@@ -213,6 +213,9 @@ struct ProcessTrace {
     int64_t ppid = 0;
     std::vector<std::string> command;
     std::string cwd;  // working directory memtool run started in (where relative paths lead)
+    // The host it ran on (gethostname), which puts the traces of a multi-node job's
+    // ranks apart; empty in older traces and in those memtool did not run.
+    std::string host;
     std::optional<int> exitCode;    // set when the process exited normally
     std::optional<int> exitSignal;  // set when a signal ended it
     bool complete = false;

@@ -430,6 +430,7 @@ core::ProcessTrace processFromJson(const json& j) {
     p.maxRssBytes = optionalUnsigned(j, "max_rss_bytes");
     if (j.contains("cpu_s")) p.cpuS = j.at("cpu_s").get<double>();
     if (j.contains("start_unix_s")) p.startUnixS = j.at("start_unix_s").get<double>();
+    p.host = j.value("host", std::string());
     p.nativeStacks = j.value("native_stacks", true);
     p.pythonStacks = j.value("python_stacks", true);
     for (const auto& [name, d] : j.at("devices").items()) p.devices[name] = deviceFromJson(d);

@@ -386,6 +386,7 @@ void writeProcess(TextWriter& w, const core::ProcessTrace& p, const RenderedBody
     if (!p.complete) m.push_back(field(w, "incomplete_reason", p.incompleteReason));
     if (p.cpuS) m.push_back(field(w, "cpu_s", p.cpuS));
     if (p.startUnixS) m.push_back(field(w, "start_unix_s", p.startUnixS));
+    if (!p.host.empty()) m.push_back(field(w, "host", p.host));
     if (p.snapshot) m.push_back(field(w, "snapshot", p.snapshot));
     if (p.forked) m.push_back(field(w, "forked", p.forked));
     if (p.exec) m.push_back(field(w, "exec", p.exec));

@@ -462,6 +462,10 @@ core::Trace assembleTrace(const CollectorListener& listener, const TargetProcess
     if (n > 0) cwd[n] = '\0';
     if (n > 0 || getcwd(cwd, sizeof cwd))
         for (auto& p : trace.processes) p.cwd = cwd;
+    // Its processes ran here (a collector connects over a Unix socket).
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) == 0)
+        for (auto& p : trace.processes) p.host = host;
     // Everything memtool run did up to here (reading the streams, symbolizing,
     // building the trace); writing trace.json comes after.
     rusage self{};
