@@ -14,6 +14,7 @@
 #include "reporters/HtmlMoments.h"
 #include "reporters/Markup.h"
 #include "reporters/ProcessSelection.h"
+#include "reporters/RankSummary.h"
 #include "reporters/StackTree.h"
 #include "reporters/TimelineMarks.h"
 #include "trace/RecordedSources.h"
@@ -412,29 +413,77 @@ void oomSection(const core::ProcessTrace& p, std::ostream& out) {
 }
 
 // A trace of several processes opens with one row each, linked to its section: a
-// page of ranks or workers otherwise reads as one long scroll.
-void processOverview(const core::Trace& trace, std::ostream& out) {
+// page of ranks or workers otherwise reads as one long scroll. Peak times stand on
+// one clock, the first process's start its zero.
+void processOverview(const core::Trace& trace, const RankSummary& s, std::ostream& out) {
     if (trace.processes.size() < 2) return;
     out << "<h2>Processes</h2>\n<table class=\"processes sortable\">\n<thead>"
         << headerRow({{"Process", false},
+                      {"Rank", true},
+                      {"Host", false},
                       {"Command", false},
                       {"Ended", false},
-                      {"Peaks", false},
+                      {"Peaks (s from the first start)", false},
                       {"OOMs", true}})
         << "</thead>\n<tbody>\n";
     for (size_t i = 0; i < trace.processes.size(); ++i) {
         const core::ProcessTrace& p = trace.processes[i];
         std::string peaks;
         for (const auto& [name, d] : p.devices)
-            peaks += (peaks.empty() ? "" : ", ") + name + " " + core::formatBytes(d.peakBytes);
+            peaks += fmt::format("{}{} {} at {:.3f} s", peaks.empty() ? "" : ", ", name,
+                                 core::formatBytes(d.peakBytes), sharedTimeS(s, p, d.peakTimeS));
         const char* role = i == 0 ? " (launched)" : p.forked ? " (fork)" : "";
         out << fmt::format(
             "<tr><td><a href=\"#process-{}\">pid {}</a>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-            "{}</tr>\n",
-            i, p.pid, role, esc(commandLine(p)), esc(exitText(p)), esc(peaks),
-            countCell(p.oom.size()));
+            "<td>{}</td><td>{}</td>{}</tr>\n",
+            i, p.pid, role, esc(rankText(p)), esc(p.host), esc(commandLine(p)), esc(exitText(p)),
+            esc(peaks), countCell(p.oom.size()));
     }
     out << "</tbody></table>\n";
+}
+
+// The ranks' figures, and each device two processes used as one chart on one clock.
+void ranksSection(const core::Trace& trace, const RankSummary& s, std::ostream& out) {
+    if (trace.processes.size() < 2) return;
+    std::map<std::string, size_t> users;
+    for (const core::ProcessTrace& p : trace.processes)
+        for (const auto& [name, series] : p.timeline)
+            if (p.devices.count(name)) ++users[name];
+    out << "<h2>All processes on one clock</h2>\n<ul class=\"ranks\">\n";
+    for (const RankSpread& r : s.spreads)
+        out << fmt::format(
+            "<li class=\"rank-spread\" data-kind=\"{}\" data-spread=\"{}\">{}: rank {} holds "
+            "most, {} on {}; least rank {}, {}; spread {}</li>\n",
+            r.kind, r.spread ? fmt::format("{:.4f}", *r.spread) : "", r.kind, r.largest.rank,
+            core::formatBytes(r.largest.peakBytes), esc(r.largest.device), r.smallest.rank,
+            core::formatBytes(r.smallest.peakBytes),
+            r.spread ? fmt::format("{:.2f}×", *r.spread) : std::string("-"));
+    for (const HostPeak& h : s.hostPeaks)
+        out << fmt::format(
+            "<li class=\"host-peak\" data-device=\"{}\" data-bytes=\"{}\">{} {}: {} processes "
+            "held {} at once, {:.3f} s in (their peaks sum to {})</li>\n",
+            esc(h.device), h.combinedBytes, esc(h.host.empty() ? "(unnamed host)" : h.host),
+            esc(h.device), h.processes.size(), core::formatBytes(h.combinedBytes), h.timeS,
+            core::formatBytes(h.sumOfPeaks));
+    out << "</ul>\n";
+    for (const auto& [device, count] : users)
+        if (count >= 2)
+            out << fmt::format(
+                "<figure class=\"ranks-timeline\" data-device=\"{0}\"><figcaption>{0}, each "
+                "process's live bytes</figcaption></figure>\n",
+                esc(device));
+}
+
+// Where each process's clock starts on the shared one, and how the page names it.
+json ranksData(const core::Trace& trace, const RankSummary& s) {
+    json processes = json::array();
+    for (const core::ProcessTrace& p : trace.processes)
+        processes.push_back(
+            {{"shift_s", sharedTimeS(s, p, 0)},
+             {"label", (p.rank ? fmt::format("rank {} · ", *p.rank) : std::string()) +
+                           fmt::format("pid {}", p.pid) +
+                           (s.hosts > 1 ? " on " + p.host : std::string())}});
+    return processes;
 }
 
 void processSection(const core::ProcessTrace& p, size_t index, const HtmlOptions& options,
@@ -460,6 +509,8 @@ void processSection(const core::ProcessTrace& p, size_t index, const HtmlOptions
 
 void renderHtml(const core::Trace& trace, const HtmlOptions& options, std::ostream& out) {
     json data = {{"processes", json::array()}};
+    const RankSummary ranks = summarizeRanks(trace);
+    if (trace.processes.size() > 1) data["ranks"] = ranksData(trace, ranks);
     std::vector<const core::ProcessEvents*> events;
     for (const auto& p : trace.processes)
         events.push_back(options.events ? eventsOf(*options.events, p) : nullptr);
@@ -482,7 +533,8 @@ void renderHtml(const core::Trace& trace, const HtmlOptions& options, std::ostre
         << "<script>" << kHtmlErrorCatcher << "</script>\n"
         << "</head>\n<body>\n<header class=\"top\"><span class=\"brand\">memtool</span> memory "
            "report</header>\n<main>\n";
-    processOverview(trace, out);
+    processOverview(trace, ranks, out);
+    ranksSection(trace, ranks, out);
     for (size_t i = 0; i < trace.processes.size(); ++i)
         processSection(trace.processes[i], i, options, events[i], out);
     if (trace.processes.empty()) out << "<p class=\"none\">The trace holds no process.</p>\n";

@@ -1,6 +1,7 @@
 #include "reporters/JsonReporter.h"
 
 #include "reporters/HotspotRows.h"
+#include "reporters/RankSummary.h"
 #include "trace/TraceReader.h"
 
 namespace memtool::reporters {
@@ -69,6 +70,8 @@ json renderJson(const core::Trace& trace, const ReportOptions& options,
             out["line_table"] = rows;
         }
     }
+    // Several processes: the figures the text report opens with.
+    if (trace.processes.size() > 1) full["ranks"] = rankSummaryJson(trace, summarizeRanks(trace));
     return full;
 }
 

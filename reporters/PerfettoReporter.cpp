@@ -1,9 +1,13 @@
 #include "reporters/PerfettoReporter.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
+#include <set>
 
 #include "core/Units.h"
 #include "reporters/ProcessSelection.h"
+#include "reporters/RankSummary.h"
 #include "reporters/TimelineMarks.h"
 
 namespace memtool::reporters {
@@ -16,15 +20,28 @@ using nlohmann::json;
 // 0.4900329 s is 490032.9, not the product's 490032.89999999997.
 double micros(double seconds) { return std::round(seconds * 1e9) / 1e3; }
 
-// A process's name in the viewer: its command on one line, as the reports show it.
-std::string commandText(const core::ProcessTrace& p) {
-    return p.command.empty() ? "pid " + std::to_string(p.pid) : commandLine(p);
+// A process's name in the viewer: its rank and host where a launcher or several
+// hosts make them matter (Perfetto and Holistic Trace Analysis list ranks so),
+// then its command on one line, as the reports show it.
+std::string commandText(const core::ProcessTrace& p, bool hosts) {
+    std::string who;
+    if (p.rank) who = fmt::format("rank {} ", *p.rank);
+    if (hosts) who += fmt::format("on {} ", p.host.empty() ? "(unnamed host)" : p.host);
+    if (!who.empty()) who += "· ";
+    return who + (p.command.empty() ? "pid " + std::to_string(p.pid) : commandLine(p));
 }
+
+// A process's track: its pid, unless another host's process had it first.
+struct Track {
+    const core::ProcessTrace& p;
+    int64_t id;
+    double shiftS;  // its clock's zero on the shared clock
+};
 
 // The series' points as counter events: a counter holds its value until the next
 // event, which is how the points read (the bytes right after each event). The
 // device held nothing before its first point.
-void counters(const core::ProcessTrace& p, const std::map<std::string, core::TimelineSeries>& all,
+void counters(const Track& t, const std::map<std::string, core::TimelineSeries>& all,
               const std::string& prefix, json& events) {
     for (const auto& [key, series] : all) {
         const std::string name = prefix + key;
@@ -33,9 +50,9 @@ void counters(const core::ProcessTrace& p, const std::map<std::string, core::Tim
         auto counter = [&, &name = name](double timeS, uint64_t bytes) {
             events.push_back({{"ph", "C"},
                               {"name", name},
-                              {"pid", p.pid},
-                              {"tid", p.pid},
-                              {"ts", micros(timeS)},
+                              {"pid", t.id},
+                              {"tid", t.id},
+                              {"ts", micros(t.shiftS + timeS)},
                               {"args", {{"bytes", bytes}}}});
         };
         if (series.points.front().timeS > 0) counter(0, 0);
@@ -43,30 +60,30 @@ void counters(const core::ProcessTrace& p, const std::map<std::string, core::Tim
     }
 }
 
-json instant(const core::ProcessTrace& p, const std::string& name, double timeS, json args) {
+json instant(const Track& t, const std::string& name, double timeS, json args) {
     return {{"ph", "i"},
             {"s", "p"},
             {"name", name},
-            {"pid", p.pid},
-            {"tid", p.pid},
-            {"ts", micros(timeS)},
+            {"pid", t.id},
+            {"tid", t.id},
+            {"ts", micros(t.shiftS + timeS)},
             {"args", std::move(args)}};
 }
 
-void peaks(const core::ProcessTrace& p, json& events) {
+void peaks(const Track& t, json& events) {
     auto peak = [&](const std::string& name, const core::PoolTotals& d) {
         if (d.allocCount == 0) return;
-        events.push_back(instant(p, name + " peak " + core::formatBytes(d.peakBytes), d.peakTimeS,
+        events.push_back(instant(t, name + " peak " + core::formatBytes(d.peakBytes), d.peakTimeS,
                                  {{"device", name}, {"bytes", d.peakBytes}}));
     };
-    for (const auto& [name, d] : p.devices) {
+    for (const auto& [name, d] : t.p.devices) {
         peak(name, d);
         for (const auto& [pool, totals] : d.pools) peak(name + "." + pool, totals);
     }
 }
 
-void marks(const core::Trace& trace, const core::ProcessTrace& p, json& events) {
-    for (const TimelineMark& m : timelineMarks(p, &trace)) {
+void marks(const core::Trace& trace, const Track& t, json& events) {
+    for (const TimelineMark& m : timelineMarks(t.p, &trace)) {
         json args = {{"kind", m.kind}, {"device", m.device}};
         if (m.kind == "oom") {
             args["requested_bytes"] = m.bytes;
@@ -74,7 +91,7 @@ void marks(const core::Trace& trace, const core::ProcessTrace& p, json& events) 
             args["bytes"] = m.bytes;
             args["ok"] = !m.failed;
         }
-        events.push_back(instant(p, m.label, m.timeS, std::move(args)));
+        events.push_back(instant(t, m.label, m.timeS, std::move(args)));
     }
 }
 
@@ -82,17 +99,26 @@ void marks(const core::Trace& trace, const core::ProcessTrace& p, json& events) 
 
 json renderPerfetto(const core::Trace& trace) {
     json events = json::array();
-    for (const core::ProcessTrace& p : trace.processes) {
-        events.push_back({{"ph", "M"},
-                          {"name", "process_name"},
-                          {"pid", p.pid},
-                          {"tid", p.pid},
-                          {"args", {{"name", commandText(p)}}}});
-        counters(p, p.timeline, "", events);
+    const RankSummary s = summarizeRanks(trace);
+    std::set<int64_t> ids;
+    for (size_t i = 0; i < trace.processes.size(); ++i) {
+        const core::ProcessTrace& p = trace.processes[i];
+        const int64_t id =
+            ids.insert(p.pid).second ? p.pid : p.pid + 10'000'000 * static_cast<int64_t>(i + 1);
+        ids.insert(id);
+        const Track t{p, id, sharedTimeS(s, p, 0)};
+        auto meta = [&](const char* name, json args) {
+            events.push_back(
+                {{"ph", "M"}, {"name", name}, {"pid", id}, {"tid", id}, {"args", std::move(args)}});
+        };
+        meta("process_name", {{"name", commandText(p, s.hosts > 1)}});
+        // Ranks in rank order, the launcher and other processes after them.
+        meta("process_sort_index", {{"sort_index", p.rank ? *p.rank : int64_t{1} << 30}});
+        counters(t, p.timeline, "", events);
         // memtool run's readings of the machine, on the program's track.
-        if (&p == &trace.processes.front()) counters(p, polledSeries(trace, p), "polled ", events);
-        peaks(p, events);
-        marks(trace, p, events);
+        if (i == 0) counters(t, polledSeries(trace, p), "polled ", events);
+        peaks(t, events);
+        marks(trace, t, events);
     }
     return {{"displayTimeUnit", "ms"}, {"traceEvents", std::move(events)}};
 }

@@ -10,6 +10,7 @@
 #include "reporters/ByteText.h"
 #include "reporters/HotspotRows.h"
 #include "reporters/ProcessSelection.h"
+#include "reporters/RankSummary.h"
 
 namespace memtool::reporters {
 
@@ -254,35 +255,80 @@ void renderProcess(const core::Trace& trace, const core::ProcessTrace& p,
     for (const auto& [name, d] : p.devices) renderHotspots(p, name, d, options, b, out);
 }
 
-// One line per process of a run: what each one was and the most it held.
-void renderProcessList(const core::Trace& trace, std::ostream& out) {
-    out << fmt::format("{} processes\n{:>8} {:>5}  {:<44} {}\n", trace.processes.size(), "pid",
-                       "rank", "peak per device", "command");
+// Its peak per device, each with its time on the shared clock.
+std::string peaksText(const RankSummary& s, const core::ProcessTrace& p, const ByteText& b) {
+    std::string peaks;
+    for (const auto& [name, d] : p.devices)
+        peaks += fmt::format("{}{} {} @{:.3f}s", peaks.empty() ? "" : ", ", name, b(d.peakBytes),
+                             sharedTimeS(s, p, d.peakTimeS));
+    return peaks.empty() ? "-" : peaks;
+}
+
+uint64_t leakedBytes(const core::ProcessTrace& p) {
+    uint64_t leaked = 0;
+    for (const auto& [name, d] : p.devices) leaked += d.leakedBytes;
+    return leaked;
+}
+
+// Where it came from, and that its trace is incomplete.
+std::string howText(const core::Trace& trace, const core::ProcessTrace& p) {
+    const std::string parent = parentText(trace, p);
+    std::string how = parent.empty() ? "" : "  (" + parent + ")";
+    if (p.exec) how += "  (exec'd)";
+    // A worker the OOM killer took shows in the list (its exit), not only in its section.
+    if (!p.exitSignal && !p.complete) how += "  (trace incomplete)";
+    return how;
+}
+
+// The rank holding most per kind of device, the spread, and each host's combined peak.
+void renderRankLines(const core::Trace& trace, const RankSummary& s, const ByteText& b,
+                     std::ostream& out) {
+    for (const RankSpread& r : s.spreads) {
+        const auto& largest = trace.processes[r.largest.process];
+        out << fmt::format(
+            "Largest:  {}: rank {} holds most, {} on {} (pid {}); least rank {}, {}; spread "
+            "{}\n",
+            r.kind, r.largest.rank, b(r.largest.peakBytes), r.largest.device, largest.pid,
+            r.smallest.rank, b(r.smallest.peakBytes),
+            r.spread ? fmt::format("{:.2f}x", *r.spread) : std::string("- (it held nothing)"));
+    }
+    for (const HostPeak& h : s.hostPeaks)
+        out << fmt::format(
+            "Host:     {} {}: {} processes held {} at once, {:.3f} s in (their peaks sum to "
+            "{})\n",
+            h.host.empty() ? "(unnamed)" : h.host, h.device, h.processes.size(), b(h.combinedBytes),
+            h.timeS, b(h.sumOfPeaks));
+}
+
+// One line per process of a run (or of several traces): what each one was, the
+// most it held and when, on one clock; then the ranks' figures.
+void renderProcessList(const core::Trace& trace, const ReportOptions& options, std::ostream& out) {
+    const RankSummary s = summarizeRanks(trace);
+    const ByteText b(options.bytes);
+    const bool hosts = s.hosts > 1;
+    out << fmt::format("{} processes{}{} · peak times in seconds from {}\n", trace.processes.size(),
+                       s.ranks ? fmt::format(", {} rank{}", s.ranks, s.ranks == 1 ? "" : "s") : "",
+                       hosts ? fmt::format(" on {} hosts", s.hosts) : "",
+                       s.zeroUnixS ? "the first start" : "each one's start");
+    out << fmt::format("{:>8} {:>5}  {}{:<44} {:>10}  {:<18} {}\n", "pid", "rank",
+                       hosts ? fmt::format("{:<16} ", "host") : "", "peak per device @time",
+                       "leaked", "exit", "command");
     for (const core::ProcessTrace& p : trace.processes) {
-        std::string peaks;
-        for (const auto& [name, d] : p.devices)
-            peaks += fmt::format("{}{} {}", peaks.empty() ? "" : ", ", name,
-                                 core::formatBytes(d.peakBytes));
-        const std::string parent = parentText(trace, p);
-        std::string how = parent.empty() ? "" : "  (" + parent + ")";
-        if (p.exec) how += "  (exec'd)";
-        // A worker the OOM killer took shows in the list, not only in its section.
-        if (p.exitSignal)
-            how += fmt::format("  (killed by signal {})", *p.exitSignal);
-        else if (!p.complete)
-            how += "  (trace incomplete)";
         // Its section shows the whole command; here a forkserver's worker's
         // (a line of Python and its sys.path) would push the rest off the screen.
-        out << fmt::format("{:>8} {:>5}  {:<44} {}{}\n", p.pid, rankText(p),
-                           peaks.empty() ? "-" : peaks, shortCommand(p, 60), how);
+        out << fmt::format("{:>8} {:>5}  {}{:<44} {:>10}  {:<18} {}{}\n", p.pid, rankText(p),
+                           hosts ? fmt::format("{:<16} ", shortText(p.host, 16)) : "",
+                           peaksText(s, p, b), b(leakedBytes(p)), exitText(p), shortCommand(p, 60),
+                           howText(trace, p));
     }
+    renderRankLines(trace, s, b, out);
     out << '\n';
 }
 
 }  // namespace
 
 void renderTable(const core::Trace& trace, const ReportOptions& options, std::ostream& out) {
-    if (trace.processes.size() > 1) renderProcessList(trace, out);
+    if (trace.processes.size() > 1) renderProcessList(trace, options, out);
     for (size_t i = 0; i < trace.processes.size(); ++i) {
         if (i > 0)
             out << "\n"

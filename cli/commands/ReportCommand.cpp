@@ -1,6 +1,9 @@
 // `memtool report TRACE`: a report of a trace.json (reporters/), as a table,
 // line table, JSON, HTML, folded stacks or a Perfetto timeline.
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
@@ -28,13 +31,14 @@
 #include "reporters/TableReporter.h"
 #include "reporters/TorchSnapshot.h"
 #include "trace/EventLogFile.h"
+#include "trace/TraceMerge.h"
 #include "trace/TraceReader.h"
 
 namespace memtool::cli {
 namespace {
 
 struct ReportArgs {
-    std::string path;
+    std::vector<std::string> paths;  // several: read as one trace (trace/TraceMerge.h)
     std::string format = "text";
     std::string output;       // stdout when empty
     std::string metric;       // collapsed only; empty: peak
@@ -64,15 +68,18 @@ std::optional<core::EventLog> eventLogFor(const core::Trace& trace, const Report
     const bool reads =
         a.format == "torch-snapshot" || !a.at.empty() || a.format == "html" ||
         ((a.format == "text" || a.format == "json") && !a.lines && a.eventsBefore > 0);
+    const std::string needs = a.at.empty() ? "--format torch-snapshot" : "--at";
+    if ((a.format == "torch-snapshot" || !a.at.empty()) && a.paths.size() > 1)
+        throw core::Error(core::kExitBadInput,
+                          needs + " reads one trace's event log: give one trace");
     if (trace.eventsFile.empty()) {
         if (a.format == "torch-snapshot" || !a.at.empty())
             throw core::Error(core::kExitBadInput,
-                              std::string(a.at.empty() ? "--format torch-snapshot" : "--at") +
-                                  ": the trace has no event log (memtool run --events N|all)");
+                              needs + ": the trace has no event log (memtool run --events N|all)");
         return std::nullopt;
     }
     if (!reads) return std::nullopt;
-    return reporters::loadEventLog(reporters::eventLogPath(a.path, trace.eventsFile));
+    return reporters::loadEventLog(reporters::eventLogPath(a.paths.front(), trace.eventsFile));
 }
 
 // --format torch-snapshot: the one process of `trace` with an event log.
@@ -146,7 +153,7 @@ void renderReport(const core::Trace& trace, const ReportArgs& a, const std::stri
         // A page has room for more rows than a terminal, and sorts them itself.
         if (!a.topGiven) html.hotspots.top = 100;
         html.lines = a.lineOptions;
-        html.source = a.path;
+        html.source = fmt::format("{}", fmt::join(a.paths, " "));
         html.events = log;
         reporters::renderHtml(trace, html, out);
     } else if (a.format == "perfetto") {
@@ -181,7 +188,7 @@ int reportCommand(const ReportArgs& a) {
                           "--format torch-snapshot writes a pickle: give -o FILE (snap.pickle)");
     if (!a.at.empty() && a.format != "text" && a.format != "json")
         throw core::Error(core::kExitBadInput, "--at goes with the text report or --format json");
-    core::Trace trace = reporters::selectProcesses(reporters::loadTrace(a.path), a.processes);
+    core::Trace trace = reporters::selectProcesses(reporters::loadTraces(a.paths), a.processes);
     checkSortKey(trace, a.options.sort);
     const std::optional<core::EventLog> log = eventLogFor(trace, a);
     // -o with %p or %r: a report per process (or per rank), as `memtool run -o` writes traces.
@@ -225,7 +232,10 @@ int reportAction(ReportArgs& a) {
 
 // The trace, and which report of it goes where.
 void addOutputOptions(CLI::App* cmd, ReportArgs& a) {
-    cmd->add_option("trace", a.path, "trace.json written by memtool run")->required();
+    cmd->add_option("trace", a.paths,
+                    "trace.json written by memtool run; several (a job's ranks, a trace per "
+                    "node): read as one")
+        ->required();
     a.topOption = cmd->add_option("--top", a.options.top,
                                   "How many hotspots per device (html: 100 unless given)")
                       ->transform(decimalCount(kMostShown))

@@ -124,6 +124,29 @@
     return end > 0 ? end * 1.03 : 1;
   }
 
+  // A chart's frame: bytes up to `top` (rounded to a tick) over seconds up to `end`,
+  // `H` high with `T` above the plot for labels; its grid, ticks and time axis
+  // drawn, and the scales the series are drawn with.
+  function chartFrame(fig, top, end, H, T) {
+    var L = 78, R = 18, B = 30;
+    var yTicks = byteTicks(top);
+    var yTop = yTicks[yTicks.length - 1][0] || 1;
+    var x = function (t) { return L + (t / end) * (W - L - R); };
+    var y = function (b) { return T + (1 - b / yTop) * (H - T - B); };
+    var chart = svg('svg', { viewBox: '0 0 ' + W + ' ' + H, class: 'chart', role: 'img' });
+    fig.appendChild(chart);
+    yTicks.forEach(function (t) {
+      svg('line', { x1: L, x2: W - R, y1: y(t[0]), y2: y(t[0]), class: 'grid' }, chart);
+      svg('text', { x: L - 6, y: y(t[0]) + 4, class: 'tick', 'text-anchor': 'end' }, chart).textContent = t[1];
+    });
+    timeTicks(end).forEach(function (t) {
+      svg('line', { x1: x(t[0]), x2: x(t[0]), y1: H - B, y2: H - B + 4, class: 'axis' }, chart);
+      svg('text', { x: x(t[0]), y: H - B + 17, class: 'tick', 'text-anchor': 'middle' }, chart).textContent = t[1];
+    });
+    svg('line', { x1: L, x2: W - R, y1: H - B, y2: H - B, class: 'axis' }, chart);
+    return { chart: chart, x: x, y: y };
+  }
+
   function drawTimeline(fig) {
     var proc = data.processes[+fig.getAttribute('data-process')];
     var device = fig.getAttribute('data-device');
@@ -142,24 +165,8 @@
       s.points.forEach(function (p) { top = Math.max(top, p[1]); });
     });
     var end = processEnd(proc);
-    var yTicks = byteTicks(top);
-    var yTop = yTicks[yTicks.length - 1][0] || 1;
-
     var H = marks.length ? 230 : 210, L = 78, R = 18, T = marks.length ? 36 : 16, B = 30;
-    var x = function (t) { return L + (t / end) * (W - L - R); };
-    var y = function (b) { return T + (1 - b / yTop) * (H - T - B); };
-    var chart = svg('svg', { viewBox: '0 0 ' + W + ' ' + H, class: 'chart', role: 'img' });
-    fig.appendChild(chart);
-
-    yTicks.forEach(function (t) {
-      svg('line', { x1: L, x2: W - R, y1: y(t[0]), y2: y(t[0]), class: 'grid' }, chart);
-      svg('text', { x: L - 6, y: y(t[0]) + 4, class: 'tick', 'text-anchor': 'end' }, chart).textContent = t[1];
-    });
-    timeTicks(end).forEach(function (t) {
-      svg('line', { x1: x(t[0]), x2: x(t[0]), y1: H - B, y2: H - B + 4, class: 'axis' }, chart);
-      svg('text', { x: x(t[0]), y: H - B + 17, class: 'tick', 'text-anchor': 'middle' }, chart).textContent = t[1];
-    });
-    svg('line', { x1: L, x2: W - R, y1: H - B, y2: H - B, class: 'axis' }, chart);
+    var frame = chartFrame(fig, top, end, H, T), chart = frame.chart, x = frame.x, y = frame.y;
 
     // A step line: the bytes hold until the next point.
     series.forEach(function (s, i) {
@@ -419,7 +426,55 @@
     });
   }
 
+  // Every process's live bytes on one device, each on the shared clock (its
+  // start's shift), one step line each: the ranks of a job side by side.
+  function drawRanksTimeline(fig) {
+    var device = fig.getAttribute('data-device');
+    var series = [];
+    data.processes.forEach(function (proc, i) {
+      var points = proc.timeline[device];
+      if (!points || !proc.devices[device]) return;
+      var shift = data.ranks[i].shift_s;
+      series.push({
+        name: data.ranks[i].label,
+        points: points.map(function (p) { return [p[0] + shift, p[1]]; }),
+        cls: 'series-' + (series.length % 3)
+      });
+    });
+    var top = 0, end = 0;
+    series.forEach(function (s) {
+      s.points.forEach(function (p) { top = Math.max(top, p[1]); end = Math.max(end, p[0]); });
+    });
+    end = end > 0 ? end * 1.03 : 1;
+    var H = 230, L = 78, R = 18, T = 16, B = 30;
+    var frame = chartFrame(fig, top, end, H, T), chart = frame.chart, x = frame.x, y = frame.y;
+    series.forEach(function (s) {
+      var d = 'M' + x(0) + ',' + y(0), last = 0;
+      s.points.forEach(function (p) {
+        d += 'L' + x(p[0]) + ',' + y(last) + 'L' + x(p[0]) + ',' + y(p[1]);
+        last = p[1];
+      });
+      svg('path', { d: d, class: 'line ' + s.cls, 'data-series': s.name, 'data-points': s.points.length }, chart);
+    });
+    var hover = svg('rect', { x: L, y: T, width: W - L - R, height: H - T - B, class: 'hover' }, chart);
+    hover.addEventListener('mousemove', function (evt) {
+      var box = chart.getBoundingClientRect();
+      var t = Math.max(0, Math.min(end, (((evt.clientX - box.left) * (W / box.width) - L) / (W - L - R)) * end));
+      showTip(evt, [fmtSeconds(t)].concat(series.map(function (s) {
+        return s.name + ': ' + fmtBytes(valueAt(s.points, t));
+      })));
+    });
+    hover.addEventListener('mouseleave', hideTip);
+    var legend = html('div', 'legend', undefined, fig);
+    series.forEach(function (s) {
+      var item = html('span', 'item', undefined, legend);
+      html('span', 'swatch ' + s.cls, undefined, item);
+      html('span', '', s.name, item);
+    });
+  }
+
   Array.prototype.forEach.call(document.querySelectorAll('figure.timeline'), drawTimeline);
+  Array.prototype.forEach.call(document.querySelectorAll('figure.ranks-timeline'), drawRanksTimeline);
   Array.prototype.forEach.call(document.querySelectorAll('figure.flame'), drawFlame);
   Array.prototype.forEach.call(document.querySelectorAll('figure.moments'), drawMoments);
   // "Python frames only": the process's flame graphs drawn again from the other tree.

@@ -56,8 +56,8 @@ TEST(Cli, AnUnknownOptionOrAMissingArgumentIsNamedWithItsCommand) {
     } cases[] = {
         {{"report", "-f", "html", "trace.json"},
          "memtool: report: unknown option '-f' (memtool report --help)\n"},
-        {{"report", "a.json", "b.json"},
-         "memtool: report: unexpected argument 'b.json' (memtool report --help)\n"},
+        {{"diff", "a.json", "b.json", "c.json"},
+         "memtool: diff: unexpected argument 'c.json' (memtool diff --help)\n"},
         {{"check", "--max-peek", "cpu=1GiB", "t.json"},
          "memtool: check: unknown option '--max-peek' (memtool check --help)\n"},
         {{"diff", "base.json"}, "memtool: diff: new is required (memtool diff --help)\n"},

@@ -266,15 +266,45 @@ TEST(HtmlReport, APageOfSeveralProcessesOpensWithOneRowEach) {
     ASSERT_EQ(rows.size(), 2u) << rows.dump();
     const std::string parent = std::to_string(p.trace.at("processes").at(0).at("pid").get<int>());
     const std::string child = std::to_string(p.trace.at("processes").at(1).at("pid").get<int>());
+    // Process, rank, host, command, ended, peaks (and when, on one clock), OOMs.
     EXPECT_EQ(rows.at(0).at(0), "pid " + parent + " (launched)");
-    EXPECT_EQ(rows.at(0).at(2), "exit code 0");
-    EXPECT_EQ(rows.at(0).at(3), "cpu 2.86 MiB");  // 3,000,000 bytes
+    EXPECT_EQ(rows.at(0).at(1), "-");
+    EXPECT_EQ(rows.at(0).at(4), "exit code 0");
+    const std::string parentPeak = rows.at(0).at(5);
+    EXPECT_EQ(parentPeak.rfind("cpu 2.86 MiB at ", 0), 0u) << parentPeak;  // 3,000,000 bytes
     EXPECT_EQ(rows.at(1).at(0), "pid " + child + " (fork)");
-    EXPECT_EQ(rows.at(1).at(2), "exit code 0");
-    EXPECT_EQ(rows.at(1).at(3), "cpu 4.77 MiB");  // 5,000,000 bytes of its own
-    EXPECT_EQ(rows.at(1).at(4), "0");
+    EXPECT_EQ(rows.at(1).at(4), "exit code 0");
+    const std::string childPeak = rows.at(1).at(5);
+    EXPECT_EQ(childPeak.rfind("cpu 4.77 MiB at ", 0), 0u) << childPeak;  // 5,000,000 of its own
+    EXPECT_EQ(rows.at(1).at(6), "0");
     EXPECT_NE(page.find("<a href=\"#process-1\">pid " + child + "</a>"), std::string::npos);
     EXPECT_NE(page.find("<section class=\"process\" id=\"process-1\">"), std::string::npos);
+}
+
+// A job's ranks (tests/golden/traces/ranks.json: 4,000,000 and 7,000,000 B held at
+// once): the page names the rank holding most, the spread and the host's combined
+// peak, and draws both ranks' timelines on one chart.
+TEST(HtmlReport, EveryRankOnOneChartWithTheRanksFigures) {
+    const std::string dir = tempDir();
+    const std::string page = renderHtml(GOLDEN_DIR, "traces/ranks.json", dir + "/report.html");
+    const json r = openInBrowser(page, dir);
+    ASSERT_FALSE(r.is_null());
+    EXPECT_EQ(r.at("ranks"),
+              json({"cpu: rank 1 holds most, 6.68 MiB on cpu; least rank 0, 3.81 MiB; spread "
+                    "1.75×",
+                    "node1 cpu: 2 processes held 10.49 MiB at once, 2.669 s in (their peaks sum "
+                    "to 10.49 MiB)"}));
+    ASSERT_EQ(r.at("ranksTimelines").size(), 1u);
+    const json& cpu = r.at("ranksTimelines")[0];
+    EXPECT_EQ(cpu.at("device"), "cpu");
+    // Each rank's two points (its allocation, its free); the launcher allocated nothing.
+    EXPECT_EQ(cpu.at("series"),
+              json::parse(R"json([["rank 0 · pid 9505", 2], ["rank 1 · pid 9506", 2]])json"));
+    const json& rows = r.at("tables").at("processes");
+    ASSERT_EQ(rows.size(), 3u) << rows.dump();
+    EXPECT_EQ(rows.at(2).at(1), "1");
+    EXPECT_EQ(rows.at(2).at(2), "node1");
+    EXPECT_EQ(rows.at(2).at(5), "cpu 6.68 MiB at 2.669 s");
 }
 
 // The report a notebook cell shows (%%memtool, tests/e2e/scripts/notebook_run.py):

@@ -65,8 +65,11 @@ TEST(Perfetto, ACounterPerDeviceAndPoolFromZero) {
                        {"cuda:0.active", 0, 0},
                        {"cuda:0.active", 500000, 64}}));
     const auto names = eventsOf(j, "M");
-    ASSERT_EQ(names.size(), 1u);
+    ASSERT_EQ(names.size(), 2u);
     EXPECT_EQ(names[0].at("args").at("name"), "python3 t.py");
+    // A process without a rank sorts after every rank.
+    EXPECT_EQ(names[1].at("name"), "process_sort_index");
+    EXPECT_EQ(names[1].at("args").at("sort_index"), 1 << 30);
     // A command with code on several lines is named on one, as the reports show it.
     core::Trace code = perfettoTrace();
     code.processes[0].command = {"python3", "-c", "import torch\nx = 1"};

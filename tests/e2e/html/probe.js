@@ -32,6 +32,18 @@
     };
   });
 
+  // Several processes: the ranks' figures, and each device's chart of them all.
+  result.ranks = all('ul.ranks li').map(function (li) { return text(li); });
+  result.ranksTimelines = all('figure.ranks-timeline').map(function (f) {
+    return {
+      device: f.getAttribute('data-device'),
+      series: all('path.line', f).map(function (p) {
+        return [p.getAttribute('data-series'), +p.getAttribute('data-points')];
+      }),
+      legend: text(f.querySelector('.legend'))
+    };
+  });
+
   result.flames = all('figure.flame').map(function (f) {
     var frames = all('g.frame', f);
     return {
