@@ -16,6 +16,7 @@
 #include "core/Units.h"
 #include "reporters/Markup.h"
 #include "reporters/ProcessSelection.h"
+#include "reporters/RankSummary.h"
 #include "trace/HotspotSelection.h"
 
 namespace memtool::reporters {
@@ -151,6 +152,16 @@ Increase parseIncrease(const std::string& text) {
     return inc;
 }
 
+Increase parseRankSpread(const std::string& text) {
+    Increase inc = parseIncrease(text);
+    if (!inc.percent)
+        throw core::Error(core::kExitBadInput,
+                          "--max-rank-spread '" + text +
+                              "': give a percentage, how much more the largest rank may hold "
+                              "than the smallest (50%: 1.5x)");
+    return inc;
+}
+
 namespace {
 
 // The trace is whole (the launched process's, and each checked one's), and the
@@ -266,6 +277,7 @@ void limitChecks(const core::Trace& trace, const std::vector<const core::Process
                 r.kind = "limit";
                 r.device = shown;
                 r.pid = p->pid;
+                r.rank = p->rank;
                 r.value = measure(*p, device, l.selector.pool, options.metric);
                 r.limit = l.bytes;
                 r.passed = r.value <= r.limit;
@@ -408,6 +420,7 @@ void baselineChecks(const core::Trace& trace,
             r.kind = "baseline";
             r.device = device;
             r.pid = p.pid;
+            r.rank = p.rank;
             r.value = now;
             r.limit = allowed;
             r.passed = now <= allowed;
@@ -435,6 +448,59 @@ void baselineChecks(const core::Trace& trace,
 
 }  // namespace
 
+namespace {
+
+// --max-rank-spread: per kind of device the ranks used, the largest rank's peak
+// against the smallest's times (1 + P%), rounded down to whole bytes. Fewer than
+// two ranks to compare fails: a limit on ranks that were not there passes nothing.
+void rankSpreadChecks(const core::Trace& trace, const CheckOptions& options,
+                      std::vector<CheckResult>& results) {
+    const RankSummary s = summarizeRanks(trace);
+    const Increase& inc = *options.maxRankSpread;
+    const core::ByteUnits u = options.bytes;
+    for (const RankSpread& spread : s.spreads) {
+        CheckResult r;
+        r.kind = "rank-spread";
+        r.device = spread.kind;
+        r.pid = trace.processes[spread.largest.process].pid;
+        r.rank = spread.largest.rank;
+        r.leastRank = spread.smallest.rank;
+        r.value = spread.largest.peakBytes;
+        const long double allowed = std::floor(static_cast<long double>(spread.smallest.peakBytes) *
+                                               (1.0L + inc.value / 100.0L));
+        r.limit = allowed >= static_cast<long double>(UINT64_MAX) ? UINT64_MAX
+                                                                  : static_cast<uint64_t>(allowed);
+        r.passed = r.value <= r.limit;
+        r.name = fmt::format("{} rank spread <= {}", spread.kind, inc.text);
+        r.message = fmt::format(
+            "{} rank spread: rank {} holds {}, rank {} {}: {} {} {}", spread.kind,
+            spread.largest.rank, sized(spread.largest.peakBytes, u), spread.smallest.rank,
+            sized(spread.smallest.peakBytes, u),
+            spread.spread
+                ? fmt::format("{:.2f}x (+{:.2f}%)", *spread.spread, spreadPercent(*spread.spread))
+                : std::string("the least held nothing"),
+            r.passed ? "is within" : "exceeds", inc.text);
+        results.push_back(r);
+    }
+    if (!s.spreads.empty()) return;
+    CheckResult r;
+    r.kind = "rank-spread";
+    r.name = fmt::format("rank spread <= {}", inc.text);
+    r.passed = false;
+    r.message =
+        s.ranks == 0
+            ? "rank spread: no process checked has a rank (RANK, SLURM_PROCID, "
+              "OMPI_COMM_WORLD_RANK or PMI_RANK, as a launcher sets them); a job's traces go in "
+              "together: memtool check rank0.json rank1.json ..."
+            : fmt::format(
+                  "rank spread: fewer than two ranks allocated on one kind of device "
+                  "({} rank{} checked)",
+                  s.ranks, s.ranks == 1 ? "" : "s");
+    results.push_back(r);
+}
+
+}  // namespace
+
 std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions& options) {
     std::vector<CheckResult> results;
     launched(trace, "the trace");
@@ -442,8 +508,9 @@ std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions&
     completenessChecks(trace, selected, options, results);
     oomChecks(trace, options, results);
 
+    if (options.maxRankSpread) rankSpreadChecks(trace, options, results);
     // Asked for nothing else, check says that these two held.
-    if (options.limits.empty() && !options.baseline) {
+    if (options.limits.empty() && !options.baseline && !options.maxRankSpread) {
         bool oom = false;
         for (const core::ProcessTrace& q : trace.processes) oom |= !q.oom.empty();
         auto held = [&](const char* kind, const char* name, const char* message) {
@@ -461,6 +528,7 @@ std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions&
         return results;
     }
 
+    if (options.limits.empty() && !options.baseline) return results;
     if (!measuredCheck(trace, selected, options, results)) return results;
     limitChecks(trace, selected, options, results);
     if (options.baseline && options.maxIncrease) baselineChecks(trace, selected, options, results);
@@ -489,8 +557,15 @@ void renderCheckJson(const std::vector<CheckResult>& results, std::ostream& out)
                 c["device"] = r.device;
                 c["requested_bytes"] = r.value;
             }
+        } else if (r.kind == "rank-spread") {
+            c["device"] = r.device;
+            c["rank"] = r.rank ? nlohmann::json(*r.rank) : nlohmann::json(nullptr);
+            c["least_rank"] = r.leastRank ? nlohmann::json(*r.leastRank) : nlohmann::json(nullptr);
+            c["value_bytes"] = r.value;
+            c["limit_bytes"] = r.limit;
         } else if (r.kind == "limit" || r.kind == "baseline") {
             c["pid"] = r.pid ? nlohmann::json(r.pid) : nlohmann::json(nullptr);
+            c["rank"] = r.rank ? nlohmann::json(*r.rank) : nlohmann::json(nullptr);
             c["device"] = r.device;
             c["value_bytes"] = r.value;
             c["limit_bytes"] = r.limit;

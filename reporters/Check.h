@@ -43,6 +43,9 @@ struct CheckOptions {
     std::optional<core::Trace> baseline;
     std::string baselinePath;
     std::optional<Increase> maxIncrease;
+    // --max-rank-spread: how much more the rank holding most may hold than the one
+    // holding least, per kind of device (cpu, cuda), in percent (75: 1.75x).
+    std::optional<Increase> maxRankSpread;
     Metric metric = Metric::Peak;
     bool allowIncomplete = false;
     bool allowOom = false;  // an out-of-memory event in any process fails the check otherwise
@@ -59,8 +62,10 @@ struct CheckOptions {
 struct CheckResult {
     std::string name;    // e.g. "cpu peak <= 5.00 MiB"
     std::string device;  // as measured, e.g. "cuda:0.reserved"
-    std::string kind;    // "limit", "baseline", "complete", "oom", "measured"
+    std::string kind;    // "limit", "baseline", "complete", "oom", "measured", "rank-spread"
     int64_t pid = 0;     // the process a limit or baseline check measured
+    // Its rank (launcher's); a rank-spread check: the rank holding most, and least.
+    std::optional<int64_t> rank, leastRank;
     uint64_t value = 0;
     uint64_t limit = 0;
     bool passed = true;
@@ -73,6 +78,7 @@ const char* metricName(Metric m);
 DeviceSelector parseDeviceSelector(const std::string& text);
 PeakLimit parsePeakLimit(const std::string& text);  // DEVICE=SIZE
 Increase parseIncrease(const std::string& text);    // 10%, 2.5%, 64MiB, 1000
+Increase parseRankSpread(const std::string& text);  // 50%, 0%
 
 std::vector<CheckResult> runChecks(const core::Trace& trace, const CheckOptions& options);
 

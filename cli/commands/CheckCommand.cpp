@@ -1,6 +1,9 @@
 // `memtool check TRACE`: fail (exit 1) when memory passes a limit or grows past
 // a baseline (reporters/Check.h), as text, JSON or JUnit.
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <optional>
@@ -14,13 +17,16 @@
 #include "core/Units.h"
 #include "reporters/Check.h"
 #include "reporters/ProcessSelection.h"
+#include "trace/TraceMerge.h"
 #include "trace/TraceReader.h"
 
 namespace memtool::cli {
 namespace {
 
 struct CheckArgs {
-    std::string trace, baseline, maxIncrease, metric = "peak", format = "text", output, command;
+    std::vector<std::string> traces;
+    std::string baseline, maxIncrease, maxRankSpread, metric = "peak", format = "text", output,
+                                                      command;
     std::string bytes = "iec";
     std::vector<std::string> limits;
     reporters::ProcessFilter processes;
@@ -36,6 +42,7 @@ int checkCommand(const CheckArgs& a) {
     o.bytes = *core::parseByteUnits(a.bytes);
     for (const auto& l : a.limits) o.limits.push_back(reporters::parsePeakLimit(l));
     if (!a.maxIncrease.empty()) o.maxIncrease = reporters::parseIncrease(a.maxIncrease);
+    if (!a.maxRankSpread.empty()) o.maxRankSpread = reporters::parseRankSpread(a.maxRankSpread);
     if (!a.baseline.empty() && !o.maxIncrease)
         throw core::Error(core::kExitBadInput,
                           "--baseline needs --max-increase (e.g. --max-increase 5%)");
@@ -45,7 +52,7 @@ int checkCommand(const CheckArgs& a) {
     // that no process ran out of memory.
     o.allowIncomplete = a.allowIncomplete;
     o.allowOom = a.allowOom;
-    core::Trace trace = reporters::selectProcesses(reporters::loadTrace(a.trace), a.processes);
+    core::Trace trace = reporters::selectProcesses(reporters::loadTraces(a.traces), a.processes);
     if (!a.baseline.empty()) {
         // A rank is compared with the same rank; a pid names a process of TRACE only.
         o.baseline = reporters::selectProcesses(
@@ -58,7 +65,7 @@ int checkCommand(const CheckArgs& a) {
     if (a.format == "json")
         reporters::renderCheckJson(results, text);
     else if (a.format == "junit")
-        reporters::renderCheckJunit(results, a.trace, text);
+        reporters::renderCheckJunit(results, fmt::format("{}", fmt::join(a.traces, " ")), text);
     else
         reporters::renderCheckText(results, text);
     writeText(a.output, text.str());
@@ -73,12 +80,17 @@ Command addCheckCommand(CLI::App& app) {
     auto check = std::make_shared<CheckArgs>();
     CLI::App* cmd = app.add_subcommand(
         "check", "Fail (exit 1) when memory passes a limit or grows past a baseline");
-    cmd->add_option("trace", check->trace, "trace.json written by memtool run")->required();
+    cmd->add_option("trace", check->traces,
+                    "trace.json written by memtool run; several: read as one (a job's ranks)")
+        ->required();
     cmd->add_option("--max-peak", check->limits,
                     "DEVICE=SIZE, e.g. cpu=512MiB, cuda=2GB, cuda:0=1.5GiB (repeatable)");
     cmd->add_option("--baseline", check->baseline, "a trace.json to compare against");
     cmd->add_option("--max-increase", check->maxIncrease,
                     "growth allowed over the baseline: PCT% or SIZE");
+    cmd->add_option("--max-rank-spread", check->maxRankSpread,
+                    "PCT%: how much more the rank holding most may hold than the one holding "
+                    "least, per kind of device (75%: 1.75x)");
     cmd->add_option("--metric", check->metric, "peak, allocated or leaked")->capture_default_str();
     cmd->add_option("--command", check->command,
                     "check only processes whose command line contains this");
