@@ -196,7 +196,7 @@ TEST(Processes, ADataLoadersWorkersAndTheirBatchesInSharedMemory) {
     std::ofstream(trace) << p.trace.dump();
     Outcome report = run({MEMTOOL_BIN, "report", trace});
     ASSERT_EQ(report.exitCode, 0) << report.err;
-    EXPECT_EQ(report.out.rfind("3 processes\n", 0), 0u) << report.out;
+    EXPECT_EQ(report.out.rfind("3 processes · ", 0), 0u) << report.out;
     const std::string workerLine =
         std::to_string(others(p).at(0).at("pid").get<int64_t>()) + "     -  cpu ";
     EXPECT_NE(report.out.find(workerLine), std::string::npos) << report.out;
@@ -206,7 +206,7 @@ TEST(Processes, ADataLoadersWorkersAndTheirBatchesInSharedMemory) {
     Outcome one = run({MEMTOOL_BIN, "report", trace, "--pid",
                        std::to_string(others(p).at(1).at("pid").get<int64_t>())});
     ASSERT_EQ(one.exitCode, 0) << one.err;
-    EXPECT_EQ(one.out.find("processes\n"), std::string::npos);
+    EXPECT_EQ(one.out.find(" processes "), std::string::npos);
     EXPECT_NE(one.out.find("shared"), std::string::npos);
     // -o with %p: a report per process.
     Outcome each = run({MEMTOOL_BIN, "report", trace, "-o", dir + "/report-%p.txt"});
@@ -564,7 +564,18 @@ TEST(Processes, TorchrunRanks) {
     std::ofstream(all) << merged.dump();
     Outcome report = run({MEMTOOL_BIN, "report", all});
     ASSERT_EQ(report.exitCode, 0) << report.err;
-    EXPECT_EQ(report.out.rfind("3 processes\n", 0), 0u) << report.out;
+    EXPECT_EQ(report.out.rfind("3 processes, 2 ranks · ", 0), 0u) << report.out;
+    // The three files read together are that trace
+    Outcome files = run({MEMTOOL_BIN, "report", dir + "/ranknone.json", dir + "/rank0.json",
+                         dir + "/rank1.json", "--format", "json"});
+    ASSERT_EQ(files.exitCode, 0) << files.err;
+    Outcome one = run({MEMTOOL_BIN, "report", all, "--format", "json"});
+    // (the files' processes stand in rank order, the agent after the ranks).
+    const json fromFiles = json::parse(files.out).at("ranks"),
+               fromOne = json::parse(one.out).at("ranks");
+    EXPECT_EQ(fromFiles.at("spread"), fromOne.at("spread"));
+    EXPECT_EQ(fromFiles.at("hosts"), fromOne.at("hosts"));
+    EXPECT_EQ(fromFiles.at("spread").at("cpu").at("largest").at("rank"), 1);
     Outcome rank1 = run({MEMTOOL_BIN, "report", all, "--rank", "1"});
     ASSERT_EQ(rank1.exitCode, 0) << rank1.err;
     EXPECT_NE(rank1.out.find("· rank 1 ·"), std::string::npos) << rank1.out;
@@ -573,6 +584,66 @@ TEST(Processes, TorchrunRanks) {
     EXPECT_EQ(check.exitCode, 1) << check.out << check.err;
     Outcome diff = run({MEMTOOL_BIN, "diff", all, all, "--rank", "0"});
     EXPECT_EQ(diff.exitCode, 0) << diff.err;
+}
+
+// Two ranks of 4,000,000 and 7,000,000 B that hold theirs at once, started by a
+// launcher that sets RANK and WORLD_SIZE as torchrun does: one view of the job
+// names rank 1 as holding most, the spread 1.75x, and the host's combined peak
+// from their timelines on one clock; the same from a file per rank.
+TEST(Processes, EveryRankInOneViewFromOneTraceOrAFilePerRank) {
+    const std::string dir = tempDir();
+    Profiled p = profile({PYTHON_BIN, script("hold_launcher.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    EXPECT_EQ(p.outcome.out, "done 0 0\n");
+    const std::string trace = dir + "/trace.json";
+    std::ofstream(trace) << p.trace.dump();
+    auto expectRanks = [](const json& ranks) {
+        EXPECT_EQ(ranks.at("ranks"), 2);
+        const json& cpu = ranks.at("spread").at("cpu");
+        EXPECT_EQ(cpu.at("largest").at("rank"), 1);
+        EXPECT_EQ(cpu.at("largest").at("peak_bytes"), 7000000);
+        EXPECT_EQ(cpu.at("smallest").at("rank"), 0);
+        EXPECT_EQ(cpu.at("smallest").at("peak_bytes"), 4000000);
+        EXPECT_EQ(cpu.at("spread"), 1.75);
+        // The launcher imports no torch: the ranks are the host's two processes.
+        ASSERT_EQ(ranks.at("hosts").size(), 1u) << ranks.dump(1);
+        const json& host = ranks.at("hosts")[0];
+        EXPECT_EQ(host.at("device"), "cpu");
+        EXPECT_EQ(host.at("combined_peak_bytes"), 11000000);
+        EXPECT_EQ(host.at("sum_of_peaks_bytes"), 11000000);
+        char name[256] = {};
+        gethostname(name, sizeof name - 1);
+        EXPECT_EQ(host.at("host"), name);
+    };
+    Outcome report = run({MEMTOOL_BIN, "report", trace, "--format", "json"});
+    ASSERT_EQ(report.exitCode, 0) << report.err;
+    expectRanks(json::parse(report.out).at("ranks"));
+    Outcome text = run({MEMTOOL_BIN, "report", trace, "--bytes", "exact"});
+    const std::string pid1 = std::to_string(p.trace.at("processes")[2].at("pid").get<int>());
+    EXPECT_NE(text.out.find("Largest:  cpu: rank 1 holds most, 7,000,000 B on cpu (pid " + pid1 +
+                            "); least rank 0, 4,000,000 B; spread 1.75x\n"),
+              std::string::npos)
+        << text.out;
+    EXPECT_EQ(run({MEMTOOL_BIN, "check", trace, "--max-rank-spread", "75%"}).exitCode, 0);
+    Outcome over = run({MEMTOOL_BIN, "check", trace, "--max-rank-spread", "50%"});
+    EXPECT_EQ(over.exitCode, 1) << over.out;
+    EXPECT_NE(over.out.find("FAIL  cpu rank spread: rank 1 holds"), std::string::npos) << over.out;
+    // A trace per rank (memtool run -o rank%r.json), read together.
+    Outcome split = run({MEMTOOL_BIN, "run", "-q", "-o", dir + "/rank%r.json", "--", PYTHON_BIN,
+                         script("hold_launcher.py")});
+    ASSERT_EQ(split.exitCode, 0) << split.err;
+    Outcome files =
+        run({MEMTOOL_BIN, "report", dir + "/rank0.json", dir + "/rank1.json", "--format", "json"});
+    ASSERT_EQ(files.exitCode, 0) << files.err;
+    expectRanks(json::parse(files.out).at("ranks"));
+    EXPECT_EQ(run({MEMTOOL_BIN, "check", dir + "/rank0.json", dir + "/rank1.json",
+                   "--max-rank-spread", "50%"})
+                  .exitCode,
+              1);
+    // The same file twice is one process given twice, not a job of two.
+    Outcome twice = run({MEMTOOL_BIN, "report", dir + "/rank0.json", dir + "/rank0.json"});
+    EXPECT_EQ(twice.exitCode, 2);
+    EXPECT_NE(twice.err.find("hold the same process"), std::string::npos) << twice.err;
 }
 
 // A child whose environment the program made itself (subprocess's env={...},
