@@ -429,7 +429,13 @@ core::ProcessTrace processFromJson(const json& j) {
     p.leakTimeS = j.value("leak_time_s", 0.0);
     p.maxRssBytes = optionalUnsigned(j, "max_rss_bytes");
     if (j.contains("cpu_s")) p.cpuS = j.at("cpu_s").get<double>();
-    if (j.contains("start_unix_s")) p.startUnixS = j.at("start_unix_s").get<double>();
+    if (j.contains("start_unix_s")) {
+        // Unix seconds, as a clock gives them (to the year 5138): what puts the
+        // processes on one clock cannot be anything else.
+        p.startUnixS = j.at("start_unix_s").get<double>();
+        if (!(*p.startUnixS >= 0 && *p.startUnixS < 1e11))
+            throw MalformedTrace("start_unix_s is not a time (Unix seconds)");
+    }
     p.host = j.value("host", std::string());
     p.nativeStacks = j.value("native_stacks", true);
     p.pythonStacks = j.value("python_stacks", true);

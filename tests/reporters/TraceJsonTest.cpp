@@ -293,6 +293,8 @@ TEST(TraceJson, MalformedFieldsAreBadInput) {
              p["timeline"] = {{"cpu", {{"bucket_s", 1e-6}, {"points", {{0.5, 1}, {0.25, 2}}}}}};
          },
          "t.json: malformed trace: timeline points go back in time"},
+        {"start not a time", [](json& p) { p["start_unix_s"] = 1e308; },
+         "t.json: malformed trace: start_unix_s is not a time (Unix seconds)"},
         {"negative timeline bytes",
          [](json& p) {
              p["timeline"] = {{"cpu", {{"bucket_s", 1e-6}, {"points", json::array({{0.5, -1}})}}}};
