@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -432,7 +433,12 @@ void processOverview(const core::Trace& trace, const RankSummary& s, std::ostrea
         for (const auto& [name, d] : p.devices)
             peaks += fmt::format("{}{} {} at {:.3f} s", peaks.empty() ? "" : ", ", name,
                                  core::formatBytes(d.peakBytes), sharedTimeS(s, p, d.peakTimeS));
-        const char* role = i == 0 ? " (launched)" : p.forked ? " (fork)" : "";
+        // The first is the program memtool ran, unless its parent is here too (several
+        // traces read together stand in rank order).
+        const bool launched =
+            i == 0 && std::none_of(trace.processes.begin(), trace.processes.end(),
+                                   [&](const core::ProcessTrace& q) { return q.pid == p.ppid; });
+        const char* role = launched ? " (launched)" : p.forked ? " (fork)" : "";
         out << fmt::format(
             "<tr><td><a href=\"#process-{}\">pid {}</a>{}</td><td>{}</td><td>{}</td><td>{}</td>"
             "<td>{}</td><td>{}</td>{}</tr>\n",

@@ -302,9 +302,16 @@ TEST(HtmlReport, EveryRankOnOneChartWithTheRanksFigures) {
               json::parse(R"json([["rank 0 · pid 9505", 2], ["rank 1 · pid 9506", 2]])json"));
     const json& rows = r.at("tables").at("processes");
     ASSERT_EQ(rows.size(), 3u) << rows.dump();
+    EXPECT_EQ(rows.at(0).at(0), "pid 9504 (launched)");
     EXPECT_EQ(rows.at(2).at(1), "1");
     EXPECT_EQ(rows.at(2).at(2), "node1");
     EXPECT_EQ(rows.at(2).at(5), "cpu 6.68 MiB at 2.669 s");
+    // A trace per host read together stands in rank order: rank 0 first, not launched.
+    const std::string two = renderHtml(GOLDEN_DIR, "traces/ranks-node1.json", dir + "/two.html",
+                                       {"traces/ranks-node2.json"});
+    EXPECT_NE(two.find("<a href=\"#process-0\">pid 9505</a></td><td>0</td><td>node1</td>"),
+              std::string::npos);
+    EXPECT_EQ(two.find("(launched)"), std::string::npos);
 }
 
 // The report a notebook cell shows (%%memtool, tests/e2e/scripts/notebook_run.py):
