@@ -15,6 +15,7 @@
 #include "cli/run/EventLoop.h"
 #include "cli/stream/CollectorListener.h"
 #include "core/Error.h"
+#include "core/LauncherRanks.h"
 #include "core/Protocol.h"
 #include "reporters/TensorsReporter.h"
 #include "trace/RecordedSources.h"
@@ -198,6 +199,9 @@ nlohmann::json ControlServer::list() const {
                              {"forked", h.forked},
                              {"command", h.command},
                              {"regions", regions}});
+        // What `ctl --rank N` selects by; none where no launcher set one.
+        if (const auto rank = core::launcherRanks(h.environment).rank)
+            processes.back()["rank"] = *rank;
         if (isAttachedProgram(*c)) processes.back()["attached"] = true;
     }
     // Launched, its stream not connected yet: it is ours all the same.
