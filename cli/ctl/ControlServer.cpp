@@ -204,14 +204,15 @@ nlohmann::json ControlServer::list() const {
             processes.back()["rank"] = *rank;
         if (isAttachedProgram(*c)) processes.back()["attached"] = true;
     }
-    // Launched, its stream not connected yet: it is ours all the same.
+    // Launched, its stream not connected yet: it is ours all the same. One object
+    // (json::insert of a bare braced list inserts each of its pairs instead).
     if (programStarting())
-        processes.insert(processes.begin(), {{"pid", program_},
-                                             {"ppid", getpid()},
-                                             {"forked", false},
-                                             {"starting", true},
-                                             {"command", command_},
-                                             {"regions", nlohmann::json::array()}});
+        processes.insert(processes.begin(), nlohmann::json{{"pid", program_},
+                                                           {"ppid", getpid()},
+                                                           {"forked", false},
+                                                           {"starting", true},
+                                                           {"command", command_},
+                                                           {"regions", nlohmann::json::array()}});
     return {{"run", {{"pid", getpid()}, {"command", command_}}}, {"processes", processes}};
 }
 
