@@ -14,7 +14,8 @@ namespace memtool::cli {
 
 namespace {
 
-[[noreturn]] void usage(const std::string& message) {
+// Named apart from CtlCommand.cpp's usage(): a unity build compiles both in one unit.
+[[noreturn]] void ctlUsageError(const std::string& message) {
     throw core::Error(core::kExitBadInput, "ctl: " + message);
 }
 
@@ -22,19 +23,20 @@ namespace {
 int64_t rankValue(const std::string& text) {
     const std::optional<int64_t> rank = core::launcherNumber(text);
     if (!rank)
-        usage("--rank takes a rank (a whole number, 0 or more), not '" +
-              reporters::escapeTerminal(text) + "'");
+        ctlUsageError("--rank takes a rank (a whole number, 0 or more), not '" +
+                      reporters::escapeTerminal(text) + "'");
     return *rank;
 }
 
 // --run's value: the pid of a memtool run, digits only, 1 to 4194304 (PID_MAX_LIMIT).
 int64_t runValue(const std::string& text) {
-    const bool digits = !text.empty() && text.size() <= 7 &&
-                        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const bool digits =
+        !text.empty() && text.size() <= 7 &&
+        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
     const int64_t pid = digits ? std::stoll(text) : 0;
     if (pid <= 0 || pid > 4194304)
-        usage("--run takes the pid of a memtool run (ctl list's RUN), not '" +
-              reporters::escapeTerminal(text) + "'");
+        ctlUsageError("--run takes the pid of a memtool run (ctl list's RUN), not '" +
+                      reporters::escapeTerminal(text) + "'");
     return pid;
 }
 
@@ -45,8 +47,9 @@ std::optional<CtlSelection> takeSelection(std::vector<std::string>& words) {
     std::vector<std::string> rest;
     const auto set = [&](CtlSelection s) {
         if (selection)
-            usage(fmt::format("{} and {} cannot go together: give one of --all, --rank N, --run ID",
-                              selectionText(*selection), selectionText(s)));
+            ctlUsageError(
+                fmt::format("{} and {} cannot go together: give one of --all, --rank N, --run ID",
+                            selectionText(*selection), selectionText(s)));
         selection = s;
     };
     for (size_t i = 0; i < words.size(); ++i) {
@@ -58,7 +61,7 @@ std::optional<CtlSelection> takeSelection(std::vector<std::string>& words) {
             name.resize(eq);
         }
         if (name == "--all") {
-            if (inlineValue) usage("--all takes no value");
+            if (inlineValue) ctlUsageError("--all takes no value");
             set({CtlSelection::By::All, 0});
             continue;
         }
@@ -67,7 +70,7 @@ std::optional<CtlSelection> takeSelection(std::vector<std::string>& words) {
             continue;
         }
         if (!inlineValue) {
-            if (i + 1 >= words.size()) usage(name + " needs a value");
+            if (i + 1 >= words.size()) ctlUsageError(name + " needs a value");
             value = words[++i];
         }
         if (name == "--rank")
@@ -110,9 +113,10 @@ std::vector<std::string> snapshotFiles(const std::string& pattern,
                                        const std::vector<SelectedProcess>& processes,
                                        const CtlSelection& selection) {
     if (pattern.empty() || pattern == "-")
-        usage(fmt::format("snapshot with {} writes a file for each process: give -o FILE (%p in "
-                          "it is each one's pid)",
-                          selectionText(selection)));
+        ctlUsageError(
+            fmt::format("snapshot with {} writes a file for each process: give -o FILE (%p in "
+                        "it is each one's pid)",
+                        selectionText(selection)));
     checkOutputPattern(pattern, core::kExitBadInput);
     std::vector<std::string> files;
     std::map<std::string, int64_t> taken;  // file -> the pid it is for
@@ -123,10 +127,10 @@ std::vector<std::string> snapshotFiles(const std::string& pattern,
         files.push_back(expandOutputPattern(pattern, named));
         const auto [it, fresh] = taken.try_emplace(files.back(), p.pid);
         if (!fresh)
-            usage(fmt::format("snapshot with {}: -o {} names one file for processes {} and {}; "
-                              "put %p (each one's pid) in it",
-                              selectionText(selection), reporters::escapeTerminal(pattern),
-                              it->second, p.pid));
+            ctlUsageError(fmt::format(
+                "snapshot with {}: -o {} names one file for processes {} and {}; "
+                "put %p (each one's pid) in it",
+                selectionText(selection), reporters::escapeTerminal(pattern), it->second, p.pid));
     }
     return files;
 }

@@ -34,9 +34,9 @@ private:
 
 // A stream with Python stacks only (step at lines 7 and 9 of train.py), fed
 // through a recorder to its aggregator; every event 1 ms after the previous one.
-class Stream {
+class RecordedStream {
 public:
-    explicit Stream(cli::EventsOption option) : recorder(agg, option) {
+    explicit RecordedStream(cli::EventsOption option) : recorder(agg, option) {
         core::Handshake h;
         h.protocolVersion = core::kProtocolVersion;
         h.pid = 4242;
@@ -153,7 +153,7 @@ TEST(EventEncoding, BytesThatAreNoEventAreRefused) {
 
 TEST(EventRecorder, AFreeCarriesTheSizeAndStackOfTheBlockItFreed) {
     const std::string dir = test_support::makeTempDir("eventlog");
-    Stream s(last(100));
+    RecordedStream s(last(100));
     s.alloc(0x1000, 3'000'000, 7);
     s.alloc(0x2000, 5'000'000, 9);
     s.free(0x1000);
@@ -180,7 +180,7 @@ TEST(EventRecorder, AFreeCarriesTheSizeAndStackOfTheBlockItFreed) {
 
 TEST(EventRecorder, ARingKeepsTheLastEventsAndWhatIsLiveAtAnyMomentAfterTheFirst) {
     const std::string dir = test_support::makeTempDir("eventlog");
-    Stream s(last(3));
+    RecordedStream s(last(3));
     s.alloc(0x1000, 100, 7);  // 1 ms
     s.alloc(0x2000, 200, 9);  // 2 ms
     s.free(0x1000);           // 3 ms
@@ -207,7 +207,7 @@ TEST(EventRecorder, ARingKeepsTheLastEventsAndWhatIsLiveAtAnyMomentAfterTheFirst
 
 TEST(EventRecorder, TheFocusIsTheRefusedRequestElseTheFirstPeak) {
     const std::string dir = test_support::makeTempDir("eventlog");
-    Stream s(last(1000));
+    RecordedStream s(last(1000));
     s.alloc(0x1000, 3'000'000, 7);
     s.alloc(0x2000, 5'000'000, 9);  // the peak: 8,000,000
     s.free(0x2000);
@@ -225,7 +225,7 @@ TEST(EventRecorder, TheFocusIsTheRefusedRequestElseTheFirstPeak) {
 
 TEST(EventRecorder, AnOutOfMemoryErrorIsTheFocusAndTheLastEventBeforeIt) {
     const std::string dir = test_support::makeTempDir("eventlog");
-    Stream s(last(1000));
+    RecordedStream s(last(1000));
     for (uint64_t i = 0; i < 1500; ++i) {
         s.alloc(0x1000, 64, 7);
         s.free(0x1000);
@@ -252,7 +252,7 @@ TEST(EventLogFile, ALoopOfTemporariesCostsLessThanAByteAnEvent) {
     cli::EventsOption all;
     all.all = true;
     all.spillDir = dir;  // compressed into a file no name points to
-    Stream s(all);
+    RecordedStream s(all);
     for (uint64_t i = 0; i < 100'000; ++i) {
         s.alloc(0x7f0000001000, 4096, 7);
         s.free(0x7f0000001000);
@@ -273,7 +273,7 @@ TEST(EventLogFile, WhatIsNoLogIsRefusedInOneLine) {
     writeBytes(path, "not zstd at all");
     EXPECT_NE(loadError(path).find("is not an event log: zstd"), std::string::npos);
     // A real log cut short, and one whose header claims more events than its bytes.
-    Stream s(last(10));
+    RecordedStream s(last(10));
     s.alloc(0x1000, 64, 7);
     s.readBack(dir);
     std::ifstream in(dir + "/t.events.zst", std::ios::binary);
@@ -331,7 +331,7 @@ TEST(Pickler, WritesWhatPythonReadsBack) {
 
 TEST(TorchSnapshot, EachEventIsAnEntryOfItsDevicesTrace) {
     const std::string dir = test_support::makeTempDir("eventlog");
-    Stream s(last(100));
+    RecordedStream s(last(100));
     s.alloc(0x1000, 3'000'000, 7);
     s.alloc(0x2000, 512, 9, kCuda0);
     s.free(0x1000);
@@ -348,7 +348,7 @@ TEST(TorchSnapshot, EachEventIsAnEntryOfItsDevicesTrace) {
 
 TEST(EventRecorder, WhatFollowsARefusedRequestHasARingOfItsOwn) {
     const std::string dir = test_support::makeTempDir("eventlog");
-    Stream s(last(4));
+    RecordedStream s(last(4));
     s.alloc(0x1000, 64, 7);
     s.oom(1 << 20);                                              // 2 ms
     for (uint64_t i = 0; i < 5; ++i) s.alloc(0x2000 + i, 8, 9);  // 3..7 ms

@@ -156,7 +156,8 @@ TEST(CtlJob, ARankAnswersAloneAndSnapshotsGoToAFileEach) {
     EXPECT_TRUE(everyLineBegins(a.status.out, "[pid " + a.rank1 + " rank 1] ")) << a.status.out;
     EXPECT_EQ(a.status.err, "");
     EXPECT_EQ(a.statusJson.exitCode, 0);
-    EXPECT_EQ(answered(a.rank1Status), std::set<std::string>{a.rank1 + " 1 0 ok"}) << a.statusJson.out;
+    EXPECT_EQ(answered(a.rank1Status), std::set<std::string>{a.rank1 + " 1 0 ok"})
+        << a.statusJson.out;
     EXPECT_EQ(a.rank1Status.at("left_out"), nlohmann::json::array());
 
     EXPECT_EQ(a.snapshots.exitCode, 0) << a.snapshots.err;

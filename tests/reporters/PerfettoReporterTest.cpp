@@ -9,7 +9,7 @@ using nlohmann::json;
 
 namespace {
 
-core::Trace trace() {
+core::Trace perfettoTrace() {
     core::ProcessTrace p;
     p.pid = 42;
     p.command = {"python3", "t.py"};
@@ -49,7 +49,7 @@ std::vector<json> eventsOf(const json& j, const std::string& phase) {
 }  // namespace
 
 TEST(Perfetto, ACounterPerDeviceAndPoolFromZero) {
-    const json j = json::parse(reporters::renderPerfetto(trace()).dump());
+    const json j = json::parse(reporters::renderPerfetto(perfettoTrace()).dump());
     const auto counters = eventsOf(j, "C");
     ASSERT_EQ(counters.size(), 6u);  // each series starts at 0 bytes at 0 s
     std::vector<std::tuple<std::string, double, uint64_t>> got;
@@ -68,14 +68,14 @@ TEST(Perfetto, ACounterPerDeviceAndPoolFromZero) {
     ASSERT_EQ(names.size(), 1u);
     EXPECT_EQ(names[0].at("args").at("name"), "python3 t.py");
     // A command with code on several lines is named on one, as the reports show it.
-    core::Trace code = trace();
+    core::Trace code = perfettoTrace();
     code.processes[0].command = {"python3", "-c", "import torch\nx = 1"};
     EXPECT_EQ(eventsOf(reporters::renderPerfetto(code), "M")[0].at("args").at("name"),
               "python3 -c $'import torch\\nx = 1'");
 }
 
 TEST(Perfetto, PeaksControlAndOomAreInstantsOfTheProcess) {
-    const json j = reporters::renderPerfetto(trace());
+    const json j = reporters::renderPerfetto(perfettoTrace());
     const auto instants = eventsOf(j, "i");
     ASSERT_EQ(instants.size(), 4u);
     std::vector<std::pair<std::string, double>> got;
@@ -96,7 +96,7 @@ TEST(Perfetto, PeaksControlAndOomAreInstantsOfTheProcess) {
 
 // Times are written to the nanosecond, without the float noise of seconds * 1e6.
 TEST(Perfetto, TimesAreMicrosecondsToTheNanosecond) {
-    core::Trace t = trace();
+    core::Trace t = perfettoTrace();
     t.processes[0].timeline["cpu"] = core::TimelineSeries{1e-9, {{0.4900329, 100}}};
     const std::string text = reporters::renderPerfetto(t).dump();
     EXPECT_NE(text.find("\"ts\":490032.9"), std::string::npos) << text;

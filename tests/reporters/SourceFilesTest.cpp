@@ -17,7 +17,7 @@ using reporters::SourceFiles;
 
 namespace {
 
-std::string tempDir() {
+std::string sourcesTempDir() {
     const std::string dir = memtool::test_support::makeTempDir("memtool-source-test");
     // Resolved, as the reader compares resolved paths.
     char* real = realpath(dir.c_str(), nullptr);
@@ -57,7 +57,7 @@ std::map<std::string, core::SourceFile> recordedAs(std::initializer_list<std::st
 
 // A project directory holding src/a.py, and a directory elsewhere.
 struct Fixture {
-    std::string project = tempDir(), elsewhere = tempDir();
+    std::string project = sourcesTempDir(), elsewhere = sourcesTempDir();
     Fixture() {
         mkdir((project + "/src").c_str(), 0700);
         std::ofstream(project + "/src/a.py") << "def f():\n    return 1\n";
