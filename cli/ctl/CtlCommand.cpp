@@ -505,17 +505,13 @@ int writeSnapshot(const json& reply, const std::string& output, std::ostream& ou
     return 0;
 }
 
-// A process id as the kernel gives them: digits only (no sign, no space), 1 to
-// 4194304 (PID_MAX_LIMIT); anything else is no pid, never another one wrapped.
+// A process id (processIdOf), or a usage error.
 long parsePid(const std::string& word) {
-    const bool digits =
-        !word.empty() && word.size() <= 7 &&
-        std::all_of(word.begin(), word.end(), [](char c) { return c >= '0' && c <= '9'; });
-    const long pid = digits ? std::stol(word) : 0;
-    if (pid <= 0 || pid > 4194304)
+    const std::optional<int64_t> pid = processIdOf(word);
+    if (!pid)
         fail(core::kExitBadInput,
              "ctl: '" + reporters::escapeTerminal(word) + "' is not a process id (or list)");
-    return pid;
+    return static_cast<long>(*pid);
 }
 
 [[noreturn]] void usage(const std::string& message) {

@@ -28,19 +28,25 @@ int64_t rankValue(const std::string& text) {
     return *rank;
 }
 
-// --run's value: the pid of a memtool run, digits only, 1 to 4194304 (PID_MAX_LIMIT).
+// --run's value: the pid of a memtool run (processIdOf).
 int64_t runValue(const std::string& text) {
-    const bool digits =
-        !text.empty() && text.size() <= 7 &&
-        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-    const int64_t pid = digits ? std::stoll(text) : 0;
-    if (pid <= 0 || pid > 4194304)
+    const std::optional<int64_t> pid = processIdOf(text);
+    if (!pid)
         ctlUsageError("--run takes the pid of a memtool run (ctl list's RUN), not '" +
                       reporters::escapeTerminal(text) + "'");
-    return pid;
+    return *pid;
 }
 
 }  // namespace
+
+std::optional<int64_t> processIdOf(const std::string& word) {
+    const bool digits =
+        !word.empty() && word.size() <= 7 &&
+        std::all_of(word.begin(), word.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const int64_t pid = digits ? std::stoll(word) : 0;
+    if (pid <= 0 || pid > 4194304) return std::nullopt;
+    return pid;
+}
 
 std::optional<CtlSelection> takeSelection(std::vector<std::string>& words) {
     std::optional<CtlSelection> selection;

@@ -25,6 +25,11 @@ struct CtlSelection {
     int64_t value = 0;  // the rank, or the pid of the memtool run
 };
 
+// A process id as the kernel gives them: digits only (no sign, no space), 1 to
+// 4194304 (PID_MAX_LIMIT); anything else is none, never another pid wrapped.
+// What `ctl PID` and `--run ID` take.
+std::optional<int64_t> processIdOf(const std::string& word);
+
 // Takes --all, --rank N and --run ID (also --rank=N, --run=ID) out of `words`,
 // wherever they stand, as ctl's other options are. None: nullopt. Two of them, a
 // rank that is not a whole number or a run that is not a process id: a usage

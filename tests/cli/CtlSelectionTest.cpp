@@ -169,3 +169,10 @@ TEST(CtlSelection, EachLineOfAnAnswerSaysWhoseItIs) {
     EXPECT_EQ(cli::prefixLines("", "> "), "");
     EXPECT_EQ(cli::prefixLines("\n", "> "), "> \n");
 }
+
+TEST(CtlSelection, AProcessIdIsDigitsAsTheKernelWritesThem) {
+    EXPECT_EQ(cli::processIdOf("1"), 1);
+    EXPECT_EQ(cli::processIdOf("4194304"), 4194304);
+    for (const char* word : {"", "0", "4194305", "4294967297", "+12", " 12", "12 ", "-1", "0x10"})
+        EXPECT_FALSE(cli::processIdOf(word)) << "'" << word << "'";
+}
