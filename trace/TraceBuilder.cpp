@@ -11,6 +11,7 @@
 #include "core/DecimalPair.h"
 #include "core/FrameClassifier.h"
 #include "core/FrameTable.h"
+#include "core/LauncherRanks.h"
 #include "core/Protocol.h"
 #include "trace/HotspotSelection.h"
 #include "trace/Symbolizer.h"
@@ -41,30 +42,13 @@ std::string deviceRow(uint8_t code) {
 
 // ---- the process as a whole --------------------------------------------------------
 
-// A launcher's variable as a number: digits only (a value like "0,1" is no rank).
-std::optional<int64_t> wholeNumber(const std::string& text) {
-    if (text.empty() || text.size() > 9 ||
-        text.find_first_not_of("0123456789") != std::string::npos)
-        return std::nullopt;
-    return std::stoll(text);
-}
-
-// The first of `names` that the process had set to a number.
-std::optional<int64_t> firstSet(const std::map<std::string, std::string>& environment,
-                                std::initializer_list<const char*> names) {
-    for (const char* name : names)
-        if (auto it = environment.find(name); it != environment.end())
-            if (auto n = wholeNumber(it->second)) return n;
-    return std::nullopt;
-}
-
 // Rank, local rank and world size as torchrun, Slurm, Open MPI or MPICH set them.
 void rankOf(const core::Handshake& h, core::ProcessTrace& p) {
     for (const auto& [name, value] : h.environment) p.rankEnvironment[name] = value;
-    const auto& env = p.rankEnvironment;
-    p.rank = firstSet(env, {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"});
-    p.localRank = firstSet(env, {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"});
-    p.worldSize = firstSet(env, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"});
+    const core::LauncherRanks ranks = core::launcherRanks(h.environment);
+    p.rank = ranks.rank;
+    p.localRank = ranks.localRank;
+    p.worldSize = ranks.worldSize;
 }
 
 core::ProcessTrace processHeader(const core::Aggregator& agg) {

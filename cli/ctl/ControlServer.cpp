@@ -15,6 +15,7 @@
 #include "cli/run/EventLoop.h"
 #include "cli/stream/CollectorListener.h"
 #include "core/Error.h"
+#include "core/LauncherRanks.h"
 #include "core/Protocol.h"
 #include "reporters/TensorsReporter.h"
 #include "trace/RecordedSources.h"
@@ -198,16 +199,20 @@ nlohmann::json ControlServer::list() const {
                              {"forked", h.forked},
                              {"command", h.command},
                              {"regions", regions}});
+        // What `ctl --rank N` selects by; none where no launcher set one.
+        if (const auto rank = core::launcherRanks(h.environment).rank)
+            processes.back()["rank"] = *rank;
         if (isAttachedProgram(*c)) processes.back()["attached"] = true;
     }
-    // Launched, its stream not connected yet: it is ours all the same.
+    // Launched, its stream not connected yet: it is ours all the same. One object
+    // (json::insert of a bare braced list inserts each of its pairs instead).
     if (programStarting())
-        processes.insert(processes.begin(), {{"pid", program_},
-                                             {"ppid", getpid()},
-                                             {"forked", false},
-                                             {"starting", true},
-                                             {"command", command_},
-                                             {"regions", nlohmann::json::array()}});
+        processes.insert(processes.begin(), nlohmann::json{{"pid", program_},
+                                                           {"ppid", getpid()},
+                                                           {"forked", false},
+                                                           {"starting", true},
+                                                           {"command", command_},
+                                                           {"regions", nlohmann::json::array()}});
     return {{"run", {{"pid", getpid()}, {"command", command_}}}, {"processes", processes}};
 }
 

@@ -4,6 +4,8 @@
 //
 //   {"op":"list"}                            -> this run and its processes, with
 //                                               their regions as the streams tell
+//                                               and their rank where a launcher
+//                                               set one (core/LauncherRanks.h)
 //   {"op":"request","pid":P,"argv":[...]}    -> forwarded down P's stream to its
 //                                               collector; its reply comes back as
 //                                               {"status":..., "body":...}

@@ -20,8 +20,12 @@
 #include <initializer_list>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+#include <tuple>
 
 #include "cli/ctl/ControlDirectory.h"
+#include "cli/ctl/CtlSelection.h"
 #include "cli/policy/Policy.h"
 #include "core/CtlArgs.h"
 #include "core/Error.h"
@@ -279,6 +283,12 @@ std::vector<Run> discoverRuns(double timeoutS, std::vector<std::string>* silent 
     return runs;
 }
 
+// A process's rank where its launcher set one (the run lists it from the handshake).
+std::optional<int64_t> rankOf(const json& process) {
+    if (member(process, "rank").is_null()) return std::nullopt;
+    return static_cast<int64_t>(countOf(process, "rank"));
+}
+
 std::string regionSummary(const json& regions) {
     std::string s;
     for (const auto& r : regions)
@@ -291,19 +301,30 @@ std::string regionSummary(const json& regions) {
 int listCommand(const CtlOptions& o) {
     const std::vector<Run> runs = discoverRuns(o.timeoutS);
     json all = json::array();
-    for (const auto& run : runs)
-        for (const auto& p : listOf(run.listing, "processes")) all.push_back(p);
+    for (const auto& run : runs) {
+        // Its memtool run's pid: what `--run ID` selects by.
+        const int64_t runPid = std::stoll(runPidOf(run.socket));
+        for (const auto& p : listOf(run.listing, "processes")) {
+            if (o.selection && !selects(*o.selection, runPid, p)) continue;
+            all.push_back(p);
+            all.back()["run"] = runPid;
+        }
+    }
     if (o.format == "json") {
         std::cout << json{{"processes", all}}.dump(2, ' ', true, json::error_handler_t::replace)
                   << '\n';
         return 0;
     }
     if (all.empty()) {
-        std::cout << "No process of yours runs under memtool.\n";
+        std::cout << (o.selection ? fmt::format("No process of yours under memtool is selected "
+                                                "by {}.\n",
+                                                selectionText(*o.selection))
+                                  : std::string("No process of yours runs under memtool.\n"));
         return 0;
     }
     // The whole command, last; a fork child's parent marked, its regions below it.
-    std::string table = fmt::format("{:<8} {:<14} {}\n", "PID", "PARENT", "COMMAND");
+    std::string table =
+        fmt::format("{:<8} {:<14} {:<8} {:<5} {}\n", "PID", "PARENT", "RUN", "RANK", "COMMAND");
     for (const auto& p : all) {
         std::vector<std::string> command;
         for (const auto& word : listOf(p, "command")) {
@@ -315,7 +336,9 @@ int listCommand(const CtlOptions& o) {
         if (flagOf(p, "forked")) parent += " (fork)";
         if (flagOf(p, "attached")) parent += " (attached)";
         // commandLine quotes control characters as a shell reads them back.
-        table += fmt::format("{:<8} {:<14} {}\n", pidOf(p), parent,
+        const std::optional<int64_t> rank = rankOf(p);
+        table += fmt::format("{:<8} {:<14} {:<8} {:<5} {}\n", pidOf(p), parent, countOf(p, "run"),
+                             rank ? std::to_string(*rank) : "-",
                              reporters::escapeTerminal(reporters::commandLine(command)));
         const json& regions = listOf(p, "regions");
         if (!regions.empty())
@@ -356,7 +379,7 @@ std::string bytesText(uint64_t bytes) {
 }
 
 // `status`: the regions' table, then what the process keeps beside them.
-void printStatus(const json& body) {
+void printStatus(const json& body, std::ostream& out) {
     const json& regions = listOf(body, "regions");
     std::string table;
     for (const auto& r : regions)
@@ -370,42 +393,41 @@ void printStatus(const json& body) {
     const uint64_t waiting = countOf(body, "threads_waiting");
     // Checked whole before anything is printed: a bad answer prints nothing but its line.
     if (regions.empty())
-        std::cout << "No pausable regions.\n";
+        out << "No pausable regions.\n";
     else
-        std::cout << fmt::format("{:<24} {:<8} {:<6} {:>12} {:>12} {:>12}  {}\n", "Region",
-                                 "Device", "Backup", "Bytes", "Resident", "Paused", "State")
-                  << table;
+        out << fmt::format("{:<24} {:<8} {:<6} {:>12} {:>12} {:>12}  {}\n", "Region", "Device",
+                           "Backup", "Bytes", "Resident", "Paused", "State")
+            << table;
     if (pool)
-        std::cout << fmt::format(
+        out << fmt::format(
             "Pinned host memory kept for the next pause: {} (memtool run --host-pool caps it)\n",
             bytesText(pool));
     if (margin)
-        std::cout << fmt::format("Memory margin: a new CUDA region allocation leaves {} free\n",
-                                 bytesText(margin));
+        out << fmt::format("Memory margin: a new CUDA region allocation leaves {} free\n",
+                           bytesText(margin));
     if (waiting)
-        std::cout << fmt::format(
-            "Yielded: {} thread{} touched yielded memory and wait{} for `restore`\n", waiting,
-            waiting == 1 ? "" : "s", waiting == 1 ? "s" : "");
+        out << fmt::format("Yielded: {} thread{} touched yielded memory and wait{} for `restore`\n",
+                           waiting, waiting == 1 ? "" : "s", waiting == 1 ? "s" : "");
 }
 
-void printOperation(const json& body) {
+void printOperation(const json& body, std::ostream& out) {
     const std::string action = textOf(body, "action");
-    std::string out;
+    std::string lines;
     for (const auto& r : listOf(body, "results")) {
         const std::string tagName = textOf(r, "tag", "*");
         const std::string tag = tagName == "*" ? "every region" : "'" + tagName + "'";
         const uint64_t allocations = countOf(r, "allocations");
         if (!flagOf(r, "ok"))
-            out += fmt::format("{} {} FAILED: {}\n", action, tag, textOf(r, "message"));
+            lines += fmt::format("{} {} FAILED: {}\n", action, tag, textOf(r, "message"));
         else if (!flagOf(r, "changed"))
-            out += fmt::format("{} {}: {}\n", action, tag, textOf(r, "message"));
+            lines += fmt::format("{} {}: {}\n", action, tag, textOf(r, "message"));
         else
-            out += fmt::format("{} {}: {} {} from {} allocation{} in {:.3f} s\n", action, tag,
-                               bytesText(countOf(r, "bytes")),
-                               action == "pause" ? "released" : "restored", allocations,
-                               allocations == 1 ? "" : "s", secondsOf(r, "seconds"));
+            lines += fmt::format("{} {}: {} {} from {} allocation{} in {:.3f} s\n", action, tag,
+                                 bytesText(countOf(r, "bytes")),
+                                 action == "pause" ? "released" : "restored", allocations,
+                                 allocations == 1 ? "" : "s", secondsOf(r, "seconds"));
     }
-    std::cout << out;
+    out << lines;
 }
 
 // A process memtool attach came into: what its yield could not take.
@@ -422,24 +444,24 @@ std::string beforeAttachText(const json& body) {
 }
 
 // yield / restore: what moved, by device, and what each still holds.
-void printCourtesy(const json& body, bool ok) {
+void printCourtesy(const json& body, bool ok, std::ostream& out, std::ostream& err) {
     const std::string action = textOf(body, "action");
     const std::string message = textOf(body, "message");
     if (!ok) {
-        std::cerr << fmt::format("memtool: {} failed: {}\n",
-                                 action.empty() ? "the command" : action, message);
+        err << fmt::format("memtool: {} failed: {}\n", action.empty() ? "the command" : action,
+                           message);
         return;
     }
     if (!flagOf(body, "changed")) {
-        std::cout << fmt::format("{}: {}\n", action, message) << beforeAttachText(body);
+        out << fmt::format("{}: {}\n", action, message) << beforeAttachText(body);
         return;
     }
-    std::string out = fmt::format("{}: {} in {:.3f} s", action, bytesText(countOf(body, "bytes")),
-                                  secondsOf(body, "seconds"));
+    std::string lines = fmt::format("{}: {} in {:.3f} s", action, bytesText(countOf(body, "bytes")),
+                                    secondsOf(body, "seconds"));
     if (action == "yield")
-        out += fmt::format(" (the program stopped at a safe point in {:.3f} s)",
-                           secondsOf(body, "park_seconds"));
-    out += '\n';
+        lines += fmt::format(" (the program stopped at a safe point in {:.3f} s)",
+                             secondsOf(body, "park_seconds"));
+    lines += '\n';
     for (const auto& d : listOf(body, "devices")) {
         std::string holds;
         if (!member(d, "process_resident_bytes").is_null())
@@ -451,48 +473,45 @@ void printCourtesy(const json& body, bool ok) {
                 "not serve)",
                 core::formatBytes(countOf(d, "device_used_bytes")),
                 core::formatBytes(countOf(d, "device_total_bytes")));
-        out += fmt::format("  {:<8} {:>12} {}; {}\n", textOf(d, "device"),
-                           core::formatBytes(countOf(d, "bytes")),
-                           action == "yield" ? "yielded" : "restored", holds);
+        lines += fmt::format("  {:<8} {:>12} {}; {}\n", textOf(d, "device"),
+                             core::formatBytes(countOf(d, "bytes")),
+                             action == "yield" ? "yielded" : "restored", holds);
     }
-    if (!message.empty()) out += "  " + message + '\n';
-    out += beforeAttachText(body);
-    std::cout << out;
+    if (!message.empty()) lines += "  " + message + '\n';
+    lines += beforeAttachText(body);
+    out << lines;
 }
 
 // The run answers with the trace's text; it is read back as any trace is (a run
 // is another program: what it sends is checked) and written by the trace writer.
-int writeSnapshot(const json& reply, const std::string& output) {
+int writeSnapshot(const json& reply, const std::string& output, std::ostream& out,
+                  std::ostream& err) {
     const json text = reply.value("trace", json(nullptr));
     if (!text.is_string()) fail(1, "memtool run sent no snapshot");
     const json trace = json::parse(text.get<std::string>(), nullptr, false);
     if (trace.is_discarded()) fail(1, "memtool run sent a snapshot that is not JSON");
     const core::Trace parsed = reporters::traceFromJson(trace, "the snapshot");
     if (output.empty() || output == "-") {
-        std::cout << reporters::traceToJson(parsed).dump(2, ' ', false,
-                                                         nlohmann::json::error_handler_t::replace)
-                  << '\n';
+        out << reporters::traceToJson(parsed).dump(2, ' ', false,
+                                                   nlohmann::json::error_handler_t::replace)
+            << '\n';
         return 0;
     }
     // A place no file can be made was refused before the command was sent, but
     // the directory may have changed since: still the caller's error (2).
     core::replaceFile(output, reporters::traceToText(parsed), core::kExitBadInput);
-    std::cerr << fmt::format("memtool: snapshot of process {} written to {}\n",
-                             parsed.processes.empty() ? 0 : parsed.processes[0].pid, output);
+    err << fmt::format("memtool: snapshot of process {} written to {}\n",
+                       parsed.processes.empty() ? 0 : parsed.processes[0].pid, output);
     return 0;
 }
 
-// A process id as the kernel gives them: digits only (no sign, no space), 1 to
-// 4194304 (PID_MAX_LIMIT); anything else is no pid, never another one wrapped.
+// A process id (processIdOf), or a usage error.
 long parsePid(const std::string& word) {
-    const bool digits =
-        !word.empty() && word.size() <= 7 &&
-        std::all_of(word.begin(), word.end(), [](char c) { return c >= '0' && c <= '9'; });
-    const long pid = digits ? std::stol(word) : 0;
-    if (pid <= 0 || pid > 4194304)
+    const std::optional<int64_t> pid = processIdOf(word);
+    if (!pid)
         fail(core::kExitBadInput,
              "ctl: '" + reporters::escapeTerminal(word) + "' is not a process id (or list)");
-    return pid;
+    return static_cast<long>(*pid);
 }
 
 [[noreturn]] void usage(const std::string& message) {
@@ -580,28 +599,95 @@ json policyRequest(long pid, const std::string& what) {
     return {{"op", "policy"}, {"pid", pid}, {"policy", std::move(document)}};
 }
 
-int printPolicy(long pid, const std::string& status, const json& body, const std::string& format) {
+int printPolicy(long pid, const std::string& status, const json& body, const std::string& format,
+                std::ostream& out, std::ostream& err) {
     if (format == "json") {
-        std::cout << json{{"pid", pid}, {"status", status}, {"body", body}}.dump(
-                         2, ' ', true, json::error_handler_t::replace)
-                  << '\n';
+        out << json{{"pid", pid}, {"status", status}, {"body", body}}.dump(
+                   2, ' ', true, json::error_handler_t::replace)
+            << '\n';
     } else if (status == "ok") {
         const json& lines = member(body, "lines");
         if (!lines.is_array() || lines.empty())
-            std::cout << fmt::format("process {}: no policy\n", pid);
+            out << fmt::format("process {}: no policy\n", pid);
         else
             for (const auto& line : lines)
                 if (line.is_string())
-                    std::cout << reporters::escapeTerminal(line.get<std::string>()) << '\n';
+                    out << reporters::escapeTerminal(line.get<std::string>()) << '\n';
     }
     if (status == "ok") return 0;
     const std::string why = textOf(body, "error", "memtool run refused the policy");
-    if (format != "json") std::cerr << "memtool: " << reporters::escapeTerminal(why) << '\n';
+    if (format != "json") err << "memtool: " << reporters::escapeTerminal(why) << '\n';
     return why.rfind("policy: ", 0) == 0 ? core::kExitBadInput : 1;
 }
 
 // A request is one line to memtool run, which reads 64 KiB of it at most.
 constexpr size_t kMaxRequestLine = 64 * 1024;
+
+// The request for process `pid` (the policy file read and checked here: exit 2
+// before anything is sent); over memtool run's limit: a usage error.
+json requestFor(long pid, const std::vector<std::string>& argv) {
+    return argv[0] == "policy" ? policyRequest(pid, argv[1])
+                               : json{{"op", "request"}, {"pid", pid}, {"argv", argv}};
+}
+
+void checkRequestSize(const json& request) {
+    const size_t requestBytes =
+        request.dump(-1, ' ', false, json::error_handler_t::replace).size() + 1;
+    if (requestBytes > kMaxRequestLine)
+        usage(fmt::format("the command is {} bytes; memtool run takes {} at most", requestBytes,
+                          kMaxRequestLine));
+}
+
+// What process `pid` answered (`reply`; `stale`: it ended first), shown on `out`
+// and `err` as one process's answer is, in `format`; a snapshot written to
+// `output`. Returns the exit code; throws core::Error for what ends a ctl of one
+// process with a line of its own (the process gone or not connected yet, the
+// request refused, an answer malformed).
+int showAnswer(long pid, const std::vector<std::string>& argv, const std::string& format,
+               const std::string& output, const json& reply, bool stale, std::ostream& out,
+               std::ostream& err) {
+    const std::string status = stale ? "gone" : textOf(reply, "status", "failed");
+    if (status == "no_such_process" || status == "gone")
+        fail(kExitNoSuchProcess, fmt::format("process {} ended before it answered", pid));
+    if (status == "not_ready")
+        fail(kExitNoSuchProcess,
+             fmt::format("process {} has not connected to memtool run yet (it has allocated "
+                         "nothing memtool tracks); ask again once it has",
+                         pid));
+    if (status == "bad_request")
+        fail(1, "memtool run refused the request: " +
+                    textOf(reply, "error", "it could not read it (memtool versions apart?)"));
+    const json body = member(reply, "body");
+    if (argv[0] == "policy") return printPolicy(pid, status, body, format, out, err);
+    if (argv[0] == "snapshot" && status == "ok") return writeSnapshot(reply, output, out, err);
+    if (argv[0] == "tensors" && status == "ok" && format == "text") {
+        out << reporters::escapeTerminal(
+            member(reply, "text").is_string() ? member(reply, "text").get<std::string>() : "",
+            /*keepNewlines=*/true);
+        return 0;
+    }
+    if (format == "json") {
+        out << json{{"pid", pid}, {"status", status}, {"body", body}}.dump(
+                   2, ' ', true, json::error_handler_t::replace)
+            << '\n';
+    } else if (status != "ok" && body.is_object() && member(body, "error").is_string()) {
+        err << fmt::format("memtool: {} failed: {}\n", argv[0], textOf(body, "error"));
+    } else if (status == "unknown") {
+        err << fmt::format("memtool: process {} does not know the command '{}'\n", pid,
+                           reporters::escapeTerminal(argv[0]));
+    } else if (argv[0] == "status" && body.is_object()) {
+        printStatus(body, out);
+    } else if ((argv[0] == "yield" || argv[0] == "restore") && body.is_object()) {
+        printCourtesy(body, status == "ok", out, err);
+    } else if ((argv[0] == "pause" || argv[0] == "resume") && body.is_object()) {
+        printOperation(body, out);
+    } else {
+        out << reporters::escapeTerminal(body.dump(2, ' ', true, json::error_handler_t::replace),
+                                         true)
+            << '\n';
+    }
+    return status == "ok" ? 0 : 1;
+}
 
 int processCommand(const CtlOptions& o) {
     const long pid = parsePid(o.words[0]);
@@ -610,14 +696,8 @@ int processCommand(const CtlOptions& o) {
     const std::vector<std::string> argv(o.words.begin() + 1, o.words.end());
     if (!o.output.empty() && argv[0] != "snapshot") usage("-o is for snapshot only");
     checkCommandWords(argv);
-    const json request = argv[0] == "policy"
-                             ? policyRequest(pid, argv[1])
-                             : json{{"op", "request"}, {"pid", pid}, {"argv", argv}};
-    const size_t requestBytes =
-        request.dump(-1, ' ', false, json::error_handler_t::replace).size() + 1;
-    if (requestBytes > kMaxRequestLine)
-        usage(fmt::format("the command is {} bytes; memtool run takes {} at most", requestBytes,
-                          kMaxRequestLine));
+    const json request = requestFor(pid, argv);
+    checkRequestSize(request);
     // Before the process does the work: as `memtool run -o` is checked before it starts.
     if (!o.output.empty() && o.output != "-") core::checkReplaceable(o.output, core::kExitBadInput);
     std::vector<std::string> silent;
@@ -626,50 +706,202 @@ int processCommand(const CtlOptions& o) {
         for (const auto& p : listOf(run.listing, "processes")) owns |= pidOf(p) == pid;
         if (!owns) continue;
         bool stale = false;
-        json reply = exchange(run.socket, request, o.timeoutS, &stale);
-        const std::string status = stale ? "gone" : textOf(reply, "status", "failed");
-        if (status == "no_such_process" || status == "gone")
-            fail(kExitNoSuchProcess, fmt::format("process {} ended before it answered", pid));
-        if (status == "not_ready")
-            fail(kExitNoSuchProcess,
-                 fmt::format("process {} has not connected to memtool run yet (it has allocated "
-                             "nothing memtool tracks); ask again once it has",
-                             pid));
-        if (status == "bad_request")
-            fail(1, "memtool run refused the request: " +
-                        textOf(reply, "error", "it could not read it (memtool versions apart?)"));
-        const json body = member(reply, "body");
-        if (argv[0] == "policy") return printPolicy(pid, status, body, o.format);
-        if (argv[0] == "snapshot" && status == "ok") return writeSnapshot(reply, o.output);
-        if (argv[0] == "tensors" && status == "ok" && o.format == "text") {
-            std::cout << reporters::escapeTerminal(
-                member(reply, "text").is_string() ? member(reply, "text").get<std::string>() : "",
-                /*keepNewlines=*/true);
-            return 0;
-        }
-        if (o.format == "json") {
-            std::cout << json{{"pid", pid}, {"status", status}, {"body", body}}.dump(
-                             2, ' ', true, json::error_handler_t::replace)
-                      << '\n';
-        } else if (status != "ok" && body.is_object() && member(body, "error").is_string()) {
-            std::cerr << fmt::format("memtool: {} failed: {}\n", argv[0], textOf(body, "error"));
-        } else if (status == "unknown") {
-            std::cerr << fmt::format("memtool: process {} does not know the command '{}'\n", pid,
-                                     reporters::escapeTerminal(argv[0]));
-        } else if (argv[0] == "status" && body.is_object()) {
-            printStatus(body);
-        } else if ((argv[0] == "yield" || argv[0] == "restore") && body.is_object()) {
-            printCourtesy(body, status == "ok");
-        } else if ((argv[0] == "pause" || argv[0] == "resume") && body.is_object()) {
-            printOperation(body);
-        } else {
-            std::cout << reporters::escapeTerminal(
-                             body.dump(2, ' ', true, json::error_handler_t::replace), true)
-                      << '\n';
-        }
-        return status == "ok" ? 0 : 1;
+        const json reply = exchange(run.socket, request, o.timeoutS, &stale);
+        return showAnswer(pid, argv, o.format, o.output, reply, stale, std::cout, std::cerr);
     }
     noSuchProcess(pid, silent);
+}
+
+// ---- one command to a selection of processes, all at once ------------------------
+
+// A selected process, and what came of asking it.
+struct Target {
+    long pid = 0;
+    std::optional<int64_t> rank;
+    int64_t run = 0;  // the pid of its memtool run
+    std::string socket;
+    json reply;
+    bool stale = false;
+    int failedCode = 0;   // asking it failed (no answer in time, ...): the exit code
+    std::string failure;  // and the line
+};
+
+// The processes of `runs` that `selection` selects. The program of a run that is
+// still starting (its stream not connected: nothing of it memtool serves yet, a
+// launcher like torchrun's agent that allocates nothing memtool tracks) is left
+// out, its pid in `leftOut`: a command for it would wait 5 s and fail.
+std::vector<Target> selectTargets(const std::vector<Run>& runs, const CtlSelection& selection,
+                                  std::vector<long>* leftOut) {
+    std::vector<Target> targets;
+    for (const Run& run : runs) {
+        const int64_t runPid = std::stoll(runPidOf(run.socket));
+        for (const auto& p : listOf(run.listing, "processes")) {
+            if (!selects(selection, runPid, p)) continue;
+            if (flagOf(p, "starting")) {
+                leftOut->push_back(pidOf(p));
+                continue;
+            }
+            targets.push_back(Target{pidOf(p), rankOf(p), runPid, run.socket, {}, false, 0, {}});
+        }
+    }
+    // Answers in an order that does not depend on which rank connected first: by
+    // run, then rank (a process without one after those with), then pid.
+    const auto key = [](const Target& t) {
+        return std::tuple(t.run, !t.rank, t.rank.value_or(0), t.pid);
+    };
+    std::sort(targets.begin(), targets.end(),
+              [&](const Target& a, const Target& b) { return key(a) < key(b); });
+    return targets;
+}
+
+[[noreturn]] void noneSelected(const CtlSelection& selection, const std::vector<long>& leftOut,
+                               const std::vector<std::string>& silent) {
+    std::string why = fmt::format("no process of yours under memtool is selected by {}",
+                                  selectionText(selection));
+    if (!leftOut.empty())
+        why += fmt::format(" but {}, not connected to {} run yet", fmt::join(leftOut, ", "),
+                           leftOut.size() == 1 ? "its" : "their");
+    if (!silent.empty())
+        why += fmt::format("; memtool run {} did not answer", fmt::join(silent, ", "));
+    fail(kExitNoSuchProcess, why + " (see `memtool ctl list`)");
+}
+
+// Every target asked at once, each on a thread of its own with the same timeout:
+// a job's ranks are yielded together, not one after another. What goes wrong on
+// the way is kept with its target.
+void askAll(std::vector<Target>& targets, const json& request, double timeoutS) {
+    std::vector<std::thread> threads;
+    threads.reserve(targets.size());
+    for (Target& t : targets)
+        threads.emplace_back([&t, &request, timeoutS] {
+            try {
+                json mine = request;
+                mine["pid"] = t.pid;
+                t.reply = exchange(t.socket, mine, timeoutS, &t.stale);
+            } catch (const core::Error& e) {
+                t.failedCode = e.exitCode();
+                t.failure = e.what();
+            } catch (const std::exception& e) {
+                t.failedCode = core::kExitInternal;
+                t.failure = e.what();
+            }
+        });
+    for (std::thread& thread : threads) thread.join();
+}
+
+// One process's part of the JSON answer: who it is, its exit code, the answer's
+// status and body (a snapshot: the file written), or the line that says what failed.
+json targetJson(const Target& t, const std::string& command, const std::string& file, int code,
+                const std::string& failure) {
+    json j{{"pid", t.pid},
+           {"rank", t.rank ? json(*t.rank) : json(nullptr)},
+           {"run", t.run},
+           {"exit", code}};
+    const bool answered = !t.failedCode && !t.stale && t.reply.is_object();
+    const auto status = answered ? t.reply.find("status") : t.reply.end();
+    j["status"] = answered && status != t.reply.end() && status->is_string()
+                      ? *status
+                      : json(t.stale ? "gone" : "failed");
+    if (answered && command == "snapshot" && code == 0)
+        j["file"] = file;
+    else if (answered && t.reply.contains("body"))
+        j["body"] = t.reply["body"];
+    if (!failure.empty()) j["error"] = failure;
+    return j;
+}
+
+// One target's answer shown as `ctl PID` shows it, into `out` and `err` (a
+// snapshot written to `file`); its exit code. What ends a ctl of one process
+// with a line of its own (gone, refused, malformed) is that line, in `failure`.
+int answerOf(const Target& t, const std::vector<std::string>& argv, const std::string& file,
+             std::ostream& out, std::ostream& err, std::string* failure) {
+    *failure = t.failure;
+    if (t.failedCode) return t.failedCode;
+    try {
+        return showAnswer(t.pid, argv, "text", file, t.reply, t.stale, out, err);
+    } catch (const core::Error& e) {
+        *failure = e.what();
+        return e.exitCode();
+    }
+}
+
+// Each target's answer as ctl shows one process's: in text, its lines headed by
+// its pid and rank (answerPrefix), what it said on stdout, its errors on stderr;
+// in JSON one object each, in selectTargets' order. Exit 0 when every one
+// succeeded, else 1, and a last line on stderr names those that did not.
+int showAll(const std::vector<Target>& targets, const std::vector<std::string>& argv,
+            const std::vector<std::string>& files, const CtlOptions& o,
+            const std::vector<long>& leftOut) {
+    json results = json::array();
+    std::string text, errors;
+    std::vector<std::string> failed;
+    for (size_t i = 0; i < targets.size(); ++i) {
+        const Target& t = targets[i];
+        std::ostringstream out, err;
+        std::string failure;
+        const int code = answerOf(t, argv, files[i], out, err, &failure);
+        if (code) failed.push_back(fmt::format("{} (exit {})", t.pid, code));
+        results.push_back(targetJson(t, argv[0], files[i], code, failure));
+        if (!failure.empty()) err << "memtool: " << reporters::escapeTerminal(failure) << '\n';
+        const std::string prefix = answerPrefix({t.pid, t.rank});
+        text += prefixLines(out.str(), prefix);
+        errors += prefixLines(err.str(), prefix);
+    }
+    if (o.format == "json")
+        std::cout << json{{"processes", results}, {"left_out", leftOut}}.dump(
+                         2, ' ', true, json::error_handler_t::replace)
+                  << '\n';
+    else
+        std::cout << text << std::flush;
+    std::cerr << (o.format == "json" ? "" : errors);
+    if (!leftOut.empty())
+        std::cerr << fmt::format(
+            "memtool: left out {}: not connected to its run yet (nothing memtool serves)\n",
+            fmt::join(leftOut, ", "));
+    if (failed.empty()) return 0;
+    std::cerr << fmt::format("memtool: {} of {} processes did not succeed: {}\n", failed.size(),
+                             targets.size(), fmt::join(failed, ", "));
+    return kExitSomeFailed;
+}
+
+// The files of a snapshot, one a target (snapshotFiles), each checked as `memtool
+// run -o` is before the program starts; none for another command.
+std::vector<std::string> filesFor(const std::vector<Target>& targets,
+                                  const std::vector<std::string>& argv, const CtlOptions& o) {
+    if (argv[0] != "snapshot") return std::vector<std::string>(targets.size());
+    std::vector<SelectedProcess> processes;
+    for (const Target& t : targets) processes.push_back({t.pid, t.rank});
+    std::vector<std::string> files = snapshotFiles(o.output, processes, *o.selection);
+    for (const std::string& file : files) core::checkReplaceable(file, core::kExitBadInput);
+    return files;
+}
+
+int selectionCommand(const CtlOptions& o) {
+    const CtlSelection& selection = *o.selection;
+    if (o.words.empty())
+        usage(
+            fmt::format("what should the processes of {} do? (status, pause, resume, yield, "
+                        "restore, tensors, snapshot, policy)",
+                        selectionText(selection)));
+    const std::vector<std::string>& argv = o.words;
+    if (!o.output.empty() && argv[0] != "snapshot") usage("-o is for snapshot only");
+    checkCommandWords(argv);
+    // What is wrong with -o whatever runs, said before the runs are asked.
+    if (argv[0] == "snapshot") snapshotFiles(o.output, {}, selection);
+    const json request = requestFor(0, argv);  // a policy file read once, for all
+    std::vector<std::string> silent;
+    std::vector<long> leftOut;
+    std::vector<Target> targets =
+        selectTargets(discoverRuns(o.timeoutS, &silent), selection, &leftOut);
+    if (targets.empty()) noneSelected(selection, leftOut, silent);
+    for (const Target& t : targets) {
+        json mine = request;
+        mine["pid"] = t.pid;
+        checkRequestSize(mine);
+    }
+    const std::vector<std::string> files = filesFor(targets, argv, o);
+    askAll(targets, request, o.timeoutS);
+    return showAll(targets, argv, files, o, leftOut);
 }
 
 }  // namespace
@@ -684,6 +916,7 @@ std::optional<double> ctlTimeoutSeconds(const std::string& text) {
 // json`); CLI11 stops at the first word, so they are taken out of the words here.
 // Every other word is the process's command's own.
 CtlOptions withTrailingOptions(CtlOptions o) {
+    if (std::optional<CtlSelection> selection = takeSelection(o.words)) o.selection = selection;
     std::vector<std::string> words;
     for (size_t i = 0; i < o.words.size(); ++i) {
         std::string name = o.words[i], value;
@@ -722,12 +955,23 @@ CtlOptions withTrailingOptions(CtlOptions o) {
 
 int ctlCommand(const CtlOptions& given) {
     const CtlOptions options = withTrailingOptions(given);
-    if (options.words.empty())
-        fail(core::kExitBadInput, "ctl: say `list`, or a process id and a command");
-    if (options.words[0] == "list") {
+    if (!options.words.empty() && options.words[0] == "list") {
         if (options.words.size() > 1) fail(core::kExitBadInput, "ctl list takes no arguments");
         return listCommand(options);
     }
+    if (options.selection) {
+        // A word of digits first: a process id, which names one process itself.
+        const std::string first = options.words.empty() ? "" : options.words[0];
+        if (!first.empty() && first.find_first_not_of("0123456789") == std::string::npos)
+            usage(
+                fmt::format("process {} and {} cannot go together: give a process id or a "
+                            "selection (--all, --rank N, --run ID)",
+                            first, selectionText(*options.selection)));
+        return selectionCommand(options);
+    }
+    if (options.words.empty())
+        fail(core::kExitBadInput,
+             "ctl: say `list`, or a process id (or --all, --rank N, --run ID) and a command");
     return processCommand(options);
 }
 

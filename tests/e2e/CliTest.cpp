@@ -292,7 +292,9 @@ TEST(Cli, CtlOptionsAreTakenAnywhereAndTheirValuesChecked) {
     const std::vector<std::string> env{"MEMTOOL_CONTROL_DIR=" + tempDir() + "/control"};
     Outcome none = run({MEMTOOL_BIN, "ctl"}, "", env);
     EXPECT_EQ(none.exitCode, 2);
-    EXPECT_EQ(none.err, "memtool: ctl: say `list`, or a process id and a command\n");
+    EXPECT_EQ(none.err,
+              "memtool: ctl: say `list`, or a process id (or --all, --rank N, --run ID) and a "
+              "command\n");
     Outcome badFormat = run({MEMTOOL_BIN, "ctl", "1", "status", "--format", "xml"}, "", env);
     EXPECT_EQ(badFormat.exitCode, 2);
     EXPECT_EQ(badFormat.err, "memtool: ctl: --format is text or json, not 'xml'\n");

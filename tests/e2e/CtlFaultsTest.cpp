@@ -437,12 +437,15 @@ TEST(CtlFaults, ListShowsWholeCommandsAndMarksForkedWorkers) {
     ASSERT_EQ(o.exitCode, 0) << o.err;
     const std::string command =
         PYTHON_BIN + " " + script("ctl_fork_list.py") + " " + flag + " " + padding;
+    // Its run's pid (what --run selects by) and no rank: no launcher set one.
+    std::string runPid = std::to_string(memtool);
+    runPid.resize(std::max<size_t>(runPid.size(), 8), ' ');
     const auto row = [&](std::string pid, std::string ppid) {
         pid.resize(std::max<size_t>(pid.size(), 8), ' ');
         ppid.resize(std::max<size_t>(ppid.size(), 14), ' ');
-        return pid + " " + ppid + " " + command + "\n";
+        return pid + " " + ppid + " " + runPid + " -     " + command + "\n";
     };
-    EXPECT_EQ(listed.rfind("PID      PARENT         COMMAND\n", 0), 0u) << listed;
+    EXPECT_EQ(listed.rfind("PID      PARENT         RUN      RANK  COMMAND\n", 0), 0u) << listed;
     EXPECT_NE(listed.find(row(parent, std::to_string(memtool))), std::string::npos) << listed;
     EXPECT_NE(listed.find(row(child, parent + " (fork)")), std::string::npos) << listed;
 }

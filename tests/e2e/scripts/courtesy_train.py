@@ -1,8 +1,10 @@
 # A seeded MLP training run that prints nothing but its losses (to a file) and, at
 # a known step, waits in pure Python for a flag file: a safe point memtool ctl's
 # yield can park it at, with nothing allocated meanwhile (CourtesyTest.cpp,
-# RunCudaTest.cpp).
-#   courtesy_train.py STEPS LOSS_FILE FLAG_FILE|- [cpu|cuda]
+# RunCudaTest.cpp; as a rank of ranks_launcher.py, CtlJobTest.cpp).
+#   courtesy_train.py STEPS LOSS_FILE FLAG_FILE|- [cpu|cuda] [WIDTH]
+# WIDTH: of each of the six layers (default 2048). Seeded by RANK where a launcher
+# set one (else 0), so each rank of a job trains on its own numbers.
 # At the wait it prints "ready PID PARAM_BYTES", and on CUDA also the bytes the
 # device holds that PyTorch's allocator does not (the CUDA context, libraries'
 # own): what a yield cannot take.
@@ -13,8 +15,8 @@ import torch
 
 steps, loss_file, flag = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 device = sys.argv[4] if len(sys.argv) > 4 else "cpu"
-torch.manual_seed(0)
-D = 2048
+torch.manual_seed(int(os.environ.get("RANK", "0")))
+D = int(sys.argv[5]) if len(sys.argv) > 5 else 2048
 layers = []
 for _ in range(6):
     layers += [torch.nn.Linear(D, D), torch.nn.ReLU()]
