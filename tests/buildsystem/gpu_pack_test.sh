@@ -19,7 +19,10 @@ gpu_build=$build/gpu-check
 
 MEMTOOL_GPU_PACK=$pack BUILD_DIR=$build "$src/scripts/gpu-pack.sh" --no-build
 bytes=$(du -sb "$pack" | cut -f1)
-((bytes < 16 * 1024 * 1024)) || fail "the pack is $bytes bytes; it should stay well under 64 MiB"
+# A budget well under the 64 MiB a device call carries (gpu-pack.sh refuses more),
+# so that growth shows here long before it stops a GPU session: 17.1 MiB in
+# December 2026 (memtool 6.1 MiB, e2e_tests 3.7 MiB, the collector 3.3 MiB).
+((bytes < 24 * 1024 * 1024)) || fail "the pack is $bytes bytes; it should stay well under 64 MiB"
 for f in bin/memtool bin/unit_tests bin/e2e_tests lib/libmemtool_collector.so lib/deps/libunwind.so.8 \
     fakes/cuda_runtime_user; do
     [ -f "$pack/$f" ] || fail "$f is not in the pack"
