@@ -164,7 +164,8 @@ TEST(Ranks, PerfettoNamesRanksAndPutsThemOnOneClock) {
     // Several hosts: the host is in the name too.
     core::Trace two = job();
     two.processes[2].host = "node2";
-    for (const json& e : reporters::renderPerfetto(two).at("traceEvents"))
+    const json twoHosts = reporters::renderPerfetto(two);  // kept: .at() of a temporary dangles
+    for (const json& e : twoHosts.at("traceEvents"))
         if (e.at("name") == "process_name" && e.at("pid") == 22) {
             EXPECT_EQ(e.at("args").at("name"), "rank 1 on node2 · python3 train.py");
         }
