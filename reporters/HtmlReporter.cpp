@@ -468,8 +468,8 @@ void ranksSection(const core::Trace& trace, const RankSummary& s, std::ostream& 
         out << fmt::format(
             "<li class=\"host-peak\" data-device=\"{}\" data-bytes=\"{}\">{} {}: {} processes "
             "held {} at once, {:.3f} s in (their peaks sum to {})</li>\n",
-            esc(h.device), h.combinedBytes, esc(h.host.empty() ? "(unnamed host)" : h.host),
-            esc(h.device), h.processes.size(), core::formatBytes(h.combinedBytes), h.timeS,
+            esc(h.device), h.combinedBytes, esc(hostText(h.host)), esc(h.device),
+            h.processes.size(), core::formatBytes(h.combinedBytes), h.timeS,
             core::formatBytes(h.sumOfPeaks));
     out << "</ul>\n";
     for (const auto& [device, count] : users)
@@ -488,7 +488,7 @@ json ranksData(const core::Trace& trace, const RankSummary& s) {
             {{"shift_s", sharedTimeS(s, p, 0)},
              {"label", (p.rank ? fmt::format("rank {} · ", *p.rank) : std::string()) +
                            fmt::format("pid {}", p.pid) +
-                           (s.hosts > 1 ? " on " + p.host : std::string())}});
+                           (s.hosts > 1 ? " on " + hostText(p.host) : std::string())}});
     return processes;
 }
 

@@ -26,7 +26,7 @@ double micros(double seconds) { return std::round(seconds * 1e9) / 1e3; }
 std::string commandText(const core::ProcessTrace& p, bool hosts) {
     std::string who;
     if (p.rank) who = fmt::format("rank {} ", *p.rank);
-    if (hosts) who += fmt::format("on {} ", p.host.empty() ? "(unnamed host)" : p.host);
+    if (hosts) who += fmt::format("on {} ", hostText(p.host));
     if (!who.empty()) who += "· ";
     return who + (p.command.empty() ? "pid " + std::to_string(p.pid) : commandLine(p));
 }

@@ -65,6 +65,12 @@ RankSummary summarizeRanks(const core::Trace& trace);
 // start (an older trace) or the summary no zero.
 double sharedTimeS(const RankSummary& s, const core::ProcessTrace& p, double timeS);
 
+// A host as the HTML and Perfetto reports name it: "(unnamed host)"
+// for a trace that has none (an older one, a snapshot).
+inline std::string hostText(const std::string& host) {
+    return host.empty() ? "(unnamed host)" : host;
+}
+
 // (largest / smallest - 1) in percent, as `check --max-rank-spread` limits it.
 double spreadPercent(double spread);
 
