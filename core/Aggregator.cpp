@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bitset>
+#include <cerrno>
+#include <cstdlib>
 
 namespace memtool::core {
 
@@ -61,6 +63,53 @@ void Aggregator::onNote(const NoteRecord& n) {
     notes_.push_back(n);
     countRecord();
     if (n.key == kNoteProgramEnd) markProgramEnd(n.text);
+    if (programEnd_) return;  // a list after the moment describes nothing
+    if (n.key == kNoteReachable) addReachable(n.text);
+    if (n.key == kNoteReachableEnd) endReachable(n.text);
+}
+
+void Aggregator::addReachable(const std::string& text) {
+    const char* p = text.c_str();
+    while (*p) {
+        if (*p == ' ') {
+            ++p;
+            continue;
+        }
+        char* end = nullptr;
+        errno = 0;
+        const unsigned long long address = std::strtoull(p, &end, 16);
+        if (end == p || errno != 0 || (*end != ' ' && *end != '\0') || *p == '-' || *p == '+') {
+            reachableSpoiled_ = true;
+            return;
+        }
+        reachable_.push_back(address);
+        p = end;
+    }
+}
+
+void Aggregator::endReachable(const std::string& text) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long count = std::strtoull(text.c_str(), &end, 10);
+    reachableWhole_ = !text.empty() && *end == '\0' && errno == 0 && !reachableSpoiled_ &&
+                      count == reachable_.size();
+}
+
+void Aggregator::countHeld() {
+    // An address sent twice (two tensors' storages cannot share one, but a hostile
+    // stream can) counts once.
+    std::sort(reachable_.begin(), reachable_.end());
+    reachable_.erase(std::unique(reachable_.begin(), reachable_.end()), reachable_.end());
+    for (auto& [code, d] : devices_) {
+        const LiveBlockMap& live = liveBlocks(code);
+        for (uint64_t address : reachable_) {
+            const auto it = live.find(address);
+            if (it == live.end()) continue;  // a storage not from a tracked allocation
+            d.heldAtProgramEnd += it->second.size;
+            if (it->second.stack < stacks_.size())
+                stacks_[it->second.stack].heldAtProgramEnd += it->second.size;
+        }
+    }
 }
 
 void Aggregator::markProgramEnd(const std::string& how) {
@@ -70,6 +119,12 @@ void Aggregator::markProgramEnd(const std::string& how) {
     // Once per stream: O(devices + stacks).
     for (auto& [code, d] : devices_) d.liveAtProgramEnd = d.currentBytes + d.pausedBytes;
     for (StackState& s : stacks_) s.liveAtProgramEnd = s.liveBytes + s.pausedBytes;
+    // Only Python's moment has a list; a C or C++ program's split is unknown.
+    if (how == kProgramEndPython && reachableWhole_) {
+        programEnd_->reachableKnown = true;
+        countHeld();
+    }
+    reachable_ = {};
 }
 
 void Aggregator::onRegion(const RegionRecord& r) {

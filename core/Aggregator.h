@@ -39,6 +39,9 @@ struct DeviceState {
     // At the program's end (Aggregator::programEnd): live bytes, resident or
     // paused, then; and what was freed after it (teardown).
     uint64_t liveAtProgramEnd = 0;
+    // Of liveAtProgramEnd, the blocks the program's globals still reached
+    // (ProgramEnd::reachableKnown); the rest is what nothing reachable held.
+    uint64_t heldAtProgramEnd = 0;
     uint64_t teardownFreedBytes = 0;
     uint64_t teardownFreeCount = 0;
     // currentBytes over time: one sample after every event that changed it.
@@ -61,6 +64,7 @@ struct StackState {
     uint64_t liveAtPeak = 0;
     uint64_t stamp = 0;
     uint64_t liveAtProgramEnd = 0;  // resident or paused, at the program's end
+    uint64_t heldAtProgramEnd = 0;  // of which reachable (DeviceState::heldAtProgramEnd)
 };
 
 class Aggregator : public RecordSink {
@@ -129,6 +133,8 @@ public:
     struct ProgramEnd {
         std::string how;      // kProgramEndPython, kProgramEndExit
         uint64_t timeNs = 0;  // the last event's time before it
+        // A whole kNoteReachable list came before it: heldAtProgramEnd is known.
+        bool reachableKnown = false;
     };
     const std::optional<ProgramEnd>& programEnd() const { return programEnd_; }
     // Pausable regions, by id, and every control event in arrival order.
@@ -234,6 +240,12 @@ private:
     void addResident(DeviceState& d, StackState& s, uint64_t size, uint64_t timeNs);
     // Takes what is live now as what the program leaked.
     void markProgramEnd(const std::string& how);
+    // A kNoteReachable piece: its hex addresses join reachable_ (a malformed word
+    // spoils the list). A kNoteReachableEnd: the list is whole if the counts agree.
+    void addReachable(const std::string& text);
+    void endReachable(const std::string& text);
+    // Splits what is live now by reachable_ into each device's and stack's held bytes.
+    void countHeld();
 
     void takeOver(const Aggregator& from, const StreamContinuation& c);
     void countRecord();
@@ -244,6 +256,9 @@ private:
     bool idsExact_ = true;  // every id the stream used is held (false: a continuation fell short)
     std::string continuationProblem_;
     std::optional<Handshake> handshake_;
+    std::vector<uint64_t> reachable_;  // storage addresses (kNoteReachable), as sent
+    bool reachableSpoiled_ = false;    // a malformed piece came
+    bool reachableWhole_ = false;      // kNoteReachableEnd agreed with the list
     std::optional<EndFields> end_;
     std::optional<EndFields> recoveredCounts_;
     std::map<uint8_t, DeviceState> devices_;  // never erased from: deviceState() points in

@@ -397,6 +397,12 @@ inline constexpr const char* kNoteWarning = "warning";
 inline constexpr const char* kNoteProgramEnd = "program.end";
 inline constexpr const char* kProgramEndPython = "python";
 inline constexpr const char* kProgramEndExit = "exit";
+// Right before a "python" program.end: the storage addresses of the tensors the
+// program's globals still reach, in hex, space-separated, over any number of
+// notes; then one program.reachable.end with their count in decimal (a list
+// whose count differs is not used).
+inline constexpr const char* kNoteReachable = "program.reachable";
+inline constexpr const char* kNoteReachableEnd = "program.reachable.end";
 inline constexpr const char* kNoteCudaSource = "cuda.source";
 inline constexpr const char* kNoteTorchBridge = "torch.bridge";
 //   "child.ended"  a child this process waited for ended: "PID STATUS", decimal,

@@ -79,7 +79,8 @@ Metric parseMetric(const std::string& text) {
     if (text == "peak") return Metric::Peak;
     if (text == "allocated") return Metric::Allocated;
     if (text == "leaked") return Metric::Leaked;
-    usage("unknown metric '" + text + "' (use peak, allocated or leaked)");
+    if (text == "held-at-exit") return Metric::HeldAtExit;
+    usage("unknown metric '" + text + "' (use peak, allocated, leaked or held-at-exit)");
 }
 
 const char* metricName(Metric m) {
@@ -90,6 +91,8 @@ const char* metricName(Metric m) {
             return "allocated";
         case Metric::Leaked:
             return "leaked";
+        case Metric::HeldAtExit:
+            return "held-at-exit";
     }
     return "peak";
 }
@@ -262,10 +265,21 @@ std::string labelFor(const core::Trace& trace, const core::ProcessTrace& p,
     return trace.processes.size() > 1 || options.named ? processLabel(p) + " " : "";
 }
 
+// A held-at-exit limit on a process whose globals were never listed (a C or C++
+// program, a stream without Python's moment): the figure is unknown, not 0.
+bool heldUnknown(const core::ProcessTrace& p, Metric m, const std::string& label, CheckResult& r) {
+    if (m != Metric::HeldAtExit || p.heldAtExitKnown) return false;
+    r.passed = false;
+    r.message = fmt::format("{}{} held-at-exit is unknown: leak_moment {} listed no Python globals",
+                            label, r.device, p.leakMoment);
+    return true;
+}
+
 void limitChecks(const core::Trace& trace, const std::vector<const core::ProcessTrace*>& selected,
                  const CheckOptions& options, std::vector<CheckResult>& results) {
-    const char* metric = metricName(options.metric);
     for (const PeakLimit& l : options.limits) {
+        const Metric m = l.metric.value_or(options.metric);
+        const char* metric = metricName(m);
         bool seen = false;
         for (const core::ProcessTrace* p : selected) {
             for (const std::string& device : devicesFor(l.selector, *p)) {
@@ -278,11 +292,15 @@ void limitChecks(const core::Trace& trace, const std::vector<const core::Process
                 r.device = shown;
                 r.pid = p->pid;
                 r.rank = p->rank;
-                r.value = measure(*p, device, l.selector.pool, options.metric);
+                r.value = measure(*p, device, l.selector.pool, m);
                 r.limit = l.bytes;
                 r.passed = r.value <= r.limit;
                 r.name = fmt::format("{}{} {} <= {}", label, shown, metric,
                                      core::formatBytes(l.bytes, options.bytes));
+                if (heldUnknown(*p, m, label, r)) {
+                    results.push_back(r);
+                    continue;
+                }
                 const core::ByteUnits u = options.bytes;
                 r.message = r.passed ? fmt::format("{}{} {} {} is within {}", label, shown, metric,
                                                    sized(r.value, u), sized(r.limit, u))

@@ -29,6 +29,8 @@ struct DeviceSelector {
 struct PeakLimit {
     DeviceSelector selector;
     uint64_t bytes = 0;
+    // --max-leaked, --max-held-at-exit: this limit's own metric; unset: --metric's.
+    std::optional<Metric> metric;
 };
 
 // Growth allowed over the baseline: a percentage of it, or a size.

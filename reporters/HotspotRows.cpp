@@ -90,6 +90,8 @@ void add(core::HotspotFigures& into, const core::HotspotFigures& f) {
     into.count += f.count;
     into.peakBytes += f.peakBytes;
     into.leakedBytes += f.leakedBytes;
+    into.heldAtExitBytes += f.heldAtExitBytes;
+    into.liveAtEndBytes += f.liveAtEndBytes;
 }
 
 }  // namespace

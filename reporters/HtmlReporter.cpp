@@ -161,22 +161,20 @@ void header(const core::ProcessTrace& p, size_t index, std::ostream& out) {
 }
 
 void deviceTable(const core::ProcessTrace& p, std::ostream& out) {
-    out << "<h2>Devices</h2>\n<table class=\"devices\">\n<thead>"
-        << headerRow({{"Device", false},
-                      {"Peak", true},
-                      {"At", true},
-                      {"Leaked", true},
-                      {"Allocated", true},
-                      {"Freed", true},
-                      {"Allocs", true},
-                      {"Frees", true}})
+    std::vector<std::pair<std::string, bool>> columns{
+        {"Device", false}, {"Peak", true}, {"At", true}, {"Leaked", true}};
+    // Held at exit: a column where the program's globals were listed (else unknown).
+    const bool held = p.heldAtExitKnown;
+    if (held) columns.push_back({"Held at exit", true});
+    for (const char* c : {"Allocated", "Freed", "Allocs", "Frees"}) columns.push_back({c, true});
+    out << "<h2>Devices</h2>\n<table class=\"devices\">\n<thead>" << headerRow(columns)
         << "</thead>\n<tbody>\n";
     auto row = [&](const std::string& name, const std::string& cls, const core::PoolTotals& d) {
         out << fmt::format(
-            "<tr class=\"{}\"><td>{}</td>{}<td class=\"num\">{:.3f} s</td>{}{}{}{}{}</tr>\n", cls,
+            "<tr class=\"{}\"><td>{}</td>{}<td class=\"num\">{:.3f} s</td>{}{}{}{}{}{}</tr>\n", cls,
             esc(name), bytesCell(d.peakBytes), d.peakTimeS, bytesCell(d.leakedBytes),
-            bytesCell(d.allocatedBytes), bytesCell(d.freedBytes), countCell(d.allocCount),
-            countCell(d.freeCount));
+            held ? bytesCell(d.heldAtExitBytes) : "", bytesCell(d.allocatedBytes),
+            bytesCell(d.freedBytes), countCell(d.allocCount), countCell(d.freeCount));
     };
     for (const auto& [name, d] : p.devices) {
         row(d.source.empty() || name == "cpu" ? name : name + " (" + d.source + ")", "device", d);
@@ -268,6 +266,7 @@ void hotspotTables(const core::ProcessTrace& p, const HtmlOptions& options, std:
         std::vector<std::pair<std::string, bool>> columns{{"#", true},     {names.column, false},
                                                           {"Peak", true},  {"Allocated", true},
                                                           {"Count", true}, {"Leaked", true}};
+        if (p.heldAtExitKnown) columns.push_back({"Held at exit", true});
         if (pools) {
             columns.push_back({"Active peak", true});
             columns.push_back({"Reserved peak", true});
@@ -279,6 +278,7 @@ void hotspotTables(const core::ProcessTrace& p, const HtmlOptions& options, std:
             const core::Hotspot& h = row.figures;
             out << "<tr>" << countCell(++rank) << siteCell(p, row) << bytesCell(h.peakBytes)
                 << bytesCell(h.allocatedBytes) << countCell(h.count) << bytesCell(h.leakedBytes);
+            if (p.heldAtExitKnown) out << bytesCell(h.heldAtExitBytes);
             if (pools) out << poolCells(h.pools);
             out << "</tr>\n";
         }
@@ -290,6 +290,7 @@ void hotspotTables(const core::ProcessTrace& p, const HtmlOptions& options, std:
                 << esc(fmt::format("({} other {})", rest.rows, rowsNamed(names, rest.rows)))
                 << "</td>" << bytesCell(f.peakBytes) << bytesCell(f.allocatedBytes)
                 << countCell(f.count) << bytesCell(f.leakedBytes);
+            if (p.heldAtExitKnown) out << bytesCell(f.heldAtExitBytes);
             if (pools) out << poolCells(rest.pools);
             out << "</tr></tfoot>";
         }

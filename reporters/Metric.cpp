@@ -10,6 +10,8 @@ uint64_t metricTotal(const core::PoolTotals& d, Metric m) {
             return d.allocatedBytes;
         case Metric::Leaked:
             return d.leakedBytes;
+        case Metric::HeldAtExit:
+            return d.heldAtExitBytes;
     }
     return 0;
 }
@@ -22,6 +24,8 @@ uint64_t metricBytes(const core::HotspotFigures& h, Metric m) {
             return h.allocatedBytes;
         case Metric::Leaked:
             return h.leakedBytes;
+        case Metric::HeldAtExit:
+            return h.heldAtExitBytes;
     }
     return 0;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // The byte figures a report can count by: what was held at the peak, allocated over
-// the run, or still held when the program's own code finished (leak_moment).
+// the run, or still held when the program's own code finished (leak_moment): by
+// nothing the program's globals reach (leaked) or by them (held at exit).
 // `memtool check --metric` and `memtool report --format collapsed --metric` name
 // them alike (parseMetric, in Check.h).
 
@@ -11,11 +12,12 @@
 
 namespace memtool::reporters {
 
-enum class Metric { Peak, Allocated, Leaked };
+enum class Metric { Peak, Allocated, Leaked, HeldAtExit };
 
-// A device's (or pool's) figure: peak_bytes, allocated_bytes, leaked_bytes.
+// A device's (or pool's) figure: peak_bytes, allocated_bytes, leaked_bytes,
+// held_at_exit_bytes.
 uint64_t metricTotal(const core::PoolTotals& d, Metric m);
-// A hotspot's: peak_bytes, allocated_bytes, leaked_bytes. A device's hotspots add
+// A hotspot's: the same four. A device's hotspots add
 // up to its metricTotal.
 uint64_t metricBytes(const core::HotspotFigures& h, Metric m);
 

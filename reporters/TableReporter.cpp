@@ -131,6 +131,23 @@ void renderLeakMoment(const core::ProcessTrace& p, const ByteText& b, std::ostre
                                  d.teardownFreeCount == 1 ? "" : "s");
     out << fmt::format("Leaks:    live {}, at {:.3f} s{}\n", leakWhen(p), p.leakTimeS,
                        freed.empty() ? "" : "; teardown then freed " + freed);
+    if (p.leakMoment == core::kLeakAtPython && !p.heldAtExitKnown)
+        out << "          (the program's globals were not listed: Leaked is all that was live)\n";
+}
+
+// "Held", a column of its own where the program's globals were listed; `cell` is
+// already sized to the column.
+std::string heldColumn(const core::ProcessTrace& p, const std::string& cell) {
+    return p.heldAtExitKnown ? " " + cell : "";
+}
+
+// What Leaked (and Held at exit) mean, for a table's legend.
+std::string leakLegend(const core::ProcessTrace& p) {
+    if (!p.heldAtExitKnown) return fmt::format("Leaked: still held {}", leakWhen(p));
+    return fmt::format(
+        "Leaked: still held {} by nothing the program's globals reach · Held: by "
+        "what they reach",
+        leakWhen(p));
 }
 
 // Which sizes the table's unit words stand for, for its legend.
@@ -150,14 +167,14 @@ void renderDevices(const core::ProcessTrace& p, const ReportOptions& options, co
                    std::ostream& out) {
     // Device rows, then the caching allocator's pools of a CUDA device beneath it
     // (PyTorch's active and reserved bytes, where the torch bridge was attached).
-    out << fmt::format("\n{:<24} {} {:>10} {} {} {} {:>10} {:>10}\n", "Device", b.column("Peak"),
-                       "Peak at", b.column("Leaked"), b.column("Allocated"), b.column("Freed"),
-                       "Allocs", "Frees");
+    out << fmt::format("\n{:<24} {} {:>10} {}{} {} {} {:>10} {:>10}\n", "Device", b.column("Peak"),
+                       "Peak at", b.column("Leaked"), heldColumn(p, b.column("Held")),
+                       b.column("Allocated"), b.column("Freed"), "Allocs", "Frees");
     auto row = [&](const std::string& name, const auto& d) {
-        out << fmt::format("{:<24} {} {:>8.3f} s {} {} {} {:>10} {:>10}\n", name,
+        out << fmt::format("{:<24} {} {:>8.3f} s {}{} {} {} {:>10} {:>10}\n", name,
                            b.column(d.peakBytes), d.peakTimeS, b.column(d.leakedBytes),
-                           b.column(d.allocatedBytes), b.column(d.freedBytes), d.allocCount,
-                           d.freeCount);
+                           heldColumn(p, b.column(d.heldAtExitBytes)), b.column(d.allocatedBytes),
+                           b.column(d.freedBytes), d.allocCount, d.freeCount);
     };
     for (const auto& [name, d] : p.devices) {
         row(d.source.empty() || name == "cpu" ? name : name + " (" + d.source + ")", d);
@@ -166,9 +183,8 @@ void renderDevices(const core::ProcessTrace& p, const ReportOptions& options, co
                 row("  " + std::string(pool), it->second);
     }
     out << fmt::format(
-        "Peak: the most held at once, and when (seconds after tracking began) · Leaked: still "
-        "held {}{}\n",
-        leakWhen(p), unitsLegend(options.bytes));
+        "Peak: the most held at once, and when (seconds after tracking began) · {}{}\n",
+        leakLegend(p), unitsLegend(options.bytes));
 }
 
 void renderHotspots(const core::ProcessTrace& p, const std::string& name,
@@ -192,18 +208,20 @@ void renderHotspots(const core::ProcessTrace& p, const std::string& name,
             : "";
     out << fmt::format("\nTop {} {} on {} by {}{}\n", rows.size(), rowsNamed(names, rows.size()),
                        name, sortKeyName(deviceOptions.sort), fallback);
-    out << fmt::format("{:>3} {} {} {:>8} {}", "#", b.column("Peak"), b.column("Allocated"),
-                       "Count", b.column("Leaked"));
+    out << fmt::format("{:>3} {} {} {:>8} {}{}", "#", b.column("Peak"), b.column("Allocated"),
+                       "Count", b.column("Leaked"), heldColumn(p, b.column("Held")));
     if (pools) out << fmt::format(" {} {}", b.column("Active peak"), b.column("Reserv. peak"));
     out << "  " << names.column << '\n';
     // Below the row's figures, two columns left of its site.
     const size_t indent = 3 + 1 + b.width() + 1 + b.width() + 1 + 8 + 1 + b.width() +
-                          (pools ? 2 * (b.width() + 1) : 0);
+                          (pools ? 2 * (b.width() + 1) : 0) +
+                          (p.heldAtExitKnown ? b.width() + 1 : 0);
     size_t rank = 0;
     for (const HotspotRow& r : rows) {
         const core::Hotspot& h = r.figures;
-        out << fmt::format("{:>3} {} {} {:>8} {}", ++rank, b.column(h.peakBytes),
-                           b.column(h.allocatedBytes), h.count, b.column(h.leakedBytes));
+        out << fmt::format("{:>3} {} {} {:>8} {}{}", ++rank, b.column(h.peakBytes),
+                           b.column(h.allocatedBytes), h.count, b.column(h.leakedBytes),
+                           heldColumn(p, b.column(h.heldAtExitBytes)));
         if (pools)
             out << fmt::format(" {} {}", poolPeak(h.pools, core::kPoolActive),
                                poolPeak(h.pools, core::kPoolReserved));
@@ -215,17 +233,16 @@ void renderHotspots(const core::ProcessTrace& p, const std::string& name,
     if (rest.rows > 0) {
         // The rows --top left out, in one line: the table adds up to the device's figures.
         const core::HotspotFigures& f = rest.figures;
-        out << fmt::format("{:>3} {} {} {:>8} {}", "", b.column(f.peakBytes),
-                           b.column(f.allocatedBytes), f.count, b.column(f.leakedBytes));
+        out << fmt::format("{:>3} {} {} {:>8} {}{}", "", b.column(f.peakBytes),
+                           b.column(f.allocatedBytes), f.count, b.column(f.leakedBytes),
+                           heldColumn(p, b.column(f.heldAtExitBytes)));
         if (pools)
             out << fmt::format(" {} {}", poolPeak(rest.pools, core::kPoolActive),
                                poolPeak(rest.pools, core::kPoolReserved));
         out << fmt::format("  ({} other {})\n", rest.rows, rowsNamed(names, rest.rows));
     }
-    out << fmt::format(
-        "Peak: what each {} held at {}'s peak (they add up to it) · Leaked: still "
-        "held {}\n",
-        names.one, name, leakWhen(p));
+    out << fmt::format("Peak: what each {} held at {}'s peak (they add up to it) · {}\n", names.one,
+                       name, leakLegend(p));
 }
 
 void renderProcess(const core::Trace& trace, const core::ProcessTrace& p,

@@ -82,6 +82,7 @@ core::ProcessTrace processHeader(const core::Aggregator& agg) {
         p.leakMoment =
             end->how == core::kProgramEndPython ? core::kLeakAtPython : core::kLeakAtExit;
         p.leakTimeS = static_cast<double>(end->timeNs) / 1e9;
+        p.heldAtExitKnown = end->reachableKnown;
     } else {
         p.leakMoment = core::kLeakAtEnd;
         p.leakTimeS = static_cast<double>(agg.lastTimeNs()) / 1e9;
@@ -92,13 +93,15 @@ core::ProcessTrace processHeader(const core::Aggregator& agg) {
 // An image that exec'd leaked nothing: what it held went with it.
 void releasedByExec(core::ProcessTrace& p) {
     for (auto& [name, d] : p.devices) {
-        d.currentBytes = d.pausedBytes = d.leakedBytes = 0;
-        for (auto& [pool, totals] : d.pools)
+        d.currentBytes = d.pausedBytes = d.leakedBytes = d.liveAtEndBytes = d.heldAtExitBytes = 0;
+        for (auto& [pool, totals] : d.pools) {
             totals.currentBytes = totals.pausedBytes = totals.leakedBytes = 0;
+            totals.liveAtEndBytes = totals.heldAtExitBytes = 0;
+        }
     }
     for (core::Hotspot& h : p.hotspots) {
-        h.leakedBytes = 0;
-        for (auto& [pool, f] : h.pools) f.leakedBytes = 0;
+        h.leakedBytes = h.liveAtEndBytes = h.heldAtExitBytes = 0;
+        for (auto& [pool, f] : h.pools) f.leakedBytes = f.liveAtEndBytes = f.heldAtExitBytes = 0;
     }
     for (core::RegionTotals& r : p.regions) r.bytes = r.pausedBytes = 0;
 }
@@ -121,7 +124,9 @@ std::map<std::string, core::DeviceTotals> deviceTotals(const core::Aggregator& a
         // Everything live at the end, whether a pause had released it or not; leaked
         // is what was live when the program's own code finished, where that is known.
         totals.currentBytes = d.currentBytes + d.pausedBytes;
-        totals.leakedBytes = agg.programEnd() ? d.liveAtProgramEnd : totals.currentBytes;
+        totals.liveAtEndBytes = agg.programEnd() ? d.liveAtProgramEnd : totals.currentBytes;
+        totals.heldAtExitBytes = d.heldAtProgramEnd;
+        totals.leakedBytes = totals.liveAtEndBytes - totals.heldAtExitBytes;
         totals.teardownFreedBytes = d.teardownFreedBytes;
         totals.teardownFreeCount = d.teardownFreeCount;
         totals.pausedBytes = d.pausedBytes;
@@ -254,6 +259,8 @@ public:
         into.allocatedBytes += figures.allocatedBytes;
         into.count += figures.count;
         into.peakBytes += figures.peakBytes;
+        into.liveAtEndBytes += figures.liveAtEndBytes;
+        into.heldAtExitBytes += figures.heldAtExitBytes;
         into.leakedBytes += figures.leakedBytes;
     }
 
@@ -542,10 +549,11 @@ core::ProcessTrace buildProcessBody(const core::Aggregator& agg, Symbolizer& sym
         const Stack stack = mergedStack(agg, symbolizer, s);
         const std::string device = deviceRow(s.device);
         const std::string pool = core::poolKey(s.device);
+        const uint64_t liveAtEnd =
+            agg.programEnd() ? s.liveAtProgramEnd : s.liveBytes + s.pausedBytes;
         hotspots.add(device, pool, stack, core::chooseSite(stack, siteMode),
-                     core::HotspotFigures{
-                         s.allocatedBytes, s.count, agg.liveAtPeak(s),
-                         agg.programEnd() ? s.liveAtProgramEnd : s.liveBytes + s.pausedBytes});
+                     core::HotspotFigures{s.allocatedBytes, s.count, agg.liveAtPeak(s), liveAtEnd,
+                                          s.heldAtProgramEnd, liveAtEnd - s.heldAtProgramEnd});
         lines.add(device, pool, stack, s);
     }
     std::move(hotspots).moveInto(p);

@@ -30,7 +30,12 @@ struct PoolTotals {
     uint64_t peakBytes = 0;     // the most held at once (paused memory is not held)
     uint64_t currentBytes = 0;  // live at the end of the stream, paused or not
     // Live when the program's own code finished (ProcessTrace::leakMoment), paused
-    // or not: what it leaked. currentBytes when the stream has no such moment.
+    // or not; currentBytes when the stream has no such moment. Where the program's
+    // globals were listed (ProcessTrace::heldAtExitKnown) it splits into what they
+    // still reached (heldAtExitBytes: a model, its optimizer state) and the rest
+    // (leakedBytes: what nothing reachable held); elsewhere leakedBytes is all of it.
+    uint64_t liveAtEndBytes = 0;
+    uint64_t heldAtExitBytes = 0;
     uint64_t leakedBytes = 0;
     uint64_t teardownFreedBytes = 0;  // freed after that moment (the interpreter's teardown)
     uint64_t teardownFreeCount = 0;
@@ -52,8 +57,12 @@ struct DeviceTotals : PoolTotals {
 struct HotspotFigures {
     uint64_t allocatedBytes = 0;
     uint64_t count = 0;
-    uint64_t peakBytes = 0;    // live at the moment of the device's peak
-    uint64_t leakedBytes = 0;  // live when the program's own code finished (leakMoment)
+    uint64_t peakBytes = 0;  // live at the moment of the device's peak
+    // Live when the program's own code finished (leakMoment), and its split as
+    // PoolTotals's: held (reachable from globals) and leaked (the rest).
+    uint64_t liveAtEndBytes = 0;
+    uint64_t heldAtExitBytes = 0;
+    uint64_t leakedBytes = 0;
 };
 
 // What was allocated while one source line executed, on a device (or in one of its pools).
@@ -250,6 +259,9 @@ struct ProcessTrace {
     // kLeakAtExit (main returned, exit was called) or kLeakAtEnd (the stream's
     // end: no such moment was seen, e.g. os._exit, a kill, a snapshot).
     std::string leakMoment = "end";
+    // The program's globals were listed at a "python" leakMoment: held_at_exit_bytes
+    // figures are known (else they are 0 and leaked_bytes is everything live then).
+    bool heldAtExitKnown = false;
     double leakTimeS = 0;      // on the allocations' clock (the end: the last event's time)
     uint64_t maxRssBytes = 0;  // the launched process only: its peak resident memory (0: unknown)
     // The launched process only: CPU seconds (user + system) it and the children it

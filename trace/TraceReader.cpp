@@ -75,6 +75,10 @@ core::PoolTotals poolTotalsFromJson(const json& j) {
     d.currentBytes = unsignedField(j, "current_bytes");
     // Older traces counted leaks at the stream's end.
     d.leakedBytes = j.contains("leaked_bytes") ? unsignedField(j, "leaked_bytes") : d.currentBytes;
+    // Older still: leaked was everything live at the moment, none of it held.
+    d.heldAtExitBytes = optionalUnsigned(j, "held_at_exit_bytes");
+    d.liveAtEndBytes = j.contains("live_at_end_bytes") ? unsignedField(j, "live_at_end_bytes")
+                                                       : d.leakedBytes + d.heldAtExitBytes;
     d.teardownFreedBytes = optionalUnsigned(j, "teardown_freed_bytes");
     d.teardownFreeCount = optionalUnsigned(j, "teardown_free_count");
     d.pausedBytes = optionalUnsigned(j, "paused_bytes");
@@ -92,6 +96,9 @@ core::HotspotFigures hotspotFiguresFromJson(const json& j) {
     f.count = unsignedField(j, "count");
     f.peakBytes = unsignedField(j, "peak_bytes");
     f.leakedBytes = unsignedField(j, "leaked_bytes");
+    f.heldAtExitBytes = optionalUnsigned(j, "held_at_exit_bytes");
+    f.liveAtEndBytes = j.contains("live_at_end_bytes") ? unsignedField(j, "live_at_end_bytes")
+                                                       : f.leakedBytes + f.heldAtExitBytes;
     return f;
 }
 
@@ -427,6 +434,7 @@ core::ProcessTrace processFromJson(const json& j) {
         p.leakMoment != core::kLeakAtEnd)
         throw MalformedTrace("unknown leak_moment '" + p.leakMoment + "'");
     p.leakTimeS = j.value("leak_time_s", 0.0);
+    p.heldAtExitKnown = j.value("held_at_exit_known", false);
     p.maxRssBytes = optionalUnsigned(j, "max_rss_bytes");
     if (j.contains("cpu_s")) p.cpuS = j.at("cpu_s").get<double>();
     if (j.contains("start_unix_s")) {

@@ -169,6 +169,8 @@ Members poolTotalsMembers(TextWriter& w, const core::PoolTotals& d) {
     return {field(w, "peak_bytes", d.peakBytes),
             field(w, "current_bytes", d.currentBytes),
             field(w, "leaked_bytes", d.leakedBytes),
+            field(w, "held_at_exit_bytes", d.heldAtExitBytes),
+            field(w, "live_at_end_bytes", d.liveAtEndBytes),
             field(w, "teardown_freed_bytes", d.teardownFreedBytes),
             field(w, "teardown_free_count", d.teardownFreeCount),
             field(w, "paused_bytes", d.pausedBytes),
@@ -184,8 +186,12 @@ void writePoolTotals(TextWriter& w, const core::PoolTotals& d) {
 }
 
 Members hotspotFiguresMembers(TextWriter& w, const core::HotspotFigures& f) {
-    return {field(w, "allocated_bytes", f.allocatedBytes), field(w, "count", f.count),
-            field(w, "peak_bytes", f.peakBytes), field(w, "leaked_bytes", f.leakedBytes)};
+    return {field(w, "allocated_bytes", f.allocatedBytes),
+            field(w, "count", f.count),
+            field(w, "peak_bytes", f.peakBytes),
+            field(w, "leaked_bytes", f.leakedBytes),
+            field(w, "held_at_exit_bytes", f.heldAtExitBytes),
+            field(w, "live_at_end_bytes", f.liveAtEndBytes)};
 }
 
 void writeHotspotFigures(TextWriter& w, const core::HotspotFigures& f) {
@@ -371,6 +377,7 @@ void writeProcess(TextWriter& w, const core::ProcessTrace& p, const RenderedBody
                  field(w, "duration_s", p.durationS),
                  field(w, "leak_moment", p.leakMoment),
                  field(w, "leak_time_s", p.leakTimeS),
+                 field(w, "held_at_exit_known", p.heldAtExitKnown),
                  field(w, "max_rss_bytes", p.maxRssBytes),
                  field(w, "native_stacks", p.nativeStacks),
                  field(w, "python_stacks", p.pythonStacks),

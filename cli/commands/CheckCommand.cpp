@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/Commands.h"
@@ -28,7 +29,7 @@ struct CheckArgs {
     std::string baseline, maxIncrease, maxRankSpread, metric = "peak", format = "text", output,
                                                       command;
     std::string bytes = "iec";
-    std::vector<std::string> limits;
+    std::vector<std::string> limits, maxLeaked, maxHeld;
     reporters::ProcessFilter processes;
     bool allowIncomplete = false, allowOom = false, allowEmpty = false;
 };
@@ -41,6 +42,12 @@ int checkCommand(const CheckArgs& a) {
     o.metric = reporters::parseMetric(a.metric);
     o.bytes = *core::parseByteUnits(a.bytes);
     for (const auto& l : a.limits) o.limits.push_back(reporters::parsePeakLimit(l));
+    for (const auto& [texts, metric] : {std::pair{&a.maxLeaked, reporters::Metric::Leaked},
+                                        std::pair{&a.maxHeld, reporters::Metric::HeldAtExit}})
+        for (const auto& l : *texts) {
+            o.limits.push_back(reporters::parsePeakLimit(l));
+            o.limits.back().metric = metric;
+        }
     if (!a.maxIncrease.empty()) o.maxIncrease = reporters::parseIncrease(a.maxIncrease);
     if (!a.maxRankSpread.empty()) o.maxRankSpread = reporters::parseRankSpread(a.maxRankSpread);
     if (!a.baseline.empty() && !o.maxIncrease)
@@ -85,13 +92,20 @@ Command addCheckCommand(CLI::App& app) {
         ->required();
     cmd->add_option("--max-peak", check->limits,
                     "DEVICE=SIZE, e.g. cpu=512MiB, cuda=2GB, cuda:0=1.5GiB (repeatable)");
+    cmd->add_option("--max-leaked", check->maxLeaked,
+                    "DEVICE=SIZE: live at the leak moment, reachable from nothing the program's "
+                    "globals hold (repeatable)");
+    cmd->add_option("--max-held-at-exit", check->maxHeld,
+                    "DEVICE=SIZE: live at the leak moment and still reachable from the "
+                    "program's globals (a model, its optimizer state; repeatable)");
     cmd->add_option("--baseline", check->baseline, "a trace.json to compare against");
     cmd->add_option("--max-increase", check->maxIncrease,
                     "growth allowed over the baseline: PCT% or SIZE");
     cmd->add_option("--max-rank-spread", check->maxRankSpread,
                     "PCT%: how much more the rank holding most may hold than the one holding "
                     "least, per kind of device (75%: 1.75x)");
-    cmd->add_option("--metric", check->metric, "peak, allocated or leaked")->capture_default_str();
+    cmd->add_option("--metric", check->metric, "peak, allocated, leaked or held-at-exit")
+        ->capture_default_str();
     cmd->add_option("--command", check->command,
                     "check only processes whose command line contains this");
     cmd->add_option("--format", check->format, "text, json or junit")

@@ -1,5 +1,6 @@
 #include "collectors/control/LiveTensors.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -103,7 +104,63 @@ void listOnMainThread(void* context) {
     gPython.DecRef(result);
 }
 
+// Notes stay small (the stream's buffer sends each at once): a list is cut at
+// its spaces into pieces of at most this many bytes.
+constexpr size_t kReachableNoteBytes = 4000;
+
+// Sends `text` (hex addresses, space-separated) as notes, then the count.
+void sendReachable(Engine& engine, const char* text, size_t n) {
+    char piece[kReachableNoteBytes + 1];
+    size_t count = 0;
+    for (size_t at = 0; at < n;) {
+        size_t len = std::min(n - at, kReachableNoteBytes);
+        if (at + len < n)
+            while (len > 0 && text[at + len] != ' ') --len;  // cut before a space
+        if (len == 0) return;                                // no address fits: send no count
+        std::memcpy(piece, text + at, len);
+        piece[len] = '\0';
+        for (size_t i = 0; i < len; ++i)
+            count += piece[i] != ' ' && (i == 0 || piece[i - 1] == ' ');
+        engine.note(core::kNoteReachable, piece);
+        at += len;
+        while (at < n && text[at] == ' ') ++at;
+    }
+    char total[32];
+    std::snprintf(total, sizeof total, "%zu", count);
+    engine.note(core::kNoteReachableEnd, total);
+}
+
+// An exception ended the main module (sys.last_value is set): running Python code
+// now (memtool's package, first imported here) cleared the interpreter's note of
+// an unhandled KeyboardInterrupt, and a Ctrl-C'd program exited 1 instead of
+// dying of SIGINT. Such a program's split stays unknown.
+bool mainModuleRaised() {
+    PyObjectPtr sys = gPython.ImportModule("sys");
+    PyObjectPtr last = sys ? gPython.ObjectGetAttrString(sys, "last_value") : nullptr;
+    if (!last) gPython.ErrClear();
+    for (PyObjectPtr o : {sys, last})
+        if (o) gPython.DecRef(o);
+    return last != nullptr;
+}
+
 }  // namespace
+
+void LiveTensors::noteReachable(Engine& engine) {
+    // resolve() for ObjectGetAttrString, which resolveCalls() leaves out.
+    static bool resolvedAll = false;
+    if (!resolvedAll) resolvedAll = gPython.resolve() && gPython.resolveCalls();
+    if (!resolvedAll || mainModuleRaised()) return;
+    PyObjectPtr module = importLive();
+    PyObjectPtr name = module ? gPython.UnicodeFromString("reachable_storages_text") : nullptr;
+    PyObjectPtr result = name ? gPython.ObjectCallMethodObjArgs(module, name, nullptr) : nullptr;
+    for (PyObjectPtr o : {module, name})
+        if (o) gPython.DecRef(o);
+    ssize_t n = 0;
+    const char* text = result ? gPython.UnicodeAsUTF8AndSize(result, &n) : nullptr;
+    if (text) sendReachable(engine, text, static_cast<size_t>(n));
+    if (result) gPython.DecRef(result);
+    if (!text) gPython.ErrClear();  // the split stays unknown; the program's exit goes on
+}
 
 void LiveTensors::command(size_t argc, const char* const* argv, Engine& engine, uint64_t id) {
     const char* device = nullptr;

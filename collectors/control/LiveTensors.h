@@ -29,6 +29,12 @@ public:
     // program whose path does not lead there (memtool attach's): the package is
     // loaded from it, as `memtool`, when the tensors are first listed. Copied.
     static void setPackageDirectory(const char* dir);
+    // As the interpreter begins to finalize (the GIL held, before the program-end
+    // note): the storage addresses of the tensors the program's globals still
+    // reach (memtool._live.reachable_storages), as core::kNoteReachable notes and
+    // one core::kNoteReachableEnd with their count. Sends nothing where Python
+    // cannot list them (no torch, no package): the CLI then knows no split.
+    static void noteReachable(Engine& engine);
 
 private:
     SafePoint& safePoint_;

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "collectors/Collector.h"
+#include "collectors/control/LiveTensors.h"
 #include "collectors/engine/Engine.h"
 #include "collectors/stacks/CPythonApi.h"
 
@@ -19,6 +20,8 @@ MainFunction gRealMain = nullptr;
 void mark(const char* how) { engine().note(core::kNoteProgramEnd, how); }
 
 PyObjectPtr atexitHook(PyObjectPtr, PyObjectPtr) {
+    // Before the mark: the CLI splits what is live there by this list.
+    control::LiveTensors::noteReachable(engine());
     mark(core::kProgramEndPython);
     return api.BuildValue("");
 }

@@ -240,3 +240,57 @@ def format_visible(rows):
             total += r["bytes"]
         lines.append(f"  Python-visible: {total:,} B (what Python cannot see needs `memtool run`)")
     return "\n".join(lines) + "\n" if lines else "No tensors.\n"
+
+
+# Objects that hold no tensor: skipped by type (not isinstance, which a lazy
+# module's __class__ can answer slowly, with a warning) to keep the walk short.
+_LEAF_TYPES = frozenset((str, bytes, int, float, complex, bool, type(None), type(gc.collect), type(_storage.__code__)))
+
+
+def _storage_address(t):
+    """A dense tensor's storage's data pointer, worked out from its own: asking for
+    the storage makes a Python object torch then preserves (PyObject preservation),
+    which kept the program's storages past the interpreter's teardown."""
+    try:
+        return t.data_ptr() - t.storage_offset() * t.element_size()
+    except Exception:  # storage-less layouts
+        return 0
+
+
+def reachable_storages():
+    """Storage addresses (data pointers, non-zero) of the tensors the program's
+    globals still reach: every module in sys.modules, walked through what the
+    garbage collector can see (containers, objects, closures), gradients too.
+    What a reference cycle alone keeps, or C code alone, is not among them. The
+    collector calls it as the interpreter begins to finalize (held_at_exit_bytes,
+    docs/TRACE.md); a storage's data pointer is its allocator block's address."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    tensor_type = torch.Tensor
+    seen = set()
+    todo = list(sys.modules.values())
+    addresses = set()
+    while todo:
+        o = todo.pop()
+        kind = type(o)
+        if kind in _LEAF_TYPES or id(o) in seen:
+            continue
+        seen.add(id(o))
+        if issubclass(kind, tensor_type):
+            for _, part in _parts("", o):
+                address = _storage_address(part)
+                if address:
+                    addresses.add(address)
+            grad = getattr(o, "_grad", None) if o.requires_grad else None
+            if grad is not None:
+                todo.append(grad)
+        todo.extend(gc.get_referents(o))
+    return sorted(addresses)
+
+
+def reachable_storages_text():
+    """reachable_storages() as the collector sends it: hex addresses, space-separated."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return " ".join(f"{a:x}" for a in reachable_storages())

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
 #include "core/Aggregator.h"
 
 using namespace memtool::core;
@@ -40,6 +43,14 @@ struct Feed {
         throw std::runtime_error("no such stack");
     }
 };
+
+// One note, as the stream's decoder hands it on.
+void feedNote(Aggregator& agg, const char* key, const char* text) {
+    NoteRecord n;
+    n.key = key;
+    n.text = text;
+    agg.onNote(n);
+}
 
 }  // namespace
 
@@ -235,6 +246,54 @@ TEST(Aggregator, LeaksAreWhatWasLiveWhenTheProgramEnded) {
     EXPECT_EQ(f.stack(1).liveAtProgramEnd, 100u);
     EXPECT_EQ(f.stack(2).liveAtProgramEnd, 30u);
     EXPECT_EQ(f.stack(3).liveAtProgramEnd, 0u);
+}
+
+// The addresses the program's globals reach, listed before Python's moment:
+// their live blocks are held at exit; the rest of what was live is leaked.
+TEST(Aggregator, WhatGlobalsReachAtTheEndIsHeldNotLeaked) {
+    Feed f;
+    f.alloc(0x10, 100, 1);
+    f.alloc(0x20, 50, 2);
+    f.alloc(0x30, 30, 2);
+    auto note = [&](const char* key, const char* text) { feedNote(f.agg, key, text); };
+    // Over two pieces; 0x99 is no live block, 0x20 comes twice.
+    note(kNoteReachable, "10 99");
+    note(kNoteReachable, "20  20");
+    note(kNoteReachableEnd, "4");
+    note(kNoteProgramEnd, kProgramEndPython);
+    ASSERT_TRUE(f.agg.programEnd());
+    EXPECT_TRUE(f.agg.programEnd()->reachableKnown);
+    const DeviceState& cpu = f.agg.devices().at(kDeviceCpu);
+    EXPECT_EQ(cpu.liveAtProgramEnd, 180u);
+    EXPECT_EQ(cpu.heldAtProgramEnd, 150u);
+    EXPECT_EQ(f.stack(1).heldAtProgramEnd, 100u);
+    EXPECT_EQ(f.stack(2).heldAtProgramEnd, 50u);
+    EXPECT_EQ(f.stack(2).liveAtProgramEnd, 80u);
+}
+
+// A list cut short, with a word that is no address, or ending at a C program's
+// moment says nothing of what is held: no split, not a guess.
+TEST(Aggregator, AListThatIsNotWholeSplitsNothing) {
+    for (const auto& [pieces, count, how] :
+         std::vector<std::tuple<std::vector<const char*>, const char*, const char*>>{
+             {{"10 20"}, "3", kProgramEndPython},      // a piece lost
+             {{"10 zz"}, "2", kProgramEndPython},      // not hex
+             {{"10", "-20"}, "2", kProgramEndPython},  // signed
+             {{"10"}, "1x", kProgramEndPython},        // not a count
+             {{"10"}, nullptr, kProgramEndPython},     // no count came
+             {{"10"}, "1", kProgramEndExit}}) {        // C and C++: no globals listed
+        Feed f;
+        f.alloc(0x10, 100, 1);
+        f.alloc(0x20, 50, 2);
+        auto note = [&](const char* key, const char* text) { feedNote(f.agg, key, text); };
+        for (const char* piece : pieces) note(kNoteReachable, piece);
+        if (count) note(kNoteReachableEnd, count);
+        note(kNoteProgramEnd, how);
+        ASSERT_TRUE(f.agg.programEnd());
+        EXPECT_FALSE(f.agg.programEnd()->reachableKnown) << count;
+        EXPECT_EQ(f.agg.devices().at(kDeviceCpu).heldAtProgramEnd, 0u) << count;
+        EXPECT_EQ(f.agg.devices().at(kDeviceCpu).liveAtProgramEnd, 150u);
+    }
 }
 
 // A ShortLived record folds exactly as the Alloc and Free it stands for: the

@@ -1,5 +1,5 @@
-# Storages a global list holds until the interpreter shuts down: leaked, though
-# the interpreter's teardown frees them.
+# Storages a global list holds until the interpreter shuts down: held at exit (the
+# globals still reach them), not leaked; the interpreter's teardown frees them.
 import torch
 
 kept = []
