@@ -256,8 +256,8 @@ void addOutputOptions(CLI::App* cmd, ReportArgs& a) {
                     "per rank)");
     cmd->add_option("--metric", a.metric,
                     "With --format collapsed: the bytes each stack counts, peak (default), "
-                    "allocated or leaked")
-        ->check(CLI::IsMember({"peak", "allocated", "leaked"}));
+                    "allocated, leaked or held-at-exit")
+        ->check(CLI::IsMember({"peak", "allocated", "leaked", "held-at-exit"}));
     cmd->add_flag("--python-only", a.pythonOnly,
                   "With --format collapsed: only the Python frames of each stack");
     a.eventsBeforeOption =
