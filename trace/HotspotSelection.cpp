@@ -11,11 +11,13 @@ SortKey parseSortKey(const std::string& text) {
     if (text == "allocated") return SortKey::Allocated;
     if (text == "count") return SortKey::Count;
     if (text == "leaked") return SortKey::Leaked;
+    if (text == "held-at-exit") return SortKey::HeldAtExit;
     if (text == "active") return SortKey::Active;
     if (text == "reserved") return SortKey::Reserved;
     throw core::Error(
         core::kExitBadInput,
-        "unknown sort key '" + text + "' (use peak, allocated, count, leaked, active or reserved)");
+        "unknown sort key '" + text +
+            "' (use peak, allocated, count, leaked, held-at-exit, active or reserved)");
 }
 
 GroupBy parseGroupBy(const std::string& text) {
@@ -37,6 +39,8 @@ const char* sortKeyName(SortKey key) {
             return "count";
         case SortKey::Leaked:
             return "leaked";
+        case SortKey::HeldAtExit:
+            return "held at exit";
         case SortKey::Active:
             return "active peak";
         case SortKey::Reserved:
@@ -55,6 +59,8 @@ uint64_t sortValue(const core::Hotspot& h, SortKey key) {
             return h.count;
         case SortKey::Leaked:
             return h.leakedBytes;
+        case SortKey::HeldAtExit:
+            return h.heldAtExitBytes;
         case SortKey::Active:
         case SortKey::Reserved: {
             auto it =

@@ -14,7 +14,7 @@ namespace memtool::reporters {
 
 // Active and Reserved: the hotspot's peak in PyTorch's caching-allocator pools
 // (CUDA devices with the torch bridge attached).
-enum class SortKey { Peak, Allocated, Count, Leaked, Active, Reserved };
+enum class SortKey { Peak, Allocated, Count, Leaked, HeldAtExit, Active, Reserved };
 
 // What a row of the hotspot table stands for: a call site (with the frames
 // below and above it), or every stack whose site is in one function, whose
@@ -33,8 +33,8 @@ struct ReportOptions {
 // Parses "site" | "function" | "module" | "op"; throws core::Error (exit 2) otherwise.
 GroupBy parseGroupBy(const std::string& text);
 
-// Parses "peak" | "allocated" | "count" | "leaked" | "active" | "reserved"; throws core::Error
-// (exit 2) otherwise.
+// Parses "peak" | "allocated" | "count" | "leaked" | "held-at-exit" | "active" | "reserved"; throws
+// core::Error (exit 2) otherwise.
 SortKey parseSortKey(const std::string& text);
 const char* sortKeyName(SortKey key);
 // The figure a hotspot is ordered by (its pool's peak for Active and Reserved).

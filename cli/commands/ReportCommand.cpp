@@ -120,7 +120,7 @@ void checkSortKey(const core::Trace& trace, reporters::SortKey sort) {
                           (sort == reporters::SortKey::Active ? "active" : "reserved") +
                           ": the trace has no active or reserved figures (PyTorch's CUDA caching "
                           "allocator, seen through the torch bridge); sort by peak, allocated, "
-                          "count or leaked");
+                          "count, leaked or held-at-exit");
 }
 
 // One report of `trace` into `output` (stdout when empty); `log`: its event log, when read.
@@ -241,8 +241,8 @@ void addOutputOptions(CLI::App* cmd, ReportArgs& a) {
                       ->transform(decimalCount(kMostShown))
                       ->capture_default_str();
     cmd->add_option("--sort", a.sort,
-                    "Order hotspots by peak, allocated, count, leaked, or (CUDA with the torch "
-                    "bridge) active or reserved peak")
+                    "Order hotspots by peak, allocated, count, leaked, held-at-exit, or (CUDA "
+                    "with the torch bridge) active or reserved peak")
         ->capture_default_str();
     cmd->add_option("--format", a.format,
                     "text, json, html (one self-contained page with charts), collapsed "

@@ -146,6 +146,9 @@ bool mainModuleRaised() {
 }  // namespace
 
 void LiveTensors::noteReachable(Engine& engine) {
+    // No stream, no split to send: and the walk's imports (ctypes loads a library)
+    // must not start a stream the program ended, by stealing its socket.
+    if (!engine.active()) return;
     // resolve() for ObjectGetAttrString, which resolveCalls() leaves out.
     static bool resolvedAll = false;
     if (!resolvedAll) resolvedAll = gPython.resolve() && gPython.resolveCalls();

@@ -86,7 +86,8 @@ core::ProcessTrace everyField() {
     h.count = 1;
     h.peakBytes = 8;
     h.leakedBytes = 2;
-    h.pools[core::kPoolActive] = {1, 2, 3, 4};
+    h.pools[core::kPoolActive] = {
+        .allocatedBytes = 1, .count = 2, .peakBytes = 3, .leakedBytes = 4};
     p.hotspots.push_back(h);
     core::Hotspot none;
     none.device = "cpu";
@@ -218,7 +219,9 @@ TEST(TraceText, AHotspotIsWrittenOneMemberALineInKeyOrder) {
   2,
   0
  ],
+ "held_at_exit_bytes": 0,
  "leaked_bytes": 0,
+ "live_at_end_bytes": 0,
  "peak_bytes": 3000000,
  "site": "step (/src/t.py:3)",
  "site_frame": 2,
