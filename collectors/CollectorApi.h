@@ -95,6 +95,14 @@ int memtool_attach_start(const char* socket, const char* options, const char* ba
 // allocator functions by file name). Returns its length; 0 when unknown.
 size_t memtool_collector_path(char* out, size_t size);
 
+// ---- nn.Module scopes (python/memtool/_modules.py; collectors/stacks/ModuleScopes.h)
+// A scope's id for `label` ("layer1.0.conv1 (Conv2d)") in `phase` (1 forward, 2
+// backward); 0 when there is no room for more (the process's first 65,535 only).
+uint32_t memtool_module_scope(const char* label, int phase);
+// The calling thread's allocations are in scope `id` from now on (0: none): their
+// Python stacks end in a frame naming it.
+void memtool_module_scope_set(uint32_t id);
+
 // ---- pausable regions (python/memtool; collectors/control/Regions.h) --------------
 // backup: 0 none (content discarded on pause), 1 host (pinned host memory; CUDA
 // memory only), 2 disk. Errors and results are written into `out` (NUL-terminated,

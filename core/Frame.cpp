@@ -13,6 +13,7 @@ std::string baseName(const std::string& path) {
 std::string frameName(const Frame& f) { return f.isUnnamed() ? "??" : f.function; }
 
 std::string frameLocation(const Frame& f) {
+    if (isModuleScope(f)) return f.line == kModuleScopeBackward ? "backward" : "forward";
     // Python frames always name their file (even "<string>"), native frames only
     // where debug info gave one.
     if (f.isPython() || !f.file.empty()) return f.file + ":" + std::to_string(f.line);

@@ -36,6 +36,15 @@ struct Frame {
     friend bool operator<(const Frame& a, const Frame& b) { return a.identity() < b.identity(); }
 };
 
+// `memtool run --modules`: a Python frame with this file is no code but the
+// nn.Module instance the allocation happened in, innermost on its stack: function
+// "layer1.0.conv1 (Conv2d)" (the module's path under its root, its class; the
+// root's class alone), line 1 in its forward, 2 in the backward of what that
+// forward made (collectors/stacks/ModuleScopes.h).
+inline constexpr const char* kModuleScopeFile = "<memtool:module>";
+inline constexpr uint64_t kModuleScopeForward = 1, kModuleScopeBackward = 2;
+inline bool isModuleScope(const Frame& f) { return f.isPython() && f.file == kModuleScopeFile; }
+
 // The last component of a path ("libc10.so" of "/usr/lib/libc10.so"): how a
 // frame's module and file are shown.
 std::string baseName(const std::string& path);

@@ -1,5 +1,6 @@
 #include "reporters/HotspotRows.h"
 
+#include <algorithm>
 #include <map>
 
 #include "core/SiteChoice.h"
@@ -36,14 +37,18 @@ std::string functionOf(const core::Frame& f) {
     return shown.substr(0, colon) + ")";
 }
 
-// The innermost nn.Module forward on the stack ("Linear.forward (linear.py)").
+// The module instance the stack's allocation happened in, forward or backward
+// (run --modules: "layer1.0.conv1 (Conv2d)"), else the innermost nn.Module
+// forward on the stack ("Linear.forward (linear.py)").
 std::string moduleOf(const std::vector<core::Frame>& stack) {
+    for (const core::Frame& f : stack)
+        if (core::isModuleScope(f)) return f.function;
     for (const core::Frame& f : stack) {
         const std::string& q = f.function;
         if (f.isPython() && q.size() > 8 && q.compare(q.size() - 8, 8, ".forward") == 0)
             return functionOf(f);
     }
-    return "(no module's forward)";
+    return kNoModuleGroup;
 }
 
 // The torch operator the stack's caller asked for: the outermost one.
@@ -95,6 +100,11 @@ void add(core::HotspotFigures& into, const core::HotspotFigures& f) {
 }
 
 }  // namespace
+
+bool namesModuleInstances(const core::ProcessTrace& p) {
+    return std::any_of(p.frames.begin(), p.frames.end(),
+                       [](const core::Frame& f) { return core::isModuleScope(f); });
+}
 
 GroupNames groupNames(GroupBy g) {
     switch (g) {

@@ -27,6 +27,10 @@ GroupNames groupNames(GroupBy g);
 // "Top 3 hotspots", "Top 1 hotspot".
 const char* rowsNamed(const GroupNames& names, size_t count);
 const char* groupByName(GroupBy g);  // "site", "function", "module", "op"
+// --group-by module's row for stacks on which no module worked.
+inline constexpr const char* kNoModuleGroup = "(no module's forward)";
+// Whether a process's stacks name module instances (memtool run --modules).
+bool namesModuleInstances(const core::ProcessTrace& p);
 
 struct HotspotRow {
     // Figures and pools summed over the stacks the row stands for; `site` is

@@ -243,6 +243,12 @@ void renderHotspots(const core::ProcessTrace& p, const std::string& name,
     }
     out << fmt::format("Peak: what each {} held at {}'s peak (they add up to it) · {}\n", names.one,
                        name, leakLegend(p));
+    const bool unnamed = std::any_of(rows.begin(), rows.end(),
+                                     [](const HotspotRow& r) { return r.group == kNoModuleGroup; });
+    if (options.groupBy == GroupBy::Module && unnamed && !namesModuleInstances(p))
+        out << kNoModuleGroup
+            << " holds the backward pass too: `memtool run --modules` names the module "
+               "instance each backward allocation came from\n";
 }
 
 void renderProcess(const core::Trace& trace, const core::ProcessTrace& p,

@@ -277,7 +277,8 @@ private:
 };
 
 // Lines: every distinct (file, line) of a Python frame or of the user's own native
-// code with debug info, counted once per stack even under recursion.
+// code with debug info, counted once per stack even under recursion; a module's
+// frame (run --modules) is no line.
 class LineTable {
 public:
     void add(const std::string& device, const std::string& pool, const Stack& stack,
@@ -285,7 +286,9 @@ public:
         std::set<std::pair<std::string, uint64_t>> seen;
         bool innermost = true;  // the first line-bearing frame owns the bytes ("self")
         for (const Frame& f : stack) {
-            if (f.file.empty() || f.line == 0 || !(f.isPython() || f.user)) continue;
+            if (f.file.empty() || f.line == 0 || !(f.isPython() || f.user) ||
+                core::isModuleScope(f))
+                continue;
             const bool isSelf = innermost;
             innermost = false;
             if (!seen.insert({f.file, f.line}).second) continue;

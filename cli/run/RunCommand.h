@@ -18,6 +18,8 @@ struct RunOptions {
     std::string output = "memtool.trace.json";
     bool nativeStacks = true;
     bool pythonStacks = true;
+    // --modules: each nn.Module instance named on its forward's and backward's stacks.
+    bool moduleScopes = false;
     SiteMode siteMode = SiteMode::User;
     bool quiet = false;
     // Show memory on the terminal while the program runs (cli/live/LiveView).

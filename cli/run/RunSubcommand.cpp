@@ -63,7 +63,12 @@ std::vector<std::string> runCommandWords(std::vector<std::string> words,
 void addRecordingOptions(CLI::App* cmd, RunArgs& a) {
     cmd->add_option("-o,--output", a.run.output, "Where to write the trace")->capture_default_str();
     cmd->add_flag("--no-native", a.noNative, "Do not record native (C/C++) call stacks");
-    cmd->add_flag("--no-python", a.noPython, "Do not record Python call stacks");
+    CLI::Option* noPython =
+        cmd->add_flag("--no-python", a.noPython, "Do not record Python call stacks");
+    cmd->add_flag("--modules", a.run.moduleScopes,
+                  "Name each nn.Module instance on the stacks of what its forward and its "
+                  "backward allocate (report --group-by module)")
+        ->excludes(noPython);
     cmd->add_option("--site", a.siteMode,
                     "Hotspot site: innermost frame of user code, innermost of all, or the library "
                     "call the user's code made (wrappers skipped)")

@@ -24,6 +24,7 @@ EngineOptions EngineOptions::parse(const char* text) {
             if (keyIs(item, keyLen, "cudahooks")) o.cudaRuntimeHooks = value != 0;
             if (keyIs(item, keyLen, "pausable")) o.pausableAll = value != 0;
             if (keyIs(item, keyLen, "control")) o.controlAtStart = value != 0;
+            if (keyIs(item, keyLen, "modules")) o.moduleScopes = value != 0;
             if (keyIs(item, keyLen, "run") && value > 0) o.runPid = value;
             if (keyIs(item, keyLen, "fold") && value >= 0 && value <= 2) o.fold = value;
             if (keyIs(item, keyLen, "hostpool"))

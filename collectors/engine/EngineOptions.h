@@ -18,6 +18,7 @@ struct EngineOptions {
     uint64_t hostPoolBytes = UINT64_MAX;  // pinned memory kept after a resume (--host-pool)
     int fold = 1;                         // Window records: 0 never, 1 fast runs, 2 always
     bool controlAtStart = false;          // the control thread from the start (--live)
+    bool moduleScopes = false;            // nn.Module scopes on the stacks (--modules)
     int runPid = 0;                       // memtool run's pid: the program is its child
 
     // Parses the MEMTOOL_OPTIONS text over the defaults; null leaves them.

@@ -100,6 +100,8 @@ struct ThreadState {
     static constexpr int kMaxRegionDepth = 16;
     uint16_t regionEntries[kMaxRegionDepth];
     int regionDepth;
+    // The nn.Module scope its allocations are in now (stacks/ModuleScopes.h); 0: none.
+    uint32_t moduleScope;
     // The thread's stack, [stackLow, stackHigh) (stackHigh 1: could not be read),
     // and the frame rules CfiUnwinder has read, by code address (set-associative,
     // the most recently read first in its set).

@@ -23,8 +23,10 @@
 #include "collectors/control/Regions.h"
 #include "collectors/cuda/CudaRuntimeHooks.h"
 #include "collectors/engine/OwnDescriptors.h"
+#include "collectors/engine/ThreadState.h"
 #include "collectors/preload/CallerDlopen.h"
 #include "collectors/preload/ProgramEnd.h"
+#include "collectors/stacks/ModuleScopes.h"
 #include "collectors/stacks/NativeUnwinder.h"
 #include "collectors/torch/TorchBridgeLoader.h"
 
@@ -545,6 +547,15 @@ __attribute__((visibility("default"))) int memtool_region_enter(const char* tag,
 
 __attribute__((visibility("default"))) void memtool_region_exit(void) {
     memtool::collectors::control::regions().exit();
+}
+
+__attribute__((visibility("default"))) uint32_t memtool_module_scope(const char* label, int phase) {
+    return memtool::collectors::moduleScopes::add(label, phase);
+}
+
+__attribute__((visibility("default"))) void memtool_module_scope_set(uint32_t id) {
+    using namespace memtool::collectors;
+    if (ThreadState* ts = threadState()) ts->moduleScope = moduleScopes::codeOf(id) ? id : 0;
 }
 
 __attribute__((visibility("default"))) int memtool_pause(const char* tag, char* out, size_t size) {

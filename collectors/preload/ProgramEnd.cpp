@@ -39,6 +39,19 @@ int mainThenMark(int argc, char** argv, char** envp) {
     return status;
 }
 
+// --modules: memtool's package hooks torch.nn's modules from when it is imported.
+void armModuleScopes(Engine& e) {
+    constexpr const char* kArm =
+        "import ctypes\n"
+        "import memtool._modules\n"
+        "memtool._modules.arm(ctypes.CDLL(None))\n";
+    if (api.runSource(kArm, "_memtool_unused", "")) return;
+    api.ErrClear();
+    e.note(core::kNoteWarning,
+           "--modules: memtool's Python package could not be imported here; the modules are "
+           "not named");
+}
+
 }  // namespace
 
 void tryInstallPython(Engine& e) {
@@ -50,6 +63,7 @@ void tryInstallPython(Engine& e) {
     if (!api.IsInitialized() || !api.GILStateCheck()) return;
     installed = true;
     api.callWithFunction("atexit", "register", &atexitDef);
+    if (e.options().moduleScopes) armModuleScopes(e);
 }
 
 MainFunction wrapMain(MainFunction realMain) {

@@ -6,6 +6,7 @@
 #include "collectors/engine/NoDestroy.h"
 #include "collectors/engine/ThreadState.h"
 #include "collectors/stacks/CPythonFrames.h"
+#include "collectors/stacks/ModuleScopes.h"
 
 namespace memtool::collectors {
 
@@ -45,6 +46,17 @@ uint32_t codeIdOf(const void* code, uint64_t generation) {
         gCodes.value.clear();
         gCodesGeneration = generation;
         gUnknownCode = 0;
+    }
+    if (moduleScopes::isScope(code)) {  // no code object: interned by its address alone
+        uint64_t entry = 0;
+        if (gCodes.value.find(reinterpret_cast<uint64_t>(code), &entry))
+            return static_cast<uint32_t>(entry);
+        size_t labelBytes = 0;
+        const char* label = moduleScopes::labelOf(code, &labelBytes);
+        const uint32_t id = gEngine->pyCode(moduleScopes::kFile, sizeof moduleScopes::kFile - 1,
+                                            label, labelBytes, 0);
+        gCodes.value.insert(reinterpret_cast<uint64_t>(code), id);
+        return id;
     }
     if (!gFrames->isCode(code)) {
         if (!gUnknownCode) gUnknownCode = gEngine->pyCode("", 0, "<unknown>", 9, 0);
@@ -86,15 +98,20 @@ ShadowStack* readFrames(ThreadState& ts, uint64_t generation, uint32_t* firstSta
     // The outermost recorded frame that differs or has no node, were the depth
     // the same (before: none).
     uint32_t settledBelow = before;
-    gFrames->walkRaw([&](const PyFrameRef& f, int owner) {
+    // owner < 0: a module scope's frame, always complete (ModuleScopes.h).
+    auto take = [&](const PyFrameRef& f, int owner) {
         const uint32_t at = before - 1 - walked;  // its place, were the depth the same
         const bool same =
             walked < before && s.frames[at].code == f.code && s.frames[at].instr == f.instr;
-        if (!same && !gFrames->complete(f, owner)) return;
+        if (!same && owner >= 0 && !gFrames->complete(f, owner)) return;
         if (!same || s.frames[at].node == 0) settledBelow = at;
         s.walked[walked % ShadowStack::kCapacity] = f;
         ++walked;
-    });
+    };
+    // The module scope, if any, is the innermost frame.
+    if (const void* scope = ts.moduleScope ? moduleScopes::codeOf(ts.moduleScope) : nullptr)
+        take(PyFrameRef{scope, scope}, -1);
+    gFrames->walkRaw(take);
     s.depth = walked;
     const uint32_t n = s.recorded();
     // Frames [0, start) are what they were, nodes included (n == before where the
@@ -109,7 +126,8 @@ ShadowStack* readFrames(ThreadState& ts, uint64_t generation, uint32_t* firstSta
             f.code = w.code;
             f.instr = w.instr;
             f.codeId = 0;
-            f.line = gFrames->line(w);
+            f.line =
+                moduleScopes::isScope(w.code) ? moduleScopes::phaseOf(w.code) : gFrames->line(w);
             changed = true;
         } else if (f.instr != w.instr) {
             f.instr = w.instr;
