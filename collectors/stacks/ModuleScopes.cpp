@@ -60,6 +60,8 @@ const char* labelOf(const void* code, size_t* bytes) {
     return s.label.load(std::memory_order_acquire);
 }
 
-uint32_t phaseOf(const void* code) { return gScopes[static_cast<const char*>(code) - gMarks].phase; }
+uint32_t phaseOf(const void* code) {
+    return gScopes[static_cast<const char*>(code) - gMarks].phase;
+}
 
 }  // namespace memtool::collectors::moduleScopes

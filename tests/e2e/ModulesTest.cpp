@@ -16,8 +16,8 @@ namespace {
 std::map<std::string, std::pair<int64_t, int64_t>> moduleRows(const json& trace) {
     const std::string path = tempDir() + "/modules.json";
     std::ofstream(path) << trace.dump();
-    Outcome out = run({MEMTOOL_BIN, "report", path, "--format", "json", "--group-by", "module",
-                       "--top", "50"});
+    Outcome out = run(
+        {MEMTOOL_BIN, "report", path, "--format", "json", "--group-by", "module", "--top", "50"});
     EXPECT_EQ(out.exitCode, 0) << out.err;
     std::map<std::string, std::pair<int64_t, int64_t>> rows;
     const json report = json::parse(out.out);
