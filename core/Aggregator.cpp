@@ -4,6 +4,7 @@
 #include <bitset>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 namespace memtool::core {
 
@@ -78,12 +79,22 @@ void Aggregator::addReachable(const std::string& text) {
         char* end = nullptr;
         errno = 0;
         const unsigned long long address = std::strtoull(p, &end, 16);
-        if (end == p || errno != 0 || (*end != ' ' && *end != '\0') || *p == '-' || *p == '+') {
+        const char* name = end;
+        const char* nameEnd = end;
+        if (*end == '@') {
+            name = end + 1;
+            nameEnd = std::strchr(name, ' ');
+            if (!nameEnd) nameEnd = name + std::strlen(name);
+        }
+        if (end == p || errno != 0 || (*nameEnd != ' ' && *nameEnd != '\0') || *p == '-' ||
+            *p == '+' ||
+            (*end == '@' &&
+             (nameEnd == name || nameEnd - name > static_cast<ptrdiff_t>(kMaxReachableName)))) {
             reachableSpoiled_ = true;
             return;
         }
-        reachable_.push_back(address);
-        p = end;
+        reachable_.emplace_back(address, std::string(name, nameEnd));
+        p = nameEnd;
     }
 }
 
@@ -97,15 +108,19 @@ void Aggregator::endReachable(const std::string& text) {
 
 void Aggregator::countHeld() {
     // An address sent twice (two tensors' storages cannot share one, but a hostile
-    // stream can) counts once.
-    std::sort(reachable_.begin(), reachable_.end());
-    reachable_.erase(std::unique(reachable_.begin(), reachable_.end()), reachable_.end());
+    // stream can) counts once, under its first name.
+    std::stable_sort(reachable_.begin(), reachable_.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    reachable_.erase(std::unique(reachable_.begin(), reachable_.end(),
+                                 [](const auto& a, const auto& b) { return a.first == b.first; }),
+                     reachable_.end());
     for (auto& [code, d] : devices_) {
         const LiveBlockMap& live = liveBlocks(code);
-        for (uint64_t address : reachable_) {
+        for (const auto& [address, name] : reachable_) {
             const auto it = live.find(address);
             if (it == live.end()) continue;  // a storage not from a tracked allocation
             d.heldAtProgramEnd += it->second.size;
+            d.heldBy[name] += it->second.size;
             if (it->second.stack < stacks_.size())
                 stacks_[it->second.stack].heldAtProgramEnd += it->second.size;
         }

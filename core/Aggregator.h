@@ -42,6 +42,9 @@ struct DeviceState {
     // Of liveAtProgramEnd, the blocks the program's globals still reached
     // (ProgramEnd::reachableKnown); the rest is what nothing reachable held.
     uint64_t heldAtProgramEnd = 0;
+    // Of heldAtProgramEnd, the bytes each global held ("" for addresses sent
+    // without a name).
+    std::map<std::string, uint64_t> heldBy;
     uint64_t teardownFreedBytes = 0;
     uint64_t teardownFreeCount = 0;
     // currentBytes over time: one sample after every event that changed it.
@@ -240,8 +243,9 @@ private:
     void addResident(DeviceState& d, StackState& s, uint64_t size, uint64_t timeNs);
     // Takes what is live now as what the program leaked.
     void markProgramEnd(const std::string& how);
-    // A kNoteReachable piece: its hex addresses join reachable_ (a malformed word
-    // spoils the list). A kNoteReachableEnd: the list is whole if the counts agree.
+    // A kNoteReachable piece: its hex addresses (and the names after them) join
+    // reachable_ (a malformed word spoils the list). A kNoteReachableEnd: the list is whole if the
+    // counts agree.
     void addReachable(const std::string& text);
     void endReachable(const std::string& text);
     // Splits what is live now by reachable_ into each device's and stack's held bytes.
@@ -256,9 +260,10 @@ private:
     bool idsExact_ = true;  // every id the stream used is held (false: a continuation fell short)
     std::string continuationProblem_;
     std::optional<Handshake> handshake_;
-    std::vector<uint64_t> reachable_;  // storage addresses (kNoteReachable), as sent
-    bool reachableSpoiled_ = false;    // a malformed piece came
-    bool reachableWhole_ = false;      // kNoteReachableEnd agreed with the list
+    // Storage addresses (kNoteReachable) and the global each was reached from, as sent.
+    std::vector<std::pair<uint64_t, std::string>> reachable_;
+    bool reachableSpoiled_ = false;  // a malformed piece came
+    bool reachableWhole_ = false;    // kNoteReachableEnd agreed with the list
     std::optional<EndFields> end_;
     std::optional<EndFields> recoveredCounts_;
     std::map<uint8_t, DeviceState> devices_;  // never erased from: deviceState() points in

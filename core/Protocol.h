@@ -398,11 +398,13 @@ inline constexpr const char* kNoteProgramEnd = "program.end";
 inline constexpr const char* kProgramEndPython = "python";
 inline constexpr const char* kProgramEndExit = "exit";
 // Right before a "python" program.end: the storage addresses of the tensors the
-// program's globals still reach, in hex, space-separated, over any number of
-// notes; then one program.reachable.end with their count in decimal (a list
-// whose count differs is not used).
+// program's globals still reach, in hex, each optionally followed by "@NAME" (the
+// global it was reached from: no spaces, at most kMaxReachableName bytes),
+// space-separated, over any number of notes; then one program.reachable.end with
+// their count in decimal (a list whose count differs is not used).
 inline constexpr const char* kNoteReachable = "program.reachable";
 inline constexpr const char* kNoteReachableEnd = "program.reachable.end";
+inline constexpr size_t kMaxReachableName = 200;
 inline constexpr const char* kNoteCudaSource = "cuda.source";
 inline constexpr const char* kNoteTorchBridge = "torch.bridge";
 //   "child.ended"  a child this process waited for ended: "PID STATUS", decimal,

@@ -160,6 +160,19 @@ void header(const core::ProcessTrace& p, size_t index, std::ostream& out) {
     for (const auto& w : p.warnings) out << "<p class=\"warning\">Warning: " << esc(w) << "</p>\n";
 }
 
+// Below the device table: the globals that held memory at the end, per device.
+void heldByList(const core::ProcessTrace& p, std::ostream& out) {
+    for (const auto& [name, d] : p.devices) {
+        if (d.heldBy.empty()) continue;
+        out << "<p class=\"held-by\">Held at exit on " << esc(name) << " by ";
+        for (size_t i = 0; i < d.heldBy.size(); ++i)
+            out << (i ? ", " : "") << "<code>"
+                << esc(d.heldBy[i].name.empty() ? "(unnamed)" : d.heldBy[i].name) << "</code> "
+                << esc(core::formatBytes(d.heldBy[i].bytes));
+        out << "</p>\n";
+    }
+}
+
 void deviceTable(const core::ProcessTrace& p, std::ostream& out) {
     std::vector<std::pair<std::string, bool>> columns{
         {"Device", false}, {"Peak", true}, {"At", true}, {"Leaked", true}};
@@ -181,6 +194,7 @@ void deviceTable(const core::ProcessTrace& p, std::ostream& out) {
         for (const auto& [pool, totals] : d.pools) row(pool, "pool", totals);
     }
     out << "</tbody></table>\n";
+    heldByList(p, out);
 }
 
 void timelineSection(const core::ProcessTrace& p, size_t index, std::ostream& out) {

@@ -114,6 +114,18 @@ std::string cudaSource(const core::Aggregator& agg) {
     return source;
 }
 
+// What each global held at the program's end, largest first, at most kMaxHeldBy.
+std::vector<core::HeldBy> heldByGlobal(const core::DeviceState& d) {
+    std::vector<core::HeldBy> out;
+    for (const auto& [name, bytes] : d.heldBy)
+        if (bytes > 0) out.push_back({name, bytes});
+    std::stable_sort(out.begin(), out.end(), [](const core::HeldBy& a, const core::HeldBy& b) {
+        return a.bytes > b.bytes;
+    });
+    if (out.size() > core::kMaxHeldBy) out.resize(core::kMaxHeldBy);
+    return out;
+}
+
 // One row per device; a caching-allocator pool's figures ride inside its device's row.
 std::map<std::string, core::DeviceTotals> deviceTotals(const core::Aggregator& agg) {
     const std::string cuda = cudaSource(agg);
@@ -141,6 +153,7 @@ std::map<std::string, core::DeviceTotals> deviceTotals(const core::Aggregator& a
             t.pools[pool] = totals;
         } else {
             static_cast<core::PoolTotals&>(t) = totals;
+            t.heldBy = heldByGlobal(d);
             t.source = code == core::kDeviceCpu      ? "libc10"
                        : code == core::kDeviceShared ? "shm"
                                                      : cuda;

@@ -47,7 +47,16 @@ struct PoolTotals {
     double peakTimeS = 0;  // seconds since the process started, when the peak was reached
 };
 
+// Of a device's held_at_exit_bytes, what one global of the program held (the
+// variable its tensors were first reached from: `kept`, `module.name`).
+struct HeldBy {
+    std::string name;  // "" for storages the collector sent without a name
+    uint64_t bytes = 0;
+};
+inline constexpr size_t kMaxHeldBy = 100;  // a trace's list per device, largest first
+
 struct DeviceTotals : PoolTotals {
+    std::vector<HeldBy> heldBy;  // largest first (then by name), at most kMaxHeldBy
     std::string source;  // what saw it: "libc10" (CPU allocator hooks), "cupti" (CUDA driver
                          // callbacks), "runtime-hooks" (CUDA runtime API hooks)
     std::map<std::string, PoolTotals> pools;  // cuda:N with the torch bridge: "active", "reserved"

@@ -116,6 +116,11 @@ core::DeviceTotals deviceFromJson(const json& j) {
     static_cast<core::PoolTotals&>(d) = poolTotalsFromJson(j);
     d.source = j.value("source", std::string());
     poolsFromJson(j, d.pools, poolTotalsFromJson);
+    if (j.contains("held_by"))
+        for (const json& h : j.at("held_by")) {
+            if (d.heldBy.size() == core::kMaxHeldBy) break;
+            d.heldBy.push_back({h.at("name").get<std::string>(), unsignedField(h, "bytes")});
+        }
     return d;
 }
 

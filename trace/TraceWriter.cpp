@@ -210,6 +210,12 @@ void writeLineFigures(TextWriter& w, const core::LineFigures& f) {
 void writeDevice(TextWriter& w, const core::DeviceTotals& d) {
     Members m = poolTotalsMembers(w, d);
     m.push_back(field(w, "source", d.source));
+    if (!d.heldBy.empty())
+        m.emplace_back("held_by", [&w, &d] {
+            w.array(d.heldBy, [&w](const core::HeldBy& h) {
+                w.object({field(w, "name", h.name), field(w, "bytes", h.bytes)});
+            });
+        });
     addPools(m, w, d.pools, writePoolTotals);
     w.object(std::move(m));
 }

@@ -108,7 +108,8 @@ void listOnMainThread(void* context) {
 // its spaces into pieces of at most this many bytes.
 constexpr size_t kReachableNoteBytes = 4000;
 
-// Sends `text` (hex addresses, space-separated) as notes, then the count.
+// Sends `text` (hex addresses, each with its "@name", space-separated) as notes,
+// then the count.
 void sendReachable(Engine& engine, const char* text, size_t n) {
     char piece[kReachableNoteBytes + 1];
     size_t count = 0;

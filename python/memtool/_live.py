@@ -257,40 +257,64 @@ def _storage_address(t):
         return 0
 
 
+def _label(text):
+    """A name as the collector's list carries it: no spaces, no '@', at most 200 characters."""
+    return "".join(c if c.isprintable() and c not in " @" else "_" for c in text[:200])
+
+
 def reachable_storages():
-    """Storage addresses (data pointers, non-zero) of the tensors the program's
-    globals still reach: every module in sys.modules, walked through what the
-    garbage collector can see (containers, objects, closures), gradients too.
-    What a reference cycle alone keeps, or C code alone, is not among them. The
-    collector calls it as the interpreter begins to finalize (held_at_exit_bytes,
-    docs/TRACE.md); a storage's data pointer is its allocator block's address."""
+    """[(address, name)]: the storages (data pointers, non-zero) of the tensors the
+    program's globals still reach, each with the global it was first reached from
+    (`kept` for a variable of `__main__`, `module.name` for another module's), through
+    what the garbage collector can see (containers, objects, closures), gradients
+    too. __main__'s variables come first, in the order it binds them. What a
+    reference cycle alone keeps, or C code alone, is not among them. The collector
+    calls it as the interpreter begins to finalize (held_at_exit_bytes and
+    held_by, docs/TRACE.md); a storage's data pointer is its allocator block's
+    address."""
     torch = sys.modules.get("torch")
     if torch is None:
         return []
     tensor_type = torch.Tensor
-    seen = set()
-    todo = list(sys.modules.values())
-    addresses = set()
-    while todo:
-        o = todo.pop()
-        kind = type(o)
-        if kind in _LEAF_TYPES or id(o) in seen:
-            continue
-        seen.add(id(o))
-        if issubclass(kind, tensor_type):
-            for _, part in _parts("", o):
-                address = _storage_address(part)
-                if address:
-                    addresses.add(address)
-            grad = getattr(o, "_grad", None) if o.requires_grad else None
-            if grad is not None:
-                todo.append(grad)
-        todo.extend(gc.get_referents(o))
-    return sorted(addresses)
+    main = sys.modules.get("__main__")
+    modules = [("", main)] if main is not None else []
+    modules += [(f"{name}.", m) for name, m in list(sys.modules.items()) if m is not main and m is not None]
+    # A module's namespace is entered only as that module's: a function's
+    # __globals__ must not name another variable's tensors after the function.
+    seen = {id(m) for _, m in modules}
+    namespaces = []
+    for prefix, m in modules:
+        space = getattr(m, "__dict__", None)
+        if isinstance(space, dict):
+            seen.add(id(space))
+            namespaces.append((prefix, list(space.items())))
+        else:  # a module-like object without a namespace: walked whole, under its name
+            namespaces.append(("", [(prefix[:-1], m)]))
+    found = {}
+    for prefix, items in namespaces:
+        for var, value in items:
+            label = prefix + var
+            todo = [value]
+            while todo:
+                o = todo.pop()
+                kind = type(o)
+                if kind in _LEAF_TYPES or id(o) in seen:
+                    continue
+                seen.add(id(o))
+                if issubclass(kind, tensor_type):
+                    for _, part in _parts("", o):
+                        address = _storage_address(part)
+                        if address:
+                            found.setdefault(address, label)
+                    grad = getattr(o, "_grad", None) if o.requires_grad else None
+                    if grad is not None:
+                        todo.append(grad)
+                todo.extend(gc.get_referents(o))
+    return sorted(found.items())
 
 
 def reachable_storages_text():
-    """reachable_storages() as the collector sends it: hex addresses, space-separated."""
+    """reachable_storages() as the collector sends it: `address@name` (hex), space-separated."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return " ".join(f"{a:x}" for a in reachable_storages())
+        return " ".join(f"{a:x}@{_label(n)}" for a, n in reachable_storages())

@@ -249,26 +249,31 @@ TEST(Aggregator, LeaksAreWhatWasLiveWhenTheProgramEnded) {
 }
 
 // The addresses the program's globals reach, listed before Python's moment:
-// their live blocks are held at exit; the rest of what was live is leaked.
+// their live blocks are held at exit; the rest of what was live is leaked. Each
+// address may name the global it was reached from: a block's bytes go to its
+// first name, and what came without one is held by "".
 TEST(Aggregator, WhatGlobalsReachAtTheEndIsHeldNotLeaked) {
     Feed f;
     f.alloc(0x10, 100, 1);
     f.alloc(0x20, 50, 2);
     f.alloc(0x30, 30, 2);
+    f.alloc(0x40, 7, 3);
     auto note = [&](const char* key, const char* text) { feedNote(f.agg, key, text); };
     // Over two pieces; 0x99 is no live block, 0x20 comes twice.
-    note(kNoteReachable, "10 99");
-    note(kNoteReachable, "20  20");
-    note(kNoteReachableEnd, "4");
+    note(kNoteReachable, "10@model 99@x");
+    note(kNoteReachable, "20@opt.state  20@later 40");
+    note(kNoteReachableEnd, "5");
     note(kNoteProgramEnd, kProgramEndPython);
     ASSERT_TRUE(f.agg.programEnd());
     EXPECT_TRUE(f.agg.programEnd()->reachableKnown);
     const DeviceState& cpu = f.agg.devices().at(kDeviceCpu);
-    EXPECT_EQ(cpu.liveAtProgramEnd, 180u);
-    EXPECT_EQ(cpu.heldAtProgramEnd, 150u);
+    EXPECT_EQ(cpu.liveAtProgramEnd, 187u);
+    EXPECT_EQ(cpu.heldAtProgramEnd, 157u);
     EXPECT_EQ(f.stack(1).heldAtProgramEnd, 100u);
     EXPECT_EQ(f.stack(2).heldAtProgramEnd, 50u);
     EXPECT_EQ(f.stack(2).liveAtProgramEnd, 80u);
+    EXPECT_EQ(cpu.heldBy,
+              (std::map<std::string, uint64_t>{{"model", 100}, {"opt.state", 50}, {"", 7}}));
 }
 
 // A list cut short, with a word that is no address, or ending at a C program's
@@ -280,6 +285,7 @@ TEST(Aggregator, AListThatIsNotWholeSplitsNothing) {
              {{"10 zz"}, "2", kProgramEndPython},      // not hex
              {{"10", "-20"}, "2", kProgramEndPython},  // signed
              {{"10"}, "1x", kProgramEndPython},        // not a count
+             {{"10@ 20"}, "2", kProgramEndPython},     // an empty name
              {{"10"}, nullptr, kProgramEndPython},     // no count came
              {{"10"}, "1", kProgramEndExit}}) {        // C and C++: no globals listed
         Feed f;

@@ -32,6 +32,8 @@ TEST(Leaks, AGlobalListHoldingTensorsUntilExitIsHeldNotLeaked) {
     EXPECT_EQ(cpu.at("leaked_bytes"), 0);
     EXPECT_EQ(cpu.at("held_at_exit_bytes"), 1500000);
     EXPECT_EQ(cpu.at("live_at_end_bytes"), 1500000);
+    // Named by the global that held them.
+    EXPECT_EQ(cpu.at("held_by"), json::parse(R"([{"name": "kept", "bytes": 1500000}])"));
     // The interpreter's teardown freed both, apart from the program's own frees.
     EXPECT_EQ(cpu.at("teardown_freed_bytes"), 1500000);
     EXPECT_EQ(cpu.at("teardown_free_count"), 2);
@@ -47,8 +49,14 @@ TEST(Leaks, AGlobalListHoldingTensorsUntilExitIsHeldNotLeaked) {
     EXPECT_NE(report.out.find("\nLeaks:    live when the interpreter began to finalize, at "),
               std::string::npos)
         << report.out;
-    EXPECT_NE(report.out.find("; teardown then freed cpu 1.43 MiB in 2 frees\n"), std::string::npos)
+    EXPECT_NE(report.out.find("; teardown then freed cpu 1.43 MiB in 2 frees\n"
+                              "Held by:  cpu: kept 1.43 MiB\n"),
+              std::string::npos)
         << report.out;
+    Outcome html = run({MEMTOOL_BIN, "report", trace, "--format", "html"});
+    EXPECT_NE(html.out.find("<p class=\"held-by\">Held at exit on cpu by <code>kept</code> 1.43 "
+                            "MiB</p>"),
+              std::string::npos);
     EXPECT_NE(report.out.find("\ncpu                          3.34 MiB "), std::string::npos)
         << report.out;
     EXPECT_NE(report.out.find(
@@ -79,6 +87,8 @@ TEST(Leaks, WhatTheGlobalsStillReachIsHeldAtExitNotLeaked) {
     const json& global = hotspotWithSite(proc, "held_at_exit.py:8");
     EXPECT_EQ(global.at("held_at_exit_bytes"), 3000000);
     EXPECT_EQ(global.at("leaked_bytes"), 0);
+    // The cycle's storage has no global: it is not in the list.
+    EXPECT_EQ(cpu.at("held_by"), json::parse(R"([{"name": "kept", "bytes": 3000000}])"));
     const json& cycle = hotspotWithSite(proc, "held_at_exit.py:12");
     EXPECT_EQ(cycle.at("held_at_exit_bytes"), 0);
     EXPECT_EQ(cycle.at("leaked_bytes"), 2000000);

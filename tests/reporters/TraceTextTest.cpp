@@ -72,6 +72,7 @@ core::ProcessTrace everyField() {
     p.devices["cuda:0"].pools = {{core::kPoolActive, poolTotals(200)},
                                  {core::kPoolReserved, poolTotals(300)}};
     p.devices["cpu"] = device(7, "libc10");
+    p.devices["cpu"].heldBy = {{"model", 40}, {kAwkward, 2}, {"", 1}};
     p.frames = {nativeFrame("c10::alloc_cpu(unsigned long)", "/usr/lib/libc10.so"),
                 nativeFrame("", "/usr/lib/" + kAwkward, "", 0, 0x1a),
                 pythonFrame("step", "/src/t.py", 3, true)};
@@ -188,6 +189,10 @@ TEST(TraceText, EveryFieldIsLaidOutAsItsDocumentDumps) {
     EXPECT_EQ(p.command.at(1),
               "a \"quoted\" \\path\\\t\n\x01 caf\xc3\xa9 \x7f bad\xef\xbf\xbd\xef\xbf\xbd end");
     EXPECT_EQ(p.devices.at("cuda:0").pools.at(core::kPoolReserved).freeCount, 309u);
+    ASSERT_EQ(p.devices.at("cpu").heldBy.size(), 3u);
+    EXPECT_EQ(p.devices.at("cpu").heldBy.at(0).name, "model");
+    EXPECT_EQ(p.devices.at("cpu").heldBy.at(0).bytes, 40u);
+    EXPECT_EQ(p.devices.at("cpu").heldBy.at(2).name, "");
     EXPECT_EQ(p.hotspots.at(0).pools.at(core::kPoolActive).leakedBytes, 4u);
     EXPECT_EQ(p.lines.at(0).pools.at(core::kPoolReserved).count, 12u);
     EXPECT_EQ(p.timeline.at("cuda:0.active").points.at(3).timeS, 1e21);
