@@ -115,14 +115,25 @@ void Aggregator::countHeld() {
                                  [](const auto& a, const auto& b) { return a.first == b.first; }),
                      reachable_.end());
     for (auto& [code, d] : devices_) {
-        const LiveBlockMap& live = liveBlocks(code);
+        // A storage inside a block holds all of it, once: a CUDA tensor lies in a
+        // segment the caching allocator took from the driver (at its start or not).
+        std::vector<std::pair<uint64_t, const LiveBlock*>> blocks;
+        for (const auto& [address, block] : liveBlocks(code)) blocks.emplace_back(address, &block);
+        std::sort(blocks.begin(), blocks.end(),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
+        const LiveBlock* last = nullptr;  // reachable_ is by address: a block's come together
         for (const auto& [address, name] : reachable_) {
-            const auto it = live.find(address);
-            if (it == live.end()) continue;  // a storage not from a tracked allocation
-            d.heldAtProgramEnd += it->second.size;
-            d.heldBy[name] += it->second.size;
-            if (it->second.stack < stacks_.size())
-                stacks_[it->second.stack].heldAtProgramEnd += it->second.size;
+            auto it = std::upper_bound(blocks.begin(), blocks.end(), address,
+                                       [](uint64_t a, const auto& b) { return a < b.first; });
+            if (it == blocks.begin()) continue;
+            const auto& [start, block] = *--it;
+            // A storage not from a tracked allocation, or one counted already.
+            if (address - start >= block->size || block == last) continue;
+            last = block;
+            d.heldAtProgramEnd += block->size;
+            d.heldBy[name] += block->size;
+            if (block->stack < stacks_.size())
+                stacks_[block->stack].heldAtProgramEnd += block->size;
         }
     }
 }

@@ -276,6 +276,25 @@ TEST(Aggregator, WhatGlobalsReachAtTheEndIsHeldNotLeaked) {
               (std::map<std::string, uint64_t>{{"model", 100}, {"opt.state", 50}, {"", 7}}));
 }
 
+// A CUDA tensor's storage lies inside a segment the caching allocator took from
+// the driver: the segment is held, whole and once, under the first storage's name.
+TEST(Aggregator, AStorageInsideASegmentHoldsTheSegment) {
+    Feed f;
+    const uint8_t cuda = kDeviceCudaBase;
+    f.alloc(0x100000, 0x200000, 1, cuda);  // a 2 MiB segment
+    f.alloc(0x400000, 0x200000, 2, cuda);  // another, no storage of the globals in it
+    auto note = [&](const char* key, const char* text) { feedNote(f.agg, key, text); };
+    note(kNoteReachable, "100200@model 2fffff@opt 300000@past 600000@after");
+    note(kNoteReachableEnd, "4");
+    note(kNoteProgramEnd, kProgramEndPython);
+    ASSERT_TRUE(f.agg.programEnd()->reachableKnown);
+    const DeviceState& d = f.agg.devices().at(cuda);
+    EXPECT_EQ(d.heldAtProgramEnd, 0x200000u);
+    EXPECT_EQ(d.heldBy, (std::map<std::string, uint64_t>{{"model", 0x200000}}));
+    EXPECT_EQ(f.stack(1, cuda).heldAtProgramEnd, 0x200000u);
+    EXPECT_EQ(f.stack(2, cuda).heldAtProgramEnd, 0u);
+}
+
 // A list cut short, with a word that is no address, or ending at a C program's
 // moment says nothing of what is held: no split, not a guess.
 TEST(Aggregator, AListThatIsNotWholeSplitsNothing) {
