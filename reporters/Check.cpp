@@ -473,7 +473,7 @@ namespace {
 // two ranks to compare fails: a limit on ranks that were not there passes nothing.
 void rankSpreadChecks(const core::Trace& trace, const CheckOptions& options,
                       std::vector<CheckResult>& results) {
-    const RankSummary s = summarizeRanks(trace);
+    const RankSummary s = summarizeRanks(trace, RankFigures::WithoutHostPeaks);
     const Increase& inc = *options.maxRankSpread;
     const core::ByteUnits u = options.bytes;
     for (const RankSpread& spread : s.spreads) {

@@ -471,21 +471,15 @@ void ranksSection(const core::Trace& trace, const RankSummary& s, std::ostream& 
         for (const auto& [name, series] : p.timeline)
             if (p.devices.count(name)) ++users[name];
     out << "<h2>All processes on one clock</h2>\n<ul class=\"ranks\">\n";
+    const auto bytes = [](uint64_t n) { return core::formatBytes(n); };
     for (const RankSpread& r : s.spreads)
         out << fmt::format(
-            "<li class=\"rank-spread\" data-kind=\"{}\" data-spread=\"{}\">{}: rank {} holds "
-            "most, {} on {}; least rank {}, {}; spread {}</li>\n",
-            r.kind, r.spread ? fmt::format("{:.4f}", *r.spread) : "", r.kind, r.largest.rank,
-            core::formatBytes(r.largest.peakBytes), esc(r.largest.device), r.smallest.rank,
-            core::formatBytes(r.smallest.peakBytes),
-            r.spread ? fmt::format("{:.2f}×", *r.spread) : std::string("-"));
+            "<li class=\"rank-spread\" data-kind=\"{}\" data-spread=\"{}\">{}</li>\n", r.kind,
+            r.spread ? fmt::format("{:.4f}", *r.spread) : "",
+            esc(rankSpreadText(r, bytes, "", "×")));
     for (const HostPeak& h : s.hostPeaks)
-        out << fmt::format(
-            "<li class=\"host-peak\" data-device=\"{}\" data-bytes=\"{}\">{} {}: {} processes "
-            "held {} at once, {:.3f} s in (their peaks sum to {})</li>\n",
-            esc(h.device), h.combinedBytes, esc(hostText(h.host)), esc(h.device),
-            h.processes.size(), core::formatBytes(h.combinedBytes), h.timeS,
-            core::formatBytes(h.sumOfPeaks));
+        out << fmt::format("<li class=\"host-peak\" data-device=\"{}\" data-bytes=\"{}\">{}</li>\n",
+                           esc(h.device), h.combinedBytes, esc(hostPeakText(h, bytes)));
     out << "</ul>\n";
     for (const auto& [device, count] : users)
         if (count >= 2)

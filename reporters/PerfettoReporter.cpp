@@ -99,7 +99,7 @@ void marks(const core::Trace& trace, const Track& t, json& events) {
 
 json renderPerfetto(const core::Trace& trace) {
     json events = json::array();
-    const RankSummary s = summarizeRanks(trace);
+    const RankSummary s = summarizeRanks(trace, RankFigures::WithoutHostPeaks);
     std::set<int64_t> ids;
     for (size_t i = 0; i < trace.processes.size(); ++i) {
         const core::ProcessTrace& p = trace.processes[i];

@@ -1,5 +1,7 @@
 #include "reporters/RankSummary.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -144,7 +146,21 @@ double sharedTimeS(const RankSummary& s, const core::ProcessTrace& p, double tim
 
 double spreadPercent(double spread) { return (spread - 1) * 100; }
 
-RankSummary summarizeRanks(const core::Trace& trace) {
+std::string rankSpreadText(const RankSpread& r, const std::function<std::string(uint64_t)>& bytes,
+                           const std::string& after, const char* times) {
+    return fmt::format("{}: rank {} holds most, {} on {}{}; least rank {}, {}; spread {}", r.kind,
+                       r.largest.rank, bytes(r.largest.peakBytes), r.largest.device, after,
+                       r.smallest.rank, bytes(r.smallest.peakBytes),
+                       r.spread ? fmt::format("{:.2f}{}", *r.spread, times) : std::string("-"));
+}
+
+std::string hostPeakText(const HostPeak& h, const std::function<std::string(uint64_t)>& bytes) {
+    return fmt::format("{} {}: {} processes held {} at once, {:.3f} s in (their peaks sum to {})",
+                       hostText(h.host), h.device, h.processes.size(), bytes(h.combinedBytes),
+                       h.timeS, bytes(h.sumOfPeaks));
+}
+
+RankSummary summarizeRanks(const core::Trace& trace, RankFigures figures) {
     RankSummary s;
     std::set<int64_t> ranks;
     std::set<std::string> hosts;
@@ -158,7 +174,7 @@ RankSummary summarizeRanks(const core::Trace& trace) {
     s.hosts = hosts.size();
     for (const char* kind : {"cpu", "cuda"})
         if (auto spread = spreadOn(trace, kind)) s.spreads.push_back(*spread);
-    s.hostPeaks = hostPeaks(trace, s);
+    if (figures == RankFigures::All) s.hostPeaks = hostPeaks(trace, s);
     return s;
 }
 

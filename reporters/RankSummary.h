@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -59,7 +60,20 @@ struct RankSummary {
     std::vector<HostPeak> hostPeaks;  // per host and device used by two processes or more
 };
 
-RankSummary summarizeRanks(const core::Trace& trace);
+// What a report asks of the summary: every figure, or (Perfetto's tracks, the
+// rank-spread check) all but the hosts' combined peaks, whose sweep over every
+// process's timeline is the costly part.
+enum class RankFigures { All, WithoutHostPeaks };
+RankSummary summarizeRanks(const core::Trace& trace, RankFigures figures = RankFigures::All);
+
+// The sentences the text and HTML reports say them in, bytes as `bytes` writes
+// them. "cpu: rank 1 holds most, 6.68 MiB on cpu{after}; least rank 0, 3.81 MiB;
+// spread 1.75{times}" (`after`: what the text adds after the device, its pid;
+// `times`: "x" or "×"; a smallest rank that held nothing: a spread of "-").
+std::string rankSpreadText(const RankSpread& r, const std::function<std::string(uint64_t)>& bytes,
+                           const std::string& after, const char* times);
+// "node1 cpu: 3 processes held 10.49 MiB at once, 2.669 s in (their peaks sum to 10.49 MiB)".
+std::string hostPeakText(const HostPeak& h, const std::function<std::string(uint64_t)>& bytes);
 
 // `timeS` of process `p` on the shared clock: as it is when the process has no
 // start (an older trace) or the summary no zero.

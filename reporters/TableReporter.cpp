@@ -326,21 +326,12 @@ std::string howText(const core::Trace& trace, const core::ProcessTrace& p) {
 // The rank holding most per kind of device, the spread, and each host's combined peak.
 void renderRankLines(const core::Trace& trace, const RankSummary& s, const ByteText& b,
                      std::ostream& out) {
-    for (const RankSpread& r : s.spreads) {
-        const auto& largest = trace.processes[r.largest.process];
-        out << fmt::format(
-            "Largest:  {}: rank {} holds most, {} on {} (pid {}); least rank {}, {}; spread "
-            "{}\n",
-            r.kind, r.largest.rank, b(r.largest.peakBytes), r.largest.device, largest.pid,
-            r.smallest.rank, b(r.smallest.peakBytes),
-            r.spread ? fmt::format("{:.2f}x", *r.spread) : std::string("- (it held nothing)"));
-    }
-    for (const HostPeak& h : s.hostPeaks)
-        out << fmt::format(
-            "Host:     {} {}: {} processes held {} at once, {:.3f} s in (their peaks sum to "
-            "{})\n",
-            h.host.empty() ? "(unnamed)" : h.host, h.device, h.processes.size(), b(h.combinedBytes),
-            h.timeS, b(h.sumOfPeaks));
+    for (const RankSpread& r : s.spreads)
+        out << "Largest:  "
+            << rankSpreadText(r, b,
+                              fmt::format(" (pid {})", trace.processes[r.largest.process].pid), "x")
+            << (r.spread ? "" : " (it held nothing)") << '\n';
+    for (const HostPeak& h : s.hostPeaks) out << "Host:     " << hostPeakText(h, b) << '\n';
 }
 
 // One line per process of a run (or of several traces): what each one was, the

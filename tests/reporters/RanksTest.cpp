@@ -83,6 +83,14 @@ TEST(Ranks, TheRankHoldingMostTheSpreadAndTheHostsCombinedPeak) {
     EXPECT_NEAR(host.timeS, 0.4, 1e-9);
     EXPECT_EQ(host.sumOfPeaks, 11'001'000u);
     EXPECT_EQ(host.processes, (std::vector<size_t>{0, 1, 2}));
+    // What Perfetto and the spread check ask for: the same but the hosts' sweep.
+    const reporters::RankSummary lean =
+        reporters::summarizeRanks(t, reporters::RankFigures::WithoutHostPeaks);
+    EXPECT_TRUE(lean.hostPeaks.empty());
+    EXPECT_EQ(lean.zeroUnixS, s.zeroUnixS);
+    ASSERT_EQ(lean.spreads.size(), 1u);
+    EXPECT_EQ(*lean.spreads[0].spread, 1.75);
+    EXPECT_EQ(lean.hosts, 1u);
 }
 
 // Peaks that never meet: the combined peak is the larger one's and the launcher's,
