@@ -97,3 +97,54 @@ TEST(Modules, TheFlagNeedsPythonStacks) {
     EXPECT_EQ(out.exitCode, 2);
     EXPECT_EQ(out.err, "memtool: --no-python excludes --modules\n");
 }
+
+// torchvision's resnet18, two steps: the backward is named by module to the last
+// byte. What no module made: the model's construction (its parameters and buffers,
+// as the program counts them), the batch, the optimizer's step (its momentum
+// buffers, made in the first step, and in the second the scalars that the
+// in-place mul_ and add_ of each parameter's buffer wrap as tensors, 8 + 4 B on
+// torch 2.14) and the 4-byte gradient of the loss that each
+// backward starts from. The classifier, Linear(512, 1000) on a batch of 2: its
+// output in the forward (8,000 B a step); in the backward the gradients of its
+// weight (2,048,000 B), bias (4,000 B) and input (4,096 B).
+TEST(Modules, AResnetsBackwardIsNamedByModule) {
+    if (torchMajorVersion() < 2) GTEST_SKIP() << "torch 1.13 names forwards only";
+    SKIP_WITHOUT("torchvision");
+    Profiled p = profile({PYTHON_BIN, script("module_scopes_resnet.py")}, {"--modules"});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    uint64_t model = 0, momentum = 0, batch = 0, parameters = 0;
+    ASSERT_EQ(std::sscanf(p.outcome.out.c_str(), "model %lu momentum %lu batch %lu parameters %lu",
+                          &model, &momentum, &batch, &parameters),
+              4)
+        << p.outcome.out;
+    const json& proc = p.process();
+    const json& frames = proc.at("frames");
+    std::map<std::string, uint64_t> unnamed;  // by line of the script
+    std::map<std::pair<std::string, int>, std::pair<uint64_t, uint64_t>> named;
+    for (const json& h : proc.at("hotspots")) {
+        const json* scope = nullptr;
+        for (const json& id : h.at("frames"))
+            if (frames.at(id.get<size_t>()).at("file") == "<memtool:module>") {
+                scope = &frames.at(id.get<size_t>());
+                break;
+            }
+        const uint64_t bytes = h.at("allocated_bytes").get<uint64_t>();
+        if (!scope) {
+            const std::string site = h.at("site").get<std::string>();
+            unnamed[site.substr(site.rfind(':') + 1)] += bytes;
+            continue;
+        }
+        auto& [b, n] =
+            named[{scope->at("function").get<std::string>(), scope->at("line").get<int>()}];
+        b += bytes;
+        n += h.at("count").get<uint64_t>();
+    }
+    ASSERT_EQ(unnamed.size(), 5u);
+    EXPECT_EQ(unnamed.at("9)"), model);
+    EXPECT_EQ(unnamed.at("11)") + unnamed.at("12)"), batch);
+    EXPECT_EQ(unnamed.at("17)"), 8u);  // the backward: the loss's gradient alone
+    EXPECT_EQ(unnamed.at("18)"), momentum + 12 * parameters);
+    using Figures = std::pair<uint64_t, uint64_t>;
+    EXPECT_EQ(named.at({"fc (Linear)", 1}), Figures(16000, 2));
+    EXPECT_EQ(named.at({"fc (Linear)", 2}), Figures(4112192, 6));
+}
