@@ -40,11 +40,13 @@ int mainThenMark(int argc, char** argv, char** envp) {
 }
 
 // --modules: memtool's package hooks torch.nn's modules from when it is imported.
+// Through PyDLL, whose calls keep the GIL: a hook that let it go at every module
+// and node would hand it to the program's other threads, and wait to get it back.
 void armModuleScopes(Engine& e) {
     constexpr const char* kArm =
         "import ctypes\n"
         "import memtool._modules\n"
-        "memtool._modules.arm(ctypes.CDLL(None))\n";
+        "memtool._modules.arm(ctypes.PyDLL(None))\n";
     if (api.runSource(kArm, "_memtool_unused", "")) return;
     api.ErrClear();
     e.note(core::kNoteWarning,

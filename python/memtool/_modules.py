@@ -242,7 +242,9 @@ class _AfterImport:
 
 
 def arm(lib):
-    """Names modules from now on (or from when torch.nn is imported)."""
+    """Names modules from now on (or from when torch.nn is imported). `lib`: the
+    collector's functions through ctypes.PyDLL, which keeps the GIL (a hook runs at
+    every module call and autograd node)."""
     global _lib
     if _state["armed"]:
         return
