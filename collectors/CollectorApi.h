@@ -100,8 +100,10 @@ size_t memtool_collector_path(char* out, size_t size);
 // backward); 0 when there is no room for more (the process's first 65,535 only).
 uint32_t memtool_module_scope(const char* label, int phase);
 // The calling thread's allocations are in scope `id` from now on (0: none): their
-// Python stacks end in a frame naming it.
+// Python stacks end in a frame naming it, while scopes are on.
 void memtool_module_scope_set(uint32_t id);
+// Scopes on (1: from now on, what threads set before counts no more) or off (0).
+void memtool_module_scopes_on(int on);
 
 // ---- pausable regions (python/memtool; collectors/control/Regions.h) --------------
 // backup: 0 none (content discarded on pause), 1 host (pinned host memory; CUDA

@@ -267,8 +267,9 @@ void renderHotspots(const core::ProcessTrace& p, const std::string& name,
                                      [](const HotspotRow& r) { return r.group == kNoModuleGroup; });
     if (options.groupBy == GroupBy::Module && unnamed && !namesModuleInstances(p))
         out << kNoModuleGroup
-            << " holds the backward pass too: `memtool run --modules` names the module "
-               "instance each backward allocation came from\n";
+            << " holds the backward pass too: `memtool run --modules` (or "
+               "memtool.track(modules=True)) names the module instance each backward "
+               "allocation came from\n";
 }
 
 void renderProcess(const core::Trace& trace, const core::ProcessTrace& p,

@@ -100,8 +100,10 @@ struct ThreadState {
     static constexpr int kMaxRegionDepth = 16;
     uint16_t regionEntries[kMaxRegionDepth];
     int regionDepth;
-    // The nn.Module scope its allocations are in now (stacks/ModuleScopes.h); 0: none.
+    // The nn.Module scope its allocations are in now (stacks/ModuleScopes.h), 0 for
+    // none, and the scopes' epoch it was set in.
     uint32_t moduleScope;
+    uint32_t moduleScopeEpoch;
     // The thread's stack, [stackLow, stackHigh) (stackHigh 1: could not be read),
     // and the frame rules CfiUnwinder has read, by code address (set-associative,
     // the most recently read first in its set).

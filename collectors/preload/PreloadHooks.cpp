@@ -555,7 +555,17 @@ __attribute__((visibility("default"))) uint32_t memtool_module_scope(const char*
 
 __attribute__((visibility("default"))) void memtool_module_scope_set(uint32_t id) {
     using namespace memtool::collectors;
-    if (ThreadState* ts = threadState()) ts->moduleScope = moduleScopes::codeOf(id) ? id : 0;
+    if (ThreadState* ts = threadState()) {
+        ts->moduleScope = moduleScopes::codeOf(id) ? id : 0;
+        ts->moduleScopeEpoch = moduleScopes::epoch();
+    }
+}
+
+__attribute__((visibility("default"))) void memtool_module_scopes_on(int on) {
+    if (on)
+        memtool::collectors::moduleScopes::start();
+    else
+        memtool::collectors::moduleScopes::stop();
 }
 
 __attribute__((visibility("default"))) int memtool_pause(const char* tag, char* out, size_t size) {

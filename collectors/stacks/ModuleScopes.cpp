@@ -21,10 +21,15 @@ constinit Scope gScopes[kMaxScopes];
 constinit char gMarks[kMaxScopes] = {};
 Mutex gAddMutex;
 uint32_t gNext = 1;
+std::atomic<uint32_t> gEpoch{0}, gLastEpoch{0};
 
 constexpr size_t kMaxLabel = 1000;
 
 }  // namespace
+
+void start() { gEpoch.store(gLastEpoch.fetch_add(1) + 1, std::memory_order_release); }
+void stop() { gEpoch.store(0, std::memory_order_release); }
+uint32_t epoch() { return gEpoch.load(std::memory_order_acquire); }
 
 uint32_t add(const char* label, int phase) {
     if (!label || (phase != 1 && phase != 2)) return 0;

@@ -20,6 +20,13 @@ inline constexpr char kFile[] = "<memtool:module>";
 // pair twice gives two ids (the Python side keeps each pair's).
 uint32_t add(const char* label, int phase);
 
+// Scopes are named while they are on (memtool_module_scopes_on): a thread's scope
+// counts only if set in the current epoch, which each start begins, so a scope a
+// thread was left in when an earlier track ended names nothing later.
+void start();
+void stop();
+uint32_t epoch();  // 0 while off
+
 // The address standing for scope `id` in a stack walk, and the way back.
 const void* codeOf(uint32_t id);
 bool isScope(const void* code);

@@ -109,7 +109,9 @@ ShadowStack* readFrames(ThreadState& ts, uint64_t generation, uint32_t* firstSta
         ++walked;
     };
     // The module scope, if any, is the innermost frame.
-    if (const void* scope = ts.moduleScope ? moduleScopes::codeOf(ts.moduleScope) : nullptr)
+    const uint32_t epoch = moduleScopes::epoch();
+    const bool scoped = epoch != 0 && ts.moduleScope != 0 && ts.moduleScopeEpoch == epoch;
+    if (const void* scope = scoped ? moduleScopes::codeOf(ts.moduleScope) : nullptr)
         take(PyFrameRef{scope, scope}, -1);
     gFrames->walkRaw(take);
     s.depth = walked;

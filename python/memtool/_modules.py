@@ -28,14 +28,16 @@ _names = weakref.WeakKeyDictionary()  # module -> its path under its root ("" fo
 _ids = {}  # (label, phase) -> scope id
 _backward_hooks = {}  # scope id -> (pre-hook, hook)
 _local = threading.local()
-_state = {"armed": False, "installed": False, "backward": None, "compiling": None}
+_state = {"armed": False, "installed": False, "backward": None, "compiling": None, "generation": 0}
+_handles = []  # the global hooks' handles, removed by disarm()
 
 
 def _stack():
-    s = getattr(_local, "scopes", None)
-    if s is None:
-        s = _local.scopes = []
-    return s
+    """The calling thread's scopes, innermost last; what a thread kept from before
+    the last arm() is dropped."""
+    if getattr(_local, "generation", None) != _state["generation"]:
+        _local.scopes, _local.seen, _local.generation = [], -1, _state["generation"]
+    return _local.scopes
 
 
 def _set(scopes):
@@ -107,7 +109,8 @@ def _low_mark(args):
     the nodes its inputs came from and of every node seen on this thread before
     (autograd numbers a thread's nodes in the order it makes them), so that the
     walk stops where the forward began even for inputs given by keyword."""
-    low = getattr(_local, "seen", -1)
+    _stack()  # this thread's state, current
+    low = _local.seen
     for t in _tensors(args):
         node = t.grad_fn
         if node is not None:
@@ -148,7 +151,7 @@ def _claim(module, output, low, scope):
     todo = [t.grad_fn for t in _tensors(output) if t.grad_fn is not None]
     for node in todo:
         sequence = node._sequence_nr()
-        if sequence != _LEAF_SEQUENCE and sequence > getattr(_local, "seen", -1):
+        if sequence != _LEAF_SEQUENCE and sequence > _local.seen:  # _after_forward read _stack()
             _local.seen = sequence
     seen = {}
     while todo:
@@ -211,11 +214,11 @@ def _install(module_module):
     # and torch.compile's code runs unmarked (_compiling): the warning is not the program's.
     import warnings
     warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks")
-    module_module.register_module_forward_pre_hook(_before_forward)
+    _handles.append(module_module.register_module_forward_pre_hook(_before_forward))
     try:
-        module_module.register_module_forward_hook(_after_forward, always_call=True)
+        _handles.append(module_module.register_module_forward_hook(_after_forward, always_call=True))
     except TypeError:  # torch before 2.0: no always_call
-        module_module.register_module_forward_hook(_after_forward)
+        _handles.append(module_module.register_module_forward_hook(_after_forward))
 
 
 class _AfterImport:
@@ -249,16 +252,35 @@ def arm(lib):
     if _state["armed"]:
         return
     _state["armed"] = True
+    _state["generation"] += 1
     _lib = lib
     lib.memtool_module_scope.argtypes = [_c().c_char_p, _c().c_int]
     lib.memtool_module_scope.restype = _c().c_uint32
     lib.memtool_module_scope_set.argtypes = [_c().c_uint32]
     lib.memtool_module_scope_set.restype = None
+    lib.memtool_module_scopes_on.argtypes = [_c().c_int]
+    lib.memtool_module_scopes_on.restype = None
+    lib.memtool_module_scopes_on(1)
     done = sys.modules.get(_AfterImport._NAME)
     if done is not None and hasattr(done, "register_module_forward_hook"):
         _install(done)
     else:
         sys.meta_path.insert(0, _AfterImport())
+
+
+def disarm():
+    """memtool.track(modules=True)'s end: the global hooks go, and no scope set
+    before counts (a scope id stays valid: the nodes hooked already still run
+    their hooks, which then only set a word of their thread's)."""
+    if not _state["armed"]:
+        return
+    for handle in _handles:
+        handle.remove()
+    _handles.clear()
+    for finder in [f for f in sys.meta_path if isinstance(f, _AfterImport)]:
+        sys.meta_path.remove(finder)
+    _lib.memtool_module_scopes_on(0)
+    _state["armed"] = _state["installed"] = False
 
 
 def _c():

@@ -29,7 +29,7 @@ import threading
 import warnings
 import weakref
 
-from . import _collector
+from . import _collector, _modules
 
 __all__ = ["track", "start", "stop", "Tracker"]
 
@@ -95,11 +95,14 @@ def _events_option(events):
 
 
 def _options(native=True, python=True, site="user", pausable="none", cuda="auto", backup_dir=None, quiet=True,
-             wait_children=10, events=None):
+             wait_children=10, events=None, modules=False):
     """memtool run's options for the companion, from track()'s."""
     if cuda not in ("auto", "runtime-hooks", "off"):
         raise ValueError(f"memtool.track: cuda is 'auto', 'runtime-hooks' or 'off', not {cuda!r} "
                          "(CUPTI is injected only into a process memtool run starts)")
+    if modules and not python:
+        raise ValueError("memtool.track: modules=True needs python=True (the modules are named on "
+                         "the Python stacks)")
     if cuda == "auto":
         # The runtime's calls are hooked where torch can use a GPU (its modules'
         # imports are many: patching them is most of a track's start), not where it cannot.
@@ -225,21 +228,26 @@ class Tracker:
     on stderr when False), `wait_children` (seconds a process forked in the block
     that outlives it, a DataLoader's persistent worker, gets to end its stream; it
     is written as incomplete after them), `events` (memtool run's --events: a
-    number of events, or "all", kept in a log beside the trace). With `wait=False`, leaving the block does not wait for
-    the trace to be written (naming native frames takes memtool tens of
-    milliseconds): `wait()` or `report()` does. `companion`: a serving Companion
-    to stream to (its options then hold)."""
+    number of events, or "all", kept in a log beside the trace), `modules` (memtool
+    run's --modules: each nn.Module instance named on what its forward and backward
+    allocate, for report --group-by module; the hooks go when the block ends).
+    With `wait=False`, leaving the block does not wait for the trace to be written
+    (naming native frames takes memtool tens of milliseconds): `wait()` or
+    `report()` does. `companion`: a serving Companion to stream to (its options
+    then hold)."""
 
     def __init__(self, trace="memtool.trace.json", *, wait=True, companion=None, **options):
         self.trace = os.path.abspath(os.fspath(trace))
         self._args = _options(**options) if companion is None else None
         self._quiet = options.get("quiet", True)
+        self._modules = bool(options.get("modules", False)) and companion is None
         self._wait = wait
         self._companion = companion
         self._own = None  # the companion this track started, when it had none given
         self._waiting = False
         self._saved_env = None
         self._c = None
+        self._py = None
         self.note = ""
 
     # ---- start -----------------------------------------------------------------
@@ -274,11 +282,14 @@ class Tracker:
                 raise
             memtool._collector_handle = _collector.Collector(self._c)
             memtool.enabled = True
+            if self._modules:
+                _modules.arm(self._py)
             _current = self
         return self
 
     def _begin(self, setup):
-        py, self._c = _load(setup["collector"])
+        self._py, self._c = _load(setup["collector"])
+        py = self._py
         env = setup["environment"]
         self._enter_environment(env)
         err = ctypes.create_string_buffer(1024)
@@ -319,6 +330,8 @@ class Tracker:
             # A serving companion's next block comes soon (pytest's next test): the
             # hooks stay, idle, until the companion closes (Companion.close).
             serving = self._companion is not None and self._companion.serve
+            if self._modules:
+                _modules.disarm()
             self._c.memtool_track_stop(1 if serving else 0, out, len(out))
             if serving:
                 self._companion.hooked = self._c

@@ -3,6 +3,7 @@
 // companion `memtool run --track PID`).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,44 @@ TEST(Track, ABlockIsProfiledExactlyAsMemtoolRunWould) {
         << text.out;
     EXPECT_NE(text.out.find("Leaked: still held when the memtool.track block ended"),
               std::string::npos);
+}
+
+// track(modules=True) names each nn.Module instance, forward and backward (torch
+// 2.x; 1.13 names forwards only), as memtool run --modules does; its hooks go when
+// the block ends, and the next block's stacks name no module.
+TEST(Track, ModulesAreNamedInsideTheBlockOnly) {
+    Tracked t = runTracked("track_modules.py");
+    ASSERT_EQ(t.outcome.exitCode, 0) << t.outcome.err;
+    EXPECT_EQ(t.outcome.out, "hooks left 0 0\n");
+    auto groups = [](const std::string& trace) {
+        const Outcome out =
+            run({MEMTOOL_BIN, "report", trace, "--format", "json", "--group-by", "module"});
+        EXPECT_EQ(out.exitCode, 0) << out.err;
+        std::map<std::string, std::pair<int64_t, int64_t>> rows;
+        const nlohmann::json report = nlohmann::json::parse(out.out);
+        for (const auto& row : report.at("processes").at(0).at("top_hotspots").at("cpu"))
+            rows[row.at("group")] = {row.at("allocated_bytes"), row.at("count")};
+        return rows;
+    };
+    using Rows = std::map<std::string, std::pair<int64_t, int64_t>>;
+    // Linear(1000, 500) on 200 rows: its output, then its weight's and bias's
+    // gradients; ReLU's output and threshold_backward; Linear(500, 10): its output,
+    // its input's, weight's and bias's gradients and the sum's gradient made
+    // contiguous twice; the sum and its gradient, 4 B each, are no module's. Both
+    // torches allocate 3,646,048 B in all.
+    const Rows named = torchMajorVersion() >= 2 ? Rows{{"0 (Linear)", {2402000, 3}},
+                                                       {"1 (ReLU)", {800000, 2}},
+                                                       {"2 (Linear)", {444040, 6}},
+                                                       {"(no module's forward)", {8, 2}}}
+                                                : Rows{{"0 (Linear)", {400000, 1}},
+                                                       {"1 (ReLU)", {400000, 1}},
+                                                       {"2 (Linear)", {8000, 1}},
+                                                       {"(no module's forward)", {2838048, 10}}};
+    EXPECT_EQ(groups(t.trace + "0.json"), named);
+    const Rows second = groups(t.trace + "1.json");
+    using Figures = std::pair<int64_t, int64_t>;
+    EXPECT_EQ(second.at("Linear.forward (linear.py)"), Figures(408000, 2));
+    EXPECT_EQ(second.count("0 (Linear)"), 0u);
 }
 
 // A hundred tracks in a loop: each loads nothing new, and its end takes every
