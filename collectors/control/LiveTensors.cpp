@@ -147,8 +147,8 @@ bool mainModuleRaised() {
 }  // namespace
 
 void LiveTensors::noteReachable(Engine& engine) {
-    // No stream, no split to send: and the walk's imports (ctypes loads a library)
-    // must not start a stream the program ended, by stealing its socket.
+    // No stream, no split to send: the walk (most of a second for a large model)
+    // would be for nothing.
     if (!engine.active()) return;
     // resolve() for ObjectGetAttrString, which resolveCalls() leaves out.
     static bool resolvedAll = false;

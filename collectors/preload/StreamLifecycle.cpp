@@ -142,6 +142,9 @@ void StreamLifecycle::ensureConnected() {
 // A connection of its own tells memtool run why this stream stops (the stream
 // itself cannot say it any more).
 void StreamLifecycle::sendLostNotice(const char* why) {
+    // Profiling stopped, as the notice says: a library loaded later (its scan
+    // connects a process without a stream) must not start a second, empty one.
+    gaveUp_ = true;
     SocketSink notice;
     const char* failed = nullptr;
     if (!notice.connect(socketPath_, &failed) ||

@@ -75,7 +75,9 @@ private:
     pthread_mutex_t& scanLock_;
     char socketPath_[4096] = {};
     std::atomic<bool> configured_{false};
-    bool gaveUp_ = false;              // the CLI could not be reached: never try again
+    // The CLI could not be reached, or the program took the stream's socket over:
+    // never try again. Set by whichever thread's write found the socket taken.
+    std::atomic<bool> gaveUp_{false};
     bool forkChild_ = false;           // the next stream is a fork child's first (under scanLock_)
     bool exitHandlerSet_ = false;      // on_exit registered in this process image
     std::atomic<int> exitStatus_{-1};  // what the process gave exit(), once it did
