@@ -258,8 +258,10 @@ def _storage_address(t):
 
 
 def _label(text):
-    """A name as the collector's list carries it: no spaces, no '@', at most 200 characters."""
-    return "".join(c if c.isprintable() and c not in " @" else "_" for c in text[:200])
+    """A name as the collector's list carries it: no spaces, no '@', at most 200 bytes
+    of UTF-8 (the CLI refuses a longer one, and with it the whole list)."""
+    clean = "".join(c if c.isprintable() and c not in " @" else "_" for c in text)
+    return clean.encode("utf-8", "replace")[:200].decode("utf-8", "ignore")
 
 
 def reachable_storages():

@@ -28,7 +28,8 @@ _names = weakref.WeakKeyDictionary()  # module -> its path under its root ("" fo
 _ids = {}  # (label, phase) -> scope id
 _backward_hooks = {}  # scope id -> (pre-hook, hook)
 _local = threading.local()
-_state = {"armed": False, "installed": False, "backward": None, "compiling": None, "generation": 0}
+_state = {"armed": False, "installed": False, "backward": None, "compiling": None, "generation": 0,
+          "grad_enabled": None}
 _handles = []  # the global hooks' handles, removed by disarm()
 
 
@@ -76,6 +77,7 @@ def _backward():
         node = getattr(getattr(torch.autograd, "graph", None), "Node", None)
         needs = ("register_prehook", "register_hook", "metadata", "_sequence_nr")
         known = _state["backward"] = node is not None and all(hasattr(node, a) for a in needs)
+        _state["grad_enabled"] = torch.is_grad_enabled
     return known
 
 
@@ -109,8 +111,7 @@ def _low_mark(args):
     the nodes its inputs came from and of every node seen on this thread before
     (autograd numbers a thread's nodes in the order it makes them), so that the
     walk stops where the forward began even for inputs given by keyword."""
-    _stack()  # this thread's state, current
-    low = _local.seen
+    low = _local.seen  # _before_forward read _stack(): this thread's state is current
     for t in _tensors(args):
         node = t.grad_fn
         if node is not None:
@@ -201,8 +202,7 @@ def _after_forward(module, args, output):
     _set(scopes)
     if entry is None or not _backward():
         return
-    import torch
-    if torch.is_grad_enabled():
+    if _state["grad_enabled"]():  # resolved by _backward()
         _claim(module, output, entry[4], _scope_id(entry[3], _BACKWARD))
 
 
