@@ -244,8 +244,8 @@ private:
     // Takes what is live now as what the program leaked.
     void markProgramEnd(const std::string& how);
     // A kNoteReachable piece: its hex addresses (and the names after them) join
-    // reachable_ (a malformed word spoils the list). A kNoteReachableEnd: the list is whole if the
-    // counts agree.
+    // reachable_ (a malformed word spoils the list). A kNoteReachableEnd: the list
+    // is whole if the counts agree.
     void addReachable(const std::string& text);
     void endReachable(const std::string& text);
     // Splits what is live now by reachable_ into each device's and stack's held bytes.

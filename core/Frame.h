@@ -7,6 +7,8 @@
 #include <string>
 #include <tuple>
 
+#include "core/Protocol.h"
+
 namespace memtool::core {
 
 enum class FrameKind : uint8_t { Python, Native };
@@ -41,8 +43,7 @@ struct Frame {
 // "layer1.0.conv1 (Conv2d)" (the module's path under its root, its class; the
 // root's class alone), line 1 in its forward, 2 in the backward of what that
 // forward made (collectors/stacks/ModuleScopes.h).
-inline constexpr const char* kModuleScopeFile = "<memtool:module>";
-inline constexpr uint64_t kModuleScopeForward = 1, kModuleScopeBackward = 2;
+// (kModuleScopeFile and the two lines: core/Protocol.h.)
 inline bool isModuleScope(const Frame& f) { return f.isPython() && f.file == kModuleScopeFile; }
 
 // The last component of a path ("libc10.so" of "/usr/lib/libc10.so"): how a

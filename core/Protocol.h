@@ -405,6 +405,11 @@ inline constexpr const char* kProgramEndExit = "exit";
 inline constexpr const char* kNoteReachable = "program.reachable";
 inline constexpr const char* kNoteReachableEnd = "program.reachable.end";
 inline constexpr size_t kMaxReachableName = 200;
+// memtool run --modules: a PyCode record with this file stands for an nn.Module
+// instance (its qualified name: "layer1.0.conv1 (Conv2d)"), not for code; a PyNode
+// of it has line kModuleScopeForward or kModuleScopeBackward (core/Frame.h).
+inline constexpr char kModuleScopeFile[] = "<memtool:module>";
+inline constexpr uint64_t kModuleScopeForward = 1, kModuleScopeBackward = 2;
 inline constexpr const char* kNoteCudaSource = "cuda.source";
 inline constexpr const char* kNoteTorchBridge = "torch.bridge";
 //   "child.ended"  a child this process waited for ended: "PID STATUS", decimal,

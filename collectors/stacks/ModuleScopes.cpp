@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "collectors/engine/Mutex.h"
+#include "core/Protocol.h"
 
 namespace memtool::collectors::moduleScopes {
 
@@ -32,7 +33,8 @@ void stop() { gEpoch.store(0, std::memory_order_release); }
 uint32_t epoch() { return gEpoch.load(std::memory_order_acquire); }
 
 uint32_t add(const char* label, int phase) {
-    if (!label || (phase != 1 && phase != 2)) return 0;
+    const auto p = static_cast<uint64_t>(phase);
+    if (!label || (p != core::kModuleScopeForward && p != core::kModuleScopeBackward)) return 0;
     const size_t bytes = strnlen(label, kMaxLabel);
     LockGuard lock(gAddMutex);
     if (gNext >= kMaxScopes) return 0;

@@ -3,8 +3,8 @@
 // (python/memtool/_modules.py sets it around a module's forward and around the
 // backward work of the autograd nodes that forward made). While a thread has
 // one, its Python stack ends in one frame more, innermost, that names it: file
-// kModuleScopeFile, function the module's label ("layer1.0.conv1 (Conv2d)"),
-// line 1 in the forward, 2 in the backward (core/PROTOCOL.md). The frame stands
+// core::kModuleScopeFile, function the module's label ("layer1.0.conv1 (Conv2d)"),
+// line core::kModuleScopeForward or kModuleScopeBackward (core/Protocol.h). The frame stands
 // for a scope, not for code: its "code object" is an address in this table.
 
 #include <cstddef>
@@ -13,7 +13,6 @@
 namespace memtool::collectors::moduleScopes {
 
 inline constexpr uint32_t kMaxScopes = 1u << 16;  // labels of a process; more get none
-inline constexpr char kFile[] = "<memtool:module>";
 
 // A scope's id (1..kMaxScopes-1) for `label` in `phase` (1 forward, 2 backward);
 // 0 when the table is full or the arguments are not one. Registering the same

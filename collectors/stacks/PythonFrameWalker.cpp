@@ -53,8 +53,8 @@ uint32_t codeIdOf(const void* code, uint64_t generation) {
             return static_cast<uint32_t>(entry);
         size_t labelBytes = 0;
         const char* label = moduleScopes::labelOf(code, &labelBytes);
-        const uint32_t id = gEngine->pyCode(moduleScopes::kFile, sizeof moduleScopes::kFile - 1,
-                                            label, labelBytes, 0);
+        const uint32_t id = gEngine->pyCode(
+            core::kModuleScopeFile, sizeof core::kModuleScopeFile - 1, label, labelBytes, 0);
         gCodes.value.insert(reinterpret_cast<uint64_t>(code), id);
         return id;
     }
