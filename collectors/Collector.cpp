@@ -17,6 +17,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "collectors/ascend/AclHooks.h"
+#include "collectors/control/AclVmmBackend.h"
 #include "collectors/control/Collection.h"
 #include "collectors/control/ControlChannel.h"
 #include "collectors/control/Courtesy.h"
@@ -54,6 +56,9 @@ constinit NoDestroy<SocketSink> gSink;
 constinit NoDestroy<ChildEnvironment> gChildEnvironment;
 constinit NoDestroy<control::Regions> gRegions;
 constinit NoDestroy<control::CpuPagesBackend> gCpuPages;
+constinit NoDestroy<control::AclVmmBackend> gAclVmm;
+// Asked when a region first needs NPU memory: the Ascend runtime is the program's.
+bool aclVmmReady(control::Failure& why) { return gAclVmm.value.load(why); }
 #if MEMTOOL_HAVE_CUDA_VMM
 constinit NoDestroy<control::CudaVmmBackend> gCudaVmm;
 // Asked when a region first needs CUDA memory: the driver is already loaded in a
@@ -139,6 +144,7 @@ bool configureCollector(const char* socket, const char* options, const char* bac
     r.setCudaBackend(&gCudaVmm.value, cudaVmmReady);
     gCudaVmm.value.setHostPoolLimit(e.options().hostPoolBytes);
 #endif
+    r.setNpuBackend(&gAclVmm.value, aclVmmReady);
     r.setBackupDirectory(backupDir);
     if (e.options().pausableAll) r.setPausableAll();
     applyTmsInit(r, e.options().pausableAll);
@@ -180,6 +186,8 @@ bool regionsHoldMemory() {
     if (holds(core::kDeviceCpu)) return true;
     for (uint8_t d = core::kDeviceCudaBase; d < core::kDeviceCudaActiveBase; ++d)
         if (holds(d)) return true;
+    for (int n = 0; n < core::kMaxNpuDevices; ++n)
+        if (holds(core::npuDeviceOrFirst(n))) return true;
     return false;
 }
 
@@ -202,6 +210,7 @@ void unhookUnlessRegionsHold(char* note, size_t noteBytes) {
 bool startCollector() {
     // Wired whether or not this process records: the C surface may be called anyway.
     bindCudaRuntimeHooks(gEngine.value, gRegions.value);
+    bindAclHooks(gEngine.value, gRegions.value);
     bindTorchBridge(gEngine.value);
     const char* socket = std::getenv(core::kEnvSocket);
     if (!socket || !*socket) return false;

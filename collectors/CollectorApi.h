@@ -167,6 +167,10 @@ void memtool_safe_point(void);
 // region they fall back to cudaMalloc/cudaFree.
 void* memtool_cuda_malloc(size_t size, int device, void* stream);
 void memtool_cuda_free(void* ptr, size_t size, int device, void* stream);
+// The same for torch_npu (torch_npu.npu.memory.NPUPluggableAllocator): `stream` is
+// an aclrtStream; outside a region they fall back to aclrtMalloc/aclrtFree.
+void* memtool_npu_malloc(size_t size, int device, void* stream);
+void memtool_npu_free(void* ptr, size_t size, int device, void* stream);
 
 #ifdef __cplusplus
 }

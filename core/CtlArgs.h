@@ -42,11 +42,14 @@ inline bool parseWaitSeconds(const char* text, double* seconds) {
     return true;
 }
 
-// A device as PyTorch names a tensor's: cpu, or cuda:N.
+// A device as PyTorch names a tensor's: cpu, cuda:N, or npu:N (torch_npu's).
 inline bool isTensorDevice(const char* text) {
     if (std::strcmp(text, "cpu") == 0) return true;
-    if (std::strncmp(text, "cuda:", 5) != 0) return false;
-    const char* digits = text + 5;
+    const size_t prefix = std::strncmp(text, "cuda:", 5) == 0  ? 5
+                          : std::strncmp(text, "npu:", 4) == 0 ? 4
+                                                               : 0;
+    if (prefix == 0) return false;
+    const char* digits = text + prefix;
     const size_t n = std::strspn(digits, "0123456789");
     return n > 0 && n <= 3 && digits[n] == '\0';
 }

@@ -16,7 +16,7 @@
 namespace memtool::core {
 
 inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'O', 'O', 'L', '\0'};
-inline constexpr uint32_t kProtocolVersion = 9;
+inline constexpr uint32_t kProtocolVersion = 10;
 
 // Environment variables shared by the CLI and the collectors.
 inline constexpr const char* kEnvSocket = "MEMTOOL_SOCKET";    // path of the CLI's Unix socket
@@ -91,6 +91,26 @@ inline uint8_t cudaDevice(int ordinal, DevicePool pool = DevicePool::Device) {
 // unknown (-1) or past kMaxCudaDevices counts on cuda:0 rather than vanishing.
 inline uint8_t cudaDeviceOrFirst(int ordinal) {
     return cudaDevice(ordinal >= 0 && ordinal < kMaxCudaDevices ? ordinal : 0);
+}
+
+// Ascend NPUs: npu:N is kDeviceNpuBase + N, device memory from the ACL runtime
+// (aclrtMalloc & co., as torch_npu's caching allocator calls them). No pools: no
+// bridge reports torch_npu's blocks.
+inline constexpr uint8_t kMaxNpuDevices = 16;
+inline constexpr uint8_t kDeviceNpuBase = 208;
+
+// The NPU ordinal of an npu code, or -1.
+inline int npuOrdinal(uint8_t device) {
+    return device >= kDeviceNpuBase && device < kDeviceNpuBase + kMaxNpuDevices
+               ? device - kDeviceNpuBase
+               : -1;
+}
+
+// The code of npu:ordinal; an ordinal that is unknown (-1) or past kMaxNpuDevices
+// counts on npu:0 rather than vanishing.
+inline uint8_t npuDeviceOrFirst(int ordinal) {
+    return static_cast<uint8_t>(kDeviceNpuBase +
+                                (ordinal >= 0 && ordinal < kMaxNpuDevices ? ordinal : 0));
 }
 
 // Keys of Alloc/Free records that are not plain addresses. Addresses are unique

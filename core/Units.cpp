@@ -14,6 +14,7 @@ std::string deviceName(uint8_t device) {
     if (device == kDeviceCpu) return "cpu";
     if (device == kDevicePinnedHost) return "pinned";
     if (device == kDeviceShared) return "shared";
+    if (int npu = npuOrdinal(device); npu >= 0) return "npu:" + std::to_string(npu);
     int ordinal = cudaOrdinal(device);
     if (ordinal < 0) return "device" + std::to_string(device);
     std::string name = "cuda:" + std::to_string(ordinal);

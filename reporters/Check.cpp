@@ -51,12 +51,12 @@ std::vector<const core::ProcessTrace*> checkedProcesses(const core::Trace& t,
 }
 
 // The devices a selector names in this process, among those it has. "cuda" names
-// every cuda:N present.
+// every cuda:N present, "npu" every npu:N.
 std::vector<std::string> devicesFor(const DeviceSelector& s, const core::ProcessTrace& p) {
     std::vector<std::string> out;
+    const bool kind = s.device == "cuda" || s.device == "npu";
     for (const auto& [name, d] : p.devices)
-        if (s.device == "cuda" ? name.rfind("cuda:", 0) == 0 : name == s.device)
-            out.push_back(name);
+        if (kind ? name.rfind(s.device + ":", 0) == 0 : name == s.device) out.push_back(name);
     return out;
 }
 
@@ -104,13 +104,16 @@ constexpr size_t kMaxArgumentBytes = 64;
 DeviceSelector parseDeviceSelector(const std::string& text) {
     // An ordinal as PyTorch numbers devices (cuda:0 ... cuda:999), never one that
     // overflows on the way.
-    static const std::regex form(R"((cpu|pinned|shared|cuda|cuda:\d{1,3})(\.(active|reserved))?)");
+    static const std::regex form(
+        R"((cpu|pinned|shared|cuda|cuda:\d{1,3}|npu|npu:\d{1,2})(\.(active|reserved))?)");
     std::smatch m;
     if (text.size() > kMaxArgumentBytes || !std::regex_match(text, m, form) ||
         (m[1] == "cpu" && m[3].matched) || (m[1] == "pinned" && m[3].matched) ||
-        (m[1] == "shared" && m[3].matched) || (m[1] == "cuda" && m[3].matched)) {
+        (m[1] == "shared" && m[3].matched) || (m[1] == "cuda" && m[3].matched) ||
+        (m[1].str().rfind("npu", 0) == 0 && m[3].matched)) {
         usage("bad device '" + text +
-              "' (use cpu, pinned, shared, cuda, cuda:N, cuda:N.active or cuda:N.reserved)");
+              "' (use cpu, pinned, shared, cuda, cuda:N, cuda:N.active, cuda:N.reserved, npu or "
+              "npu:N)");
     }
     return DeviceSelector{m[1], m[3].matched ? m[3].str() : "", text};
 }
@@ -327,7 +330,9 @@ void limitChecks(const core::Trace& trace, const std::vector<const core::Process
                              core::formatBytes(l.bytes, options.bytes));
         r.message =
             fmt::format("{} {}: the trace never saw {} (it saw {})", l.selector.text, metric,
-                        l.selector.device == "cuda" ? "a CUDA device" : l.selector.device,
+                        l.selector.device == "cuda"  ? "a CUDA device"
+                        : l.selector.device == "npu" ? "an NPU"
+                                                     : l.selector.device,
                         sawText.empty() ? "no device" : sawText);
         results.push_back(r);
     }

@@ -156,6 +156,7 @@ std::map<std::string, core::DeviceTotals> deviceTotals(const core::Aggregator& a
             t.heldBy = heldByGlobal(d);
             t.source = code == core::kDeviceCpu      ? "libc10"
                        : code == core::kDeviceShared ? "shm"
+                       : core::npuOrdinal(code) >= 0 ? "acl"
                                                      : cuda;
         }
     }

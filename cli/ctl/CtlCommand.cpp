@@ -577,10 +577,10 @@ void checkCommandWords(const std::vector<std::string>& argv) {
     } else if (command == "tensors") {
         checkOptions(
             {{"--device", [](const std::string& v) { return core::isTensorDevice(v.c_str()); },
-              "takes cpu or cuda:N"},
+              "takes cpu, cuda:N or npu:N"},
              {"--verbose", nullptr, ""},
              wait},
-            "[--device cpu|cuda:N] [--verbose] [--wait SECONDS]");
+            "[--device cpu|cuda:N|npu:N] [--verbose] [--wait SECONDS]");
     } else {
         usage(fmt::format(
             "unknown command '{}' (status, pause, resume, yield, restore, tensors, snapshot, "

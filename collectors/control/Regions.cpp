@@ -27,6 +27,8 @@ void deviceText(uint8_t device, char* out, size_t size) {
     const int ordinal = core::cudaOrdinal(device);
     if (ordinal >= 0)
         std::snprintf(out, size, "cuda:%d", ordinal);
+    else if (core::npuOrdinal(device) >= 0)
+        std::snprintf(out, size, "npu:%d", core::npuOrdinal(device));
     else
         std::snprintf(out, size, "%s", device == core::kDeviceCpu ? "cpu" : "pinned");
 }
@@ -75,29 +77,35 @@ bool Regions::changeBackupDirectory(const char* directory, Failure& why) {
     return true;
 }
 
-bool Regions::cudaAvailable(Failure& why) {
-    int state = cudaState_.load(std::memory_order_acquire);
-    if (state == 0) {
-        LockGuard lock(cudaMu_);
-        state = cudaState_.load();
-        if (state == 0) {
+MemoryBackend* Regions::LazyBackend::get(const char* missing, Failure& whyNot) {
+    int s = state.load(std::memory_order_acquire);
+    if (s == 0) {
+        LockGuard lock(mu);
+        s = state.load();
+        if (s == 0) {
             Failure f;
-            state = cuda_ && (!cudaReady_ || cudaReady_(f)) ? 1 : -1;
-            if (state < 0)
-                std::snprintf(cudaWhy_, sizeof cudaWhy_, "%s",
-                              cuda_ ? f.text : "this memtool has no CUDA support");
-            cudaState_.store(state, std::memory_order_release);
+            s = backend && (!ready || ready(f)) ? 1 : -1;
+            if (s < 0) std::snprintf(why, sizeof why, "%s", backend ? f.text : missing);
+            if (s > 0 || !retries) state.store(s, std::memory_order_release);
         }
     }
-    if (state < 0) why.set(cudaWhy_);
-    return state > 0;
+    if (s < 0) whyNot.set(why);
+    return s > 0 ? backend : nullptr;
+}
+
+bool Regions::deviceHostBackups(Failure& why) {
+    if (cudaAvailable(why)) return true;
+    // No CUDA: an NPU's runtime, where the program loaded one.
+    Failure npuWhy;
+    return npu_.get("", npuWhy) != nullptr;
 }
 
 MemoryBackend* Regions::backendFor(uint8_t device) {
     if (device == core::kDeviceCpu) return cpu_;
     Failure ignored;
     if (core::cudaOrdinal(device) >= 0 && core::devicePool(device) == core::DevicePool::Device)
-        return cudaAvailable(ignored) ? cuda_ : nullptr;
+        return cuda_.get("this memtool has no CUDA support", ignored);
+    if (core::npuOrdinal(device) >= 0) return npu_.get("this memtool has no NPU support", ignored);
     return nullptr;
 }
 
@@ -105,12 +113,14 @@ MemoryBackend* Regions::backendFor(uint8_t device) {
 
 void Regions::lockOuterForFork() {
     opMu_.lock();
-    cudaMu_.lock();
+    cuda_.mu.lock();
+    npu_.mu.lock();
 }
 void Regions::lockTableForFork() { tableMu_.lock(); }
 void Regions::unlockTableAfterFork() { tableMu_.unlock(); }
 void Regions::unlockOuterAfterFork() {
-    cudaMu_.unlock();
+    npu_.mu.unlock();
+    cuda_.mu.unlock();
     opMu_.unlock();
 }
 
@@ -220,9 +230,10 @@ bool Regions::enter(const char* tag, core::BackupKind backup, Failure& why, bool
     Failure cudaWhy;
     // A device-only region serves no CPU memory, so a host backup there waits for
     // CUDA memory, if any comes (torch_memory_saver in a CPU-only process).
-    if (backup == core::BackupKind::Host && !deviceOnly && !cudaAvailable(cudaWhy)) {
+    if (backup == core::BackupKind::Host && !deviceOnly && !deviceHostBackups(cudaWhy)) {
         why.set(
-            "backup='host' keeps CUDA memory in pinned host memory, and this process has no CUDA (",
+            "backup='host' keeps CUDA or NPU memory in pinned host memory, and this process "
+            "has neither (",
             cudaWhy.text, "); CPU memory can be backed up to disk: use backup='disk' (or 'none')");
         return false;
     }
@@ -661,10 +672,10 @@ OpResult Regions::spillHostBackups() {
         result.allocations += s.allocations;
         ++result.regions;
     }
-    if (result.changed && cuda_) {
-        const uint64_t limit = cuda_->hostPoolLimit();
-        cuda_->setHostPoolLimit(0);
-        cuda_->setHostPoolLimit(limit);
+    if (result.changed && cuda_.backend) {
+        const uint64_t limit = cuda_.backend->hostPoolLimit();
+        cuda_.backend->setHostPoolLimit(0);
+        cuda_.backend->setHostPoolLimit(limit);
     }
     if (result.ok)
         std::snprintf(result.message, sizeof result.message,

@@ -102,8 +102,14 @@ public:
     // `ready` (null: always) is asked once, when CUDA memory is first needed: the
     // driver is found lazily, so that a CPU-only program never loads it.
     void setCudaBackend(MemoryBackend* backend, bool (*ready)(Failure&) = nullptr) {
-        cuda_ = backend;
-        cudaReady_ = ready;
+        cuda_.backend = backend;
+        cuda_.ready = ready;
+    }
+    // The same for Ascend NPU memory (npu:N), found when first needed.
+    void setNpuBackend(MemoryBackend* backend, bool (*ready)(Failure&) = nullptr) {
+        npu_.backend = backend;
+        npu_.ready = ready;
+        npu_.retries = true;
     }
     void setBackupDirectory(const char* directory);
     // The same while the program runs (torch_memory_saver's set_disk_backup_dir):
@@ -113,7 +119,7 @@ public:
     // Host backups' pinned memory kept after a resume for the next pause: at most
     // `bytes` (MemoryBackend::setHostPoolLimit). Returns what is kept now.
     uint64_t setHostPoolLimit(uint64_t bytes) {
-        if (cuda_) cuda_->setHostPoolLimit(bytes);
+        if (cuda_.backend) cuda_.backend->setHostPoolLimit(bytes);
         return hostPoolBytes();
     }
     // Device memory a new region allocation must leave free (torch_memory_saver's
@@ -122,7 +128,7 @@ public:
     void setMemoryMargin(uint64_t bytes) { margin_.store(bytes, std::memory_order_relaxed); }
     uint64_t memoryMargin() const { return margin_.load(std::memory_order_relaxed); }
     // Pinned host memory kept now for the next pause.
-    uint64_t hostPoolBytes() { return cuda_ ? cuda_->hostPoolBytes() : 0; }
+    uint64_t hostPoolBytes() { return cuda_.backend ? cuda_.backend->hostPoolBytes() : 0; }
     void setEngine(Engine* engine) { engine_ = engine; }
 
     // ---- the calling thread's region ------------------------------------------------
@@ -259,7 +265,9 @@ private:
     MemoryBackend* backendFor(uint8_t device);
     // Whether mapping `bytes` more on `device` leaves the memory margin free.
     bool leavesMargin(MemoryBackend& backend, uint8_t device, uint64_t bytes, Failure& why);
-    bool cudaAvailable(Failure& why);
+    bool cudaAvailable(Failure& why) { return cuda_.get("this memtool has no CUDA support", why); }
+    // A device's memory can be backed up to pinned host memory (CUDA's or an NPU's).
+    bool deviceHostBackups(Failure& why);
     int findTagLocked(const char* tag) const;
     // finds or makes; -1 when full
     int regionLocked(int tag, core::BackupKind backup, uint8_t device);
@@ -306,11 +314,22 @@ private:
                 const char* message);
 
     MemoryBackend* cpu_ = nullptr;
-    MemoryBackend* cuda_ = nullptr;
-    bool (*cudaReady_)(Failure&) = nullptr;
-    Mutex cudaMu_;
-    std::atomic<int> cudaState_{0};  // 0 not asked yet, 1 ready, -1 unavailable
-    char cudaWhy_[256] = "";
+    // A device's backend, whose library is looked for once, when its memory is
+    // first needed (`ready`), so that a CPU-only program never loads it.
+    struct LazyBackend {
+        MemoryBackend* backend = nullptr;
+        bool (*ready)(Failure&) = nullptr;
+        Mutex mu;
+        std::atomic<int> state{0};  // 0 not asked yet, 1 ready, -1 unavailable
+        // Asked again after a failure (NPU: the runtime is used only where the
+        // program loaded it, which may be later than the first question).
+        bool retries = false;
+        char why[256] = "";
+        // The backend, or null with the reason in `why` (`missing` when none is set).
+        MemoryBackend* get(const char* missing, Failure& why);
+    };
+    LazyBackend cuda_;
+    LazyBackend npu_;
     Engine* engine_ = nullptr;
 
     Mutex tableMu_;

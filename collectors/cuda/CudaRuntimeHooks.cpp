@@ -42,21 +42,7 @@ void warnOnce(std::atomic<bool>& said, const char* text) {
 // into that library for as long as the process runs.
 void* runtimeOriginal(const char* symbol) {
     if (void* global = findOriginal(symbol)) return global;
-    struct Search {
-        const char* symbol;
-        void* found;
-    } search{symbol, nullptr};
-    dl_iterate_phdr(
-        [](dl_phdr_info* info, size_t, void* arg) {
-            auto* s = static_cast<Search*>(arg);
-            const char* path = info->dlpi_name ? info->dlpi_name : "";
-            if (!fileNameStartsWith(path, "libcudart.so")) return 0;
-            void* lib = realDlopen(path, RTLD_LAZY | RTLD_NOLOAD);
-            s->found = lib ? dlsym(lib, s->symbol) : nullptr;
-            return s->found ? 1 : 0;
-        },
-        &search);
-    return search.found;
+    return findInLoaded("libcudart.so", symbol);
 }
 #define RUNTIME_ORIGINAL(function) \
     (reinterpret_cast<decltype(&::function)>(runtimeOriginal(#function)))

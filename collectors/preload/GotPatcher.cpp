@@ -7,6 +7,9 @@
 
 #include <cstring>
 
+#include "collectors/engine/ModuleName.h"
+#include "collectors/stacks/NativeUnwinder.h"
+
 namespace memtool::collectors {
 
 namespace {
@@ -291,6 +294,26 @@ size_t patchTable(const dl_phdr_info* info, const DynamicInfo& dyn, const HookSy
 }  // namespace
 
 void* findOriginal(const char* symbol) { return dlsym(RTLD_DEFAULT, symbol); }
+
+void* findInLoaded(const char* fileName, const char* symbol) {
+    struct Search {
+        const char* fileName;
+        const char* symbol;
+        void* found;
+    } search{fileName, symbol, nullptr};
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* arg) {
+            auto* s = static_cast<Search*>(arg);
+            const char* path = info->dlpi_name ? info->dlpi_name : "";
+            if (!fileNameStartsWith(path, s->fileName)) return 0;
+            // The handle is kept: its functions are called for as long as the process runs.
+            void* lib = realDlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+            s->found = lib ? dlsym(lib, s->symbol) : nullptr;
+            return s->found ? 1 : 0;
+        },
+        &search);
+    return search.found;
+}
 
 size_t patchModuleImports(const dl_phdr_info* info, const GotHook* hooks, size_t hookCount,
                           const char* needs, MappedArray<PatchedSlot>* log) {

@@ -36,6 +36,11 @@ struct GotHook {
 #define MEMTOOL_ORIGINAL(function) \
     (reinterpret_cast<decltype(&::function)>(::memtool::collectors::findOriginal(#function)))
 void* findOriginal(const char* symbol);
+// `symbol` in the first loaded object whose file name starts with `fileName`
+// (libcudart.so, libascendcl.so), whichever scope the program loaded it into: a
+// library an extension module loaded RTLD_LOCAL is in no global lookup. Null
+// when none has it.
+void* findInLoaded(const char* fileName, const char* symbol);
 
 // A slot patchModuleImports wrote, and what it held before.
 struct PatchedSlot {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "collectors/ascend/AclHooks.h"
 #include "collectors/cuda/CudaRuntimeHooks.h"
 #include "collectors/engine/ModuleName.h"
 #include "collectors/engine/Warn.h"
@@ -86,6 +87,7 @@ void ModuleScan::visit(dl_phdr_info* info, size_t size, Scan& scan) {
     const char* name = info->dlpi_name ? info->dlpi_name : "";
     const uint64_t key = info->dlpi_addr + 1;
     uint64_t seen = 0;
+    if (!aclLoaded_.load(std::memory_order_relaxed) && isAclRuntime(name)) aclLoaded_ = true;
     if (cudaRuntimeRecording() && (*name || mainProgram) && !skipForCudaRuntimeHooks(name) &&
         !state.runtimePatched.find(key, &seen) && state.runtimePatched.insert(key, 1)) {
         size_t count = 0;
@@ -186,9 +188,13 @@ void ModuleScan::refresh() {
         counts.known && counts.adds == state.settledAdds && counts.subs == state.settledSubs;
     Visit first{this, &scan};
     if (!settled) dl_iterate_phdr(visitModule, &first);
+    if (!settled && aclLoaded_.load()) {
+        AclVisit visit{this, 0};
+        dl_iterate_phdr(patchAclModule, &visit);
+    }
     const bool anyPatched = state.allocatorPatched.size() > 0 || allocatorWarningPending_.load();
     const bool wasActive = e.active();
-    if (anyPatched || cudaAttached_ || cudaHooked_) stream_.ensureConnected();
+    if (anyPatched || cudaAttached_ || cudaHooked_ || aclHooked_) stream_.ensureConnected();
     const bool active = e.active();
     // A stream that starts afresh, after an earlier one of this process that it
     // does not continue, knows no module yet: every one is announced again.
@@ -225,6 +231,31 @@ void ModuleScan::refresh() {
     programEnd::tryInstallPython(e);
 }
 
+int ModuleScan::patchAclModule(dl_phdr_info* info, size_t, void* data) {
+    auto* visit = static_cast<AclVisit*>(data);
+    ModuleScan* self = visit->self;
+    ScanState& state = self->state_;
+    const char* name = info->dlpi_name ? info->dlpi_name : "";
+    const uint64_t key = info->dlpi_addr + 1;
+    uint64_t seen = 0;
+    // The program (the first entry) has an empty name, and is patched; the vDSO
+    // may have one too, and no imports.
+    const bool program = visit->index++ == 0;
+    if ((!*name && !program) || skipForAclHooks(name) || state.aclPatched.find(key, &seen) ||
+        !state.aclPatched.insert(key, 1))
+        return 0;
+    size_t count = 0;
+    const GotHook* imports = aclImportHooks(&count);
+    const size_t allocations =
+        patchModuleImports(info, imports, count, "libascendcl", &state.slots);
+    const size_t lookups = patchModuleImports(info, aclDlsymHook(), 1, nullptr, &state.slots);
+    if (allocations > 0 || lookups > 0) {
+        self->aclHooked_ = true;
+        if (debugLogOn()) DebugLine().add("acl hooks in ").add(*name ? name : "the program");
+    }
+    return 0;
+}
+
 int ModuleScan::restoreModule(dl_phdr_info* info, size_t, void* data) {
     auto* self = static_cast<ModuleScan*>(data);
     self->restored_ += restoreModuleImports(info, self->state_.slots);
@@ -242,11 +273,13 @@ size_t ModuleScan::detach() {
     state.sharedPatched.clear();
     state.runtimePatched.clear();
     state.regionPatched.clear();
+    state.aclPatched.clear();
     state.described.clear();
     state.checked.clear();
     state.lastSubs = 0;
     state.settledAdds = state.settledSubs = 0;
     cudaHooked_ = false;
+    aclHooked_ = false;
     runtimeSourceNoted_ = false;
     allocatorWarningNoted_ = false;
     const size_t restored = restored_;

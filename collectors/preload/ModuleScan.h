@@ -32,6 +32,7 @@ struct ScanState {
     PointerMap sharedPatched;     // libtorch_cpu objects whose shm_open/mmap/munmap are ours
     PointerMap runtimePatched;    // objects looked at for the CUDA runtime hooks
     PointerMap regionPatched;     // libc10_cuda objects given the region hooks
+    PointerMap aclPatched;        // objects given the ACL hooks (AclHooks.h)
     PointerMap described;         // objects announced to the CLI
     PointerMap checked;           // objects whose imports were looked at for the hooks above
     MappedArray<PatchedSlot> slots;
@@ -153,6 +154,13 @@ private:
     void visit(dl_phdr_info* info, size_t size, Scan& scan);
     void patchAllocator(dl_phdr_info* info, const char* path, const GotHook* hooks, size_t count,
                         uint64_t key, uint64_t hash, Scan& scan);
+    // Once libascendcl is loaded: every module not yet looked at gets the ACL
+    // hooks (its allocation imports where it needs the runtime, and dlsym).
+    struct AclVisit {
+        ModuleScan* self;
+        int index;  // of the module visited: 0 is the program
+    };
+    static int patchAclModule(dl_phdr_info* info, size_t size, void* data);
 
     Engine& engine_;
     StreamLifecycle& stream_;
@@ -163,6 +171,8 @@ private:
     std::atomic<bool> pythonDeferred_{false};
     std::atomic<bool> cudaAttached_{false};  // the CUDA injection asked to record
     std::atomic<bool> cudaHooked_{false};    // some module's CUDA runtime slot is ours
+    std::atomic<bool> aclLoaded_{false};     // a scan saw libascendcl (never unset: hooks stay)
+    std::atomic<bool> aclHooked_{false};     // some module's ACL allocation slot is ours
     std::atomic<bool> runtimeSourceNoted_{false};
     // A libc10 whose allocator memtool cannot hook: the warning, sent once the stream is on.
     char allocatorWarning_[1024] = "";

@@ -18,6 +18,7 @@
 
 #include "collectors/Collector.h"
 #include "collectors/CollectorApi.h"
+#include "collectors/ascend/AclHooks.h"
 #include "collectors/control/ControlChannel.h"
 #include "collectors/control/Courtesy.h"
 #include "collectors/control/Regions.h"
@@ -642,5 +643,15 @@ __attribute__((visibility("default"))) void* memtool_cuda_malloc(size_t size, in
 
 __attribute__((visibility("default"))) void memtool_cuda_free(void* ptr, size_t, int, void*) {
     memtool::collectors::pluggableFree(ptr);
+}
+
+__attribute__((visibility("default"))) void* memtool_npu_malloc(size_t size, int device,
+                                                                void* stream) {
+    return memtool::collectors::aclPluggableMalloc(size, device, stream);
+}
+
+__attribute__((visibility("default"))) void memtool_npu_free(void* ptr, size_t size, int device,
+                                                             void* stream) {
+    memtool::collectors::aclPluggableFree(ptr, size, device, stream);
 }
 }

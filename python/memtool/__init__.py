@@ -39,7 +39,10 @@ _warn_lock = threading.Lock()
 #              allocator; a MemPool per region keeps region segments for region
 #              tensors only.
 #   "torch":   a MemPool per region over a pluggable allocator whose functions are
-#              the collector's (memtool_cuda_malloc/free).
+#              the collector's (memtool_cuda_malloc/free; memtool_npu_malloc/free
+#              for torch_npu's NPUPluggableAllocator).
+# Ascend NPUs (torch_npu) work the same way: the hooks serve aclrtMallocAlign32 and
+# aclrtFree of torch_npu's caching allocator, with a torch.npu.MemPool per region.
 hook_mode = "preload"
 _pools = {}
 
@@ -54,6 +57,44 @@ def set_hook_mode(mode):
     hook_mode = mode
 
 
+def _npu_pool(tag, backup, device):
+    """torch_npu's pool for this region, or None when no NPU is in use.
+
+    As _cuda_pool: used when torch_npu is imported and initialized, or when the
+    region asks for it (device="npu"). A program that calls the Ascend runtime
+    itself (no torch_npu) needs no pool: its aclrtMalloc calls are served directly.
+    """
+    if device not in (None, "npu"):
+        return None
+    torch = sys.modules.get("torch")
+    npu = getattr(torch, "npu", None) if "torch_npu" in sys.modules else None
+    if npu is None or not npu.is_available():
+        return None
+    if device is None and not npu.is_initialized():
+        return None
+    if not hasattr(npu, "MemPool"):
+        raise RuntimeError("memtool: NPU regions need torch.npu.MemPool (a torch_npu with memory pools)")
+    key = ("npu", tag, backup)
+    if key not in _pools:
+        if hook_mode == "torch":
+            from torch_npu.npu.memory import NPUPluggableAllocator
+
+            allocator = NPUPluggableAllocator(_collector_handle.path(), "memtool_npu_malloc", "memtool_npu_free")
+            _pools[key] = npu.MemPool(allocator.allocator())
+        else:
+            _pools[key] = npu.MemPool()
+    return _pools[key]
+
+
+def _device_pool(tag, backup, device):
+    """The region's pool and the module whose use_mem_pool enters it, or (None, None)."""
+    pool = _cuda_pool(tag, backup, device) if device != "npu" else None
+    if pool is not None:
+        return pool, sys.modules["torch"].cuda
+    pool = _npu_pool(tag, backup, device)
+    return (pool, sys.modules["torch"].npu) if pool is not None else (None, None)
+
+
 def _cuda_pool(tag, backup, device):
     """The caching allocator's pool for this region, or None when CUDA is not in use.
 
@@ -62,7 +103,7 @@ def _cuda_pool(tag, backup, device):
     CUDA is initialized already, or when the region asks for it (device="cuda").
     """
     torch = sys.modules.get("torch")
-    if torch is None or device == "cpu" or not torch.cuda.is_available():
+    if torch is None or device in ("cpu", "npu") or not torch.cuda.is_available():
         return None
     if device is None and not torch.cuda.is_initialized():
         return None
@@ -72,7 +113,7 @@ def _cuda_pool(tag, backup, device):
         raise RuntimeError("memtool: CUDA regions in 'preload' mode do not work with expandable segments "
                            "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True maps memory memtool cannot pause); "
                            "unset it, or use memtool.set_hook_mode('torch')")
-    key = (tag, backup)
+    key = ("cuda", tag, backup)
     if key not in _pools:
         if hook_mode == "torch":
             path = _collector_handle.path()
@@ -127,9 +168,10 @@ def region(tag="default", backup="none", device=None):
     backup: "none" (content undefined after a resume), "host" (CUDA memory, kept in
     pinned host memory while paused) or "disk". Each allocation keeps the backup of
     the block it was made in: one tag may be entered with several. Nested regions:
-    the innermost wins. device: None (CPU storages, and CUDA ones when CUDA is
-    initialized already), "cuda" (CUDA is initialized for the region's pool) or
-    "cpu" (CPU only).
+    the innermost wins. device: None (CPU storages, and CUDA or NPU ones when
+    CUDA or torch_npu is initialized already), "cuda" (CUDA is initialized for the
+    region's pool), "npu" (Ascend NPU memory: torch_npu's, or the Ascend runtime's
+    own allocations) or "cpu" (CPU only).
     """
     return _region(tag, backup, device, cpu=True)
 
@@ -144,20 +186,18 @@ def _region(tag, backup, device, cpu, pool=True):
         raise ValueError(f"backup must be one of {', '.join(_BACKUPS)}, not {backup!r}")
     if not isinstance(tag, str) or not tag:
         raise ValueError("a region tag is a non-empty string")
-    if device not in (None, "cpu", "cuda"):
-        raise ValueError(f"device is None, 'cpu' or 'cuda', not {device!r}")
+    if device not in (None, "cpu", "cuda", "npu"):
+        raise ValueError(f"device is None, 'cpu', 'cuda' or 'npu', not {device!r}")
     if not enabled:
         yield
         return
     _collector_handle.region_enter(tag, _BACKUPS[backup] | (0 if cpu else _DEVICE_ONLY))
     try:
-        pool = _cuda_pool(tag, backup, device) if pool else None
+        pool, module = _device_pool(tag, backup, device) if pool else (None, None)
         if pool is None:
             yield
         else:
-            import torch
-
-            with torch.cuda.use_mem_pool(pool):
+            with module.use_mem_pool(pool):
                 yield
     finally:
         _collector_handle.region_exit()
@@ -174,7 +214,8 @@ def outside_regions():
         torch = sys.modules.get("torch")
         if _pools and torch is not None:
             # Out of the region's pool too: a fresh one, dropped after the block.
-            with torch.cuda.use_mem_pool(torch.cuda.MemPool()):
+            module = torch.npu if any(key[0] == "npu" for key in _pools) else torch.cuda
+            with module.use_mem_pool(module.MemPool()):
                 yield
         else:
             yield

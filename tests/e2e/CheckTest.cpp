@@ -145,8 +145,8 @@ TEST(Check, BadTokensAreUsageErrors) {
     Outcome dev = check({t, "--max-peak", "gpu=1GB"});
     EXPECT_EQ(dev.exitCode, 2);
     EXPECT_EQ(dev.err,
-              "memtool: bad device 'gpu' (use cpu, pinned, shared, cuda, cuda:N, cuda:N.active or "
-              "cuda:N.reserved)\n");
+              "memtool: bad device 'gpu' (use cpu, pinned, shared, cuda, cuda:N, cuda:N.active, "
+              "cuda:N.reserved, npu or npu:N)\n");
     Outcome inc = check({t, "--baseline", t, "--max-increase", "ten%"});
     EXPECT_EQ(inc.exitCode, 2);
     EXPECT_EQ(inc.err, "memtool: bad increase 'ten%' (use a percentage like 5% or a size)\n");

@@ -125,7 +125,7 @@ TEST(CtlFaults, CtlRefusesWhatNoProcessCouldTake) {
         {{"12", "yield", "now"},
          "memtool: ctl: yield takes [--to host|disk] [--wait SECONDS], not 'now'\n"},
         {{"12", "tensors", "--device", "cpu:0"},
-         "memtool: ctl: tensors --device takes cpu or cuda:N, not 'cpu:0'\n"},
+         "memtool: ctl: tensors --device takes cpu, cuda:N or npu:N, not 'cpu:0'\n"},
         {{"12", "pause", std::string(4097, 'x')},
          "memtool: ctl: a tag is at most 4096 bytes, without NUL bytes; tag 1 is 4097 bytes\n"},
         {{"12", "frobnicate"},
@@ -397,7 +397,7 @@ TEST(CtlFaults, RunAndCheckRefuseWhatTheyUsedToTake) {
         {{MEMTOOL_BIN, "check", GOLDEN_DIR + "/traces/train.json", "--max-peak",
           "cuda:99999999999999999999=1"},
          "memtool: bad device 'cuda:99999999999999999999' (use cpu, pinned, shared, cuda, cuda:N, "
-         "cuda:N.active or cuda:N.reserved)\n"},
+         "cuda:N.active, cuda:N.reserved, npu or npu:N)\n"},
     };
     for (const Case& c : cases) {
         Outcome o = run(c.argv);

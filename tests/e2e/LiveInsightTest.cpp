@@ -369,9 +369,9 @@ TEST(LiveInsight, TensorsGivesUpWhenTheMainThreadDoesNotCome) {
     ASSERT_EQ(refused.size(), 5u);
     const char* const said[] = {"--wait takes seconds (above 0, at most 10000000), not 'inf'",
                                 "--wait takes seconds (above 0, at most 10000000), not '5s'",
-                                "--device takes cpu or cuda:N, not 'bogus'",
-                                "--device takes cpu or cuda:N, not 'cuda0'",
-                                "--device takes cpu or cuda:N, not 'cuda:'"};
+                                "--device takes cpu, cuda:N or npu:N, not 'bogus'",
+                                "--device takes cpu, cuda:N or npu:N, not 'cuda0'",
+                                "--device takes cpu, cuda:N or npu:N, not 'cuda:'"};
     for (size_t i = 0; i < refused.size(); ++i) {
         EXPECT_EQ(refused[i].exitCode, 2);
         EXPECT_EQ(refused[i].err, std::string("memtool: ctl: tensors ") + said[i] + "\n");

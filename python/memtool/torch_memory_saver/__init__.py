@@ -26,6 +26,7 @@ False) and does nothing.
 """
 import contextlib
 import os
+import sys
 import threading
 
 import memtool
@@ -56,6 +57,11 @@ def _validate_backend(enable_cpu_backup, cpu_backup_backend):
         raise ValueError(f"cpu_backup_backend is 'pinned' or 'mmap', not {cpu_backup_backend!r}")
 
 
+def _device():
+    # The NPU edition's device='npu' where torch_npu is imported, else CUDA.
+    return "npu" if "torch_npu" in sys.modules else "cuda"
+
+
 class TorchMemorySaver:
     def __init__(self):
         self._mode = None
@@ -68,7 +74,7 @@ class TorchMemorySaver:
     @contextlib.contextmanager
     def region(self, tag: str = _TAG_DEFAULT, enable_cpu_backup: bool = False,
                enable_disk_backup: bool = False, cpu_backup_backend=None):
-        """CUDA allocations in the block are pausable under `tag`; with
+        """CUDA (or, with torch_npu, NPU) allocations in the block are pausable under `tag`; with
         enable_cpu_backup their content is kept in host memory while paused,
         with enable_disk_backup in a file of the backup directory."""
         _validate_backend(enable_cpu_backup, cpu_backup_backend)
@@ -77,7 +83,7 @@ class TorchMemorySaver:
         backup = "host" if enable_cpu_backup else "disk" if enable_disk_backup else "none"
         if self._mode is not None:
             memtool.set_hook_mode(self._mode)
-        with self._entered(), memtool._region(tag, backup, "cuda", cpu=False):
+        with self._entered(), memtool._region(tag, backup, _device(), cpu=False):
             yield
 
     @contextlib.contextmanager
