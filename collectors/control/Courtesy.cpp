@@ -164,13 +164,20 @@ uint8_t Courtesy::yieldCommand(size_t argc, const char* const* argv, char* out, 
     }
     r.seconds = static_cast<double>(monotonicNs() - start) / 1e9;
     // Where the content went, after what the pause said (cut to the message's room).
-    bool cuda = false;
-    for (int i = 0; i < r.deviceCount; ++i) cuda |= core::cudaOrdinal(r.devices[i].device) >= 0;
+    bool cuda = false, npu = false;
+    for (int i = 0; i < r.deviceCount; ++i) {
+        cuda |= core::cudaOrdinal(r.devices[i].device) >= 0;
+        npu |= core::npuOrdinal(r.devices[i].device) >= 0;
+    }
+    const char* devices = cuda && npu ? ", CUDA and NPU memory to "
+                          : cuda      ? ", CUDA memory to "
+                          : npu       ? ", NPU memory to "
+                                      : "";
     const size_t used = std::strlen(r.message);
     if (r.changed)
         std::snprintf(r.message + used, sizeof r.message - used,
-                      "; content backed up: CPU memory to disk%s%s",
-                      cuda ? ", CUDA memory to " : "", cuda ? backupName(target) : "");
+                      "; content backed up: CPU memory to disk%s%s", devices,
+                      *devices ? backupName(target) : "");
     describe(r, "yield", parkS, -1, out, size);
     return static_cast<uint8_t>(r.ok ? core::ReplyStatus::Ok : core::ReplyStatus::Failed);
 }

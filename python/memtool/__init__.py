@@ -244,7 +244,7 @@ def resume(tag=None):
 
 def yield_memory(to="disk"):
     """Yields every region's memory now (pytorch_memlab's Courtesy, at a point of
-    the program's choosing): CPU memory to disk, CUDA memory to `to` ("host" or
+    the program's choosing): CPU memory to disk, CUDA and NPU memory to `to` ("host" or
     "disk"), whatever each region's own backup says. Nothing may touch it until
     restore(). Under `memtool run --pausable all` that is every allocation."""
     if to not in ("host", "disk"):

@@ -125,3 +125,16 @@ TEST(Npu, ThePythonApiAndTheTorchMemorySaverShimPauseNpuMemory) {
     EXPECT_EQ(control.at(1).at("backup"), "none");
     EXPECT_EQ(control.at(1).at("bytes"), 2097152);
 }
+
+// Courtesy on an NPU: a region with no backup of its own yields its memory to
+// host memory and gets it back, content and all.
+TEST(Npu, AYieldTakesNpuMemoryToTheHostAndARestoreBringsItBack) {
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", tempDir() + "/t.json", "--", PYTHON_BIN,
+                     script("npu_regions.py"), FAKE_ASCEND_CL, "yield"},
+                    "", {"MEMTOOL_CONTROL_DIR=" + controlDir()});
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out,
+              "yield True 4194304 0\n"
+              "paused 4194304 bytes in 1 allocation\n"
+              "restore True 4194304 4194304 True\n");
+}

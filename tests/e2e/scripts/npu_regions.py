@@ -6,6 +6,8 @@ ctypes, whose lookups (dlsym with the library's handle) memtool answers.
       aclrtMallocAlign32 of 3,000,000 bytes, paused and resumed with its content.
   npu_regions.py LIB shim: the same through torch_memory_saver's API, one tag with
       a CPU backup and one without.
+  npu_regions.py LIB yield: a region of 3,000,000 bytes with no backup of its own
+      yielded to host memory (memtool.yield_memory) and restored with its content.
 """
 import ctypes
 import sys
@@ -47,6 +49,15 @@ if sys.argv[2] == "api":
     print("resume", resumed.ok, resumed.bytes, used() - before, same(kv, 3_000_000, 7))
     lib.aclrtFree(ctypes.c_void_p(kv))
     print("freed", used() - before)
+elif sys.argv[2] == "yield":
+    with memtool.region("kv", device="npu"):
+        kv = allocate(3_000_000)
+    fill(kv, 3_000_000, 5)
+    yielded = memtool.yield_memory(to="host")
+    print("yield", yielded.ok, yielded.bytes, used() - before)
+    print(yielded.message)
+    restored = memtool.restore()
+    print("restore", restored.ok, restored.bytes, used() - before, same(kv, 3_000_000, 5))
 else:
     with torch_memory_saver.region("weights", enable_cpu_backup=True):
         weights = allocate(5_000_000)
