@@ -11,6 +11,7 @@
 # configure; a plain cmake's default is OFF); MEMTOOL_TEST_PYTHON (the test venv's python,
 # from scripts/venv.sh, which makes it once; /usr/bin/python3 leaves the venv out): the
 # Python the end-to-end tests run torch on and the torch bridge is built against;
+# the ACL headers come from scripts/acl-headers.sh (torch_npu's wheel, once);
 # MEMTOOL_UNITY_BUILD (OFF; .ci/run: ON): compile in batches, half the CPU of a build
 # from nothing, but a changed file recompiles its batch. An existing tree is
 # reconfigured when one of its settings differs.
@@ -73,16 +74,20 @@ BUILD_DIR=${BUILD_DIR:-build}
 # twins labelled torch1.13 (tests/CMakeLists.txt). The bridge links the venv's CUDA torch.
 test_python=${MEMTOOL_TEST_PYTHON:-$(scripts/venv.sh)}
 # compile_commands.json: scripts/check-tidy.sh reads it.
+# The Ascend runtime's headers, from torch_npu's wheel: the ACL backend builds against them.
+acl_headers=$(MEMTOOL_ACL_PYTHON="$test_python" scripts/acl-headers.sh)
 werror=${MEMTOOL_WERROR:-ON}
 unity=${MEMTOOL_UNITY_BUILD:-OFF}
 options=(-DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DMEMTOOL_WERROR="$werror" -DMEMTOOL_UNITY_BUILD="$unity"
-  -DMEMTOOL_TEST_PYTHON="$test_python" -DMEMTOOL_TORCH_PYTHON="$test_python")
+  -DMEMTOOL_TEST_PYTHON="$test_python" -DMEMTOOL_TORCH_PYTHON="$test_python"
+  -DMEMTOOL_ACL_INCLUDE_DIR="$acl_headers")
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${options[@]}" >/dev/null
 elif ! grep -qx "MEMTOOL_WERROR:BOOL=$werror" "$BUILD_DIR/CMakeCache.txt" ||
   ! grep -qx "MEMTOOL_UNITY_BUILD:BOOL=$unity" "$BUILD_DIR/CMakeCache.txt" ||
   ! grep -qx "MEMTOOL_TEST_PYTHON:FILEPATH=$test_python" "$BUILD_DIR/CMakeCache.txt" ||
-  ! grep -qx "MEMTOOL_TORCH_PYTHON:STRING=$test_python" "$BUILD_DIR/CMakeCache.txt"; then
+  ! grep -qx "MEMTOOL_TORCH_PYTHON:STRING=$test_python" "$BUILD_DIR/CMakeCache.txt" ||
+  ! grep -qx "MEMTOOL_ACL_INCLUDE_DIR:PATH=$acl_headers" "$BUILD_DIR/CMakeCache.txt"; then
   cmake -S . -B "$BUILD_DIR" "${options[@]}" >/dev/null
 fi
 cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -19,6 +19,14 @@ namespace {
 Engine* gEngine = nullptr;
 control::Regions* gRegions = nullptr;
 
+// The engine the hooks record into: bound before any slot is patched, so never
+// null here (said to the compiler, whose whole-program view otherwise warns of
+// the null it starts as).
+Engine& engine() {
+    if (!gEngine) __builtin_unreachable();
+    return *gEngine;
+}
+
 // The runtime's own function for each served name: the one the dlsym hook saw
 // (torch_npu's lookup), else found in the loaded libascendcl, whichever scope the
 // program loaded it into (torch_npu's import is local to it).
@@ -55,14 +63,14 @@ bool outOfMemory(aclError rc) {
 
 void recordDevice(aclError rc, void** out, size_t size) {
     if (rc == ACL_SUCCESS && out && *out)
-        gEngine->alloc(currentDevice(), reinterpret_cast<uint64_t>(*out), size);
+        engine().alloc(currentDevice(), reinterpret_cast<uint64_t>(*out), size);
     else if (outOfMemory(rc))
-        gEngine->oom(currentDevice(), size, core::OomSource::Allocator);
+        engine().oom(currentDevice(), size, core::OomSource::Allocator);
 }
 
 // Before the memory is released (see core/PROTOCOL.md, Frees).
 void recordFree(void* p) {
-    if (p) gEngine->free(reinterpret_cast<uint64_t>(p));
+    if (p) engine().free(reinterpret_cast<uint64_t>(p));
 }
 
 // NPU memory for a thread inside a region: VMM memory a pause can release. The
@@ -73,7 +81,7 @@ aclError serveRegion(void** out, size_t size) {
     control::Failure why;
     void* p = gRegions->serve(currentDevice(), size, kAlignment, why);
     if (!p) {
-        gEngine->oom(currentDevice(), size, core::OomSource::Allocator);
+        engine().oom(currentDevice(), size, core::OomSource::Allocator);
         return ACL_ERROR_RT_MEMORY_ALLOCATION;
     }
     *out = p;
@@ -102,9 +110,9 @@ aclError hookMallocHost(void** out, size_t size) {
     if (!real) return ACL_ERROR_RT_PARAM_INVALID;
     const aclError rc = real(out, size);
     if (rc == ACL_SUCCESS && out && *out)
-        gEngine->alloc(core::kDevicePinnedHost, reinterpret_cast<uint64_t>(*out), size);
+        engine().alloc(core::kDevicePinnedHost, reinterpret_cast<uint64_t>(*out), size);
     else if (outOfMemory(rc))
-        gEngine->oom(core::kDevicePinnedHost, size, core::OomSource::Allocator);
+        engine().oom(core::kDevicePinnedHost, size, core::OomSource::Allocator);
     return rc;
 }
 

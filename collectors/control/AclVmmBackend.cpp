@@ -116,7 +116,6 @@ bool AclVmmBackend::load(Failure& why) {
         MEMTOOL_ACL_RESOLVE(lib, a, aclrtMallocPhysical) &&
         MEMTOOL_ACL_RESOLVE(lib, a, aclrtFreePhysical) &&
         MEMTOOL_ACL_RESOLVE(lib, a, aclrtMapMem) && MEMTOOL_ACL_RESOLVE(lib, a, aclrtUnmapMem) &&
-        MEMTOOL_ACL_RESOLVE(lib, a, aclrtMemGetAllocationGranularity) &&
         MEMTOOL_ACL_RESOLVE(lib, a, aclrtMemcpy) && MEMTOOL_ACL_RESOLVE(lib, a, aclrtMemcpyAsync) &&
         MEMTOOL_ACL_RESOLVE(lib, a, aclrtMallocHost) &&
         MEMTOOL_ACL_RESOLVE(lib, a, aclrtFreeHost) && MEMTOOL_ACL_RESOLVE(lib, a, aclrtGetMemInfo);
@@ -125,8 +124,10 @@ bool AclVmmBackend::load(Failure& why) {
                 " lacks the virtual-memory API (aclrtReserveMemAddress: CANN 7.0 or later)");
         return false;
     }
-    a.aclGetRecentErrMsg_ =
-        reinterpret_cast<decltype(a.aclGetRecentErrMsg_)>(dlsym(lib, "aclGetRecentErrMsg"));
+    // Optional: older runtimes (ACL 1.15's headers) lack the granularity query,
+    // whose answer is then the documented 2 MiB.
+    static_cast<void>(MEMTOOL_ACL_RESOLVE(lib, a, aclGetRecentErrMsg));
+    static_cast<void>(MEMTOOL_ACL_RESOLVE(lib, a, aclrtMemGetAllocationGranularity));
     // torch_npu initialized it already; a second aclInit says so, which is no failure.
     const aclError rc = a.aclInit_(nullptr);
     if (rc != ACL_ERROR_REPEAT_INITIALIZE && !check(rc, "aclInit", why)) return false;
@@ -167,7 +168,8 @@ uint64_t AclVmmBackend::granularity(uint8_t device) {
     }
     aclrtPhysicalMemProp prop = deviceProp(ordinal);
     size_t g = 0;
-    if (api_->aclrtMemGetAllocationGranularity_(&prop, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &g) !=
+    if (!api_->aclrtMemGetAllocationGranularity_ ||
+        api_->aclrtMemGetAllocationGranularity_(&prop, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &g) !=
             ACL_SUCCESS ||
         g == 0)
         g = 2ull << 20;  // what the documentation gives for current NPUs
