@@ -160,17 +160,22 @@ int servedIndex(const char* name) {
 // memtool_acl_dlsym_served, which asks dlsym itself and swaps libascendcl's
 // function for the hook. RTLD_NEXT is never served: from memtool's frame it
 // would mean another library.
+// Referenced only from the assembly: kept, and kept by their names through GCC's
+// link-time optimization (clang keeps a used symbol's name and knows no
+// externally_visible).
+#if defined(__clang__)
+#define MEMTOOL_ASM_CALLEE gnu::visibility("hidden"), gnu::used
+#else
+#define MEMTOOL_ASM_CALLEE gnu::visibility("hidden"), gnu::used, gnu::externally_visible
+#endif
 extern "C" {
-[[gnu::visibility("hidden"), gnu::used,
-  gnu::externally_visible]] void* (*memtool_acl_real_dlsym)(void*, const char*) = &dlsym;
+[[MEMTOOL_ASM_CALLEE]] void* (*memtool_acl_real_dlsym)(void*, const char*) = &dlsym;
 
-[[gnu::visibility("hidden"), gnu::used, gnu::externally_visible]] bool memtool_acl_dlsym_serves(
-    void* handle, const char* name) {
+[[MEMTOOL_ASM_CALLEE]] bool memtool_acl_dlsym_serves(void* handle, const char* name) {
     return handle != RTLD_NEXT && name && memtool::collectors::servedIndex(name) >= 0;
 }
 
-[[gnu::visibility("hidden"), gnu::used, gnu::externally_visible]] void* memtool_acl_dlsym_served(
-    void* handle, const char* name) {
+[[MEMTOOL_ASM_CALLEE]] void* memtool_acl_dlsym_served(void* handle, const char* name) {
     using namespace memtool::collectors;
     void* found = dlsym(handle, name);
     Dl_info info;
@@ -233,13 +238,22 @@ void* aclPluggableMalloc(size_t size, int device, void*) {
         control::Failure why;
         return gRegions->serve(core::npuDeviceOrFirst(device), size, kAlignment, why);
     }
+    // Outside a region: the runtime's memory, recorded here (torch_npu's caching
+    // allocator then calls no runtime function memtool's hooks would see).
     auto real = original<decltype(&::aclrtMalloc)>(kMalloc);
     void* p = nullptr;
-    return real && real(&p, size, ACL_MEM_MALLOC_HUGE_FIRST) == ACL_SUCCESS ? p : nullptr;
+    const aclError rc =
+        real ? real(&p, size, ACL_MEM_MALLOC_HUGE_FIRST) : ACL_ERROR_RT_PARAM_INVALID;
+    if (rc == ACL_SUCCESS && p)
+        engine().alloc(core::npuDeviceOrFirst(device), reinterpret_cast<uint64_t>(p), size);
+    else if (outOfMemory(rc))
+        engine().oom(core::npuDeviceOrFirst(device), size, core::OomSource::Allocator);
+    return rc == ACL_SUCCESS ? p : nullptr;
 }
 
 void aclPluggableFree(void* p, size_t, int, void*) {
     if (!p || gRegions->release(reinterpret_cast<uint64_t>(p))) return;
+    recordFree(p);
     if (auto real = original<decltype(&::aclrtFree)>(kFree)) real(p);
 }
 

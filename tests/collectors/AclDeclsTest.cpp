@@ -19,9 +19,9 @@ namespace documented {
 namespace {
 
 // The same member at the same place, of the same size.
-#define MEMTOOL_SAME_MEMBER(type, member)                                               \
-    static_assert(offsetof(documented::type, member) == offsetof(::type, member) &&     \
-                      sizeof(documented::type::member) == sizeof(::type::member),       \
+#define MEMTOOL_SAME_MEMBER(type, member)                                           \
+    static_assert(offsetof(documented::type, member) == offsetof(::type, member) && \
+                      sizeof(documented::type::member) == sizeof(::type::member),   \
                   #type "::" #member " differs from the ACL headers")
 #define MEMTOOL_SAME_VALUE(name) \
     static_assert(static_cast<long>(documented::name) == static_cast<long>(::name), #name)

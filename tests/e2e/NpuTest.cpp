@@ -25,6 +25,13 @@ Outcome runNpuRegionUser(const std::vector<std::string>& options,
     return run(command, "", env);
 }
 
+// tests/e2e/scripts/npu_regions.py in one of its modes, traced to `trace`.
+Outcome runNpuScript(const std::string& mode, const std::string& trace) {
+    return run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("npu_regions.py"),
+                FAKE_ASCEND_CL, mode},
+               "", {"MEMTOOL_CONTROL_DIR=" + controlDir()});
+}
+
 }  // namespace
 
 TEST(Npu, TorchNpusAllocationRoutesAreRecordedAndTheRegionPausesKeepingItsAddress) {
@@ -97,10 +104,7 @@ TEST(Npu, OtherLookupsGoToTheirOwnLibraryUntouched) {
 // with device="npu", and torch_memory_saver's API over the same memory.
 TEST(Npu, ThePythonApiAndTheTorchMemorySaverShimPauseNpuMemory) {
     const std::string trace = tempDir() + "/t.json";
-    const std::vector<std::string> env{"MEMTOOL_CONTROL_DIR=" + controlDir()};
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN,
-                     script("npu_regions.py"), FAKE_ASCEND_CL, "api"},
-                    "", env);
+    Outcome o = runNpuScript("api", trace);
     ASSERT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out,
               "pause True 4194304 0 4194304\n"
@@ -110,9 +114,7 @@ TEST(Npu, ThePythonApiAndTheTorchMemorySaverShimPauseNpuMemory) {
     EXPECT_EQ(readJson(trace).at("processes").at(0).at("devices").at("npu:0").at("peak_bytes"),
               3000000);
 
-    o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--", PYTHON_BIN, script("npu_regions.py"),
-             FAKE_ASCEND_CL, "shim"},
-            "", env);
+    o = runNpuScript("shim", trace);
     ASSERT_EQ(o.exitCode, 0) << o.err;
     // 5,000,000 + 1,000,000 bytes in 3 + 1 granules of 2 MiB: all released.
     EXPECT_EQ(o.out, "paused 8388608 0\nresumed 8388608 True\n");
@@ -129,12 +131,38 @@ TEST(Npu, ThePythonApiAndTheTorchMemorySaverShimPauseNpuMemory) {
 // Courtesy on an NPU: a region with no backup of its own yields its memory to
 // host memory and gets it back, content and all.
 TEST(Npu, AYieldTakesNpuMemoryToTheHostAndARestoreBringsItBack) {
-    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", tempDir() + "/t.json", "--", PYTHON_BIN,
-                     script("npu_regions.py"), FAKE_ASCEND_CL, "yield"},
-                    "", {"MEMTOOL_CONTROL_DIR=" + controlDir()});
+    Outcome o = runNpuScript("yield", tempDir() + "/t.json");
     ASSERT_EQ(o.exitCode, 0) << o.err;
     EXPECT_EQ(o.out,
               "yield True 4194304 0\n"
               "paused 4194304 bytes in 1 allocation\n"
               "restore True 4194304 4194304 True\n");
+}
+
+// torch_npu's NPUPluggableAllocator (the torch hook mode) calls memtool_npu_malloc
+// and memtool_npu_free: inside a region they serve the region's memory, outside
+// they take the runtime's and record it, since torch_npu then calls no runtime
+// function memtool's hooks see. Both are recorded at their Python lines.
+TEST(Npu, TheTorchHookModesAllocatorServesRegionsAndRecordsTheRest) {
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o = runNpuScript("pluggable", trace);
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    // Two granules of 2 MiB for the region, 1,000,000 bytes rounded to 32 outside.
+    EXPECT_EQ(o.out,
+              "allocated 5194336 [('kv', 3000000)]\n"
+              "pause 4194304 1000032\n"
+              "resume 4194304 True\n"
+              "freed 0\n");
+    const auto doc = readJson(trace);
+    const auto& p = doc.at("processes").at(0);
+    const auto& npu0 = p.at("devices").at("npu:0");
+    EXPECT_EQ(npu0.at("allocated_bytes"), 4000000);
+    EXPECT_EQ(npu0.at("alloc_count"), 2);
+    EXPECT_EQ(npu0.at("current_bytes"), 0);
+    const auto inside = hotspotWithSite(p, "npu_regions.py:60", "npu:0");
+    ASSERT_FALSE(inside.is_null()) << p.at("hotspots").dump(1);
+    EXPECT_EQ(inside.at("allocated_bytes"), 3000000);
+    const auto outside = hotspotWithSite(p, "npu_regions.py:61", "npu:0");
+    ASSERT_FALSE(outside.is_null()) << p.at("hotspots").dump(1);
+    EXPECT_EQ(outside.at("allocated_bytes"), 1000000);
 }

@@ -6,6 +6,8 @@ ctypes, whose lookups (dlsym with the library's handle) memtool answers.
       aclrtMallocAlign32 of 3,000,000 bytes, paused and resumed with its content.
   npu_regions.py LIB shim: the same through torch_memory_saver's API, one tag with
       a CPU backup and one without.
+  npu_regions.py LIB pluggable: torch_npu's NPUPluggableAllocator callbacks
+      (memtool_npu_malloc/free, the torch hook mode's) inside a region and outside.
   npu_regions.py LIB yield: a region of 3,000,000 bytes with no backup of its own
       yielded to host memory (memtool.yield_memory) and restored with its content.
 """
@@ -48,6 +50,21 @@ if sys.argv[2] == "api":
     resumed = memtool.resume("kv")
     print("resume", resumed.ok, resumed.bytes, used() - before, same(kv, 3_000_000, 7))
     lib.aclrtFree(ctypes.c_void_p(kv))
+    print("freed", used() - before)
+elif sys.argv[2] == "pluggable":
+    collector = ctypes.CDLL(memtool._collector_handle.path())
+    collector.memtool_npu_malloc.restype = ctypes.c_void_p
+    collector.memtool_npu_malloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+    collector.memtool_npu_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+    with memtool.region("kv", backup="host", device="npu"):
+        inside = collector.memtool_npu_malloc(3_000_000, 0, None)
+    outside = collector.memtool_npu_malloc(1_000_000, 0, None)
+    fill(inside, 3_000_000, 9)
+    print("allocated", used() - before, [(r.tag, r.bytes) for r in memtool.regions()])
+    print("pause", memtool.pause("kv").bytes, used() - before)
+    print("resume", memtool.resume("kv").bytes, same(inside, 3_000_000, 9))
+    collector.memtool_npu_free(inside, 3_000_000, 0, None)
+    collector.memtool_npu_free(outside, 1_000_000, 0, None)
     print("freed", used() - before)
 elif sys.argv[2] == "yield":
     with memtool.region("kv", device="npu"):
