@@ -8,11 +8,15 @@ same machine, in one invocation:
                (mprotect read/write + touching every page)
   backup disk: pause and resume bandwidth vs what `dd` with direct I/O writes and
                reads on the same filesystem (the backup directory's)
+  verify:      a verified disk region's pause and resume (a checksum of every
+               word at each, memtool.region(..., verify=True)) vs the same
+               unverified, rounds interleaved
 
     bench/regions.py [--gib 1] [--rounds 5] [--build build] [--markdown FILE]
 
 It runs itself under `memtool run` (the worker half, --worker) and prints medians.
 Goals (issue 11): within 1.25x of the bare operations; at least 80% of dd's bandwidth.
+Issue 56: verifying costs at most 10% of the copy's time.
 """
 import argparse
 import ctypes
@@ -44,7 +48,7 @@ def worker(gib, rounds):
         t.view(torch.uint8)[::PAGE].fill_(1)
 
     results = {"none_pause": [], "none_resume": [], "bare_release": [], "bare_refault": [],
-               "disk_pause": [], "disk_resume": []}
+               "disk_pause": [], "disk_resume": [], "verify_pause": [], "verify_resume": []}
     # The bare operations on a mapping of our own, same size, touched the same way.
     bare = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     address = ctypes.addressof(ctypes.c_char.from_buffer(bare))
@@ -53,7 +57,10 @@ def worker(gib, rounds):
         t_none = torch.empty(size, dtype=torch.uint8)
     with memtool.region("disk", backup="disk"):
         t_disk = torch.empty(size, dtype=torch.uint8)
+    with memtool.region("verified", backup="disk", verify=True):
+        t_verified = torch.empty(size, dtype=torch.uint8)
     t_disk.fill_(7)
+    t_verified.fill_(7)
     for _ in range(rounds):
         touch(bare_tensor)
         start = time.perf_counter()
@@ -82,6 +89,14 @@ def worker(gib, rounds):
         r = memtool.resume("disk")
         assert r.ok, r.message
         results["disk_resume"].append(time.perf_counter() - start)
+
+        start = time.perf_counter()
+        r = memtool.pause("verified")
+        assert r.ok, r.message
+        results["verify_pause"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        r = memtool.resume("verified")  # VerifyError if it came back different
+        results["verify_resume"].append(time.perf_counter() - start)
     assert int(t_disk[::PAGE].sum()) == 7 * (size // PAGE)  # the content came back
     print(json.dumps(results))
 
@@ -133,6 +148,11 @@ def main():
               f"{size / r['disk_pause'] / write_bw:.0%} |",
               f"| resume (read) | {gib_s(r['disk_resume'])} | {read_bw / 2**30:.2f} GiB/s | "
               f"{size / r['disk_resume'] / read_bw:.0%} |"]
+    verified = r["verify_pause"] + r["verify_resume"]
+    plain = r["disk_pause"] + r["disk_resume"]
+    lines += ["", "| disk backup, pause + resume | verified s | unverified s | verifying's cost |",
+              "|---|---|---|---|",
+              f"| {args.gib} GiB | {verified:.3f} | {plain:.3f} | {verified / plain - 1:+.1%} of the copy |"]
     table = "\n".join(lines)
     print(table)
     if args.markdown:

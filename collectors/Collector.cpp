@@ -146,6 +146,8 @@ bool configureCollector(const char* socket, const char* options, const char* bac
 #endif
     r.setNpuBackend(&gAclVmm.value, aclVmmReady);
     r.setBackupDirectory(backupDir);
+    r.setHostBudget(e.options().hostBudgetBytes);
+    r.setVerifyAll(e.options().verify);
     if (e.options().pausableAll) r.setPausableAll();
     applyTmsInit(r, e.options().pausableAll);
     gCourtesy.value.setCacheEmptier(emptyTorchCache);

@@ -117,6 +117,10 @@ void memtool_module_scopes_on(int on);
 // enters "no region": allocations until the matching exit are the program's own,
 // inside a region too. 0 on success, -1 with the reason in `out`.
 #define MEMTOOL_REGION_DEVICE_ONLY 0x100
+// backup | MEMTOOL_REGION_VERIFY: the tag's pauses checksum each backed-up
+// allocation and its resumes check it (memtool run --verify, for every tag); a
+// mismatch fails the resume, naming the allocation.
+#define MEMTOOL_REGION_VERIFY 0x200
 int memtool_region_enter(const char* tag, int backup, char* out, size_t size);
 void memtool_region_exit(void);
 // Pause or resume every allocation of `tag` (NULL: every tag). Returns 0 when it
@@ -132,6 +136,10 @@ int memtool_set_backup_dir(const char* directory, char* out, size_t size);
 // `max_bytes` from now on (UINT64_MAX: every buffer, `memtool run --host-pool`'s
 // default), what is kept beyond it freed now. Returns the bytes kept.
 uint64_t memtool_set_host_pool(uint64_t max_bytes);
+// The most pinned host memory host backups and the host pool may hold from now
+// on (UINT64_MAX: no budget, the default; `memtool run --host-budget`): a pause
+// whose region's host backup would go beyond it puts that region on disk.
+void memtool_set_host_budget(uint64_t bytes);
 // Device memory a new CUDA region allocation must leave free (0: none): one
 // that would leave less fails as out of memory (torch_memory_saver's
 // memory_margin_bytes).

@@ -402,12 +402,27 @@ void printStatus(const json& body, std::ostream& out) {
         out << fmt::format(
             "Pinned host memory kept for the next pause: {} (memtool run --host-pool caps it)\n",
             bytesText(pool));
+    if (!member(body, "host_budget_bytes").is_null())
+        out << fmt::format(
+            "Host budget: host backups and the pool hold at most {} (memtool run --host-budget)\n",
+            bytesText(countOf(body, "host_budget_bytes")));
     if (margin)
         out << fmt::format("Memory margin: a new CUDA region allocation leaves {} free\n",
                            bytesText(margin));
     if (waiting)
         out << fmt::format("Yielded: {} thread{} touched yielded memory and wait{} for `restore`\n",
                            waiting, waiting == 1 ? "" : "s", waiting == 1 ? "s" : "");
+}
+
+// A pause's or yield's backups: where the content went ("" when it had none).
+std::string placesText(const json& r) {
+    const uint64_t host = countOf(r, "to_host_bytes"), disk = countOf(r, "to_disk_bytes");
+    const uint64_t over = countOf(r, "over_budget_bytes");
+    std::string text;
+    if (host) text = bytesText(host) + " to host memory";
+    if (disk) text += (text.empty() ? "" : ", ") + bytesText(disk) + " to disk";
+    if (over) text += fmt::format(" ({} of it past the host budget)", bytesText(over));
+    return text;
 }
 
 void printOperation(const json& body, std::ostream& out) {
@@ -421,11 +436,14 @@ void printOperation(const json& body, std::ostream& out) {
             lines += fmt::format("{} {} FAILED: {}\n", action, tag, textOf(r, "message"));
         else if (!flagOf(r, "changed"))
             lines += fmt::format("{} {}: {}\n", action, tag, textOf(r, "message"));
-        else
-            lines += fmt::format("{} {}: {} {} from {} allocation{} in {:.3f} s\n", action, tag,
+        else {
+            const std::string places = action == "pause" ? placesText(r) : "";
+            lines += fmt::format("{} {}: {} {} from {} allocation{} in {:.3f} s{}\n", action, tag,
                                  bytesText(countOf(r, "bytes")),
                                  action == "pause" ? "released" : "restored", allocations,
-                                 allocations == 1 ? "" : "s", secondsOf(r, "seconds"));
+                                 allocations == 1 ? "" : "s", secondsOf(r, "seconds"),
+                                 places.empty() ? "" : "; " + places);
+        }
     }
     out << lines;
 }
@@ -477,6 +495,9 @@ void printCourtesy(const json& body, bool ok, std::ostream& out, std::ostream& e
                              core::formatBytes(countOf(d, "bytes")),
                              action == "yield" ? "yielded" : "restored", holds);
     }
+    if (action == "yield")
+        if (const std::string places = placesText(body); !places.empty())
+            lines += "  backups: " + places + '\n';
     if (!message.empty()) lines += "  " + message + '\n';
     lines += beforeAttachText(body);
     out << lines;

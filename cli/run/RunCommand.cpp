@@ -121,7 +121,7 @@ std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std:
         {core::kEnvControlSocket, controlSocket},
         {core::kEnvOptions,
          fmt::format(
-             "native={},python={},cudahooks={},pausable={},run={}{}{}{}{}",
+             "native={},python={},cudahooks={},pausable={},run={}{}{}{}{}{}{}",
              options.nativeStacks ? 1 : 0, options.pythonStacks ? 1 : 0, cuda.runtimeHooks ? 1 : 0,
              options.pausableAll ? 1 : 0,
              // The program is memtool run's child (the collector's control thread
@@ -131,7 +131,9 @@ std::vector<EnvVariable> targetEnvironment(const RunOptions& options, const std:
              // control thread sends it from the start.
              options.live ? ",control=1" : "",
              options.hostPoolBytes ? fmt::format(",hostpool={}", *options.hostPoolBytes) : "",
-             foldingOption(options.events.on()), options.moduleScopes ? ",modules=1" : "")},
+             options.hostBudgetBytes ? fmt::format(",hostbudget={}", *options.hostBudgetBytes) : "",
+             foldingOption(options.events.on()), options.moduleScopes ? ",modules=1" : "",
+             options.verify ? ",verify=1" : "")},
     };
     // The CUDA driver loads this when (and only if) the program initializes CUDA.
     if (!cuda.injection.empty()) env.push_back({"CUDA_INJECTION64_PATH", cuda.injection});

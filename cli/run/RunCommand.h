@@ -38,6 +38,12 @@ struct RunOptions {
     // --host-pool: the most pinned host memory (host backups of CUDA regions) a
     // resume keeps for the next pause; unset: all of it.
     std::optional<uint64_t> hostPoolBytes;
+    // --host-budget: the most pinned host memory host backups and the pool may
+    // hold (Regions::setHostBudget); unset: no budget.
+    std::optional<uint64_t> hostBudgetBytes;
+    // --verify: every backed-up allocation checksummed at its pause, checked
+    // after its resume.
+    bool verify = false;
     // After the program exits, how long the processes it left running get to end
     // their streams (--wait-children); those still running then are written as
     // incomplete.

@@ -8,11 +8,13 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cli/Commands.h"
+#include "cli/policy/UsagePoller.h"
 #include "cli/run/RunCommand.h"
 #include "core/CtlArgs.h"
 #include "core/Error.h"
@@ -29,6 +31,7 @@ struct RunArgs {
     bool noNative = false, noPython = false;
     std::string pausable = "none";
     std::string hostPool = "all";
+    std::string hostBudget;
     std::string events;
     std::vector<std::string> tail;  // from the first "--" on (addRunCommand)
 };
@@ -102,6 +105,42 @@ CLI::Validator hostPoolSize() {
         "SIZE|all");
 }
 
+// "P%" -> P (above 0, at most 100); nullopt when `text` is no percent.
+std::optional<double> percentOf(const std::string& text) {
+    if (text.size() < 2 || text.back() != '%') return std::nullopt;
+    const std::string number = text.substr(0, text.size() - 1);
+    char* end = nullptr;
+    const double p = std::strtod(number.c_str(), &end);
+    if (end != number.c_str() + number.size() || !(p > 0 && p <= 100)) return std::nullopt;
+    return p;
+}
+
+CLI::Validator hostBudgetSize() {
+    return CLI::Validator(
+        [](const std::string& text) -> std::string {
+            if (percentOf(text) || core::parseSize(text)) return {};
+            return "'" + text +
+                   "' is not a size (e.g. 8GiB, 500MB) or a percent of host memory (e.g. 50%)";
+        },
+        "SIZE|P%");
+}
+
+// --host-budget in bytes: a percent is of the host memory the run may use (the
+// tightest cgroup limit over memtool run, whose child the program is, else
+// MemTotal).
+uint64_t hostBudgetBytes(const std::string& text) {
+    const std::optional<double> p = percentOf(text);
+    if (!p) return *core::parseSize(text);
+    std::optional<policy::HostMemory> host;
+    if (const auto group = policy::findCgroup(getpid())) host = policy::readCgroup(*group);
+    if (!host) host = policy::meminfoMemory();
+    if (!host || host->total == 0)
+        throw core::Error(
+            core::kExitBadInput,
+            "--host-budget " + text + ": the host's memory cannot be read (give a size instead)");
+    return static_cast<uint64_t>(*p / 100.0 * static_cast<double>(host->total));
+}
+
 CLI::Validator eventsCount() {
     return CLI::Validator(
         [](const std::string& text) -> std::string {
@@ -140,6 +179,15 @@ void addTargetOptions(CLI::App* cmd, RunArgs& a) {
                     "keeps for the next pause, as pinning is slow: a size (0: none) or all")
         ->check(hostPoolSize())
         ->capture_default_str();
+    cmd->add_option("--host-budget", a.hostBudget,
+                    "The most pinned host memory host backups (and the host pool) may hold: "
+                    "a pause or yield whose host backup would go beyond it puts that region "
+                    "on disk instead (a size, or a percent of the host's memory)")
+        ->check(hostBudgetSize());
+    cmd->add_flag("--verify", a.run.verify,
+                  "Checksum each backed-up allocation at its pause (on its device) and check it "
+                  "after its resume: content that comes back different fails the resume, "
+                  "loudly, naming the allocation");
     cmd->add_option("--backup-dir", a.run.backupDir,
                     "Where paused regions' disk backups go, as files no name points to ("
                     "default $TMPDIR or /tmp)")
@@ -175,6 +223,7 @@ int runAction(RunArgs& a, const CLI::App& cmd) {
     RunOptions& run = a.run;
     run.pausableAll = a.pausable == "all";
     if (a.hostPool != "all") run.hostPoolBytes = core::parseSize(a.hostPool);
+    if (!a.hostBudget.empty()) run.hostBudgetBytes = hostBudgetBytes(a.hostBudget);
     if (a.events == "all")
         run.events.all = true;
     else if (!a.events.empty())

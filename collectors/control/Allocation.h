@@ -18,12 +18,15 @@ struct Allocation {
     uint64_t size;    // as requested (what the trace counts)
     uint64_t mapped;  // rounded to the backend's granularity
     uint64_t backupOffset;
+    uint64_t
+        checksum;  // while paused with `verified`: its content's (core/Checksum.h) at the pause
     uint32_t nextFree;    // list link (slot + 1; 0 ends it) while State::Free or State::Cached
     uint32_t pausedSlot;  // its entry in the PausedIndex while State::Paused
     uint16_t backup;      // its backup slot + 1 while paused with a backup; 0: none
     uint16_t region;
     State state;
     bool pausedInParent;  // Inherited: it was paused (pausedSlot, backup still hold)
+    bool verified;        // paused with a checksum its resume checks
 };
 
 }  // namespace memtool::collectors::control

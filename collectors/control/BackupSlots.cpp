@@ -96,6 +96,13 @@ bool BackupSlots::toDisk(int slot, const char* tag, const char* deviceName, uint
     return true;
 }
 
+uint64_t BackupSlots::hostBytes() const {
+    uint64_t bytes = 0;
+    for (const Slot& b : slots_)
+        if (b.used && b.kind == core::BackupKind::Host) bytes += b.host.bytes();
+    return bytes;
+}
+
 void BackupSlots::unuse(uint16_t slotPlusOne) {
     if (slotPlusOne == 0) return;
     Slot& b = slots_[slotPlusOne - 1];

@@ -50,6 +50,8 @@ public:
     Backup& content(int slot) { return slots_[slot].content(); }
     // The slot's order of opening (older slots have smaller numbers).
     uint64_t serial(int slot) const { return slots_[slot].serial; }
+    // Pinned host memory the host backups hold now (a host budget's count).
+    uint64_t hostBytes() const;
     // Moves a host backup's first `bytes` of content to a disk backup of its own
     // (the region `tag` on `device`, as open() names it), then lets the pinned
     // memory go; false (why), the host backup kept, when the disk one cannot be

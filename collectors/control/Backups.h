@@ -81,6 +81,8 @@ public:
     bool write(uint64_t offset, const void* data, uint64_t bytes, Failure& why) override;
     bool read(uint64_t offset, void* data, uint64_t bytes, Failure& why) override;
     void discard() override;
+    // The pinned buffer's size (0: none held).
+    uint64_t bytes() const { return memory_ ? bytes_ : 0; }
 
 private:
     MemoryBackend* backend_ = nullptr;

@@ -207,6 +207,7 @@ uint8_t runOnTagWords(Regions& regions, bool pause, const TagWords& w, char* out
         j.key("changed").value(r.changed);
         j.key("bytes").value(r.bytes);
         r.writeLetGo(j);
+        r.writePlaces(j);
         j.key("regions").value(static_cast<uint64_t>(r.regions));
         j.key("allocations").value(r.allocations);
         j.key("seconds").value(r.seconds);
@@ -328,11 +329,12 @@ uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, 
     const char* command = argv[0];
     if (std::strcmp(command, "status") == 0 && argc == 1) {
         // {"regions": [...], "host_pool_bytes": N, "memory_margin_bytes": M,
-        // "threads_waiting": T}: describe() writes the array in place, the rest
-        // follows it. T: threads that touched yielded memory and wait for restore.
+        // "threads_waiting": T[, "host_budget_bytes": B]}: describe() writes the
+        // array in place, the rest follows it. T: threads that touched yielded
+        // memory and wait for restore; B only where a host budget is set.
         static const char head[] = "{\"regions\":";
         const size_t headBytes = sizeof head - 1;
-        constexpr size_t kTailBytes = 128;  // the three figures and the closing brace
+        constexpr size_t kTailBytes = 192;  // the four figures and the closing brace
         const size_t n = size > headBytes + kTailBytes
                              ? regions_.describe(out + headBytes, size - headBytes - kTailBytes)
                              : 0;
@@ -341,10 +343,18 @@ uint8_t RegionCommands::handle(size_t argc, const char* const* argv, char* out, 
             return static_cast<uint8_t>(core::ReplyStatus::Failed);
         }
         std::memcpy(out, head, headBytes);
-        std::snprintf(out + headBytes + n, size - headBytes - n,
-                      ",\"host_pool_bytes\":%" PRIu64 ",\"memory_margin_bytes\":%" PRIu64
-                      ",\"threads_waiting\":%" PRIu32 "}",
-                      regions_.hostPoolBytes(), regions_.memoryMargin(), threadsWaiting());
+        const size_t tail = headBytes + n;
+        const int written =
+            std::snprintf(out + tail, size - tail,
+                          ",\"host_pool_bytes\":%" PRIu64 ",\"memory_margin_bytes\":%" PRIu64
+                          ",\"threads_waiting\":%" PRIu32,
+                          regions_.hostPoolBytes(), regions_.memoryMargin(), threadsWaiting());
+        const uint64_t budget = regions_.hostBudget();
+        if (budget != UINT64_MAX)
+            std::snprintf(out + tail + written, size - tail - written,
+                          ",\"host_budget_bytes\":%" PRIu64 "}", budget);
+        else
+            std::snprintf(out + tail + written, size - tail - written, "}");
         return static_cast<uint8_t>(core::ReplyStatus::Ok);
     }
     if (std::strcmp(command, "ping") == 0 &&

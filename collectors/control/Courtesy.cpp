@@ -49,6 +49,7 @@ void Courtesy::describe(const OpResult& r, const char* action, double parkS, int
     j.key("changed").value(r.changed);
     j.key("bytes").value(r.bytes);
     r.writeLetGo(j);
+    r.writePlaces(j);
     j.key("allocations").value(r.allocations);
     j.key("seconds").value(r.seconds);
     j.key("park_seconds").value(parkS);

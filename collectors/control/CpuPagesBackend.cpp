@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "collectors/control/AlignedMapping.h"
+#include "core/Checksum.h"
 
 namespace memtool::collectors::control {
 
@@ -59,6 +60,11 @@ bool CpuPagesBackend::copyOut(uint8_t, uint64_t address, uint64_t bytes, Backup&
 bool CpuPagesBackend::copyIn(uint8_t, uint64_t address, uint64_t bytes, Backup& from,
                              uint64_t offset, Failure& why) {
     return from.read(offset, reinterpret_cast<void*>(address), bytes, why);
+}
+
+bool CpuPagesBackend::checksum(uint8_t, uint64_t address, uint64_t bytes, uint64_t* sum, Failure&) {
+    *sum = core::checksumWords(reinterpret_cast<const uint64_t*>(address), bytes / 8);
+    return true;
 }
 
 bool CpuPagesBackend::freeze(uint8_t, uint64_t address, uint64_t bytes, Failure& why) {

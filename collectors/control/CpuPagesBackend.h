@@ -28,6 +28,9 @@ public:
                  Failure& why) override;
     bool copyIn(uint8_t device, uint64_t address, uint64_t bytes, Backup& from, uint64_t offset,
                 Failure& why) override;
+    // Of the pages as they are (readable: resident or frozen).
+    bool checksum(uint8_t device, uint64_t address, uint64_t bytes, uint64_t* sum,
+                  Failure& why) override;
     // Read-only pages (mprotect).
     bool freeze(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) override;
     // The content is read into fresh pages elsewhere (advised to be huge pages),

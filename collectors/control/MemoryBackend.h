@@ -84,6 +84,15 @@ public:
                copyIn(device, address, bytes, from, offset, why);
     }
 
+    // core::Checksum.h's checksum of [address, address + bytes), computed where
+    // the memory is (a device's in the stream its copies use, after them), for
+    // a verified pause and its resume. False (why) where the backend cannot.
+    virtual bool checksum(uint8_t device, uint64_t address, uint64_t bytes, uint64_t* sum,
+                          Failure& why) {
+        why.set(name(), " cannot checksum its memory");
+        return false;
+    }
+
     // Host memory for BackupKind::Host of `device`'s memory (pinned, for fast
     // device copies) of at least *bytes, which becomes its size (a reused buffer
     // may be larger: freeHost takes that size back); null where the backend has none.

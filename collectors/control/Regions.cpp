@@ -50,6 +50,16 @@ void OpResult::writeLetGo(JsonWriter& j) const {
         j.key("cached_bytes").value(cachedBytes);
 }
 
+void OpResult::writePlaces(JsonWriter& j) const {
+    if (resumed) {
+        j.key("verify_failed").value(verifyFailed);
+        return;
+    }
+    j.key("to_host_bytes").value(toHostBytes);
+    j.key("to_disk_bytes").value(toDiskBytes);
+    j.key("over_budget_bytes").value(overBudgetBytes);
+}
+
 size_t OpResult::toJson(const char* action, char* out, size_t size) const {
     JsonWriter j(out, size);
     j.open('{');
@@ -58,6 +68,7 @@ size_t OpResult::toJson(const char* action, char* out, size_t size) const {
     j.key("changed").value(changed);
     j.key("bytes").value(bytes);
     writeLetGo(j);
+    writePlaces(j);
     j.key("regions").value(static_cast<uint64_t>(regions));
     j.key("allocations").value(allocations);
     j.key("seconds").value(seconds);
@@ -215,7 +226,8 @@ int Regions::findTagLocked(const char* tag) const {
     return -1;
 }
 
-bool Regions::enter(const char* tag, core::BackupKind backup, Failure& why, bool deviceOnly) {
+bool Regions::enter(const char* tag, core::BackupKind backup, Failure& why, bool deviceOnly,
+                    bool verify) {
     const size_t len = std::strlen(tag);
     if (len == 0 || len > core::kMaxTagBytes) {
         why.set("a region tag is 1 to 63 bytes long");
@@ -257,7 +269,9 @@ bool Regions::enter(const char* tag, core::BackupKind backup, Failure& why, bool
         }
         std::memcpy(tags_[t].name, tag, len + 1);
         tags_[t].used = true;
+        tags_[t].verify = false;
     }
+    tags_[t].verify |= verify;
     ts->regionEntries[ts->regionDepth++] = entryOf(t, backup, deviceOnly);
     return true;
 }
@@ -383,8 +397,8 @@ void* Regions::serve(uint8_t device, uint64_t size, uint64_t alignment, Failure&
             return nullptr;
         }
         allocations_[slot] =
-            Allocation{address,         size, mapped, 0, 0, 0, 0, static_cast<uint16_t>(region),
-                       State::Resident, false};
+            Allocation{address,         size,  mapped, 0, 0, 0, 0, 0, static_cast<uint16_t>(region),
+                       State::Resident, false, false};
         if (!anyServed_.exchange(true, std::memory_order_acq_rel)) warmLocked();
         regions_[region].residentBytes += size;
         declareLocked(region);
@@ -554,7 +568,8 @@ bool Regions::beginLocked(int tag, State state, MappedArray<Work>& work, bool* b
         if (a.state != state) continue;
         const Region& r = regions_[a.region];
         if (tag >= 0 && r.tag != tag) continue;
-        if (!work.push(Work{i, a.region, a.backup, r.device, a.address, a.mapped, a.backupOffset}))
+        if (!work.push(Work{i, a.region, a.backup, r.device, a.address, a.mapped, a.backupOffset,
+                            a.checksum, a.verified}))
             return false;
         busy[a.region] = true;
     }
@@ -601,8 +616,8 @@ uint64_t Regions::dropCache(const char* tag, OpResult& into) {
         for (int i = 0; i < kMaxRegions; ++i)
             targets[i] = regions_[i].used && (t < 0 || regions_[i].tag == t);
         cache_.takeRegions(allocations_, targets, [&](uint32_t slot, const Allocation& a) {
-            dropped.push(
-                Work{slot, a.region, 0, regions_[a.region].device, a.address, a.mapped, 0});
+            dropped.push(Work{slot, a.region, 0, regions_[a.region].device, a.address, a.mapped, 0,
+                              0, false});
         });
     }
     uint64_t bytes = 0;
@@ -787,6 +802,7 @@ bool Regions::pauseCollect(const char* tag, MappedArray<Work>& work, OpResult& r
     // reads opOpened_ whichever phase failed).
     std::fill(opBusy_, opBusy_ + kMaxRegions, false);
     std::fill(opOpened_, opOpened_ + kMaxRegions, -1);
+    std::fill(opOverBudget_, opOverBudget_ + kMaxRegions, false);
     // Memory the regions keep for reuse goes first: nothing of it to back up.
     const uint64_t uncached = dropCache(tag, result);
     result.cachedBytes = uncached;
@@ -854,6 +870,11 @@ bool Regions::pauseBackUp(MappedArray<Work>& work, Failure& why) {
             char device[16];
             deviceText(r.device, device, sizeof device);
             LockGuard lock(tableMu_);
+            if (r.pausedWith == core::BackupKind::Host &&
+                !fitHostBudgetLocked(work[i].region, total, why)) {
+                ok = false;
+                break;
+            }
             MemoryBackend* host =
                 r.pausedWith == core::BackupKind::Host ? backendFor(r.device) : nullptr;
             opened[work[i].region] =
@@ -865,10 +886,50 @@ bool Regions::pauseBackUp(MappedArray<Work>& work, Failure& why) {
         }
         const int slot = opened[work[i].region];
         work[i].backup = static_cast<uint16_t>(slot + 1);
-        ok = backendFor(r.device)->copyOut(r.device, work[i].address, work[i].mapped,
-                                           backups_.content(slot), work[i].offset, why);
+        MemoryBackend* backend = backendFor(r.device);
+        ok = backend->copyOut(r.device, work[i].address, work[i].mapped, backups_.content(slot),
+                              work[i].offset, why);
+        work[i].verify = verifyAll_.load(std::memory_order_relaxed) || tags_[r.tag].verify;
+        if (ok && work[i].verify &&
+            !backend->checksum(r.device, work[i].address, work[i].mapped, &work[i].sum, why)) {
+            const Failure said = why;
+            why.set("region '", tags_[r.tag].name, "' cannot be verified: ", said.text);
+            ok = false;
+        }
     }
     return ok;
+}
+
+bool Regions::fitHostBudgetLocked(uint16_t index, uint64_t bytes, Failure& why) {
+    const uint64_t budget = hostBudget();
+    if (budget == UINT64_MAX) return true;
+    Region& r = regions_[index];
+    MemoryBackend* backend = backendFor(r.device);
+    const uint64_t held = backups_.hostBytes();
+    if (held <= budget && bytes <= budget - held) {
+        // The pool's buffers are pinned too: it keeps no more than the room left.
+        const uint64_t room = budget - held - bytes;
+        if (backend->hostPoolBytes() > room) {
+            const uint64_t limit = backend->hostPoolLimit();
+            backend->setHostPoolLimit(room);
+            backend->setHostPoolLimit(limit);
+        }
+        return true;
+    }
+    if (!backend->supports(core::BackupKind::Disk)) {
+        char device[16];
+        deviceText(r.device, device, sizeof device);
+        std::snprintf(why.text, sizeof why.text,
+                      "region '%s' on %s needs %llu bytes of host backup, beyond the host budget "
+                      "of %llu bytes (%llu held), and %s memory cannot go to disk",
+                      tags_[r.tag].name, device, static_cast<unsigned long long>(bytes),
+                      static_cast<unsigned long long>(budget),
+                      static_cast<unsigned long long>(held), backend->name());
+        return false;
+    }
+    r.pausedWith = core::BackupKind::Disk;
+    opOverBudget_[index] = true;
+    return true;
 }
 
 // 2. or 3. failed: nothing was released. The frozen memory is writable again, as
@@ -915,12 +976,17 @@ size_t Regions::pauseRelease(const MappedArray<Work>& work, size_t frozen, OpRes
         a.state = State::Paused;
         a.backupOffset = w.offset;
         a.backup = w.backup;
+        a.checksum = w.sum;
+        a.verified = w.verify;
         if (w.backup) backups_.use(w.backup - 1);
         r.residentBytes -= a.size;
         r.pausedBytes += a.size;
         ++r.pausedCount;
         a.pausedSlot = paused_.add(w.address, w.mapped, w.region);
         result.addBytes(w.device, w.mapped);
+        if (r.pausedWith == core::BackupKind::Host) result.toHostBytes += w.mapped;
+        if (r.pausedWith == core::BackupKind::Disk) result.toDiskBytes += w.mapped;
+        if (opOverBudget_[w.region]) result.overBudgetBytes += w.mapped;
         ++result.allocations;
     }
     return failed;
@@ -961,6 +1027,14 @@ void Regions::pauseAnswer(const MappedArray<Work>& work, size_t failed, const ch
                       static_cast<unsigned long long>(result.bytes),
                       static_cast<unsigned long long>(result.allocations),
                       result.allocations == 1 ? "" : "s");
+    if (result.overBudgetBytes) {
+        const size_t used = std::strlen(result.message);
+        std::snprintf(result.message + used, sizeof result.message - used,
+                      "; %llu bytes went to disk, as host backups had reached the host budget of "
+                      "%llu bytes",
+                      static_cast<unsigned long long>(result.overBudgetBytes),
+                      static_cast<unsigned long long>(hostBudget()));
+    }
 }
 
 OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::ControlAction action) {
@@ -978,6 +1052,7 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
     size_t failedRegions = 0;
     bool contentLost = false;  // a backup no longer there to read
     char firstError[512] = "";
+    char wrongText[512], firstWrong[512] = "";  // a verified region that came back different
     for (size_t from = 0; from < work.size();) {
         size_t to = from;
         while (to < work.size() && work[to].region == work[from].region) ++to;
@@ -1008,11 +1083,15 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
             from = to;
             continue;
         }
+        // Checked before the table says resumed: a mismatch is said with the rest.
+        const bool same =
+            verifyResumed(&work[from], to - from, *backend, wrongText, sizeof wrongText);
         {
             LockGuard lock(tableMu_);
             for (size_t i = from; i < to; ++i) {
                 Allocation& a = allocations_[work[i].index];
                 a.state = State::Resident;
+                a.verified = false;
                 r.pausedBytes -= a.size;
                 --r.pausedCount;
                 r.residentBytes += a.size;
@@ -1024,6 +1103,16 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
             }
         }
         ++result.regions;
+        if (!same) {
+            // Loud: on stderr and in the trace, whatever the caller does with the answer.
+            warn(wrongText);
+            if (engine_) engine_->note(core::kNoteWarning, wrongText);
+            if (!result.verifyFailed) std::snprintf(firstWrong, sizeof firstWrong, "%s", wrongText);
+            result.verifyFailed = true;
+            record(&work[from], to - from, action, origin, kind, start, false, wrongText);
+            from = to;
+            continue;
+        }
         char message[96];
         std::snprintf(message, sizeof message, "resumed %zu allocations", to - from);
         record(&work[from], to - from, action, origin, kind, start, true, message);
@@ -1034,9 +1123,11 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
         endLocked(busy);
     }
     result.changed = result.allocations > 0;
-    result.ok = failedRegions == 0;
+    result.ok = failedRegions == 0 && !result.verifyFailed;
     result.seconds = static_cast<double>(monotonicNs() - start) / 1e9;
-    if (failedRegions)
+    if (result.verifyFailed)
+        std::snprintf(result.message, sizeof result.message, "%s", firstWrong);
+    else if (failedRegions)
         std::snprintf(result.message, sizeof result.message,
                       "%zu region(s) could not be resumed and stay paused%s: %s", failedRegions,
                       contentLost ? "" : ", their content kept", firstError);
@@ -1047,6 +1138,49 @@ OpResult Regions::resume(const char* tag, core::ControlOrigin origin, core::Cont
                       static_cast<unsigned long long>(result.allocations),
                       result.allocations == 1 ? "" : "s");
     return result;
+}
+
+bool Regions::verifyResumed(const Work* first, size_t count, MemoryBackend& backend, char* message,
+                            size_t size) {
+    size_t wrong = 0, verified = 0;
+    const Work* firstWrong = nullptr;
+    uint64_t now = 0, nowOfFirst = 0;
+    Failure why;
+    bool checked = true;
+    for (size_t i = 0; i < count; ++i) {
+        if (!first[i].verify) continue;
+        ++verified;
+        if (!backend.checksum(first[i].device, first[i].address, first[i].mapped, &now, why)) {
+            checked = false;
+            break;
+        }
+        if (now == first[i].sum) continue;
+        if (!wrong++) {
+            firstWrong = &first[i];
+            nowOfFirst = now;
+        }
+    }
+    if (checked && wrong == 0) return true;
+    const Region& r = regions_[first[0].region];
+    char device[16];
+    deviceText(r.device, device, sizeof device);
+    if (!checked) {
+        std::snprintf(message, size,
+                      "verify: region '%s' on %s is resumed, but its content could not be "
+                      "checked: %s",
+                      tags_[r.tag].name, device, why.text);
+        return false;
+    }
+    std::snprintf(message, size,
+                  "verify: region '%s' on %s came back different from what was paused: %zu of %zu "
+                  "allocations, the first at 0x%llx (%llu bytes; checksum %016llx at the pause, "
+                  "%016llx after the resume); it is resumed with that content",
+                  tags_[r.tag].name, device, wrong, verified,
+                  static_cast<unsigned long long>(firstWrong->address),
+                  static_cast<unsigned long long>(firstWrong->mapped),
+                  static_cast<unsigned long long>(firstWrong->sum),
+                  static_cast<unsigned long long>(nowOfFirst));
+    return false;
 }
 
 size_t Regions::describe(char* out, size_t size) {

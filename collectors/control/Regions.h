@@ -56,6 +56,13 @@ struct OpResult {
     // A pause: the part of `bytes` that was free blocks kept for reuse, let go with
     // no backup (no resume brings them back).
     uint64_t cachedBytes = 0;
+    // A pause: where the content of `bytes` went (the rest had no backup), and
+    // the part of toDiskBytes that went to disk because host backups had reached
+    // the host budget (Regions::setHostBudget).
+    uint64_t toHostBytes = 0, toDiskBytes = 0, overBudgetBytes = 0;
+    // A resume: some allocation's content came back different from what its
+    // verified pause checksummed (the message names it).
+    bool verifyFailed = false;
     uint64_t allocations = 0;
     uint32_t regions = 0;  // regions (tag on a device) touched
     double seconds = 0;
@@ -73,6 +80,9 @@ struct OpResult {
     // not part of it); for a pause, "cached_bytes" (part of `bytes`). Every answer
     // made from an OpResult writes it through here.
     void writeLetGo(JsonWriter& j) const;
+    // A pause's "to_host_bytes", "to_disk_bytes" and "over_budget_bytes"; a
+    // resume's "verify_failed".
+    void writePlaces(JsonWriter& j) const;
     // Writes {"ok":..., "action":..., ...} into out; returns its length.
     size_t toJson(const char* action, char* out, size_t size) const;
 };
@@ -122,6 +132,13 @@ public:
         if (cuda_.backend) cuda_.backend->setHostPoolLimit(bytes);
         return hostPoolBytes();
     }
+    // The most pinned host memory host backups and the host pool may hold
+    // together (memtool run --host-budget; UINT64_MAX: no budget). A pause whose
+    // region's host backup would go beyond it backs that region up to disk
+    // instead, and the pool is trimmed first so that what is pinned stays
+    // within it; the answer says how much went where.
+    void setHostBudget(uint64_t bytes) { hostBudget_.store(bytes, std::memory_order_relaxed); }
+    uint64_t hostBudget() const { return hostBudget_.load(std::memory_order_relaxed); }
     // Device memory a new region allocation must leave free (torch_memory_saver's
     // memory_margin_bytes; 0: none): one that would leave less fails as out of
     // memory, where the backend can tell the device's free memory (CUDA).
@@ -137,7 +154,15 @@ public:
     // backup kinds, as torch_memory_saver's do; a pause backs each up its own way).
     // `deviceOnly`: CPU allocations pass the region by (they go where they would
     // outside it): torch_memory_saver's regions serve only the device allocator.
-    bool enter(const char* tag, core::BackupKind backup, Failure& why, bool deviceOnly = false);
+    // `verify`: the tag's pauses checksum each allocation's content and its
+    // resumes check it (setVerifyAll for every tag); once asked, for good.
+    bool enter(const char* tag, core::BackupKind backup, Failure& why, bool deviceOnly = false,
+               bool verify = false);
+    // memtool run --verify: every backed-up allocation's content is checksummed at
+    // its pause (on its device) and checked after its resume; a mismatch fails
+    // the resume loudly (stderr, the trace's warnings, the answer's
+    // verify_failed), naming the allocation. Set before the first pause.
+    void setVerifyAll(bool on) { verifyAll_.store(on, std::memory_order_relaxed); }
     // Enters "no region": allocations until the matching exit are the program's
     // own even inside a region (torch_memory_saver's disable()).
     bool enterNone(Failure& why);
@@ -223,6 +248,7 @@ private:
     struct Tag {
         char name[core::kMaxTagBytes + 1];
         bool used;
+        bool verify;  // its pauses are verified (enter's `verify`)
     };
     // A thread's region entry (ThreadState::regionEntries): the tag's index in bits
     // 0-7 (kNoRegion: "no region"), the backup kind in bits 8-9, deviceOnly bit 10.
@@ -260,6 +286,8 @@ private:
         uint16_t backup;  // its backup slot + 1, or 0
         uint8_t device;
         uint64_t address, mapped, offset;
+        uint64_t sum;  // the content's checksum at the pause, when `verify`
+        bool verify;
     };
 
     MemoryBackend* backendFor(uint8_t device);
@@ -298,6 +326,16 @@ private:
                     const ForcedBackup* forced, size_t& frozen, Failure& why);
     // 3. The content out to its backups (opOpened_), before anything is released.
     bool pauseBackUp(MappedArray<Work>& work, Failure& why);
+    // Within 3., under tableMu_: a host backup of `bytes` for region `r` fits in
+    // the host budget (the host pool trimmed to leave room for it); when it does
+    // not, region `index` goes to disk (its pausedWith, opOverBudget_). False
+    // (why) when it cannot go to disk either.
+    bool fitHostBudgetLocked(uint16_t index, uint64_t bytes, Failure& why);
+    // Within a resume: the checksums of one region's allocations, mapped back
+    // with their content, against their pauses'. False, with the message, when
+    // some came back different (or could not be checked).
+    bool verifyResumed(const Work* first, size_t count, MemoryBackend& backend, char* message,
+                       size_t size);
     // When 2. or 3. failed: all left as it was, the answer in `result`.
     void pauseUndo(const MappedArray<Work>& work, size_t frozen, const Failure& why,
                    OpResult& result);
@@ -344,6 +382,9 @@ private:
     // written under tableMu_, read lock-free.
     PausedIndex paused_;
     std::atomic<uint64_t> margin_{0};
+    std::atomic<uint64_t> hostBudget_{UINT64_MAX};
+    std::atomic<bool> verifyAll_{false};
+    bool opOverBudget_[kMaxRegions] = {};  // under opMu_: regions the budget sent to disk
     std::atomic<bool> marginSaid_{false};
     std::atomic<bool> anyServed_{false};  // release() skips the lock until a region served memory
     bool pausableAll_ = false;

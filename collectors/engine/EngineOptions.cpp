@@ -25,10 +25,13 @@ EngineOptions EngineOptions::parse(const char* text) {
             if (keyIs(item, keyLen, "pausable")) o.pausableAll = value != 0;
             if (keyIs(item, keyLen, "control")) o.controlAtStart = value != 0;
             if (keyIs(item, keyLen, "modules")) o.moduleScopes = value != 0;
+            if (keyIs(item, keyLen, "verify")) o.verify = value != 0;
             if (keyIs(item, keyLen, "run") && value > 0) o.runPid = value;
             if (keyIs(item, keyLen, "fold") && value >= 0 && value <= 2) o.fold = value;
             if (keyIs(item, keyLen, "hostpool"))
                 o.hostPoolBytes = std::strtoull(eq + 1, nullptr, 10);
+            if (keyIs(item, keyLen, "hostbudget"))
+                o.hostBudgetBytes = std::strtoull(eq + 1, nullptr, 10);
             if (keyIs(item, keyLen, "depth") && value > 0)
                 o.maxNativeDepth = value < kMaxNativeDepth ? value : kMaxNativeDepth;
         }

@@ -16,10 +16,12 @@ struct EngineOptions {
     bool cudaRuntimeHooks = false;        // record CUDA memory through runtime hooks from the start
     bool pausableAll = false;             // every allocation belongs to a region (--pausable all)
     uint64_t hostPoolBytes = UINT64_MAX;  // pinned memory kept after a resume (--host-pool)
-    int fold = 1;                         // Window records: 0 never, 1 fast runs, 2 always
-    bool controlAtStart = false;          // the control thread from the start (--live)
-    bool moduleScopes = false;            // nn.Module scopes on the stacks (--modules)
-    int runPid = 0;                       // memtool run's pid: the program is its child
+    uint64_t hostBudgetBytes = UINT64_MAX;  // pinned memory host backups may hold (--host-budget)
+    int fold = 1;                           // Window records: 0 never, 1 fast runs, 2 always
+    bool controlAtStart = false;            // the control thread from the start (--live)
+    bool moduleScopes = false;              // nn.Module scopes on the stacks (--modules)
+    bool verify = false;                    // pauses checksummed, resumes checked (--verify)
+    int runPid = 0;                         // memtool run's pid: the program is its child
 
     // Parses the MEMTOOL_OPTIONS text over the defaults; null leaves them.
     static EngineOptions parse(const char* text);

@@ -530,14 +530,15 @@ __attribute__((visibility("default"))) int memtool_region_enter(const char* tag,
     using namespace memtool::collectors;
     control::Failure why;
     const bool deviceOnly = (backup & MEMTOOL_REGION_DEVICE_ONLY) != 0;
-    backup &= ~MEMTOOL_REGION_DEVICE_ONLY;
+    const bool verify = (backup & MEMTOOL_REGION_VERIFY) != 0;
+    backup &= ~(MEMTOOL_REGION_DEVICE_ONLY | MEMTOOL_REGION_VERIFY);
     if (backup < 0 || backup > 2) {
         why.set("memtool_region_enter: the backup kind is 0 none, 1 host or 2 disk");
     } else if (!collectorConfigured()) {
         why.set("this process does not run under `memtool run`: regions are not available");
     } else if (!tag ? control::regions().enterNone(why)
                     : control::regions().enter(tag, static_cast<memtool::core::BackupKind>(backup),
-                                               why, deviceOnly)) {
+                                               why, deviceOnly, verify)) {
         // A program with regions is one `memtool ctl` lists: their bytes reach
         // memtool run while it is quiet.
         if (tag) control::startControlThreadNow();
@@ -604,6 +605,10 @@ __attribute__((visibility("default"))) int memtool_read_backup(uint64_t address,
     memtool::collectors::control::Failure why;
     if (memtool::collectors::control::regions().readBackup(address, dst, bytes, why)) return 0;
     return failedWith(why, out, size);
+}
+
+__attribute__((visibility("default"))) void memtool_set_host_budget(uint64_t bytes) {
+    memtool::collectors::control::regions().setHostBudget(bytes);
 }
 
 __attribute__((visibility("default"))) void memtool_set_memory_margin(uint64_t bytes) {

@@ -23,12 +23,13 @@ from ._track import Tracker, start, stop, track
 __all__ = ["track", "start", "stop", "Tracker",
            "enabled", "region", "outside_regions", "pause", "resume", "regions", "yield_memory", "restore",
            "report_tensors", "snapshot", "hook_mode", "set_hook_mode", "set_backup_dir", "set_host_pool",
-           "set_memory_margin", "read_backup", "Result", "Region",
+           "set_host_budget", "set_memory_margin", "read_backup", "Result", "Region",
            "allocated", "freed", "current", "peak", "top_sites", "Bytes", "Site",
-           "set_policy", "policy", "adopt", "offload"]
+           "set_policy", "policy", "adopt", "offload", "VerifyError"]
 
 _BACKUPS = {"none": 0, "host": 1, "disk": 2}
 _DEVICE_ONLY = 0x100  # MEMTOOL_REGION_DEVICE_ONLY (collectors/CollectorApi.h)
+_VERIFY = 0x200  # MEMTOOL_REGION_VERIFY
 _collector_handle = _collector.find()
 enabled = _collector_handle is not None
 _warned = False
@@ -162,7 +163,17 @@ def _disabled(what):
                   message="memtool is not enabled in this process")
 
 
-def region(tag="default", backup="none", device=None):
+class VerifyError(RuntimeError):
+    """A verified region's content came back different from what was paused
+    (memtool.region(..., verify=True), memtool run --verify). Its `result` is
+    the resume's Result; the message names the allocation."""
+
+    def __init__(self, result):
+        super().__init__(result.message)
+        self.result = result
+
+
+def region(tag="default", backup="none", device=None, verify=False):
     """Allocations this thread makes inside the block belong to region `tag`.
 
     backup: "none" (content undefined after a resume), "host" (CUDA memory, kept in
@@ -171,13 +182,16 @@ def region(tag="default", backup="none", device=None):
     the innermost wins. device: None (CPU storages, and CUDA or NPU ones when
     CUDA or torch_npu is initialized already), "cuda" (CUDA is initialized for the
     region's pool), "npu" (Ascend NPU memory: torch_npu's, or the Ascend runtime's
-    own allocations) or "cpu" (CPU only).
+    own allocations) or "cpu" (CPU only). verify: every pause of the tag
+    checksums each backed-up allocation's content (on its device) and every
+    resume checks it; content that comes back different makes resume() raise
+    VerifyError naming the allocation (memtool run --verify: every tag).
     """
-    return _region(tag, backup, device, cpu=True)
+    return _region(tag, backup, device, cpu=True, verify=verify)
 
 
 @contextlib.contextmanager
-def _region(tag, backup, device, cpu, pool=True):
+def _region(tag, backup, device, cpu, pool=True, verify=False):
     # cpu=False (the torch_memory_saver shim): CPU allocations pass the region by,
     # to where they would go outside it; only the device allocator is served.
     # pool=False: no MemPool of the region's own (inside a CUDA graph's capture,
@@ -191,7 +205,8 @@ def _region(tag, backup, device, cpu, pool=True):
     if not enabled:
         yield
         return
-    _collector_handle.region_enter(tag, _BACKUPS[backup] | (0 if cpu else _DEVICE_ONLY))
+    _collector_handle.region_enter(tag, _BACKUPS[backup] | (0 if cpu else _DEVICE_ONLY)
+                                   | (_VERIFY if verify else 0))
     try:
         pool, module = _device_pool(tag, backup, device) if pool else (None, None)
         if pool is None:
@@ -239,7 +254,10 @@ def resume(tag=None):
     """Gives back the memory of `tag` (None: every tag) at the same addresses."""
     if not enabled:
         return _disabled("resume")
-    return _result(_collector_handle.resume(tag))
+    answer = _collector_handle.resume(tag)
+    if answer.get("verify_failed"):
+        raise VerifyError(_result(answer))
+    return _result(answer)
 
 
 def yield_memory(to="disk"):
@@ -262,7 +280,10 @@ def restore():
     """Gives back what yield_memory() took, at the same addresses, with its content."""
     if not enabled:
         return _disabled("restore")
-    return _result(_collector_handle.courtesy("memtool_restore", None))
+    answer = _collector_handle.courtesy("memtool_restore", None)
+    if answer.get("verify_failed"):
+        raise VerifyError(_result(answer))
+    return _result(answer)
 
 
 def set_backup_dir(path):
@@ -288,6 +309,22 @@ def set_host_pool(max_bytes):
         _disabled("set_host_pool")
         return 0
     return _collector_handle.set_host_pool((1 << 64) - 1 if max_bytes is None else min(max_bytes, (1 << 64) - 1))
+
+
+def set_host_budget(max_bytes):
+    """Host backups and the pinned memory a resume keeps for the next pause
+    hold at most `max_bytes` of host memory from now on (None: no budget, the
+    default; `memtool run --host-budget`'s figure): a pause or yield whose
+    region's host backup would go beyond it puts that region on disk instead,
+    and its Result's message says how much went there. Outside `memtool run` it
+    does nothing."""
+    if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int)
+                                  or max_bytes < 0):
+        raise ValueError(f"max_bytes must be None or a number of bytes >= 0, not {max_bytes!r}")
+    if not enabled:
+        _disabled("set_host_budget")
+        return
+    _collector_handle.set_host_budget((1 << 64) - 1 if max_bytes is None else min(max_bytes, (1 << 64) - 1))
 
 
 def set_memory_margin(nbytes):

@@ -94,6 +94,13 @@ class Collector:
         f.restype = ctypes.c_uint64
         return f(max_bytes)
 
+    def set_host_budget(self, nbytes):
+        """The most pinned host memory host backups and the pool may hold."""
+        f = self._lib.memtool_set_host_budget
+        f.argtypes = [ctypes.c_uint64]
+        f.restype = None
+        f(nbytes)
+
     def set_memory_margin(self, nbytes):
         """Device memory a new CUDA region allocation must leave free."""
         f = self._lib.memtool_set_memory_margin

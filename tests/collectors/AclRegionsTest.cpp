@@ -134,3 +134,8 @@ TEST(AclRegions, SpillMovesHostBackupsToDiskAndLetsThePinnedMemoryGo) {
     NpuFixture f;
     test_support::region_cases::spillMovesHostBackupsToDiskAndLetsThePinnedMemoryGo(f);
 }
+
+TEST(AclRegions, AHostBudgetSendsWhatItCannotHoldToDisk) {
+    NpuFixture f;
+    test_support::region_cases::aHostBudgetSendsWhatItCannotHoldToDisk(f);
+}

@@ -133,6 +133,14 @@ TEST(CudaRegions, AResumeKeepsPinnedMemoryUpToTheHostPoolLimit) {
                                  "\"threads_waiting\":0}"),
         std::string::npos)
         << status;
+    // and the host budget, where one is set.
+    f.regions->setHostBudget(16 * MiB);
+    ASSERT_EQ(commands.handle(1, argv, status, sizeof status),
+              static_cast<uint8_t>(core::ReplyStatus::Ok));
+    EXPECT_NE(std::string(status).find("\"threads_waiting\":0,\"host_budget_bytes\":16777216}"),
+              std::string::npos)
+        << status;
+    f.regions->setHostBudget(UINT64_MAX);
     f.regions->setMemoryMargin(0);
     // A lower limit frees the largest first, now; 0 keeps nothing after a resume.
     EXPECT_EQ(f.regions->setHostPoolLimit(3 * MiB), 2 * MiB);
@@ -206,4 +214,9 @@ TEST(CudaRegions, ADiskBackupStreamsInTheChunkSizeItIsGiven) {
 TEST(CudaRegions, SpillMovesHostBackupsToDiskAndLetsThePinnedMemoryGo) {
     CudaFixture f;
     test_support::region_cases::spillMovesHostBackupsToDiskAndLetsThePinnedMemoryGo(f);
+}
+
+TEST(CudaRegions, AHostBudgetSendsWhatItCannotHoldToDisk) {
+    CudaFixture f;
+    test_support::region_cases::aHostBudgetSendsWhatItCannotHoldToDisk(f);
 }

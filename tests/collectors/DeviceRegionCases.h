@@ -263,5 +263,56 @@ void spillMovesHostBackupsToDiskAndLetsThePinnedMemoryGo(F& f) {
     EXPECT_TRUE(f.release(b));
 }
 
+// A host budget: a region whose host backup would take the pinned memory past
+// it goes to disk, the answer saying how much; the pool of pinned memory a
+// resume keeps is trimmed to leave room, so that what is pinned stays within it.
+template <class F>
+void aHostBudgetSendsWhatItCannotHoldToDisk(F& f) {
+    uint8_t* a = f.allocate("ha", core::BackupKind::Host, 4 * MiB, 3);
+    uint8_t* b = f.allocate("hb", core::BackupKind::Host, 2 * MiB, 7);
+    uint8_t* warm = f.allocate("hwarm", core::BackupKind::Disk, 2 * MiB, 1);
+    ASSERT_TRUE(a && b && warm);
+    // Disk copies stream through pinned staging buffers the backend makes once
+    // and keeps; the budget is for backups, so they are made before counting.
+    ASSERT_TRUE(f.pause("hwarm") && f.resume("hwarm"));
+    EXPECT_TRUE(f.release(warm));
+    const size_t before = f.fake.hostBytes();
+    f.regions->setHostBudget(5 * MiB);
+    const OpResult first = f.regions->pause("ha", core::ControlOrigin::Api);
+    ASSERT_TRUE(first.ok) << first.message;
+    EXPECT_EQ(first.toHostBytes, 4 * MiB);
+    EXPECT_EQ(first.toDiskBytes, 0u);
+    EXPECT_STREQ(first.message, "paused 4194304 bytes in 1 allocation");
+    const OpResult second = f.regions->pause("hb", core::ControlOrigin::Api);
+    ASSERT_TRUE(second.ok) << second.message;
+    EXPECT_EQ(second.toHostBytes, 0u);
+    EXPECT_EQ(second.toDiskBytes, 2 * MiB);
+    EXPECT_EQ(second.overBudgetBytes, 2 * MiB);
+    EXPECT_STREQ(second.message,
+                 "paused 2097152 bytes in 1 allocation; 2097152 bytes went to disk, as host "
+                 "backups had reached the host budget of 5242880 bytes");
+    EXPECT_EQ(f.fake.hostBytes() - before, 4 * MiB);
+    char answer[1024];
+    second.toJson("pause", answer, sizeof answer);
+    EXPECT_NE(std::string(answer).find(
+                  "\"to_host_bytes\":0,\"to_disk_bytes\":2097152,\"over_budget_bytes\":2097152"),
+              std::string::npos)
+        << answer;
+    ASSERT_TRUE(f.resume("ha"));
+    ASSERT_TRUE(f.resume("hb"));
+    EXPECT_TRUE(F::holds(a, 4 * MiB, 3));
+    EXPECT_TRUE(F::holds(b, 2 * MiB, 7));
+    // A pool may keep ha's 4 MiB of pinned memory; hb's 2 MiB fit only once it
+    // is let go, so that 2 MiB are pinned, not 6.
+    const OpResult third = f.regions->pause("hb", core::ControlOrigin::Api);
+    ASSERT_TRUE(third.ok) << third.message;
+    EXPECT_EQ(third.toHostBytes, 2 * MiB);
+    EXPECT_EQ(f.fake.hostBytes() - before, 2 * MiB);
+    ASSERT_TRUE(f.resume("hb"));
+    EXPECT_TRUE(F::holds(b, 2 * MiB, 7));
+    EXPECT_TRUE(f.release(a));
+    EXPECT_TRUE(f.release(b));
+}
+
 }  // namespace region_cases
 }  // namespace memtool::test_support

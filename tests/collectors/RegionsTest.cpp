@@ -3,6 +3,7 @@
 // released, what comes back, what the stream says, and that a pause that cannot
 // complete leaves everything as it was.
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -76,6 +77,33 @@ size_t heldBackupsIn(const std::string& dir) {
     return n;
 }
 
+// Flips the byte at `offset` of the one disk backup this process holds in
+// `dir` (through its /proc/self/fd link: no name points to it): a backup that
+// comes back wrong, as a bad disk or a stray writer would make it. False when
+// there is not exactly one.
+bool corruptBackupIn(const std::string& dir, off_t offset) {
+    std::string found;
+    if (DIR* d = opendir("/proc/self/fd")) {
+        while (dirent* e = readdir(d)) {
+            char target[4096];
+            const std::string link = std::string("/proc/self/fd/") + e->d_name;
+            const ssize_t len = readlink(link.c_str(), target, sizeof target);
+            if (e->d_name[0] == '.' || len <= 0) continue;
+            if (std::string(target, static_cast<size_t>(len)).rfind(dir + "/", 0) != 0) continue;
+            if (!found.empty()) found = "two";
+            if (found != "two") found = link;
+        }
+        closedir(d);
+    }
+    if (found.empty() || found == "two") return false;
+    const int fd = open(found.c_str(), O_RDWR | O_CLOEXEC);
+    unsigned char byte = 0;
+    const bool ok = fd >= 0 && pread(fd, &byte, 1, offset) == 1 &&
+                    (byte ^= 0xff, pwrite(fd, &byte, 1, offset) == 1) && fsync(fd) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
 // Resident bytes of [p, p + bytes), from mincore.
 uint64_t residentBytes(const void* p, uint64_t bytes) {
     const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
@@ -135,6 +163,9 @@ struct FlakyBackend final : MemoryBackend {
         return real.copyIn(d, a, b, from, o, why);
     }
     bool keepsFreedMemory() const override { return real.keepsFreedMemory(); }
+    bool checksum(uint8_t d, uint64_t a, uint64_t b, uint64_t* sum, Failure& why) override {
+        return real.checksum(d, a, b, sum, why);
+    }
     bool freeze(uint8_t d, uint64_t a, uint64_t b, Failure& why) override {
         return real.freeze(d, a, b, why);
     }
@@ -804,7 +835,10 @@ std::string nothingMoved(bool ok, const char* action, bool parked, const char* m
     const bool restore = std::strcmp(action, "restore") == 0;
     return std::string("{\"ok\":") + (ok ? "true" : "false") + ",\"action\":\"" + action +
            "\",\"changed\":false,\"bytes\":0,\"" + (restore ? "freed_bytes" : "cached_bytes") +
-           "\":0,\"allocations\":0,\"seconds\":0.000000,\"park_seconds\":0.000000,\"parked\":" +
+           "\":0," +
+           (restore ? "\"verify_failed\":false,"
+                    : "\"to_host_bytes\":0,\"to_disk_bytes\":0,\"over_budget_bytes\":0,") +
+           "\"allocations\":0,\"seconds\":0.000000,\"park_seconds\":0.000000,\"parked\":" +
            (parked ? "true" : "false") + ",\"message\":\"" + message + "\",\"devices\":[]}";
 }
 
@@ -1084,4 +1118,87 @@ TEST(Regions, AForkChildsInheritedAllocationsAreNotItsRegions) {
     ASSERT_TRUE(f.regions->resume(nullptr, core::ControlOrigin::Ctl).ok);
     EXPECT_TRUE(Fixture::holds(own, 2 * MiB, 4));
     EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(own)));
+}
+
+// A verified region (enter's verify, or --verify for every tag): each pause
+// checksums what it backs up, each resume checks what came back. A backup the
+// test spoils while paused fails the resume loudly, naming the allocation; the
+// same spoiled backup of a region not verified comes back wrong in silence.
+TEST(Regions, AVerifiedResumeFindsContentThatCameBackDifferent) {
+    Fixture f;
+    Failure why;
+    auto allocate = [&](const char* tag, bool verify, uint64_t bytes, uint8_t seed) {
+        EXPECT_TRUE(f.regions->enter(tag, core::BackupKind::Disk, why, false, verify)) << why.text;
+        auto* p = static_cast<uint8_t*>(f.regions->serve(core::kDeviceCpu, bytes, 64, why));
+        f.regions->exit();
+        for (uint64_t i = 0; p && i < bytes; ++i) p[i] = static_cast<uint8_t>(seed + i * 7);
+        return p;
+    };
+    uint8_t* a = allocate("v", true, 4 * MiB, 1);
+    uint8_t* b = allocate("v", false, 2 * MiB, 2);  // the tag is verified: b is too
+    uint8_t* plain = allocate("plain", false, 2 * MiB, 3);
+    ASSERT_TRUE(a && b && plain);
+
+    // Intact: verified and resumed.
+    ASSERT_TRUE(f.regions->pause("v", core::ControlOrigin::Api).ok);
+    OpResult resumed = f.regions->resume("v", core::ControlOrigin::Api);
+    EXPECT_TRUE(resumed.ok) << resumed.message;
+    EXPECT_FALSE(resumed.verifyFailed);
+    EXPECT_STREQ(resumed.message, "resumed 6291456 bytes in 2 allocations");
+
+    // Spoiled: b's byte 100 (b follows a's 4 MiB in the region's backup).
+    ASSERT_TRUE(f.regions->pause("v", core::ControlOrigin::Api).ok);
+    ASSERT_TRUE(corruptBackupIn(f.dir, 4 * MiB + 100));
+    resumed = f.regions->resume("v", core::ControlOrigin::Api);
+    EXPECT_FALSE(resumed.ok);
+    EXPECT_TRUE(resumed.verifyFailed);
+    EXPECT_EQ(resumed.bytes, 6 * MiB);  // resumed, with what came back
+    char address[32];
+    std::snprintf(address, sizeof address, "0x%llx",
+                  static_cast<unsigned long long>(reinterpret_cast<uint64_t>(b)));
+    const std::string said = resumed.message;
+    EXPECT_EQ(said.rfind("verify: region 'v' on cpu came back different from what was paused: 1 "
+                         "of 2 allocations, the first at " +
+                             std::string(address) + " (2097152 bytes; checksum ",
+                         0),
+              0u)
+        << said;
+    EXPECT_NE(said.find(" after the resume); it is resumed with that content"), std::string::npos)
+        << said;
+    EXPECT_TRUE(Fixture::holds(a, 4 * MiB, 1));
+    EXPECT_EQ(b[100], static_cast<uint8_t>((2 + 100 * 7) ^ 0xff));
+    char answer[2048];
+    resumed.toJson("resume", answer, sizeof answer);
+    EXPECT_NE(std::string(answer).find("\"verify_failed\":true"), std::string::npos) << answer;
+
+    // Not verified: the same spoiling comes back unnoticed.
+    ASSERT_TRUE(f.regions->pause("plain", core::ControlOrigin::Api).ok);
+    ASSERT_TRUE(corruptBackupIn(f.dir, 100));
+    resumed = f.regions->resume("plain", core::ControlOrigin::Api);
+    EXPECT_TRUE(resumed.ok);
+    EXPECT_FALSE(resumed.verifyFailed);
+    EXPECT_EQ(plain[100], static_cast<uint8_t>((3 + 100 * 7) ^ 0xff));
+    // ...unless every tag is verified (memtool run --verify).
+    f.regions->setVerifyAll(true);
+    ASSERT_TRUE(f.regions->pause("plain", core::ControlOrigin::Api).ok);
+    ASSERT_TRUE(corruptBackupIn(f.dir, 2 * MiB - 1));
+    resumed = f.regions->resume("plain", core::ControlOrigin::Api);
+    EXPECT_TRUE(resumed.verifyFailed);
+    EXPECT_EQ(std::string(resumed.message)
+                  .rfind("verify: region 'plain' on cpu came back different from what was paused: "
+                         "1 of 1 allocations",
+                         0),
+              0u)
+        << resumed.message;
+
+    for (uint8_t* p : {a, b, plain}) EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(p)));
+    core::Aggregator agg = f.finish();
+    // Said in the trace, and each failed resume's event says it failed.
+    size_t warned = 0;
+    for (const auto& n : agg.notes()) warned += n.text.rfind("verify: region '", 0) == 0;
+    EXPECT_EQ(warned, 2u);
+    size_t failedResumes = 0;
+    for (const auto& c : agg.controls())
+        failedResumes += c.f.action == core::ControlAction::Resume && !c.f.ok;
+    EXPECT_EQ(failedResumes, 2u);
 }

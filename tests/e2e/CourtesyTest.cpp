@@ -118,6 +118,15 @@ TEST(Courtesy, CtlYieldsATrainingRunToDiskAndItGoesOnUnchanged) {
     const std::string bytesText = yieldText.substr(yieldText.find('(') + 1);
     const uint64_t yieldedBytes = std::stoull(bytesText);
     EXPECT_GE(yieldedBytes, 4 * params);
+    // Where it went: all of what had content, to disk (the rest of the figure is
+    // free blocks kept for reuse, let go with no backup).
+    const size_t backups = yieldText.find("\n  backups: ");
+    ASSERT_NE(backups, std::string::npos) << yieldText;
+    const uint64_t toDisk = std::stoull(yieldText.substr(yieldText.find('(', backups) + 1));
+    EXPECT_GE(toDisk, 4 * params);
+    EXPECT_LE(toDisk, yieldedBytes);
+    EXPECT_EQ(yieldText.find(" bytes) to disk\n", backups), yieldText.find(" bytes)", backups))
+        << yieldText;
     // Within 1 MiB: the process touches a few pages meanwhile (the collector
     // answering, the script polling for its flag; under ASan's allocator the
     // fall was once 8 KiB short of 442 MB).

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "tests/e2e/E2eSupport.h"
@@ -156,6 +157,7 @@ TEST(Regions, TorchMemorySaversApiRunsWithOneImportChanged) {
               "refused: the backup directory DIR/file is not a directory\n"
               "host pool 0 0 0\n"
               "refused: max_bytes must be None or a number of bytes >= 0, not -1\n"
+              "refused: max_bytes must be None or a number of bytes >= 0, not '8GiB'\n"
               "retain False True\n"
               "margin: Only setter is supported\n");
     const auto p = readJson(trace).at("processes").at(0);
@@ -262,6 +264,9 @@ TEST(Regions, MemtoolCtlDrivesTheProgramFromOutside) {
             "pause 'weights': 256.00 MiB (268435456 bytes) released from 1 allocation in ", 0),
         0u)
         << pauseOut;
+    // and where the content went.
+    const std::string where = " s; 256.00 MiB (268435456 bytes) to disk\n";
+    EXPECT_EQ(pauseOut.substr(pauseOut.size() - std::min(pauseOut.size(), where.size())), where);
     EXPECT_GE(rssBefore - rssPaused, 256 * MiB);
     EXPECT_NE(
         statusOut.find(
@@ -455,4 +460,68 @@ TEST(Regions, HostPoolZeroGivesPinnedMemoryBackOnResume) {
     Outcome bad = run({MEMTOOL_BIN, "run", "--host-pool", "lots", "--", "true"});
     EXPECT_EQ(bad.exitCode, 2) << bad.err;
     EXPECT_NE(bad.err.find("'lots' is not a size"), std::string::npos) << bad.err;
+}
+
+// --host-budget: a host backup that would take the pinned memory past it goes to
+// disk instead (the control event says "disk"), the content kept; a percent is
+// of the host's memory; a value it cannot read is refused before anything runs.
+TEST(Regions, AHostBudgetSendsAHostBackupPastItToDisk) {
+    if (std::string(CUDA_REGION_USER_BIN).empty()) GTEST_SKIP() << "built without the CUDA parts";
+    const std::string trace = tempDir() + "/t.json";
+    Outcome o = runCudaRegionUser({"--host-budget", "2MiB", "-o", trace}, {});
+    ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
+    // Pinned at the end: only the two 64 MiB staging buffers disk copies stream
+    // through (made once, kept, and not a backup: the budget leaves them out).
+    EXPECT_EQ(o.out, "held 4194304 paused 0 0 resumed 0 same freed 0 pinned 134217728\n");
+    auto control = readJson(trace).at("processes").at(0).at("control");
+    ASSERT_EQ(control.size(), 2u);
+    EXPECT_EQ(control.at(0).at("backup"), "disk");
+    EXPECT_EQ(control.at(0).at("bytes"), 4194304);
+    // Half the host's memory holds 4 MiB: the host backup is made.
+    o = runCudaRegionUser({"--host-budget", "50%", "-o", trace}, {});
+    ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
+    EXPECT_EQ(o.out, "held 4194304 paused 0 0 resumed 0 same freed 0 pinned 4194304\n");
+    EXPECT_EQ(readJson(trace).at("processes").at(0).at("control").at(0).at("backup"), "host");
+    for (const char* bad : {"lots", "0%", "101%", "%"}) {
+        Outcome refused = run({MEMTOOL_BIN, "run", "--host-budget", bad, "--", "true"});
+        EXPECT_EQ(refused.exitCode, 2) << bad << refused.err;
+        EXPECT_NE(refused.err.find(std::string("'") + bad +
+                                   "' is not a size (e.g. 8GiB, 500MB) "
+                                   "or a percent of host memory (e.g. 50%)"),
+                  std::string::npos)
+            << refused.err;
+    }
+}
+
+// Verified restores: a disk backup the script spoils while paused (one byte,
+// through its /proc/self/fd link) makes resume() raise VerifyError naming the
+// allocation at the tensor's data_ptr, said on stderr and in the trace too; a
+// region not verified comes back spoiled in silence, unless memtool run --verify
+// verifies every tag.
+TEST(Regions, AVerifiedRegionsSpoiledBackupFailsItsResumeLoudly) {
+    const std::string dir = tempDir(), trace = dir + "/t.json";
+    const std::string checked =
+        "checked VerifyError: verify: region 'checked' on cpu came back different from what was "
+        "paused: 1 of 1 allocations, the first at ADDRESS (4001792 bytes; ... False at data_ptr "
+        "True\n"
+        "checked changed 1 value True\n";
+    Outcome o = run({MEMTOOL_BIN, "run", "-q", "-o", trace, "--backup-dir", dir, "--", PYTHON_BIN,
+                     script("verify_restore.py"), dir},
+                    "", controlEnv());
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out, checked + "unchecked resumed True equal False\n");
+    EXPECT_NE(o.err.find("memtool: verify: region 'checked' on cpu came back different"),
+              std::string::npos)
+        << o.err;
+    const auto p = readJson(trace).at("processes").at(0);
+    size_t said = 0;
+    for (const auto& w : p.at("warnings"))
+        said += w.get<std::string>().rfind("verify: region 'checked'", 0) == 0;
+    EXPECT_EQ(said, 1u) << p.at("warnings").dump();
+
+    o = run({MEMTOOL_BIN, "run", "-q", "--verify", "-o", trace, "--backup-dir", dir, "--",
+             PYTHON_BIN, script("verify_restore.py"), dir},
+            "", controlEnv());
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    EXPECT_EQ(o.out, checked + std::regex_replace(checked, std::regex("checked"), "unchecked"));
 }

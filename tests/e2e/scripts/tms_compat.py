@@ -102,6 +102,13 @@ try:
     memtool.set_host_pool(-1)
 except ValueError as e:
     print("refused:", e)
+# A host budget (memtool run --host-budget's): taken, or refused with the reason.
+memtool.set_host_budget(1 << 30)
+memtool.set_host_budget(None)
+try:
+    memtool.set_host_budget("8GiB")
+except ValueError as e:
+    print("refused:", e)
 # torch_memory_saver's retention flag (consulted at resume) and its margin (set only).
 print("retain", torch_memory_saver.retain_cpu_backup, end=" ")
 torch_memory_saver.retain_cpu_backup = True
