@@ -24,6 +24,7 @@ CHECKS=(
     figures             # memtool beside torch.cuda.max_memory_* and NVML, printed
     regions             # *TorchCudaRegions*: 1 GiB paused and resumed, both hook modes, each backup; timings
     courtesy            # TorchCudaCourtesy: a training run yielded to host and restored; yield/restore per GiB
+    verify              # TorchCudaVerify: the checksum kernel passes a good 1 GiB restore, catches a spoiled one; its cost
 )
 # MEMTOOL_GPU_CHECKS="courtesy regions" runs only those checks, in that order.
 set -uo pipefail  # no -e: a failing check is recorded and the next one still runs
@@ -216,6 +217,8 @@ check_courtesy() {
     run_e2e courtesy 'TorchCudaCourtesy.*' || return 1
     "$PY" bench/courtesy.py --device cuda --gib 2 --rounds 3 --python "$PY" --build "$BUILD"
 }
+
+check_verify() { run_e2e verify 'TorchCudaVerify.*'; }
 
 main() {
     mkdir -p "$RESULTS"

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "collectors/control/AlignedMapping.h"
+#include "collectors/cuda/ChecksumKernelPtx.h"
 #include "collectors/engine/RecursionGuard.h"
 #include "collectors/stacks/NativeUnwinder.h"
 #include "core/Protocol.h"
@@ -49,6 +50,12 @@ struct CudaVmmBackend::Api {
     MEMTOOL_CU_FN(cuMemHostRegister);
     MEMTOOL_CU_FN(cuMemHostUnregister);
     MEMTOOL_CU_FN(cuMemGetInfo);
+    // The checksum kernel's (verified pauses), resolved apart: a driver without
+    // them still serves regions.
+    MEMTOOL_CU_FN(cuModuleLoadData);
+    MEMTOOL_CU_FN(cuModuleGetFunction);
+    MEMTOOL_CU_FN(cuLaunchKernel);
+    MEMTOOL_CU_FN(cuMemAlloc);
 };
 
 namespace {
@@ -150,6 +157,10 @@ bool CudaVmmBackend::load(Failure& why) {
                 " lacks the virtual-memory API (CUDA 10.2 or later is needed)");
         return false;
     }
+    kernelApi_ = MEMTOOL_CU_RESOLVE(lib, a, cuModuleLoadData) &&
+                 MEMTOOL_CU_RESOLVE(lib, a, cuModuleGetFunction) &&
+                 MEMTOOL_CU_RESOLVE(lib, a, cuLaunchKernel) &&
+                 MEMTOOL_CU_RESOLVE(lib, a, cuMemAlloc);
     if (!check(a.cuInit_(0), "cuInit", why)) return false;
     api_ = &a;
     return true;
@@ -308,6 +319,61 @@ bool CudaVmmBackend::stream(int ordinal, void** out, Failure& why) {
 bool CudaVmmBackend::synchronize(uint8_t device, Failure& why) {
     DeviceScope scope(*this, core::cudaOrdinal(device), why);
     return scope.ok() && check(api_->cuCtxSynchronize_(), "cuCtxSynchronize", why);
+}
+
+// The checksum kernel in `ordinal`'s context (current), and its result word,
+// made at the first verified pause on the device and kept.
+bool CudaVmmBackend::checksumKernel(int ordinal, Failure& why) {
+    LockGuard lock(mu_);
+    if (kernels_[ordinal]) return true;
+    if (!kernelApi_) {
+        why.set("the CUDA driver lacks cuModuleLoadData, cuLaunchKernel or cuMemAlloc");
+        return false;
+    }
+    OwnDeviceCalls ours;  // the result word is memtool's, not the program's
+    CUmodule module = nullptr;
+    CUfunction kernel = nullptr;
+    CUdeviceptr result = 0;
+    if (!check(api_->cuModuleLoadData_(&module, kChecksumKernelPtx),
+               "cuModuleLoadData (the checksum kernel)", why) ||
+        !check(api_->cuModuleGetFunction_(&kernel, module, "memtool_checksum"),
+               "cuModuleGetFunction (memtool_checksum)", why) ||
+        !check(api_->cuMemAlloc_(&result, sizeof(uint64_t)), "cuMemAlloc (checksum)", why))
+        return false;
+    checksumSums_[ordinal] = result;
+    kernels_[ordinal] = kernel;
+    return true;
+}
+
+bool CudaVmmBackend::checksum(uint8_t device, uint64_t address, uint64_t bytes, uint64_t* sum,
+                              Failure& why) {
+    const int ordinal = core::cudaOrdinal(device);
+    CopyScope scope(*this, device, why);
+    if (!scope.ok || !checksumKernel(ordinal, why)) return false;
+    // One launch at a time per device: the result word is the device's.
+    LockGuard lock(checksumMu_);
+    CUdeviceptr data = address, result = checksumSums_[ordinal];
+    unsigned long long words = bytes / 8;
+    void* params[] = {&data, &words, &result};
+    // Enough blocks to fill any current GPU; each thread strides over the rest.
+    constexpr unsigned kThreads = 256, kMaxBlocks = 2048;
+    const unsigned long long wanted = (words + kThreads - 1) / kThreads;
+    const unsigned blocks =
+        static_cast<unsigned>(wanted < kMaxBlocks ? (wanted ? wanted : 1) : kMaxBlocks);
+    static const uint64_t zero = 0;
+    uint64_t out = 0;
+    OwnDeviceCalls ours;
+    if (!check(api_->cuMemcpyHtoDAsync_(result, &zero, sizeof zero, scope.stream),
+               "cuMemcpyHtoDAsync (checksum)", why) ||
+        !check(api_->cuLaunchKernel_(static_cast<CUfunction>(kernels_[ordinal]), blocks, 1, 1,
+                                     kThreads, 1, 1, 0, scope.stream, params, nullptr),
+               "cuLaunchKernel (memtool_checksum)", why) ||
+        !check(api_->cuMemcpyDtoHAsync_(&out, result, sizeof out, scope.stream),
+               "cuMemcpyDtoHAsync (checksum)", why) ||
+        !check(api_->cuStreamSynchronize_(scope.stream), "cuStreamSynchronize (checksum)", why))
+        return false;
+    *sum = out;
+    return true;
 }
 
 bool CudaVmmBackend::staging(Failure& why) {

@@ -55,6 +55,11 @@ public:
     bool copyIn(uint8_t device, uint64_t address, uint64_t bytes, Backup& from, uint64_t offset,
                 Failure& why) override;
 
+    // On the device, in the copies' stream, after them: the checksum kernel
+    // (collectors/cuda/ChecksumKernel.cu, loaded from its PTX at the first call).
+    bool checksum(uint8_t device, uint64_t address, uint64_t bytes, uint64_t* sum,
+                  Failure& why) override;
+
     void* allocateHost(uint8_t device, uint64_t* bytes, Failure& why) override;
     void freeHost(uint8_t device, void* p, uint64_t bytes) override;
     void setHostPoolLimit(uint64_t bytes) override;
@@ -79,6 +84,7 @@ private:
     bool enter(int ordinal, Failure& why);
     bool stream(int ordinal, void** out, Failure& why);
     bool staging(Failure& why);
+    bool checksumKernel(int ordinal, Failure& why);
     // The devices (bits by ordinal) that can reach `ordinal`'s memory, asked once.
     uint64_t peersOf(int ordinal);
     // Frees a host backup's pinned memory (allocateHost's) now, in `device`'s context.
@@ -97,7 +103,11 @@ private:
     uint64_t poolLimit_ = UINT64_MAX;
     void* staging_[2] = {};  // chunkBytes_ each, pinned
     uint64_t chunkBytes_ = kChunkBytes;
-    Mutex stagingMu_;  // one streamed copy at a time
+    Mutex stagingMu_;                          // one streamed copy at a time
+    bool kernelApi_ = false;                   // the driver has what the checksum kernel needs
+    void* kernels_[kMaxDevices] = {};          // the checksum kernel per device (under mu_)
+    uint64_t checksumSums_[kMaxDevices] = {};  // its result word per device
+    Mutex checksumMu_;                         // one checksum at a time
 };
 
 }  // namespace memtool::collectors::control

@@ -139,3 +139,22 @@ TEST(AclRegions, AHostBudgetSendsWhatItCannotHoldToDisk) {
     NpuFixture f;
     test_support::region_cases::aHostBudgetSendsWhatItCannotHoldToDisk(f);
 }
+
+// NPU memory has no checksum kernel: a verified pause is refused before anything
+// is released, saying why.
+TEST(AclRegions, AVerifiedPauseOfNpuMemoryIsRefusedWithNothingReleased) {
+    NpuFixture f;
+    Failure why;
+    ASSERT_TRUE(f.regions->enter("vnpu", core::BackupKind::Host, why, false, true)) << why.text;
+    auto* p = static_cast<uint8_t*>(f.regions->serve(f.device, 2 * kMiB, 512, why));
+    f.regions->exit();
+    ASSERT_NE(p, nullptr) << why.text;
+    p[0] = 42;
+    const OpResult paused = f.regions->pause("vnpu", core::ControlOrigin::Api);
+    EXPECT_FALSE(paused.ok);
+    EXPECT_STREQ(paused.message,
+                 "pause failed, nothing was released: region 'vnpu' cannot be verified: acl-vmm "
+                 "cannot checksum its memory");
+    EXPECT_EQ(p[0], 42);
+    EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(p)));
+}

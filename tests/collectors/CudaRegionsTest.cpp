@@ -220,3 +220,50 @@ TEST(CudaRegions, AHostBudgetSendsWhatItCannotHoldToDisk) {
     CudaFixture f;
     test_support::region_cases::aHostBudgetSendsWhatItCannotHoldToDisk(f);
 }
+
+// A verified CUDA region: the checksum kernel runs on the "device" at the pause
+// and after the resume (the double runs it as the host sums); a restore whose
+// copy comes back with one byte wrong fails, naming the allocation, from host
+// and from disk backups alike.
+TEST(CudaRegions, AVerifiedRestoreThatComesBackWrongFailsNamingTheAllocation) {
+    CudaFixture f;
+    auto spoil = reinterpret_cast<void (*)()>(
+        dlsym(dlopen(FAKE_CUDA_DRIVER, RTLD_NOW | RTLD_NOLOAD), "fake_cuda_spoil_next_copy_in"));
+    auto launches = reinterpret_cast<int (*)()>(
+        dlsym(dlopen(FAKE_CUDA_DRIVER, RTLD_NOW | RTLD_NOLOAD), "fake_cuda_kernel_launches"));
+    ASSERT_TRUE(spoil && launches);
+    for (const core::BackupKind backup : {core::BackupKind::Host, core::BackupKind::Disk}) {
+        const char* tag = backup == core::BackupKind::Host ? "vhost" : "vdisk";
+        Failure why;
+        ASSERT_TRUE(f.regions->enter(tag, backup, why, false, true)) << why.text;
+        auto* p = static_cast<uint8_t*>(f.regions->serve(f.cuda0, 4 * MiB, 256, why));
+        f.regions->exit();
+        ASSERT_NE(p, nullptr) << why.text;
+        for (uint64_t i = 0; i < 4 * MiB; ++i) p[i] = static_cast<uint8_t>(i * 13);
+        const int before = launches();
+        ASSERT_TRUE(f.regions->pause(tag, core::ControlOrigin::Api).ok);
+        OpResult resumed = f.regions->resume(tag, core::ControlOrigin::Api);
+        EXPECT_TRUE(resumed.ok) << resumed.message;
+        EXPECT_FALSE(resumed.verifyFailed);
+        EXPECT_EQ(launches() - before, 2);  // one at the pause, one after the resume
+
+        ASSERT_TRUE(f.regions->pause(tag, core::ControlOrigin::Api).ok);
+        spoil();
+        resumed = f.regions->resume(tag, core::ControlOrigin::Api);
+        EXPECT_FALSE(resumed.ok);
+        EXPECT_TRUE(resumed.verifyFailed);
+        char address[32];
+        std::snprintf(address, sizeof address, "0x%llx",
+                      static_cast<unsigned long long>(reinterpret_cast<uint64_t>(p)));
+        EXPECT_EQ(std::string(resumed.message)
+                      .rfind(std::string("verify: region '") + tag +
+                                 "' on cuda:0 came back different from what was paused: 1 of 1 "
+                                 "allocations, the first at " +
+                                 address + " (4194304 bytes; checksum ",
+                             0),
+                  0u)
+            << resumed.message;
+        EXPECT_EQ(p[0], static_cast<uint8_t>(0xff));  // byte 0 was 0, flipped
+        EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(p)));
+    }
+}

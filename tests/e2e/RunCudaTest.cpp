@@ -84,6 +84,16 @@ std::string fileText(const std::string& path) {
     s << in.rdbuf();
     return s.str();
 }
+// A script's last line, its figures as JSON (with objects inside), printed for
+// gpu-check's log under `name`; not an object when the line is none.
+nlohmann::json lastJsonLine(const std::string& out, const char* name) {
+    const size_t lineStart = out.rfind('\n', out.size() >= 2 ? out.size() - 2 : 0);
+    auto r = nlohmann::json::parse(lineStart == std::string::npos ? out : out.substr(lineStart + 1),
+                                   nullptr, false);
+    if (r.is_object()) std::cout << name << ' ' << r.dump() << '\n';
+    return r;
+}
+
 }  // namespace
 
 TEST(RunCuda, DeviceMemoryOfAPlainCudaProgram) {
@@ -188,13 +198,8 @@ TEST_P(TorchCudaRegions, PauseGivesTheDeviceAGibAndResumeRestoresTheTensor) {
     const auto [mode, backup] = GetParam();
     Profiled p = profile({TORCH_PYTHON_BIN, script("regions_cuda.py"), mode, backup});
     ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
-    // The script's last line (its JSON has objects inside).
-    const std::string& out = p.outcome.out;
-    const size_t lineStart = out.rfind('\n', out.size() >= 2 ? out.size() - 2 : 0);
-    const auto r = nlohmann::json::parse(
-        lineStart == std::string::npos ? out : out.substr(lineStart + 1), nullptr, false);
-    ASSERT_TRUE(r.is_object()) << out;
-    std::cout << "regions_cuda " << r.dump() << '\n';  // the figures, for gpu-check's log
+    const auto r = lastJsonLine(p.outcome.out, "regions_cuda");
+    ASSERT_TRUE(r.is_object()) << p.outcome.out;
     constexpr int64_t GiB = 1ll << 30;
     for (const nlohmann::json& round : {r.at("first"), r}) {
         EXPECT_TRUE(round.at("pause_ok").get<bool>()) << round.dump();
@@ -226,6 +231,33 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_pair("torch", "host"), std::make_pair("torch", "disk"),
                       std::make_pair("preload", "none")),
     [](const auto& info) { return std::string(info.param.first) + "_" + info.param.second; });
+
+// Verified restores on a GPU: the checksum kernel, loaded from its PTX, runs at
+// every pause and resume of a verified 1 GiB region to host memory, which comes
+// back whole and unflagged; a 4 MiB verified region whose disk backup the script
+// spoils by one byte fails its resume with VerifyError naming its data_ptr. The
+// times (verified beside plain) are printed for the closing note, not asserted.
+TEST(TorchCudaVerify, TheDevicesChecksumCatchesASpoiledRestoreAndPassesAGoodOne) {
+    std::string why;
+    if (!torchGpuUsable(&why)) GTEST_SKIP() << why;
+    const std::string dir = tempDir();
+    Profiled p = profile({TORCH_PYTHON_BIN, script("verify_cuda.py"), dir}, {"--backup-dir", dir});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    const auto r = lastJsonLine(p.outcome.out, "verify_cuda");
+    ASSERT_TRUE(r.is_object()) << p.outcome.out;
+    EXPECT_TRUE(r.at("same").get<bool>());
+    char address[32];
+    std::snprintf(address, sizeof address, "0x%llx",
+                  static_cast<unsigned long long>(r.at("spoiled_data_ptr").get<uint64_t>()));
+    EXPECT_EQ(r.at("caught").get<std::string>().rfind(
+                  std::string("verify: region 'spoiled' on cuda:0 came back different from what "
+                              "was paused: 1 of 1 allocations, the first at ") +
+                      address + " (4194304 bytes; ",
+                  0),
+              0u)
+        << r.dump();
+    EXPECT_EQ(r.at("ones_after"), (1 << 20) - 1);  // its first float's low byte flipped
+}
 
 // Courtesy on a GPU: the training script on cuda:0 under --pausable all, yielded
 // to host memory from outside. Afterwards the device holds no more than what it

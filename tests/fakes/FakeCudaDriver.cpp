@@ -18,6 +18,11 @@
 // with CUDA_ERROR_OUT_OF_MEMORY); fake_cuda_set_capacity() changes it at run time;
 // fake_cuda_host_bytes() is the pinned host memory held (cuMemHostAlloc's and
 // cuMemHostRegister's).
+// cuModuleLoadData takes the checksum kernel's PTX (collectors/cuda/ChecksumKernel.cu)
+// and cuLaunchKernel runs it as the host would (core/Checksum.h's sum of the
+// "device" memory its parameters name); fake_cuda_spoil_next_copy_in() flips the
+// first byte the next host-to-device copy writes (a restore that comes back wrong),
+// fake_cuda_kernel_launches() counts the launches.
 // FAKE_CUDA_DEVICES devices (default 1) reach each other's memory, except the one
 // FAKE_CUDA_PEERLESS names; fake_cuda_access_devices(address) is the devices (bits
 // by ordinal) the last cuMemSetAccess at that address granted.
@@ -30,6 +35,8 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+
+#include "core/Checksum.h"
 
 namespace {
 
@@ -48,6 +55,10 @@ CUmemGenericAllocationHandle nextHandle = 1;
 int contextToken = 0;
 int streamToken = 0;
 thread_local int contextsPushed = 0;  // this thread's context stack
+std::atomic<bool> spoilNextCopyIn{false};
+std::atomic<int> launches{0};
+int moduleToken = 0;
+int functionToken = 0;
 
 int envInt(const char* name, int fallback) {
     const char* text = std::getenv(name);
@@ -239,6 +250,53 @@ CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream
 
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, CUstream) {
     std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+    if (bytes && spoilNextCopyIn.exchange(false)) *reinterpret_cast<unsigned char*>(dst) ^= 0xff;
+    return CUDA_SUCCESS;
+}
+
+__attribute__((visibility("default"))) void fake_cuda_spoil_next_copy_in() {
+    spoilNextCopyIn.store(true);
+}
+__attribute__((visibility("default"))) int fake_cuda_kernel_launches() { return launches.load(); }
+
+// The one module there is: the checksum kernel's, known by its entry's name.
+CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+    if (contextsPushed == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!std::strstr(static_cast<const char*>(image), ".entry memtool_checksum("))
+        return CUDA_ERROR_INVALID_PTX;
+    *module = reinterpret_cast<CUmodule>(&moduleToken);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
+    if (module != reinterpret_cast<CUmodule>(&moduleToken) ||
+        std::strcmp(name, "memtool_checksum") != 0)
+        return CUDA_ERROR_NOT_FOUND;
+    *function = reinterpret_cast<CUfunction>(&functionToken);
+    return CUDA_SUCCESS;
+}
+
+// memtool_checksum(data, words, out): *out += the sum, as every block's warps add theirs.
+CUresult cuLaunchKernel(CUfunction function, unsigned gridX, unsigned, unsigned, unsigned blockX,
+                        unsigned, unsigned, unsigned, CUstream, void** params, void**) {
+    if (contextsPushed == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (function != reinterpret_cast<CUfunction>(&functionToken) || !params || gridX == 0 ||
+        blockX == 0 || blockX > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    const auto* data = *static_cast<const uint64_t* const*>(params[0]);
+    const auto words = *static_cast<const unsigned long long*>(params[1]);
+    auto* out = *static_cast<uint64_t* const*>(params[2]);
+    *out += memtool::core::checksumWordsScalar(data, words);
+    ++launches;
+    return CUDA_SUCCESS;
+}
+
+// Plain device memory (cuMemAlloc): host memory here too.
+CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
+    if (contextsPushed == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    void* p = std::calloc(1, bytes);
+    if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+    *ptr = reinterpret_cast<CUdeviceptr>(p);
     return CUDA_SUCCESS;
 }
 

@@ -3,33 +3,12 @@ raise VerifyError naming the allocation; without verify the same spoiling comes
 back unnoticed (memtool run --verify verifies every tag).
 
 usage: verify_restore.py BACKUP_PARENT_DIR"""
-import os
 import sys
 
 import torch
 
 import memtool
-
-
-def spoil(parent, offset):
-    """Flips one byte of the one disk backup open under `parent` (no name points
-    to it: its /proc/self/fd link is how to reach it)."""
-    found = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(parent + "/") and target.endswith(" (deleted)"):
-            found.append(fd)
-    assert len(found) == 1, found
-    with open(f"/proc/self/fd/{found[0]}", "r+b", buffering=0) as f:
-        f.seek(offset)
-        byte = f.read(1)[0]
-        f.seek(offset)
-        f.write(bytes([byte ^ 0xFF]))
-        os.fsync(f.fileno())
-
+from spoil_backup import spoil
 
 parent = sys.argv[1]
 with memtool.region("checked", backup="disk", verify=True):
