@@ -31,6 +31,7 @@ public:
     // Of the pages as they are (readable: resident or frozen).
     bool checksum(uint8_t device, uint64_t address, uint64_t bytes, uint64_t* sum,
                   Failure& why) override;
+    bool checksumsOnHost() const override { return true; }
     // Read-only pages (mprotect).
     bool freeze(uint8_t device, uint64_t address, uint64_t bytes, Failure& why) override;
     // The content is read into fresh pages elsewhere (advised to be huge pages),

@@ -92,6 +92,9 @@ public:
         why.set(name(), " cannot checksum its memory");
         return false;
     }
+    // checksum() reads the memory on the CPU, and may run beside a copyOut of
+    // the same memory (a thread of its own: Regions::copyOutChecked).
+    virtual bool checksumsOnHost() const { return false; }
 
     // Host memory for BackupKind::Host of `device`'s memory (pinned, for fast
     // device copies) of at least *bytes, which becomes its size (a reused buffer

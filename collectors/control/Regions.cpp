@@ -1,5 +1,6 @@
 #include "collectors/control/Regions.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -886,18 +887,54 @@ bool Regions::pauseBackUp(MappedArray<Work>& work, Failure& why) {
         }
         const int slot = opened[work[i].region];
         work[i].backup = static_cast<uint16_t>(slot + 1);
-        MemoryBackend* backend = backendFor(r.device);
-        ok = backend->copyOut(r.device, work[i].address, work[i].mapped, backups_.content(slot),
-                              work[i].offset, why);
         work[i].verify = verifyAll_.load(std::memory_order_relaxed) || tags_[r.tag].verify;
-        if (ok && work[i].verify &&
-            !backend->checksum(r.device, work[i].address, work[i].mapped, &work[i].sum, why)) {
-            const Failure said = why;
-            why.set("region '", tags_[r.tag].name, "' cannot be verified: ", said.text);
-            ok = false;
-        }
+        ok = copyOutChecked(*backendFor(r.device), work[i], backups_.content(slot), why);
     }
     return ok;
+}
+
+namespace {
+
+// A checksum of one allocation, on a thread of its own (copyOutChecked).
+struct ChecksumJob {
+    MemoryBackend* backend;
+    uint8_t device;
+    uint64_t address, bytes;
+    uint64_t sum = 0;
+    bool ok = false;
+    Failure why;
+    static void* run(void* arg) {
+        auto* job = static_cast<ChecksumJob*>(arg);
+        job->ok =
+            job->backend->checksum(job->device, job->address, job->bytes, &job->sum, job->why);
+        return nullptr;
+    }
+};
+
+// Below this, a thread of its own costs more than the sum it hides.
+constexpr uint64_t kChecksumBesideBytes = 8ull << 20;
+
+}  // namespace
+
+bool Regions::copyOutChecked(MemoryBackend& backend, Work& w, Backup& to, Failure& why) {
+    if (!w.verify) return backend.copyOut(w.device, w.address, w.mapped, to, w.offset, why);
+    ChecksumJob job{&backend, w.device, w.address, w.mapped, 0, false, {}};
+    pthread_t summer;
+    const bool beside = backend.checksumsOnHost() && w.mapped >= kChecksumBesideBytes &&
+                        pthread_create(&summer, nullptr, &ChecksumJob::run, &job) == 0;
+    const bool copied = backend.copyOut(w.device, w.address, w.mapped, to, w.offset, why);
+    if (beside)
+        pthread_join(summer, nullptr);
+    else if (copied)
+        ChecksumJob::run(&job);
+    if (!copied) return false;
+    if (!job.ok) {
+        why.set("region '", tags_[regions_[w.region].tag].name,
+                "' cannot be verified: ", job.why.text);
+        return false;
+    }
+    w.sum = job.sum;
+    return true;
 }
 
 bool Regions::fitHostBudgetLocked(uint16_t index, uint64_t bytes, Failure& why) {

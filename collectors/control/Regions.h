@@ -331,6 +331,11 @@ private:
     // not, region `index` goes to disk (its pausedWith, opOverBudget_). False
     // (why) when it cannot go to disk either.
     bool fitHostBudgetLocked(uint16_t index, uint64_t bytes, Failure& why);
+    // Within 3.: the content of `w` out to its backup and, when it is verified,
+    // its checksum into w.sum: beside the copy, on a thread of its own, where
+    // the backend sums host memory (the copy's I/O and the sum overlap), else
+    // after it. False (why) when either fails.
+    bool copyOutChecked(MemoryBackend& backend, Work& w, Backup& to, Failure& why);
     // Within a resume: the checksums of one region's allocations, mapped back
     // with their content, against their pauses'. False, with the message, when
     // some came back different (or could not be checked).

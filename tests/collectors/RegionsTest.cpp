@@ -166,6 +166,7 @@ struct FlakyBackend final : MemoryBackend {
     bool checksum(uint8_t d, uint64_t a, uint64_t b, uint64_t* sum, Failure& why) override {
         return real.checksum(d, a, b, sum, why);
     }
+    bool checksumsOnHost() const override { return real.checksumsOnHost(); }
     bool freeze(uint8_t d, uint64_t a, uint64_t b, Failure& why) override {
         return real.freeze(d, a, b, why);
     }
@@ -1134,7 +1135,7 @@ TEST(Regions, AVerifiedResumeFindsContentThatCameBackDifferent) {
         for (uint64_t i = 0; p && i < bytes; ++i) p[i] = static_cast<uint8_t>(seed + i * 7);
         return p;
     };
-    uint8_t* a = allocate("v", true, 4 * MiB, 1);
+    uint8_t* a = allocate("v", true, 16 * MiB, 1);  // summed beside its copy (8 MiB or more)
     uint8_t* b = allocate("v", false, 2 * MiB, 2);  // the tag is verified: b is too
     uint8_t* plain = allocate("plain", false, 2 * MiB, 3);
     ASSERT_TRUE(a && b && plain);
@@ -1144,15 +1145,15 @@ TEST(Regions, AVerifiedResumeFindsContentThatCameBackDifferent) {
     OpResult resumed = f.regions->resume("v", core::ControlOrigin::Api);
     EXPECT_TRUE(resumed.ok) << resumed.message;
     EXPECT_FALSE(resumed.verifyFailed);
-    EXPECT_STREQ(resumed.message, "resumed 6291456 bytes in 2 allocations");
+    EXPECT_STREQ(resumed.message, "resumed 18874368 bytes in 2 allocations");
 
-    // Spoiled: b's byte 100 (b follows a's 4 MiB in the region's backup).
+    // Spoiled: b's byte 100 (b follows a's 16 MiB in the region's backup).
     ASSERT_TRUE(f.regions->pause("v", core::ControlOrigin::Api).ok);
-    ASSERT_TRUE(corruptBackupIn(f.dir, 4 * MiB + 100));
+    ASSERT_TRUE(corruptBackupIn(f.dir, 16 * MiB + 100));
     resumed = f.regions->resume("v", core::ControlOrigin::Api);
     EXPECT_FALSE(resumed.ok);
     EXPECT_TRUE(resumed.verifyFailed);
-    EXPECT_EQ(resumed.bytes, 6 * MiB);  // resumed, with what came back
+    EXPECT_EQ(resumed.bytes, 18 * MiB);  // resumed, with what came back
     char address[32];
     std::snprintf(address, sizeof address, "0x%llx",
                   static_cast<unsigned long long>(reinterpret_cast<uint64_t>(b)));
@@ -1165,7 +1166,7 @@ TEST(Regions, AVerifiedResumeFindsContentThatCameBackDifferent) {
         << said;
     EXPECT_NE(said.find(" after the resume); it is resumed with that content"), std::string::npos)
         << said;
-    EXPECT_TRUE(Fixture::holds(a, 4 * MiB, 1));
+    EXPECT_TRUE(Fixture::holds(a, 16 * MiB, 1));
     EXPECT_EQ(b[100], static_cast<uint8_t>((2 + 100 * 7) ^ 0xff));
     char answer[2048];
     resumed.toJson("resume", answer, sizeof answer);
