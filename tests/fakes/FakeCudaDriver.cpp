@@ -291,11 +291,13 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gridX, unsigned, unsigned,
     return CUDA_SUCCESS;
 }
 
-// Plain device memory (cuMemAlloc): host memory here too.
+// Plain device memory (cuMemAlloc): mapped host memory here too, as the VMM
+// calls' is. A backend keeps its checksum word for the process's life, as it
+// would on a device: not heap memory, which a leak checker would count at exit.
 CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
     if (contextsPushed == 0) return CUDA_ERROR_INVALID_CONTEXT;
-    void* p = std::calloc(1, bytes);
-    if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
     *ptr = reinterpret_cast<CUdeviceptr>(p);
     return CUDA_SUCCESS;
 }
