@@ -293,7 +293,11 @@ TEST(Courtesy, WithoutPausableAllThereIsNothingToYield) {
                      script("courtesy_api.py")},
                     "", controlEnv());
     ASSERT_EQ(o.exitCode, 0) << o.err;
-    EXPECT_EQ(o.out.substr(0, o.out.find('\n') + 1), "yield True False 0 0 True\n");
+    // Nothing released, so the line's last figure (the resident bytes given back
+    // cover the answer's) says nothing here: with 0 bytes to cover it is only
+    // whether the interpreter touched under 64 KiB of new pages meanwhile, and a
+    // new pymalloc arena can take more (CI saw it fail so, once).
+    EXPECT_EQ(o.out.substr(0, o.out.find("0 0 ") + 4), "yield True False 0 0 ");
     EXPECT_NE(o.out.find("again nothing to yield: no region holds resident memory (under `memtool "
                          "run --pausable all` every allocation is in one)\n"),
               std::string::npos)
