@@ -266,6 +266,7 @@ DeviceState* Aggregator::release(uint8_t device, uint64_t address, uint64_t time
     const LiveBlock& b = it->second;
     DeviceState& d = deviceState(device);
     retire(d, stacks_[b.stack], b.size, b.paused);
+    countGraphPool(device, address, -static_cast<int64_t>(b.size));
     if (b.region) {
         Region& r = regions_[b.region];
         r.liveBytes -= b.size;
@@ -276,6 +277,20 @@ DeviceState* Aggregator::release(uint8_t device, uint64_t address, uint64_t time
     t->live.erase(it);
     lastTimeNs_ = timeNs;
     return &d;
+}
+
+void Aggregator::countGraphPool(uint8_t device, uint64_t key, int64_t bytes) {
+    const uint32_t number = graphPoolOfKey(key);
+    const DevicePool pool = devicePool(device);
+    if (number == 0 || (pool != DevicePool::Graphs && pool != DevicePool::GraphsActive)) return;
+    GraphPoolState& g = graphPools_[number];
+    g.ordinal = cudaOrdinal(device);
+    uint64_t& now = pool == DevicePool::Graphs ? g.reservedBytes : g.activeBytes;
+    uint64_t& peak = pool == DevicePool::Graphs ? g.reservedPeak : g.activePeak;
+    // A hostile stream's frees cannot take it below nothing.
+    now = bytes >= 0 ? now + static_cast<uint64_t>(bytes)
+                     : now - std::min(now, static_cast<uint64_t>(-bytes));
+    peak = std::max(peak, now);
 }
 
 void Aggregator::retire(DeviceState& d, StackState& s, uint64_t size, bool paused) {
@@ -338,6 +353,7 @@ void Aggregator::onAlloc(const AllocRecord& a) {
     }
     const Admitted admitted = admit(a);  // touches no live-block table: `it` stays valid
     it.value().stack = admitted.index;
+    countGraphPool(dev, a.f.address, static_cast<int64_t>(a.f.size));
     if (region) {
         Region& r = regions_[region];
         r.liveBytes += a.f.size;
@@ -354,7 +370,9 @@ void Aggregator::onShortLived(const AllocRecord& a, const FreeRecord& f) {
         retireOverwritten(a.f.device, a.f.address, a.timeNs);
     const Admitted admitted = admit(a);
     ++frees_;
+    countGraphPool(a.f.device, a.f.address, static_cast<int64_t>(a.f.size));
     retire(admitted.device, admitted.stack, a.f.size, false);
+    countGraphPool(a.f.device, a.f.address, -static_cast<int64_t>(a.f.size));
     admitted.device.timeline.record(f.timeNs, admitted.device.currentBytes);
     lastTimeNs_ = f.timeNs;
 }
@@ -426,7 +444,10 @@ void Aggregator::onWindow(const WindowRecord& w) {
     tsl::robin_map<uint32_t, Change> changes;
     for (size_t i = 0; i < w.stacks.size(); ++i)
         changes[index[i]].addedAtPeak += w.stacks[i].liveAtPeak;
-    for (const WindowRecord::Block& b : w.blocks) changes[index[b.stack]].added += b.size;
+    for (const WindowRecord::Block& b : w.blocks) {
+        changes[index[b.stack]].added += b.size;
+        countGraphPool(w.stacks[b.stack].device, b.address, static_cast<int64_t>(b.size));
+    }
     for (const WindowRecord::OldFree& f : w.oldFrees) {
         ++frees_;
         DeviceTables* t = tables_[f.device].get();
@@ -441,6 +462,7 @@ void Aggregator::onWindow(const WindowRecord& w) {
             continue;
         }
         t->live.erase(it);
+        countGraphPool(f.device, f.address, -static_cast<int64_t>(b.size));
         Change& c = changes[b.stack];
         c.freed += b.size;
         if (f.beforePeak) c.freedEarly += b.size;

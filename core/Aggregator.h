@@ -51,6 +51,16 @@ struct DeviceState {
     Timeline timeline;
 };
 
+// One private pool of PyTorch's caching allocator (a CUDA graph's, a MemPool's),
+// from the keys of cuda:N.graphs and cuda:N.graphs_active (core::graphPoolOfKey).
+struct GraphPoolState {
+    int ordinal = -1;            // its CUDA device
+    uint64_t reservedBytes = 0;  // its segments' bytes now
+    uint64_t reservedPeak = 0;
+    uint64_t activeBytes = 0;  // its blocks' bytes now
+    uint64_t activePeak = 0;
+};
+
 struct StackState {
     uint8_t device = kDeviceCpu;
     uint64_t nativeNode = 0;
@@ -123,6 +133,8 @@ public:
     const std::optional<Handshake>& handshake() const { return handshake_; }
     const std::optional<EndFields>& end() const { return end_; }
     const std::map<uint8_t, DeviceState>& devices() const { return devices_; }
+    // By the pool's number (the cuda.graph_pool notes name them).
+    const std::map<uint32_t, GraphPoolState>& graphPools() const { return graphPools_; }
     const std::vector<StackState>& stacks() const { return stacks_; }
     const std::vector<SharedModule>& modules() const { return modules_; }
     // Index i holds node id i (entry 0 is the unused root).
@@ -267,6 +279,9 @@ private:
     std::optional<EndFields> end_;
     std::optional<EndFields> recoveredCounts_;
     std::map<uint8_t, DeviceState> devices_;  // never erased from: deviceState() points in
+    std::map<uint32_t, GraphPoolState> graphPools_;
+    // A block or segment of a private pool came (bytes > 0) or went (< 0).
+    void countGraphPool(uint8_t device, uint64_t key, int64_t bytes);
     struct {
         uint8_t code = 0;
         DeviceState* state = nullptr;

@@ -16,7 +16,7 @@
 namespace memtool::core {
 
 inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'O', 'O', 'L', '\0'};
-inline constexpr uint32_t kProtocolVersion = 10;
+inline constexpr uint32_t kProtocolVersion = 11;
 
 // Environment variables shared by the CLI and the collectors.
 inline constexpr const char* kEnvSocket = "MEMTOOL_SOCKET";    // path of the CLI's Unix socket
@@ -61,25 +61,50 @@ inline constexpr uint8_t kMaxCudaDevices = 64;
 inline constexpr uint8_t kDeviceCudaBase = 16;           // cuda:N is kDeviceCudaBase + N
 inline constexpr uint8_t kDeviceCudaActiveBase = 80;     // cuda:N.active
 inline constexpr uint8_t kDeviceCudaReservedBase = 144;  // cuda:N.reserved
+// The caching allocator's private pools (CUDA graphs' pools, torch.cuda.MemPool),
+// a part of the pools above, on the first kMaxGraphPoolDevices devices only:
+// their segments (cuda:N.graphs) and the blocks handed out of them
+// (cuda:N.graphs_active).
+inline constexpr uint8_t kMaxGraphPoolDevices = 16;
+inline constexpr uint8_t kDeviceCudaGraphsBase = 224;        // cuda:N.graphs
+inline constexpr uint8_t kDeviceCudaGraphsActiveBase = 240;  // cuda:N.graphs_active
 
-enum class DevicePool : uint8_t { Device, Active, Reserved };
+enum class DevicePool : uint8_t { Device, Active, Reserved, Graphs, GraphsActive };
 
 inline uint8_t poolBase(DevicePool pool) {
-    return pool == DevicePool::Active     ? kDeviceCudaActiveBase
-           : pool == DevicePool::Reserved ? kDeviceCudaReservedBase
-                                          : kDeviceCudaBase;
+    switch (pool) {
+        case DevicePool::Active:
+            return kDeviceCudaActiveBase;
+        case DevicePool::Reserved:
+            return kDeviceCudaReservedBase;
+        case DevicePool::Graphs:
+            return kDeviceCudaGraphsBase;
+        case DevicePool::GraphsActive:
+            return kDeviceCudaGraphsActiveBase;
+        case DevicePool::Device:
+            break;
+    }
+    return kDeviceCudaBase;
+}
+
+// How many devices a pool has codes for.
+inline uint8_t poolDevices(DevicePool pool) {
+    return pool == DevicePool::Graphs || pool == DevicePool::GraphsActive ? kMaxGraphPoolDevices
+                                                                          : kMaxCudaDevices;
 }
 
 inline DevicePool devicePool(uint8_t device) {
-    for (DevicePool pool : {DevicePool::Active, DevicePool::Reserved})
-        if (device >= poolBase(pool) && device < poolBase(pool) + kMaxCudaDevices) return pool;
+    for (DevicePool pool :
+         {DevicePool::Active, DevicePool::Reserved, DevicePool::Graphs, DevicePool::GraphsActive})
+        if (device >= poolBase(pool) && device < poolBase(pool) + poolDevices(pool)) return pool;
     return DevicePool::Device;
 }
 
 // The CUDA ordinal of a cuda code (any pool), or -1 for cpu and pinned.
 inline int cudaOrdinal(uint8_t device) {
-    const uint8_t base = poolBase(devicePool(device));
-    return device >= base && device < base + kMaxCudaDevices ? device - base : -1;
+    const DevicePool pool = devicePool(device);
+    const uint8_t base = poolBase(pool);
+    return device >= base && device < base + poolDevices(pool) ? device - base : -1;
 }
 
 // The code of cuda:ordinal in a pool; ordinals past kMaxCudaDevices are not representable.
@@ -120,9 +145,23 @@ inline uint8_t npuDeviceOrFirst(int ordinal) {
 //   bit 63  a CUDA VMM physical allocation, keyed by its handle (cuMemCreate)
 //   bit 62  a block of PyTorch's caching allocator, in the cuda:N.active pool
 //   bit 61  a segment (or 2 MiB page of one) in the cuda:N.reserved pool
+//   bit 60  the same block (with bit 62) or segment (with bit 61) again, in
+//           cuda:N.graphs_active or cuda:N.graphs; bits 47-59 then number the
+//           private pool it belongs to (1 and up, as a cuda.graph_pool note
+//           names it)
 inline constexpr uint64_t kKeyVmmHandle = 1ull << 63;
 inline constexpr uint64_t kKeyActivePool = 1ull << 62;
 inline constexpr uint64_t kKeyReservedPool = 1ull << 61;
+inline constexpr uint64_t kKeyGraphPool = 1ull << 60;
+inline constexpr unsigned kKeyGraphPoolShift = 47;
+inline constexpr uint32_t kMaxGraphPools = (1u << 13) - 1;
+
+// The private pool number a key of cuda:N.graphs or cuda:N.graphs_active carries
+// (0 for any other key).
+inline uint32_t graphPoolOfKey(uint64_t key) {
+    if (!(key & kKeyGraphPool)) return 0;
+    return static_cast<uint32_t>(key >> kKeyGraphPoolShift) & kMaxGraphPools;
+}
 
 // How a process's stream ended (End record). A stream that stops without End was
 // cut: the process was killed, or its collector lost the socket.
@@ -432,6 +471,9 @@ inline constexpr char kModuleScopeFile[] = "<memtool:module>";
 inline constexpr uint64_t kModuleScopeForward = 1, kModuleScopeBackward = 2;
 inline constexpr const char* kNoteCudaSource = "cuda.source";
 inline constexpr const char* kNoteTorchBridge = "torch.bridge";
+// "NUMBER DEVICE FIRST SECOND" (decimal): private pool NUMBER of the graph-pool
+// keys (kKeyGraphPool) is PyTorch's pool (FIRST, SECOND) on cuda:DEVICE.
+inline constexpr const char* kNoteGraphPool = "cuda.graph_pool";
 //   "child.ended"  a child this process waited for ended: "PID STATUS", decimal,
 //                  STATUS as wait() gives it (how a fork child that died of a
 //                  signal, its stream cut short, ended: only its parent reaps it)

@@ -28,6 +28,10 @@ const char* poolKey(uint8_t device) {
             return kPoolActive;
         case DevicePool::Reserved:
             return kPoolReserved;
+        case DevicePool::Graphs:
+            return kPoolGraphs;
+        case DevicePool::GraphsActive:
+            return kPoolGraphsActive;
         case DevicePool::Device:
             return "";
     }

@@ -64,6 +64,11 @@ uint64_t measure(const core::ProcessTrace& p, const std::string& device, const s
                  Metric m) {
     auto it = p.devices.find(device);
     if (!pool.empty()) {
+        // A bridge that saw no private pool: nothing was held in one.
+        const bool privatePool = pool == core::kPoolGraphs || pool == core::kPoolGraphsActive;
+        if (privatePool && it != p.devices.end() && it->second.pools.count(core::kPoolReserved) &&
+            !it->second.pools.count(pool))
+            return 0;
         if (it == p.devices.end() || !it->second.pools.count(pool))
             usage(fmt::format(
                 "the trace has no {} figures for {} (the torch bridge was not attached)", pool,
@@ -105,15 +110,15 @@ DeviceSelector parseDeviceSelector(const std::string& text) {
     // An ordinal as PyTorch numbers devices (cuda:0 ... cuda:999), never one that
     // overflows on the way.
     static const std::regex form(
-        R"((cpu|pinned|shared|cuda|cuda:\d{1,3}|npu|npu:\d{1,2})(\.(active|reserved))?)");
+        R"((cpu|pinned|shared|cuda|cuda:\d{1,3}|npu|npu:\d{1,2})(\.(active|reserved|graphs|graphs_active))?)");
     std::smatch m;
     if (text.size() > kMaxArgumentBytes || !std::regex_match(text, m, form) ||
         (m[1] == "cpu" && m[3].matched) || (m[1] == "pinned" && m[3].matched) ||
         (m[1] == "shared" && m[3].matched) || (m[1] == "cuda" && m[3].matched) ||
         (m[1].str().rfind("npu", 0) == 0 && m[3].matched)) {
         usage("bad device '" + text +
-              "' (use cpu, pinned, shared, cuda, cuda:N, cuda:N.active, cuda:N.reserved, npu or "
-              "npu:N)");
+              "' (use cpu, pinned, shared, cuda, cuda:N, cuda:N.active, cuda:N.reserved, "
+              "cuda:N.graphs, cuda:N.graphs_active, npu or npu:N)");
     }
     return DeviceSelector{m[1], m[3].matched ? m[3].str() : "", text};
 }

@@ -22,7 +22,7 @@ namespace memtool::reporters {
 // "cpu", "cuda" (every CUDA device), "cuda:0", "cuda:0.active", "cuda:0.reserved".
 struct DeviceSelector {
     std::string device;  // "cpu", "cuda", "cuda:N"
-    std::string pool;    // "", "active", "reserved"
+    std::string pool;    // "", "active", "reserved", "graphs", "graphs_active"
     std::string text;    // as written
 };
 

@@ -198,13 +198,46 @@ void renderDevices(const core::ProcessTrace& p, const ReportOptions& options, co
     };
     for (const auto& [name, d] : p.devices) {
         row(d.source.empty() || name == "cpu" ? name : name + " (" + d.source + ")", d);
-        for (const char* pool : {core::kPoolActive, core::kPoolReserved})
+        for (const char* pool :
+             {core::kPoolActive, core::kPoolReserved, core::kPoolGraphs, core::kPoolGraphsActive})
             if (auto it = d.pools.find(pool); it != d.pools.end())
                 row("  " + std::string(pool), it->second);
     }
     out << fmt::format(
         "Peak: the most held at once, and when (seconds after tracking began) · {}{}\n",
         leakLegend(p), unitsLegend(options.bytes));
+}
+
+// The caching allocator's private pools, per device: what each held at its
+// most, and what one pool shared by all of them would have needed at most (the
+// most their blocks held at once, cuda:N.graphs_active's peak).
+void renderGraphPools(const core::ProcessTrace& p, const ByteText& b, std::ostream& out) {
+    std::map<std::string, std::vector<const core::GraphPool*>> byDevice;
+    for (const core::GraphPool& g : p.graphPools) byDevice[g.device].push_back(&g);
+    for (const auto& [device, pools] : byDevice) {
+        out << fmt::format("\nGraph pools on {} ({} private pool{} of the caching allocator)\n",
+                           device, pools.size(), pools.size() == 1 ? "" : "s");
+        out << fmt::format("{:<6} {:<24} {} {} {} {}\n", "Pool", "PyTorch id",
+                           b.column("Reserv. peak"), b.column("Active peak"),
+                           b.column("Reserv. end"), b.column("Active end"));
+        uint64_t sum = 0;
+        for (const core::GraphPool* g : pools) {
+            out << fmt::format("#{:<5} {:<24} {} {} {} {}\n", g->number,
+                               fmt::format("({}, {})", g->idFirst, g->idSecond),
+                               b.column(g->reservedPeakBytes), b.column(g->activePeakBytes),
+                               b.column(g->reservedEndBytes), b.column(g->activeEndBytes));
+            sum += g->reservedPeakBytes;
+        }
+        const auto d = p.devices.find(device);
+        if (pools.size() < 2 || d == p.devices.end()) continue;
+        const auto union_ = d->second.pools.find(core::kPoolGraphsActive);
+        if (union_ == d->second.pools.end()) continue;
+        const uint64_t together = union_->second.peakBytes;
+        out << fmt::format(
+            "Sharing one pool: the {} pools held {} at their peaks; their blocks held at most {} "
+            "at once, so one shared pool would need {} less\n",
+            pools.size(), b(sum), b(together), b(sum > together ? sum - together : 0));
+    }
 }
 
 void renderHotspots(const core::ProcessTrace& p, const std::string& name,
@@ -294,6 +327,7 @@ void renderProcess(const core::Trace& trace, const core::ProcessTrace& p,
         return;
     }
     renderDevices(p, options, b, out);
+    renderGraphPools(p, b, out);
     renderRegions(p, b, out);
     renderPolicyActions(trace, p, b, out);
     for (const auto& [name, d] : p.devices) renderHotspots(p, name, d, options, b, out);

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <tuple>
@@ -553,11 +554,45 @@ core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& sy
     return p;
 }
 
+// The private pools the stream counted, named by its cuda.graph_pool notes ("NUMBER
+// DEVICE FIRST SECOND"); a pool no note named keeps id (0, 0).
+std::vector<core::GraphPool> graphPools(const core::Aggregator& agg) {
+    std::map<uint32_t, core::GraphPool> pools;
+    for (const auto& [number, g] : agg.graphPools()) {
+        core::GraphPool& pool = pools[number];
+        pool.number = number;
+        pool.device = "cuda:" + std::to_string(g.ordinal);
+        pool.reservedPeakBytes = g.reservedPeak;
+        pool.activePeakBytes = g.activePeak;
+        pool.reservedEndBytes = g.reservedBytes;
+        pool.activeEndBytes = g.activeBytes;
+    }
+    for (const core::NoteRecord& n : agg.notes()) {
+        if (n.key != core::kNoteGraphPool) continue;
+        unsigned long number = 0, first = 0, second = 0;
+        int device = -1;
+        char extra = 0;
+        if (std::sscanf(n.text.c_str(), "%lu %d %lu %lu %c", &number, &device, &first, &second,
+                        &extra) != 4 ||
+            device < 0 || device >= core::kMaxGraphPoolDevices)
+            continue;
+        auto it = pools.find(static_cast<uint32_t>(number));
+        // Named, never held anything; or a note that disagrees with the keys.
+        if (it == pools.end() || it->second.device != "cuda:" + std::to_string(device)) continue;
+        it->second.idFirst = first;
+        it->second.idSecond = second;
+    }
+    std::vector<core::GraphPool> out;
+    for (auto& [number, pool] : pools) out.push_back(std::move(pool));
+    return out;
+}
+
 core::ProcessTrace buildProcessBody(const core::Aggregator& agg, Symbolizer& symbolizer,
                                     SiteMode siteMode) {
     core::ProcessTrace p = processHeader(agg);
     p.devices = deviceTotals(agg);
     p.timeline = timelines(agg);
+    p.graphPools = graphPools(agg);
 
     HotspotTable hotspots;
     LineTable lines;

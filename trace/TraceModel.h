@@ -19,6 +19,9 @@ inline constexpr const char* kTraceSchema = "memtool.trace/1";
 // (segments it holds). Keys of the pools maps below.
 inline constexpr const char* kPoolActive = "active";
 inline constexpr const char* kPoolReserved = "reserved";
+// The private pools' part of those two (CUDA graphs' pools, torch.cuda.MemPool).
+inline constexpr const char* kPoolGraphs = "graphs";
+inline constexpr const char* kPoolGraphsActive = "graphs_active";
 
 // ProcessTrace::leakMoment.
 inline constexpr const char* kLeakAtPython = "python";
@@ -226,6 +229,21 @@ struct EventsSummary {
     uint64_t folded = 0;  // folded into windows by the collector: not in the log
 };
 
+// One private pool of PyTorch's caching allocator on a CUDA device, seen through
+// the torch bridge: a CUDA graph's own, one graphs share (graph_pool_handle()),
+// a torch.cuda.MemPool. Its bytes are also in the device's reserved and active.
+struct GraphPool {
+    std::string device;   // "cuda:0"
+    uint32_t number = 0;  // 1 and up, in the order it first held memory
+    // PyTorch's MempoolId_t: (capture id, 0) for a graph's own pool, (0, uid) for
+    // graph_pool_handle() and MemPool.
+    uint64_t idFirst = 0, idSecond = 0;
+    uint64_t reservedPeakBytes = 0;  // the most its segments held at once
+    uint64_t activePeakBytes = 0;    // the most its blocks held at once
+    uint64_t reservedEndBytes = 0;   // at the stream's end
+    uint64_t activeEndBytes = 0;
+};
+
 struct ProcessTrace {
     int64_t pid = 0;
     int64_t ppid = 0;
@@ -290,6 +308,7 @@ struct ProcessTrace {
     std::vector<RegionTotals> regions;
     std::vector<ControlEvent> control;
     std::vector<OomEvent> oom;
+    std::vector<GraphPool> graphPools;  // by number
     uint64_t oomCount = 0;  // out-of-memory events in all (oom keeps the first 16 in full)
     // Per device and pool, by name: "cpu", "cuda:0", "cuda:0.active", ... (control
     // and oom events stand on the same clock).

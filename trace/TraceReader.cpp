@@ -11,6 +11,7 @@
 #include "core/Files.h"
 #include "core/FrameClassifier.h"
 #include "core/FrameTable.h"
+#include "core/Protocol.h"
 #include "core/SourceHash.h"
 #include "core/Units.h"
 #include "trace/EventLog.h"
@@ -65,7 +66,8 @@ std::optional<int> optionalInt(const json& j, const char* key) {
 
 template <typename Figures, typename FromJson>
 void poolsFromJson(const json& j, std::map<std::string, Figures>& pools, FromJson fromJson) {
-    for (const char* name : {core::kPoolActive, core::kPoolReserved})
+    for (const char* name :
+         {core::kPoolActive, core::kPoolReserved, core::kPoolGraphs, core::kPoolGraphsActive})
         if (j.contains(name)) pools[name] = fromJson(j.at(name));
 }
 
@@ -269,6 +271,28 @@ core::RegionTotals regionFromJson(const json& j) {
     r.bytes = unsignedField(j, "bytes");
     r.pausedBytes = unsignedField(j, "paused_bytes");
     return r;
+}
+
+core::GraphPool graphPoolFromJson(const json& j) {
+    core::GraphPool g;
+    g.device = j.at("device").get<std::string>();
+    const uint64_t number = unsignedField(j, "number");
+    if (number == 0 || number > core::kMaxGraphPools)
+        throw MalformedTrace("a graph pool's \"number\" is " + std::to_string(number) +
+                             ", not 1 to " + std::to_string(core::kMaxGraphPools));
+    g.number = static_cast<uint32_t>(number);
+    const json& id = j.at("id");
+    if (!id.is_array() || id.size() != 2 || !id[0].is_number_unsigned() ||
+        !id[1].is_number_unsigned())
+        throw MalformedTrace("a graph pool's \"id\" is " + brief(id) +
+                             ", not two unsigned integers");
+    g.idFirst = id[0].get<uint64_t>();
+    g.idSecond = id[1].get<uint64_t>();
+    g.reservedPeakBytes = unsignedField(j, "reserved_peak_bytes");
+    g.activePeakBytes = unsignedField(j, "active_peak_bytes");
+    g.reservedEndBytes = unsignedField(j, "reserved_end_bytes");
+    g.activeEndBytes = unsignedField(j, "active_end_bytes");
+    return g;
 }
 
 core::ControlEvent controlFromJson(const json& j) {
@@ -481,6 +505,8 @@ core::ProcessTrace processFromJson(const json& j) {
         for (const auto& c : j.at("control")) p.control.push_back(controlFromJson(c));
     if (j.contains("oom"))
         for (const auto& e : j.at("oom")) p.oom.push_back(oomFromJson(e, frames, tableSize));
+    if (j.contains("graph_pools"))
+        for (const auto& g : j.at("graph_pools")) p.graphPools.push_back(graphPoolFromJson(g));
     p.frames = std::move(frames).release();
     p.oomCount = j.contains("oom_count") ? unsignedField(j, "oom_count") : p.oom.size();
     if (j.contains("timeline"))

@@ -275,6 +275,16 @@ void writeRegion(TextWriter& w, const core::RegionTotals& r) {
               field(w, "bytes", r.bytes), field(w, "paused_bytes", r.pausedBytes)});
 }
 
+void writeGraphPool(TextWriter& w, const core::GraphPool& g) {
+    w.object({field(w, "device", g.device),
+              field(w, "number", g.number),
+              {"id", [&w, &g] { w.pair(g.idFirst, g.idSecond); }},
+              field(w, "reserved_peak_bytes", g.reservedPeakBytes),
+              field(w, "active_peak_bytes", g.activePeakBytes),
+              field(w, "reserved_end_bytes", g.reservedEndBytes),
+              field(w, "active_end_bytes", g.activeEndBytes)});
+}
+
 void writeControl(TextWriter& w, const core::ControlEvent& e) {
     w.object({field(w, "time_s", e.timeS), field(w, "action", e.action),
               field(w, "origin", e.origin), field(w, "tag", e.tag), field(w, "device", e.device),
@@ -368,6 +378,9 @@ void bodyMembers(TextWriter& w, const core::ProcessTrace& p, Write write) {
     write("regions", arrayField(w, "regions", p.regions, writeRegion));
     write("control", arrayField(w, "control", p.control, writeControl));
     write("oom", arrayField(w, "oom", p.oom, writeOom));
+    // Only where the torch bridge saw a private pool: traces without stay as they were.
+    if (!p.graphPools.empty())
+        write("graph_pools", arrayField(w, "graph_pools", p.graphPools, writeGraphPool));
     write("timeline", mapField(w, "timeline", p.timeline, writeSeries));
 }
 

@@ -70,6 +70,8 @@ public:
     // An allocation of `size` bytes that failed for want of memory. `torch`: the
     // caching allocator's own out-of-memory error (deviceFree as it reported).
     virtual void oom(uint8_t device, uint64_t size, bool torch, uint64_t deviceFree) {}
+    // A note for the stream (core::kNote* keys).
+    virtual void note(const char* key, const char* text) {}
 };
 
 inline constexpr int kCudaErrorOutOfMemory =

@@ -165,12 +165,17 @@ void Engine::allocCaptured(const RecursionGuard&, Stacks& stacks, uint8_t device
     if (newHigh) highBytes_[device] = liveBytes_[device];
     a.timeDeltaNs = clockDeltaLocked(/*coarse=*/!newHigh);
     a.region = region;
-    if (region == 0) {
+    if (region == 0 && !(key & core::kKeyGraphPool)) {
         // Its free, if next, makes a ShortLived record of it.
         writer_.deferAlloc(a, liveBytes_[device]);
     } else if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) {
-        writer_.stopFolding();  // a region's bytes leave the reader's count when paused
+        if (region != 0)
+            writer_.stopFolding();  // a region's bytes leave the reader's count when paused
         writer_.commitAlloc(core::encodeAlloc(p, a), a, liveBytes_[device]);
+        // A private pool's block goes as its record: the reader counts each pool
+        // apart by the key's number, which a window does not carry. They are
+        // few (a graph's capture, a MemPool's use).
+        if (region == 0) writer_.foldNothingBuffered();
     }
     ++counters_.allocCount;
     counters_.allocatedBytes += size;
@@ -225,6 +230,7 @@ void Engine::freeGuarded(const RecursionGuard&, uint64_t key) {
                                      liveAfterAlloc, liveAfter);
     } else if (uint8_t* p = writer_.reserve(core::kMaxFixedRecordBytes)) {
         writer_.commitFree(core::encodeFree(p, f), f, liveAfter, entry.tag);
+        if (key & core::kKeyGraphPool) writer_.foldNothingBuffered();  // as at its Alloc
     }
     ++counters_.freeCount;
     counters_.freedBytes += entry.deviceSize & kSizeMask;

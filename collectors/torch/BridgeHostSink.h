@@ -17,6 +17,7 @@ public:
     void oom(uint8_t device, uint64_t size, bool, uint64_t deviceFree) override {
         host_.oom(device, size, deviceFree);
     }
+    void note(const char* key, const char* text) override { host_.note(key, text); }
 
 private:
     const MemtoolBridgeHost& host_;

@@ -54,6 +54,32 @@ int deviceOf(const E&, long) {
     return cudaGetDevice(&device) == cudaSuccess ? device : -1;
 }
 
+// The entry's private pool where this torch records it (mempool_, 2.6 and later
+// as far as the headers read here tell); (0, 0) otherwise: every event then counts
+// in the device's own pools only.
+template <typename E>
+auto poolOf(const E& e, int) -> decltype(MempoolId{static_cast<uint64_t>(e.mempool_.first),
+                                                   static_cast<uint64_t>(e.mempool_.second)}) {
+    return {static_cast<uint64_t>(e.mempool_.first), static_cast<uint64_t>(e.mempool_.second)};
+}
+template <typename E>
+MempoolId poolOf(const E&, long) {
+    return {};
+}
+
+// Likewise for a snapshot's segment (owner_private_pool_id).
+template <typename S>
+auto ownerOf(const S& s, int)
+    -> decltype(MempoolId{static_cast<uint64_t>(s.owner_private_pool_id.first),
+                          static_cast<uint64_t>(s.owner_private_pool_id.second)}) {
+    return {static_cast<uint64_t>(s.owner_private_pool_id.first),
+            static_cast<uint64_t>(s.owner_private_pool_id.second)};
+}
+template <typename S>
+MempoolId ownerOf(const S&, long) {
+    return {};
+}
+
 MemtoolBridgeHost gHost{};
 
 AllocatorAction actionOf(const TraceEntry& e) {
@@ -85,6 +111,7 @@ void onTrace(const TraceEntry& e) {
     event.device = deviceOf(e, 0);
     event.address = static_cast<uint64_t>(e.addr_);
     event.size = static_cast<uint64_t>(e.size_);
+    event.pool = poolOf(e, 0);
     BridgeHostSink sink(gHost);
     translateAllocatorEvent(event, sink);
 }
@@ -97,6 +124,7 @@ std::vector<SnapshotSegment> currentSegments() {
         seg.address = static_cast<uint64_t>(s.address);
         seg.totalSize = static_cast<uint64_t>(s.total_size);
         seg.expandable = s.is_expandable;
+        seg.pool = ownerOf(s, 0);
         for (const auto& b : s.blocks)
             seg.blocks.push_back({static_cast<uint64_t>(b.size), b.allocated});
         out.push_back(std::move(seg));

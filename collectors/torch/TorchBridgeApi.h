@@ -18,6 +18,9 @@ struct MemtoolBridgeHost {
     // The caching allocator raised its out-of-memory error for `size` bytes on
     // `device` (a wire code) with `deviceFree` bytes free (version 2).
     void (*oom)(uint8_t device, uint64_t size, uint64_t deviceFree);
+    // A note for the stream (version 3): core::kNoteGraphPool as a private pool
+    // first appears.
+    void (*note)(const char* key, const char* text);
 };
 
 // Results of memtool_torch_bridge_attach.
@@ -39,4 +42,4 @@ typedef int (*MemtoolBridgeAttachFn)(const MemtoolBridgeHost* host);
 typedef void (*MemtoolBridgeEmptyCacheFn)(void);
 }
 
-inline constexpr uint32_t kMemtoolBridgeApiVersion = 2;
+inline constexpr uint32_t kMemtoolBridgeApiVersion = 3;

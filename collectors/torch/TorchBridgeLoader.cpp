@@ -98,6 +98,7 @@ void hostWarn(const char* text) { gEngine->note(core::kNoteWarning, text); }
 void hostOom(uint8_t device, uint64_t size, uint64_t deviceFree) {
     gEngine->oom(device, size, core::OomSource::Torch, deviceFree);
 }
+void hostNote(const char* key, const char* text) { gEngine->note(key, text); }
 
 const char kDeviceOnly[] = "; cuda rows show driver-level figures only (no active/reserved)";
 
@@ -181,8 +182,8 @@ void tryAttachTorchBridge() {
     auto attach =
         reinterpret_cast<MemtoolBridgeAttachFn>(dlsym(gHandle, "memtool_torch_bridge_attach"));
     if (!attach) return settle("the torch bridge has no attach function");
-    static const MemtoolBridgeHost host{kMemtoolBridgeApiVersion, hostAlloc, hostFree, hostWarn,
-                                        hostOom};
+    static const MemtoolBridgeHost host{
+        kMemtoolBridgeApiVersion, hostAlloc, hostFree, hostWarn, hostOom, hostNote};
     const int rc = attach(&host);
     if (rc == kMemtoolBridgeAttached) {
         gEngine->note(core::kNoteTorchBridge, "attached");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -152,4 +153,62 @@ TEST(CachingAllocatorTranslator, TheAllocatorsOutOfMemoryErrorIsAnEvent) {
     translateAllocatorEvent({AllocatorAction::Oom, 1, 300 * MiB, 4096 * MiB}, log);
     ASSERT_EQ(log.ooms.size(), 1u);
     EXPECT_EQ(log.ooms[0], std::make_tuple(core::cudaDevice(1), 4096 * MiB, true, 300 * MiB));
+}
+
+// A private pool's blocks and segments count in active and reserved as every
+// other, and again in graphs_active and graphs, each pool apart by its number:
+// the aggregator's per-pool peaks are what that pool alone held.
+TEST(CachingAllocatorTranslator, PrivatePoolsAreCountedAgainEachApart) {
+    struct Noting : TrackerLike {
+        std::vector<std::string> notes;
+        void note(const char* key, const char* text) override {
+            notes.push_back(std::string(key) + " " + text);
+        }
+    } t;
+    graphPoolNumbers().reset();
+    const uint64_t a = 0x7f0000000000ull, b = 0x7f4000000000ull;
+    const MempoolId graph{5, 0}, handle{0, 3};
+    feed(t, {
+                {AllocatorAction::SegmentAlloc, 1, a, 8 * MiB, graph},
+                {AllocatorAction::Alloc, 1, a, 6 * MiB, graph},
+                {AllocatorAction::SegmentAlloc, 1, b, 2 * MiB, handle},
+                {AllocatorAction::Alloc, 1, b, 2 * MiB, handle},
+                {AllocatorAction::FreeRequested, 1, a, 6 * MiB, graph},
+                {AllocatorAction::Alloc, 1, a, 1 * MiB, graph},
+            });
+    EXPECT_EQ(t.notes,
+              (std::vector<std::string>{"cuda.graph_pool 1 1 5 0", "cuda.graph_pool 2 1 0 3"}));
+    EXPECT_EQ(t.pool(1, core::DevicePool::Reserved).currentBytes, 10 * MiB);
+    EXPECT_EQ(t.pool(1, core::DevicePool::Active).peakBytes, 8 * MiB);
+    EXPECT_EQ(t.pool(1, core::DevicePool::Graphs).currentBytes, 10 * MiB);
+    EXPECT_EQ(t.pool(1, core::DevicePool::GraphsActive).peakBytes, 8 * MiB);
+    EXPECT_EQ(t.pool(1, core::DevicePool::GraphsActive).currentBytes, 3 * MiB);
+    const auto& pools = t.agg.graphPools();
+    ASSERT_EQ(pools.size(), 2u);
+    EXPECT_EQ(pools.at(1).ordinal, 1);
+    EXPECT_EQ(pools.at(1).reservedPeak, 8 * MiB);
+    EXPECT_EQ(pools.at(1).activePeak, 6 * MiB);
+    EXPECT_EQ(pools.at(1).activeBytes, 1 * MiB);
+    EXPECT_EQ(pools.at(2).reservedPeak, 2 * MiB);
+    EXPECT_EQ(pools.at(2).activePeak, 2 * MiB);
+    // The same pool's id on another device is another pool.
+    feed(t, {{AllocatorAction::SegmentAlloc, 0, 0x7f8000000000ull, 2 * MiB, graph}});
+    EXPECT_EQ(t.notes.back(), "cuda.graph_pool 3 0 5 0");
+    EXPECT_EQ(t.agg.graphPools().at(3).ordinal, 0);
+    graphPoolNumbers().reset();
+}
+
+// A snapshot's segment names the pool that owns it; devices past the codes the
+// graph rows have count in reserved alone.
+TEST(CachingAllocatorTranslator, SnapshotSegmentsKeepTheirPoolAndFarDevicesOnlyReserved) {
+    TrackerLike t;
+    graphPoolNumbers().reset();
+    const uint64_t a = 0x7f0000000000ull;
+    replaySnapshot({SnapshotSegment{0, a, 4 * MiB, false, {{4 * MiB, true}}, MempoolId{9, 0}}}, t);
+    EXPECT_EQ(t.pool(0, core::DevicePool::Graphs).currentBytes, 4 * MiB);
+    EXPECT_EQ(t.pool(0, core::DevicePool::GraphsActive).currentBytes, 4 * MiB);
+    feed(t, {{AllocatorAction::SegmentAlloc, 20, a + 64 * MiB, 2 * MiB, MempoolId{9, 0}}});
+    EXPECT_EQ(t.pool(20, core::DevicePool::Reserved).currentBytes, 2 * MiB);
+    EXPECT_EQ(t.agg.graphPools().size(), 1u);
+    graphPoolNumbers().reset();
 }

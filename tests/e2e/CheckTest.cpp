@@ -146,7 +146,7 @@ TEST(Check, BadTokensAreUsageErrors) {
     EXPECT_EQ(dev.exitCode, 2);
     EXPECT_EQ(dev.err,
               "memtool: bad device 'gpu' (use cpu, pinned, shared, cuda, cuda:N, cuda:N.active, "
-              "cuda:N.reserved, npu or npu:N)\n");
+              "cuda:N.reserved, cuda:N.graphs, cuda:N.graphs_active, npu or npu:N)\n");
     Outcome inc = check({t, "--baseline", t, "--max-increase", "ten%"});
     EXPECT_EQ(inc.exitCode, 2);
     EXPECT_EQ(inc.err, "memtool: bad increase 'ten%' (use a percentage like 5% or a size)\n");

@@ -271,9 +271,10 @@ TEST(Cli, OddButValidInputIsNoInternalError) {
               "memtool: bad increase '" + longer + "%' (use a percentage like 5% or a size)\n");
     Outcome device = run({MEMTOOL_BIN, "check", t, "--max-peak", "cuda:" + longer + "=1"});
     EXPECT_EQ(device.exitCode, 2);
-    EXPECT_EQ(device.err, "memtool: bad device 'cuda:" + longer +
-                              "' (use cpu, pinned, shared, cuda, cuda:N, cuda:N.active, "
-                              "cuda:N.reserved, npu or npu:N)\n");
+    EXPECT_EQ(device.err,
+              "memtool: bad device 'cuda:" + longer +
+                  "' (use cpu, pinned, shared, cuda, cuda:N, cuda:N.active, "
+                  "cuda:N.reserved, cuda:N.graphs, cuda:N.graphs_active, npu or npu:N)\n");
     // A function name that is no Python identifier: the line report renders it.
     std::string odd = traceWith(
         kCpu, R"json({"file": "/nonexistent/a.py", "line": 2, "function": "f(", "device": "cpu",

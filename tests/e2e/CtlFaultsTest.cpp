@@ -397,7 +397,7 @@ TEST(CtlFaults, RunAndCheckRefuseWhatTheyUsedToTake) {
         {{MEMTOOL_BIN, "check", GOLDEN_DIR + "/traces/train.json", "--max-peak",
           "cuda:99999999999999999999=1"},
          "memtool: bad device 'cuda:99999999999999999999' (use cpu, pinned, shared, cuda, cuda:N, "
-         "cuda:N.active, cuda:N.reserved, npu or npu:N)\n"},
+         "cuda:N.active, cuda:N.reserved, cuda:N.graphs, cuda:N.graphs_active, npu or npu:N)\n"},
     };
     for (const Case& c : cases) {
         Outcome o = run(c.argv);

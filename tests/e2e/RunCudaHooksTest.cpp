@@ -147,6 +147,85 @@ TEST(RunCudaHooks, BridgeFiguresBecomeActiveAndReserved) {
         << diff.out;
 }
 
+// Private pools (CUDA graphs' own, a graph_pool_handle(), a MemPool) through the
+// bridge: rows of their own beneath the device, a table of the pools with what
+// one shared pool would save, and check's cuda:N.graphs.
+TEST(RunCudaHooks, GraphPoolsAreRowsATableAndACheck) {
+    HookRun r = profileHooks(
+        {std::string("MEMTOOL_TORCH_BRIDGE=") + FAKE_TORCH_BRIDGE, "FAKE_BRIDGE_GRAPHS=1"});
+    ASSERT_EQ(r.outcome.exitCode, 0) << r.outcome.err;
+    const auto& p = r.process();
+    EXPECT_EQ(warnings(p), "[]");
+    // The script in tests/fakes/FakeTorchBridge.cpp.
+    const auto& cuda0 = p.at("devices").at("cuda:0");
+    EXPECT_EQ(cuda0.at("reserved").at("peak_bytes"), 44 * MiB);
+    EXPECT_EQ(cuda0.at("reserved").at("current_bytes"), 36 * MiB);
+    EXPECT_EQ(cuda0.at("active").at("peak_bytes"), 20 * MiB);
+    EXPECT_EQ(cuda0.at("active").at("current_bytes"), 16 * MiB);
+    EXPECT_EQ(cuda0.at("graphs").at("peak_bytes"), 22 * MiB);
+    EXPECT_EQ(cuda0.at("graphs").at("current_bytes"), 14 * MiB);
+    EXPECT_EQ(cuda0.at("graphs_active").at("peak_bytes"), 10 * MiB);
+    EXPECT_EQ(cuda0.at("graphs_active").at("current_bytes"), 6 * MiB);
+    const auto& pools = p.at("graph_pools");
+    ASSERT_EQ(pools.size(), 3u) << pools.dump(1);
+    auto pool = [&](size_t i) {
+        const auto& g = pools.at(i);
+        return g.at("device").get<std::string>() + " #" +
+               std::to_string(g.at("number").get<int>()) + " " + g.at("id").dump() + " " +
+               std::to_string(g.at("reserved_peak_bytes").get<uint64_t>() / MiB) + " " +
+               std::to_string(g.at("active_peak_bytes").get<uint64_t>() / MiB) + " " +
+               std::to_string(g.at("reserved_end_bytes").get<uint64_t>() / MiB) + " " +
+               std::to_string(g.at("active_end_bytes").get<uint64_t>() / MiB);
+    };
+    EXPECT_EQ(pool(0), "cuda:0 #1 [1,0] 8 6 0 0");
+    EXPECT_EQ(pool(1), "cuda:0 #2 [2,0] 10 6 10 6");
+    EXPECT_EQ(pool(2), "cuda:0 #3 [0,7] 4 0 4 0");
+
+    std::string trace = tempDir() + "/t.json";
+    std::ofstream(trace) << r.trace.dump();
+    Outcome text = run({MEMTOOL_BIN, "report", trace});
+    ASSERT_EQ(text.exitCode, 0) << text.err;
+    EXPECT_NE(text.out.find("\n  graphs                    22.00 MiB "), std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("\n  graphs_active             10.00 MiB "), std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("Graph pools on cuda:0 (3 private pools of the caching allocator)\n"),
+              std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("#2     (2, 0)                      10.00 MiB     6.00 MiB    10.00 "
+                            "MiB     6.00 MiB\n"),
+              std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("Sharing one pool: the 3 pools held 22.00 MiB at their peaks; their "
+                            "blocks held at most 10.00 MiB at once, so one shared pool would need "
+                            "12.00 MiB less\n"),
+              std::string::npos)
+        << text.out;
+    EXPECT_EQ(run({MEMTOOL_BIN, "check", trace, "--max-peak", "cuda:0.graphs=22MiB"}).exitCode, 0);
+    Outcome over = run({MEMTOOL_BIN, "check", trace, "--max-peak", "cuda:0.graphs=21MiB"});
+    EXPECT_EQ(over.exitCode, 1);
+    EXPECT_NE(over.out.find("cuda:0.graphs peak 22.00 MiB (23068672 bytes) exceeds"),
+              std::string::npos)
+        << over.out;
+    // Read back, the trace says the same.
+    Outcome json = run({MEMTOOL_BIN, "report", trace, "--format", "json"});
+    ASSERT_EQ(json.exitCode, 0) << json.err;
+    EXPECT_NE(json.out.find("\"graph_pools\""), std::string::npos);
+}
+
+// Without a private pool the row is absent and a limit on it holds at 0.
+TEST(RunCudaHooks, WithoutPrivatePoolsAGraphsLimitHolds) {
+    HookRun r = profileHooks({std::string("MEMTOOL_TORCH_BRIDGE=") + FAKE_TORCH_BRIDGE});
+    ASSERT_EQ(r.outcome.exitCode, 0) << r.outcome.err;
+    const auto& p = r.process();
+    EXPECT_FALSE(p.at("devices").at("cuda:0").contains("graphs"));
+    EXPECT_FALSE(p.contains("graph_pools"));
+    std::string trace = tempDir() + "/t.json";
+    std::ofstream(trace) << r.trace.dump();
+    Outcome ok = run({MEMTOOL_BIN, "check", trace, "--max-peak", "cuda:0.graphs=0"});
+    EXPECT_EQ(ok.exitCode, 0) << ok.out << ok.err;
+}
+
 TEST(RunCudaHooks, ABridgeForAnotherTorchIsNotLoaded) {
     HookRun r = profileHooks({std::string("MEMTOOL_TORCH_BRIDGE=") + FAKE_TORCH_BRIDGE,
                               "FAKE_BRIDGE_BUILD_ID=deadbeef"});

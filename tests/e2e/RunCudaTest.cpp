@@ -259,6 +259,31 @@ TEST(TorchCudaVerify, TheDevicesChecksumCatchesASpoiledRestoreAndPassesAGoodOne)
     EXPECT_EQ(r.at("ones_after"), (1 << 20) - 1);  // its first float's low byte flipped
 }
 
+// CUDA graphs' private pools on a GPU, through the real bridge: a pool per graph
+// captured alone, one for the two that share graph_pool_handle(), with PyTorch's
+// own ids; each capture's 4 MiB output is its pool's active peak (the shared
+// pool's second output reuses nothing: both stay live).
+TEST(TorchCudaGraphPools, EachGraphsPoolIsATableRowWithTorchsId) {
+    std::string why;
+    if (!torchGpuUsable(&why)) GTEST_SKIP() << why;
+    Profiled p = profile({TORCH_PYTHON_BIN, script("graph_pools_cuda.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    const auto r = lastJsonLine(p.outcome.out, "graph_pools_cuda");
+    ASSERT_TRUE(r.is_object()) << p.outcome.out;
+    EXPECT_TRUE(r.at("right").get<bool>());
+    const auto& pools = p.process().at("graph_pools");
+    ASSERT_EQ(pools.size(), 3u) << pools.dump(1);
+    const uint64_t MiB4 = 4 << 20;
+    EXPECT_EQ(pools.at(0).at("id"), r.at("own").at(0)) << pools.dump(1);
+    EXPECT_EQ(pools.at(1).at("id"), r.at("own").at(1)) << pools.dump(1);
+    EXPECT_EQ(pools.at(2).at("id"), r.at("shared")) << pools.dump(1);
+    EXPECT_EQ(pools.at(0).at("active_peak_bytes"), MiB4) << pools.dump(1);
+    EXPECT_EQ(pools.at(1).at("active_peak_bytes"), MiB4) << pools.dump(1);
+    EXPECT_EQ(pools.at(2).at("active_peak_bytes"), 2 * MiB4) << pools.dump(1);
+    const auto& cuda0 = p.process().at("devices").at("cuda:0");
+    EXPECT_EQ(cuda0.at("graphs_active").at("peak_bytes"), 4 * MiB4) << cuda0.dump(1);
+}
+
 // Courtesy on a GPU: the training script on cuda:0 under --pausable all, yielded
 // to host memory from outside. Afterwards the device holds no more than what it
 // held besides PyTorch's allocator just before (the CUDA context, libraries' own

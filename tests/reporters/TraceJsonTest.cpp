@@ -300,6 +300,28 @@ TEST(TraceJson, MalformedFieldsAreBadInput) {
              p["timeline"] = {{"cpu", {{"bucket_s", 1e-6}, {"points", json::array({{0.5, -1}})}}}};
          },
          "t.json: malformed trace: a timeline point's bytes is -1, not a whole number >= 0"},
+        {"graph pool number 0",
+         [](json& p) {
+             p["graph_pools"] = {{{"device", "cuda:0"},
+                                  {"number", 0},
+                                  {"id", {1, 0}},
+                                  {"reserved_peak_bytes", 1},
+                                  {"active_peak_bytes", 1},
+                                  {"reserved_end_bytes", 0},
+                                  {"active_end_bytes", 0}}};
+         },
+         "t.json: malformed trace: a graph pool's \"number\" is 0, not 1 to 8191"},
+        {"graph pool id not a pair",
+         [](json& p) {
+             p["graph_pools"] = {{{"device", "cuda:0"},
+                                  {"number", 1},
+                                  {"id", {1, -1}},
+                                  {"reserved_peak_bytes", 1},
+                                  {"active_peak_bytes", 1},
+                                  {"reserved_end_bytes", 0},
+                                  {"active_end_bytes", 0}}};
+         },
+         "t.json: malformed trace: a graph pool's \"id\" is [1,-1], not two unsigned integers"},
     };
     for (const Case& c : cases) {
         json p = good;

@@ -70,7 +70,11 @@ core::ProcessTrace everyField() {
     p.pythonStacks = true;
     p.devices["cuda:0"] = device(100, "cupti");
     p.devices["cuda:0"].pools = {{core::kPoolActive, poolTotals(200)},
-                                 {core::kPoolReserved, poolTotals(300)}};
+                                 {core::kPoolReserved, poolTotals(300)},
+                                 {core::kPoolGraphs, poolTotals(400)},
+                                 {core::kPoolGraphsActive, poolTotals(500)}};
+    p.graphPools = {{"cuda:0", 1, 7, 0, 20971520, 4194304, 0, 0},
+                    {"cuda:0", 2, 0, 18446744073709551615ull, 2, 1, 2, 1}};
     p.devices["cpu"] = device(7, "libc10");
     p.devices["cpu"].heldBy = {{"model", 40}, {kAwkward, 2}, {"", 1}};
     p.frames = {nativeFrame("c10::alloc_cpu(unsigned long)", "/usr/lib/libc10.so"),
@@ -189,6 +193,11 @@ TEST(TraceText, EveryFieldIsLaidOutAsItsDocumentDumps) {
     EXPECT_EQ(p.command.at(1),
               "a \"quoted\" \\path\\\t\n\x01 caf\xc3\xa9 \x7f bad\xef\xbf\xbd\xef\xbf\xbd end");
     EXPECT_EQ(p.devices.at("cuda:0").pools.at(core::kPoolReserved).freeCount, 309u);
+    EXPECT_EQ(p.devices.at("cuda:0").pools.at(core::kPoolGraphsActive).freeCount, 509u);
+    ASSERT_EQ(p.graphPools.size(), 2u);
+    EXPECT_EQ(p.graphPools.at(0).reservedPeakBytes, 20971520u);
+    EXPECT_EQ(p.graphPools.at(1).idSecond, 18446744073709551615ull);
+    EXPECT_EQ(p.graphPools.at(1).activeEndBytes, 1u);
     ASSERT_EQ(p.devices.at("cpu").heldBy.size(), 3u);
     EXPECT_EQ(p.devices.at("cpu").heldBy.at(0).name, "model");
     EXPECT_EQ(p.devices.at("cpu").heldBy.at(0).bytes, 40u);

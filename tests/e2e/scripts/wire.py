@@ -2,7 +2,7 @@
 # collector (fake_collector.py) or write streams (tests/fuzz/make_stream_seeds.py).
 import struct
 
-PREAMBLE = b"MEMTOOL\0" + struct.pack("<I", 10)  # kProtocolVersion (core/Protocol.h)
+PREAMBLE = b"MEMTOOL\0" + struct.pack("<I", 11)  # kProtocolVersion (core/Protocol.h)
 
 
 def varint(v):
