@@ -164,10 +164,14 @@ TEST(Policies, AYieldAndItsRestoreFollowTheDevice) {
 }
 
 // max_disk: a pause whose backup would pass it is refused with the reason, and
-// its rule backs off (2 s, longer than the curve) instead of asking again.
+// its rule backs off instead of asking again: for its cooldown doubled, at most
+// 60 s, here (cooldown 3600 s) far past the curve's end however slowly the
+// machine runs it (with no cooldown, 2 s: a loaded CI machine once took longer,
+// and the rule asked again as the program ended).
 TEST(Policies, ADiskLimitRefusesTheBackupAndTheRuleBacksOff) {
     Profiled p = underCurve({{500, 0}, {950, 0}, {950, 0}}, R"({"interval_ms": 20,
-      "max_disk": "4MiB", "rules": [{"device": "cuda", "above": "90%", "do": "pause kv"}]})");
+      "max_disk": "4MiB", "rules": [{"device": "cuda", "above": "90%", "do": "pause kv",
+                                     "cooldown_s": 3600}]})");
     ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
     EXPECT_EQ(actionLines(p.trace),
               (std::vector<std::string>{"rule 1 cuda:0 pause kv failed: max_disk 4.00 MiB: the "
