@@ -279,7 +279,7 @@ DeviceState* Aggregator::release(uint8_t device, uint64_t address, uint64_t time
     return &d;
 }
 
-void Aggregator::countGraphPool(uint8_t device, uint64_t key, int64_t bytes) {
+void Aggregator::countGraphPool(uint8_t device, uint64_t key, int64_t bytes, uint32_t stack) {
     const uint32_t number = graphPoolOfKey(key);
     const DevicePool pool = devicePool(device);
     if (number == 0 || (pool != DevicePool::Graphs && pool != DevicePool::GraphsActive)) return;
@@ -291,6 +291,8 @@ void Aggregator::countGraphPool(uint8_t device, uint64_t key, int64_t bytes) {
     now = bytes >= 0 ? now + static_cast<uint64_t>(bytes)
                      : now - std::min(now, static_cast<uint64_t>(-bytes));
     peak = std::max(peak, now);
+    if (bytes > 0 && pool == DevicePool::GraphsActive && stack != UINT32_MAX)
+        g.allocatedByStack[stack] += static_cast<uint64_t>(bytes);
 }
 
 void Aggregator::retire(DeviceState& d, StackState& s, uint64_t size, bool paused) {
@@ -353,7 +355,7 @@ void Aggregator::onAlloc(const AllocRecord& a) {
     }
     const Admitted admitted = admit(a);  // touches no live-block table: `it` stays valid
     it.value().stack = admitted.index;
-    countGraphPool(dev, a.f.address, static_cast<int64_t>(a.f.size));
+    countGraphPool(dev, a.f.address, static_cast<int64_t>(a.f.size), admitted.index);
     if (region) {
         Region& r = regions_[region];
         r.liveBytes += a.f.size;
@@ -370,7 +372,7 @@ void Aggregator::onShortLived(const AllocRecord& a, const FreeRecord& f) {
         retireOverwritten(a.f.device, a.f.address, a.timeNs);
     const Admitted admitted = admit(a);
     ++frees_;
-    countGraphPool(a.f.device, a.f.address, static_cast<int64_t>(a.f.size));
+    countGraphPool(a.f.device, a.f.address, static_cast<int64_t>(a.f.size), admitted.index);
     retire(admitted.device, admitted.stack, a.f.size, false);
     countGraphPool(a.f.device, a.f.address, -static_cast<int64_t>(a.f.size));
     admitted.device.timeline.record(f.timeNs, admitted.device.currentBytes);
@@ -446,7 +448,8 @@ void Aggregator::onWindow(const WindowRecord& w) {
         changes[index[i]].addedAtPeak += w.stacks[i].liveAtPeak;
     for (const WindowRecord::Block& b : w.blocks) {
         changes[index[b.stack]].added += b.size;
-        countGraphPool(w.stacks[b.stack].device, b.address, static_cast<int64_t>(b.size));
+        countGraphPool(w.stacks[b.stack].device, b.address, static_cast<int64_t>(b.size),
+                       index[b.stack]);
     }
     for (const WindowRecord::OldFree& f : w.oldFrees) {
         ++frees_;

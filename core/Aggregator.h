@@ -59,6 +59,9 @@ struct GraphPoolState {
     uint64_t reservedPeak = 0;
     uint64_t activeBytes = 0;  // its blocks' bytes now
     uint64_t activePeak = 0;
+    // Bytes of blocks allocated into it, per stack (an index into stacks()): where
+    // the graphs that captured into it ran.
+    std::map<uint32_t, uint64_t> allocatedByStack;
 };
 
 struct StackState {
@@ -280,8 +283,9 @@ private:
     std::optional<EndFields> recoveredCounts_;
     std::map<uint8_t, DeviceState> devices_;  // never erased from: deviceState() points in
     std::map<uint32_t, GraphPoolState> graphPools_;
-    // A block or segment of a private pool came (bytes > 0) or went (< 0).
-    void countGraphPool(uint8_t device, uint64_t key, int64_t bytes);
+    // A block or segment of a private pool came (bytes > 0, from stack `stack`) or
+    // went (< 0).
+    void countGraphPool(uint8_t device, uint64_t key, int64_t bytes, uint32_t stack = UINT32_MAX);
     struct {
         uint8_t code = 0;
         DeviceState* state = nullptr;

@@ -226,6 +226,9 @@ void renderGraphPools(const core::ProcessTrace& p, const ByteText& b, std::ostre
                                fmt::format("({}, {})", g->idFirst, g->idSecond),
                                b.column(g->reservedPeakBytes), b.column(g->activePeakBytes),
                                b.column(g->reservedEndBytes), b.column(g->activeEndBytes));
+            for (const core::GraphPool::Site& site : g->sites)
+                out << fmt::format("       {} allocated at {}\n", b(site.allocatedBytes),
+                                   site.site);
             sum += g->reservedPeakBytes;
         }
         const auto d = p.devices.find(device);

@@ -536,27 +536,31 @@ void outOfMemory(const core::Aggregator& agg, Symbolizer& symbolizer, SiteMode s
     p.frames = std::move(table).release();
 }
 
-}  // namespace
-
-std::vector<core::Frame> stackFrames(const core::Aggregator& agg, Symbolizer& symbolizer,
-                                     const core::StackState& stack) {
-    return mergedStack(agg, symbolizer, stack);
-}
-
-std::optional<size_t> siteOf(const std::vector<core::Frame>& stack, SiteMode mode) {
-    return core::chooseSite(stack, mode);
-}
-
-core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
-                                     const ProcessOutcome& outcome, SiteMode siteMode) {
-    core::ProcessTrace p = buildProcessBody(agg, symbolizer, siteMode);
-    applyOutcome(p, agg, outcome);
-    return p;
+// Where a pool's blocks were allocated, by site, most bytes first.
+std::vector<core::GraphPool::Site> graphPoolSites(const core::Aggregator& agg,
+                                                  Symbolizer& symbolizer,
+                                                  const core::GraphPoolState& g,
+                                                  SiteMode siteMode) {
+    std::map<std::string, uint64_t> bySite;
+    for (const auto& [stack, bytes] : g.allocatedByStack) {
+        if (stack >= agg.stacks().size()) continue;
+        const Stack frames = mergedStack(agg, symbolizer, agg.stacks()[stack]);
+        const auto site = core::chooseSite(frames, siteMode);
+        bySite[site ? core::formatFrame(frames[*site]) : core::kNoStackSite] += bytes;
+    }
+    std::vector<core::GraphPool::Site> sites;
+    for (auto& [site, bytes] : bySite) sites.push_back({site, bytes});
+    std::stable_sort(sites.begin(), sites.end(), [](const auto& a, const auto& b) {
+        return a.allocatedBytes > b.allocatedBytes;
+    });
+    if (sites.size() > core::kMaxGraphPoolSites) sites.resize(core::kMaxGraphPoolSites);
+    return sites;
 }
 
 // The private pools the stream counted, named by its cuda.graph_pool notes ("NUMBER
 // DEVICE FIRST SECOND"); a pool no note named keeps id (0, 0).
-std::vector<core::GraphPool> graphPools(const core::Aggregator& agg) {
+std::vector<core::GraphPool> graphPools(const core::Aggregator& agg, Symbolizer& symbolizer,
+                                        SiteMode siteMode) {
     std::map<uint32_t, core::GraphPool> pools;
     for (const auto& [number, g] : agg.graphPools()) {
         core::GraphPool& pool = pools[number];
@@ -566,6 +570,7 @@ std::vector<core::GraphPool> graphPools(const core::Aggregator& agg) {
         pool.activePeakBytes = g.activePeak;
         pool.reservedEndBytes = g.reservedBytes;
         pool.activeEndBytes = g.activeBytes;
+        pool.sites = graphPoolSites(agg, symbolizer, g, siteMode);
     }
     for (const core::NoteRecord& n : agg.notes()) {
         if (n.key != core::kNoteGraphPool) continue;
@@ -587,12 +592,30 @@ std::vector<core::GraphPool> graphPools(const core::Aggregator& agg) {
     return out;
 }
 
+}  // namespace
+
+std::vector<core::Frame> stackFrames(const core::Aggregator& agg, Symbolizer& symbolizer,
+                                     const core::StackState& stack) {
+    return mergedStack(agg, symbolizer, stack);
+}
+
+std::optional<size_t> siteOf(const std::vector<core::Frame>& stack, SiteMode mode) {
+    return core::chooseSite(stack, mode);
+}
+
+core::ProcessTrace buildProcessTrace(const core::Aggregator& agg, Symbolizer& symbolizer,
+                                     const ProcessOutcome& outcome, SiteMode siteMode) {
+    core::ProcessTrace p = buildProcessBody(agg, symbolizer, siteMode);
+    applyOutcome(p, agg, outcome);
+    return p;
+}
+
 core::ProcessTrace buildProcessBody(const core::Aggregator& agg, Symbolizer& symbolizer,
                                     SiteMode siteMode) {
     core::ProcessTrace p = processHeader(agg);
     p.devices = deviceTotals(agg);
     p.timeline = timelines(agg);
-    p.graphPools = graphPools(agg);
+    p.graphPools = graphPools(agg, symbolizer, siteMode);
 
     HotspotTable hotspots;
     LineTable lines;

@@ -242,7 +242,16 @@ struct GraphPool {
     uint64_t activePeakBytes = 0;    // the most its blocks held at once
     uint64_t reservedEndBytes = 0;   // at the stream's end
     uint64_t activeEndBytes = 0;
+    // Where its blocks were allocated (the site of each stack, as hotspots name
+    // it), most bytes first, at most kMaxGraphPoolSites: where the graphs that
+    // captured into it ran.
+    struct Site {
+        std::string site;
+        uint64_t allocatedBytes = 0;
+    };
+    std::vector<Site> sites;
 };
+inline constexpr size_t kMaxGraphPoolSites = 5;
 
 struct ProcessTrace {
     int64_t pid = 0;

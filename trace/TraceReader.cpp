@@ -292,6 +292,10 @@ core::GraphPool graphPoolFromJson(const json& j) {
     g.activePeakBytes = unsignedField(j, "active_peak_bytes");
     g.reservedEndBytes = unsignedField(j, "reserved_end_bytes");
     g.activeEndBytes = unsignedField(j, "active_end_bytes");
+    if (j.contains("sites"))
+        for (const json& site : j.at("sites"))
+            g.sites.push_back(
+                {site.at("site").get<std::string>(), unsignedField(site, "allocated_bytes")});
     return g;
 }
 

@@ -275,16 +275,6 @@ void writeRegion(TextWriter& w, const core::RegionTotals& r) {
               field(w, "bytes", r.bytes), field(w, "paused_bytes", r.pausedBytes)});
 }
 
-void writeGraphPool(TextWriter& w, const core::GraphPool& g) {
-    w.object({field(w, "device", g.device),
-              field(w, "number", g.number),
-              {"id", [&w, &g] { w.pair(g.idFirst, g.idSecond); }},
-              field(w, "reserved_peak_bytes", g.reservedPeakBytes),
-              field(w, "active_peak_bytes", g.activePeakBytes),
-              field(w, "reserved_end_bytes", g.reservedEndBytes),
-              field(w, "active_end_bytes", g.activeEndBytes)});
-}
-
 void writeControl(TextWriter& w, const core::ControlEvent& e) {
     w.object({field(w, "time_s", e.timeS), field(w, "action", e.action),
               field(w, "origin", e.origin), field(w, "tag", e.tag), field(w, "device", e.device),
@@ -353,6 +343,20 @@ TextWriter::Member arrayField(TextWriter& w, std::string_view key, const std::ve
 template <typename Map, typename Write>
 TextWriter::Member mapField(TextWriter& w, std::string_view key, const Map& m, Write write) {
     return {key, [&w, &m, write] { w.map(m, [&w, write](const auto& v) { write(w, v); }); }};
+}
+
+void writeGraphPool(TextWriter& w, const core::GraphPool& g) {
+    w.object(
+        {field(w, "device", g.device),
+         field(w, "number", g.number),
+         {"id", [&w, &g] { w.pair(g.idFirst, g.idSecond); }},
+         field(w, "reserved_peak_bytes", g.reservedPeakBytes),
+         field(w, "active_peak_bytes", g.activePeakBytes),
+         field(w, "reserved_end_bytes", g.reservedEndBytes),
+         field(w, "active_end_bytes", g.activeEndBytes),
+         arrayField(w, "sites", g.sites, [](TextWriter& to, const core::GraphPool::Site& s) {
+             to.object({field(to, "site", s.site), field(to, "allocated_bytes", s.allocatedBytes)});
+         })});
 }
 
 void writeStorageAtAttach(TextWriter& w, const core::StorageAtAttach& s) {

@@ -180,6 +180,15 @@ TEST(RunCudaHooks, GraphPoolsAreRowsATableAndACheck) {
     EXPECT_EQ(pool(0), "cuda:0 #1 [1,0] 8 6 0 0");
     EXPECT_EQ(pool(1), "cuda:0 #2 [2,0] 10 6 10 6");
     EXPECT_EQ(pool(2), "cuda:0 #3 [0,7] 4 0 4 0");
+    // Where each pool's blocks were allocated: the bridge replays its script at
+    // the first cudaMalloc, so all at that line; #3 held segments only.
+    ASSERT_EQ(pools.at(0).at("sites").size(), 1u) << pools.dump(1);
+    const std::string site = pools.at(0).at("sites").at(0).at("site");
+    EXPECT_EQ(site.rfind("main (", 0), 0u) << site;
+    EXPECT_NE(site.find("CudaRuntimeUser.cpp:24)"), std::string::npos) << site;
+    EXPECT_EQ(pools.at(0).at("sites").at(0).at("allocated_bytes"), 6 * MiB);
+    EXPECT_EQ(pools.at(1).at("sites").at(0).at("allocated_bytes"), 6 * MiB);
+    EXPECT_TRUE(pools.at(2).at("sites").empty());
 
     std::string trace = tempDir() + "/t.json";
     std::ofstream(trace) << r.trace.dump();
@@ -193,7 +202,7 @@ TEST(RunCudaHooks, GraphPoolsAreRowsATableAndACheck) {
               std::string::npos)
         << text.out;
     EXPECT_NE(text.out.find("#2     (2, 0)                      10.00 MiB     6.00 MiB    10.00 "
-                            "MiB     6.00 MiB\n"),
+                            "MiB     6.00 MiB\n       6.00 MiB allocated at main ("),
               std::string::npos)
         << text.out;
     EXPECT_NE(text.out.find("Sharing one pool: the 3 pools held 22.00 MiB at their peaks; their "

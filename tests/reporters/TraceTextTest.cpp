@@ -73,8 +73,8 @@ core::ProcessTrace everyField() {
                                  {core::kPoolReserved, poolTotals(300)},
                                  {core::kPoolGraphs, poolTotals(400)},
                                  {core::kPoolGraphsActive, poolTotals(500)}};
-    p.graphPools = {{"cuda:0", 1, 7, 0, 20971520, 4194304, 0, 0},
-                    {"cuda:0", 2, 0, 18446744073709551615ull, 2, 1, 2, 1}};
+    p.graphPools = {{"cuda:0", 1, 7, 0, 20971520, 4194304, 0, 0, {{"f (/src/t.py:3)", 4194304}}},
+                    {"cuda:0", 2, 0, 18446744073709551615ull, 2, 1, 2, 1, {}}};
     p.devices["cpu"] = device(7, "libc10");
     p.devices["cpu"].heldBy = {{"model", 40}, {kAwkward, 2}, {"", 1}};
     p.frames = {nativeFrame("c10::alloc_cpu(unsigned long)", "/usr/lib/libc10.so"),
@@ -198,6 +198,8 @@ TEST(TraceText, EveryFieldIsLaidOutAsItsDocumentDumps) {
     EXPECT_EQ(p.graphPools.at(0).reservedPeakBytes, 20971520u);
     EXPECT_EQ(p.graphPools.at(1).idSecond, 18446744073709551615ull);
     EXPECT_EQ(p.graphPools.at(1).activeEndBytes, 1u);
+    EXPECT_EQ(p.graphPools.at(0).sites.at(0).site, "f (/src/t.py:3)");
+    EXPECT_TRUE(p.graphPools.at(1).sites.empty());
     ASSERT_EQ(p.devices.at("cpu").heldBy.size(), 3u);
     EXPECT_EQ(p.devices.at("cpu").heldBy.at(0).name, "model");
     EXPECT_EQ(p.devices.at("cpu").heldBy.at(0).bytes, 40u);
