@@ -151,6 +151,7 @@ bool configureCollector(const char* socket, const char* options, const char* bac
     if (e.options().pausableAll) r.setPausableAll();
     applyTmsInit(r, e.options().pausableAll);
     gCourtesy.value.setCacheEmptier(emptyTorchCache);
+    gCourtesy.value.setWorkspaceReleaser(releaseTorchWorkspaces);
     gCollection.value.setCacheEmptier(emptyTorchCache);
     gCommands.value.setCollection(&gCollection.value);
     gCommands.value.setSafePoint(&gSafePoint.value);

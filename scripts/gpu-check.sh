@@ -26,6 +26,7 @@ CHECKS=(
     courtesy            # TorchCudaCourtesy: a training run yielded to host and restored; yield/restore per GiB
     verify              # TorchCudaVerify: the checksum kernel passes a good 1 GiB restore, catches a spoiled one; its cost
     graph_pools         # TorchCudaGraphPools: CUDA graphs' private pools with torch's ids and exact peaks
+    graph_pause         # TorchCudaGraphPause: a graph's pool paused, resumed, and the graph replays
 )
 # MEMTOOL_GPU_CHECKS="courtesy regions" runs only those checks, in that order.
 set -uo pipefail  # no -e: a failing check is recorded and the next one still runs
@@ -222,6 +223,8 @@ check_courtesy() {
 check_verify() { run_e2e verify 'TorchCudaVerify.*'; }
 
 check_graph_pools() { run_e2e graph_pools 'TorchCudaGraphPools.*'; }
+
+check_graph_pause() { run_e2e graph_pause 'TorchCudaGraphPause.*'; }
 
 main() {
     mkdir -p "$RESULTS"

@@ -485,6 +485,15 @@ void printCourtesy(const json& body, bool ok, std::ostream& out, std::ostream& e
         if (!member(d, "process_resident_bytes").is_null())
             holds = fmt::format("the process holds {} resident",
                                 core::formatBytes(countOf(d, "process_resident_bytes")));
+        else if (const auto& left = member(d, "left"); !left.is_null())
+            holds = fmt::format(
+                "the device holds {} of {}: {} in regions, {} of allocations no region holds, {} "
+                "memtool never saw (the CUDA context, libraries' own memory, other processes)",
+                core::formatBytes(countOf(d, "device_used_bytes")),
+                core::formatBytes(countOf(d, "device_total_bytes")),
+                core::formatBytes(countOf(left, "in_regions_bytes")),
+                core::formatBytes(countOf(left, "outside_regions_bytes")),
+                core::formatBytes(countOf(left, "unseen_bytes")));
         else if (!member(d, "device_used_bytes").is_null())
             holds = fmt::format(
                 "the device holds {} of {} (all its users: the CUDA context, memory memtool does "
@@ -495,9 +504,17 @@ void printCourtesy(const json& body, bool ok, std::ostream& out, std::ostream& e
                              core::formatBytes(countOf(d, "bytes")),
                              action == "yield" ? "yielded" : "restored", holds);
     }
-    if (action == "yield")
+    if (action == "yield") {
         if (const std::string places = placesText(body); !places.empty())
             lines += "  backups: " + places + '\n';
+        if (!member(body, "cublas_workspaces_released").is_null())
+            lines += flagOf(body, "cublas_workspaces_released")
+                         ? "  cuBLAS's workspaces were let go (the next cuBLAS call makes them)\n"
+                         : "  cuBLAS's workspaces stayed (this torch has no way to let them go)\n";
+        if (const std::string nccl = textOf(body, "nccl");
+            !nccl.empty() && nccl != "no NCCL in this process")
+            lines += "  " + nccl + '\n';
+    }
     if (!message.empty()) lines += "  " + message + '\n';
     lines += beforeAttachText(body);
     out << lines;

@@ -1,5 +1,6 @@
 #include "collectors/control/Courtesy.h"
 
+#include <dlfcn.h>
 #include <time.h>
 
 #include <cstdio>
@@ -18,6 +19,21 @@ namespace {
 
 constexpr double kDefaultWaitS = 30;
 
+// NCCL's communicators keep their buffers (1-10 GB a rank) through a yield.
+// ncclCommSuspend(comm, NCCL_SUSPEND_MEM) (NCCL 2.29.7 and later) lets them go,
+// but it is collective: every rank of the communicator must call it at once, so
+// memtool, which yields one process, does not. The answer says which case this is.
+const char* ncclStatement() {
+    using VersionFn = int (*)(int*);
+    auto version = reinterpret_cast<VersionFn>(dlsym(RTLD_DEFAULT, "ncclGetVersion"));
+    if (!version) return "no NCCL in this process";
+    if (!dlsym(RTLD_DEFAULT, "ncclCommSuspend"))
+        return "NCCL's communicators keep their buffers: this NCCL has no ncclCommSuspend "
+               "(2.29.7 and later have)";
+    return "NCCL's communicators keep their buffers: ncclCommSuspend is collective (every rank "
+           "at once), and memtool yields one process";
+}
+
 }  // namespace
 
 OpResult Courtesy::yieldLocked(core::BackupKind cudaTarget, core::ControlOrigin origin) {
@@ -25,6 +41,13 @@ OpResult Courtesy::yieldLocked(core::BackupKind cudaTarget, core::ControlOrigin 
     // What it gives back is the program's memory, recorded as such, though the
     // control thread (which records nothing of its own) asks: before, those frees
     // went missing, and the trace kept the segments as held.
+    // cuBLAS keeps a workspace per handle as blocks of that cache, which emptying
+    // it cannot give back while they are held; the next cuBLAS call makes them
+    // again.
+    if (releaseWorkspaces_) {
+        ProgramEvents program;
+        workspacesReleased_ = releaseWorkspaces_() != 0;
+    }
     if (emptyCache_) {
         ProgramEvents program;
         emptyCache_();
@@ -68,15 +91,34 @@ void Courtesy::describe(const OpResult& r, const char* action, double parkS, int
         if (r.devices[i].device == core::kDeviceCpu) {
             j.key("process_resident_bytes").value(residentBytes());
         } else {
-            uint64_t free = 0, total = 0;
-            if (regions_.deviceMemory(r.devices[i].device, &free, &total)) {
-                j.key("device_used_bytes").value(total - free);
-                j.key("device_total_bytes").value(total);
-            }
+            describeLeft(j, r.devices[i].device);
         }
         j.close('}');
     }
     j.close(']');
+    if (!r.resumed) {
+        if (releaseWorkspaces_) j.key("cublas_workspaces_released").value(workspacesReleased_);
+        j.key("nccl").value(ncclStatement());
+    }
+    j.close('}');
+}
+
+void Courtesy::describeLeft(JsonWriter& j, uint8_t device) {
+    uint64_t free = 0, total = 0;
+    if (!regions_.deviceMemory(device, &free, &total)) return;
+    const uint64_t used = total - free;
+    j.key("device_used_bytes").value(used);
+    j.key("device_total_bytes").value(total);
+    // What the device still holds, by what memtool can name: the regions' memory
+    // still resident, the allocations it saw that no region holds, and the rest,
+    // which it never saw (the CUDA context, libraries' own memory, other processes).
+    uint64_t outside = 0, resident = 0, paused = 0;
+    if (!regions_.heldOutsideRegions(device, &outside)) return;
+    regions_.totals(device, &resident, &paused);
+    j.key("left").open('{');
+    j.key("in_regions_bytes").value(resident);
+    j.key("outside_regions_bytes").value(outside);
+    j.key("unseen_bytes").value(used > outside + resident ? used - outside - resident : 0);
     j.close('}');
 }
 

@@ -20,6 +20,8 @@
 
 namespace memtool::collectors::control {
 
+class JsonWriter;
+
 class Courtesy {
 public:
     constexpr Courtesy(Regions& regions, SafePoint& safePoint)
@@ -29,6 +31,9 @@ public:
 
     // What empties PyTorch's CUDA cache without the GIL (the torch bridge); null: none.
     void setCacheEmptier(void (*emptier)()) { emptyCache_ = emptier; }
+    // What lets cuBLAS's workspaces go before the cache is emptied (the torch
+    // bridge): 1 when it did, 0 when this torch has no way; null: none.
+    void setWorkspaceReleaser(int (*releaser)()) { releaseWorkspaces_ = releaser; }
 
     // `memtool ctl PID yield [--to host|disk] [--wait SECONDS]` and `restore`: a
     // JSON answer in `out`; returns a core::ReplyStatus.
@@ -57,6 +62,11 @@ private:
     Regions& regions_;
     SafePoint& safePoint_;
     void (*emptyCache_)() = nullptr;
+    int (*releaseWorkspaces_)() = nullptr;
+    bool workspacesReleased_ = false;  // by the last yield; under mu_
+    // Per CUDA device of an answer: what the device still holds, by what memtool
+    // can name.
+    void describeLeft(JsonWriter& j, uint8_t device);
     Mutex mu_;
     bool yielded_ = false;     // everything is away (from outside or in-process)
     bool parkedByUs_ = false;  // the program waits at a safe point for our restore

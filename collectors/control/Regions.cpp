@@ -1256,6 +1256,15 @@ void Regions::totals(uint8_t device, uint64_t* resident, uint64_t* paused) {
     }
 }
 
+bool Regions::heldOutsideRegions(uint8_t device, uint64_t* bytes) {
+    if (!engine_) return false;
+    const uint64_t live = engine_->liveBytesOn(device);
+    uint64_t resident = 0, paused = 0;
+    totals(device, &resident, &paused);
+    *bytes = live > resident + paused ? live - resident - paused : 0;
+    return true;
+}
+
 // ---- faults ---------------------------------------------------------------------------
 
 bool Regions::pausedAt(uint64_t address, char* tag, size_t tagSize) const {

@@ -257,6 +257,11 @@ void Engine::note(const char* key, const char* text) {
                   [&](uint8_t* p) { return core::encodeNote(p, key, keyBytes, text, textBytes); });
 }
 
+uint64_t Engine::liveBytesOn(uint8_t device) {
+    LockGuard lock(mu_);
+    return liveBytes_[device];
+}
+
 void Engine::region(uint32_t id, const char* tag, uint8_t device, core::BackupKind backup) {
     if (!active()) return;
     RecursionGuard guard;

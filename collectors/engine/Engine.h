@@ -108,6 +108,8 @@ public:
              uint64_t deviceTotal = 0);
     // A note for the trace (core::kNote* keys): rare; flushed at once.
     void note(const char* key, const char* text);
+    // The bytes live on a device code now, as the stream has told them.
+    uint64_t liveBytesOn(uint8_t device);
 
     // ---- memory control (collectors/control) ------------------------------------
     // Starts the stream now when one is wanted and none is open (a fork child's

@@ -13,6 +13,7 @@
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <functional>
 #include <string>
@@ -144,6 +145,23 @@ extern "C" __attribute__((visibility("default"))) void memtool_torch_bridge_empt
     } catch (const std::exception&) {
         // Nothing to give back is no reason to fail a yield.
     }
+}
+
+// Courtesy: cuBLAS's workspaces before the cache is emptied. at::cuda::
+// clearCublasWorkspaces() is libtorch_cuda's, which this bridge does not link:
+// looked up in the process (which runs this very torch) by its mangled name.
+extern "C" __attribute__((visibility("default"))) int memtool_torch_bridge_release_workspaces(
+    void) {
+    using ClearFn = void (*)();
+    auto clear =
+        reinterpret_cast<ClearFn>(dlsym(RTLD_DEFAULT, "_ZN2at4cuda21clearCublasWorkspacesEv"));
+    if (!clear) return 0;
+    try {
+        clear();
+    } catch (const std::exception&) {
+        return 0;
+    }
+    return 1;
 }
 
 extern "C" __attribute__((visibility("default"))) const char* memtool_torch_bridge_build_id(void) {

@@ -40,6 +40,10 @@ typedef int (*MemtoolBridgeAttachFn)(const MemtoolBridgeHost* host);
 // memtool_torch_bridge_empty_cache: the caching allocator's emptyCache (optional:
 // older bridges lack it).
 typedef void (*MemtoolBridgeEmptyCacheFn)(void);
+// memtool_torch_bridge_release_workspaces: lets cuBLAS's workspaces go (they are
+// blocks of the caching allocator; the next cuBLAS call makes them again); 1 when
+// it did, 0 when this torch has no way (optional: older bridges lack it).
+typedef int (*MemtoolBridgeReleaseWorkspacesFn)(void);
 }
 
 inline constexpr uint32_t kMemtoolBridgeApiVersion = 3;

@@ -122,6 +122,13 @@ void emptyTorchCache() {
     if (empty) empty();
 }
 
+int releaseTorchWorkspaces() {
+    if (!gAttached.load()) return 0;
+    auto release = reinterpret_cast<MemtoolBridgeReleaseWorkspacesFn>(
+        dlsym(gHandle, "memtool_torch_bridge_release_workspaces"));
+    return release ? release() : 0;
+}
+
 void configureTorchBridge() {
     const char* path = std::getenv(core::kEnvTorchBridge);
     if (path && std::strlen(path) < sizeof gBridgePath) std::strcpy(gBridgePath, path);

@@ -23,5 +23,9 @@ void tryAttachTorchBridge();
 // (emptyCache, through the bridge: no GIL needed). A no-op until the bridge is
 // attached, or with a bridge that cannot.
 void emptyTorchCache();
+// Before a yield: cuBLAS's workspaces go back to the caching allocator (the
+// bridge's memtool_torch_bridge_release_workspaces); 1 when they did, 0 when the
+// bridge is not attached or cannot.
+int releaseTorchWorkspaces();
 
 }  // namespace memtool::collectors

@@ -173,7 +173,7 @@ class VerifyError(RuntimeError):
         self.result = result
 
 
-def region(tag="default", backup="none", device=None, verify=False):
+def region(tag="default", backup="none", device=None, verify=False, graphs=False):
     """Allocations this thread makes inside the block belong to region `tag`.
 
     backup: "none" (content undefined after a resume), "host" (CUDA memory, kept in
@@ -186,8 +186,16 @@ def region(tag="default", backup="none", device=None, verify=False):
     checksums each backed-up allocation's content (on its device) and every
     resume checks it; content that comes back different makes resume() raise
     VerifyError naming the allocation (memtool run --verify: every tag).
+    graphs: the block captures CUDA graphs (torch.cuda.graph, torch.compile's
+    "reduce-overhead"): their pools' memory is the region's, so a pause releases
+    it and a resume maps it back at the same addresses, and the graphs replay as
+    before. The region then has no MemPool of its own (a capture allocates from its
+    graph's pool); the preload hook mode only.
     """
-    return _region(tag, backup, device, cpu=True, verify=verify)
+    if graphs and hook_mode == "torch":
+        raise RuntimeError("region(graphs=True) needs the preload hook mode (as torch_memory_saver's "
+                           "cuda_graph)")
+    return _region(tag, backup, device, cpu=True, pool=not graphs, verify=verify)
 
 
 @contextlib.contextmanager

@@ -4,16 +4,23 @@
 // again, host and disk backups round trip, failures leave regions paused.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectors/control/ControlChannel.h"
+#include "collectors/control/Courtesy.h"
 #include "collectors/control/CudaVmmBackend.h"
 #include "collectors/control/Regions.h"
+#include "collectors/control/SafePoint.h"
+#include "collectors/engine/Engine.h"
+#include "collectors/engine/SocketSink.h"
 #include "tests/collectors/DeviceRegionCases.h"
 
 using namespace memtool;
@@ -28,6 +35,7 @@ struct FakeDriver {
     void (*setCapacity)(size_t) = nullptr;
     size_t (*hostBytes)() = nullptr;
     unsigned long long (*accessDevices)(uint64_t) = nullptr;
+    void (*setUsedElsewhere)(size_t) = nullptr;
     FakeDriver() {
         setenv("MEMTOOL_CUDA_DRIVER", FAKE_CUDA_DRIVER, 1);
         void* lib = dlopen(FAKE_CUDA_DRIVER, RTLD_NOW | RTLD_LOCAL);
@@ -36,6 +44,8 @@ struct FakeDriver {
         hostBytes = reinterpret_cast<size_t (*)()>(dlsym(lib, "fake_cuda_host_bytes"));
         accessDevices = reinterpret_cast<unsigned long long (*)(uint64_t)>(
             dlsym(lib, "fake_cuda_access_devices"));
+        setUsedElsewhere =
+            reinterpret_cast<void (*)(size_t)>(dlsym(lib, "fake_cuda_set_used_elsewhere"));
     }
 };
 
@@ -266,4 +276,77 @@ TEST(CudaRegions, AVerifiedRestoreThatComesBackWrongFailsNamingTheAllocation) {
         EXPECT_EQ(p[0], static_cast<uint8_t>(0xff));  // byte 0 was 0, flipped
         EXPECT_TRUE(f.regions->release(reinterpret_cast<uint64_t>(p)));
     }
+}
+
+// What a yield leaves on the device, in its answer: the regions' memory still
+// resident (none once yielded), what memtool saw allocated that no region holds
+// (a library's own cudaMalloc), and what it never saw (here the fake's "context").
+// cuBLAS's workspaces are let go before the cache is emptied, and the answer says so.
+TEST(CudaRegions, AYieldsAnswerSaysWhatTheDeviceStillHolds) {
+    CudaFixture f;
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    collectors::SocketSink sink;
+    collectors::Engine engine;
+    collectors::EngineOptions o;
+    o.nativeStacks = o.pythonStacks = false;
+    const char* why = nullptr;
+    engine.configure(o, &why);
+    sink.adopt(fds[0]);
+    collectors::StreamIdentity id;
+    id.pid = 1;
+    id.command = "test";
+    id.commandBytes = 5;
+    ASSERT_TRUE(engine.connect(sink, id));
+    f.regions->setEngine(&engine);
+
+    const size_t before = driver().usedBytes();
+    uint8_t* kv = f.allocate("kv", core::BackupKind::Host, 6 * MiB, 3);
+    ASSERT_NE(kv, nullptr);
+    engine.alloc(f.cuda0, 0x7e0000000000ull, 3 * MiB);  // seen, in no region
+    driver().setUsedElsewhere(5 * MiB);
+    SafePoint safePoint;
+    Courtesy courtesy(*f.regions, safePoint);
+    static int releases = 0;
+    courtesy.setWorkspaceReleaser([] {
+        ++releases;
+        return 1;
+    });
+    std::atomic<bool> stop{false};
+    safePoint.reached();
+    std::thread program([&] {
+        while (!stop.load()) safePoint.reached();
+    });
+    char out[8192];
+    const char* args[] = {"yield", "--to", "host"};
+    ASSERT_EQ(courtesy.yieldCommand(3, args, out, sizeof out),
+              static_cast<uint8_t>(core::ReplyStatus::Ok))
+        << out;
+    EXPECT_EQ(releases, 1);
+    const uint64_t used = before + 5 * MiB;  // the region's 6 MiB went back
+    const std::string device =
+        "{\"device\":\"cuda:0\",\"bytes\":6291456,\"device_used_bytes\":" + std::to_string(used) +
+        ",";
+    const std::string left =
+        ",\"left\":{\"in_regions_bytes\":0,\"outside_regions_bytes\":3145728,"
+        "\"unseen_bytes\":" +
+        std::to_string(used - 3 * MiB) + "}}";
+    EXPECT_NE(std::strstr(out, device.c_str()), nullptr) << out;
+    EXPECT_NE(std::strstr(out, left.c_str()), nullptr) << out;
+    EXPECT_NE(std::strstr(out,
+                          ",\"cublas_workspaces_released\":true,\"nccl\":\"no NCCL in this "
+                          "process\"}"),
+              nullptr)
+        << out;
+    ASSERT_EQ(courtesy.restoreCommand(out, sizeof out), static_cast<uint8_t>(core::ReplyStatus::Ok))
+        << out;
+    EXPECT_EQ(std::strstr(out, "nccl"), nullptr) << out;  // a restore's answer has none
+    stop.store(true);
+    program.join();
+    EXPECT_TRUE(f.holds(kv, 6 * MiB, 3));
+    driver().setUsedElsewhere(0);
+    f.regions->setEngine(nullptr);
+    EXPECT_TRUE(f.release(kv));
+    engine.finish(core::ExitKind::Normal);
+    close(fds[1]);
 }

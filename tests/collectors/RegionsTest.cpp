@@ -852,7 +852,8 @@ std::string nothingMoved(bool ok, const char* action, bool parked, const char* m
            (restore ? "\"verify_failed\":false,"
                     : "\"to_host_bytes\":0,\"to_disk_bytes\":0,\"over_budget_bytes\":0,") +
            "\"allocations\":0,\"seconds\":0.000000,\"park_seconds\":0.000000,\"parked\":" +
-           (parked ? "true" : "false") + ",\"message\":\"" + message + "\",\"devices\":[]}";
+           (parked ? "true" : "false") + ",\"message\":\"" + message + "\",\"devices\":[]" +
+           (restore ? "" : ",\"nccl\":\"no NCCL in this process\"") + "}";
 }
 
 }  // namespace

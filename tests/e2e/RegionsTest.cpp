@@ -159,7 +159,9 @@ TEST(Regions, TorchMemorySaversApiRunsWithOneImportChanged) {
               "refused: max_bytes must be None or a number of bytes >= 0, not -1\n"
               "refused: max_bytes must be None or a number of bytes >= 0, not '8GiB'\n"
               "retain False True\n"
-              "margin: Only setter is supported\n");
+              "margin: Only setter is supported\n"
+              "refused: region(graphs=True) needs the preload hook mode (as torch_memory_saver's "
+              "cuda_graph)\n");
     const auto p = readJson(trace).at("processes").at(0);
     EXPECT_EQ(p.at("regions"), nlohmann::json::parse(R"([
         {"tag": "kv", "device": "cpu", "backup": "disk", "bytes": 0, "paused_bytes": 0},

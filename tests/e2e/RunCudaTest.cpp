@@ -284,6 +284,24 @@ TEST(TorchCudaGraphPools, EachGraphsPoolIsATableRowWithTorchsId) {
     EXPECT_EQ(cuda0.at("graphs_active").at("peak_bytes"), 4 * MiB4) << cuda0.dump(1);
 }
 
+// CUDA graphs whose pools a region holds (memtool.region(graphs=True) and the
+// torch_memory_saver shim's cuda_graph): a pause gives the device the pools'
+// memory back (two 64 MiB outputs at least), a resume maps it at the same
+// addresses, and the graphs replay to a bare replay's outputs.
+TEST(TorchCudaGraphPause, AGraphsPoolPausesAndItReplaysAfterTheResume) {
+    std::string why;
+    if (!torchGpuUsable(&why)) GTEST_SKIP() << why;
+    Profiled p = profile({TORCH_PYTHON_BIN, script("graph_pause_cuda.py")});
+    ASSERT_EQ(p.outcome.exitCode, 0) << p.outcome.err;
+    const auto r = lastJsonLine(p.outcome.out, "graph_pause_cuda");
+    ASSERT_TRUE(r.is_object()) << p.outcome.out;
+    std::cout << "[ figures  ] graph pause " << r.dump() << std::endl;
+    EXPECT_GE(r.at("paused_bytes").get<uint64_t>(), 64u << 20) << r.dump();
+    EXPECT_GE(r.at("freed_by_pause").get<int64_t>(), int64_t{128} << 20) << r.dump();
+    EXPECT_TRUE(r.at("same_addresses").get<bool>()) << r.dump();
+    EXPECT_TRUE(r.at("replay_equal").get<bool>()) << r.dump();
+}
+
 // Courtesy on a GPU: the training script on cuda:0 under --pausable all, yielded
 // to host memory from outside. Afterwards the device holds no more than what it
 // held besides PyTorch's allocator just before (the CUDA context, libraries' own
@@ -318,8 +336,17 @@ TEST(TorchCudaCourtesy, YieldLeavesTheDeviceOnlyWhatPytorchDoesNotHold) {
         sawCuda = true;
         // 2 MiB: the VMM granularity the context's own rounding may take.
         EXPECT_LE(d.at("device_used_bytes").get<uint64_t>(), other + (2u << 20)) << d.dump();
+        // What is left, named: nothing in regions, and the parts add up to the used bytes.
+        const auto& left = d.at("left");
+        EXPECT_EQ(left.at("in_regions_bytes"), 0) << d.dump();
+        EXPECT_EQ(left.at("in_regions_bytes").get<uint64_t>() +
+                      left.at("outside_regions_bytes").get<uint64_t>() +
+                      left.at("unseen_bytes").get<uint64_t>(),
+                  d.at("device_used_bytes").get<uint64_t>())
+            << d.dump();
     }
     EXPECT_TRUE(sawCuda) << yielded.dump();
+    EXPECT_EQ(yielded.at("body").at("cublas_workspaces_released"), true) << yielded.dump();
     EXPECT_EQ(restored.at("status"), "ok") << restored.dump();
     expectWholeTrace(readJson(f.dir + "/t.json").at("processes").at(0));
     EXPECT_EQ(fileText(f.losses), fileText(f.bareLosses));

@@ -50,7 +50,8 @@ struct Physical {
 std::mutex mu;
 std::unordered_map<CUmemGenericAllocationHandle, Physical> physical;
 std::atomic<size_t> used{0};
-std::atomic<size_t> capacity{0};  // 0: unlimited
+std::atomic<size_t> capacity{0};       // 0: unlimited
+std::atomic<size_t> usedElsewhere{0};  // fake_cuda_set_used_elsewhere
 CUmemGenericAllocationHandle nextHandle = 1;
 int contextToken = 0;
 int streamToken = 0;
@@ -86,6 +87,11 @@ extern "C" {
 __attribute__((visibility("default"))) size_t fake_cuda_used_bytes() { return used.load(); }
 __attribute__((visibility("default"))) void fake_cuda_set_capacity(size_t bytes) {
     capacity.store(bytes);
+}
+// Bytes the device holds besides what this driver hands out (a CUDA context, other
+// processes): used, as cuMemGetInfo says, and never anyone's allocation.
+__attribute__((visibility("default"))) void fake_cuda_set_used_elsewhere(size_t bytes) {
+    usedElsewhere.store(bytes);
 }
 __attribute__((visibility("default"))) unsigned long long fake_cuda_access_devices(
     CUdeviceptr address) {
@@ -239,7 +245,7 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
     const size_t cap = capacity.load() ? capacity.load() : size_t{80} << 30;
     *total = cap;
-    *free = cap - used.load();
+    *free = cap - used.load() - usedElsewhere.load();
     return CUDA_SUCCESS;
 }
 

@@ -61,6 +61,20 @@ extern "C" __attribute__((visibility("default"))) const char* memtool_torch_brid
     return id ? id : "1234abcd";
 }
 
+// What a yield asks before it empties the cache: counted, for a test to read
+// (fake_torch_bridge_workspace_releases).
+namespace {
+int gWorkspaceReleases = 0;
+}
+extern "C" __attribute__((visibility("default"))) int memtool_torch_bridge_release_workspaces(
+    void) {
+    ++gWorkspaceReleases;
+    return 1;
+}
+extern "C" __attribute__((visibility("default"))) int fake_torch_bridge_workspace_releases(void) {
+    return gWorkspaceReleases;
+}
+
 extern "C" __attribute__((visibility("default"))) const char* memtool_torch_bridge_torch_version(
     void) {
     return "2.14.1";

@@ -118,3 +118,12 @@ try:
     torch_memory_saver.memory_margin_bytes
 except NotImplementedError as e:
     print("margin:", e)
+# region(graphs=True) (a block that captures CUDA graphs, their pools pausable): the
+# torch hook mode has no way, and says so before anything is entered.
+memtool.set_hook_mode("torch")
+try:
+    with memtool.region("graphs", graphs=True):
+        pass
+except RuntimeError as e:
+    print("refused:", e)
+memtool.set_hook_mode("preload")
