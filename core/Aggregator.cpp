@@ -266,7 +266,7 @@ DeviceState* Aggregator::release(uint8_t device, uint64_t address, uint64_t time
     const LiveBlock& b = it->second;
     DeviceState& d = deviceState(device);
     retire(d, stacks_[b.stack], b.size, b.paused);
-    countGraphPool(device, address, -static_cast<int64_t>(b.size));
+    countGraphPool(device, address, -static_cast<int64_t>(b.size), timeNs);
     if (b.region) {
         Region& r = regions_[b.region];
         r.liveBytes -= b.size;
@@ -279,7 +279,8 @@ DeviceState* Aggregator::release(uint8_t device, uint64_t address, uint64_t time
     return &d;
 }
 
-void Aggregator::countGraphPool(uint8_t device, uint64_t key, int64_t bytes, uint32_t stack) {
+void Aggregator::countGraphPool(uint8_t device, uint64_t key, int64_t bytes, uint64_t timeNs,
+                                uint32_t stack) {
     const uint32_t number = graphPoolOfKey(key);
     const DevicePool pool = devicePool(device);
     if (number == 0 || (pool != DevicePool::Graphs && pool != DevicePool::GraphsActive)) return;
@@ -291,6 +292,7 @@ void Aggregator::countGraphPool(uint8_t device, uint64_t key, int64_t bytes, uin
     now = bytes >= 0 ? now + static_cast<uint64_t>(bytes)
                      : now - std::min(now, static_cast<uint64_t>(-bytes));
     peak = std::max(peak, now);
+    (pool == DevicePool::Graphs ? g.reservedTimeline : g.activeTimeline).record(timeNs, now);
     if (bytes > 0 && pool == DevicePool::GraphsActive && stack != UINT32_MAX)
         g.allocatedByStack[stack] += static_cast<uint64_t>(bytes);
 }
@@ -355,7 +357,7 @@ void Aggregator::onAlloc(const AllocRecord& a) {
     }
     const Admitted admitted = admit(a);  // touches no live-block table: `it` stays valid
     it.value().stack = admitted.index;
-    countGraphPool(dev, a.f.address, static_cast<int64_t>(a.f.size), admitted.index);
+    countGraphPool(dev, a.f.address, static_cast<int64_t>(a.f.size), a.timeNs, admitted.index);
     if (region) {
         Region& r = regions_[region];
         r.liveBytes += a.f.size;
@@ -372,9 +374,10 @@ void Aggregator::onShortLived(const AllocRecord& a, const FreeRecord& f) {
         retireOverwritten(a.f.device, a.f.address, a.timeNs);
     const Admitted admitted = admit(a);
     ++frees_;
-    countGraphPool(a.f.device, a.f.address, static_cast<int64_t>(a.f.size), admitted.index);
+    countGraphPool(a.f.device, a.f.address, static_cast<int64_t>(a.f.size), a.timeNs,
+                   admitted.index);
     retire(admitted.device, admitted.stack, a.f.size, false);
-    countGraphPool(a.f.device, a.f.address, -static_cast<int64_t>(a.f.size));
+    countGraphPool(a.f.device, a.f.address, -static_cast<int64_t>(a.f.size), f.timeNs);
     admitted.device.timeline.record(f.timeNs, admitted.device.currentBytes);
     lastTimeNs_ = f.timeNs;
 }
@@ -448,7 +451,7 @@ void Aggregator::onWindow(const WindowRecord& w) {
         changes[index[i]].addedAtPeak += w.stacks[i].liveAtPeak;
     for (const WindowRecord::Block& b : w.blocks) {
         changes[index[b.stack]].added += b.size;
-        countGraphPool(w.stacks[b.stack].device, b.address, static_cast<int64_t>(b.size),
+        countGraphPool(w.stacks[b.stack].device, b.address, static_cast<int64_t>(b.size), w.endNs,
                        index[b.stack]);
     }
     for (const WindowRecord::OldFree& f : w.oldFrees) {
@@ -465,7 +468,7 @@ void Aggregator::onWindow(const WindowRecord& w) {
             continue;
         }
         t->live.erase(it);
-        countGraphPool(f.device, f.address, -static_cast<int64_t>(b.size));
+        countGraphPool(f.device, f.address, -static_cast<int64_t>(b.size), w.endNs);
         Change& c = changes[b.stack];
         c.freed += b.size;
         if (f.beforePeak) c.freedEarly += b.size;

@@ -62,6 +62,7 @@ struct GraphPoolState {
     // Bytes of blocks allocated into it, per stack (an index into stacks()): where
     // the graphs that captured into it ran.
     std::map<uint32_t, uint64_t> allocatedByStack;
+    Timeline reservedTimeline, activeTimeline;  // the two over time
 };
 
 struct StackState {
@@ -285,7 +286,8 @@ private:
     std::map<uint32_t, GraphPoolState> graphPools_;
     // A block or segment of a private pool came (bytes > 0, from stack `stack`) or
     // went (< 0).
-    void countGraphPool(uint8_t device, uint64_t key, int64_t bytes, uint32_t stack = UINT32_MAX);
+    void countGraphPool(uint8_t device, uint64_t key, int64_t bytes, uint64_t timeNs,
+                        uint32_t stack = UINT32_MAX);
     struct {
         uint8_t code = 0;
         DeviceState* state = nullptr;

@@ -616,6 +616,16 @@ core::ProcessTrace buildProcessBody(const core::Aggregator& agg, Symbolizer& sym
     p.devices = deviceTotals(agg);
     p.timeline = timelines(agg);
     p.graphPools = graphPools(agg, symbolizer, siteMode);
+    // Each pool's two series beside its device's: "cuda:0.graphs#2", "cuda:0.graphs_active#2".
+    for (const auto& [number, g] : agg.graphPools()) {
+        const std::string device = "cuda:" + std::to_string(g.ordinal);
+        if (!g.reservedTimeline.empty())
+            p.timeline[fmt::format("{}.{}#{}", device, core::kPoolGraphs, number)] =
+                timelineSeries(g.reservedTimeline);
+        if (!g.activeTimeline.empty())
+            p.timeline[fmt::format("{}.{}#{}", device, core::kPoolGraphsActive, number)] =
+                timelineSeries(g.activeTimeline);
+    }
 
     HotspotTable hotspots;
     LineTable lines;

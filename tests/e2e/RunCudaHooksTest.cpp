@@ -189,6 +189,18 @@ TEST(RunCudaHooks, GraphPoolsAreRowsATableAndACheck) {
     EXPECT_EQ(pools.at(0).at("sites").at(0).at("allocated_bytes"), 6 * MiB);
     EXPECT_EQ(pools.at(1).at("sites").at(0).at("allocated_bytes"), 6 * MiB);
     EXPECT_TRUE(pools.at(2).at("sites").empty());
+    // Each pool's series over time, beside its device's: the levels it went through.
+    auto levels = [&](const std::string& name) {
+        std::vector<uint64_t> out;
+        for (const auto& point : p.at("timeline").at(name).at("points"))
+            out.push_back(point.at(1).get<uint64_t>() / MiB);
+        return out;
+    };
+    EXPECT_EQ(levels("cuda:0.graphs#1"), (std::vector<uint64_t>{8, 0}));
+    EXPECT_EQ(levels("cuda:0.graphs_active#1"), (std::vector<uint64_t>{6, 0}));
+    EXPECT_EQ(levels("cuda:0.graphs_active#2"), (std::vector<uint64_t>{4, 6}));
+    EXPECT_EQ(levels("cuda:0.graphs#3"), (std::vector<uint64_t>{2, 4}));  // mapped in 2 MiB pages
+    EXPECT_FALSE(p.at("timeline").contains("cuda:0.graphs_active#3"));
 
     std::string trace = tempDir() + "/t.json";
     std::ofstream(trace) << r.trace.dump();

@@ -103,6 +103,13 @@ seeds = {
         record(b"S", u8(1), 0x9000, 128, 1, 0, 0, 2),
         record(b"A", u8(16), (1 << 63) | 7, 1 << 21, 0, 0, 2, 0),
         record(b"O", u8(16), 3 << 30, 2, 0, 9, u8(2), 123456789, 80 << 30),
+        # A private pool (#1, a graph's) on cuda:0: its segment in graphs (224),
+        # its block in graphs_active (240), keyed with bit 60 and the pool's number.
+        record(b"W", string(b"cuda.graph_pool"), string(b"1 0 5 0")),
+        record(b"A", u8(224), 0x7F10FFFF0000 | (1 << 61) | (1 << 60) | (1 << 47), 1 << 21, 2, 0,
+               1, 0),
+        record(b"A", u8(240), 0x7F10FFFF0000 | (1 << 62) | (1 << 60) | (1 << 47), 4096, 1, 0, 1, 0),
+        record(b"F", u8(240), 0x7F10FFFF0000 | (1 << 62) | (1 << 60) | (1 << 47), 3),
     ),
     # Two windows (tests/core/ProtocolTest.cpp, AWindowLeavesTheReaderWhereItsEventsWould
     # says which events they stand for): the first leaves a block live after a new
