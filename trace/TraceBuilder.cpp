@@ -558,9 +558,10 @@ std::vector<core::GraphPool::Site> graphPoolSites(const core::Aggregator& agg,
 }
 
 // The private pools the stream counted, named by its cuda.graph_pool notes ("NUMBER
-// DEVICE FIRST SECOND"); a pool no note named keeps id (0, 0).
-std::vector<core::GraphPool> graphPools(const core::Aggregator& agg, Symbolizer& symbolizer,
-                                        SiteMode siteMode) {
+// DEVICE FIRST SECOND"); a pool no note named keeps id (0, 0). Each pool's two
+// series go beside its device's: "cuda:0.graphs#2", "cuda:0.graphs_active#2".
+void addGraphPools(const core::Aggregator& agg, Symbolizer& symbolizer, SiteMode siteMode,
+                   core::ProcessTrace& p) {
     std::map<uint32_t, core::GraphPool> pools;
     for (const auto& [number, g] : agg.graphPools()) {
         core::GraphPool& pool = pools[number];
@@ -571,6 +572,12 @@ std::vector<core::GraphPool> graphPools(const core::Aggregator& agg, Symbolizer&
         pool.reservedEndBytes = g.reservedBytes;
         pool.activeEndBytes = g.activeBytes;
         pool.sites = graphPoolSites(agg, symbolizer, g, siteMode);
+        if (!g.reservedTimeline.empty())
+            p.timeline[fmt::format("{}.{}#{}", pool.device, core::kPoolGraphs, number)] =
+                timelineSeries(g.reservedTimeline);
+        if (!g.activeTimeline.empty())
+            p.timeline[fmt::format("{}.{}#{}", pool.device, core::kPoolGraphsActive, number)] =
+                timelineSeries(g.activeTimeline);
     }
     for (const core::NoteRecord& n : agg.notes()) {
         if (n.key != core::kNoteGraphPool) continue;
@@ -587,9 +594,7 @@ std::vector<core::GraphPool> graphPools(const core::Aggregator& agg, Symbolizer&
         it->second.idFirst = first;
         it->second.idSecond = second;
     }
-    std::vector<core::GraphPool> out;
-    for (auto& [number, pool] : pools) out.push_back(std::move(pool));
-    return out;
+    for (auto& [number, pool] : pools) p.graphPools.push_back(std::move(pool));
 }
 
 }  // namespace
@@ -615,17 +620,7 @@ core::ProcessTrace buildProcessBody(const core::Aggregator& agg, Symbolizer& sym
     core::ProcessTrace p = processHeader(agg);
     p.devices = deviceTotals(agg);
     p.timeline = timelines(agg);
-    p.graphPools = graphPools(agg, symbolizer, siteMode);
-    // Each pool's two series beside its device's: "cuda:0.graphs#2", "cuda:0.graphs_active#2".
-    for (const auto& [number, g] : agg.graphPools()) {
-        const std::string device = "cuda:" + std::to_string(g.ordinal);
-        if (!g.reservedTimeline.empty())
-            p.timeline[fmt::format("{}.{}#{}", device, core::kPoolGraphs, number)] =
-                timelineSeries(g.reservedTimeline);
-        if (!g.activeTimeline.empty())
-            p.timeline[fmt::format("{}.{}#{}", device, core::kPoolGraphsActive, number)] =
-                timelineSeries(g.activeTimeline);
-    }
+    addGraphPools(agg, symbolizer, siteMode, p);
 
     HotspotTable hotspots;
     LineTable lines;

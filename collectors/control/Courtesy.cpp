@@ -112,9 +112,8 @@ void Courtesy::describeLeft(JsonWriter& j, uint8_t device) {
     // What the device still holds, by what memtool can name: the regions' memory
     // still resident, the allocations it saw that no region holds, and the rest,
     // which it never saw (the CUDA context, libraries' own memory, other processes).
-    uint64_t outside = 0, resident = 0, paused = 0;
-    if (!regions_.heldOutsideRegions(device, &outside)) return;
-    regions_.totals(device, &resident, &paused);
+    uint64_t resident = 0, outside = 0;
+    if (!regions_.heldOnDevice(device, &resident, &outside)) return;
     j.key("left").open('{');
     j.key("in_regions_bytes").value(resident);
     j.key("outside_regions_bytes").value(outside);

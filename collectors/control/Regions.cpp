@@ -1256,12 +1256,12 @@ void Regions::totals(uint8_t device, uint64_t* resident, uint64_t* paused) {
     }
 }
 
-bool Regions::heldOutsideRegions(uint8_t device, uint64_t* bytes) {
+bool Regions::heldOnDevice(uint8_t device, uint64_t* inRegions, uint64_t* outsideRegions) {
     if (!engine_) return false;
     const uint64_t live = engine_->liveBytesOn(device);
-    uint64_t resident = 0, paused = 0;
-    totals(device, &resident, &paused);
-    *bytes = live > resident + paused ? live - resident - paused : 0;
+    uint64_t paused = 0;
+    totals(device, inRegions, &paused);
+    *outsideRegions = live > *inRegions + paused ? live - *inRegions - paused : 0;
     return true;
 }
 

@@ -233,10 +233,11 @@ public:
     size_t describe(char* out, size_t size);
     // Bytes of allocations on `device` now paused / resident (for yield's report).
     void totals(uint8_t device, uint64_t* resident, uint64_t* paused);
-    // Bytes of the allocations on `device` the engine has live that no region holds
-    // (a library's own cudaMalloc, memory from before the regions): what a yield
+    // What `device` holds that memtool counted: its regions' resident bytes, and
+    // the bytes of the allocations the engine has live that no region holds (a
+    // library's own cudaMalloc, memory from before the regions), which a yield
     // cannot release. False without an engine.
-    bool heldOutsideRegions(uint8_t device, uint64_t* bytes);
+    bool heldOnDevice(uint8_t device, uint64_t* inRegions, uint64_t* outsideRegions);
     // The device's free and total memory, where its backend can tell.
     bool deviceMemory(uint8_t device, uint64_t* free, uint64_t* total) {
         MemoryBackend* backend = backendFor(device);

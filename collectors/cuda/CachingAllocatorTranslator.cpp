@@ -21,8 +21,9 @@ void forEachPage(const AllocatorEvent& e, Fn fn) {
 }
 
 // The block and segment events of one pool: the device's own (tag 0) or a
-// private pool's again (tag kKeyGraphPool and its number).
-void translateInPools(const AllocatorEvent& e, uint8_t active, uint8_t reserved, uint64_t tag,
+// private pool's again (tag kKeyGraphPool and its number). False for an event
+// of no pool (it says nothing).
+bool translateInPools(const AllocatorEvent& e, uint8_t active, uint8_t reserved, uint64_t tag,
                       AllocationSink& sink) {
     switch (e.action) {
         case AllocatorAction::Alloc:
@@ -45,14 +46,9 @@ void translateInPools(const AllocatorEvent& e, uint8_t active, uint8_t reserved,
             forEachPage(e, [&](uint64_t key, uint64_t) { sink.free(key | tag); });
             break;
         default:
-            break;
+            return false;
     }
-}
-
-bool inPools(AllocatorAction a) {
-    return a == AllocatorAction::Alloc || a == AllocatorAction::FreeRequested ||
-           a == AllocatorAction::SegmentAlloc || a == AllocatorAction::SegmentFree ||
-           a == AllocatorAction::SegmentMap || a == AllocatorAction::SegmentUnmap;
+    return true;
 }
 
 }  // namespace
@@ -86,17 +82,15 @@ GraphPoolNumbers& graphPoolNumbers() {
 
 void translateAllocatorEvent(const AllocatorEvent& e, AllocationSink& sink) {
     if (e.device < 0 || e.device >= core::kMaxCudaDevices) return;
-    if (inPools(e.action)) {
-        translateInPools(e, core::cudaDevice(e.device, core::DevicePool::Active),
-                         core::cudaDevice(e.device, core::DevicePool::Reserved), 0, sink);
-        if (e.pool.isPrivate() && e.device < core::kMaxGraphPoolDevices) {
-            const uint32_t number = graphPoolNumbers().numberOf(e.device, e.pool, sink);
-            if (number != 0)
-                translateInPools(
-                    e, core::cudaDevice(e.device, core::DevicePool::GraphsActive),
-                    core::cudaDevice(e.device, core::DevicePool::Graphs),
-                    core::kKeyGraphPool | (uint64_t{number} << core::kKeyGraphPoolShift), sink);
-        }
+    if (translateInPools(e, core::cudaDevice(e.device, core::DevicePool::Active),
+                         core::cudaDevice(e.device, core::DevicePool::Reserved), 0, sink)) {
+        if (!e.pool.isPrivate() || e.device >= core::kMaxGraphPoolDevices) return;
+        const uint32_t number = graphPoolNumbers().numberOf(e.device, e.pool, sink);
+        if (number != 0)
+            translateInPools(e, core::cudaDevice(e.device, core::DevicePool::GraphsActive),
+                             core::cudaDevice(e.device, core::DevicePool::Graphs),
+                             core::kKeyGraphPool | (uint64_t{number} << core::kKeyGraphPoolShift),
+                             sink);
         return;
     }
     if (e.action == AllocatorAction::Oom)
